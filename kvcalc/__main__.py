@@ -1,0 +1,3 @@
+from kvcalc.cli import main
+
+main()

@@ -1,0 +1,90 @@
+"""The typer application, its error handling and the options shared by several commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import Any, NoReturn
+
+import typer
+from typer.core import TyperGroup
+
+EXIT_OK = 0
+EXIT_DOES_NOT_FIT = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class InputError(Exception):
+    """Bad input from the user: reported as one line on stderr with exit code 2."""
+
+
+def fail(message: str) -> NoReturn:
+    raise InputError(message)
+
+
+def _error_line(message: str) -> None:
+    sys.stderr.write(f"Error: {' '.join(str(message).split())}\n")
+
+
+class KvcalcGroup(TyperGroup):
+    """Runs a command and turns every failure into one line on stderr and an exit code.
+
+    Typer's default prints usage and rich error panels; for a calculator used in CI pipelines one
+    line that names the problem and the fix is easier to read and to grep.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        from kvcalc.engine.units import UnitError
+        from kvcalc.registry.load import RegistryError
+
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except typer.Exit as exc:  # raised outside a context
+            sys.exit(exc.exit_code)
+        except (InputError, RegistryError, UnitError) as exc:
+            _error_line(str(exc))
+            sys.exit(EXIT_USAGE)
+        except typer._click.exceptions.ClickException as exc:  # option parsing
+            _error_line(exc.format_message())
+            sys.exit(exc.exit_code)
+        except typer._click.exceptions.Abort:
+            _error_line("aborted")
+            sys.exit(1)
+        except BrokenPipeError:
+            sys.exit(EXIT_OK)
+        except Exception as exc:  # noqa: BLE001 - never show a traceback to the user
+            if os.environ.get("KVCALC_DEBUG"):
+                raise
+            _error_line(f"internal error: {type(exc).__name__}: {exc} (set KVCALC_DEBUG=1 "
+                        "for a traceback and please report it)")
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+app = typer.Typer(
+    cls=KvcalcGroup,
+    name="kvcalc",
+    help="KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time.",
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+FormatOption = typer.Option(
+    OutputFormat.table, "--format", "-f", help="table for people, json for machines"
+)
+
+# Commands register themselves on `app` when imported. Each module imports its heavy
+# dependencies inside the command body, so start-up pays only for the command that runs.
+from kvcalc.cli import models, size  # noqa: E402, F401

@@ -1,0 +1,105 @@
+"""KV-cache size: bytes per token, per sequence and per batch, by layer group.
+
+The per-kind formulas live on the mixer types in :mod:`kvcalc.engine.spec`; this module only sums
+them over the layers of a model. Bytes are exact integers: one layer's entry for one token is
+rounded up to whole bytes, then multiplied by the tokens the layer holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcalc.engine.spec import Mixer, ModelSpec
+from kvcalc.engine.units import DType
+
+
+@dataclass(frozen=True)
+class GroupKV:
+    """The cache of one layer group (layers sharing one mixer spec) for one sequence."""
+
+    kind: str
+    mixer: Mixer
+    layers: int
+    bytes_per_token: int
+    """Bytes one token adds across the group's layers, while no window is full."""
+    tokens_held: int
+    """Tokens of the sequence each layer keeps (the context, or a window / chunk)."""
+    state_bytes: int
+    """Fixed per-sequence state across the group's layers (recurrent + conv), else 0."""
+    bytes: int
+    """The group's bytes for one sequence: bytes_per_token x tokens_held + state_bytes."""
+
+
+@dataclass(frozen=True)
+class KVSize:
+    """KV-cache size of a model at a context and batch."""
+
+    model_id: str
+    context_tokens: int
+    batch: int
+    kv_dtype: str
+    groups: tuple[GroupKV, ...]
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token adds to a sequence while no window is full (states excluded)."""
+        return sum(g.bytes_per_token for g in self.groups)
+
+    @property
+    def bytes_per_sequence(self) -> int:
+        return sum(g.bytes for g in self.groups)
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_per_sequence * self.batch
+
+
+def layer_groups(model: ModelSpec) -> list[tuple[Mixer, int]]:
+    """Layers grouped by identical mixer spec, in order of first appearance, with their counts."""
+    counts: dict[Mixer, int] = {}
+    for i in range(model.num_layers):
+        mixer = model.mixer_at(i)
+        counts[mixer] = counts.get(mixer, 0) + 1
+    return list(counts.items())
+
+
+def layer_bytes_per_token(mixer: Mixer, dtype: DType) -> int:
+    """Bytes one token adds to one layer's cache."""
+    return dtype.bytes_for(mixer.cache_elements_per_token())
+
+
+def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, dtype: DType) -> int:
+    """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
+    held = mixer.tokens_held(context_tokens)
+    return layer_bytes_per_token(mixer, dtype) * held + dtype.bytes_for(mixer.state_elements())
+
+
+def kv_bytes_per_token(model: ModelSpec, dtype: DType) -> int:
+    """Bytes one token adds across all layers while no window is full (fixed states excluded)."""
+    return sum(layer_bytes_per_token(m, dtype) * n for m, n in layer_groups(model))
+
+
+def kv_bytes_per_sequence(model: ModelSpec, context_tokens: int, dtype: DType) -> int:
+    """Bytes of cache for one sequence at ``context_tokens``: windows capped, states included."""
+    return sum(
+        layer_bytes_per_sequence(m, context_tokens, dtype) * n for m, n in layer_groups(model)
+    )
+
+
+def kv_size(model: ModelSpec, context_tokens: int, dtype: DType, batch: int = 1) -> KVSize:
+    """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
+    if context_tokens < 1 or batch < 1:
+        raise ValueError("context_tokens and batch must be at least 1")
+    groups = tuple(
+        GroupKV(
+            kind=mixer.kind,
+            mixer=mixer,
+            layers=n,
+            bytes_per_token=layer_bytes_per_token(mixer, dtype) * n,
+            tokens_held=mixer.tokens_held(context_tokens),
+            state_bytes=dtype.bytes_for(mixer.state_elements()) * n,
+            bytes=layer_bytes_per_sequence(mixer, context_tokens, dtype) * n,
+        )
+        for mixer, n in layer_groups(model)
+    )
+    return KVSize(model.id, context_tokens, batch, dtype.name, groups)

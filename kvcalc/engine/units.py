@@ -1,0 +1,138 @@
+"""Units: data types, byte sizes and token counts.
+
+Bytes are exact integers everywhere in the engine. Data types are kept as a number of bits per
+element (a Fraction, so sub-byte types such as int4 and MXFP4 stay exact) and are turned into bytes
+only when a whole tensor is sized, rounding up.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+TiB = 1 << 40
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+
+#: The largest context we accept: 2^30 tokens. Anything larger is a typo, not a deployment.
+MAX_CONTEXT_TOKENS = 1 << 30
+
+
+class UnitError(ValueError):
+    """A quantity could not be parsed; the message names the input and the accepted forms."""
+
+
+@dataclass(frozen=True)
+class DType:
+    """A storage data type, as bits per element (scale overhead included where it is fixed)."""
+
+    name: str
+    bits: Fraction
+
+    def bytes_for(self, elements: int) -> int:
+        """Bytes needed to store ``elements`` values, rounded up to whole bytes."""
+        return math.ceil(elements * self.bits / 8)
+
+
+# MXFP4 (OCP microscaling): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32,
+# i.e. 4 + 8/32 = 4.25 bits per element. gpt-oss ships its MoE experts this way.
+_DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("fp32", Fraction(32)),
+        DType("bf16", Fraction(16)),
+        DType("fp16", Fraction(16)),
+        DType("fp8", Fraction(8)),
+        DType("int8", Fraction(8)),
+        DType("int4", Fraction(4)),
+        DType("int2", Fraction(2)),
+        DType("mxfp4", Fraction(17, 4)),
+    )
+}
+_DTYPE_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "float8": "fp8",
+}
+KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
+
+
+def dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:
+    """Look up a data type by name (``bf16``, ``fp8``, ``bfloat16``, ...)."""
+    key = name.strip().lower()
+    key = _DTYPE_ALIASES.get(key, key)
+    choices = allowed if allowed is not None else tuple(_DTYPES)
+    if key not in _DTYPES or key not in choices:
+        raise UnitError(f"unknown dtype {name!r}; choose one of {', '.join(choices)}")
+    return _DTYPES[key]
+
+
+_CTX_RE = re.compile(r"^\s*(\d+)\s*([km]?)\s*$", re.IGNORECASE)
+_CTX_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20}
+
+
+def parse_context(text: str) -> int:
+    """Parse a context length: ``8192``, ``8k`` (8,192), ``128k`` (131,072), ``1m`` (1,048,576).
+
+    ``k`` and ``m`` are binary (2^10, 2^20), as context lengths are quoted in the field.
+    """
+    match = _CTX_RE.match(text)
+    if not match:
+        raise UnitError(
+            f"invalid context {text!r}: use a whole number of tokens such as 8192, 8k, 128k or 1m"
+        )
+    tokens = int(match.group(1)) * _CTX_SCALE[match.group(2).lower()]
+    if tokens <= 0:
+        raise UnitError(f"invalid context {text!r}: it must be at least 1 token")
+    if tokens > MAX_CONTEXT_TOKENS:
+        raise UnitError(
+            f"invalid context {text!r}: {tokens:,} tokens is above the limit of "
+            f"{MAX_CONTEXT_TOKENS:,} (1024m)"
+        )
+    return tokens
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)
+_SIZE_SCALE = {
+    "b": 1,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """Parse a memory size with an explicit unit: ``80GB`` (10^9), ``79.2GiB`` (2^30), ``512MiB``.
+
+    A bare number is refused: "80" could be GB or GiB, a 7% difference on an H100.
+    """
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise UnitError(
+            f"invalid size {text!r}: give a number and a unit, e.g. 80GB (10^9 bytes) "
+            "or 80GiB (2^30 bytes)"
+        )
+    value = Fraction(match.group(1)) * _SIZE_SCALE[match.group(2).lower()]
+    if value <= 0:
+        raise UnitError(f"invalid size {text!r}: it must be positive")
+    if value > 1 << 60:
+        raise UnitError(f"invalid size {text!r}: larger than any accelerator (1 EiB)")
+    return math.floor(value)

@@ -1,0 +1,207 @@
+"""Loading registry files: locate them, parse YAML safely, validate, and resolve names.
+
+Loading is lazy: resolving ``llama3-70b`` reads ``models/llama3-70b.yaml`` and nothing else; the
+other files are read only to resolve an alias or to suggest close names after a miss.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from kvcalc.registry.schema import ModelFile
+
+    M = TypeVar("M", bound=BaseModel)
+
+#: Registry files larger than this are refused before parsing (a hostile or mistaken file).
+MAX_FILE_BYTES = 1 << 20
+
+
+class RegistryError(Exception):
+    """Bad registry data or an unknown name. The message is one line naming the file and field."""
+
+
+class UnknownNameError(RegistryError):
+    """A model or accelerator name that is not in the registry; carries the closest names."""
+
+    def __init__(self, what: str, name: str, suggestions: list[str]) -> None:
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown {what} {name!r}{hint} (list them with `kvcalc {what}s`)")
+        self.name = name
+        self.suggestions = suggestions
+
+
+def registry_root() -> Path:
+    """The registry directory: $KVCALC_REGISTRY, else the copy shipped in the wheel, else the
+    source tree's model_configs/ (editable installs)."""
+    env = os.environ.get("KVCALC_REGISTRY")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent.parent
+    packaged = here / "model_configs"
+    return packaged if packaged.is_dir() else here.parent / "model_configs"
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file with the safe loader; every failure becomes a one-line RegistryError."""
+    import yaml
+
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise RegistryError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    if size > MAX_FILE_BYTES:
+        raise RegistryError(f"{path}: {size:,} bytes is too large for a registry file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"{path}: cannot read: {exc}") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, never yaml.Loader
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: invalid YAML: {_one_line(exc)}") from None
+    _refuse_aliases(path, data)
+    return data
+
+
+def _refuse_aliases(path: Path, data: Any) -> None:
+    # YAML anchors/aliases can make a tiny file expand exponentially ("billion laughs") once
+    # validated; registry files have no use for them.
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                raise RegistryError(f"{path}: YAML anchors and aliases are not allowed")
+            seen.add(id(node))
+            stack.extend(node.values() if isinstance(node, dict) else node)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def validate(path: Path, data: Any, schema: type[M]) -> M:
+    """Validate parsed YAML against a schema; the first error names the file and the field."""
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise RegistryError(f"{path}: expected a mapping at the top level")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        msg = first["msg"]
+        if first["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif first["type"] == "missing":
+            msg = "missing required field"
+        return _raise(f"{path}: {loc}: {msg}{more}")
+
+
+def _raise(message: str) -> Any:
+    raise RegistryError(message)
+
+
+# ---------------------------------------------------------------- models
+
+
+def models_dir(root: Path | None = None) -> Path:
+    return (root or registry_root()) / "models"
+
+
+def load_model_file(path: Path) -> ModelFile:
+    from kvcalc.registry.schema import ModelFile
+
+    model = validate(path, read_yaml(path), ModelFile)
+    if model.id != path.stem:
+        raise RegistryError(f"{path}: id: {model.id!r} must match the file name {path.stem!r}")
+    return model
+
+
+def model_paths(root: Path | None = None) -> list[Path]:
+    directory = models_dir(root)
+    if not directory.is_dir():
+        raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
+    return sorted(directory.glob("*.yaml"))
+
+
+@lru_cache(maxsize=8)
+def _name_index(directory: Path) -> dict[str, Path]:
+    index: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        data = read_yaml(path)
+        if not isinstance(data, dict):
+            continue
+        names = [path.stem, data.get("id"), data.get("hf_repo"), *(data.get("aliases") or [])]
+        for name in names:
+            if isinstance(name, str):
+                index.setdefault(name.strip().lower(), path)
+    return index
+
+
+def find_model(name: str, root: Path | None = None) -> ModelFile:
+    """Resolve a registry name (id, HF repo id or alias, case-insensitive) to its model file."""
+    key = name.strip().lower()
+    directory = models_dir(root)
+    if "/" not in key and key and not key.startswith("."):
+        direct = directory / f"{key}.yaml"
+        if direct.is_file():
+            return load_model_file(direct)
+    if not directory.is_dir():
+        raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
+    index = _name_index(directory)
+    if key in index:
+        return load_model_file(index[key])
+    raise UnknownNameError("model", name, close_names(key, index))
+
+
+def close_names(key: str, index: dict[str, Path], n: int = 3) -> list[str]:
+    """The closest registry names, by similarity of the lowercased strings."""
+    candidates = difflib.get_close_matches(key, list(index), n=n * 3, cutoff=0.5)
+    # Prefer the file id over its aliases, and do not list one model twice.
+    out: list[str] = []
+    seen: set[Path] = set()
+    for cand in candidates:
+        path = index[cand]
+        if path not in seen:
+            seen.add(path)
+            out.append(path.stem if cand != path.stem and cand.count("/") else cand)
+        if len(out) == n:
+            break
+    return out
+
+
+def all_models(root: Path | None = None) -> list[ModelFile]:
+    return [load_model_file(p) for p in model_paths(root)]
+
+
+def check_models(root: Path | None = None) -> list[str]:
+    """Validate every model file; returns one message per bad file (empty when all are good)."""
+    problems: list[str] = []
+    seen: dict[str, Path] = {}
+    for path in model_paths(root):
+        try:
+            model = load_model_file(path)
+        except RegistryError as exc:
+            problems.append(str(exc))
+            continue
+        for name in model.names():
+            key = name.lower()
+            if key in seen and seen[key] != path:
+                problems.append(f"{path}: name {name!r} is already used by {seen[key].name}")
+            seen[key] = path
+    return problems

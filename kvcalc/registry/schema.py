@@ -1,0 +1,295 @@
+"""Pydantic schemas of the model registry files (model_configs/models/*.yaml).
+
+Strict on purpose: unknown keys are rejected, numbers must be positive, and cross-field rules
+(query heads divisible by KV heads, every pattern name defined) are checked, so a typo in a
+registry file fails loudly instead of silently changing a number.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kvcalc.engine import spec
+
+PosInt = Annotated[int, Field(gt=0, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- mixers
+
+
+class _AttentionBase(Strict):
+    kv_heads: PosInt
+    head_dim: PosInt
+    head_dim_v: PosInt | None = Field(None, description="V head dim when it differs from K")
+    q_heads: PosInt | None = Field(None, description="defaults to num_attention_heads")
+    sinks: bool = Field(False, description="learned attention-sink logits (gpt-oss); no KV cost")
+
+    def _fields(self, q_heads: int) -> dict:
+        return {
+            "kv_heads": self.kv_heads,
+            "head_dim_k": self.head_dim,
+            "head_dim_v": self.head_dim_v or self.head_dim,
+            "q_heads": self.q_heads or q_heads,
+        }
+
+
+class FullAttention(_AttentionBase):
+    kind: Literal["full"]
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.FullAttention(**self._fields(arch.num_attention_heads))
+
+
+class SlidingAttention(_AttentionBase):
+    kind: Literal["sliding"]
+    window: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.SlidingWindowAttention(
+            **self._fields(arch.num_attention_heads), window=self.window
+        )
+
+
+class ChunkedAttention(_AttentionBase):
+    kind: Literal["chunked"]
+    chunk: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.ChunkedLocalAttention(
+            **self._fields(arch.num_attention_heads), chunk=self.chunk
+        )
+
+
+class MLAttention(Strict):
+    kind: Literal["mla"]
+    kv_lora_rank: PosInt
+    qk_rope_head_dim: PosInt
+    qk_nope_head_dim: PosInt
+    v_head_dim: PosInt
+    q_lora_rank: PosInt | None = Field(None, description="null when queries are not compressed")
+    q_heads: PosInt | None = None
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.MultiHeadLatentAttention(
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            qk_nope_head_dim=self.qk_nope_head_dim,
+            v_head_dim=self.v_head_dim,
+            q_heads=self.q_heads or arch.num_attention_heads,
+            q_lora_rank=self.q_lora_rank,
+        )
+
+
+class MambaMixer(Strict):
+    kind: Literal["mamba"]
+    d_state: PosInt
+    d_conv: PosInt
+    expand: PosInt = 2
+    d_inner: PosInt | None = Field(None, description="defaults to expand x hidden_size")
+    dt_rank: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.Mamba(
+            d_inner=self.d_inner or self.expand * arch.hidden_size,
+            d_state=self.d_state,
+            d_conv=self.d_conv,
+            dt_rank=self.dt_rank,
+        )
+
+
+class GatedDeltaNetMixer(Strict):
+    kind: Literal["gated_deltanet"]
+    k_heads: PosInt
+    v_heads: PosInt
+    k_head_dim: PosInt
+    v_head_dim: PosInt
+    conv_kernel: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.GatedDeltaNet(
+            k_heads=self.k_heads,
+            v_heads=self.v_heads,
+            k_head_dim=self.k_head_dim,
+            v_head_dim=self.v_head_dim,
+            conv_kernel=self.conv_kernel,
+        )
+
+
+class LightningMixer(Strict):
+    kind: Literal["lightning"]
+    heads: PosInt
+    head_dim: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.LightningAttention(heads=self.heads, head_dim=self.head_dim)
+
+
+MixerSchema = Annotated[
+    Union[
+        FullAttention,
+        SlidingAttention,
+        ChunkedAttention,
+        MLAttention,
+        MambaMixer,
+        GatedDeltaNetMixer,
+        LightningMixer,
+    ],
+    Field(discriminator="kind"),
+]
+
+# ---------------------------------------------------------------- feed-forward
+
+
+class MLPSchema(Strict):
+    intermediate_size: PosInt
+    gated: bool = Field(True, description="gate+up+down (SwiGLU/GeGLU); false: up+down")
+
+
+class MoESchema(Strict):
+    experts: PosInt
+    experts_per_token: PosInt
+    intermediate_size: PosInt
+    shared_experts: NonNegInt = 0
+    shared_intermediate_size: PosInt | None = Field(None, description="defaults to intermediate_size")
+    gated: bool = True
+    first_dense_layers: NonNegInt = 0
+    period: PosInt = 1
+    offset: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESchema:
+        if self.experts_per_token > self.experts:
+            raise ValueError(
+                f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- architecture
+
+
+class Architecture(Strict):
+    hidden_size: PosInt
+    num_layers: PosInt
+    vocab_size: PosInt
+    tied_embeddings: bool
+    num_attention_heads: PosInt
+    mixers: dict[str, MixerSchema] = Field(min_length=1)
+    pattern: list[str] | None = Field(
+        None, description="mixer names, repeated cyclically over the layers; optional with one mixer"
+    )
+    mlp: MLPSchema | None = None
+    moe: MoESchema | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Architecture:
+        pattern = self.pattern_names()
+        unknown = sorted(set(pattern) - set(self.mixers))
+        if unknown:
+            raise ValueError(f"pattern names {unknown} are not defined under mixers")
+        unused = sorted(set(self.mixers) - set(pattern))
+        if unused:
+            raise ValueError(f"mixers {unused} are never used by the pattern")
+        if len(pattern) > self.num_layers:
+            raise ValueError(
+                f"pattern has {len(pattern)} entries but the model has {self.num_layers} layers"
+            )
+        for name, mixer in self.mixers.items():
+            if isinstance(mixer, _AttentionBase):
+                q = mixer.q_heads or self.num_attention_heads
+                if q % mixer.kv_heads:
+                    raise ValueError(
+                        f"mixers.{name}: {q} query heads are not divisible by "
+                        f"{mixer.kv_heads} kv_heads"
+                    )
+        if self.mlp is None and (self.moe is None or self._has_dense_layers()):
+            raise ValueError("mlp is required: some layers are not MoE")
+        return self
+
+    def _has_dense_layers(self) -> bool:
+        assert self.moe is not None
+        layout = spec.MoELayout(self.moe.first_dense_layers, self.moe.period, self.moe.offset)
+        return not all(layout.is_moe(i) for i in range(self.num_layers))
+
+    def pattern_names(self) -> list[str]:
+        if self.pattern is not None:
+            if not self.pattern:
+                raise ValueError("pattern must not be empty")
+            return self.pattern
+        if len(self.mixers) != 1:
+            raise ValueError("pattern is required when more than one mixer is defined")
+        return list(self.mixers)
+
+
+# ---------------------------------------------------------------- model file
+
+Verification = Literal["official_verbatim", "official_partial", "derived_copies", "secondary"]
+
+
+class Params(Strict):
+    total: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="officially stated total parameters; null when no source states it"
+    )
+    active: Annotated[float, Field(gt=0)] | None = None
+    stated: str = Field(description="the official wording and where it is stated")
+
+
+class ModelFile(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    family: str
+    hf_repo: str
+    aliases: list[str] = []
+    verification: Verification
+    unverified: list[str] = Field(
+        [], description="fields no consulted source confirmed (marked UNVERIFIED in the reference)"
+    )
+    source: list[str] = Field(min_length=1)
+    notes: str | None = None
+    dtype: Literal["bf16", "fp16", "fp32"]
+    max_context: PosInt
+    params: Params
+    architecture: Architecture
+
+    def to_spec(self) -> spec.ModelSpec:
+        arch = self.architecture
+        mixers = {name: m.to_spec(arch) for name, m in arch.mixers.items()}
+        moe = arch.moe
+        return spec.ModelSpec(
+            id=self.id,
+            name=self.name,
+            num_layers=arch.num_layers,
+            hidden_size=arch.hidden_size,
+            vocab_size=arch.vocab_size,
+            tied_embeddings=arch.tied_embeddings,
+            mixer_pattern=tuple(mixers[n] for n in arch.pattern_names()),
+            dense_mlp=spec.DenseMLP(arch.mlp.intermediate_size, arch.mlp.gated)
+            if arch.mlp
+            else None,
+            moe=spec.MoE(
+                experts=moe.experts,
+                top_k=moe.experts_per_token,
+                intermediate_size=moe.intermediate_size,
+                shared_experts=moe.shared_experts,
+                shared_intermediate_size=moe.shared_intermediate_size or moe.intermediate_size,
+                gated=moe.gated,
+            )
+            if moe
+            else None,
+            moe_layout=spec.MoELayout(moe.first_dense_layers, moe.period, moe.offset)
+            if moe
+            else spec.MoELayout(),
+            default_dtype=self.dtype,
+            max_context=self.max_context,
+        )
+
+    def names(self) -> list[str]:
+        """Every name this model answers to: id, HF repo id and aliases."""
+        return [self.id, self.hf_repo, *self.aliases]

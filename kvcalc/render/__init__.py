@@ -1,0 +1,1 @@
+"""Renderers: turn engine results into rich tables or machine-readable text."""

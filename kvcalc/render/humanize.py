@@ -1,0 +1,23 @@
+"""Human-readable quantities. Machine output never goes through here."""
+
+from __future__ import annotations
+
+
+def format_binary(n_bytes: int | float) -> str:
+    """Human size in binary units (KiB, MiB, GiB, TiB)."""
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_decimal(n_bytes: int | float) -> str:
+    """Human size in decimal units (kB, MB, GB, TB)."""
+    value = float(n_bytes)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.2f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
