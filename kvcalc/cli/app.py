@@ -58,8 +58,10 @@ class KvcalcGroup(TyperGroup):
         except Exception as exc:  # noqa: BLE001 - never show a traceback to the user
             if os.environ.get("KVCALC_DEBUG"):
                 raise
-            _error_line(f"internal error: {type(exc).__name__}: {exc} (set KVCALC_DEBUG=1 "
-                        "for a traceback and please report it)")
+            _error_line(
+                f"internal error: {type(exc).__name__}: {exc} (set KVCALC_DEBUG=1 "
+                "for a traceback and please report it)"
+            )
             sys.exit(EXIT_INTERNAL)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
@@ -83,6 +85,64 @@ class OutputFormat(str, Enum):
 
 FormatOption = typer.Option(
     OutputFormat.table, "--format", "-f", help="table for people, json for machines"
+)
+
+
+def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
+    """Parse one context or a comma-separated list (``8k,32k,128k``) into token counts."""
+    from kvcalc.engine.units import UnitError, parse_context
+
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        fail(f"{option}: give at least one context, e.g. 8k or 8k,32k,128k")
+    try:
+        return [parse_context(p) for p in parts]
+    except UnitError as exc:
+        fail(f"{option}: {exc}")
+
+
+def parse_size(text: str, option: str) -> int:
+    from kvcalc.engine.units import UnitError, parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except UnitError as exc:
+        fail(f"{option}: {exc}")
+
+
+def kv_dtype_option(text: str | None, default: str):  # noqa: ANN201 - DType, imported lazily
+    from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
+
+    try:
+        return dtype(text or default, KV_DTYPES)
+    except UnitError as exc:
+        fail(f"--kv-dtype: {exc}")
+
+
+def load_model(name: str, kv_heads: int | None, head_dim: int | None, layers: int | None):  # noqa: ANN201
+    """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
+    from kvcalc.registry.load import resolve_model
+
+    model = resolve_model(name)
+    if kv_heads or head_dim or layers:
+        model = model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
+    return model
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text)
+
+
+MAX_BATCH = 1_000_000
+KvHeadsOption = typer.Option(
+    None, "--kv-heads", min=1, max=4096, help="what-if: KV heads per layer (1 = MQA)"
+)
+HeadDimOption = typer.Option(None, "--head-dim", min=1, max=65536, help="what-if: head dim")
+LayersOption = typer.Option(None, "--layers", min=1, max=100_000, help="what-if: layer count")
+KvDtypeOption = typer.Option(
+    None,
+    "--kv-dtype",
+    help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
 )
 
 # Commands register themselves on `app` when imported. Each module imports its heavy

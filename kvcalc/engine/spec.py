@@ -15,7 +15,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import ClassVar, Union
+from typing import ClassVar
+
+
+class ParallelismError(ValueError):
+    """A tensor-parallel size the model's heads cannot be split over."""
+
+
+def split_heads(heads: int, tp: int, what: str) -> int:
+    """Heads per rank. Serving engines require tp to divide the heads, or (for KV heads, which
+    are then replicated) the heads to divide tp; vLLM refuses anything else at start-up."""
+    if heads % tp == 0:
+        return heads // tp
+    if tp % heads == 0 and what == "KV heads":
+        return 1
+    raise ParallelismError(f"tensor parallel size {tp} does not divide the {heads} {what}")
+
 
 # --------------------------------------------------------------------------------------------
 # Mixers: attention kinds and recurrent states
@@ -44,7 +59,11 @@ class FullAttention:
     def per_rank(self, tp: int) -> FullAttention:
         # KV heads split across ranks; beyond kv_heads ranks, each holds one replicated head
         # (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)).
-        return replace(self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp))
+        return replace(
+            self,
+            kv_heads=split_heads(self.kv_heads, tp, "KV heads"),
+            q_heads=split_heads(self.q_heads, tp, "query heads"),
+        )
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> FullAttention:
         new = self
@@ -104,7 +123,7 @@ class MultiHeadLatentAttention:
         return 0
 
     def per_rank(self, tp: int) -> MultiHeadLatentAttention:
-        return replace(self, q_heads=max(1, self.q_heads // tp))
+        return replace(self, q_heads=split_heads(self.q_heads, tp, "query heads"))
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> MultiHeadLatentAttention:
         return self  # the latent has no KV heads to change
@@ -134,7 +153,7 @@ class Mamba:
         return self.d_inner * (self.d_conv - 1) + self.d_inner * self.d_state
 
     def per_rank(self, tp: int) -> Mamba:
-        return replace(self, d_inner=max(1, self.d_inner // tp))
+        return replace(self, d_inner=split_heads(self.d_inner, tp, "Mamba channels"))
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mamba:
         return self
@@ -170,7 +189,9 @@ class GatedDeltaNet:
 
     def per_rank(self, tp: int) -> GatedDeltaNet:
         return replace(
-            self, k_heads=max(1, self.k_heads // tp), v_heads=max(1, self.v_heads // tp)
+            self,
+            k_heads=split_heads(self.k_heads, tp, "linear-attention key heads"),
+            v_heads=split_heads(self.v_heads, tp, "linear-attention value heads"),
         )
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> GatedDeltaNet:
@@ -196,21 +217,21 @@ class LightningAttention:
         return self.heads * self.head_dim * self.head_dim
 
     def per_rank(self, tp: int) -> LightningAttention:
-        return replace(self, heads=max(1, self.heads // tp))
+        return replace(self, heads=split_heads(self.heads, tp, "linear-attention heads"))
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> LightningAttention:
         return self
 
 
-Mixer = Union[
-    FullAttention,
-    SlidingWindowAttention,
-    ChunkedLocalAttention,
-    MultiHeadLatentAttention,
-    Mamba,
-    GatedDeltaNet,
-    LightningAttention,
-]
+Mixer = (
+    FullAttention
+    | SlidingWindowAttention
+    | ChunkedLocalAttention
+    | MultiHeadLatentAttention
+    | Mamba
+    | GatedDeltaNet
+    | LightningAttention
+)
 
 #: Mixers whose cache grows with the tokens they hold (as opposed to a fixed state).
 ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
@@ -240,7 +261,7 @@ class MoE:
     gated: bool = True
 
 
-FFN = Union[DenseMLP, MoE]
+FFN = DenseMLP | MoE
 
 
 @dataclass(frozen=True)

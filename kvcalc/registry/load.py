@@ -205,3 +205,13 @@ def check_models(root: Path | None = None) -> list[str]:
                 problems.append(f"{path}: name {name!r} is already used by {seen[key].name}")
             seen[key] = path
     return problems
+
+
+def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
+    """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
+    path = Path(name)
+    if name.endswith(".json") or path.is_dir() or path.is_file():
+        from kvcalc.registry.hf import load_hf_config
+
+        return load_hf_config(path)
+    return find_model(name).to_spec()

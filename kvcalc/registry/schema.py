@@ -7,7 +7,7 @@ registry file fails loudly instead of silently changing a number.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -132,15 +132,13 @@ class LightningMixer(Strict):
 
 
 MixerSchema = Annotated[
-    Union[
-        FullAttention,
-        SlidingAttention,
-        ChunkedAttention,
-        MLAttention,
-        MambaMixer,
-        GatedDeltaNetMixer,
-        LightningMixer,
-    ],
+    FullAttention
+    | SlidingAttention
+    | ChunkedAttention
+    | MLAttention
+    | MambaMixer
+    | GatedDeltaNetMixer
+    | LightningMixer,
     Field(discriminator="kind"),
 ]
 
@@ -157,7 +155,9 @@ class MoESchema(Strict):
     experts_per_token: PosInt
     intermediate_size: PosInt
     shared_experts: NonNegInt = 0
-    shared_intermediate_size: PosInt | None = Field(None, description="defaults to intermediate_size")
+    shared_intermediate_size: PosInt | None = Field(
+        None, description="defaults to intermediate_size"
+    )
     gated: bool = True
     first_dense_layers: NonNegInt = 0
     period: PosInt = 1
@@ -183,7 +183,8 @@ class Architecture(Strict):
     num_attention_heads: PosInt
     mixers: dict[str, MixerSchema] = Field(min_length=1)
     pattern: list[str] | None = Field(
-        None, description="mixer names, repeated cyclically over the layers; optional with one mixer"
+        None,
+        description="mixer names, repeated cyclically over the layers; optional with one mixer",
     )
     mlp: MLPSchema | None = None
     moe: MoESchema | None = None

@@ -1,0 +1,65 @@
+"""`kvcalc size`: KV bytes per token, per sequence and per batch, by layer group."""
+
+from __future__ import annotations
+
+import typer
+
+from kvcalc.cli.app import (
+    MAX_BATCH,
+    FormatOption,
+    HeadDimOption,
+    KvDtypeOption,
+    KvHeadsOption,
+    LayersOption,
+    OutputFormat,
+    app,
+    emit,
+    kv_dtype_option,
+    load_model,
+    parse_ctx_list,
+)
+
+
+@app.command()
+def size(
+    model: str = typer.Argument(
+        ..., help="registry name (see `kvcalc models`) or config.json path"
+    ),
+    ctx: str = typer.Option(
+        None, "--ctx", "-c", help="context in tokens: 8192, 8k, 128k, 1m [default: model max]"
+    ),
+    batch: int = typer.Option(1, "--batch", "-b", min=1, max=MAX_BATCH, help="sequences"),
+    kv_dtype: str = KvDtypeOption,
+    kv_heads: int = KvHeadsOption,
+    head_dim: int = HeadDimOption,
+    layers: int = LayersOption,
+    fmt: OutputFormat = FormatOption,
+) -> None:
+    """KV-cache bytes per token, per sequence at --ctx, and for --batch sequences."""
+    from kvcalc.engine.kv import kv_size
+
+    spec = load_model(model, kv_heads, head_dim, layers)
+    if ctx is None:
+        if spec.max_context is None:
+            from kvcalc.cli.app import fail
+
+            fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
+        contexts = [spec.max_context]
+    else:
+        contexts = parse_ctx_list(ctx)
+    dtype = kv_dtype_option(kv_dtype, spec.default_dtype)
+    results = [kv_size(spec, c, dtype, batch) for c in contexts]
+    if fmt is OutputFormat.json:
+        from kvcalc.render.json import dumps, size_payload
+
+        payloads = [size_payload(r, spec.name) for r in results]
+        emit(dumps(payloads[0] if len(payloads) == 1 else payloads))
+        return
+    from kvcalc.render.console import console
+    from kvcalc.render.table import size_summary, size_table
+
+    out = console()
+    for r in results:
+        out.print(size_table(r, spec.name))
+        for line in size_summary(r):
+            out.print(line)

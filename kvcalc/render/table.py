@@ -1,0 +1,100 @@
+"""Rich tables for people. Every size is shown in both binary (GiB) and decimal (GB) units."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.kv import KVSize
+from kvcalc.engine.units import GiB
+from kvcalc.render.humanize import format_binary, format_decimal
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def both_units(n_bytes: int) -> str:
+    return f"{format_binary(n_bytes)} ({format_decimal(n_bytes)})"
+
+
+def mixer_detail(mixer: Any) -> str:
+    """A short description of a layer group's mixer (window size, heads, state shape)."""
+    kind = mixer.kind
+    if kind in ("full", "sliding", "chunked"):
+        dims = (
+            f"{mixer.head_dim_k}"
+            if mixer.head_dim_k == mixer.head_dim_v
+            else f"{mixer.head_dim_k}/{mixer.head_dim_v}"
+        )
+        detail = f"{mixer.kv_heads} kv x {dims}"
+        if kind == "sliding":
+            detail += f", window {mixer.window:,}"
+        if kind == "chunked":
+            detail += f", chunk {mixer.chunk:,}"
+        return detail
+    if kind == "mla":
+        return f"latent {mixer.kv_lora_rank} + rope {mixer.qk_rope_head_dim}"
+    if kind == "mamba":
+        return f"d_inner {mixer.d_inner}, d_state {mixer.d_state}, conv {mixer.d_conv}"
+    if kind == "gated_deltanet":
+        return f"{mixer.v_heads} v heads x {mixer.k_head_dim}x{mixer.v_head_dim}"
+    if kind == "lightning":
+        return f"{mixer.heads} heads x {mixer.head_dim}x{mixer.head_dim}"
+    return ""
+
+
+def size_table(size: KVSize, name: str) -> Table:
+    from rich.table import Table
+
+    title = (
+        f"{name} ({size.model_id}): KV cache at {size.context_tokens:,} tokens, "
+        f"batch {size.batch}, {size.kv_dtype}"
+    )
+    with_state = any(g.state_bytes for g in size.groups)
+    table = Table(title=title, title_justify="left")
+    table.add_column("kind")
+    table.add_column("detail")
+    table.add_column("layers", justify="right")
+    table.add_column("bytes/token", justify="right")
+    table.add_column("tokens held", justify="right")
+    if with_state:
+        table.add_column("state bytes", justify="right")
+    table.add_column("bytes/sequence", justify="right")
+    table.add_column("GiB", justify="right")
+    for g in size.groups:
+        state = [f"{g.state_bytes:,}"] if with_state else []
+        table.add_row(
+            g.kind,
+            mixer_detail(g.mixer),
+            str(g.layers),
+            f"{g.bytes_per_token:,}",
+            f"{g.tokens_held:,}",
+            *state,
+            f"{g.bytes:,}",
+            f"{g.bytes / GiB:,.2f}",
+        )
+    if len(size.groups) > 1:
+        table.add_section()
+        state = [f"{sum(g.state_bytes for g in size.groups):,}"] if with_state else []
+        table.add_row(
+            "total",
+            "",
+            str(sum(g.layers for g in size.groups)),
+            f"{size.bytes_per_token:,}",
+            "",
+            *state,
+            f"{size.bytes_per_sequence:,}",
+            f"{size.bytes_per_sequence / GiB:,.2f}",
+        )
+    return table
+
+
+def size_summary(size: KVSize) -> list[str]:
+    lines = [
+        f"per token:    {size.bytes_per_token:,} B ({format_binary(size.bytes_per_token)})",
+        f"per sequence: {size.bytes_per_sequence:,} B = {both_units(size.bytes_per_sequence)}",
+    ]
+    if size.batch > 1:
+        lines.append(
+            f"batch of {size.batch}: {size.bytes_total:,} B = {both_units(size.bytes_total)}"
+        )
+    return lines

@@ -1,0 +1,241 @@
+"""The KV formulas: golden figures from the seed texts and invariants as properties."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvcalc.engine import spec
+from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token, kv_size
+from kvcalc.engine.units import GiB, KiB, MiB, dtype
+
+BF16, FP8 = dtype("bf16"), dtype("fp8")
+
+
+def dense(kv_heads: int, head_dim: int, layers: int, q_heads: int = 64) -> spec.ModelSpec:
+    return spec.ModelSpec(
+        id="t",
+        name="t",
+        num_layers=layers,
+        hidden_size=8192,
+        vocab_size=128256,
+        tied_embeddings=False,
+        mixer_pattern=(spec.FullAttention(kv_heads, head_dim, head_dim, q_heads),),
+        dense_mlp=spec.DenseMLP(28672),
+    )
+
+
+# Seed 004 ("3.2 The KV Cache"), worked example: Llama-3-70B, 80 layers, 8 KV heads, d_h 128.
+LLAMA3_70B = dense(8, 128, 80)
+
+
+def test_llama3_70b_per_token_is_320_kib() -> None:
+    assert kv_bytes_per_token(LLAMA3_70B, BF16) == 2 * 80 * 8 * 128 * 2 == 327_680 == 320 * KiB
+
+
+def test_llama3_70b_per_sequence_8k_and_128k() -> None:
+    assert kv_bytes_per_sequence(LLAMA3_70B, 8192, BF16) == int(2.5 * GiB)
+    assert kv_bytes_per_sequence(LLAMA3_70B, 131_072, BF16) == 40 * GiB
+
+
+def test_mha_and_mqa_what_ifs_of_the_seed_table() -> None:
+    mha = LLAMA3_70B.with_overrides(kv_heads=64)
+    mqa = LLAMA3_70B.with_overrides(kv_heads=1)
+    assert kv_bytes_per_token(mha, BF16) == int(2.5 * MiB)
+    assert kv_bytes_per_sequence(mha, 131_072, BF16) == 320 * GiB
+    assert kv_bytes_per_token(mqa, BF16) == 40 * KiB
+    assert kv_bytes_per_sequence(mqa, 131_072, BF16) == 5 * GiB
+
+
+def test_seed_000_llama_70b_mha_at_100k_is_262_gb() -> None:
+    # "2 x 80 x 64 x 100,000 x 128 x 2 (FP16) = 262 GB"
+    mha = LLAMA3_70B.with_overrides(kv_heads=64)
+    assert kv_bytes_per_sequence(mha, 100_000, dtype("fp16")) == 262_144_000_000
+
+
+def test_llama3_8b_bf16_and_fp8() -> None:
+    m = dense(8, 128, 32, q_heads=32)
+    assert kv_bytes_per_token(m, BF16) == 131_072
+    assert kv_bytes_per_token(m, FP8) == 65_536
+
+
+DEEPSEEK_V3_MLA = spec.MultiHeadLatentAttention(
+    kv_lora_rank=512,
+    qk_rope_head_dim=64,
+    qk_nope_head_dim=128,
+    v_head_dim=128,
+    q_heads=128,
+    q_lora_rank=1536,
+)
+
+
+def mla_model(q_heads: int = 128) -> spec.ModelSpec:
+    mixer = spec.MultiHeadLatentAttention(512, 64, 128, 128, q_heads, 1536)
+    return spec.ModelSpec("ds", "ds", 61, 7168, 129280, False, (mixer,), spec.DenseMLP(18432))
+
+
+def test_deepseek_v3_mla_70272_bytes_per_token() -> None:
+    m = mla_model()
+    assert kv_bytes_per_token(m, BF16) == (512 + 64) * 61 * 2 == 70_272
+    assert round(kv_bytes_per_sequence(m, 131_072, BF16) / GiB, 1) == 8.6
+
+
+def test_sliding_groups_hold_window_full_groups_hold_context() -> None:
+    sliding = spec.SlidingWindowAttention(8, 64, 64, 64, window=128)
+    full = spec.FullAttention(8, 64, 64, 64)
+    m = spec.ModelSpec("g", "g", 36, 2880, 201088, False, (sliding, full), spec.DenseMLP(2880))
+    size = kv_size(m, 131_072, BF16)
+    held = {g.kind: g.tokens_held for g in size.groups}
+    assert held == {"sliding": 128, "full": 131_072}
+    assert [g.layers for g in size.groups] == [18, 18]
+
+
+def test_state_layers_cost_nothing_per_token() -> None:
+    gdn = spec.GatedDeltaNet(16, 32, 128, 128, 4)
+    m = spec.ModelSpec("q", "q", 4, 2048, 151936, False, (gdn,), spec.DenseMLP(5120))
+    assert kv_bytes_per_token(m, BF16) == 0
+    # 32 x 128 x 128 recurrent + (2 x 16 x 128 + 32 x 128) x 3 conv = 548,864 values per layer.
+    assert kv_bytes_per_sequence(m, 1, BF16) == 4 * 548_864 * 2
+
+
+# ------------------------------------------------------------------ properties
+
+attention = st.builds(
+    lambda kv, dk, dv, group: spec.FullAttention(kv, dk, dv, kv * group),
+    st.integers(1, 128),
+    st.integers(1, 512),
+    st.integers(1, 512),
+    st.integers(1, 8),
+)
+sliding = st.builds(
+    lambda a, w: spec.SlidingWindowAttention(a.kv_heads, a.head_dim_k, a.head_dim_v, a.q_heads, w),
+    attention,
+    st.integers(1, 1 << 17),
+)
+chunked = st.builds(
+    lambda a, c: spec.ChunkedLocalAttention(a.kv_heads, a.head_dim_k, a.head_dim_v, a.q_heads, c),
+    attention,
+    st.integers(1, 1 << 17),
+)
+mla = st.builds(
+    spec.MultiHeadLatentAttention,
+    st.integers(1, 1024),
+    st.integers(1, 128),
+    st.integers(1, 256),
+    st.integers(1, 256),
+    st.integers(1, 256),
+)
+states = st.one_of(
+    st.builds(
+        spec.Mamba,
+        st.integers(1, 16384),
+        st.integers(1, 256),
+        st.integers(2, 8),
+        st.integers(1, 512),
+    ),
+    st.builds(
+        spec.GatedDeltaNet,
+        st.integers(1, 64),
+        st.integers(1, 64),
+        st.integers(1, 256),
+        st.integers(1, 256),
+        st.integers(2, 8),
+    ),
+    st.builds(spec.LightningAttention, st.integers(1, 128), st.integers(1, 256)),
+)
+mixers = st.one_of(attention, sliding, chunked, mla, states)
+
+
+@st.composite
+def models(draw: st.DrawFn) -> spec.ModelSpec:
+    pattern = tuple(draw(st.lists(mixers, min_size=1, max_size=6)))
+    layers = draw(st.integers(len(pattern), 128))
+    return spec.ModelSpec("p", "p", layers, 4096, 32000, False, pattern, spec.DenseMLP(11008))
+
+
+def max_cap(model: spec.ModelSpec) -> int:
+    caps = [getattr(m, "window", 0) or getattr(m, "chunk", 0) for m in model.mixer_pattern]
+    return max(caps, default=0)
+
+
+contexts = st.integers(1, 1 << 20)
+
+
+@given(models(), contexts, st.integers(1, 1 << 16))
+def test_linear_in_context_beyond_every_window(model: spec.ModelSpec, ctx: int, extra: int) -> None:
+    # Past the largest window, each extra token costs exactly the full-context layers' bytes.
+    base = max(ctx, max_cap(model))
+    grown = kv_bytes_per_sequence(model, base + extra, BF16) - kv_bytes_per_sequence(
+        model, base, BF16
+    )
+    per_token_uncapped = sum(
+        g.bytes_per_token for g in kv_size(model, base, BF16).groups if g.kind in ("full", "mla")
+    )
+    assert grown == extra * per_token_uncapped
+
+
+@given(models(), contexts)
+def test_linear_before_any_window_is_full(model: spec.ModelSpec, ctx: int) -> None:
+    caps = [
+        c for m in model.mixer_pattern if (c := getattr(m, "window", 0) or getattr(m, "chunk", 0))
+    ]
+    ctx = min([ctx, *caps])
+    state = sum(g.state_bytes for g in kv_size(model, 1, BF16).groups)
+    assert kv_bytes_per_sequence(model, ctx, BF16) == ctx * kv_bytes_per_token(model, BF16) + state
+
+
+@given(models(), contexts)
+def test_fp8_is_half_of_bf16(model: spec.ModelSpec, ctx: int) -> None:
+    assert 2 * kv_bytes_per_sequence(model, ctx, FP8) == kv_bytes_per_sequence(model, ctx, BF16)
+
+
+@given(st.integers(1, 512), st.integers(1, 4096), contexts)
+def test_mla_is_independent_of_head_count(q_heads: int, kv_heads: int, ctx: int) -> None:
+    reference = kv_bytes_per_sequence(mla_model(), ctx, BF16)
+    assert kv_bytes_per_sequence(mla_model(q_heads), ctx, BF16) == reference
+    assert (
+        kv_bytes_per_sequence(mla_model().with_overrides(kv_heads=kv_heads), ctx, BF16) == reference
+    )
+
+
+@given(states, contexts, contexts)
+def test_state_layers_are_independent_of_context(mixer: spec.Mixer, a: int, b: int) -> None:
+    m = spec.ModelSpec("s", "s", 8, 4096, 32000, False, (mixer,), spec.DenseMLP(11008))
+    assert kv_bytes_per_sequence(m, a, BF16) == kv_bytes_per_sequence(m, b, BF16) > 0
+
+
+@given(models(), contexts, st.integers(1, 4096))
+def test_total_is_per_sequence_times_batch(model: spec.ModelSpec, ctx: int, batch: int) -> None:
+    size = kv_size(model, ctx, BF16, batch)
+    assert size.bytes_total == size.bytes_per_sequence * batch
+
+
+@given(models(), contexts, st.sampled_from([1, 2, 4, 8, 16, 32, 64]))
+def test_tensor_parallelism_never_shrinks_the_total(
+    model: spec.ModelSpec, ctx: int, tp: int
+) -> None:
+    try:
+        ranked = model.per_rank(tp)
+    except spec.ParallelismError:
+        return  # a split no engine accepts; refusing it is the right answer
+    per_rank = kv_bytes_per_sequence(ranked, ctx, BF16)
+    assert per_rank * tp >= kv_bytes_per_sequence(model, ctx, BF16)
+
+
+def test_tp_beyond_kv_heads_replicates_and_grows_the_total() -> None:
+    # 8 KV heads on 16 ranks: one head per rank, twice the total of tp 8 (seed 004 pitfalls).
+    tp8 = kv_bytes_per_token(LLAMA3_70B.per_rank(8), BF16) * 8
+    tp16 = kv_bytes_per_token(LLAMA3_70B.per_rank(16), BF16) * 16
+    assert tp8 == kv_bytes_per_token(LLAMA3_70B, BF16)
+    assert tp16 == 2 * tp8
+
+
+def test_mla_latent_is_not_split_by_tp() -> None:
+    assert kv_bytes_per_token(mla_model().per_rank(8), BF16) == 70_272
+
+
+def test_tp_that_splits_no_head_evenly_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(spec.ParallelismError, match="size 3 does not divide the 8 KV heads"):
+        LLAMA3_70B.per_rank(3)
