@@ -28,6 +28,15 @@ def _error_line(message: str) -> None:
     sys.stderr.write(f"Error: {' '.join(str(message).split())}\n")
 
 
+def _click_exception() -> type[Exception]:
+    # typer >= 0.27 vendors click as typer._click; older releases use click itself.
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click.exceptions import ClickException
+    return ClickException
+
+
 class KvcalcGroup(TyperGroup):
     """Runs a command and turns every failure into one line on stderr and an exit code.
 
@@ -47,10 +56,10 @@ class KvcalcGroup(TyperGroup):
         except (InputError, RegistryError, UnitError) as exc:
             _error_line(str(exc))
             sys.exit(EXIT_USAGE)
-        except typer._click.exceptions.ClickException as exc:  # option parsing
+        except _click_exception() as exc:  # option parsing
             _error_line(exc.format_message())
             sys.exit(exc.exit_code)
-        except typer._click.exceptions.Abort:
+        except typer.Abort:
             _error_line("aborted")
             sys.exit(1)
         except BrokenPipeError:

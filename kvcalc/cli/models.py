@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from kvcalc.cli.app import EXIT_DOES_NOT_FIT, FormatOption, OutputFormat, app, emit
+from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, app, emit
 
 RegistryOption = typer.Option(
     None, "--registry", help="registry directory holding models/ [default: the bundled one]"
@@ -17,7 +17,7 @@ RegistryOption = typer.Option(
 def models(
     fmt: OutputFormat = FormatOption,
     check: bool = typer.Option(
-        False, "--check", help="validate every registry file; exit 1 if any is bad"
+        False, "--check", help="validate every registry file; exit 2 if any is bad"
     ),
     registry: Path = RegistryOption,
 ) -> None:
@@ -31,7 +31,7 @@ def models(
         n = len(list(models_dir(registry).glob("*.yaml")))
         if problems:
             typer.echo(f"{len(problems)} problem(s) in {n} model files", err=True)
-            raise typer.Exit(EXIT_DOES_NOT_FIT)
+            raise typer.Exit(EXIT_USAGE)
         typer.echo(f"ok: {n} model files are valid")
         return
     from kvcalc.render.models import model_rows

@@ -153,20 +153,25 @@ def _name_index(directory: Path) -> dict[str, Path]:
     return index
 
 
-def find_model(name: str, root: Path | None = None) -> ModelFile:
-    """Resolve a registry name (id, HF repo id or alias, case-insensitive) to its model file."""
+def find_model_path(name: str, root: Path | None = None) -> Path:
+    """The registry file of a name (id, HF repo id or alias, case-insensitive)."""
     key = name.strip().lower()
     directory = models_dir(root)
     if "/" not in key and key and not key.startswith("."):
         direct = directory / f"{key}.yaml"
         if direct.is_file():
-            return load_model_file(direct)
+            return direct
     if not directory.is_dir():
         raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
     index = _name_index(directory)
     if key in index:
-        return load_model_file(index[key])
+        return index[key]
     raise UnknownNameError("model", name, close_names(key, index))
+
+
+def find_model(name: str, root: Path | None = None) -> ModelFile:
+    """Resolve a registry name (id, HF repo id or alias, case-insensitive) to its model file."""
+    return load_model_file(find_model_path(name, root))
 
 
 def close_names(key: str, index: dict[str, Path], n: int = 3) -> list[str]:
@@ -214,4 +219,7 @@ def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
         from kvcalc.registry.hf import load_hf_config
 
         return load_hf_config(path)
-    return find_model(name).to_spec()
+    from kvcalc.registry.cache import cached_spec
+
+    path = find_model_path(name)
+    return cached_spec(path, lambda: load_model_file(path).to_spec())

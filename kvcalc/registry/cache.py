@@ -1,0 +1,76 @@
+"""A cache of validated registry entries, so a command does not pay for pydantic at start-up.
+
+Importing pydantic's BaseModel and building the registry schema costs about 100 ms, more than
+the rest of a `kvcalc size` run. A file's validated spec depends only on its bytes and on the
+code that validates it, so the spec is cached under a key made of both (the YAML bytes, the
+schema and spec sources, the kvcalc version): any edit to the file or to the schema misses the
+cache and is validated again. The cache lives in $KVCALC_CACHE_DIR, else $XDG_CACHE_HOME/kvcalc,
+else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it off. An unwritable or corrupt cache is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import kvcalc
+
+T = TypeVar("T")
+
+_CODE_FILES = ("registry/schema.py", "registry/load.py", "registry/hf.py", "engine/spec.py")
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("KVCALC_NO_CACHE"):
+        return None
+    explicit = os.environ.get("KVCALC_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kvcalc"
+
+
+def _code_digest() -> bytes:
+    package = Path(kvcalc.__file__).parent
+    digest = hashlib.sha256(kvcalc.__version__.encode())
+    for name in _CODE_FILES:
+        try:
+            digest.update((package / name).read_bytes())
+        except OSError:
+            digest.update(name.encode())
+    return digest.digest()
+
+
+def cache_key(data: bytes, kind: str) -> str:
+    return hashlib.sha256(_code_digest() + kind.encode() + b"\0" + data).hexdigest()
+
+
+def cached_spec(path: Path, build: Callable[[], T], kind: str = "model") -> T:
+    """``build()``'s result for the file at ``path``, from the cache when the file and the code
+    are unchanged. Errors from ``build`` are never cached: a bad file fails every time."""
+    directory = cache_dir()
+    if directory is None:
+        return build()
+    try:
+        key = cache_key(path.read_bytes(), kind)
+    except OSError:
+        return build()
+    entry = directory / f"{key}.pickle"
+    try:
+        with entry.open("rb") as fh:
+            return pickle.load(fh)  # noqa: S301 - our own cache, written below
+    except Exception:  # noqa: BLE001 - a missing or corrupt entry just means "rebuild"
+        pass
+    value = build()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, entry)
+    except OSError:
+        pass
+    return value
