@@ -156,4 +156,4 @@ KvDtypeOption = typer.Option(
 
 # Commands register themselves on `app` when imported. Each module imports its heavy
 # dependencies inside the command body, so start-up pays only for the command that runs.
-from kvcalc.cli import models, size  # noqa: E402, F401
+from kvcalc.cli import batch, decode, gpus, models, size  # noqa: E402, F401

@@ -128,19 +128,26 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
 
 GiB = 1 << 30
 
-#: Runtime overhead per GPU when the user gives none (``--overhead``): activations and workspace
-#: of the forward pass, plus communication buffers once GPUs talk to each other. vLLM 0.19 logs
-#: show non-torch memory (NCCL, custom all-reduce, cuBLAS workspaces) of 0.25-0.46 GiB at TP 1 and
-#: about 2.1 GiB at TP >= 2, and activation peaks of 1-6 GiB for 8k-token profile runs
-#: (vllm-kv-algorithm.md); we take 1.5 GiB of activations plus 0.5 or 2 GiB of buffers.
-ACTIVATION_OVERHEAD_BYTES = 3 * GiB // 2
-BUFFERS_SINGLE_GPU_BYTES = GiB // 2
-BUFFERS_MULTI_GPU_BYTES = 2 * GiB
 
+def default_overhead_bytes(model: ModelSpec, tp: int, pp: int) -> int:
+    """Runtime overhead per GPU when the user gives none (``--overhead``): the activation peak of
+    an 8,192-token forward pass plus non-torch memory (NCCL / all-reduce buffers, cuBLAS
+    workspaces), estimated as vLLM's profiler finds them (:mod:`kvcalc.engine.vllm`: about
+    0.35 GiB of buffers on one GPU, 2.1 GiB with TP >= 2), on the most loaded stage."""
+    from kvcalc.engine.vllm import (
+        DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        DEFAULT_MAX_NUM_SEQS,
+        activation_peak,
+        non_torch_memory,
+    )
 
-def default_overhead_bytes(tp: int, pp: int) -> int:
-    buffers = BUFFERS_MULTI_GPU_BYTES if tp * pp > 1 else BUFFERS_SINGLE_GPU_BYTES
-    return ACTIVATION_OVERHEAD_BYTES + buffers
+    peak = max(
+        activation_peak(
+            model, tp, DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, last_stage=s == pp - 1
+        )
+        for s in range(pp)
+    )
+    return peak + non_torch_memory(tp, pp)
 
 
 class DeploymentError(ValueError):

@@ -223,3 +223,12 @@ def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
 
     path = find_model_path(name)
     return cached_spec(path, lambda: load_model_file(path).to_spec())
+
+
+def all_model_specs(root: Path | None = None):  # noqa: ANN201 - list[ModelSpec], lazily typed
+    """Every registry model as an engine spec, through the validated-spec cache."""
+    from kvcalc.registry.cache import cached_spec
+
+    return [
+        cached_spec(p, lambda p=p: load_model_file(p).to_spec()) for p in model_paths(root)
+    ]

@@ -1,0 +1,114 @@
+"""Decode time: one step (one new token per sequence), split into weight reads, KV-cache reads
+and compute, on a roofline.
+
+Bytes read per step (seed 004): the weights once for the whole batch (MoE: only the experts the
+batch touches, :func:`kvcalc.engine.weights.decode_weight_bytes`) plus every sequence's cache at
+its context (windows capped, fixed states included). Time = bytes / (bandwidth x mbu), with mbu
+(memory-bandwidth utilisation) 1.0 giving the roofline bound. Compute time = FLOPs / dense peak
+FLOPS. The step takes the longer of the two (TPOT), and is memory- or compute-bound accordingly.
+
+One replica is modelled: tp GPUs per pipeline stage read their shards in parallel, and the pp
+stages of one step run one after another, so a step's time is the per-GPU bytes of all stages
+over one GPU's bandwidth (for pp = 1: total bytes over tp x bandwidth, the aggregate bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kvcalc.engine.flops import decode_flops
+from kvcalc.engine.kv import kv_bytes_per_sequence
+from kvcalc.engine.spec import ModelSpec
+from kvcalc.engine.units import DType
+from kvcalc.engine.weights import WeightPrecision, decode_weight_bytes, weight_bytes
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    model_id: str
+    batch: int
+    context_tokens: int
+    tp: int
+    pp: int
+    weight_bytes_read: int
+    """Weight bytes one step reads, summed over the tp ranks (MoE: touched experts only)."""
+    kv_bytes_read: int
+    """KV bytes one step reads, summed over the tp ranks (replicated heads counted per rank)."""
+    flops: int
+    weight_read_seconds: float
+    kv_read_seconds: float
+    compute_seconds: float | None
+    """None when the accelerator publishes no dense rate for the compute dtype."""
+
+    @property
+    def memory_seconds(self) -> float:
+        return self.weight_read_seconds + self.kv_read_seconds
+
+    @property
+    def tpot_seconds(self) -> float:
+        """Time per output token: the longer of memory and compute (roofline)."""
+        if self.compute_seconds is None:
+            return self.memory_seconds
+        return max(self.memory_seconds, self.compute_seconds)
+
+    @property
+    def bound(self) -> str:
+        if self.compute_seconds is not None and self.compute_seconds > self.memory_seconds:
+            return "compute"
+        return "memory"
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.batch / self.tpot_seconds
+
+    @property
+    def kv_share(self) -> float:
+        """Fraction of the step's bytes that are KV-cache reads."""
+        total = self.weight_bytes_read + self.kv_bytes_read
+        return self.kv_bytes_read / total if total else 0.0
+
+
+def decode_step(
+    model: ModelSpec,
+    *,
+    batch: int,
+    context_tokens: int,
+    kv_dtype: DType,
+    precision: WeightPrecision,
+    tp: int,
+    pp: int,
+    bandwidth_per_gpu: int,
+    flops_per_gpu: int | None,
+    mbu: float = 1.0,
+    weights_total_bytes: int | None = None,
+) -> DecodeStep:
+    """One decode step of ``batch`` sequences at ``context_tokens`` on one replica.
+
+    ``weights_total_bytes`` overrides the weight size computed from the architecture (the seed's
+    "weights take 140 GB"); the fraction of it a step reads still comes from the architecture.
+    """
+    if not 0 < mbu <= 1:
+        raise ValueError(f"mbu must be in (0, 1], not {mbu}")
+    per_rank_weights = decode_weight_bytes(model, batch, precision, tp)
+    if weights_total_bytes is not None:
+        full = weight_bytes(model, precision)
+        read_fraction = Fraction(decode_weight_bytes(model, batch, precision, 1), full)
+        per_rank_weights = int(weights_total_bytes * read_fraction / tp)
+    per_rank_kv = kv_bytes_per_sequence(model.per_rank(tp), context_tokens, kv_dtype) * batch
+    flops = decode_flops(model, batch, context_tokens).total
+    rate = bandwidth_per_gpu * mbu
+    compute = None if flops_per_gpu is None else flops / (flops_per_gpu * tp)
+    return DecodeStep(
+        model_id=model.id,
+        batch=batch,
+        context_tokens=context_tokens,
+        tp=tp,
+        pp=pp,
+        weight_bytes_read=per_rank_weights * tp,
+        kv_bytes_read=per_rank_kv * tp,
+        flops=flops,
+        weight_read_seconds=per_rank_weights / rate,
+        kv_read_seconds=per_rank_kv / rate,
+        compute_seconds=compute,
+    )

@@ -1,0 +1,118 @@
+"""Accelerators and sets of them: memory, bandwidth and dense compute, as the engine needs them.
+
+Conventions (gpu-notes.md in the reference):
+
+- ``memory_bytes`` is the capacity the device reports to software (CUDA/torch total_memory where a
+  public log shows it, else the nvidia-smi/rocm-smi total), never the marketing label: an "80 GB"
+  H100 SXM shows 81,082 MiB (79.18 GiB) to torch. The registry file says which figure it used.
+- Bandwidth and FLOPS are decimal (1 TB/s = 10^12 B/s), as vendors quote them.
+- FLOPS are dense (no 2:4 sparsity): datasheets that print sparse figures are halved upstream.
+- Link speeds are bidirectional aggregates per device (NVLink "900 GB/s" = 450 GB/s each way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from kvcalc.engine.units import UnitError
+
+#: Compute dtypes a datasheet may publish a dense tensor/matrix rate for.
+COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4")
+
+#: A GPU set larger than this is a typo: the largest clusters announced hold ~10^5 devices.
+MAX_GPU_COUNT = 100_000
+
+# When a part publishes no rate for a dtype, the kernel that runs on it falls back to a wider
+# type: FP8/FP4 weights are dequantised and multiplied at 16 bits on parts without FP8/FP4 tensor
+# cores (e.g. FP8-weight Marlin kernels on Ampere), and BF16 models run as FP16 on parts without
+# BF16 (V100, T4). The first published rate along the chain is used.
+_FALLBACK: dict[str, tuple[str, ...]] = {
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8", "bf16", "fp16"),
+    "fp4": ("fp4", "fp8", "bf16", "fp16"),
+}
+
+_COMPUTE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8",
+                    "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "mxfp4": "fp4", "nvfp4": "fp4"}
+
+
+def compute_dtype(name: str) -> str:
+    """Normalise a compute dtype name (``bf16``, ``bfloat16``, ``fp8``, ``nvfp4``, ...)."""
+    key = name.strip().lower()
+    key = _COMPUTE_ALIASES.get(key, key)
+    if key not in COMPUTE_DTYPES:
+        raise UnitError(
+            f"unknown compute dtype {name!r}; choose one of {', '.join(COMPUTE_DTYPES)}"
+        )
+    return key
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One device as software sees it (one GCD of an MI250X, one GPU of a GB200 superchip)."""
+
+    id: str
+    name: str
+    memory_bytes: int
+    memory_marketed: str
+    bandwidth_bytes_per_s: int
+    dense_flops: Mapping[str, int | None] = field(hash=False)
+    interconnect: str | None = None
+    interconnect_bytes_per_s: int | None = None
+    pcie_bytes_per_s: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.memory_bytes <= 0:
+            raise ValueError(f"{self.id}: memory_bytes must be positive")
+        if self.bandwidth_bytes_per_s <= 0:
+            raise ValueError(f"{self.id}: bandwidth_bytes_per_s must be positive")
+        unknown = sorted(set(self.dense_flops) - set(COMPUTE_DTYPES))
+        if unknown:
+            raise ValueError(f"{self.id}: dense_flops has unknown dtypes {unknown}")
+        rates = {d: self.dense_flops.get(d) for d in COMPUTE_DTYPES}
+        if any(r is not None and r <= 0 for r in rates.values()):
+            raise ValueError(f"{self.id}: dense_flops must be positive or None")
+        object.__setattr__(self, "dense_flops", MappingProxyType(rates))
+
+    def dense_flops_for(self, dtype: str) -> int | None:
+        """Dense FLOP/s for matmuls in ``dtype``, falling back to a wider published rate.
+
+        FP8 on a part without FP8 tensor cores (A100) returns the BF16 rate, FP4 without FP4 the
+        FP8 rate, and so on (see ``_FALLBACK``). None when the vendor publishes no tensor rate at
+        all (Apple M-series, A10G).
+        """
+        for candidate in _FALLBACK[compute_dtype(dtype)]:
+            rate = self.dense_flops[candidate]
+            if rate is not None:
+                return rate
+        return None
+
+
+@dataclass(frozen=True)
+class GpuSet:
+    """``count`` identical accelerators serving one model replica (e.g. 8x H100 SXM)."""
+
+    accelerator: Accelerator
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.count <= MAX_GPU_COUNT:
+            raise ValueError(f"GPU count must be between 1 and {MAX_GPU_COUNT:,}, not {self.count}")
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.accelerator.memory_bytes * self.count
+
+    @property
+    def bandwidth_bytes_per_s(self) -> int:
+        return self.accelerator.bandwidth_bytes_per_s * self.count
+
+    def dense_flops_for(self, dtype: str) -> int | None:
+        rate = self.accelerator.dense_flops_for(dtype)
+        return None if rate is None else rate * self.count
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.accelerator.name}"

@@ -1,0 +1,748 @@
+"""vLLM v1 (0.19) KV-cache sizing: pages, layer groups, blocks, concurrency and the token line.
+
+A restatement of what vLLM 0.19 does at start-up, from the reference
+``vllm-kv-algorithm.md`` (itself read from ``vllm/v1/core/kv_cache_utils.py``,
+``vllm/v1/kv_cache_interface.py`` and the hybrid-Mamba set-up, and checked against 61 vLLM 0.19.0
+H100 start-up logs). Step numbers below refer to that text:
+
+1. the profiler leaves ``available_kv`` bytes per worker (step 1; estimated here by
+   :func:`profile_kv_memory` when the user gives no figure);
+2. every layer reports a spec with a page size: one block of ``block_size`` tokens of one layer
+   on one rank (step 2);
+3. layers are grouped; all groups draw block ids from one pool (step 3);
+4. ``num_blocks = available // page // group_size``, then the minimum over workers (step 4);
+5. "GPU KV cache size: N tokens" = ``num_blocks // groups x min_block_size`` (step 5, 0.19 row);
+6. "Maximum concurrency" = ``num_blocks / blocks_per_request`` (step 6).
+
+Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
+``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
+the CUDA-graph estimate that v0.21+ subtracts by default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Literal
+
+from kvcalc.engine.spec import (
+    FullAttention,
+    GatedDeltaNet,
+    LightningAttention,
+    Mamba,
+    Mixer,
+    ModelSpec,
+    MoE,
+    MultiHeadLatentAttention,
+)
+from kvcalc.engine.units import DType, GiB, dtype
+
+#: vLLM's default ``--block-size`` for attention layers.
+DEFAULT_BLOCK_SIZE = 16
+#: vLLM 0.19's default ``--max-num-batched-tokens`` for the OpenAI server on an 80 GB-class GPU.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+#: vLLM's default ``--gpu-memory-utilization``.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: vLLM 0.19's default ``--max-num-seqs`` on an 80 GB-class GPU; it sizes the profiled sampler run.
+DEFAULT_MAX_NUM_SEQS = 1024
+#: KV dtypes vLLM 0.19 offers (``--kv-cache-dtype auto`` resolves to the model dtype; every
+#: ``fp8*`` variant stores one byte per value).
+VLLM_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+#: The attention block in a Mamba hybrid is a multiple of this (kernel_block_alignment_size for
+#: non-MLA attention in HybridAttentionMambaModelConfig.verify_and_update_config).
+HYBRID_BLOCK_ALIGNMENT = 16
+#: Hybrid grouping: when the largest bucket of layers has fewer than 1.5x the layers of the
+#: smallest, the group size is the largest bucket (reference step 3, gpt-oss + EAGLE 12 + 13).
+GROUP_SIZE_SLACK = Fraction(3, 2)
+
+SpecKind = Literal["full", "sliding", "chunked", "mla", "mamba"]
+Grouping = Literal["uniform_spec", "uniform_type", "hybrid"]
+
+
+class VLLMConfigError(ValueError):
+    """A configuration vLLM 0.19 would refuse (or that is not modelled); one line naming the fix."""
+
+
+# --------------------------------------------------------------------------------------------
+# Step 2: one layer's spec and page on one rank
+
+
+@dataclass(frozen=True)
+class LayerCacheSpec:
+    """One layer's KV-cache spec on one rank, as vLLM's ``KVCacheSpec`` subclasses define it.
+
+    Equal specs (same kind, block, heads, sizes, window) are what vLLM buckets together. For
+    Mamba-type states ``page_bytes`` is the padded page and ``state_bytes`` the real state.
+    """
+
+    kind: SpecKind
+    block_size: int
+    page_bytes: int
+    kv_heads: int = 0
+    head_size_k: int = 0
+    head_size_v: int = 0
+    window: int = 0
+    chunk: int = 0
+    state_bytes: int = 0
+
+    @property
+    def is_state(self) -> bool:
+        return self.kind == "mamba"
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token takes in this layer's page (0 for a fixed state)."""
+        return 0 if self.is_state else self.page_bytes // self.block_size
+
+    @property
+    def type_key(self) -> tuple[str, int]:
+        """What UniformTypeKVCacheSpecs compares: MLA is a kind of full attention, and sliding or
+        chunked layers are one type only with the same window or chunk."""
+        if self.kind in ("full", "mla"):
+            return ("full", 0)
+        return (self.kind, self.window or self.chunk)
+
+    def pages_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        """Pages one request of ``max_model_len`` tokens may hold (``max_memory_usage_bytes`` /
+        page, kv_cache_interface.py)."""
+        if self.kind == "sliding":
+            # The window plus one scheduling step; +1 for a window starting mid-block.
+            tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
+            return math.ceil(tokens / self.block_size) + 1
+        if self.kind == "chunked":
+            tokens = min(self.chunk + max_num_batched_tokens, max_model_len)
+            return math.ceil(tokens / self.block_size)
+        if self.kind == "mamba":
+            return 1  # default mamba_cache_mode "none": one state page per request
+        return math.ceil(max_model_len / self.block_size)
+
+
+def vllm_kv_dtype(kv_dtype: DType) -> DType:
+    """The KV dtype, refused unless vLLM 0.19 offers it."""
+    if kv_dtype.name not in VLLM_KV_DTYPES:
+        raise VLLMConfigError(
+            f"vLLM 0.19 has no {kv_dtype.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}"
+        )
+    return kv_dtype
+
+
+def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
+    """Bytes one token adds to one attention layer on one rank (``mixer`` already per rank).
+
+    Full/sliding/chunked: kv_heads x (head_size_k + head_size_v); MLA: one latent of
+    kv_lora_rank + qk_rope_head_dim with no factor 2 (MLAAttentionSpec, num_kv_heads 1).
+    """
+    return kv_dtype.bytes_for(mixer.cache_elements_per_token())
+
+
+def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCacheSpec:
+    """The spec of a per-rank attention mixer at ``block_size`` tokens per block."""
+    page = block_size * attention_bytes_per_token(mixer, kv_dtype)
+    if isinstance(mixer, MultiHeadLatentAttention):
+        width = mixer.cache_elements_per_token()
+        return LayerCacheSpec("mla", block_size, page, kv_heads=1, head_size_k=width)
+    assert isinstance(mixer, FullAttention)
+    kind: SpecKind = mixer.kind  # type: ignore[assignment]  # full | sliding | chunked
+    return LayerCacheSpec(
+        kind,
+        block_size,
+        page,
+        kv_heads=mixer.kv_heads,
+        head_size_k=mixer.head_dim_k,
+        head_size_v=mixer.head_dim_v,
+        window=getattr(mixer, "window", 0),
+        chunk=getattr(mixer, "chunk", 0),
+    )
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    """One tensor of a recurrent state on one rank: ``conv`` or ``ssm`` (temporal) role."""
+
+    role: Literal["conv", "ssm"]
+    shape: tuple[int, ...]
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+
+def state_tensors(mixer: Mixer) -> tuple[StateTensor, ...]:
+    """The state tensors vLLM allocates for a per-rank state mixer
+    (MambaStateShapeCalculator: mamba1, gated_delta_net, linear_attention). Their elements sum
+    to ``mixer.state_elements()``; the split matters because the two may use different dtypes."""
+    if isinstance(mixer, Mamba):
+        return (
+            StateTensor("conv", (mixer.d_inner, mixer.d_conv - 1)),
+            StateTensor("ssm", (mixer.d_inner, mixer.d_state)),
+        )
+    if isinstance(mixer, GatedDeltaNet):
+        return (
+            StateTensor("conv", (mixer.conv_dim(), mixer.conv_kernel - 1)),
+            StateTensor("ssm", (mixer.v_heads, mixer.k_head_dim, mixer.v_head_dim)),
+        )
+    if isinstance(mixer, LightningAttention):
+        return (StateTensor("ssm", (mixer.heads, mixer.head_dim, mixer.head_dim)),)
+    raise TypeError(f"{mixer.kind} is not a recurrent-state mixer")
+
+
+def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
+    """MambaSpec page before padding: the sum over state tensors of elements x dtype bytes."""
+    return sum(
+        (conv_dtype if t.role == "conv" else ssm_dtype).bytes_for(t.elements)
+        for t in state_tensors(mixer)
+    )
+
+
+def hybrid_attention_block_size(
+    attention_bytes_per_token: int, state_page_bytes: int, block_size: int
+) -> int:
+    """The attention block of a Mamba hybrid: the smallest multiple of 16 tokens whose page holds
+    a whole state ("Setting attention block size to N tokens"); a larger user block is kept."""
+    step = HYBRID_BLOCK_ALIGNMENT
+    needed = step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
+    return max(block_size, needed)
+
+
+def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """Refuse a TP size vLLM cannot shard the model by (its divisibility checks)."""
+    if tp < 1:
+        raise VLLMConfigError(f"tensor-parallel size must be at least 1, got {tp}")
+    for mixer in set(model.mixer_pattern):
+        if isinstance(mixer, (FullAttention, MultiHeadLatentAttention)):
+            units = [("attention heads", mixer.q_heads)]
+            if isinstance(mixer, FullAttention) and tp <= mixer.kv_heads:
+                units.append(("KV heads", mixer.kv_heads))
+            elif isinstance(mixer, FullAttention) and tp % mixer.kv_heads:
+                raise VLLMConfigError(
+                    f"vLLM cannot replicate {mixer.kv_heads} KV heads of {model.id} over "
+                    f"tensor-parallel size {tp}; use a multiple of {mixer.kv_heads}"
+                )
+        elif isinstance(mixer, Mamba):
+            units = [("Mamba inner channels", mixer.d_inner)]
+        elif isinstance(mixer, GatedDeltaNet):
+            units = [
+                ("linear-attention key heads", mixer.k_heads),
+                ("linear-attention value heads", mixer.v_heads),
+            ]
+        else:
+            units = [("lightning-attention heads", mixer.heads)]
+        for what, count in units:
+            if count % tp:
+                raise VLLMConfigError(
+                    f"vLLM cannot shard {model.id} over tensor-parallel size {tp}: its {count} "
+                    f"{what} are not divisible by {tp}; choose a TP size that divides {count}"
+                )
+
+
+def layer_cache_specs(
+    model: ModelSpec,
+    tp: int,
+    kv_dtype: DType,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_model_len: int = 1,
+    conv_state_dtype: DType | None = None,
+    ssm_state_dtype: DType | None = None,
+) -> tuple[LayerCacheSpec, ...]:
+    """Every layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up.
+
+    State dtypes default to the model dtype: in 0.19 ``--mamba-cache-dtype auto`` (conv) and
+    ``--mamba-ssm-cache-dtype auto`` (temporal state) follow the model, not ``--kv-cache-dtype``
+    (the reference notes 2025 code used the KV dtype; set them to reproduce that). A Mamba state
+    page is padded to the attention page, whose block grows to hold one state (step 2).
+    """
+    kv_dtype = vllm_kv_dtype(kv_dtype)
+    check_tensor_parallel(model, tp)
+    model_dtype = dtype(model.default_dtype)
+    conv_dtype = conv_state_dtype or model_dtype
+    ssm_dtype = ssm_state_dtype or conv_dtype
+    mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
+    states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if m.kind not in _ATTENTION]
+    attention = [m for m in mixers if m.kind in _ATTENTION]
+    if states and attention:
+        if any(isinstance(m, MultiHeadLatentAttention) for m in attention):
+            raise VLLMConfigError(
+                f"{model.id}: MLA combined with recurrent states is not modelled for vLLM"
+            )
+        # vLLM sizes the block from the model-level heads: the first attention layer's.
+        block_size = hybrid_attention_block_size(
+            attention_bytes_per_token(attention[0], kv_dtype), max(states), block_size
+        )
+    attention_page = block_size * max(
+        (attention_bytes_per_token(m, kv_dtype) for m in attention), default=0
+    )
+    specs = []
+    for mixer in mixers:
+        if mixer.kind in _ATTENTION:
+            specs.append(attention_spec(mixer, kv_dtype, block_size))
+            continue
+        real = state_bytes(mixer, conv_dtype, ssm_dtype)
+        # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size).
+        specs.append(
+            LayerCacheSpec("mamba", max_model_len, max(real, attention_page), state_bytes=real)
+        )
+    return tuple(specs)
+
+
+_ATTENTION = ("full", "sliding", "chunked", "mla")
+
+
+# --------------------------------------------------------------------------------------------
+# Step 3: grouping layers
+
+
+@dataclass(frozen=True)
+class KVCacheGroup:
+    """Layers that share one spec and one block table (a vLLM ``KVCacheGroupSpec``)."""
+
+    spec: LayerCacheSpec
+    layers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LayerGrouping:
+    """How vLLM grouped the layers (``get_kv_cache_groups``)."""
+
+    kind: Grouping
+    groups: tuple[KVCacheGroup, ...]
+    group_size: int
+    """Layers per group (= KV tensors allocated); short groups are padded to it."""
+
+    @property
+    def padding_layers(self) -> int:
+        """ "Add N padding layers": empty slots of short groups (0 for a uniform type)."""
+        if self.kind == "uniform_type":
+            return 0
+        return sum(self.group_size - len(g.layers) for g in self.groups)
+
+    @property
+    def page_bytes(self) -> int:
+        """Every group's page (hybrid pages are unified); the summed page for a uniform type."""
+        if self.kind == "uniform_type":
+            return sum(self.layer_pages().values())
+        return self.groups[0].spec.page_bytes
+
+    @property
+    def min_block_size(self) -> int:
+        return min(g.spec.block_size for g in self.groups)
+
+    def layer_pages(self) -> dict[int, int]:
+        return {i: g.spec.page_bytes for g in self.groups for i in g.layers}
+
+
+def unify_page_sizes(specs: Sequence[LayerCacheSpec]) -> tuple[LayerCacheSpec, ...]:
+    """``unify_kv_cache_spec_page_size``: grow smaller pages to the largest by multiplying their
+    block size; refused when the largest page is not a multiple of a smaller one."""
+    largest = max(s.page_bytes for s in specs)
+    out = []
+    for s in specs:
+        if s.page_bytes == largest:
+            out.append(s)
+        elif s.is_state or largest % s.page_bytes:
+            raise VLLMConfigError(
+                f"vLLM cannot unify KV page sizes {s.page_bytes:,} and {largest:,} bytes "
+                "(not divisible); this layer mix is not supported by the hybrid allocator"
+            )
+        else:
+            ratio = largest // s.page_bytes
+            out.append(replace(s, block_size=s.block_size * ratio, page_bytes=largest))
+    return tuple(out)
+
+
+def hybrid_group_size(bucket_sizes: Sequence[int]) -> int:
+    """Layers per group: the smallest bucket, or the largest when it is under 1.5x the smallest
+    (fewer padding layers, e.g. 12 sliding + 13 full -> 13)."""
+    smallest, largest = min(bucket_sizes), max(bucket_sizes)
+    return largest if largest < GROUP_SIZE_SLACK * smallest else smallest
+
+
+def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
+    """``get_kv_cache_groups``: one group for a uniform spec or type, else hybrid groups.
+
+    Hybrid buckets are cut into ceil(n / group_size) groups taking every k-th layer
+    (``layers[i::k]``), so pipeline stages keep balanced groups.
+    """
+    all_layers = tuple(range(len(specs)))
+    if len(set(specs)) == 1:
+        return LayerGrouping("uniform_spec", (KVCacheGroup(specs[0], all_layers),), len(specs))
+    same_block = len({s.block_size for s in specs}) == 1
+    if same_block and len({s.type_key for s in specs}) == 1:
+        # UniformTypeKVCacheSpecs: one group and one block table; each layer keeps its own
+        # page, and the group's page is their sum.
+        groups = tuple(KVCacheGroup(s, (i,)) for i, s in enumerate(specs))
+        return LayerGrouping("uniform_type", groups, 1)
+    unified = unify_page_sizes(specs)
+    buckets: dict[LayerCacheSpec, list[int]] = {}
+    for i, s in enumerate(unified):
+        buckets.setdefault(s, []).append(i)
+    size = hybrid_group_size([len(v) for v in buckets.values()])
+    groups = []
+    for spec, layers in buckets.items():
+        count = math.ceil(len(layers) / size)
+        groups.extend(KVCacheGroup(spec, tuple(layers[i::count])) for i in range(count))
+    return LayerGrouping("hybrid", tuple(groups), size)
+
+
+# --------------------------------------------------------------------------------------------
+# Step 4: pipeline stages and blocks
+
+
+def pipeline_stage_layers(num_layers: int, pp: int) -> tuple[range, ...]:
+    """Layers of each pipeline stage (``get_pp_indices``): an even split, the remainder going
+    one layer each to the stages before the last, from the second-to-last backwards."""
+    if not 1 <= pp <= num_layers:
+        raise VLLMConfigError(
+            f"pipeline-parallel size {pp} must be between 1 and the {num_layers} layers"
+        )
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    starts = [sum(sizes[:s]) for s in range(pp)]
+    return tuple(range(start, start + n) for start, n in zip(starts, sizes, strict=True))
+
+
+def stage_bytes_per_block(grouping: LayerGrouping, stage: range) -> int:
+    """Bytes one block id costs on a worker holding ``stage``: its layers' summed page for a
+    uniform type, else page x group size, the group size being the most layers this worker
+    has in any one group (it allocates that many shared tensors)."""
+    if grouping.kind == "uniform_type":
+        return sum(page for i, page in grouping.layer_pages().items() if i in stage)
+    tensors = max(sum(1 for i in g.layers if i in stage) for g in grouping.groups)
+    return grouping.page_bytes * tensors
+
+
+def num_blocks(available_bytes: int, bytes_per_block: int) -> int:
+    """``available // page // group_size`` (the same as one floor division by their product)."""
+    return max(0, available_bytes // bytes_per_block)
+
+
+def blocks_per_request(
+    grouping: LayerGrouping, max_model_len: int, max_num_batched_tokens: int
+) -> int:
+    """Blocks one request of ``max_model_len`` takes from the shared pool: the sum over groups
+    of their pages per request; a uniform type takes its layers' largest count once."""
+    pages = [
+        g.spec.pages_per_request(max_model_len, max_num_batched_tokens) for g in grouping.groups
+    ]
+    return max(pages) if grouping.kind == "uniform_type" else sum(pages)
+
+
+def needed_bytes(
+    grouping: LayerGrouping, stage: range, max_model_len: int, max_num_batched_tokens: int
+) -> int:
+    """Bytes a worker needs for one request of ``max_model_len`` (``_check_enough_kv_cache_memory``:
+    group_size x page x blocks per request, or the per-layer sum for a uniform type)."""
+    return stage_bytes_per_block(grouping, stage) * blocks_per_request(
+        grouping, max_model_len, max_num_batched_tokens
+    )
+
+
+def estimate_max_model_len(
+    grouping: LayerGrouping,
+    stage: range,
+    available_bytes: int,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+) -> int:
+    """vLLM's "estimated maximum model length": binary search over 1..max_model_len for the
+    longest request that fits; 0 when not even one token does."""
+
+    def fits(length: int) -> bool:
+        return needed_bytes(grouping, stage, length, max_num_batched_tokens) <= available_bytes
+
+    if not fits(1):
+        return 0
+    low, high, best = 1, max_model_len, 1
+    while low <= high:
+        mid = (low + high) // 2
+        if fits(mid):
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Steps 5 and 6: the reported lines
+
+
+def kv_cache_size_tokens(num_blocks_: int, grouping: LayerGrouping) -> int:
+    """ "GPU KV cache size: N tokens" as vLLM 0.19 prints it: num_blocks // groups x smallest
+    block. True capacity for one group; for hybrids an equal-share figure that undercounts."""
+    return num_blocks_ // len(grouping.groups) * grouping.min_block_size
+
+
+def max_concurrency(num_blocks_: int, blocks_per_request_: int) -> float:
+    """ "Maximum concurrency for L tokens per request" (vLLM prints it with 2 decimals)."""
+    return num_blocks_ / blocks_per_request_
+
+
+# --------------------------------------------------------------------------------------------
+# The whole computation
+
+
+@dataclass(frozen=True)
+class StageKV:
+    """One pipeline stage's worker (every TP rank of a stage is identical)."""
+
+    stage: int
+    layers: range
+    available_bytes: int
+    bytes_per_block: int
+    num_blocks: int
+    needed_bytes: int
+    """Bytes one request of max_model_len needs on this worker."""
+
+
+@dataclass(frozen=True)
+class VLLMSetup:
+    """The inputs, as vLLM sees them."""
+
+    model_id: str
+    tp: int
+    pp: int
+    kv_dtype: str
+    block_size: int
+    """The requested attention block (a Mamba hybrid may raise it; see the layer specs)."""
+    max_model_len: int
+    max_num_batched_tokens: int
+
+
+@dataclass(frozen=True)
+class VLLMKVCache:
+    """What vLLM 0.19 reports at start-up for this set-up."""
+
+    setup: VLLMSetup
+    layer_specs: tuple[LayerCacheSpec, ...]
+    grouping: LayerGrouping
+    stages: tuple[StageKV, ...]
+    num_blocks: int
+    """Blocks in the pool: the minimum over workers."""
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_size_tokens: int
+    """The "GPU KV cache size: N tokens" line."""
+
+
+@dataclass(frozen=True)
+class KVCacheTooSmall:
+    """vLLM refuses to start: one request of max_model_len does not fit on a worker."""
+
+    setup: VLLMSetup
+    layer_specs: tuple[LayerCacheSpec, ...]
+    grouping: LayerGrouping
+    stage: StageKV
+    estimated_max_model_len: int
+    """The longest request that fits (binary search as in vLLM); 0 if none does."""
+
+    @property
+    def needed_bytes(self) -> int:
+        return self.stage.needed_bytes
+
+    @property
+    def available_bytes(self) -> int:
+        return self.stage.available_bytes
+
+    @property
+    def message(self) -> str:
+        """One line in vLLM's words (its GiB are 2^30 bytes, printed with 2 decimals)."""
+        if self.available_bytes <= 0:
+            return (
+                "no memory left for the KV cache on this worker; raise "
+                "--gpu-memory-utilization or use more GPUs"
+            )
+        return (
+            f"one request of max_model_len {self.setup.max_model_len:,} needs "
+            f"{self.needed_bytes / GiB:.2f} GiB of KV cache, more than the "
+            f"{self.available_bytes / GiB:.2f} GiB available; the estimated maximum model "
+            f"length is {self.estimated_max_model_len:,} (lower --max-model-len or raise "
+            "--gpu-memory-utilization)"
+        )
+
+
+def per_stage(values: int | Sequence[int], pp: int, what: str) -> tuple[int, ...]:
+    """One figure per pipeline stage: a single figure applies to every stage."""
+    if isinstance(values, int):
+        return (values,) * pp
+    out = tuple(values)
+    if len(out) != pp:
+        raise VLLMConfigError(f"{len(out)} {what} figures given for {pp} pipeline stages")
+    return out
+
+
+def vllm_kv_cache(
+    model: ModelSpec,
+    kv_memory: int | Sequence[int],
+    *,
+    max_model_len: int,
+    kv_dtype: DType,
+    tp: int = 1,
+    pp: int = 1,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    conv_state_dtype: DType | None = None,
+    ssm_state_dtype: DType | None = None,
+) -> VLLMKVCache | KVCacheTooSmall:
+    """Blocks, concurrency and the token line of vLLM 0.19 for ``kv_memory`` bytes of KV cache
+    per worker ("Available KV cache memory"; one figure, or one per pipeline stage)."""
+    for name, value in (
+        ("max_model_len", max_model_len),
+        ("block_size", block_size),
+        ("max_num_batched_tokens", max_num_batched_tokens),
+    ):
+        if value < 1:
+            raise VLLMConfigError(f"{name} must be at least 1, got {value}")
+    available = per_stage(kv_memory, pp, "KV memory")
+    stage_layers = pipeline_stage_layers(model.num_layers, pp)
+    specs = layer_cache_specs(
+        model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype
+    )
+    grouping = group_layers(specs)
+    setup = VLLMSetup(
+        model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens
+    )
+    per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens)
+    stages = []
+    for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
+        per_block = stage_bytes_per_block(grouping, layers)
+        stage = StageKV(
+            index, layers, memory, per_block, num_blocks(memory, per_block), per_block * per_request
+        )
+        if memory <= 0 or stage.needed_bytes > memory:
+            estimate = (
+                estimate_max_model_len(
+                    grouping, layers, memory, max_model_len, max_num_batched_tokens
+                )
+                if memory > 0
+                else 0
+            )
+            return KVCacheTooSmall(setup, specs, grouping, stage, estimate)
+        stages.append(stage)
+    blocks = min(s.num_blocks for s in stages)
+    return VLLMKVCache(
+        setup=setup,
+        layer_specs=specs,
+        grouping=grouping,
+        stages=tuple(stages),
+        num_blocks=blocks,
+        blocks_per_request=per_request,
+        max_concurrency=max_concurrency(blocks, per_request),
+        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Step 1: estimating "Available KV cache memory" when the user gives none
+
+#: Non-torch memory per worker (NCCL / custom all-reduce buffers, cuBLAS workspaces), from the
+#: vLLM 0.19.0 H100 logs summarised in the reference: 0.25-0.46 GiB at TP1 (midpoint taken),
+#: about 2.1 GiB with TP >= 2, 0.07 GiB on a pipeline stage without TP.
+NON_TORCH_TP1 = int(Fraction("0.35") * GiB)
+NON_TORCH_TP = int(Fraction("2.1") * GiB)
+NON_TORCH_PP_STAGE = int(Fraction("0.07") * GiB)
+#: Activation peak of the profile run, per token of max_num_batched_tokens: about 4 live tensors
+#: of (hidden + FFN width per rank) in the model dtype. Calibrated on the reference's Llama-3.1-8B
+#: PP2 run (non-KV 8.69 GiB on the first stage = 7.48 GiB of weights + 0.07 non-torch + 1.14
+#: activations; 4 x 8192 x (4096 + 14336) x 2 bytes = 1.125 GiB).
+ACTIVATION_TENSORS_PER_TOKEN = 4
+#: The last stage also runs the sampler on max_num_seqs rows of fp32 logits, about two copies
+#: (same run: the last stage's non-KV was 9.60 GiB, 0.91 GiB more; 2 x 1024 x 128256 x 4 bytes
+#: = 0.98 GiB). Checked against Qwen3-14B (v0.17, 2.23 GiB logged): this gives 2.53 GiB, i.e. it
+#: errs on the side of less KV memory.
+LOGIT_COPIES = 2
+LOGIT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class ProfiledMemory:
+    """The profiler's budget on one worker; ``available_bytes`` may be negative (no room)."""
+
+    requested_bytes: int
+    """Reported GPU memory x gpu_memory_utilization."""
+    weights_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int
+
+    @property
+    def available_bytes(self) -> int:
+        return self.requested_bytes - (
+            self.weights_bytes + self.activation_peak_bytes + self.non_torch_bytes
+        )
+
+
+def requested_memory(gpu_memory_bytes: int, utilization: float) -> int:
+    """``ceil(total_memory x gpu_memory_utilization)``, on the memory CUDA reports (79.19 GiB on
+    an H100 80GB, not the marketed 80 GB)."""
+    if not 0 < utilization <= 1:
+        raise VLLMConfigError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
+    return math.ceil(gpu_memory_bytes * Fraction(str(utilization)))
+
+
+def non_torch_memory(tp: int, pp: int) -> int:
+    """Non-torch memory per worker; TP communication buffers dominate when TP >= 2."""
+    if tp >= 2:
+        return NON_TORCH_TP
+    return NON_TORCH_PP_STAGE if pp >= 2 else NON_TORCH_TP1
+
+
+def ffn_width_per_token(model: ModelSpec) -> int:
+    """The widest FFN activation a token produces in any layer (MoE: its routed top-k plus shared
+    experts)."""
+    widths = []
+    for ffn in {model.ffn_at(i) for i in range(model.num_layers)}:
+        if isinstance(ffn, MoE):
+            widths.append(
+                ffn.top_k * ffn.intermediate_size
+                + ffn.shared_experts * ffn.shared_intermediate_size
+            )
+        else:
+            widths.append(ffn.intermediate_size)
+    return max(widths)
+
+
+def activation_peak(
+    model: ModelSpec,
+    tp: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    last_stage: bool,
+) -> int:
+    """Estimated "PyTorch activation peak memory" of the profile run (see the constants): the
+    FFN width is split by TP, the hidden state is not; only the last stage samples."""
+    act = dtype(model.default_dtype)
+    width = model.hidden_size + ffn_width_per_token(model) // tp
+    body = act.bytes_for(ACTIVATION_TENSORS_PER_TOKEN * max_num_batched_tokens * width)
+    logits = LOGIT_COPIES * max_num_seqs * model.vocab_size * LOGIT_BYTES if last_stage else 0
+    return body + logits
+
+
+def profile_kv_memory(
+    model: ModelSpec,
+    gpu_memory_bytes: int,
+    weights_per_gpu: int | Sequence[int],
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> tuple[ProfiledMemory, ...]:
+    """Estimated "Available KV cache memory" per pipeline stage, as vLLM 0.19's profiler
+    (``Worker.determine_available_memory``) would find it: requested - weights - activation
+    peak - non-torch. ``weights_per_gpu`` is one figure, or one per stage. An estimate: expect a
+    few percent of run-to-run variation, and pass the logged figure when you have one."""
+    weights = per_stage(weights_per_gpu, pp, "weights")
+    requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
+    return tuple(
+        ProfiledMemory(
+            requested_bytes=requested,
+            weights_bytes=w,
+            activation_peak_bytes=activation_peak(
+                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1
+            ),
+            non_torch_bytes=non_torch_memory(tp, pp),
+        )
+        for s, w in enumerate(weights)
+    )

@@ -1,0 +1,135 @@
+"""`kvcalc gpus` through the typer app: table, JSON, filtering, --check and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.registry.gpus import gpu_paths, gpus_dir
+
+JSON_KEYS = {
+    "id",
+    "name",
+    "vendor",
+    "aliases",
+    "memory_bytes",
+    "memory_basis",
+    "memory_marketed",
+    "memory_type",
+    "memory_reported",
+    "bandwidth_bytes_per_s",
+    "dense_flops",
+    "interconnect",
+    "interconnect_bytes_per_s",
+    "pcie_bytes_per_s",
+    "tdp_w",
+    "status",
+    "unverified",
+}
+
+
+def test_table_lists_every_accelerator(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus"])
+    assert result.exit_code == 0, result.stderr
+    for path in gpu_paths():
+        assert path.stem in result.stdout
+    assert "\x1b[" not in result.stdout  # no colour when not a terminal
+
+
+def test_table_row_for_h100(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "h100"])
+    assert result.exit_code == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if "h100-sxm" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells == [
+        "h100-sxm",
+        "NVIDIA H100 SXM5 80GB",
+        "79.18 (80 GB)",
+        "3.35",
+        "989",
+        "1,979",
+        "900 GB/s NVLink 4",
+        "verified",
+    ]
+
+
+def test_table_shows_fp16_rate_where_bf16_is_missing(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "v100"])
+    assert result.exit_code == 0, result.stderr
+    assert "125 (fp16)" in result.stdout
+
+
+def test_json_lists_every_accelerator_with_stable_keys(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["id"] for r in rows] == [p.stem for p in gpu_paths()]
+    for row in rows:
+        assert set(row) == JSON_KEYS
+        assert set(row["dense_flops"]) == {"bf16", "fp16", "fp8", "fp4"}
+        assert isinstance(row["memory_bytes"], int)
+
+
+def test_json_filtered_by_alias_keeps_order_and_raw_numbers(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "-f", "json", "mi300x", "H100"])
+    assert result.exit_code == 0, result.stderr
+    mi300x, h100 = json.loads(result.stdout)
+    assert mi300x["id"] == "mi300x"
+    assert mi300x["memory_bytes"] == 205_822_885_888
+    assert mi300x["memory_basis"] == "rocm_smi"
+    assert h100["id"] == "h100-sxm"
+    assert h100["memory_bytes"] == 81082 * 2**20
+    assert h100["memory_reported"]["nvidia_smi_mib"] == 81559
+    assert h100["bandwidth_bytes_per_s"] == 3_350_000_000_000
+    assert h100["dense_flops"] == {
+        "bf16": 989 * 10**12,
+        "fp16": 989 * 10**12,
+        "fp8": 1979 * 10**12,
+        "fp4": None,
+    }
+
+
+def test_unknown_gpu_exits_2_with_a_suggestion(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "h101"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("Error: unknown gpu 'h101'; did you mean h100")
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_format_exits_2(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "--format", "xml"])
+    assert result.exit_code == 2
+    assert "xml" in result.stderr
+
+
+def test_check_passes_on_the_bundled_registry(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "--check"])
+    assert result.exit_code == 0, result.stderr
+    assert f"ok: {len(gpu_paths())} accelerator files are valid" in result.stdout
+
+
+def test_check_fails_on_bad_data_naming_file_and_field(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "gpus").mkdir()
+    data = yaml.safe_load((gpus_dir() / "h200.yaml").read_text())
+    data["bandwidth_tbps"] = 0
+    (tmp_path / "gpus" / "h200.yaml").write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["gpus", "--check", "--registry", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "h200.yaml: bandwidth_tbps:" in result.stderr
+    assert "1 problem(s) in 1 accelerator files" in result.stderr
+
+
+def test_bad_registry_file_exits_2_when_listing(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "gpus").mkdir()
+    (tmp_path / "gpus" / "h200.yaml").write_text("id: [unclosed\n")
+    result = runner.invoke(app, ["gpus", "--registry", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "h200.yaml: invalid YAML" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

@@ -1,0 +1,414 @@
+"""The accelerator registry, its engine types and GPU-set parsing.
+
+Golden values come from the reference's gpu-specs.yaml / gpu-notes.md (vendor datasheets and
+public nvidia-smi / rocm-smi / deviceQuery logs), not from the code under test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvcalc.engine.hardware import MAX_GPU_COUNT, Accelerator, GpuSet, compute_dtype
+from kvcalc.engine.units import GB, TB, GiB, MiB, UnitError
+from kvcalc.registry import gpus as registry
+from kvcalc.registry.gpus import (
+    GpuSetError,
+    all_gpus,
+    check_gpus,
+    find_gpu,
+    gpu_paths,
+    gpus_dir,
+    load_gpu_file,
+    parse_gpu_set,
+)
+from kvcalc.registry.load import RegistryError, UnknownNameError
+
+PATHS = gpu_paths()
+
+
+def acc(name: str) -> Accelerator:
+    return find_gpu(name).to_accelerator()
+
+
+# ---------------------------------------------------------------- every file
+
+
+def test_registry_holds_at_least_30_accelerators() -> None:
+    assert len(PATHS) >= 30
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_file_loads_and_id_matches_file_name(path: Path) -> None:
+    gpu = load_gpu_file(path)
+    assert gpu.id == path.stem
+    assert gpu.source
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_usable_memory_lies_between_label_in_gb_and_label_in_gib(path: Path) -> None:
+    # Labels are either decimal GB (B300) or ~GiB (most others); whatever figure is used, the
+    # capacity must sit between the two readings of the label (1% slack below for a label
+    # rounded up). A typo in a MiB figure (8155 for 81559) fails here.
+    gpu = load_gpu_file(path)
+    label = gpu.memory.marketed_gb
+    usable = gpu.to_accelerator().memory_bytes
+    assert 0.99 * label * GB <= usable <= label * GiB
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_cuda_total_is_below_the_nvidia_smi_total(path: Path) -> None:
+    mem = load_gpu_file(path).memory
+    cuda = mem.cuda_total_bytes or (mem.cuda_total_mib and mem.cuda_total_mib * MiB)
+    if cuda and mem.nvidia_smi_mib is not None:
+        # gpu-notes.md: torch/CUDA report a few hundred MiB less than nvidia-smi.
+        assert 300 * MiB <= mem.nvidia_smi_mib * MiB - cuda <= 1024 * MiB
+
+
+def test_bundled_registry_checks_clean() -> None:
+    assert check_gpus() == []
+
+
+def test_all_gpus_returns_every_file() -> None:
+    assert [g.id for g in all_gpus()] == [p.stem for p in PATHS]
+
+
+def test_no_name_is_shared_by_two_files() -> None:
+    names = [n.lower() for g in all_gpus() for n in g.names()]
+    assert len(names) == len(set(names))
+
+
+# ---------------------------------------------------------------- golden values
+
+
+def test_h100_sxm() -> None:
+    h100 = acc("h100-sxm")
+    # torch total_memory 81082 MiB (~79.18 GiB), not the 80 GB label nor nvidia-smi's 81559 MiB.
+    assert h100.memory_bytes == 81082 * MiB
+    assert 79.1 < h100.memory_bytes / GiB < 79.2
+    assert h100.memory_marketed == "80 GB"
+    assert h100.bandwidth_bytes_per_s == 3_350_000_000_000
+    assert h100.dense_flops["bf16"] == 989 * TB
+    assert h100.dense_flops["fp16"] == 989 * TB
+    assert h100.dense_flops["fp8"] == 1979 * TB
+    assert h100.dense_flops["fp4"] is None
+    assert h100.interconnect_bytes_per_s == 900 * GB
+    assert h100.pcie_bytes_per_s == 128 * GB
+    assert find_gpu("h100-sxm").memory.nvidia_smi_mib == 81559
+
+
+def test_h200() -> None:
+    h200 = acc("h200")
+    assert h200.bandwidth_bytes_per_s == 4_800_000_000_000
+    assert h200.memory_bytes == 143771 * MiB
+    assert h200.dense_flops["fp8"] == 1979 * TB
+
+
+def test_mi300x_uses_rocm_smi_bytes() -> None:
+    mi300x = acc("mi300x")
+    assert mi300x.memory_bytes == 205_822_885_888
+    assert mi300x.bandwidth_bytes_per_s == 5_300_000_000_000
+    assert mi300x.dense_flops["bf16"] == 1_307_400_000_000_000
+    assert mi300x.dense_flops["fp8"] == 2_614_900_000_000_000
+
+
+def test_a100_40gb_uses_device_query_bytes() -> None:
+    # deviceQuery: "40339 MBytes (42298834944 bytes)".
+    assert acc("a100-sxm-40gb").memory_bytes == 42_298_834_944
+
+
+def test_b300_label_is_decimal() -> None:
+    b300 = acc("b300")
+    assert b300.memory_bytes == 275040 * MiB
+    assert 288 * GB < b300.memory_bytes < 269 * GiB
+
+
+def test_b200_180_and_192_labels_are_the_same_memory() -> None:
+    smi = find_gpu("b200").memory.nvidia_smi_mib
+    assert smi is not None
+    assert 179 * GiB < smi * MiB < 180 * GiB
+    assert 192 * GB < smi * MiB < 193 * GB
+
+
+def test_other_goldens() -> None:
+    assert acc("h100-pcie").dense_flops["bf16"] == 756 * TB  # not the sparse 1513
+    assert acc("l40s").memory_bytes == 46068 * MiB  # ECC on
+    assert acc("rtx-4090").dense_flops["bf16"] == 165_200_000_000_000  # FP32 accumulate
+    assert acc("mi250x").memory_bytes == 64 * GiB  # one GCD, not the 128 GB module
+    assert acc("mi325x").memory_bytes == 256 * GiB
+    assert acc("gaudi2").memory_bytes == 96 * GB  # no reported figure: the smaller reading
+    assert acc("tpu-v5p").dense_flops["fp8"] == 459 * TB
+    assert acc("b200").dense_flops["fp4"] == 9000 * TB
+
+
+# ---------------------------------------------------------------- aliases and lookup
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_id"),
+    [
+        ("h100", "h100-sxm"),
+        ("H100", "h100-sxm"),
+        ("  h100-SXM  ", "h100-sxm"),
+        ("h100_sxm5_80gb", "h100-sxm"),
+        ("h200", "h200"),
+        ("a100", "a100-sxm-80gb"),
+        ("a100-40gb", "a100-sxm-40gb"),
+        ("mi300x", "mi300x"),
+        ("MI300X", "mi300x"),
+        ("b200", "b200"),
+        ("4090", "rtx-4090"),
+        ("rtx4090", "rtx-4090"),
+        ("5090", "rtx-5090"),
+        ("gh200", "gh200-96gb"),
+        ("trillium", "tpu-v6e"),
+        ("v100", "v100-sxm-32gb"),
+    ],
+)
+def test_alias_resolution(name: str, gpu_id: str) -> None:
+    assert find_gpu(name).id == gpu_id
+
+
+def test_unknown_name_suggests_close_ones() -> None:
+    with pytest.raises(UnknownNameError) as info:
+        find_gpu("h101")
+    assert "h100" in info.value.suggestions
+    assert "\n" not in str(info.value)
+    assert "kvcalc gpus" in str(info.value)
+
+
+def test_path_like_names_do_not_escape_the_registry() -> None:
+    for name in ("../models/llama3-70b", "/etc/passwd", ".hidden"):
+        with pytest.raises(UnknownNameError):
+            find_gpu(name)
+
+
+def test_id_lookup_reads_only_its_own_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[Path] = []
+    real = registry.read_yaml
+
+    def spy(path: Path) -> Any:
+        read.append(path)
+        return real(path)
+
+    def no_index(directory: Path) -> Any:
+        raise AssertionError("an id lookup must not index the registry")
+
+    monkeypatch.setattr(registry, "read_yaml", spy)
+    monkeypatch.setattr(registry, "_name_index", no_index)
+    assert find_gpu("H100-SXM").id == "h100-sxm"
+    assert read == [gpus_dir() / "h100-sxm.yaml"]
+
+
+# ---------------------------------------------------------------- engine types
+
+
+def test_dense_flops_fallbacks() -> None:
+    a100 = acc("a100")
+    assert a100.dense_flops_for("fp8") == 312 * TB  # no FP8 on Ampere: BF16 rate
+    assert a100.dense_flops_for("fp4") == 312 * TB
+    h100 = acc("h100")
+    assert h100.dense_flops_for("fp4") == 1979 * TB  # no FP4 on Hopper: FP8 rate
+    assert h100.dense_flops_for("bfloat16") == 989 * TB
+    assert acc("v100").dense_flops_for("bf16") == 125 * TB  # no BF16 on Volta: FP16 rate
+    assert acc("gaudi2").dense_flops_for("fp16") == 432 * TB  # FP16 not published: BF16
+    assert acc("apple-m4-max").dense_flops_for("bf16") is None
+    assert acc("b200").dense_flops_for("nvfp4") == 9000 * TB
+
+
+def test_unknown_compute_dtype_is_a_unit_error() -> None:
+    with pytest.raises(UnitError, match="choose one of bf16, fp16, fp8, fp4"):
+        compute_dtype("int3")
+
+
+def _accelerator(**changes: Any) -> Accelerator:
+    fields: dict[str, Any] = {
+        "id": "x",
+        "name": "X",
+        "memory_bytes": GiB,
+        "memory_marketed": "1 GB",
+        "bandwidth_bytes_per_s": TB,
+        "dense_flops": {"bf16": TB},
+    }
+    fields.update(changes)
+    return Accelerator(**fields)
+
+
+def test_accelerator_fills_missing_dtypes_with_none_and_is_read_only() -> None:
+    a = _accelerator()
+    assert dict(a.dense_flops) == {"bf16": TB, "fp16": None, "fp8": None, "fp4": None}
+    with pytest.raises(TypeError):
+        a.dense_flops["bf16"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"memory_bytes": 0},
+        {"bandwidth_bytes_per_s": -1},
+        {"dense_flops": {"int8": TB}},
+        {"dense_flops": {"bf16": 0}},
+    ],
+)
+def test_accelerator_rejects_bad_values(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        _accelerator(**changes)
+
+
+@given(st.integers(min_value=1, max_value=MAX_GPU_COUNT))
+def test_gpu_set_aggregates_scale_with_count(count: int) -> None:
+    one = _accelerator(memory_bytes=81082 * MiB, bandwidth_bytes_per_s=3_350_000_000_000)
+    gpus = GpuSet(one, count)
+    assert gpus.memory_bytes == count * 81082 * MiB
+    assert gpus.bandwidth_bytes_per_s == count * 3_350_000_000_000
+    assert gpus.dense_flops_for("fp8") == count * TB  # falls back to bf16
+
+
+@pytest.mark.parametrize("count", [0, -1, MAX_GPU_COUNT + 1])
+def test_gpu_set_rejects_bad_counts(count: int) -> None:
+    with pytest.raises(ValueError):
+        GpuSet(_accelerator(), count)
+
+
+# ---------------------------------------------------------------- parse_gpu_set
+
+
+@pytest.mark.parametrize(
+    ("text", "gpu_id", "count"),
+    [
+        ("8xH100", "h100-sxm", 8),
+        ("h200", "h200", 1),
+        ("4xMI300X", "mi300x", 4),
+        ("8x h100", "h100-sxm", 8),
+        ("8 X H100", "h100-sxm", 8),
+        ("2*4090", "rtx-4090", 2),
+        ("8×b200", "b200", 8),
+        ("4090", "rtx-4090", 1),
+        ("rtx4090", "rtx-4090", 1),
+        ("mi300x", "mi300x", 1),
+        ("1xa100", "a100-sxm-80gb", 1),
+        ("0008xh100", "h100-sxm", 8),
+        (f"{MAX_GPU_COUNT}xh100", "h100-sxm", MAX_GPU_COUNT),
+    ],
+)
+def test_parse_gpu_set(text: str, gpu_id: str, count: int) -> None:
+    gpus = parse_gpu_set(text)
+    assert (gpus.accelerator.id, gpus.count) == (gpu_id, count)
+
+
+@given(st.integers(min_value=1, max_value=MAX_GPU_COUNT))
+def test_parse_gpu_set_keeps_any_valid_count(count: int) -> None:
+    assert parse_gpu_set(f"{count}xH100").count == count
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0xH100", "at least 1"),
+        ("-1xH100", "at least 1"),
+        ("-0xH100", "at least 1"),
+        ("abcxH100", "COUNTxGPU"),
+        ("1.5xH100", "whole number"),
+        ("1e3xH100", "whole number"),
+        (f"{MAX_GPU_COUNT + 1}xH100", "at most 100,000"),
+        ("9" * 5000 + "xH100", "at most 100,000"),
+        ("-" + "9" * 5000 + "xH100", "at least 1"),
+        ("", "empty GPU set"),
+        ("   ", "empty GPU set"),
+        ("8x", "names no GPU"),
+        ("8", "names no GPU"),
+    ],
+)
+def test_parse_gpu_set_errors(text: str, expected: str) -> None:
+    with pytest.raises(GpuSetError) as info:
+        parse_gpu_set(text)
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+    assert len(message) < 200
+    assert isinstance(info.value, RegistryError)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(("text", "suggestion"), [("8xH101", "h100"), ("rtx4091", "rtx4090")])
+def test_parse_gpu_set_unknown_gpu(text: str, suggestion: str) -> None:
+    with pytest.raises(UnknownNameError) as info:
+        parse_gpu_set(text)
+    assert suggestion in info.value.suggestions
+
+
+# ---------------------------------------------------------------- schema strictness
+
+
+def _registry_with(tmp_path: Path, gpu_id: str, edit: Any, file_name: str | None = None) -> Path:
+    directory = tmp_path / "gpus"
+    directory.mkdir(exist_ok=True)
+    data = yaml.safe_load((gpus_dir() / f"{gpu_id}.yaml").read_text())
+    edit(data)
+    (directory / f"{file_name or gpu_id}.yaml").write_text(yaml.safe_dump(data))
+    return tmp_path
+
+
+def _set(path: str, value: Any) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            data = data[key]
+        data[last] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set("colour", "green"), "colour: unknown key"),
+        (_set("memory.nvidia_smi_gb", 80), "memory.nvidia_smi_gb: unknown key"),
+        (_set("bandwidth_tbps", -3.35), "bandwidth_tbps:"),
+        (_set("dense_tflops.bf16", 0), "dense_tflops.bf16:"),
+        (_set("memory.nvidia_smi_mib", "81559"), "memory.nvidia_smi_mib:"),
+        (_set("memory.cuda_total_mib", None), "usable is 'cuda_total' but that figure"),
+        (_set("memory.cuda_total_mib", 90000), "cannot exceed nvidia_smi_mib"),
+        (_set("memory.cuda_total_bytes", 85019590656), "not both"),
+        (_set("memory.usable", "marketing"), "memory.usable:"),
+        (_set("unverified", ["bandwidth"]), "names no field"),
+        (_set("unverified", ["bandwidth_tbps"]), "status is verified"),
+        (_set("status", "partial"), "list the unverified fields"),
+        (_set("source", []), "source:"),
+        (_set("id", "h100"), "must match the file name"),
+    ],
+)
+def test_schema_rejects_bad_files(tmp_path: Path, edit: Any, message: str) -> None:
+    root = _registry_with(tmp_path, "h100-sxm", edit)
+    with pytest.raises(RegistryError, match="h100-sxm.yaml") as info:
+        find_gpu("h100-sxm", root)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+    assert check_gpus(root)
+
+
+def test_check_flags_a_name_used_by_two_files(tmp_path: Path) -> None:
+    _registry_with(tmp_path, "h100-sxm", lambda d: None)
+    root = _registry_with(tmp_path, "h200", _set("aliases", ["h100"]))
+    problems = check_gpus(root)
+    assert len(problems) == 1
+    assert "'h100' is already used" in problems[0]
+
+
+def test_missing_registry_directory(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="registry directory not found"):
+        find_gpu("h100", tmp_path)
+    with pytest.raises(RegistryError, match="registry directory not found"):
+        all_gpus(tmp_path)
+
+
+def test_a_copied_registry_behaves_like_the_bundled_one(tmp_path: Path) -> None:
+    shutil.copytree(gpus_dir(), tmp_path / "gpus")
+    assert check_gpus(tmp_path) == []
+    assert parse_gpu_set("8xh100", tmp_path).memory_bytes == 8 * 81082 * MiB

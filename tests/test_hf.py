@@ -1,0 +1,383 @@
+"""Importing Hugging Face config.json files.
+
+The fixtures under tests/fixtures/hf/<registry id>/config.json are written from
+shared/reference/model-configs.yaml with the official key names and the sparseness of the real
+files; each must import to the same KV cache as its hand-written registry entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvcalc.engine import spec
+from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
+from kvcalc.engine.units import dtype
+from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
+from kvcalc.registry.load import RegistryError, find_model, resolve_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+BF16 = dtype("bf16")
+CTX = 131_072
+
+#: fixture folder -> registry id (the same name except for the old-format Falcon-7B copy).
+REGISTRY_ID = {p.name: p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file()}
+REGISTRY_ID["falcon-7b-rw"] = "falcon-7b"
+
+
+def write_config(tmp_path: Path, data: Any, folder: str = "m") -> Path:
+    path = tmp_path / folder / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def fixture_data(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name / "config.json").read_text(encoding="utf-8"))
+
+
+def layers(model: spec.ModelSpec) -> list[spec.Mixer]:
+    return [model.mixer_at(i) for i in range(model.num_layers)]
+
+
+# ------------------------------------------------------------------ fixtures vs registry
+
+
+def test_every_registry_family_has_a_fixture() -> None:
+    wanted = {
+        "llama3-70b", "llama3.1-405b", "llama4-scout", "llama4-maverick", "mistral-7b-v0.1",
+        "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-235b-a22b", "qwen3-next-80b-a3b",
+        "deepseek-v2-lite", "deepseek-v3", "kimi-k2", "gemma2-9b", "gemma3-27b", "gpt-oss-20b",
+        "gpt-oss-120b", "phi3-mini", "falcon-7b", "falcon-40b", "jamba-v0.1",
+    }  # fmt: skip
+    assert wanted <= set(REGISTRY_ID)
+
+
+@pytest.mark.parametrize("folder", sorted(REGISTRY_ID))
+def test_fixture_matches_registry_kv(folder: str) -> None:
+    imported = load_hf_config(FIXTURES / folder)
+    registry = find_model(REGISTRY_ID[folder]).to_spec()
+    assert kv_bytes_per_token(imported, BF16) == kv_bytes_per_token(registry, BF16)
+    assert kv_bytes_per_sequence(imported, CTX, BF16) == kv_bytes_per_sequence(registry, CTX, BF16)
+    # Stronger than the totals: the same mixer on every layer, the same model dtype and depth.
+    assert layers(imported) == layers(registry)
+    assert imported.default_dtype == registry.default_dtype
+
+
+@pytest.mark.parametrize("folder", sorted(REGISTRY_ID))
+def test_fixture_matches_registry_shape(folder: str) -> None:
+    imported = load_hf_config(FIXTURES / folder)
+    registry = find_model(REGISTRY_ID[folder]).to_spec()
+    assert (imported.hidden_size, imported.vocab_size) == (
+        registry.hidden_size,
+        registry.vocab_size,
+    )
+    moe_layers = [i for i in range(imported.num_layers) if imported.ffn_at(i) is imported.moe]
+    registry_moe = [i for i in range(registry.num_layers) if registry.ffn_at(i) is registry.moe]
+    assert moe_layers == registry_moe
+    assert imported.moe == registry.moe
+
+
+# Hand-derived from the reference values (model-configs.yaml), independent of the registry.
+GOLDEN_BYTES_PER_TOKEN = {
+    "llama3-70b": 2 * 80 * 8 * 128 * 2,  # seed 004: 320 KiB
+    "deepseek-v3": 61 * (512 + 64) * 2,  # MLA latent + RoPE key, no factor 2
+    "gemma3-27b": 2 * 62 * 16 * 128 * 2,  # defaults supply nothing here: heads are stated
+    "falcon-7b": 2 * 32 * 1 * 64 * 2,  # MQA
+    "falcon-7b-rw": 2 * 32 * 1 * 64 * 2,
+    "falcon-40b": 2 * 60 * 8 * 64 * 2,  # 8 KV groups with new_decoder_architecture
+    "jamba-v0.1": 2 * 4 * 8 * 128 * 2,  # attention on 4 of 32 layers
+    "qwen3-next-80b-a3b": 2 * 12 * 2 * 256 * 2,  # gated attention on every 4th layer
+}
+
+
+@pytest.mark.parametrize("folder", sorted(GOLDEN_BYTES_PER_TOKEN))
+def test_golden_bytes_per_token(folder: str) -> None:
+    model = load_hf_config(FIXTURES / folder)
+    assert kv_bytes_per_token(model, BF16) == GOLDEN_BYTES_PER_TOKEN[folder]
+
+
+# ------------------------------------------------------------------ layer patterns and fields
+
+
+def test_gemma3_sparse_text_config_takes_gemma3_text_defaults() -> None:
+    model = load_hf_config(FIXTURES / "gemma3-27b")
+    # Not in the file: vocab 262208, 131072 positions, 5 local : 1 global, tied embeddings.
+    assert model.vocab_size == 262_208
+    assert model.max_context == 131_072
+    assert model.tied_embeddings is True
+    globals_ = [i for i, m in enumerate(layers(model)) if m.kind == "full"]
+    assert globals_ == list(range(5, 62, 6))
+    assert {m.window for m in layers(model) if m.kind == "sliding"} == {1024}
+
+
+def test_gemma3_text_config_without_heads_uses_class_defaults(tmp_path: Path) -> None:
+    # Smaller Gemma-3 configs state no heads or head_dim: Gemma3TextConfig has 8, 4 and 256.
+    data = {"model_type": "gemma3", "text_config": {"hidden_size": 2560, "num_hidden_layers": 34}}
+    model = load_hf_config(write_config(tmp_path, data))
+    attn = model.mixer_at(5)
+    assert (attn.q_heads, attn.kv_heads, attn.head_dim_k) == (8, 4, 256)
+    assert model.mixer_at(0).window == 4096  # the class default window
+
+
+def test_qwen25_unused_window_is_no_window() -> None:
+    model = load_hf_config(FIXTURES / "qwen2.5-7b")
+    assert {m.kind for m in layers(model)} == {"full"}
+
+
+def test_qwen2_window_applies_from_max_window_layers_when_enabled(tmp_path: Path) -> None:
+    data = fixture_data("qwen2.5-7b") | {
+        "use_sliding_window": True,
+        "sliding_window": 4096,
+        "max_window_layers": 20,
+    }
+    model = load_hf_config(write_config(tmp_path, data))
+    assert [m.kind for m in layers(model)] == ["full"] * 20 + ["sliding"] * 8
+
+
+def test_llama4_nope_layers_are_full_and_the_rest_chunked() -> None:
+    model = load_hf_config(FIXTURES / "llama4-scout")
+    full = [i for i, m in enumerate(layers(model)) if m.kind == "full"]
+    assert full == list(range(3, 48, 4))
+    assert {m.chunk for m in layers(model) if m.kind == "chunked"} == {8192}
+
+
+def test_llama4_explicit_no_rope_layers(tmp_path: Path) -> None:
+    data = fixture_data("llama4-scout")
+    data["text_config"]["no_rope_layers"] = [0, 1] * 24  # 0 = NoPE = full attention
+    model = load_hf_config(write_config(tmp_path, data))
+    assert [m.kind for m in layers(model)][:4] == ["full", "chunked", "full", "chunked"]
+
+
+def test_explicit_layer_types_win(tmp_path: Path) -> None:
+    data = fixture_data("gemma2-9b") | {"layer_types": ["full_attention"] * 42}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert {m.kind for m in layers(model)} == {"full"}
+
+
+def test_mla_uncompressed_queries_and_first_dense_layers() -> None:
+    lite = load_hf_config(FIXTURES / "deepseek-v2-lite")
+    assert lite.mixer_at(0).q_lora_rank is None
+    assert lite.ffn_at(0) is lite.dense_mlp and lite.ffn_at(1) is lite.moe
+    v3 = load_hf_config(FIXTURES / "deepseek-v3")
+    assert [v3.ffn_at(i) is v3.moe for i in range(4)] == [False, False, False, True]
+
+
+def test_jamba_attention_and_moe_layers() -> None:
+    model = load_hf_config(FIXTURES / "jamba-v0.1")
+    assert [i for i, m in enumerate(layers(model)) if m.kind == "full"] == [4, 12, 20, 28]
+    assert [i for i in range(8) if model.ffn_at(i) is model.moe] == [1, 3, 5, 7]
+    mamba = model.mixer_at(0)
+    assert (mamba.d_inner, mamba.d_state, mamba.d_conv, mamba.dt_rank) == (8192, 16, 4, 256)
+
+
+def test_jamba_auto_dt_rank(tmp_path: Path) -> None:
+    data = {k: v for k, v in fixture_data("jamba-v0.1").items() if k != "mamba_dt_rank"}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert model.mixer_at(0).dt_rank == 4096 // 16  # JambaConfig "auto": ceil(hidden / 16)
+
+
+def test_qwen3_moe_mlp_only_layers_prefix_becomes_dense(tmp_path: Path) -> None:
+    data = fixture_data("qwen3-235b-a22b") | {"mlp_only_layers": [0, 1]}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert [model.ffn_at(i) is model.moe for i in range(3)] == [False, False, True]
+    assert model.dense_mlp == spec.DenseMLP(12288)
+
+
+def test_irregular_moe_layers_are_refused(tmp_path: Path) -> None:
+    data = fixture_data("qwen3-235b-a22b") | {"mlp_only_layers": [5, 17]}
+    with pytest.raises(RegistryError, match=r"mlp_only_layers: .*not a regular pattern"):
+        load_hf_config(write_config(tmp_path, data))
+
+
+def test_falcon_multi_query_off_is_mha(tmp_path: Path) -> None:
+    data = fixture_data("falcon-7b") | {"multi_query": False}
+    assert load_hf_config(write_config(tmp_path, data)).mixer_at(0).kv_heads == 71
+
+
+# ------------------------------------------------------------------ dtype, names, nesting
+
+
+def test_quantization_config_does_not_change_kv_dtype(tmp_path: Path) -> None:
+    v3 = load_hf_config(FIXTURES / "deepseek-v3")  # FP8 weights, torch_dtype bfloat16
+    assert v3.default_dtype == "bf16"
+    data = fixture_data("qwen3-8b") | {
+        "torch_dtype": "float16",
+        "quantization_config": {"quant_method": "fp8"},
+    }
+    assert load_hf_config(write_config(tmp_path, data)).default_dtype == "fp16"
+
+
+def test_dtype_key_of_newer_transformers(tmp_path: Path) -> None:
+    data = {k: v for k, v in fixture_data("qwen3-8b").items() if k != "torch_dtype"}
+    data["dtype"] = "float32"
+    assert load_hf_config(write_config(tmp_path, data)).default_dtype == "fp32"
+
+
+def test_text_config_nesting_equals_the_flat_text_model(tmp_path: Path) -> None:
+    nested = fixture_data("llama4-maverick")
+    flat = dict(nested["text_config"])
+    wrapped = load_hf_config(FIXTURES / "llama4-maverick")
+    assert layers(load_hf_config(write_config(tmp_path, flat))) == layers(wrapped)
+
+
+def test_mistral3_wrapper_reads_its_mistral_text_config(tmp_path: Path) -> None:
+    text = {
+        "head_dim": 128,
+        "hidden_size": 5120,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "sliding_window": None,
+    }
+    data = {"model_type": "mistral3", "text_config": text, "torch_dtype": "bfloat16"}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert kv_bytes_per_token(model, BF16) == 2 * 40 * 8 * 128 * 2
+    assert model.vocab_size == DEFAULTS["mistral"]["vocab_size"]
+
+
+def test_ids_and_names(tmp_path: Path) -> None:
+    assert load_hf_config(FIXTURES / "llama3.1-405b").name == "meta-llama/Llama-3.1-405B"
+    data = fixture_data("qwen3-8b") | {"_name_or_path": "/data/checkpoints/run7"}
+    model = load_hf_config(write_config(tmp_path, data, folder="My Qwen3_8B"))
+    assert (model.id, model.name) == ("my-qwen3-8b", "My Qwen3_8B")
+    other = tmp_path / "Custom.JSON"
+    other.write_text(json.dumps(fixture_data("qwen3-8b")), encoding="utf-8")
+    assert load_hf_config(other).id == "custom"
+
+
+def test_resolve_model_takes_paths_and_names() -> None:
+    by_folder = resolve_model(str(FIXTURES / "qwen3-8b"))
+    by_file = resolve_model(str(FIXTURES / "qwen3-8b" / "config.json"))
+    by_name = resolve_model("qwen3-8b")
+    assert layers(by_folder) == layers(by_file) == layers(by_name)
+
+
+# ------------------------------------------------------------------ errors: one line each
+
+
+def one_line_error(path: Path) -> str:
+    with pytest.raises(RegistryError) as info:
+        load_hf_config(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_unknown_model_type_lists_the_supported_ones(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"model_type": "bert", "hidden_size": 768})
+    message = one_line_error(path)
+    assert str(path) in message and "'bert'" in message
+    assert all(t in message for t in SUPPORTED_MODEL_TYPES)
+
+
+def test_missing_model_type(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"hidden_size": 4096})
+    assert "model_type: missing required field" in one_line_error(path)
+
+
+def test_bad_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama",', encoding="utf-8")
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: invalid JSON") and "line 1" in message
+
+
+def test_not_an_object(tmp_path: Path) -> None:
+    path = write_config(tmp_path, ["llama"])
+    assert "expected a JSON object" in one_line_error(path)
+
+
+def test_folder_without_config_json(tmp_path: Path) -> None:
+    assert one_line_error(tmp_path) == f"{tmp_path}: no config.json in this folder"
+
+
+def test_missing_json_path_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(RegistryError, match="file not found"):
+        resolve_model(str(tmp_path / "nope.json"))
+
+
+def test_wrapper_without_text_config(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"model_type": "llama4"})
+    assert "text_config: missing required field" in one_line_error(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("num_hidden_layers", 0, "must be at least 1"),
+        ("num_key_value_heads", -8, "must be at least 1"),
+        ("hidden_size", "4096", "must be an integer"),
+        ("num_attention_heads", True, "must be an integer"),
+        ("vocab_size", None, "not null"),
+        ("tie_word_embeddings", "no", "must be true or false"),
+        ("torch_dtype", "float8_e4m3fn", "unsupported dtype"),
+    ],
+)
+def test_bad_field_names_file_and_field(tmp_path: Path, key: str, value: Any, problem: str) -> None:
+    path = write_config(tmp_path, fixture_data("llama3-70b") | {key: value})
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: {key}: ") and problem in message
+
+
+def test_nested_field_errors_name_the_text_config(tmp_path: Path) -> None:
+    data = fixture_data("gemma3-27b")
+    data["text_config"]["sliding_window"] = 0
+    assert "text_config.sliding_window: must be at least 1" in one_line_error(
+        write_config(tmp_path, data)
+    )
+
+
+def test_schema_validation_is_shared(tmp_path: Path) -> None:
+    path = write_config(tmp_path, fixture_data("llama3-70b") | {"num_key_value_heads": 7})
+    assert "not divisible by 7 kv_heads" in one_line_error(path)
+
+
+# ------------------------------------------------------------------ properties
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_dropping_keys_equal_to_their_default_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    # Sparseness is lossless: a key stating its class default can be omitted, as save_pretrained
+    # omits it, without changing the import.
+    folder = data.draw(st.sampled_from(sorted(REGISTRY_ID)))
+    config = fixture_data(folder)
+    text = config.get("text_config", config)
+    model_type = "gemma3_text" if config["model_type"] == "gemma3" else text["model_type"]
+    defaults = DEFAULTS.get({"llama4": "llama4_text"}.get(model_type, model_type), {})
+    redundant = sorted(k for k, v in text.items() if k in defaults and defaults[k] == v)
+    drop = data.draw(
+        st.lists(st.sampled_from(redundant), unique=True) if redundant else st.just([])
+    )
+    for key in drop:
+        del text[key]
+    tmp = tmp_path_factory.mktemp("cfg")
+    assert load_hf_config(write_config(tmp, config, folder)) == load_hf_config(FIXTURES / folder)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    folder=st.sampled_from(sorted(REGISTRY_ID)),
+    quant=st.dictionaries(
+        st.sampled_from(["quant_method", "fmt", "bits"]),
+        st.sampled_from(["fp8", "mxfp4", "awq", "e4m3", 4, 8]),
+    ),
+)
+def test_quantization_config_never_changes_the_kv_cache(
+    tmp_path_factory: pytest.TempPathFactory, folder: str, quant: dict[str, Any]
+) -> None:
+    config = fixture_data(folder) | {"quantization_config": quant}
+    tmp = tmp_path_factory.mktemp("cfg")
+    assert load_hf_config(write_config(tmp, config, folder)) == load_hf_config(FIXTURES / folder)
