@@ -121,7 +121,7 @@ def test_check_fails_on_bad_data_naming_file_and_field(runner: CliRunner, tmp_pa
     data["bandwidth_tbps"] = 0
     (tmp_path / "gpus" / "h200.yaml").write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["gpus", "--check", "--registry", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "h200.yaml: bandwidth_tbps:" in result.stderr
     assert "1 problem(s) in 1 accelerator files" in result.stderr
 

@@ -239,6 +239,7 @@ def test_mistral3_wrapper_reads_its_mistral_text_config(tmp_path: Path) -> None:
     model = load_hf_config(write_config(tmp_path, data))
     assert kv_bytes_per_token(model, BF16) == 2 * 40 * 8 * 128 * 2
     assert model.vocab_size == DEFAULTS["mistral"]["vocab_size"]
+    assert model.tied_embeddings is True  # Mistral3Config's own default governs the lm_head
 
 
 def test_ids_and_names(tmp_path: Path) -> None:
@@ -311,12 +312,14 @@ def test_wrapper_without_text_config(tmp_path: Path) -> None:
     ("key", "value", "problem"),
     [
         ("num_hidden_layers", 0, "must be at least 1"),
+        ("num_hidden_layers", 10**9, "must be at most 100,000"),
         ("num_key_value_heads", -8, "must be at least 1"),
         ("hidden_size", "4096", "must be an integer"),
         ("num_attention_heads", True, "must be an integer"),
         ("vocab_size", None, "not null"),
         ("tie_word_embeddings", "no", "must be true or false"),
         ("torch_dtype", "float8_e4m3fn", "unsupported dtype"),
+        ("torch_dtype", ["bfloat16"], "unsupported dtype"),
     ],
 )
 def test_bad_field_names_file_and_field(tmp_path: Path, key: str, value: Any, problem: str) -> None:

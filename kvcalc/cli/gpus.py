@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kvcalc.cli.app import EXIT_DOES_NOT_FIT, FormatOption, OutputFormat, app, emit
+from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, app, emit
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from kvcalc.registry.gpus import GpuFile
+    from kvcalc.registry.gpu_schema import GpuFile
 
 
 NamesArgument = typer.Argument(
@@ -22,7 +22,7 @@ NamesArgument = typer.Argument(
     show_default=False,
 )
 CheckOption = typer.Option(
-    False, "--check", help="validate every accelerator file; exit 1 if any is bad"
+    False, "--check", help="validate every accelerator file; exit 2 if any is bad"
 )
 RegistryOption = typer.Option(
     None, "--registry", help="registry directory holding gpus/ [default: the bundled one]"
@@ -46,7 +46,7 @@ def gpus(
         n = len(gpu_paths(registry))
         if problems:
             typer.echo(f"{len(problems)} problem(s) in {n} accelerator files", err=True)
-            raise typer.Exit(EXIT_DOES_NOT_FIT)
+            raise typer.Exit(EXIT_USAGE)
         typer.echo(f"ok: {n} accelerator files are valid")
         return
     files = [find_gpu(n, registry) for n in names] if names else all_gpus(registry)

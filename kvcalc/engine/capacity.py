@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvcalc.engine.kv import layer_bytes_per_token
-from kvcalc.engine.spec import ModelSpec
+from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, DType
 
 
@@ -63,16 +64,25 @@ def stage_bytes_per_sequence(
     unique = shared = 0
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
-    for i in stage.layers:
-        mixer = layout.model.mixer_at(i)
+    for mixer, layers in stage_mixers(layout.model, stage.layers):
         per_token = layer_bytes_per_token(mixer, layout.kv_dtype)
         held = mixer.tokens_held(context_tokens)
-        blocks_tokens = math.ceil(held / block) * block
+        blocks_tokens = -(-held // block) * block
         state = layout.kv_dtype.bytes_for(mixer.state_elements())
         common = shared_tokens if held == context_tokens and per_token else 0
-        unique += (blocks_tokens - common) * per_token + state
-        shared += common * per_token
+        unique += ((blocks_tokens - common) * per_token + state) * layers
+        shared += common * per_token * layers
     return unique, shared
+
+
+@lru_cache(maxsize=256)
+def stage_mixers(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ...]:
+    """The distinct mixers of a stage's layers with their layer counts."""
+    counts: dict[Mixer, int] = {}
+    for i in layers:
+        mixer = model.mixer_at(i)
+        counts[mixer] = counts.get(mixer, 0) + 1
+    return tuple(counts.items())
 
 
 def max_batch(layout: Layout, context_tokens: int) -> int:
@@ -96,7 +106,8 @@ def kv_tokens_capacity(layout: Layout) -> int:
     capacities = []
     for stage in layout.stages:
         per_token = sum(
-            layer_bytes_per_token(layout.model.mixer_at(i), layout.kv_dtype) for i in stage.layers
+            layer_bytes_per_token(m, layout.kv_dtype) * n
+            for m, n in stage_mixers(layout.model, stage.layers)
         )
         if per_token == 0 or stage.kv_budget_bytes <= 0:
             capacities.append(0 if stage.kv_budget_bytes <= 0 else MAX_CONTEXT_TOKENS)

@@ -38,7 +38,9 @@ class DType:
 
     def bytes_for(self, elements: int) -> int:
         """Bytes needed to store ``elements`` values, rounded up to whole bytes."""
-        return math.ceil(elements * self.bits / 8)
+        # Integer ceil-division on the fraction's parts: exact, and far cheaper than Fraction
+        # arithmetic in the capacity searches that call this per layer.
+        return -(-elements * self.bits.numerator // (8 * self.bits.denominator))
 
 
 # MXFP4 (OCP microscaling): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32,

@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Literal
 
 from kvcalc.engine.spec import (
+    ATTENTION_KINDS,
     FullAttention,
     GatedDeltaNet,
     LightningAttention,
@@ -210,7 +211,7 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     """Refuse a TP size vLLM cannot shard the model by (its divisibility checks)."""
     if tp < 1:
         raise VLLMConfigError(f"tensor-parallel size must be at least 1, got {tp}")
-    for mixer in set(model.mixer_pattern):
+    for mixer in dict.fromkeys(model.mixer_pattern):
         if isinstance(mixer, (FullAttention, MultiHeadLatentAttention)):
             units = [("attention heads", mixer.q_heads)]
             if isinstance(mixer, FullAttention) and tp <= mixer.kv_heads:
@@ -241,12 +242,15 @@ def layer_cache_specs(
     model: ModelSpec,
     tp: int,
     kv_dtype: DType,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    max_model_len: int = 1,
+    block_size: int,
+    max_model_len: int,
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
 ) -> tuple[LayerCacheSpec, ...]:
     """Every layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up.
+
+    ``max_model_len`` is the block size vLLM gives Mamba-type specs (prefix caching off); it
+    only matters for the token line of a Mamba hybrid.
 
     State dtypes default to the model dtype: in 0.19 ``--mamba-cache-dtype auto`` (conv) and
     ``--mamba-ssm-cache-dtype auto`` (temporal state) follow the model, not ``--kv-cache-dtype``
@@ -259,8 +263,10 @@ def layer_cache_specs(
     conv_dtype = conv_state_dtype or model_dtype
     ssm_dtype = ssm_state_dtype or conv_dtype
     mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
-    states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if m.kind not in _ATTENTION]
-    attention = [m for m in mixers if m.kind in _ATTENTION]
+    attention = [m for m in mixers if m.kind in ATTENTION_KINDS]
+    states = [
+        state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if m.kind not in ATTENTION_KINDS
+    ]
     if states and attention:
         if any(isinstance(m, MultiHeadLatentAttention) for m in attention):
             raise VLLMConfigError(
@@ -275,7 +281,7 @@ def layer_cache_specs(
     )
     specs = []
     for mixer in mixers:
-        if mixer.kind in _ATTENTION:
+        if mixer.kind in ATTENTION_KINDS:
             specs.append(attention_spec(mixer, kv_dtype, block_size))
             continue
         real = state_bytes(mixer, conv_dtype, ssm_dtype)
@@ -284,9 +290,6 @@ def layer_cache_specs(
             LayerCacheSpec("mamba", max_model_len, max(real, attention_page), state_bytes=real)
         )
     return tuple(specs)
-
-
-_ATTENTION = ("full", "sliding", "chunked", "mla")
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,27 +312,25 @@ class LayerGrouping:
     groups: tuple[KVCacheGroup, ...]
     group_size: int
     """Layers per group (= KV tensors allocated); short groups are padded to it."""
+    layer_specs: tuple[LayerCacheSpec, ...]
+    """Every layer's spec after page unification. A uniform type's single group keeps them all
+    (its group spec is the first layer's)."""
 
     @property
     def padding_layers(self) -> int:
-        """ "Add N padding layers": empty slots of short groups (0 for a uniform type)."""
-        if self.kind == "uniform_type":
-            return 0
+        """The empty slots of short groups (vLLM: "Add N padding layers")."""
         return sum(self.group_size - len(g.layers) for g in self.groups)
 
     @property
     def page_bytes(self) -> int:
         """Every group's page (hybrid pages are unified); the summed page for a uniform type."""
         if self.kind == "uniform_type":
-            return sum(self.layer_pages().values())
+            return sum(s.page_bytes for s in self.layer_specs)
         return self.groups[0].spec.page_bytes
 
     @property
     def min_block_size(self) -> int:
         return min(g.spec.block_size for g in self.groups)
-
-    def layer_pages(self) -> dict[int, int]:
-        return {i: g.spec.page_bytes for g in self.groups for i in g.layers}
 
 
 def unify_page_sizes(specs: Sequence[LayerCacheSpec]) -> tuple[LayerCacheSpec, ...]:
@@ -364,15 +365,15 @@ def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
     Hybrid buckets are cut into ceil(n / group_size) groups taking every k-th layer
     (``layers[i::k]``), so pipeline stages keep balanced groups.
     """
-    all_layers = tuple(range(len(specs)))
+    specs = tuple(specs)
+    one_group = (KVCacheGroup(specs[0], tuple(range(len(specs)))),)
     if len(set(specs)) == 1:
-        return LayerGrouping("uniform_spec", (KVCacheGroup(specs[0], all_layers),), len(specs))
+        return LayerGrouping("uniform_spec", one_group, len(specs), specs)
     same_block = len({s.block_size for s in specs}) == 1
     if same_block and len({s.type_key for s in specs}) == 1:
         # UniformTypeKVCacheSpecs: one group and one block table; each layer keeps its own
-        # page, and the group's page is their sum.
-        groups = tuple(KVCacheGroup(s, (i,)) for i, s in enumerate(specs))
-        return LayerGrouping("uniform_type", groups, 1)
+        # page (one tensor per layer), and a block costs the sum of the pages.
+        return LayerGrouping("uniform_type", one_group, len(specs), specs)
     unified = unify_page_sizes(specs)
     buckets: dict[LayerCacheSpec, list[int]] = {}
     for i, s in enumerate(unified):
@@ -382,7 +383,7 @@ def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
     for spec, layers in buckets.items():
         count = math.ceil(len(layers) / size)
         groups.extend(KVCacheGroup(spec, tuple(layers[i::count])) for i in range(count))
-    return LayerGrouping("hybrid", tuple(groups), size)
+    return LayerGrouping("hybrid", tuple(groups), size, unified)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,12 +409,12 @@ def stage_bytes_per_block(grouping: LayerGrouping, stage: range) -> int:
     uniform type, else page x group size, the group size being the most layers this worker
     has in any one group (it allocates that many shared tensors)."""
     if grouping.kind == "uniform_type":
-        return sum(page for i, page in grouping.layer_pages().items() if i in stage)
+        return sum(grouping.layer_specs[i].page_bytes for i in stage)
     tensors = max(sum(1 for i in g.layers if i in stage) for g in grouping.groups)
     return grouping.page_bytes * tensors
 
 
-def num_blocks(available_bytes: int, bytes_per_block: int) -> int:
+def blocks_in_pool(available_bytes: int, bytes_per_block: int) -> int:
     """``available // page // group_size`` (the same as one floor division by their product)."""
     return max(0, available_bytes // bytes_per_block)
 
@@ -423,9 +424,11 @@ def blocks_per_request(
 ) -> int:
     """Blocks one request of ``max_model_len`` takes from the shared pool: the sum over groups
     of their pages per request; a uniform type takes its layers' largest count once."""
-    pages = [
-        g.spec.pages_per_request(max_model_len, max_num_batched_tokens) for g in grouping.groups
-    ]
+    if grouping.kind == "uniform_type":
+        specs = grouping.layer_specs
+    else:
+        specs = tuple(g.spec for g in grouping.groups)
+    pages = [s.pages_per_request(max_model_len, max_num_batched_tokens) for s in specs]
     return max(pages) if grouping.kind == "uniform_type" else sum(pages)
 
 
@@ -468,15 +471,15 @@ def estimate_max_model_len(
 # Steps 5 and 6: the reported lines
 
 
-def kv_cache_size_tokens(num_blocks_: int, grouping: LayerGrouping) -> int:
-    """ "GPU KV cache size: N tokens" as vLLM 0.19 prints it: num_blocks // groups x smallest
+def kv_cache_size_tokens(pool_blocks: int, grouping: LayerGrouping) -> int:
+    """The "GPU KV cache size: N tokens" line of vLLM 0.19: num_blocks // groups x the smallest
     block. True capacity for one group; for hybrids an equal-share figure that undercounts."""
-    return num_blocks_ // len(grouping.groups) * grouping.min_block_size
+    return pool_blocks // len(grouping.groups) * grouping.min_block_size
 
 
-def max_concurrency(num_blocks_: int, blocks_per_request_: int) -> float:
-    """ "Maximum concurrency for L tokens per request" (vLLM prints it with 2 decimals)."""
-    return num_blocks_ / blocks_per_request_
+def max_concurrency(pool_blocks: int, request_blocks: int) -> float:
+    """The "Maximum concurrency for L tokens per request" (vLLM prints it with 2 decimals)."""
+    return pool_blocks / request_blocks
 
 
 # --------------------------------------------------------------------------------------------
@@ -586,7 +589,12 @@ def vllm_kv_cache(
     ssm_state_dtype: DType | None = None,
 ) -> VLLMKVCache | KVCacheTooSmall:
     """Blocks, concurrency and the token line of vLLM 0.19 for ``kv_memory`` bytes of KV cache
-    per worker ("Available KV cache memory"; one figure, or one per pipeline stage)."""
+    per worker ("Available KV cache memory"; one figure, or one per pipeline stage).
+
+    ``block_size`` is vLLM's ``--block-size``. Some MLA backends force their own: FlashMLA 64
+    (Hopper; the Kimi-K2 TP8 log matches 64), CUTLASS MLA 128; pass it to match such a log.
+    A Mamba hybrid raises it for its attention layers (see :func:`layer_cache_specs`).
+    """
     for name, value in (
         ("max_model_len", max_model_len),
         ("block_size", block_size),
@@ -608,7 +616,12 @@ def vllm_kv_cache(
     for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
         per_block = stage_bytes_per_block(grouping, layers)
         stage = StageKV(
-            index, layers, memory, per_block, num_blocks(memory, per_block), per_block * per_request
+            index,
+            layers,
+            memory,
+            per_block,
+            blocks_in_pool(memory, per_block),
+            per_block * per_request,
         )
         if memory <= 0 or stage.needed_bytes > memory:
             estimate = (
@@ -649,8 +662,10 @@ NON_TORCH_PP_STAGE = int(Fraction("0.07") * GiB)
 ACTIVATION_TENSORS_PER_TOKEN = 4
 #: The last stage also runs the sampler on max_num_seqs rows of fp32 logits, about two copies
 #: (same run: the last stage's non-KV was 9.60 GiB, 0.91 GiB more; 2 x 1024 x 128256 x 4 bytes
-#: = 0.98 GiB). Checked against Qwen3-14B (v0.17, 2.23 GiB logged): this gives 2.53 GiB, i.e. it
-#: errs on the side of less KV memory.
+#: = 0.98 GiB). Cross-check: Qwen3-14B (hidden 5120, FFN 17408, vocab 151,936 per its config.json)
+#: logged 2.23 GiB on v0.17 (settings not in the reference); this gives 2.53 GiB at 8192 tokens and
+#: 1024 sequences, i.e. it errs towards less KV memory. Expect +-0.3 GiB; versions differ (the
+#: same model logged 5.64 GiB on v0.16).
 LOGIT_COPIES = 2
 LOGIT_BYTES = 4
 

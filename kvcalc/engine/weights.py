@@ -292,6 +292,12 @@ class ParamCounts:
         convention of the gpt-oss model card's "active parameters")."""
         return self.active - self.embedding
 
+    @property
+    def active_non_embedding(self) -> int:
+        """``active`` less the embedding table and the LM head (the "non-embedding" parameters
+        of scaling-law papers; MiniMax's and GLM's active figures match this count)."""
+        return self.active - self.embedding - self.lm_head
+
 
 def param_counts(model: ModelSpec) -> ParamCounts:
     """Count the parameters of ``model`` by component."""

@@ -14,6 +14,7 @@ import hashlib
 import os
 import pickle
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,7 +22,14 @@ import kvcalc
 
 T = TypeVar("T")
 
-_CODE_FILES = ("registry/schema.py", "registry/load.py", "registry/hf.py", "engine/spec.py")
+_CODE_FILES = (
+    "registry/schema.py",
+    "registry/gpu_schema.py",
+    "registry/load.py",
+    "registry/hf.py",
+    "engine/spec.py",
+    "engine/hardware.py",
+)
 
 
 def cache_dir() -> Path | None:
@@ -34,6 +42,7 @@ def cache_dir() -> Path | None:
     return Path(base) / "kvcalc"
 
 
+@lru_cache(maxsize=1)
 def _code_digest() -> bytes:
     package = Path(kvcalc.__file__).parent
     digest = hashlib.sha256(kvcalc.__version__.encode())

@@ -362,6 +362,9 @@ _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 #: The engine's default KV dtype when a config names none (gpt-oss ships no torch_dtype).
 _DEFAULT_DTYPE = "bf16"
 
+#: More layers than any model has: the per-layer lists built here stay small.
+MAX_LAYERS = 100_000
+
 _UNSET = object()
 
 
@@ -394,13 +397,17 @@ class _Config:
             return self.data[key]
         return self.defaults.get(key, _UNSET)
 
-    def int(self, key: str, minimum: int = 1, default: Any = _UNSET) -> int:
-        value = self.optional_int(key, minimum, default)
+    def int(
+        self, key: str, minimum: int = 1, default: Any = _UNSET, maximum: int | None = None
+    ) -> int:
+        value = self.optional_int(key, minimum, default, maximum)
         if value is None:
             self.fail(key, "must be an integer, not null")
         return value
 
-    def optional_int(self, key: str, minimum: int = 1, default: Any = _UNSET) -> int | None:
+    def optional_int(
+        self, key: str, minimum: int = 1, default: Any = _UNSET, maximum: int | None = None
+    ) -> int | None:
         value = self.raw(key)
         if value is _UNSET:
             if default is _UNSET:
@@ -412,6 +419,8 @@ class _Config:
             self.fail(key, f"must be an integer, got {value!r}")
         if value < minimum:
             self.fail(key, f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            self.fail(key, f"must be at most {maximum:,}, got {value:,}")
         return value
 
     def bool(self, key: str, default: Any = _UNSET) -> bool:
@@ -484,8 +493,8 @@ def _model_type(path: Path, value: Any, key: str = "model_type") -> str:
         return "falcon"
     if not isinstance(value, str) or value not in SUPPORTED_MODEL_TYPES:
         raise RegistryError(
-            f"{path}: {key}: unsupported model_type {value!r}; "
-            f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            f"{path}: {key}: unsupported model_type {value!r}; supported: "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} (for another architecture, write a registry file)"
         )
     return value
 
@@ -579,9 +588,10 @@ def _attention_layer_kinds(cfg: _Config, n: int) -> list[str]:
     elif t == "llama4_text":
         # Llama4TextConfig: RoPE layers (no_rope_layers[i] == 1) are chunked; NoPE layers, by
         # default every no_rope_layer_interval-th, attend to the full context.
-        uses_rope = cfg.int_list("no_rope_layers") or [
-            int((i + 1) % cfg.int("no_rope_layer_interval") != 0) for i in range(n)
-        ]
+        uses_rope = cfg.int_list("no_rope_layers")
+        if not uses_rope:  # Llama4TextConfig treats an empty list like an absent one
+            every = cfg.int("no_rope_layer_interval")
+            uses_rope = [int((i + 1) % every != 0) for i in range(n)]
         if len(uses_rope) != n:
             cfg.fail("no_rope_layers", f"must have {n} entries, one per layer")
         kinds = ["chunked" if r else "full" for r in uses_rope]
@@ -599,12 +609,13 @@ def _sliding_window(cfg: _Config) -> int | None:
 
 
 def _attention_mixers(cfg: _Config, n: int) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    kinds = _attention_layer_kinds(cfg, n)
     shape = _attention_shape(cfg)
-    window = _sliding_window(cfg)
-    chunk = cfg.optional_int("attention_chunk_size", default=None)
+    window = _sliding_window(cfg) if "sliding" in kinds else None
+    chunk = cfg.optional_int("attention_chunk_size", default=None) if "chunked" in kinds else None
     mixers: dict[str, dict[str, Any]] = {}
     names: list[str] = []
-    for kind in _attention_layer_kinds(cfg, n):
+    for kind in kinds:
         # A sliding or chunked layer without a size attends to everything, as in transformers.
         if kind == "sliding" and window is not None:
             mixers["sliding"] = {"kind": "sliding", **shape, "window": window}
@@ -840,7 +851,7 @@ def _dtype(path: Path, cfg: _Config, top: dict[str, Any]) -> str:
             value = source.get(key)
             if value is None:
                 continue
-            if value not in _TORCH_DTYPES:
+            if not isinstance(value, str) or value not in _TORCH_DTYPES:
                 raise RegistryError(
                     f"{path}: {prefix}{key}: unsupported dtype {value!r}; "
                     f"expected one of {', '.join(_TORCH_DTYPES)}"
@@ -852,12 +863,13 @@ def _dtype(path: Path, cfg: _Config, top: dict[str, Any]) -> str:
 def _tied(cfg: _Config, top: dict[str, Any], top_type: str) -> bool:
     # A wrapper's lm_head lives on the wrapper, so its flag governs; an explicit one in either
     # place wins over the wrapper class default.
-    if top_type in WRAPPERS:
-        for source in (top, cfg.data):
-            if isinstance(source.get("tie_word_embeddings"), bool):
-                return source["tie_word_embeddings"]
-        return WRAPPERS[top_type]["tie_word_embeddings"]
-    return cfg.bool("tie_word_embeddings")
+    if top_type not in WRAPPERS:
+        return cfg.bool("tie_word_embeddings")
+    if "tie_word_embeddings" in top:
+        return _Config(cfg.path, top, cfg.model_type).bool("tie_word_embeddings")
+    if "tie_word_embeddings" in cfg.data:
+        return cfg.bool("tie_word_embeddings")
+    return WRAPPERS[top_type]["tie_word_embeddings"]
 
 
 def _names(path: Path, top: dict[str, Any]) -> tuple[str, str]:
@@ -873,7 +885,7 @@ def _names(path: Path, top: dict[str, Any]) -> tuple[str, str]:
 
 def architecture_dict(cfg: _Config, top: dict[str, Any], top_type: str) -> dict[str, Any]:
     """The ``architecture`` mapping of a registry file, from the config's official field names."""
-    n = cfg.int("num_hidden_layers")
+    n = cfg.int("num_hidden_layers", maximum=MAX_LAYERS)
     mixers, names = _mixers(cfg, n)
     return {
         "hidden_size": cfg.int("hidden_size"),
@@ -897,7 +909,7 @@ def load_hf_config(path: Path | str) -> ModelSpec:
     model_id, name = _names(path, top)
     # The registry's metadata (sources, verification, parameter counts) has no counterpart in a
     # config.json, so only the validated architecture goes through the schema; to_spec reads
-    # nothing else but these four fields.
+    # no field but the five given here.
     model = ModelFile.model_construct(
         id=model_id,
         name=name,

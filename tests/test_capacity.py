@@ -1,0 +1,132 @@
+"""Capacity and decode time: the seed's worked example (seed 004) and invariants."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc.engine.capacity import capacity, replicas, usable_bytes
+from kvcalc.engine.decode import decode_step
+from kvcalc.engine.units import GB, GiB, dtype
+from kvcalc.engine.weights import WeightPrecision, pipeline_stages
+from kvcalc.registry.load import resolve_model
+
+BF16, FP8 = dtype("bf16"), dtype("fp8")
+H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
+H100_BF16 = 989 * 10**12
+
+
+def seed_capacity(model_id: str = "llama3-70b", kv=BF16, contexts=(8192, 131_072), tp=8,
+                  gpus=8, memory=80 * GB, weights_total=140 * GB):
+    model = resolve_model(model_id)
+    pp = 1
+    return capacity(
+        model,
+        gpus=f"{gpus}x H100",
+        gpu_count=gpus,
+        gpu_memory_bytes=memory,
+        tp=tp,
+        stages=pipeline_stages(model.num_layers, pp),
+        weights_per_stage=(weights_total // (tp * pp),),
+        kv_dtype=kv,
+        contexts=list(contexts),
+        usable_per_gpu=usable_bytes(memory, None, 0.10),
+        overhead_per_gpu=0,
+    )
+
+
+def test_seed_budget_436_gb_and_162_vs_10_sequences() -> None:
+    cap = seed_capacity()
+    total = cap.kv_budget_bytes_per_gpu * 8
+    assert total == 436 * GB
+    assert round(total / GiB) == 406
+    assert [c.max_batch for c in cap.contexts] == [162, 10]
+
+
+def test_seed_decode_5_2_ms_weights_16_ms_kv_and_fp8_halves_kv() -> None:
+    model = resolve_model("llama3-70b")
+    common = dict(batch=162, context_tokens=8192, precision=WeightPrecision.uniform(BF16), tp=8,
+                  pp=1, bandwidth_per_gpu=H100_BW, flops_per_gpu=H100_BF16,
+                  weights_total_bytes=140 * GB)
+    step = decode_step(model, kv_dtype=BF16, **common)
+    # The seed reads all 140 GB (5.22 ms); kvcalc reads only the 162 looked-up rows of the
+    # untied embedding table, 2.1 GB less, hence 5.15 ms.
+    assert step.weight_read_seconds * 1000 == pytest.approx(5.2, abs=0.1)
+    assert step.kv_read_seconds * 1000 == pytest.approx(16, abs=0.3)
+    assert step.bound == "memory"
+    fp8 = decode_step(model, kv_dtype=FP8, **common)
+    assert fp8.kv_read_seconds == pytest.approx(step.kv_read_seconds / 2)
+
+
+def test_tp16_holds_one_kv_head_per_rank_and_twice_the_total() -> None:
+    model = resolve_model("llama3-70b")
+    from kvcalc.engine.kv import kv_bytes_per_token
+
+    assert model.per_rank(16).mixer_at(0).kv_heads == 1
+    tp8 = kv_bytes_per_token(model.per_rank(8), BF16) * 8
+    tp16 = kv_bytes_per_token(model.per_rank(16), BF16) * 16
+    assert tp16 == 2 * tp8
+
+
+def test_deepseek_v3_latent_is_whole_on_every_gpu() -> None:
+    from kvcalc.engine.kv import kv_bytes_per_token
+
+    model = resolve_model("deepseek-v3")
+    assert kv_bytes_per_token(model.per_rank(8), BF16) == 70_272
+
+
+def test_replicas_need_divisible_gpu_counts() -> None:
+    from kvcalc.engine.capacity import DeploymentError
+
+    assert replicas(8, 2, 1) == 4
+    with pytest.raises(DeploymentError, match="3 GPUs"):
+        replicas(3, 2, 1)
+
+
+# ------------------------------------------------------------------ properties
+
+model_ids = st.sampled_from(
+    ["llama3-70b", "gemma3-27b", "gpt-oss-120b", "deepseek-v3", "qwen3-next-80b-a3b",
+     "jamba-v0.1", "mistral-7b-v0.1", "llama4-scout"]
+)
+ctx = st.integers(1, 1 << 20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(model_ids, ctx, ctx)
+def test_max_batch_never_rises_with_context(model_id: str, a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    cap = seed_capacity(model_id, contexts=(lo, hi), weights_total=10 * GB)
+    assert cap.contexts[0].max_batch >= cap.contexts[1].max_batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_ids, ctx, st.sampled_from([1, 2, 4]))
+def test_more_gpus_never_lower_capacity(model_id: str, context: int, factor: int) -> None:
+    small = seed_capacity(model_id, contexts=(context,), weights_total=10 * GB)
+    big = seed_capacity(model_id, contexts=(context,), gpus=8 * factor, weights_total=10 * GB)
+    assert big.contexts[0].max_batch >= small.contexts[0].max_batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_ids, ctx)
+def test_fp8_kv_never_lowers_capacity(model_id: str, context: int) -> None:
+    bf16 = seed_capacity(model_id, contexts=(context,), weights_total=10 * GB)
+    fp8 = seed_capacity(model_id, kv=FP8, contexts=(context,), weights_total=10 * GB)
+    assert fp8.contexts[0].max_batch >= bf16.contexts[0].max_batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_ids, st.integers(1, 512), st.integers(1, 512), ctx, ctx)
+def test_decode_time_grows_with_batch_and_context(
+    model_id: str, b1: int, b2: int, c1: int, c2: int
+) -> None:
+    model = resolve_model(model_id)
+    common = dict(kv_dtype=BF16, precision=WeightPrecision.uniform(BF16), tp=8, pp=1,
+                  bandwidth_per_gpu=H100_BW, flops_per_gpu=H100_BF16)
+    (b_lo, b_hi), (c_lo, c_hi) = sorted((b1, b2)), sorted((c1, c2))
+    small = decode_step(model, batch=b_lo, context_tokens=c_lo, **common)
+    large = decode_step(model, batch=b_hi, context_tokens=c_hi, **common)
+    assert large.tpot_seconds >= small.tpot_seconds
+    assert large.kv_read_seconds >= small.kv_read_seconds
