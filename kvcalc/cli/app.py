@@ -37,12 +37,34 @@ def _click_exception() -> type[Exception]:
     return ClickException
 
 
+#: Command name -> module defining it (as ``command_app``). Modules are imported only when their
+#: command runs (or help lists them), so start-up pays for one command's options, not all.
+COMMANDS = {
+    "size": "kvcalc.cli.size",
+    "models": "kvcalc.cli.models",
+    "gpus": "kvcalc.cli.gpus",
+    "batch": "kvcalc.cli.batch",
+    "decode": "kvcalc.cli.decode",
+}
+
+
 class KvcalcGroup(TyperGroup):
     """Runs a command and turns every failure into one line on stderr and an exit code.
 
     Typer's default prints usage and rich error panels; for a calculator used in CI pipelines one
     line that names the problem and the fix is easier to read and to grep.
     """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        import importlib
+
+        module = importlib.import_module(COMMANDS[cmd_name])
+        return typer.main.get_command(module.command_app)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         from kvcalc.engine.units import UnitError
@@ -85,6 +107,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+@app.callback()
+def _root() -> None:
+    """KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time."""
+
+
+def command_typer() -> typer.Typer:
+    """The one-command Typer each command module defines its command on."""
+    return typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
 class OutputFormat(str, Enum):
@@ -154,6 +186,3 @@ KvDtypeOption = typer.Option(
     help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
 )
 
-# Commands register themselves on `app` when imported. Each module imports its heavy
-# dependencies inside the command body, so start-up pays only for the command that runs.
-from kvcalc.cli import batch, decode, gpus, models, size  # noqa: E402, F401

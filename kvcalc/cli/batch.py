@@ -10,10 +10,9 @@ from kvcalc.cli.app import (
     FormatOption,
     KvDtypeOption,
     OutputFormat,
-    app,
+    command_typer,
     emit,
     fail,
-    kv_dtype_option,
     load_model,
     parse_ctx_list,
 )
@@ -23,7 +22,10 @@ EngineOption = typer.Option(
 )
 
 
-@app.command()
+command_app = command_typer()
+
+
+@command_app.command()
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
     gpus: str = deploy.GpusOption,
@@ -60,14 +62,14 @@ def batch(
         _whole_registry(gpu_set, contexts, locals(), fmt)
         return
     spec = load_model(model, None, None, None)
-    options = _options(locals(), spec)
+    options = deploy.option_values(locals(), spec)
     dep = deploy.deployment(spec, gpu_set, **options)
     if engine == "vllm":
         _vllm(dep, ctx, max_model_len, max_num_batched_tokens, fmt)
         return
     contexts = parse_ctx_list(ctx or "8k,32k,128k")
     cap = dep.capacity(contexts)
-    weight_name = _weight_name(dep)
+    weight_name = deploy.weight_name(dep)
     if fmt is OutputFormat.json:
         from kvcalc.render.capacity import capacity_payload
         from kvcalc.render.json import dumps
@@ -87,29 +89,6 @@ def batch(
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
-def _weight_name(dep: deploy.Deployment) -> str:
-    p = dep.precision
-    names = dict.fromkeys([p.layers.name, p.experts.name, p.other.name])
-    return "+".join(names)
-
-
-def _options(values: dict, spec) -> dict:  # noqa: ANN001 - ModelSpec
-    return {
-        "tp": values["tp"],
-        "pp": values["pp"],
-        "gpu_util": values["gpu_util"],
-        "reserve": values["reserve"],
-        "overhead": values["overhead"],
-        "gpu_memory": values["gpu_memory"],
-        "weights": values["weights"],
-        "kv_memory": values["kv_memory"],
-        "weight_dtype": values["weight_dtype"],
-        "kv_dtype": kv_dtype_option(values["kv_dtype"], spec.default_dtype),
-        "block_size": values["block_size"],
-        "prefix_shared": values["prefix_shared"],
-    }
-
-
 def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputFormat) -> None:  # noqa: ANN001
     from kvcalc.cli.app import InputError
     from kvcalc.registry.load import all_model_specs
@@ -118,7 +97,7 @@ def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputForma
     rows = []
     for spec in all_model_specs():
         try:
-            dep = deploy.deployment(spec, gpu_set, **_options(values, spec))
+            dep = deploy.deployment(spec, gpu_set, **deploy.option_values(values, spec))
             rows.append(registry_capacity_row(dep.capacity(contexts), spec.id, None))
         except InputError as exc:
             rows.append(registry_capacity_row(None, spec.id, str(exc)))

@@ -11,16 +11,17 @@ from kvcalc.cli.app import (
     FormatOption,
     KvDtypeOption,
     OutputFormat,
-    app,
+    command_typer,
     emit,
     fail,
     load_model,
     parse_ctx_list,
 )
-from kvcalc.cli.batch import _options, _weight_name
+
+command_app = command_typer()
 
 
-@app.command()
+@command_app.command()
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
     gpus: str = deploy.GpusOption,
@@ -52,7 +53,7 @@ def decode(
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
     gpu_set = deploy.resolve_gpus(gpus)
     spec = load_model(model, None, None, None)
-    dep = deploy.deployment(spec, gpu_set, **_options(locals(), spec))
+    dep = deploy.deployment(spec, gpu_set, **deploy.option_values(locals(), spec))
     contexts = parse_ctx_list(ctx)
     cap = dep.capacity(contexts) if batch is None else None
     flops = gpu_set.accelerator.dense_flops_for(deploy.compute_dtype_for(dep.precision))
@@ -91,6 +92,6 @@ def decode(
 
     title = (
         f"{spec.name} ({spec.id}) decode step on {gpu_set}: tp {dep.tp}, pp {dep.pp}, "
-        f"weights {_weight_name(dep)}, KV {dep.kv_dtype.name}, mbu {mbu:g}"
+        f"weights {deploy.weight_name(dep)}, KV {dep.kv_dtype.name}, mbu {mbu:g}"
     )
     console().print(decode_table(steps, title))

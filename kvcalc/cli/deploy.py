@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kvcalc.cli.app import fail, parse_size
+from kvcalc.cli.app import fail, kv_dtype_option, parse_size
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
@@ -197,3 +197,26 @@ def deployment(
         prefix_shared=prefix_shared,
         gpu_util=gpu_util,
     )
+
+
+def weight_name(dep: Deployment) -> str:
+    p = dep.precision
+    return "+".join(dict.fromkeys([p.layers.name, p.experts.name, p.other.name]))
+
+
+def option_values(values: dict, spec: ModelSpec) -> dict:
+    """The deployment options among a command's parameters (`batch` and `decode` share them)."""
+    return {
+        "tp": values["tp"],
+        "pp": values["pp"],
+        "gpu_util": values["gpu_util"],
+        "reserve": values["reserve"],
+        "overhead": values["overhead"],
+        "gpu_memory": values["gpu_memory"],
+        "weights": values["weights"],
+        "kv_memory": values["kv_memory"],
+        "weight_dtype": values["weight_dtype"],
+        "kv_dtype": kv_dtype_option(values["kv_dtype"], spec.default_dtype),
+        "block_size": values["block_size"],
+        "prefix_shared": values["prefix_shared"],
+    }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, app, emit
+from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, command_typer, emit
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,7 +29,10 @@ RegistryOption = typer.Option(
 )
 
 
-@app.command()
+command_app = command_typer()
+
+
+@command_app.command()
 def gpus(
     names: list[str] = NamesArgument,
     fmt: OutputFormat = FormatOption,

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import typer
 
-from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, app, emit
+from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, command_typer, emit
 
 RegistryOption = typer.Option(
     None, "--registry", help="registry directory holding models/ [default: the bundled one]"
 )
 
 
-@app.command()
+command_app = command_typer()
+
+
+@command_app.command()
 def models(
     fmt: OutputFormat = FormatOption,
     check: bool = typer.Option(

@@ -12,15 +12,17 @@ from kvcalc.cli.app import (
     KvHeadsOption,
     LayersOption,
     OutputFormat,
-    app,
+    command_typer,
     emit,
     kv_dtype_option,
     load_model,
     parse_ctx_list,
 )
 
+command_app = command_typer()
 
-@app.command()
+
+@command_app.command()
 def size(
     model: str = typer.Argument(
         ..., help="registry name (see `kvcalc models`) or config.json path"
