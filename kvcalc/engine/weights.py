@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import singledispatch
+from functools import lru_cache, singledispatch
 from typing import Literal
 
 from kvcalc.engine.spec import (
@@ -52,6 +52,7 @@ from kvcalc.engine.spec import (
     GatedDeltaNet,
     LightningAttention,
     Mamba,
+    Mixer,
     ModelSpec,
     MoE,
     MultiHeadLatentAttention,
@@ -213,13 +214,17 @@ def moe_tensors(moe: MoE, hidden: int) -> tuple[Tensor, ...]:
 
 def layer_tensors(model: ModelSpec, layer: int) -> tuple[Tensor, ...]:
     """The weights of one decoder layer: mixer, feed-forward and its two norms."""
-    hidden = model.hidden_size
-    ffn = model.ffn_at(layer)
+    return _layer_tensors(model.mixer_at(layer), model.ffn_at(layer), model.hidden_size)
+
+
+@lru_cache(maxsize=1024)
+def _layer_tensors(mixer: Mixer, ffn: DenseMLP | MoE, hidden: int) -> tuple[Tensor, ...]:
+    # Layers repeat (a model has a handful of distinct ones), so each is described once.
     ffn_tensors = (
         moe_tensors(ffn, hidden) if isinstance(ffn, MoE) else dense_mlp_tensors(ffn, hidden)
     )
     return (
-        *mixer_tensors(model.mixer_at(layer), hidden),
+        *mixer_tensors(mixer, hidden),
         *ffn_tensors,
         replicated("norm", 2 * hidden),  # pre-mixer and pre-FFN norms
     )

@@ -61,13 +61,19 @@ def cache_key(data: bytes, kind: str) -> str:
 def cached_spec(path: Path, build: Callable[[], T], kind: str = "model") -> T:
     """``build()``'s result for the file at ``path``, from the cache when the file and the code
     are unchanged. Errors from ``build`` are never cached: a bad file fails every time."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return build()
+    return cached(data, build, kind)
+
+
+def cached(data: bytes, build: Callable[[], T], kind: str) -> T:
+    """``build()``'s result, cached under the content ``data`` it is derived from."""
     directory = cache_dir()
     if directory is None:
         return build()
-    try:
-        key = cache_key(path.read_bytes(), kind)
-    except OSError:
-        return build()
+    key = cache_key(data, kind)
     entry = directory / f"{key}.pickle"
     try:
         with entry.open("rb") as fh:

@@ -141,8 +141,20 @@ def model_paths(root: Path | None = None) -> list[Path]:
 
 @lru_cache(maxsize=8)
 def _name_index(directory: Path) -> dict[str, Path]:
+    """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file.
+
+    Cached under the directory's listing with each file's size and modification time, so an
+    alias lookup does not parse every file on every run; any edit rebuilds it.
+    """
+    from kvcalc.registry.cache import cached
+
+    paths = sorted(directory.glob("*.yaml"))
+    return cached(_listing(paths), lambda: _build_name_index(paths), "names")
+
+
+def _build_name_index(paths: list[Path]) -> dict[str, Path]:
     index: dict[str, Path] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path in paths:
         data = read_yaml(path)
         if not isinstance(data, dict):
             continue
@@ -226,9 +238,19 @@ def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
 
 
 def all_model_specs(root: Path | None = None):  # noqa: ANN201 - list[ModelSpec], lazily typed
-    """Every registry model as an engine spec, through the validated-spec cache."""
-    from kvcalc.registry.cache import cached_spec
+    """Every registry model as an engine spec, cached as one entry under the directory listing
+    (names, sizes, modification times): one cache read instead of one per file."""
+    from kvcalc.registry.cache import cached
 
-    return [
-        cached_spec(p, lambda p=p: load_model_file(p).to_spec()) for p in model_paths(root)
-    ]
+    paths = model_paths(root)
+    return cached(
+        _listing(paths), lambda: [load_model_file(p).to_spec() for p in paths], "all-models"
+    )
+
+
+def _listing(paths: list[Path]) -> bytes:
+    lines = []
+    for path in paths:
+        st = path.stat()
+        lines.append(f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}")
+    return "\n".join(lines).encode()

@@ -116,13 +116,14 @@ def registry_capacity_row(cap: Capacity | None, model_id: str, error: str | None
 def registry_capacity_table(rows: list[dict], contexts: list[int], title: str) -> Table:
     from rich.table import Table
 
+    # no_wrap everywhere: rich's wrapping measurements dominate the run time of this table.
     table = Table(title=title, title_justify="left")
-    table.add_column("model")
-    table.add_column("weights/GPU", justify="right")
-    table.add_column("KV budget/GPU", justify="right")
+    table.add_column("model", no_wrap=True)
+    table.add_column("weights/GPU", justify="right", no_wrap=True)
+    table.add_column("KV budget/GPU", justify="right", no_wrap=True)
     for ctx in contexts:
-        table.add_column(f"@{ctx:,}", justify="right")
-    table.add_column("note")
+        table.add_column(f"@{ctx:,}", justify="right", no_wrap=True)
+    table.add_column("note", no_wrap=True, overflow="ellipsis")
     for r in rows:
         if "weights_bytes_per_gpu" in r:
             weights = f"{r['weights_bytes_per_gpu'] / GiB:,.1f} GiB"
