@@ -17,8 +17,15 @@ H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
 H100_BF16 = 989 * 10**12
 
 
-def seed_capacity(model_id: str = "llama3-70b", kv=BF16, contexts=(8192, 131_072), tp=8,
-                  gpus=8, memory=80 * GB, weights_total=140 * GB):
+def seed_capacity(
+    model_id: str = "llama3-70b",
+    kv=BF16,
+    contexts=(8192, 131_072),
+    tp=8,
+    gpus=8,
+    memory=80 * GB,
+    weights_total=140 * GB,
+):
     model = resolve_model(model_id)
     pp = 1
     return capacity(
@@ -46,9 +53,16 @@ def test_seed_budget_436_gb_and_162_vs_10_sequences() -> None:
 
 def test_seed_decode_5_2_ms_weights_16_ms_kv_and_fp8_halves_kv() -> None:
     model = resolve_model("llama3-70b")
-    common = dict(batch=162, context_tokens=8192, precision=WeightPrecision.uniform(BF16), tp=8,
-                  pp=1, bandwidth_per_gpu=H100_BW, flops_per_gpu=H100_BF16,
-                  weights_total_bytes=140 * GB)
+    common = {
+        "batch": 162,
+        "context_tokens": 8192,
+        "precision": WeightPrecision.uniform(BF16),
+        "tp": 8,
+        "pp": 1,
+        "bandwidth_per_gpu": H100_BW,
+        "flops_per_gpu": H100_BF16,
+        "weights_total_bytes": 140 * GB,
+    }
     step = decode_step(model, kv_dtype=BF16, **common)
     # The seed reads all 140 GB (5.22 ms); kvcalc reads only the 162 looked-up rows of the
     # untied embedding table, 2.1 GB less, hence 5.15 ms.
@@ -87,8 +101,16 @@ def test_replicas_need_divisible_gpu_counts() -> None:
 # ------------------------------------------------------------------ properties
 
 model_ids = st.sampled_from(
-    ["llama3-70b", "gemma3-27b", "gpt-oss-120b", "deepseek-v3", "qwen3-next-80b-a3b",
-     "jamba-v0.1", "mistral-7b-v0.1", "llama4-scout"]
+    [
+        "llama3-70b",
+        "gemma3-27b",
+        "gpt-oss-120b",
+        "deepseek-v3",
+        "qwen3-next-80b-a3b",
+        "jamba-v0.1",
+        "mistral-7b-v0.1",
+        "llama4-scout",
+    ]
 )
 ctx = st.integers(1, 1 << 20)
 
@@ -123,8 +145,14 @@ def test_decode_time_grows_with_batch_and_context(
     model_id: str, b1: int, b2: int, c1: int, c2: int
 ) -> None:
     model = resolve_model(model_id)
-    common = dict(kv_dtype=BF16, precision=WeightPrecision.uniform(BF16), tp=8, pp=1,
-                  bandwidth_per_gpu=H100_BW, flops_per_gpu=H100_BF16)
+    common = {
+        "kv_dtype": BF16,
+        "precision": WeightPrecision.uniform(BF16),
+        "tp": 8,
+        "pp": 1,
+        "bandwidth_per_gpu": H100_BW,
+        "flops_per_gpu": H100_BF16,
+    }
     (b_lo, b_hi), (c_lo, c_hi) = sorted((b1, b2)), sorted((c1, c2))
     small = decode_step(model, batch=b_lo, context_tokens=c_lo, **common)
     large = decode_step(model, batch=b_hi, context_tokens=c_hi, **common)
