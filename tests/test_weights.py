@@ -455,6 +455,10 @@ def test_expected_distinct_experts_small_cases() -> None:
     # Two tokens, top-2 of 8: 8 x (1 - (6/8)^2) = 3.5
     assert expected_distinct_experts(8, 2, 2) == Fraction(7, 2)
     assert expected_distinct_experts(4, 4, 3) == 4
+    # 8 x (6/8)^200 is about 8e-25 of an expert: still exact, just below 8.
+    assert 8 - expected_distinct_experts(8, 2, 200) == 8 * Fraction(3, 4) ** 200
+    # 8 x (6/8)^300 is below 2^-96: counted as every expert.
+    assert expected_distinct_experts(8, 2, 300) == 8
 
 
 def test_dense_decode_reads_all_but_the_embedding_table() -> None:

@@ -40,6 +40,7 @@ splitting it, which changes a rank by fewer than 64 rows; we do not model that p
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache, singledispatch
@@ -371,7 +372,7 @@ def as_precision(precision: DType | WeightPrecision) -> WeightPrecision:
     return WeightPrecision.uniform(precision)
 
 
-def bytes_of(params_by_role: dict[Role, Fraction | int], precision: WeightPrecision) -> int:
+def bytes_of(params_by_role: Mapping[Role, Fraction | int], precision: WeightPrecision) -> int:
     """Bytes of a set of parameters given per role: summed per dtype, rounded up once per dtype."""
     bits_by_dtype: dict[DType, Fraction] = {}
     for role, params in params_by_role.items():
@@ -389,7 +390,7 @@ def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> d
 
 def weight_bytes(model: ModelSpec, precision: DType | WeightPrecision) -> int:
     """Bytes of all the weights of ``model`` (one copy, no parallelism)."""
-    return bytes_of(dict(params_by_role(model_tensors(model))), as_precision(precision))
+    return bytes_of(params_by_role(model_tensors(model)), as_precision(precision))
 
 
 def check_parallelism(model: ModelSpec, tp: int, pp: int) -> None:
@@ -456,7 +457,7 @@ def weights_per_gpu(
     for s, layers in enumerate(stages):
         tensors = stage_tensors(model, layers, first=s == 0, last=s == pp - 1)
         by_role = params_by_role(tensors, tp)
-        out.append(StageWeights(s, layers, sum(by_role.values()), bytes_of(dict(by_role), prec)))
+        out.append(StageWeights(s, layers, sum(by_role.values()), bytes_of(by_role, prec)))
     return tuple(out)
 
 
@@ -478,14 +479,27 @@ def expected_distinct_experts(experts: int, top_k: int, batch: int) -> Fraction:
     of the ``experts``, so one expert is missed by a token with probability 1 - k/E and by all
     tokens with (1 - k/E)^B; the expectation is E x (1 - (1 - k/E)^B). Real routers are skewed
     towards popular experts, which touches fewer distinct experts, so this is an upper estimate
-    of the expert bytes read. Exact rational arithmetic, so the result is exactly k at B = 1.
+    of the expert bytes read.
+
+    Exact rational arithmetic (exactly k at B = 1), except that once E x (1 - k/E)^B is below
+    2^-96 of an expert (far below one byte of any model) the result is E itself: the exact
+    fraction would have a denominator of B x log2(E) bits.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1 (got {batch})")
     if not 1 <= top_k <= experts:
         raise ValueError(f"top_k must be between 1 and experts (got {top_k} of {experts})")
+    if top_k == experts:
+        return Fraction(experts)
+    log2_miss_per_token = math.log2(experts / (experts - top_k))
+    if batch * log2_miss_per_token > _NEGLIGIBLE_BITS + math.log2(experts):
+        return Fraction(experts)
     miss = Fraction(experts - top_k, experts)
     return experts * (1 - miss**batch)
+
+
+#: Expected untouched experts below 2^-96 count as none (see expected_distinct_experts).
+_NEGLIGIBLE_BITS = 96
 
 
 def decode_weight_bytes(
@@ -514,14 +528,12 @@ def decode_weight_bytes(
     if not model.tied_embeddings:
         rows = min(batch, -(-model.vocab_size // tp))
         read["embedding"] = rows * model.hidden_size
-    expert_read = Fraction(0)
-    for i in range(model.num_layers):
-        ffn = model.ffn_at(i)
-        if isinstance(ffn, MoE):
-            per_expert_on_rank = -(-ffn.intermediate_size // tp) * mlp_matrices(ffn.gated)
-            per_expert_on_rank *= model.hidden_size
-            touched = expected_distinct_experts(ffn.experts, ffn.top_k, batch)
-            expert_read += touched * per_expert_on_rank
-    if expert_read:
-        read["routed_experts"] = expert_read
+    moe = model.moe
+    moe_layers = sum(isinstance(model.ffn_at(i), MoE) for i in range(model.num_layers))
+    if moe is not None and moe_layers:
+        # Every MoE layer shares the one MoE spec, so the expectation is computed once.
+        expert_on_rank = -(-moe.intermediate_size // tp) * mlp_matrices(moe.gated)
+        expert_on_rank *= model.hidden_size
+        touched = expected_distinct_experts(moe.experts, moe.top_k, batch)
+        read["routed_experts"] = moe_layers * touched * expert_on_rank
     return bytes_of(read, prec)
