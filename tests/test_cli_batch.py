@@ -1,0 +1,239 @@
+"""`kvcalc batch` and `kvcalc decode` through the CLI: the seed's worked example, vLLM mode, the
+registry-wide table, and every error path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+
+SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
+
+
+def invoke_json(runner: CliRunner, *args: str) -> dict | list:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_seed_capacity_json(runner: CliRunner) -> None:
+    out = invoke_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k,128k")
+    for key in (
+        "model",
+        "gpus",
+        "tp",
+        "pp",
+        "weights_bytes_per_gpu",
+        "kv_budget_bytes_per_gpu",
+        "kv_tokens_capacity",
+        "max_context_at_batch_1",
+    ):
+        assert key in out
+    assert (out["tp"], out["pp"], out["fits"]) == (8, 1, True)
+    assert out["weights_bytes_per_gpu"] == 17_500_000_000
+    assert out["kv_budget_bytes_per_gpu"] * 8 == 436_000_000_000
+    assert [c["max_batch"] for c in out["contexts"]] == [162, 10]
+    assert out["kv_tokens_capacity"] == out["max_context_at_batch_1"]
+
+
+def test_seed_capacity_table_has_bars(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["batch", "llama3-70b", *SEED, "--ctx", "8k,128k"])
+    assert result.exit_code == 0
+    assert "406.06 GiB (436.00 GB)" in result.stdout
+    assert "█" * 40 in result.stdout
+
+
+def test_seed_decode(runner: CliRunner) -> None:
+    out = invoke_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")
+    assert out["batch"] == 162  # default batch: what fits
+    assert out["weight_read_seconds"] * 1000 == pytest.approx(5.2, abs=0.1)
+    assert out["kv_read_seconds"] * 1000 == pytest.approx(16, abs=0.3)
+    assert out["bound"] == "memory"
+    assert out["tpot_seconds"] == pytest.approx(out["weight_read_seconds"] + out["kv_read_seconds"])
+    assert out["tokens_per_second"] == pytest.approx(162 / out["tpot_seconds"])
+    fp8 = invoke_json(
+        runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162", "--kv-dtype", "fp8"
+    )
+    assert fp8["kv_read_seconds"] == pytest.approx(out["kv_read_seconds"] / 2)
+
+
+def test_decode_kv_takes_over_as_context_grows(runner: CliRunner) -> None:
+    out = invoke_json(
+        runner, "decode", "llama3-70b", "--gpus", "8xH100", "--batch", "8", "--ctx", "1k,32k,128k"
+    )
+    shares = [o["kv_share"] for o in out]
+    assert shares == sorted(shares) and shares[-1] > 0.5
+
+
+def test_tp16_doubles_the_kv_per_sequence(runner: CliRunner) -> None:
+    tp8 = invoke_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k")
+    tp16 = invoke_json(
+        runner, "batch", "llama3-70b", "--gpus", "16xH100", "--tp", "16", "--ctx", "8k"
+    )
+    per_seq = [o["contexts"][0]["kv_bytes_per_sequence_per_gpu"] for o in (tp8, tp16)]
+    assert per_seq[1] * 16 == 2 * per_seq[0] * 8
+
+
+def test_deepseek_v3_keeps_the_whole_latent_on_each_gpu(runner: CliRunner) -> None:
+    out = invoke_json(
+        runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--weight-dtype", "fp8", "--ctx", "8k"
+    )
+    assert out["contexts"][0]["kv_bytes_per_sequence_per_gpu"] == 70_272 * 8192
+
+
+def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> None:
+    out = invoke_json(runner, "batch", "--gpus", "8xH100", "--ctx", "8k,128k")
+    rows = {r["model"]: r for r in out["models"]}
+    assert len(rows) >= 30
+    assert rows["llama3-70b"]["fits"]
+    assert not rows["deepseek-v3"]["fits"]
+    assert "usable per GPU" in rows["deepseek-v3"]["reason"]
+    assert "71 query heads" in rows["falcon-7b"]["reason"]
+
+
+def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
+    assert result.exit_code == 1
+    assert "does not fit: weights 157.92 GiB > 71.26 GiB usable per GPU" in result.stdout
+
+
+# ------------------------------------------------------------------ vLLM
+
+
+def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
+    out = invoke_json(
+        runner,
+        "batch",
+        "llama3.1-8b",
+        "--gpus",
+        "h100",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "58.109GiB",
+        "--ctx",
+        "8k",
+    )
+    assert (out["num_blocks"], out["kv_cache_tokens"]) == (29_751, 476_016)
+    assert round(out["max_concurrency"], 2) == 58.11
+
+
+def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
+    out = invoke_json(
+        runner,
+        "batch",
+        "gemma3-27b",
+        "--gpus",
+        "h100",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "40GiB",
+        "--ctx",
+        "8k",
+    )
+    assert out["results"][0]["kv_cache_groups"] == 7
+    assert out["results"][0]["blocks_per_request"] == 3_590
+
+
+@pytest.mark.parametrize(
+    ("args", "logged_blocks"),
+    [
+        # llm-d vLLM 0.19 runs at gpu_memory_utilization 0.95 (75.23 GiB of an H100's 79.19).
+        (["--gpus", "h100"], 29_751),
+        (["--gpus", "2xh100", "--pp", "2"], 67_207),
+    ],
+)
+def test_vllm_budget_estimate_within_a_few_percent_of_the_log(
+    runner: CliRunner, args: list[str], logged_blocks: int
+) -> None:
+    out = invoke_json(
+        runner,
+        "batch",
+        "llama3.1-8b",
+        *args,
+        "--engine",
+        "vllm",
+        "--gpu-util",
+        "0.95",
+        "--ctx",
+        "8k",
+    )
+    assert out["num_blocks"] == pytest.approx(logged_blocks, rel=0.03)
+
+
+def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "batch",
+            "llama3-70b",
+            "--gpus",
+            "2xH100",
+            "--engine",
+            "vllm",
+            "--ctx",
+            "128k",
+            "--kv-memory",
+            "1GiB",
+        ],
+    )
+    assert result.exit_code == 1
+    assert "estimated maximum model length" in result.stdout
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["batch", "llama3-70b", "--gpus", "8xH10"], "did you mean"),
+        (["batch", "llama3-70b", "--gpus", "0xH100"], "at least 1"),
+        (["batch", "llama3-70b", "--gpus", "-2xH100"], "GPU count"),
+        (["batch", "llama3-70b", "--gpus", "3xH100", "--tp", "2"], "3 GPUs cannot be split"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--tp", "3"], "tp x pp = 3"),
+        (["batch", "llama3-70b", "--gpus", "6xH100"], "does not divide the 8 KV heads"),
+        (["batch", "falcon-7b", "--gpus", "2xH100"], "71 query heads"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-util", "1.5"], "--gpu-util"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-util", "0"], "--gpu-util"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--reserve", "1"], "--reserve"),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--reserve", "0.1", "--overhead", "1GiB"],
+            "--reserve replaces",
+        ),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--weights", "-5GB"], "--weights"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-memory", "80"], "unit"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--kv-memory", "0GiB"], "--kv-memory"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--overhead", "lots"], "--overhead"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--weight-dtype", "fp3"], "--weight-dtype"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--pp", "3"], "--pp 3"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--block-size", "0"], "--block-size"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "abc"], "--ctx"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "sglang"], "--engine"),
+        (["batch", "--gpus", "8xH100", "--engine", "vllm"], "needs a MODEL"),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "vllm", "--kv-dtype", "int4"],
+            "int4",
+        ),
+        (["batch", "llama3-70b"], "--gpus"),
+        (["decode", "llama3-70b", "--gpus", "8xH100", "--mbu", "1.5"], "--mbu"),
+        (["decode", "llama3-70b", "--gpus", "8xH100", "--batch", "0"], "--batch"),
+        (["decode", "nope-70b", "--gpus", "8xH100"], "unknown model"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(runner: CliRunner, args: list[str], needle: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert needle in lines[0]
+
+
+def test_decode_of_a_model_that_does_not_fit_exits_1(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["decode", "deepseek-v3", "--gpus", "8xH100"])
+    assert result.exit_code == 1
+    assert "does not fit" in result.stderr
