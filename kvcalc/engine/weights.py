@@ -442,6 +442,26 @@ def stage_tensors(model: ModelSpec, layers: range, first: bool, last: bool) -> l
     return tensors
 
 
+def stage_params_by_role(
+    model: ModelSpec, layers: range, first: bool, last: bool, tp: int
+) -> dict[Role, int]:
+    """Parameters per role on one rank of a stage: :func:`stage_tensors` summed, with each
+    distinct layer described once and multiplied by how often it repeats."""
+    repeats: dict[tuple[Mixer, DenseMLP | MoE], int] = {}
+    for i in layers:
+        key = (model.mixer_at(i), model.ffn_at(i))
+        repeats[key] = repeats.get(key, 0) + 1
+    out: dict[Role, int] = {}
+    for (mixer, ffn), n in repeats.items():
+        for role, params in params_by_role(
+            _layer_tensors(mixer, ffn, model.hidden_size), tp
+        ).items():
+            out[role] = out.get(role, 0) + params * n
+    for role, params in params_by_role(stage_tensors(model, range(0), first, last), tp).items():
+        out[role] = out.get(role, 0) + params
+    return out
+
+
 def weights_per_gpu(
     model: ModelSpec, precision: DType | WeightPrecision, tp: int = 1, pp: int = 1
 ) -> tuple[StageWeights, ...]:
@@ -455,8 +475,7 @@ def weights_per_gpu(
     stages = pipeline_stages(model.num_layers, pp)
     out = []
     for s, layers in enumerate(stages):
-        tensors = stage_tensors(model, layers, first=s == 0, last=s == pp - 1)
-        by_role = params_by_role(tensors, tp)
+        by_role = stage_params_by_role(model, layers, s == 0, s == pp - 1, tp)
         out.append(StageWeights(s, layers, sum(by_role.values()), bytes_of(by_role, prec)))
     return tuple(out)
 

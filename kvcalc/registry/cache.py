@@ -10,7 +10,6 @@ else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it off. An unwritable or corrupt c
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 from collections.abc import Callable
@@ -21,6 +20,11 @@ from typing import TypeVar
 import kvcalc
 
 T = TypeVar("T")
+
+try:  # CPython's built-in BLAKE2: same digest as hashlib's, without loading OpenSSL (~2 ms).
+    from _blake2 import blake2b as _hash
+except ImportError:  # pragma: no cover - other interpreters
+    from hashlib import blake2b as _hash
 
 _CODE_FILES = (
     "registry/schema.py",
@@ -45,7 +49,7 @@ def cache_dir() -> Path | None:
 @lru_cache(maxsize=1)
 def _code_digest() -> bytes:
     package = Path(kvcalc.__file__).parent
-    digest = hashlib.sha256(kvcalc.__version__.encode())
+    digest = _hash(kvcalc.__version__.encode())
     for name in _CODE_FILES:
         try:
             digest.update((package / name).read_bytes())
@@ -55,7 +59,7 @@ def _code_digest() -> bytes:
 
 
 def cache_key(data: bytes, kind: str) -> str:
-    return hashlib.sha256(_code_digest() + kind.encode() + b"\0" + data).hexdigest()
+    return _hash(_code_digest() + kind.encode() + b"\0" + data).hexdigest()
 
 
 def cached_spec(path: Path, build: Callable[[], T], kind: str = "model") -> T:

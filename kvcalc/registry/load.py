@@ -6,9 +6,7 @@ other files are read only to resolve an alias or to suggest close names after a 
 
 from __future__ import annotations
 
-import difflib
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -139,7 +137,6 @@ def model_paths(root: Path | None = None) -> list[Path]:
     return sorted(directory.glob("*.yaml"))
 
 
-@lru_cache(maxsize=8)
 def _name_index(directory: Path) -> dict[str, Path]:
     """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file.
 
@@ -188,6 +185,8 @@ def find_model(name: str, root: Path | None = None) -> ModelFile:
 
 def close_names(key: str, index: dict[str, Path], n: int = 3) -> list[str]:
     """The closest registry names, by similarity of the lowercased strings."""
+    import difflib
+
     candidates = difflib.get_close_matches(key, list(index), n=n * 3, cutoff=0.5)
     # Prefer the file id over its aliases, and do not list one model twice.
     out: list[str] = []

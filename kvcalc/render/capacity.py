@@ -133,7 +133,9 @@ def registry_capacity_table(rows: list[dict], contexts: list[int], title: str) -
         batches = [f"{c['max_batch']:,}" for c in r["contexts"]] or ["-"] * len(contexts)
         note = "fits" if r["fits"] else f"does not fit: {r['reason']}"
         table.add_row(r["model"], weights, budget, *batches, note)
-    return table
+    from kvcalc.render.console import fix_column_widths
+
+    return fix_column_widths(table)
 
 
 # ------------------------------------------------------------------ vLLM
