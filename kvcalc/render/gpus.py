@@ -1,0 +1,98 @@
+"""Rows and table of `kvcalc gpus`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from kvcalc.registry.gpu_schema import GpuFile
+
+
+def gpu_row(gpu: GpuFile) -> dict[str, Any]:
+    """One accelerator as raw numbers (bytes, bytes/s, FLOP/s); the JSON keys are stable."""
+    acc = gpu.to_accelerator()
+    mem = gpu.memory
+    return {
+        "id": gpu.id,
+        "name": gpu.name,
+        "vendor": gpu.vendor,
+        "aliases": list(gpu.aliases),
+        "memory_bytes": acc.memory_bytes,
+        "memory_basis": mem.usable,
+        "memory_marketed": acc.memory_marketed,
+        "memory_type": mem.type,
+        "memory_reported": {
+            "nvidia_smi_mib": mem.nvidia_smi_mib,
+            "nvidia_smi_mib_ecc_off": mem.nvidia_smi_mib_ecc_off,
+            "cuda_total_mib": mem.cuda_total_mib,
+            "cuda_total_bytes": mem.cuda_total_bytes,
+            "rocm_smi_bytes": mem.rocm_smi_bytes,
+        },
+        "bandwidth_bytes_per_s": acc.bandwidth_bytes_per_s,
+        "dense_flops": dict(acc.dense_flops),
+        "interconnect": acc.interconnect,
+        "interconnect_bytes_per_s": acc.interconnect_bytes_per_s,
+        "pcie_bytes_per_s": acc.pcie_bytes_per_s,
+        "tdp_w": gpu.tdp_w,
+        "status": gpu.status,
+        "unverified": list(gpu.unverified),
+    }
+
+
+def _tflops(flops: int | None) -> str:
+    return "-" if flops is None else f"{flops / 1e12:,.1f}".removesuffix(".0")
+
+
+def _bf16(rates: dict[str, int | None]) -> str:
+    # Volta and Turing have no BF16; their FP16 rate is what a BF16 model runs at (as FP16).
+    if rates["bf16"] is None and rates["fp16"] is not None:
+        return f"{_tflops(rates['fp16'])} (fp16)"
+    return _tflops(rates["bf16"])
+
+
+def _link(row: dict[str, Any]) -> str:
+    kind, rate = row["interconnect"], row["interconnect_bytes_per_s"]
+    if kind is None:
+        return "-"
+    # The table shows the fabric's family ("NVLink 4"); the full description is in the file/JSON.
+    short = kind.split(" (")[0].split(" + ")[0].split(",")[0]
+    return f"{rate / 1e9:,.0f} GB/s {short}" if rate else short
+
+
+def gpus_table(rows: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
+    from kvcalc.engine.units import GiB
+
+    table = Table(title="kvcalc accelerator registry (per device)", title_justify="left")
+    for col, justify in (
+        ("id", "left"),
+        ("name", "left"),
+        ("memory GiB (label)", "right"),
+        ("TB/s", "right"),
+        ("BF16 TFLOPS", "right"),
+        ("FP8 TFLOPS", "right"),
+        ("interconnect (bidir)", "left"),
+        ("status", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["name"],
+            f"{r['memory_bytes'] / GiB:,.2f} ({r['memory_marketed']})",
+            f"{r['bandwidth_bytes_per_s'] / 1e12:g}",
+            _bf16(r["dense_flops"]),
+            _tflops(r["dense_flops"]["fp8"]),
+            _link(r),
+            r["status"],
+        )
+    table.caption = (
+        "memory: usable GiB (2^30 B) as the device reports it where known, else from the label; "
+        "model_configs/gpus/<id>.yaml names the figure used. Vendor label in brackets. TB/s and "
+        "TFLOPS are decimal and dense (no sparsity); '-' = not published (FP8 then runs at the "
+        "BF16 rate). partial/unverified: some figures are UNVERIFIED, see the file."
+    )
+    return table
