@@ -200,8 +200,10 @@ def test_id_lookup_reads_only_its_own_file(monkeypatch: pytest.MonkeyPatch) -> N
     def no_index(directory: Path) -> Any:
         raise AssertionError("an id lookup must not index the registry")
 
+    from kvcalc.registry import load
+
     monkeypatch.setattr(registry, "read_yaml", spy)
-    monkeypatch.setattr(registry, "_name_index", no_index)
+    monkeypatch.setattr(load, "_name_index", no_index)
     assert find_gpu("H100-SXM").id == "h100-sxm"
     assert read == [gpus_dir() / "h100-sxm.yaml"]
 

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 from kvcalc.registry.load import (
     RegistryError,
     UnknownNameError,
-    _name_index,
-    close_names,
+    find_path,
     read_yaml,
     registry_root,
     validate,
@@ -50,23 +49,9 @@ def gpu_paths(root: Path | None = None) -> list[Path]:
     return sorted(directory.glob("*.yaml"))
 
 
-_FILE_KEY = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
-
-
 def find_gpu_path(name: str, root: Path | None = None) -> Path:
     """The registry file of an accelerator id or alias (case-insensitive)."""
-    key = name.strip().lower()
-    directory = gpus_dir(root)
-    if _FILE_KEY.match(key):
-        direct = directory / f"{key}.yaml"
-        if direct.is_file():
-            return direct
-    if not directory.is_dir():
-        raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
-    index = _name_index(directory)
-    if key in index:
-        return index[key]
-    raise UnknownNameError("gpu", name, close_names(key, index))
+    return find_path("gpu", name, gpus_dir(root))
 
 
 def find_gpu(name: str, root: Path | None = None) -> GpuFile:

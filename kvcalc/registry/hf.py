@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kvcalc.engine.spec import ModelSpec
-from kvcalc.registry.load import MAX_FILE_BYTES, RegistryError, validate
+from kvcalc.registry.load import RegistryError, read_text, validate
 
 #: The transformers release whose configuration_*.py files the defaults below were read from.
 TRANSFORMERS_VERSION = "5.24.0"
@@ -463,16 +463,9 @@ def read_config_json(path: Path) -> tuple[Path, dict[str, Any]]:
         path = path / "config.json"
         if not path.is_file():
             raise RegistryError(f"{folder}: no config.json in this folder")
+    text = read_text(path, "a config.json")
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise RegistryError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise RegistryError(f"{path}: {size:,} bytes is too large for a config.json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RegistryError(
             f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -7,6 +7,7 @@ other files are read only to resolve an alias or to suggest close names after a 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,10 +47,8 @@ def registry_root() -> Path:
     return packaged if packaged.is_dir() else here.parent / "model_configs"
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse one YAML file with the safe loader; every failure becomes a one-line RegistryError."""
-    import yaml
-
+def read_text(path: Path, what: str = "a registry file") -> str:
+    """A file's text, refusing missing, unreadable and oversized files with one line."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -57,11 +56,18 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
     if size > MAX_FILE_BYTES:
-        raise RegistryError(f"{path}: {size:,} bytes is too large for a registry file")
+        raise RegistryError(f"{path}: {size:,} bytes is too large for {what}")
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path}: cannot read: {exc}") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file with the safe loader; every failure becomes a one-line RegistryError."""
+    import yaml
+
+    text = read_text(path)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, never yaml.Loader
@@ -164,9 +170,17 @@ def _build_name_index(paths: list[Path]) -> dict[str, Path]:
 
 def find_model_path(name: str, root: Path | None = None) -> Path:
     """The registry file of a name (id, HF repo id or alias, case-insensitive)."""
+    return find_path("model", name, models_dir(root))
+
+
+_FILE_KEY = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+
+
+def find_path(what: str, name: str, directory: Path) -> Path:
+    """The file of ``name`` in a registry directory: ``<name>.yaml`` directly (reading nothing
+    else), else through the name index of ids and aliases; a miss suggests the closest names."""
     key = name.strip().lower()
-    directory = models_dir(root)
-    if "/" not in key and key and not key.startswith("."):
+    if _FILE_KEY.match(key):
         direct = directory / f"{key}.yaml"
         if direct.is_file():
             return direct
@@ -175,7 +189,7 @@ def find_model_path(name: str, root: Path | None = None) -> Path:
     index = _name_index(directory)
     if key in index:
         return index[key]
-    raise UnknownNameError("model", name, close_names(key, index))
+    raise UnknownNameError(what, name, close_names(key, index))
 
 
 def find_model(name: str, root: Path | None = None) -> ModelFile:
