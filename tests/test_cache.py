@@ -70,3 +70,21 @@ def test_alias_index_follows_edits(registry: Path) -> None:
     assert resolve_model("meta-llama/Meta-Llama-3-70B").id == "llama3-70b"
     path.write_text(path.read_text().replace("aliases: [", "aliases: [my-70b, "))
     assert resolve_model("MY-70B").id == "llama3-70b"
+
+
+def test_a_registry_name_reads_only_its_own_file(
+    registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvcalc.registry import load
+
+    monkeypatch.setenv("KVCALC_NO_CACHE", "1")
+    read: list[str] = []
+    real = load.read_yaml
+
+    def spy(path: Path) -> object:
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(load, "read_yaml", spy)
+    resolve_model("llama3-70b")
+    assert read == ["llama3-70b.yaml"]
