@@ -237,3 +237,29 @@ def test_decode_of_a_model_that_does_not_fit_exits_1(runner: CliRunner) -> None:
     result = runner.invoke(app, ["decode", "deepseek-v3", "--gpus", "8xH100"])
     assert result.exit_code == 1
     assert "does not fit" in result.stderr
+
+
+def test_prefix_sharing_counts_the_prefix_once(runner: CliRunner) -> None:
+    base = invoke_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k")
+    shared = invoke_json(
+        runner, "batch", "llama3-70b", *SEED, "--ctx", "8k", "--prefix-shared", "4096"
+    )
+    # Per GPU: 327,680 / 8 bytes per token. Half of each 8k sequence is the shared prefix.
+    per_token = 327_680 // 8
+    budget = base["kv_budget_bytes_per_gpu"]
+    expected = (budget - 4096 * per_token) // (4096 * per_token)
+    assert shared["contexts"][0]["max_batch"] == expected > base["contexts"][0]["max_batch"]
+
+
+def test_pipeline_parallel_tightest_stage_decides(runner: CliRunner) -> None:
+    out = invoke_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--pp", "2", "--ctx", "8k")
+    assert (out["tp"], out["pp"], out["replicas"]) == (4, 2, 1)
+    # 40 layers per stage at 2 KV heads per rank: the same bytes per GPU as tp 8 over 80 layers.
+    assert out["contexts"][0]["kv_bytes_per_sequence_per_gpu"] == 40 * 2 * 2 * 128 * 2 * 8192
+
+
+def test_data_parallel_replicas_multiply_sequences(runner: CliRunner) -> None:
+    one = invoke_json(runner, "batch", "llama3-8b", "--gpus", "1xH100", "--ctx", "8k")
+    four = invoke_json(runner, "batch", "llama3-8b", "--gpus", "4xH100", "--tp", "1", "--ctx", "8k")
+    assert four["replicas"] == 4
+    assert four["contexts"][0]["max_batch"] == 4 * one["contexts"][0]["max_batch"]
