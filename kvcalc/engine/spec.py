@@ -19,7 +19,14 @@ from typing import ClassVar
 
 
 class ParallelismError(ValueError):
-    """A tensor-parallel size the model's heads cannot be split over."""
+    """A tensor-parallel size the model's heads cannot be split over; names what failed so that
+    a caller (e.g. the vLLM model) can word it its own way."""
+
+    def __init__(self, heads: int, what: str, tp: int) -> None:
+        super().__init__(f"tensor parallel size {tp} does not divide the {heads} {what}")
+        self.heads = heads
+        self.what = what
+        self.tp = tp
 
 
 def split_heads(heads: int, tp: int, what: str) -> int:
@@ -29,7 +36,7 @@ def split_heads(heads: int, tp: int, what: str) -> int:
         return heads // tp
     if tp % heads == 0 and what == "KV heads":
         return 1
-    raise ParallelismError(f"tensor parallel size {tp} does not divide the {heads} {what}")
+    raise ParallelismError(heads, what, tp)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,8 +37,10 @@ from kvcalc.engine.spec import (
     ModelSpec,
     MoE,
     MultiHeadLatentAttention,
+    ParallelismError,
 )
 from kvcalc.engine.units import DType, GiB, dtype
+from kvcalc.engine.weights import pipeline_stages
 
 #: vLLM's default ``--block-size`` for attention layers.
 DEFAULT_BLOCK_SIZE = 16
@@ -207,35 +209,32 @@ def hybrid_attention_block_size(
     return max(block_size, needed)
 
 
+#: vLLM's words for the units spec.split_heads refuses to split.
+_VLLM_UNIT_NAMES = {
+    "query heads": "attention heads",
+    "Mamba channels": "Mamba inner channels",
+    "linear-attention heads": "lightning-attention heads",
+}
+
+
 def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
-    """Refuse a TP size vLLM cannot shard the model by (its divisibility checks)."""
+    """Refuse a TP size vLLM cannot shard the model by. The divisibility rules are the engine's
+    own (:func:`kvcalc.engine.spec.split_heads`); only the wording is vLLM's."""
     if tp < 1:
         raise VLLMConfigError(f"tensor-parallel size must be at least 1, got {tp}")
-    for mixer in dict.fromkeys(model.mixer_pattern):
-        if isinstance(mixer, (FullAttention, MultiHeadLatentAttention)):
-            units = [("attention heads", mixer.q_heads)]
-            if isinstance(mixer, FullAttention) and tp <= mixer.kv_heads:
-                units.append(("KV heads", mixer.kv_heads))
-            elif isinstance(mixer, FullAttention) and tp % mixer.kv_heads:
-                raise VLLMConfigError(
-                    f"vLLM cannot replicate {mixer.kv_heads} KV heads of {model.id} over "
-                    f"tensor-parallel size {tp}; use a multiple of {mixer.kv_heads}"
-                )
-        elif isinstance(mixer, Mamba):
-            units = [("Mamba inner channels", mixer.d_inner)]
-        elif isinstance(mixer, GatedDeltaNet):
-            units = [
-                ("linear-attention key heads", mixer.k_heads),
-                ("linear-attention value heads", mixer.v_heads),
-            ]
-        else:
-            units = [("lightning-attention heads", mixer.heads)]
-        for what, count in units:
-            if count % tp:
-                raise VLLMConfigError(
-                    f"vLLM cannot shard {model.id} over tensor-parallel size {tp}: its {count} "
-                    f"{what} are not divisible by {tp}; choose a TP size that divides {count}"
-                )
+    try:
+        model.per_rank(tp)
+    except ParallelismError as exc:
+        if exc.what == "KV heads" and tp > exc.heads:
+            raise VLLMConfigError(
+                f"vLLM cannot replicate {exc.heads} KV heads of {model.id} over "
+                f"tensor-parallel size {tp}; use a multiple of {exc.heads}"
+            ) from None
+        what = _VLLM_UNIT_NAMES.get(exc.what, exc.what)
+        raise VLLMConfigError(
+            f"vLLM cannot shard {model.id} over tensor-parallel size {tp}: its {exc.heads} "
+            f"{what} are not divisible by {tp}; choose a TP size that divides {exc.heads}"
+        ) from None
 
 
 def layer_cache_specs(
@@ -391,17 +390,13 @@ def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
 
 
 def pipeline_stage_layers(num_layers: int, pp: int) -> tuple[range, ...]:
-    """Layers of each pipeline stage (``get_pp_indices``): an even split, the remainder going
-    one layer each to the stages before the last, from the second-to-last backwards."""
+    """Layers of each pipeline stage, split as vLLM's ``get_pp_indices`` does
+    (:func:`kvcalc.engine.weights.pipeline_stages`); a size outside 1..layers is refused."""
     if not 1 <= pp <= num_layers:
         raise VLLMConfigError(
             f"pipeline-parallel size {pp} must be between 1 and the {num_layers} layers"
         )
-    sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        sizes[-i] += 1
-    starts = [sum(sizes[:s]) for s in range(pp)]
-    return tuple(range(start, start + n) for start, n in zip(starts, sizes, strict=True))
+    return pipeline_stages(num_layers, pp)
 
 
 def stage_bytes_per_block(grouping: LayerGrouping, stage: range) -> int:
