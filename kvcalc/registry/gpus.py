@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 from kvcalc.registry.load import (
     RegistryError,
     UnknownNameError,
+    check_entries,
     find_path,
-    read_yaml,
+    load_entry,
     registry_root,
-    validate,
 )
 
 # ---------------------------------------------------------------- lookup
@@ -36,10 +36,7 @@ def gpus_dir(root: Path | None = None) -> Path:
 def load_gpu_file(path: Path) -> GpuFile:
     from kvcalc.registry.gpu_schema import GpuFile
 
-    gpu = validate(path, read_yaml(path), GpuFile)
-    if gpu.id != path.stem:
-        raise RegistryError(f"{path}: id: {gpu.id!r} must match the file name {path.stem!r}")
-    return gpu
+    return load_entry(path, GpuFile)
 
 
 def gpu_paths(root: Path | None = None) -> list[Path]:
@@ -73,20 +70,7 @@ def all_gpus(root: Path | None = None) -> list[GpuFile]:
 
 def check_gpus(root: Path | None = None) -> list[str]:
     """Validate every accelerator file; one message per problem (empty when all are good)."""
-    problems: list[str] = []
-    seen: dict[str, Path] = {}
-    for path in gpu_paths(root):
-        try:
-            gpu = load_gpu_file(path)
-        except RegistryError as exc:
-            problems.append(str(exc))
-            continue
-        for name in gpu.names():
-            key = name.lower()
-            if key in seen and seen[key] != path:
-                problems.append(f"{path}: name {name!r} is already used by {seen[key].name}")
-            seen[key] = path
-    return problems
+    return check_entries(gpu_paths(root), load_gpu_file)
 
 
 # ---------------------------------------------------------------- GPU sets

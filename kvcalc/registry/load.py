@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -127,13 +128,38 @@ def models_dir(root: Path | None = None) -> Path:
     return (root or registry_root()) / "models"
 
 
+def load_entry(path: Path, schema: type[M]) -> M:
+    """One registry file validated against ``schema``; its ``id`` must be its file name."""
+    entry = validate(path, read_yaml(path), schema)
+    entry_id = getattr(entry, "id", None)
+    if entry_id != path.stem:
+        raise RegistryError(f"{path}: id: {entry_id!r} must match the file name {path.stem!r}")
+    return entry
+
+
+def check_entries(paths: list[Path], load: Callable[[Path], Any]) -> list[str]:
+    """Validate registry files: one message per bad file, and one per name (id or alias) that
+    two files claim. Empty when all are good."""
+    problems: list[str] = []
+    seen: dict[str, Path] = {}
+    for path in paths:
+        try:
+            entry = load(path)
+        except RegistryError as exc:
+            problems.append(str(exc))
+            continue
+        for name in entry.names():
+            key = name.lower()
+            if key in seen and seen[key] != path:
+                problems.append(f"{path}: name {name!r} is already used by {seen[key].name}")
+            seen[key] = path
+    return problems
+
+
 def load_model_file(path: Path) -> ModelFile:
     from kvcalc.registry.schema import ModelFile
 
-    model = validate(path, read_yaml(path), ModelFile)
-    if model.id != path.stem:
-        raise RegistryError(f"{path}: id: {model.id!r} must match the file name {path.stem!r}")
-    return model
+    return load_entry(path, ModelFile)
 
 
 def model_paths(root: Path | None = None) -> list[Path]:
@@ -220,21 +246,8 @@ def all_models(root: Path | None = None) -> list[ModelFile]:
 
 
 def check_models(root: Path | None = None) -> list[str]:
-    """Validate every model file; returns one message per bad file (empty when all are good)."""
-    problems: list[str] = []
-    seen: dict[str, Path] = {}
-    for path in model_paths(root):
-        try:
-            model = load_model_file(path)
-        except RegistryError as exc:
-            problems.append(str(exc))
-            continue
-        for name in model.names():
-            key = name.lower()
-            if key in seen and seen[key] != path:
-                problems.append(f"{path}: name {name!r} is already used by {seen[key].name}")
-            seen[key] = path
-    return problems
+    """Validate every model file; returns one message per problem (empty when all are good)."""
+    return check_entries(model_paths(root), load_model_file)
 
 
 def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
