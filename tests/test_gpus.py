@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from kvcalc.engine.hardware import MAX_GPU_COUNT, Accelerator, GpuSet, compute_dtype
 from kvcalc.engine.units import GB, TB, GiB, MiB, UnitError
-from kvcalc.registry import gpus as registry
 from kvcalc.registry.gpus import (
     GpuSetError,
     all_gpus,
@@ -190,8 +189,10 @@ def test_path_like_names_do_not_escape_the_registry() -> None:
 
 
 def test_id_lookup_reads_only_its_own_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcalc.registry import load
+
     read: list[Path] = []
-    real = registry.read_yaml
+    real = load.read_yaml
 
     def spy(path: Path) -> Any:
         read.append(path)
@@ -200,9 +201,7 @@ def test_id_lookup_reads_only_its_own_file(monkeypatch: pytest.MonkeyPatch) -> N
     def no_index(directory: Path) -> Any:
         raise AssertionError("an id lookup must not index the registry")
 
-    from kvcalc.registry import load
-
-    monkeypatch.setattr(registry, "read_yaml", spy)
+    monkeypatch.setattr(load, "read_yaml", spy)
     monkeypatch.setattr(load, "_name_index", no_index)
     assert find_gpu("H100-SXM").id == "h100-sxm"
     assert read == [gpus_dir() / "h100-sxm.yaml"]
