@@ -14,6 +14,7 @@ from kvcalc.cli.app import (
     OutputFormat,
     command_typer,
     emit,
+    fail,
     kv_dtype_option,
     load_model,
     parse_ctx_list,
@@ -43,8 +44,6 @@ def size(
     spec = load_model(model, kv_heads, head_dim, layers)
     if ctx is None:
         if spec.max_context is None:
-            from kvcalc.cli.app import fail
-
             fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
         contexts = [spec.max_context]
     else:

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
-from kvcalc.engine.kv import layer_bytes_per_token
-from kvcalc.engine.spec import Mixer, ModelSpec
-from kvcalc.engine.units import MAX_CONTEXT_TOKENS, DType
+from kvcalc.engine.kv import layer_bytes_per_token, mixer_counts
+from kvcalc.engine.spec import ModelSpec
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS, DType, GiB
 
 
 @dataclass(frozen=True)
@@ -52,9 +51,7 @@ def usable_bytes(memory_bytes: int, gpu_util: float | None, reserve: float | Non
     return math.floor(memory_bytes * (gpu_util if gpu_util is not None else 0.9))
 
 
-def stage_bytes_per_sequence(
-    layout: Layout, stage: Stage, context_tokens: int
-) -> tuple[int, int]:
+def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) -> tuple[int, int]:
     """(bytes each sequence adds, bytes shared by all sequences) on one GPU of ``stage``.
 
     Each layer holds ceil(tokens_held / block) blocks plus its fixed state. Layers that hold the
@@ -64,7 +61,7 @@ def stage_bytes_per_sequence(
     unique = shared = 0
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
-    for mixer, layers in stage_mixers(layout.model, stage.layers):
+    for mixer, layers in mixer_counts(layout.model, stage.layers):
         per_token = layer_bytes_per_token(mixer, layout.kv_dtype)
         held = mixer.tokens_held(context_tokens)
         blocks_tokens = -(-held // block) * block
@@ -73,16 +70,6 @@ def stage_bytes_per_sequence(
         unique += ((blocks_tokens - common) * per_token + state) * layers
         shared += common * per_token * layers
     return unique, shared
-
-
-@lru_cache(maxsize=256)
-def stage_mixers(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ...]:
-    """The distinct mixers of a stage's layers with their layer counts."""
-    counts: dict[Mixer, int] = {}
-    for i in layers:
-        mixer = model.mixer_at(i)
-        counts[mixer] = counts.get(mixer, 0) + 1
-    return tuple(counts.items())
 
 
 def max_batch(layout: Layout, context_tokens: int) -> int:
@@ -107,7 +94,7 @@ def kv_tokens_capacity(layout: Layout) -> int:
     for stage in layout.stages:
         per_token = sum(
             layer_bytes_per_token(m, layout.kv_dtype) * n
-            for m, n in stage_mixers(layout.model, stage.layers)
+            for m, n in mixer_counts(layout.model, stage.layers)
         )
         if per_token == 0 or stage.kv_budget_bytes <= 0:
             capacities.append(0 if stage.kv_budget_bytes <= 0 else MAX_CONTEXT_TOKENS)
@@ -136,8 +123,6 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
 
 # --------------------------------------------------------------------------------------------
 # A deployment: GPUs, parallelism and memory budget -> sequences that fit
-
-GiB = 1 << 30
 
 
 def default_overhead_bytes(model: ModelSpec, tp: int, pp: int) -> int:

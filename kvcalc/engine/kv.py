@@ -8,6 +8,7 @@ rounded up to whole bytes, then multiplied by the tokens the layer holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType
@@ -54,13 +55,21 @@ class KVSize:
         return self.bytes_per_sequence * self.batch
 
 
-def layer_groups(model: ModelSpec) -> list[tuple[Mixer, int]]:
+def layer_groups(model: ModelSpec) -> tuple[tuple[Mixer, int], ...]:
     """Layers grouped by identical mixer spec, in order of first appearance, with their counts."""
+    return mixer_counts(model, range(model.num_layers))
+
+
+@lru_cache(maxsize=256)
+def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ...]:
+    """The distinct mixers of ``layers`` (e.g. one pipeline stage) with their layer counts.
+
+    Cached: capacity searches ask for the same model and stage many times."""
     counts: dict[Mixer, int] = {}
-    for i in range(model.num_layers):
+    for i in layers:
         mixer = model.mixer_at(i)
         counts[mixer] = counts.get(mixer, 0) + 1
-    return list(counts.items())
+    return tuple(counts.items())
 
 
 def layer_bytes_per_token(mixer: Mixer, dtype: DType) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
-from kvcalc.render.humanize import format_binary, format_decimal
+from kvcalc.render.humanize import both_units, format_binary
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -49,10 +49,6 @@ def capacity_payload(cap: Capacity, weight_dtype: str) -> dict[str, Any]:
     }
 
 
-def _both(n: int) -> str:
-    return f"{format_binary(n)} ({format_decimal(n)})"
-
-
 def capacity_lines(cap: Capacity, weight_dtype: str) -> list[str]:
     dp = f", {cap.replicas} replicas" if cap.replicas > 1 else ""
     ctx1 = (
@@ -63,12 +59,12 @@ def capacity_lines(cap: Capacity, weight_dtype: str) -> list[str]:
     return [
         f"{cap.model_name} ({cap.model_id}) on {cap.gpus}: tp {cap.tp}, pp {cap.pp}{dp}; "
         f"weights {weight_dtype}, KV {cap.kv_dtype}, blocks of {cap.block_size} tokens",
-        f"memory per GPU:     {_both(cap.gpu_memory_bytes)}",
-        f"usable per GPU:     {_both(cap.usable_bytes_per_gpu)}",
-        f"weights per GPU:    {_both(cap.weights_bytes_per_gpu)}",
-        f"overhead per GPU:   {_both(cap.overhead_bytes_per_gpu)}",
-        f"KV budget per GPU:  {_both(cap.kv_budget_bytes_per_gpu)}"
-        f"  (x {cap.gpu_count} GPUs = {_both(cap.kv_budget_bytes_per_gpu * cap.gpu_count)})",
+        f"memory per GPU:     {both_units(cap.gpu_memory_bytes)}",
+        f"usable per GPU:     {both_units(cap.usable_bytes_per_gpu)}",
+        f"weights per GPU:    {both_units(cap.weights_bytes_per_gpu)}",
+        f"overhead per GPU:   {both_units(cap.overhead_bytes_per_gpu)}",
+        f"KV budget per GPU:  {both_units(cap.kv_budget_bytes_per_gpu)}"
+        f"  (x {cap.gpu_count} GPUs = {both_units(cap.kv_budget_bytes_per_gpu * cap.gpu_count)})",
         f"KV token capacity:  {cap.kv_tokens_capacity:,} tokens",
         f"max context at batch 1: {ctx1}",
     ]

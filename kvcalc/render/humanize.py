@@ -21,3 +21,8 @@ def format_decimal(n_bytes: int | float) -> str:
             return f"{value:,.0f} B" if unit == "B" else f"{value:,.2f} {unit}"
         value /= 1000
     raise AssertionError("unreachable")
+
+
+def both_units(n_bytes: int) -> str:
+    """Binary units with the decimal ones beside them: ``40.00 GiB (42.95 GB)``."""
+    return f"{format_binary(n_bytes)} ({format_decimal(n_bytes)})"

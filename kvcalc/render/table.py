@@ -6,14 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.kv import KVSize
 from kvcalc.engine.units import GiB
-from kvcalc.render.humanize import format_binary, format_decimal
+from kvcalc.render.humanize import both_units, format_binary
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-
-def both_units(n_bytes: int) -> str:
-    return f"{format_binary(n_bytes)} ({format_decimal(n_bytes)})"
 
 
 def mixer_detail(mixer: Any) -> str:
