@@ -128,9 +128,9 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
 def default_overhead_bytes(model: ModelSpec, tp: int, pp: int) -> int:
     """Runtime overhead per GPU when the user gives none (``--overhead``): the activation peak of
     an 8,192-token forward pass plus non-torch memory (NCCL / all-reduce buffers, cuBLAS
-    workspaces), estimated as vLLM's profiler finds them (:mod:`kvcalc.engine.vllm`: about
+    workspaces), estimated as vLLM's profiler finds them (:mod:`kvcalc.engine.overhead`: about
     0.35 GiB of buffers on one GPU, 2.1 GiB with TP >= 2), on the most loaded stage."""
-    from kvcalc.engine.vllm import (
+    from kvcalc.engine.overhead import (
         DEFAULT_MAX_NUM_BATCHED_TOKENS,
         DEFAULT_MAX_NUM_SEQS,
         activation_peak,
