@@ -100,7 +100,6 @@ class KvcalcGroup(TyperGroup):
 app = typer.Typer(
     cls=KvcalcGroup,
     name="kvcalc",
-    help="KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time.",
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
