@@ -23,11 +23,10 @@ from kvcalc.engine.units import MAX_CONTEXT_TOKENS, DType, GiB
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline stage: its layers and one of its GPUs' weights and KV budget."""
+    """One pipeline stage: its layers and the KV budget of one of its GPUs."""
 
     index: int
     layers: range
-    weights_bytes: int
     kv_budget_bytes: int
 
 
@@ -205,7 +204,6 @@ def build_layout(
     model: ModelSpec,
     tp: int,
     stages: tuple[range, ...],
-    weights_per_stage: tuple[int, ...],
     kv_budget_per_stage: tuple[int, ...],
     kv_dtype: DType,
     block_size: int = 16,
@@ -214,10 +212,8 @@ def build_layout(
     return Layout(
         model=model.per_rank(tp),
         stages=tuple(
-            Stage(i, layers, w, b)
-            for i, (layers, w, b) in enumerate(
-                zip(stages, weights_per_stage, kv_budget_per_stage, strict=True)
-            )
+            Stage(i, layers, budget)
+            for i, (layers, budget) in enumerate(zip(stages, kv_budget_per_stage, strict=True))
         ),
         kv_dtype=kv_dtype,
         block_size=block_size,
@@ -249,9 +245,7 @@ def capacity(
         budgets = tuple(kv_memory_per_gpu for _ in stages)
     else:
         budgets = tuple(usable_per_gpu - w - overhead_per_gpu for w in weights_per_stage)
-    layout = build_layout(
-        model, tp, stages, weights_per_stage, budgets, kv_dtype, block_size, prefix_shared_tokens
-    )
+    layout = build_layout(model, tp, stages, budgets, kv_dtype, block_size, prefix_shared_tokens)
     tight = min(range(pp), key=lambda s: budgets[s])
     per_context = tuple(
         ContextCapacity(
