@@ -215,6 +215,9 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         (["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "abc"], "--ctx"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "sglang"], "--engine"),
         (["batch", "--gpus", "8xH100", "--engine", "vllm"], "needs a MODEL"),
+        (["batch", "--gpus", "8xH100", "--gpu-util", "1.5"], "--gpu-util"),
+        (["batch", "--gpus", "8xH100", "--weights", "-5GB"], "--weights"),
+        (["batch", "--gpus", "8xH100", "--tp", "3"], "tp x pp = 3"),
         (
             ["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "vllm", "--kv-dtype", "int4"],
             "int4",

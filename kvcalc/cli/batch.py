@@ -90,7 +90,6 @@ def batch(
 
 
 def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputFormat) -> None:  # noqa: ANN001
-    from kvcalc.cli.app import InputError
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.capacity import registry_capacity_row
 
@@ -99,7 +98,7 @@ def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputForma
         try:
             dep = deploy.deployment(spec, gpu_set, **deploy.option_values(values, spec))
             rows.append(registry_capacity_row(dep.capacity(contexts), spec.id, None))
-        except InputError as exc:
+        except deploy.LayoutError as exc:
             rows.append(registry_capacity_row(None, spec.id, str(exc)))
     if fmt is OutputFormat.json:
         from kvcalc.render.json import dumps

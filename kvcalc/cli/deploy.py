@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kvcalc.cli.app import fail, kv_dtype_option, parse_size
+from kvcalc.cli.app import InputError, fail, kv_dtype_option, parse_size
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
@@ -39,6 +39,11 @@ BlockSizeOption = typer.Option(16, "--block-size", min=1, max=65536, help="token
 PrefixOption = typer.Option(
     0, "--prefix-shared", min=0, max=1 << 30, help="prompt-prefix tokens shared by all sequences"
 )
+
+
+class LayoutError(InputError):
+    """Valid options that this particular model cannot be split by (its heads or layers): the
+    registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
 def fraction(value: float | None, option: str, *, upper_inclusive: bool) -> float | None:
@@ -161,11 +166,14 @@ def deployment(
         tp = gpus.count // pp
     try:
         replicas(gpus.count, tp, pp)
-        model.per_rank(tp)
-    except (DeploymentError, ParallelismError) as exc:
+    except DeploymentError as exc:
         fail(f"--tp/--pp: {exc}")
+    try:
+        model.per_rank(tp)
+    except ParallelismError as exc:
+        raise LayoutError(f"--tp/--pp: {exc}") from None
     if pp > model.num_layers:
-        fail(f"--pp {pp} exceeds the {model.num_layers} layers of {model.id}")
+        raise LayoutError(f"--pp {pp} exceeds the {model.num_layers} layers of {model.id}")
     precision = weight_precision(weight_dtype, model)
     memory = parse_size(gpu_memory, "--gpu-memory") if gpu_memory else gpus.accelerator.memory_bytes
     override = parse_size(weights, "--weights") if weights else None
