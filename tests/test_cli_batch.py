@@ -266,3 +266,12 @@ def test_data_parallel_replicas_multiply_sequences(runner: CliRunner) -> None:
     four = invoke_json(runner, "batch", "llama3-8b", "--gpus", "4xH100", "--tp", "1", "--ctx", "8k")
     assert four["replicas"] == 4
     assert four["contexts"][0]["max_batch"] == 4 * one["contexts"][0]["max_batch"]
+
+
+def test_decode_with_a_batch_that_does_not_fit(runner: CliRunner) -> None:
+    weights = runner.invoke(app, ["decode", "deepseek-v3", "--gpus", "8xH100", "--batch", "1"])
+    assert weights.exit_code == 1
+    assert "does not fit: weights" in weights.stderr
+    beyond = runner.invoke(app, ["decode", "llama3-70b", *SEED, "--ctx", "128k", "--batch", "11"])
+    assert beyond.exit_code == 0
+    assert "exceeds the 10 sequences of 131,072 tokens" in beyond.stderr

@@ -55,16 +55,24 @@ def decode(
     spec = load_model(model, None, None, None)
     dep = deploy.deployment(spec, gpu_set, **deploy.option_values(locals(), spec))
     contexts = parse_ctx_list(ctx)
-    cap = dep.capacity(contexts) if batch is None else None
+    cap = dep.capacity(contexts)
     flops = gpu_set.accelerator.dense_flops_for(deploy.compute_dtype_for(dep.precision))
     steps = []
     for i, context in enumerate(contexts):
         # Default batch: what fits at this context on one replica (as `kvcalc batch` reports).
-        n = batch if batch is not None else cap.contexts[i].max_batch // cap.replicas
-        if n < 1:
+        fits = cap.contexts[i].max_batch // cap.replicas
+        n = batch if batch is not None else fits
+        if fits < 1:
             reason = cap.reason or f"no sequence of {context:,} tokens fits"
             typer.echo(f"does not fit: {reason}", err=True)
             raise typer.Exit(EXIT_DOES_NOT_FIT)
+        if n > fits:
+            # A what-if beyond memory is still timed, but never silently.
+            typer.echo(
+                f"warning: --batch {n:,} exceeds the {fits:,} sequences of {context:,} tokens "
+                "that fit in the KV budget",
+                err=True,
+            )
         steps.append(
             decode_step(
                 spec,
