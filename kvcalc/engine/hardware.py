@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
-from kvcalc.engine.units import UnitError
+from kvcalc.engine.units import UnitError, canonical_dtype_name
 
 #: Compute dtypes a datasheet may publish a dense tensor/matrix rate for.
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4")
@@ -35,13 +35,14 @@ _FALLBACK: dict[str, tuple[str, ...]] = {
     "fp4": ("fp4", "fp8", "bf16", "fp16"),
 }
 
-_COMPUTE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8",
-                    "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "mxfp4": "fp4", "nvfp4": "fp4"}
+# Storage names beyond the shared aliases of units.canonical_dtype_name: both 4-bit float
+# formats run on the FP4 tensor cores.
+_COMPUTE_ALIASES = {"mxfp4": "fp4", "nvfp4": "fp4"}
 
 
 def compute_dtype(name: str) -> str:
     """Normalise a compute dtype name (``bf16``, ``bfloat16``, ``fp8``, ``nvfp4``, ...)."""
-    key = name.strip().lower()
+    key = canonical_dtype_name(name)
     key = _COMPUTE_ALIASES.get(key, key)
     if key not in COMPUTE_DTYPES:
         raise UnitError(

@@ -68,14 +68,21 @@ _DTYPE_ALIASES = {
     "fp8_e5m2": "fp8",
     "float8": "fp8",
 }
+
+
+def canonical_dtype_name(name: str) -> str:
+    """``bfloat16`` -> ``bf16``, ``float8`` -> ``fp8``, ...; unknown names come back lowercased."""
+    key = name.strip().lower()
+    return _DTYPE_ALIASES.get(key, key)
+
+
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
 
 
 def dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:
     """Look up a data type by name (``bf16``, ``fp8``, ``bfloat16``, ...)."""
-    key = name.strip().lower()
-    key = _DTYPE_ALIASES.get(key, key)
+    key = canonical_dtype_name(name)
     choices = allowed if allowed is not None else tuple(_DTYPES)
     if key not in _DTYPES or key not in choices:
         raise UnitError(f"unknown dtype {name!r}; choose one of {', '.join(choices)}")
