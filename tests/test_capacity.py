@@ -6,10 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.engine.capacity import capacity, replicas, usable_bytes
+from kvcalc.engine.capacity import capacity
 from kvcalc.engine.decode import decode_step
+from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
 from kvcalc.engine.units import GB, GiB, dtype
-from kvcalc.engine.weights import WeightPrecision, pipeline_stages
+from kvcalc.engine.weights import WeightPrecision
+from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.load import resolve_model
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
@@ -17,30 +19,28 @@ H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
 H100_BF16 = 989 * 10**12
 
 
-def seed_capacity(
+def seed_deployment(
     model_id: str = "llama3-70b",
-    kv=BF16,
-    contexts=(8192, 131_072),
-    tp=8,
-    gpus=8,
-    memory=80 * GB,
-    weights_total=140 * GB,
-):
-    model = resolve_model(model_id)
-    pp = 1
-    return capacity(
-        model,
-        gpus=f"{gpus}x H100",
-        gpu_count=gpus,
-        gpu_memory_bytes=memory,
+    kv: str = "bf16",
+    tp: int = 8,
+    gpus: int = 8,
+    memory: int = 80 * GB,
+    weights_total: int = 140 * GB,
+) -> Deployment:
+    """The seed's worked example: 80 GB per GPU, 10% reserved, 140 GB of weights."""
+    return deployment(
+        resolve_model(model_id),
+        parse_gpu_set(f"{gpus}xH100"),
         tp=tp,
-        stages=pipeline_stages(model.num_layers, pp),
-        weights_per_stage=(weights_total // (tp * pp),),
         kv_dtype=kv,
-        contexts=list(contexts),
-        usable_per_gpu=usable_bytes(memory, None, 0.10),
-        overhead_per_gpu=0,
+        reserve=0.10,
+        gpu_memory_bytes=memory,
+        weights_total_bytes=weights_total,
     )
+
+
+def seed_capacity(model_id: str = "llama3-70b", kv: str = "bf16", contexts=(8192, 131_072), **kw):
+    return capacity(seed_deployment(model_id, kv, **kw), list(contexts))
 
 
 def test_seed_budget_436_gb_and_162_vs_10_sequences() -> None:
@@ -91,11 +91,9 @@ def test_deepseek_v3_latent_is_whole_on_every_gpu() -> None:
 
 
 def test_replicas_need_divisible_gpu_counts() -> None:
-    from kvcalc.engine.capacity import DeploymentError
-
-    assert replicas(8, 2, 1) == 4
+    assert seed_deployment(tp=2).replicas == 4
     with pytest.raises(DeploymentError, match="3 GPUs"):
-        replicas(3, 2, 1)
+        seed_deployment(gpus=3, tp=2)
 
 
 # ------------------------------------------------------------------ properties
@@ -135,7 +133,7 @@ def test_more_gpus_never_lower_capacity(model_id: str, context: int, factor: int
 @given(model_ids, ctx)
 def test_fp8_kv_never_lowers_capacity(model_id: str, context: int) -> None:
     bf16 = seed_capacity(model_id, contexts=(context,), weights_total=10 * GB)
-    fp8 = seed_capacity(model_id, kv=FP8, contexts=(context,), weights_total=10 * GB)
+    fp8 = seed_capacity(model_id, kv="fp8", contexts=(context,), weights_total=10 * GB)
     assert fp8.contexts[0].max_batch >= bf16.contexts[0].max_batch
 
 

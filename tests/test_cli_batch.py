@@ -47,7 +47,7 @@ def test_seed_capacity_table_has_bars(runner: CliRunner) -> None:
 
 
 def test_seed_decode(runner: CliRunner) -> None:
-    out = invoke_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")
+    out = invoke_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")["steps"][0]
     assert out["batch"] == 162  # default batch: what fits
     assert out["weight_read_seconds"] * 1000 == pytest.approx(5.2, abs=0.1)
     assert out["kv_read_seconds"] * 1000 == pytest.approx(16, abs=0.3)
@@ -56,7 +56,7 @@ def test_seed_decode(runner: CliRunner) -> None:
     assert out["tokens_per_second"] == pytest.approx(162 / out["tpot_seconds"])
     fp8 = invoke_json(
         runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162", "--kv-dtype", "fp8"
-    )
+    )["steps"][0]
     assert fp8["kv_read_seconds"] == pytest.approx(out["kv_read_seconds"] / 2)
 
 
@@ -64,7 +64,7 @@ def test_decode_kv_takes_over_as_context_grows(runner: CliRunner) -> None:
     out = invoke_json(
         runner, "decode", "llama3-70b", "--gpus", "8xH100", "--batch", "8", "--ctx", "1k,32k,128k"
     )
-    shares = [o["kv_share"] for o in out]
+    shares = [o["kv_share"] for o in out["steps"]]
     assert shares == sorted(shares) and shares[-1] > 0.5
 
 
@@ -203,14 +203,14 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         (["batch", "llama3-70b", "--gpus", "8xH100", "--reserve", "1"], "--reserve"),
         (
             ["batch", "llama3-70b", "--gpus", "8xH100", "--reserve", "0.1", "--overhead", "1GiB"],
-            "--reserve replaces",
+            "--reserve and --overhead",
         ),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--weights", "-5GB"], "--weights"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-memory", "80"], "unit"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--kv-memory", "0GiB"], "--kv-memory"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--overhead", "lots"], "--overhead"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--weight-dtype", "fp3"], "--weight-dtype"),
-        (["batch", "llama3-70b", "--gpus", "8xH100", "--pp", "3"], "--pp 3"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--pp", "3"], "--pp: 3 does not divide"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--block-size", "0"], "--block-size"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "abc"], "--ctx"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "sglang"], "--engine"),

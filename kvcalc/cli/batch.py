@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from kvcalc.cli import deploy
 from kvcalc.cli.app import (
     EXIT_DOES_NOT_FIT,
     FormatOption,
-    KvDtypeOption,
     OutputFormat,
     command_typer,
     emit,
@@ -16,71 +16,80 @@ from kvcalc.cli.app import (
     load_model,
     parse_ctx_list,
 )
+from kvcalc.cli.deploy import DeploymentOptions, LayoutError, deployment_options
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
 
 EngineOption = typer.Option(
     "simple", "--engine", help="simple: the budget formula; vllm: vLLM 0.19's exact block count"
 )
-
+DEFAULT_CONTEXTS = "8k,32k,128k"
 
 command_app = command_typer()
 
 
 @command_app.command()
+@deployment_options
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
-    gpus: str = deploy.GpusOption,
     ctx: str = typer.Option(None, "--ctx", "-c", help="contexts, e.g. 8k,32k,128k"),
-    tp: int = deploy.TpOption,
-    pp: int = deploy.PpOption,
-    gpu_util: float = deploy.GpuUtilOption,
-    reserve: float = deploy.ReserveOption,
-    overhead: str = deploy.OverheadOption,
-    gpu_memory: str = deploy.GpuMemoryOption,
-    weights: str = deploy.WeightsOption,
-    kv_memory: str = deploy.KvMemoryOption,
-    weight_dtype: str = deploy.WeightDtypeOption,
-    kv_dtype: str = KvDtypeOption,
-    block_size: int = deploy.BlockSizeOption,
-    prefix_shared: int = deploy.PrefixOption,
     engine: str = EngineOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
-    max_num_batched_tokens: int = typer.Option(
-        8192, "--max-num-batched-tokens", min=1, max=1 << 24, help="vllm engine: scheduler step"
-    ),
     fmt: OutputFormat = FormatOption,
+    *,
+    deploy: DeploymentOptions,
 ) -> None:
     """Sequences that fit at each context: memory budget, KV capacity, max context at batch 1."""
     if engine not in ("simple", "vllm"):
         fail(f"--engine: unknown engine {engine!r}; choose simple or vllm")
-    gpu_set = deploy.resolve_gpus(gpus)
+    if engine == "vllm":
+        deploy.refuse(
+            "prefix_shared", because="vLLM's block count does not depend on prefix caching"
+        )
+    else:
+        if max_model_len is not None:
+            fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
+        if deploy.given("max_num_batched_tokens") and any(
+            deploy.given(o) for o in ("overhead", "reserve", "kv_memory")
+        ):
+            fail(
+                "--max-num-batched-tokens: sizes only the estimated overhead, which "
+                "--overhead, --reserve or --kv-memory replaces"
+            )
+    if deploy.given("kv_memory"):
+        deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
+    gpu_set = deploy.resolve_gpus()
     if model is None:
         if engine == "vllm":
             fail("--engine vllm needs a MODEL")
-        contexts = parse_ctx_list(ctx or "8k,32k,128k")
-        _whole_registry(gpu_set, contexts, locals(), fmt)
+        _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
-    spec = load_model(model, None, None, None)
-    options = deploy.option_values(locals(), spec)
-    dep = deploy.deployment(spec, gpu_set, **options)
+    dep = deploy.build(load_model(model, None, None, None), gpu_set)
     if engine == "vllm":
-        _vllm(dep, ctx, max_model_len, max_num_batched_tokens, fmt)
+        _vllm(dep, ctx, max_model_len, fmt)
         return
-    contexts = parse_ctx_list(ctx or "8k,32k,128k")
-    cap = dep.capacity(contexts)
-    weight_name = deploy.weight_name(dep)
+    _simple(dep, parse_ctx_list(ctx or DEFAULT_CONTEXTS), fmt)
+
+
+def _simple(dep: Deployment, contexts: list[int], fmt: OutputFormat) -> None:
+    from kvcalc.engine.capacity import capacity
+
+    cap = capacity(dep, contexts)
     if fmt is OutputFormat.json:
         from kvcalc.render.capacity import capacity_payload
         from kvcalc.render.json import dumps
 
-        emit(dumps(capacity_payload(cap, weight_name)))
+        emit(dumps(capacity_payload(cap)))
     else:
         from kvcalc.render.capacity import capacity_lines, capacity_table
         from kvcalc.render.console import console
 
         out = console()
-        for line in capacity_lines(cap, weight_name):
+        for line in capacity_lines(cap):
             out.print(line)
         out.print(capacity_table(cap))
         if not cap.fits:
@@ -89,17 +98,21 @@ def batch(
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
-def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputFormat) -> None:  # noqa: ANN001
+def _whole_registry(
+    gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: OutputFormat
+) -> None:
+    from kvcalc.engine.capacity import capacity
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.capacity import registry_capacity_row
 
     rows = []
     for spec in all_model_specs():
         try:
-            dep = deploy.deployment(spec, gpu_set, **deploy.option_values(values, spec))
-            rows.append(registry_capacity_row(dep.capacity(contexts), spec.id, None))
-        except deploy.LayoutError as exc:
+            dep = deploy.build(spec, gpu_set)
+        except LayoutError as exc:
             rows.append(registry_capacity_row(None, spec.id, str(exc)))
+            continue
+        rows.append(registry_capacity_row(capacity(dep, contexts), spec.id, None))
     if fmt is OutputFormat.json:
         from kvcalc.render.json import dumps
 
@@ -112,9 +125,8 @@ def _whole_registry(gpu_set, contexts: list[int], values: dict, fmt: OutputForma
     console().print(registry_capacity_table(rows, contexts, title))
 
 
-def _vllm(dep: deploy.Deployment, ctx: str | None, max_model_len: str | None, mnbt: int,
-          fmt: OutputFormat) -> None:
-    from kvcalc.engine.vllm import VLLMConfigError, profile_kv_memory, vllm_kv_cache
+def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: OutputFormat) -> None:
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
 
     if max_model_len:
         lengths = parse_ctx_list(max_model_len, "--max-model-len")
@@ -124,37 +136,10 @@ def _vllm(dep: deploy.Deployment, ctx: str | None, max_model_len: str | None, mn
         lengths = [dep.model.max_context]
     else:
         fail("--max-model-len: give the request length vLLM serves, e.g. 8k")
-    if dep.kv_memory_per_gpu is not None:
-        memory: int | tuple[int, ...] = dep.kv_memory_per_gpu
-    else:
-        profiled = profile_kv_memory(
-            dep.model,
-            dep.gpu_memory_bytes,
-            dep.weights_per_stage,
-            tp=dep.tp,
-            pp=dep.pp,
-            gpu_memory_utilization=dep.gpu_util or 0.9,
-            max_num_batched_tokens=mnbt,
-        )
-        memory = tuple(p.available_bytes for p in profiled)
     try:
-        results = [
-            vllm_kv_cache(
-                dep.model,
-                memory,
-                max_model_len=length,
-                kv_dtype=dep.kv_dtype,
-                tp=dep.tp,
-                pp=dep.pp,
-                block_size=dep.block_size,
-                max_num_batched_tokens=mnbt,
-            )
-            for length in lengths
-        ]
+        results = [vllm_kv_cache_for(dep, length) for length in lengths]
     except VLLMConfigError as exc:
         fail(str(exc))
-    from kvcalc.engine.vllm import KVCacheTooSmall
-
     if fmt is OutputFormat.json:
         from kvcalc.render.capacity import vllm_payload
         from kvcalc.render.json import dumps
@@ -167,7 +152,7 @@ def _vllm(dep: deploy.Deployment, ctx: str | None, max_model_len: str | None, mn
             "engine": "vllm",
             "kv_dtype": dep.kv_dtype.name,
             "block_size": dep.block_size,
-            "max_num_batched_tokens": mnbt,
+            "max_num_batched_tokens": dep.max_num_batched_tokens,
             "results": [vllm_payload(r) for r in results],
         }
         first = payload["results"][0]

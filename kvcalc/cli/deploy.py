@@ -1,44 +1,29 @@
-"""Options shared by `batch` and `decode`: GPUs, parallelism, dtypes and the memory budget, and
-their resolution into engine inputs."""
+"""The deployment options, declared once for every command that takes them (`batch`, `decode`),
+and their parsing into the engine's :class:`~kvcalc.engine.deployment.Deployment`.
+
+A command opts in with :func:`deployment_options`: the options are added to its signature and
+reach it as one :class:`DeploymentOptions` value, so no command repeats the option block and
+no command holds domain logic: defaults and validation live in the engine.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, fail, kv_dtype_option, parse_size
+from kvcalc.cli.app import InputError, fail, parse_size
 
 if TYPE_CHECKING:
-    from kvcalc.engine.capacity import Capacity
+    from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.units import DType
-    from kvcalc.engine.weights import WeightPrecision
 
-GpusOption = typer.Option(..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100, 4xMI300X, h200")
-TpOption = typer.Option(None, "--tp", min=1, max=4096, help="tensor parallel [default: GPUs/pp]")
-PpOption = typer.Option(1, "--pp", min=1, max=1024, help="pipeline parallel stages")
-GpuUtilOption = typer.Option(
-    None, "--gpu-util", help="fraction of GPU memory the engine may use [default: 0.9]"
-)
-ReserveOption = typer.Option(
-    None, "--reserve", help="instead of --gpu-util/--overhead: fraction of memory reserved"
-)
-OverheadOption = typer.Option(
-    None, "--overhead", help="runtime overhead per GPU, e.g. 5GiB [default: estimated]"
-)
-GpuMemoryOption = typer.Option(None, "--gpu-memory", help="memory per GPU, e.g. 80GB")
-WeightsOption = typer.Option(None, "--weights", help="total weight bytes, e.g. 140GB")
-KvMemoryOption = typer.Option(None, "--kv-memory", help="KV budget per GPU directly, e.g. 52GiB")
-WeightDtypeOption = typer.Option(
-    None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
-)
-BlockSizeOption = typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block")
-PrefixOption = typer.Option(
-    0, "--prefix-shared", min=0, max=1 << 30, help="prompt-prefix tokens shared by all sequences"
-)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class LayoutError(InputError):
@@ -46,185 +31,181 @@ class LayoutError(InputError):
     registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
-def fraction(value: float | None, option: str, *, upper_inclusive: bool) -> float | None:
-    if value is None:
-        return None
-    ok = 0 < value <= 1 if upper_inclusive else 0 <= value < 1
-    if not ok:
-        bounds = "in (0, 1]" if upper_inclusive else "in [0, 1)"
-        fail(f"{option}: {value} is not a fraction {bounds}, e.g. 0.9")
-    return value
+#: Engine field -> option, where the option's name is not the field's with dashes.
+_OPTION_NAMES = {"weights_total": "--weights"}
 
 
-def weight_precision(name: str | None, model: ModelSpec) -> WeightPrecision:
-    """How a --weight-dtype is applied, following how quantized checkpoints ship: 8- and 4-bit
-    formats quantize the layer matrices and keep embeddings, LM head, norms and router at the
-    model dtype; MXFP4 quantizes the routed experts only (as gpt-oss ships), or the layers of a
-    dense model; 16/32-bit dtypes apply to everything."""
-    from kvcalc.engine.units import WEIGHT_DTYPES, UnitError, dtype
-    from kvcalc.engine.weights import WeightPrecision
-
-    try:
-        chosen = dtype(name or model.default_dtype, WEIGHT_DTYPES)
-    except UnitError as exc:
-        fail(f"--weight-dtype: {exc}")
-    keep = dtype(model.default_dtype)
-    if chosen.bits >= 16:
-        return WeightPrecision.uniform(chosen)
-    if chosen.name == "mxfp4" and model.moe is not None:
-        return WeightPrecision(experts=chosen, layers=keep, other=keep)
-    return WeightPrecision.quantized_layers(chosen, keep)
+def option_name(field: str) -> str:
+    """The command-line spelling of a deployment field (``kv_memory`` -> ``--kv-memory``)."""
+    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
-def compute_dtype_for(precision: WeightPrecision) -> str:
-    """Matmul dtype: FP8 weights run FP8 GEMMs; other quantized weights are dequantized to 16 bit
-    (weight-only kernels), so they compute at the bf16 rate."""
-    return "fp8" if precision.layers.name == "fp8" else "bf16"
-
-
-def resolve_gpus(text: str) -> GpuSet:
-    from kvcalc.registry.gpus import parse_gpu_set
-
-    return parse_gpu_set(text)
+def input_error(exc: DeploymentError) -> InputError:
+    """The engine's refusal as the CLI's one-line error, naming the options at fault."""
+    cls = LayoutError if exc.model_specific else InputError
+    return cls(exc.worded(option_name))
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """Everything `batch` and `decode` need, resolved from the options."""
+class DeploymentOptions:
+    """The deployment options as given on the command line (None: not given)."""
 
-    model: ModelSpec
-    gpus: GpuSet
-    tp: int
+    gpus: str
+    tp: int | None
     pp: int
-    precision: WeightPrecision
-    kv_dtype: DType
-    gpu_memory_bytes: int
-    weights_per_stage: tuple[int, ...]
-    weights_total_override: int | None
-    usable_per_gpu: int
-    overhead_per_gpu: int
-    kv_memory_per_gpu: int | None
+    gpu_util: float | None
+    reserve: float | None
+    overhead: str | None
+    gpu_memory: str | None
+    weights: str | None
+    kv_memory: str | None
+    weight_dtype: str | None
+    kv_dtype: str | None
     block_size: int
     prefix_shared: int
-    gpu_util: float | None
+    max_num_batched_tokens: int | None
 
-    def capacity(self, contexts: list[int]) -> Capacity:
-        from kvcalc.engine.capacity import capacity
-        from kvcalc.engine.weights import pipeline_stages
+    def given(self, name: str) -> bool:
+        """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
+        value = getattr(self, name)
+        return value is not None and value != _PARAMETERS[name][1].default
 
-        return capacity(
-            self.model,
-            gpus=str(self.gpus),
-            gpu_count=self.gpus.count,
-            gpu_memory_bytes=self.gpu_memory_bytes,
-            tp=self.tp,
-            stages=pipeline_stages(self.model.num_layers, self.pp),
-            weights_per_stage=self.weights_per_stage,
-            kv_dtype=self.kv_dtype,
-            contexts=contexts,
-            usable_per_gpu=self.usable_per_gpu,
-            overhead_per_gpu=self.overhead_per_gpu,
-            kv_memory_per_gpu=self.kv_memory_per_gpu,
-            block_size=self.block_size,
-            prefix_shared_tokens=self.prefix_shared,
-        )
+    def resolve_gpus(self) -> GpuSet:
+        from kvcalc.registry.gpus import parse_gpu_set
 
+        return parse_gpu_set(self.gpus)
 
-def deployment(
-    model: ModelSpec,
-    gpus: GpuSet,
-    *,
-    tp: int | None,
-    pp: int,
-    gpu_util: float | None,
-    reserve: float | None,
-    overhead: str | None,
-    gpu_memory: str | None,
-    weights: str | None,
-    kv_memory: str | None,
-    weight_dtype: str | None,
-    kv_dtype: DType,
-    block_size: int,
-    prefix_shared: int,
-) -> Deployment:
-    from kvcalc.engine.capacity import (
-        DeploymentError,
-        default_overhead_bytes,
-        replicas,
-        usable_bytes,
-    )
-    from kvcalc.engine.spec import ParallelismError
-    from kvcalc.engine.weights import weights_per_gpu
+    def refuse(self, *names: str, because: str) -> None:
+        """Refuse each of ``names`` that was given: it would not change the answer."""
+        for name in names:
+            if self.given(name):
+                fail(f"{option_name(name)}: {because}")
 
-    gpu_util = fraction(gpu_util, "--gpu-util", upper_inclusive=True)
-    reserve = fraction(reserve, "--reserve", upper_inclusive=False)
-    if reserve is not None and (gpu_util is not None or overhead is not None):
-        fail("--reserve replaces --gpu-util and --overhead; give one or the other")
-    if tp is None:
-        if gpus.count % pp:
-            fail(f"--pp {pp} does not divide the {gpus.count} GPUs of --gpus {gpus}")
-        tp = gpus.count // pp
-    try:
-        replicas(gpus.count, tp, pp)
-    except DeploymentError as exc:
-        fail(f"--tp/--pp: {exc}")
-    try:
-        model.per_rank(tp)
-    except ParallelismError as exc:
-        raise LayoutError(f"--tp/--pp: {exc}") from None
-    if pp > model.num_layers:
-        raise LayoutError(f"--pp {pp} exceeds the {model.num_layers} layers of {model.id}")
-    precision = weight_precision(weight_dtype, model)
-    memory = parse_size(gpu_memory, "--gpu-memory") if gpu_memory else gpus.accelerator.memory_bytes
-    override = parse_size(weights, "--weights") if weights else None
-    if override is not None:
-        per_gpu = -(-override // (tp * pp))
-        per_stage = tuple(per_gpu for _ in range(pp))
-    else:
-        per_stage = tuple(s.bytes_per_gpu for s in weights_per_gpu(model, precision, tp, pp))
-    if reserve is not None:
-        extra = 0
-    elif overhead is not None:
-        extra = parse_size(overhead, "--overhead")
-    else:
-        extra = default_overhead_bytes(model, tp, pp)
-    return Deployment(
-        model=model,
-        gpus=gpus,
-        tp=tp,
-        pp=pp,
-        precision=precision,
-        kv_dtype=kv_dtype,
-        gpu_memory_bytes=memory,
-        weights_per_stage=per_stage,
-        weights_total_override=override,
-        usable_per_gpu=usable_bytes(memory, gpu_util, reserve),
-        overhead_per_gpu=extra,
-        kv_memory_per_gpu=parse_size(kv_memory, "--kv-memory") if kv_memory else None,
-        block_size=block_size,
-        prefix_shared=prefix_shared,
-        gpu_util=gpu_util,
-    )
+    def build(self, model: ModelSpec, gpus: GpuSet) -> Deployment:
+        """The deployment these options describe for ``model`` on ``gpus``."""
+        from kvcalc.engine.deployment import DeploymentError, deployment
+
+        sizes = {
+            f"{name}_bytes": parse_size(text, option_name(name)) if text else None
+            for name, text in (
+                ("overhead", self.overhead),
+                ("gpu_memory", self.gpu_memory),
+                ("weights_total", self.weights),
+                ("kv_memory", self.kv_memory),
+            )
+        }
+        try:
+            return deployment(
+                model,
+                gpus,
+                tp=self.tp,
+                pp=self.pp,
+                weight_dtype=self.weight_dtype,
+                kv_dtype=self.kv_dtype,
+                gpu_util=self.gpu_util,
+                reserve=self.reserve,
+                block_size=self.block_size,
+                prefix_shared_tokens=self.prefix_shared,
+                max_num_batched_tokens=self.max_num_batched_tokens,
+                **sizes,
+            )
+        except DeploymentError as exc:
+            raise input_error(exc) from None
 
 
-def weight_name(dep: Deployment) -> str:
-    p = dep.precision
-    return "+".join(dict.fromkeys([p.layers.name, p.experts.name, p.other.name]))
+_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "gpus": (str, typer.Option(..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100, 4xMI300X, h200")),
+    "tp": (
+        int | None,
+        typer.Option(None, "--tp", min=1, max=4096, help="tensor parallel [default: GPUs/pp]"),
+    ),
+    "pp": (int, typer.Option(1, "--pp", min=1, max=1024, help="pipeline parallel stages")),
+    "gpu_util": (
+        float | None,
+        typer.Option(
+            None, "--gpu-util", help="share of GPU memory the engine takes [default: 0.9]"
+        ),
+    ),
+    "reserve": (
+        float | None,
+        typer.Option(
+            None, "--reserve", help="instead of --gpu-util/--overhead: fraction of memory reserved"
+        ),
+    ),
+    "overhead": (
+        str | None,
+        typer.Option(
+            None, "--overhead", help="runtime overhead per GPU, e.g. 5GiB [default: estimated]"
+        ),
+    ),
+    "gpu_memory": (
+        str | None,
+        typer.Option(None, "--gpu-memory", help="memory per GPU, e.g. 80GB"),
+    ),
+    "weights": (str | None, typer.Option(None, "--weights", help="total weight bytes, e.g. 140GB")),
+    "kv_memory": (
+        str | None,
+        typer.Option(None, "--kv-memory", help="KV budget per GPU directly, e.g. 52GiB"),
+    ),
+    "weight_dtype": (
+        str | None,
+        typer.Option(
+            None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
+        ),
+    ),
+    "kv_dtype": (
+        str | None,
+        typer.Option(
+            None,
+            "--kv-dtype",
+            help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: model dtype]",
+        ),
+    ),
+    "block_size": (
+        int,
+        typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),
+    ),
+    "prefix_shared": (
+        int,
+        typer.Option(
+            0,
+            "--prefix-shared",
+            min=0,
+            max=1 << 30,
+            help="prompt-prefix tokens shared by all sequences",
+        ),
+    ),
+    "max_num_batched_tokens": (
+        int | None,
+        typer.Option(
+            None,
+            "--max-num-batched-tokens",
+            min=1,
+            max=1 << 24,
+            help="scheduler step: sizes the activation estimate (and vLLM's window charge) [8192]",
+        ),
+    ),
+}
+assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 
-def option_values(values: dict, spec: ModelSpec) -> dict:
-    """The deployment options among a command's parameters (`batch` and `decode` share them)."""
-    return {
-        "tp": values["tp"],
-        "pp": values["pp"],
-        "gpu_util": values["gpu_util"],
-        "reserve": values["reserve"],
-        "overhead": values["overhead"],
-        "gpu_memory": values["gpu_memory"],
-        "weights": values["weights"],
-        "kv_memory": values["kv_memory"],
-        "weight_dtype": values["weight_dtype"],
-        "kv_dtype": kv_dtype_option(values["kv_dtype"], spec.default_dtype),
-        "block_size": values["block_size"],
-        "prefix_shared": values["prefix_shared"],
+def deployment_options(command: F) -> F:
+    """Add the deployment options to ``command``, which receives them as ``deploy``."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "deploy"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in _PARAMETERS.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        options = DeploymentOptions(**{name: kwargs.pop(name) for name in _PARAMETERS})
+        return command(deploy=options, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: kind for name, (kind, _) in _PARAMETERS.items()},
     }
+    return wrapper  # type: ignore[return-value]

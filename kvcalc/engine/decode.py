@@ -16,12 +16,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from kvcalc.engine.flops import decode_flops
-from kvcalc.engine.kv import kv_bytes_per_sequence
+from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import DType
-from kvcalc.engine.weights import WeightPrecision, decode_weight_bytes, weight_bytes
+from kvcalc.engine.weights import (
+    WeightPrecision,
+    compute_dtype,
+    decode_weight_bytes,
+    weight_bytes,
+)
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,7 @@ def decode_step(
     *,
     batch: int,
     context_tokens: int,
-    kv_dtype: DType,
+    kv_dtype: CacheFormat | DType,
     precision: WeightPrecision,
     tp: int,
     pp: int,
@@ -111,4 +120,25 @@ def decode_step(
         weight_read_seconds=per_rank_weights / rate,
         kv_read_seconds=per_rank_kv / rate,
         compute_seconds=compute,
+    )
+
+
+def decode_step_for(
+    dep: Deployment, *, batch: int, context_tokens: int, mbu: float = 1.0
+) -> DecodeStep:
+    """One decode step of ``batch`` sequences on one replica of ``dep``: its cache format, its
+    weights as stored, and its accelerator's bandwidth and dense rate for the compute dtype."""
+    accelerator = dep.gpus.accelerator
+    return decode_step(
+        dep.model,
+        batch=batch,
+        context_tokens=context_tokens,
+        kv_dtype=dep.cache,
+        precision=dep.weights,
+        tp=dep.tp,
+        pp=dep.pp,
+        bandwidth_per_gpu=accelerator.bandwidth_bytes_per_s,
+        flops_per_gpu=accelerator.dense_flops_for(compute_dtype(dep.weights)),
+        mbu=mbu,
+        weights_total_bytes=dep.weights_total_bytes,
     )

@@ -15,6 +15,40 @@ from kvcalc.engine.units import DType
 
 
 @dataclass(frozen=True)
+class CacheFormat:
+    """How a sequence's cache is stored: ``kv`` for what grows with the tokens (keys and values,
+    an MLA latent), ``state`` for the fixed recurrent state of Mamba-like layers.
+
+    The two differ on purpose: a quantized KV cache leaves the recurrent state at the model's
+    dtype (vLLM 0.19: ``--mamba-cache-dtype auto`` follows the model, not ``--kv-cache-dtype``).
+    """
+
+    kv: DType
+    state: DType
+
+    @classmethod
+    def uniform(cls, dtype: DType) -> CacheFormat:
+        return cls(dtype, dtype)
+
+    @property
+    def name(self) -> str:
+        return self.kv.name
+
+    def token_bytes(self, elements: int) -> int:
+        """Bytes of one token's entry of ``elements`` values in one layer (rounded up)."""
+        return self.kv.bytes_for(elements)
+
+    def state_bytes(self, elements: int) -> int:
+        """Bytes of a fixed state of ``elements`` values in one layer (rounded up)."""
+        return self.state.bytes_for(elements)
+
+
+def as_cache_format(fmt: CacheFormat | DType) -> CacheFormat:
+    """A bare dtype stores everything, states included, in that dtype."""
+    return fmt if isinstance(fmt, CacheFormat) else CacheFormat.uniform(fmt)
+
+
+@dataclass(frozen=True)
 class GroupKV:
     """The cache of one layer group (layers sharing one mixer spec) for one sequence."""
 
@@ -72,43 +106,53 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     return tuple(counts.items())
 
 
-def layer_bytes_per_token(mixer: Mixer, dtype: DType) -> int:
+def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | DType) -> int:
     """Bytes one token adds to one layer's cache."""
-    return dtype.bytes_for(mixer.cache_elements_per_token())
+    return as_cache_format(fmt).token_bytes(mixer.cache_elements_per_token())
 
 
-def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, dtype: DType) -> int:
+def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | DType) -> int:
+    """Bytes of one layer's fixed per-sequence state (0 for attention)."""
+    return as_cache_format(fmt).state_bytes(mixer.state_elements())
+
+
+def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType) -> int:
     """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
     held = mixer.tokens_held(context_tokens)
-    return layer_bytes_per_token(mixer, dtype) * held + dtype.bytes_for(mixer.state_elements())
+    return layer_bytes_per_token(mixer, fmt) * held + layer_state_bytes(mixer, fmt)
 
 
-def kv_bytes_per_token(model: ModelSpec, dtype: DType) -> int:
+def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | DType) -> int:
     """Bytes one token adds across all layers while no window is full (fixed states excluded)."""
     return sum(layer_bytes_per_token(m, dtype) * n for m, n in layer_groups(model))
 
 
-def kv_bytes_per_sequence(model: ModelSpec, context_tokens: int, dtype: DType) -> int:
+def kv_bytes_per_sequence(
+    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType
+) -> int:
     """Bytes of cache for one sequence at ``context_tokens``: windows capped, states included."""
     return sum(
         layer_bytes_per_sequence(m, context_tokens, dtype) * n for m, n in layer_groups(model)
     )
 
 
-def kv_size(model: ModelSpec, context_tokens: int, dtype: DType, batch: int = 1) -> KVSize:
+def kv_size(
+    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType, batch: int = 1
+) -> KVSize:
     """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
     if context_tokens < 1 or batch < 1:
         raise ValueError("context_tokens and batch must be at least 1")
+    fmt = as_cache_format(dtype)
     groups = tuple(
         GroupKV(
             kind=mixer.kind,
             mixer=mixer,
             layers=n,
-            bytes_per_token=layer_bytes_per_token(mixer, dtype) * n,
+            bytes_per_token=layer_bytes_per_token(mixer, fmt) * n,
             tokens_held=mixer.tokens_held(context_tokens),
-            state_bytes=dtype.bytes_for(mixer.state_elements()) * n,
-            bytes=layer_bytes_per_sequence(mixer, context_tokens, dtype) * n,
+            state_bytes=layer_state_bytes(mixer, fmt) * n,
+            bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt) * n,
         )
         for mixer, n in layer_groups(model)
     )
-    return KVSize(model.id, context_tokens, batch, dtype.name, groups)
+    return KVSize(model.id, context_tokens, batch, fmt.name, groups)

@@ -25,8 +25,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -47,10 +48,9 @@ from kvcalc.engine.spec import (
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.weights import pipeline_stages
 
-#: vLLM's default ``--block-size`` for attention layers.
-DEFAULT_BLOCK_SIZE = 16
-#: vLLM's default ``--gpu-memory-utilization``.
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+
 #: KV dtypes vLLM 0.19 offers (``--kv-cache-dtype auto`` resolves to the model dtype; every
 #: ``fp8*`` variant stores one byte per value).
 VLLM_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8")
@@ -662,12 +662,12 @@ class ProfiledMemory:
         )
 
 
-def requested_memory(gpu_memory_bytes: int, utilization: float) -> int:
+def requested_memory(gpu_memory_bytes: int, utilization: float | Fraction) -> int:
     """``ceil(total_memory x gpu_memory_utilization)``, on the memory CUDA reports (79.19 GiB on
-    an H100 80GB, not the marketed 80 GB)."""
+    an H100 80GB, not the marketed 80 GB): the deployment's usable memory."""
     if not 0 < utilization <= 1:
         raise VLLMConfigError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
-    return math.ceil(gpu_memory_bytes * Fraction(str(utilization)))
+    return usable_bytes(gpu_memory_bytes, as_fraction(utilization))
 
 
 def profile_kv_memory(
@@ -677,7 +677,7 @@ def profile_kv_memory(
     *,
     tp: int = 1,
     pp: int = 1,
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: float | Fraction = DEFAULT_GPU_UTIL,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
 ) -> tuple[ProfiledMemory, ...]:
@@ -697,4 +697,21 @@ def profile_kv_memory(
             non_torch_bytes=non_torch_memory(tp, pp),
         )
         for s, w in enumerate(weights)
+    )
+
+
+def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+    """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
+    profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
+    return vllm_kv_cache(
+        dep.model,
+        dep.kv_budget_per_stage,
+        max_model_len=max_model_len,
+        kv_dtype=dep.cache.kv,
+        tp=dep.tp,
+        pp=dep.pp,
+        block_size=dep.block_size,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        conv_state_dtype=dep.cache.state,
+        ssm_state_dtype=dep.cache.state,
     )

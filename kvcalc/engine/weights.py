@@ -59,7 +59,7 @@ from kvcalc.engine.spec import (
     MultiHeadLatentAttention,
     SlidingWindowAttention,
 )
-from kvcalc.engine.units import DType
+from kvcalc.engine.units import DType, dtype
 
 Role = Literal[
     "embedding", "lm_head", "mixer", "mlp", "routed_experts", "shared_experts", "router", "norm"
@@ -364,6 +364,32 @@ class WeightPrecision:
         if role in ("mixer", "mlp", "shared_experts"):
             return self.layers
         return self.other
+
+
+def checkpoint_precision(model: ModelSpec, chosen: DType | None = None) -> WeightPrecision:
+    """How a model's weights are stored at ``chosen`` (None: the model dtype), following how
+    quantized checkpoints ship: 8- and 4-bit formats quantize the layer matrices and keep the
+    embeddings, LM head, norms and router at the model dtype; MXFP4 quantizes the routed experts
+    only (as gpt-oss ships), or the layers of a dense model; 16/32-bit dtypes apply to everything.
+    """
+    keep = dtype(model.default_dtype)
+    if chosen is None or chosen.bits >= 16:
+        return WeightPrecision.uniform(chosen or keep)
+    if chosen.name == "mxfp4" and model.moe is not None:
+        return WeightPrecision(experts=chosen, layers=keep, other=keep)
+    return WeightPrecision.quantized_layers(chosen, keep)
+
+
+def compute_dtype(precision: WeightPrecision) -> str:
+    """The dtype the matmuls run in: FP8 weights run FP8 GEMMs; other quantized weights are
+    dequantized to 16 bits by weight-only kernels, so they compute at the BF16 rate."""
+    return "fp8" if precision.layers.name == "fp8" else "bf16"
+
+
+def precision_name(precision: WeightPrecision) -> str:
+    """``bf16``, or the distinct dtypes from the layers outwards (``mxfp4+bf16`` for gpt-oss)."""
+    names = (precision.layers.name, precision.experts.name, precision.other.name)
+    return "+".join(dict.fromkeys(names))
 
 
 def as_precision(precision: DType | WeightPrecision) -> WeightPrecision:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
+from kvcalc.engine.weights import precision_name
 from kvcalc.render.humanize import both_units, format_binary
 
 if TYPE_CHECKING:
@@ -12,28 +13,30 @@ if TYPE_CHECKING:
 
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.decode import DecodeStep
+    from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 BAR_WIDTH = 40
 
 
-def capacity_payload(cap: Capacity, weight_dtype: str) -> dict[str, Any]:
+def capacity_payload(cap: Capacity) -> dict[str, Any]:
+    dep = cap.deployment
     return {
-        "model": cap.model_id,
-        "name": cap.model_name,
-        "gpus": cap.gpus,
-        "gpu_count": cap.gpu_count,
-        "tp": cap.tp,
-        "pp": cap.pp,
-        "replicas": cap.replicas,
-        "kv_dtype": cap.kv_dtype,
-        "weight_dtype": weight_dtype,
-        "block_size": cap.block_size,
-        "gpu_memory_bytes": cap.gpu_memory_bytes,
-        "usable_bytes_per_gpu": cap.usable_bytes_per_gpu,
+        "model": dep.model.id,
+        "name": dep.model.name,
+        "gpus": str(dep.gpus),
+        "gpu_count": dep.gpus.count,
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "replicas": dep.replicas,
+        "kv_dtype": dep.kv_dtype.name,
+        "weight_dtype": precision_name(dep.weights),
+        "block_size": dep.block_size,
+        "gpu_memory_bytes": dep.memory_bytes_per_gpu,
+        "usable_bytes_per_gpu": dep.usable_bytes_per_gpu,
         "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
         "overhead_bytes_per_gpu": cap.overhead_bytes_per_gpu,
-        "kv_budget_bytes_per_gpu": cap.kv_budget_bytes_per_gpu,
+        "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "kv_tokens_capacity": cap.kv_tokens_capacity,
         "max_context_at_batch_1": cap.max_context_at_batch_1,
         "fits": cap.fits,
@@ -49,22 +52,25 @@ def capacity_payload(cap: Capacity, weight_dtype: str) -> dict[str, Any]:
     }
 
 
-def capacity_lines(cap: Capacity, weight_dtype: str) -> list[str]:
-    dp = f", {cap.replicas} replicas" if cap.replicas > 1 else ""
+def capacity_lines(cap: Capacity) -> list[str]:
+    dep = cap.deployment
+    dp = f", {dep.replicas} replicas" if dep.replicas > 1 else ""
     ctx1 = (
         "unbounded (windows and states cap the cache)"
         if cap.max_context_at_batch_1 is None
         else f"{cap.max_context_at_batch_1:,} tokens"
     )
+    budget = max(0, cap.kv_budget_bytes_per_gpu)
     return [
-        f"{cap.model_name} ({cap.model_id}) on {cap.gpus}: tp {cap.tp}, pp {cap.pp}{dp}; "
-        f"weights {weight_dtype}, KV {cap.kv_dtype}, blocks of {cap.block_size} tokens",
-        f"memory per GPU:     {both_units(cap.gpu_memory_bytes)}",
-        f"usable per GPU:     {both_units(cap.usable_bytes_per_gpu)}",
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
+        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
+        f"blocks of {dep.block_size} tokens",
+        f"memory per GPU:     {both_units(dep.memory_bytes_per_gpu)}",
+        f"usable per GPU:     {both_units(dep.usable_bytes_per_gpu)}",
         f"weights per GPU:    {both_units(cap.weights_bytes_per_gpu)}",
         f"overhead per GPU:   {both_units(cap.overhead_bytes_per_gpu)}",
-        f"KV budget per GPU:  {both_units(cap.kv_budget_bytes_per_gpu)}"
-        f"  (x {cap.gpu_count} GPUs = {both_units(cap.kv_budget_bytes_per_gpu * cap.gpu_count)})",
+        f"KV budget per GPU:  {both_units(budget)}"
+        f"  (x {dep.gpus.count} GPUs = {both_units(budget * dep.gpus.count)})",
         f"KV token capacity:  {cap.kv_tokens_capacity:,} tokens",
         f"max context at batch 1: {ctx1}",
     ]
@@ -94,13 +100,13 @@ def registry_capacity_row(cap: Capacity | None, model_id: str, error: str | None
     if cap is None:
         return {"model": model_id, "fits": False, "reason": error, "contexts": []}
     return {
-        "model": cap.model_id,
+        "model": cap.deployment.model.id,
         "fits": cap.fits,
         "reason": cap.reason,
-        "tp": cap.tp,
-        "pp": cap.pp,
+        "tp": cap.deployment.tp,
+        "pp": cap.deployment.pp,
         "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
-        "kv_budget_bytes_per_gpu": cap.kv_budget_bytes_per_gpu,
+        "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "kv_tokens_capacity": cap.kv_tokens_capacity,
         "max_context_at_batch_1": cap.max_context_at_batch_1,
         "contexts": [
@@ -180,14 +186,10 @@ def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
 # ------------------------------------------------------------------ decode
 
 
-def decode_payload(step: DecodeStep, gpus: str) -> dict[str, Any]:
+def decode_step_payload(step: DecodeStep) -> dict[str, Any]:
     return {
-        "model": step.model_id,
-        "gpus": gpus,
-        "tp": step.tp,
-        "pp": step.pp,
-        "batch": step.batch,
         "context_tokens": step.context_tokens,
+        "batch": step.batch,
         "weight_bytes_read": step.weight_bytes_read,
         "kv_bytes_read": step.kv_bytes_read,
         "flops": step.flops,
@@ -199,6 +201,30 @@ def decode_payload(step: DecodeStep, gpus: str) -> dict[str, Any]:
         "bound": step.bound,
         "kv_share": step.kv_share,
     }
+
+
+def decode_payload(
+    dep: Deployment, steps: list[DecodeStep], mbu: float, reason: str | None
+) -> dict[str, Any]:
+    return {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "weight_dtype": precision_name(dep.weights),
+        "kv_dtype": dep.kv_dtype.name,
+        "mbu": mbu,
+        "fits": reason is None,
+        "reason": reason,
+        "steps": [decode_step_payload(s) for s in steps],
+    }
+
+
+def decode_title(dep: Deployment, mbu: float) -> str:
+    return (
+        f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
+        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}"
+    )
 
 
 def _ms(seconds: float | None) -> str:
