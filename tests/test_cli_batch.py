@@ -223,6 +223,34 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
             "int4",
         ),
         (["batch", "llama3-70b"], "--gpus"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--max-model-len", "8k"], "--engine vllm"),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--prefix-shared", "64"],
+            "--prefix-shared",
+        ),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--kv-memory", "9GiB", "--gpu-util", "0.8"],
+            "--kv-memory and --gpu-util",
+        ),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--kv-memory", "9GiB", "--weights", "1GB"],
+            "--weights",
+        ),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--kv-memory", "9GiB", "--reserve", "0.1"],
+            "--kv-memory and --reserve",
+        ),
+        (
+            ["batch", "llama3-70b", "--gpus", "8xH100", "--overhead", "1GiB",
+             "--max-num-batched-tokens", "4096"],
+            "--max-num-batched-tokens",
+        ),
+        (
+            ["decode", "llama3-70b", "--gpus", "8xH100", "--reserve", "0.1",
+             "--max-num-batched-tokens", "4096"],
+            "--max-num-batched-tokens",
+        ),
+        (["decode", "llama3-70b", "--gpus", "8xH100", "--tp", "3"], "tp x pp = 3"),
         (["decode", "llama3-70b", "--gpus", "8xH100", "--mbu", "1.5"], "--mbu"),
         (["decode", "llama3-70b", "--gpus", "8xH100", "--batch", "0"], "--batch"),
         (["decode", "nope-70b", "--gpus", "8xH100"], "unknown model"),
@@ -275,3 +303,31 @@ def test_decode_with_a_batch_that_does_not_fit(runner: CliRunner) -> None:
     beyond = runner.invoke(app, ["decode", "llama3-70b", *SEED, "--ctx", "128k", "--batch", "11"])
     assert beyond.exit_code == 0
     assert "exceeds the 10 sequences of 131,072 tokens" in beyond.stderr
+
+
+def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
+    base = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
+    profiled = invoke_json(runner, *base)["results"][0]["available_bytes_per_gpu"]
+    reserved = invoke_json(runner, *base, "--reserve", "0.2")["results"][0]
+    overhead = invoke_json(runner, *base, "--overhead", "1GiB")["results"][0]
+    simple = invoke_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
+    # A reserve leaves memory x 0.8 - weights, as the budget formula computes it.
+    assert reserved["available_bytes_per_gpu"] == simple["kv_budget_bytes_per_gpu"]
+    assert reserved["available_bytes_per_gpu"] < profiled
+    # An explicit overhead replaces the profiled activation peak and non-torch memory.
+    assert overhead["available_bytes_per_gpu"] != profiled
+
+
+def test_max_num_batched_tokens_sizes_the_estimated_overhead(runner: CliRunner) -> None:
+    base = ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k"]
+    default = invoke_json(runner, *base)
+    small = invoke_json(runner, *base, "--max-num-batched-tokens", "2048")
+    assert small["overhead_bytes_per_gpu"] < default["overhead_bytes_per_gpu"]
+
+
+def test_decode_json_reports_why_nothing_fits(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["decode", "deepseek-v3", "--gpus", "8xH100", "--format", "json"])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["fits"] is False and out["reason"].startswith("weights")
+    assert out["steps"] == []

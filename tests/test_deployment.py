@@ -1,0 +1,198 @@
+"""The deployment object: its validation, and the budget formula and the vLLM model agreeing
+wherever they model the same thing (same budget in -> same tokens, up to block rounding)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc.engine.capacity import capacity
+from kvcalc.engine.deployment import (
+    DEFAULT_GPU_UTIL,
+    Deployment,
+    DeploymentError,
+    deployment,
+    usable_bytes,
+)
+from kvcalc.engine.kv import kv_size
+from kvcalc.engine.units import GB, GiB
+from kvcalc.engine.vllm import (
+    VLLMKVCache,
+    layer_cache_specs,
+    profile_kv_memory,
+    requested_memory,
+    vllm_kv_cache_for,
+)
+from kvcalc.registry.gpus import parse_gpu_set
+from kvcalc.registry.load import resolve_model
+
+
+def dep(model_id: str, gpus: str = "1xH100", **kw: object) -> Deployment:
+    return deployment(resolve_model(model_id), parse_gpu_set(gpus), **kw)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ memory
+
+
+def test_usable_memory_is_exact_for_decimal_shares() -> None:
+    # 0.9 as a binary float is 0.90000000000000002220; the share is read as 9/10, so the seed's
+    # 80 GB leaves exactly 72 GB, and a 10% reserve exactly the same.
+    assert usable_bytes(80 * GB, Fraction("0.9")) == 72 * GB
+    assert dep("llama3-70b", "8xH100", gpu_memory_bytes=80 * GB).usable_bytes_per_gpu == 72 * GB
+    assert dep("llama3-70b", "8xH100", gpu_memory_bytes=80 * GB, reserve=0.1).memory_share == (
+        Fraction(9, 10)
+    )
+
+
+def test_both_engines_take_the_same_usable_memory() -> None:
+    d = dep("llama3.1-8b", gpu_util=0.95)
+    assert d.usable_bytes_per_gpu == requested_memory(d.memory_bytes_per_gpu, 0.95)
+    assert dep("llama3.1-8b").memory_share == DEFAULT_GPU_UTIL == Fraction(9, 10)
+
+
+@pytest.mark.parametrize(("model_id", "gpus", "pp"), [
+    ("llama3.1-8b", "1xH100", 1),
+    ("llama3.1-8b", "2xH100", 2),
+    ("qwen3-32b", "4xH100", 1),
+    ("deepseek-v2-lite", "2xH100", 1),
+])
+def test_estimated_budget_is_the_vllm_profile(model_id: str, gpus: str, pp: int) -> None:
+    d = dep(model_id, gpus, pp=pp)
+    profiled = profile_kv_memory(
+        d.model, d.memory_bytes_per_gpu, d.weights_per_stage, tp=d.tp, pp=d.pp
+    )
+    assert d.kv_budget_per_stage == tuple(p.available_bytes for p in profiled)
+
+
+def test_a_reserve_replaces_the_overhead_and_an_overhead_replaces_the_estimate() -> None:
+    reserved = dep("llama3.1-8b", reserve=0.1)
+    assert reserved.overhead_per_stage == (0,)
+    given = dep("llama3.1-8b", overhead_bytes=5 * GiB)
+    assert given.kv_budget_per_stage == (
+        given.usable_bytes_per_gpu - given.weights_per_stage[0] - 5 * GiB,
+    )
+
+
+def test_the_last_pipeline_stage_carries_the_sampler() -> None:
+    d = dep("llama3.1-8b", "2xH100", pp=2)
+    first, last = d.overhead_per_stage
+    # Two copies of 1,024 rows of fp32 logits over the 128,256-token vocabulary.
+    assert last - first == 2 * 1024 * 128_256 * 4
+
+
+# ------------------------------------------------------------------ agreement of the engines
+
+
+@pytest.mark.parametrize(("model_id", "gpus"), [
+    ("llama3.1-8b", "1xH100"),
+    ("qwen2.5-7b", "4xH100"),  # one replicated KV head per rank
+    ("deepseek-v2-lite", "2xH100"),  # MLA: the latent is whole on every rank
+    ("mixtral-8x7b", "2xH100"),
+])
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_same_budget_same_tokens(model_id: str, gpus: str, kv: str) -> None:
+    d = dep(model_id, gpus, kv_dtype=kv, kv_memory_bytes=20 * GiB)
+    simple = capacity(d, [8192])
+    vllm = vllm_kv_cache_for(d, 8192)
+    assert isinstance(vllm, VLLMKVCache)
+    assert simple.kv_tokens_capacity == vllm.kv_cache_size_tokens * d.replicas
+    # A request of 8,192 tokens is 512 whole blocks in both.
+    assert simple.contexts[0].max_batch_per_replica == vllm.num_blocks // vllm.blocks_per_request
+
+
+@pytest.mark.parametrize("model_id", ["llama3.1-8b", "deepseek-v2-lite"])
+def test_same_estimated_budget_same_tokens(model_id: str) -> None:
+    d = dep(model_id)
+    vllm = vllm_kv_cache_for(d, 8192)
+    assert isinstance(vllm, VLLMKVCache)
+    assert capacity(d, [8192]).kv_tokens_capacity == vllm.kv_cache_size_tokens
+
+
+@pytest.mark.parametrize("model_id", ["jamba-v0.1", "qwen3-next-80b-a3b", "minimax-text-01"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_recurrent_state_bytes_agree_and_stay_at_the_model_dtype(model_id: str, kv: str) -> None:
+    gpus = "8xH100" if model_id == "minimax-text-01" else "2xH100"
+    d = dep(model_id, gpus, kv_dtype=kv)
+    size = kv_size(d.per_rank, 1, d.cache)
+    simple_state = {g.mixer.state_elements(): g.state_bytes // g.layers for g in size.groups}
+    specs = layer_cache_specs(d.model, d.tp, d.kv_dtype, d.block_size, 8192, d.cache.state)
+    vllm_state = {s.state_bytes for s in specs if s.is_state}
+    assert set(simple_state.values()) - {0} == vllm_state
+    # fp8 KV halves the attention entries only: a recurrent state is kept at the model dtype.
+    bf16 = kv_size(d.per_rank, 1, dep(model_id, gpus).cache)
+    assert [g.state_bytes for g in size.groups] == [g.state_bytes for g in bf16.groups]
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(("kw", "fields", "needle"), [
+    ({"tp": 3}, ("tp", "pp"), "tp x pp = 3"),
+    ({"tp": 6, "gpus": "6xH100"}, ("tp",), "does not divide the 8 KV heads"),
+    ({"pp": 81, "gpus": "81xH100", "tp": 1}, ("pp",), "81 stages exceed the 80 layers"),
+    ({"gpu_util": 1.5}, ("gpu_util",), "(0, 1]"),
+    ({"reserve": 1}, ("reserve",), "[0, 1)"),
+    ({"reserve": 0.1, "gpu_util": 0.9}, ("reserve", "gpu_util"), "give one or the other"),
+    ({"reserve": 0.1, "overhead_bytes": GiB}, ("reserve", "overhead"), "give one or the other"),
+    ({"kv_memory_bytes": GiB, "gpu_util": 0.9}, ("kv_memory", "gpu_util"), "given directly"),
+    ({"kv_memory_bytes": GiB, "gpu_memory_bytes": GB}, ("kv_memory", "gpu_memory"), "directly"),
+    ({"kv_memory_bytes": 0}, ("kv_memory",), "positive"),
+    ({"block_size": 0}, ("block_size",), "at least 1"),
+    ({"kv_dtype": "int3"}, ("kv_dtype",), "unknown dtype"),
+    ({"weight_dtype": "fp3"}, ("weight_dtype",), "unknown dtype"),
+])
+def test_a_deployment_that_cannot_be_built_names_its_fields(
+    kw: dict, fields: tuple[str, ...], needle: str
+) -> None:
+    gpus = kw.pop("gpus", "8xH100")
+    with pytest.raises(DeploymentError) as info:
+        dep("llama3-70b", gpus, **kw)
+    assert info.value.fields == fields
+    assert needle in str(info.value)
+
+
+def test_layout_errors_are_marked_model_specific() -> None:
+    with pytest.raises(DeploymentError) as info:
+        dep("llama3-70b", "6xH100")
+    assert info.value.model_specific
+    with pytest.raises(DeploymentError) as info:
+        dep("llama3-70b", "8xH100", tp=3)
+    assert not info.value.model_specific
+
+
+def test_a_deployment_is_frozen() -> None:
+    d = dep("llama3-70b", "8xH100")
+    with pytest.raises(AttributeError):
+        d.tp = 4  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------ properties
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["llama3.1-8b", "qwen2.5-7b", "deepseek-v2-lite"]),
+    st.integers(2 * GiB, 60 * GiB),
+    st.sampled_from([1024, 8192, 32768]),
+)
+def test_engines_agree_for_any_budget(model_id: str, memory: int, ctx: int) -> None:
+    d = dep(model_id, kv_memory_bytes=memory)
+    vllm = vllm_kv_cache_for(d, ctx)
+    simple = capacity(d, [ctx])
+    if isinstance(vllm, VLLMKVCache):
+        assert simple.kv_tokens_capacity == vllm.kv_cache_size_tokens
+        assert simple.contexts[0].max_batch == vllm.num_blocks // vllm.blocks_per_request
+    else:
+        assert simple.contexts[0].max_batch == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from(["llama3-70b", "deepseek-v3", "jamba-v0.1"]))
+def test_tensor_parallelism_never_shrinks_the_total_cache(tp: int, model_id: str) -> None:
+    model = resolve_model(model_id)
+    one = kv_size(model, 32768, dep(model_id, "8xH100", tp=1).cache).bytes_per_sequence
+    d = dep(model_id, "8xH100", tp=tp)
+    assert kv_size(d.per_rank, 32768, d.cache).bytes_per_sequence * tp >= one
