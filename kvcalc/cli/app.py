@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 EXIT_OK = 0
 EXIT_DOES_NOT_FIT = 1
@@ -113,9 +113,44 @@ def _root() -> None:
     """KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time."""
 
 
+class OnceCommand(TyperCommand):
+    """A command that refuses an option given twice: click would silently keep the last value,
+    and `--ctx 8k --ctx 32k` would then answer for 32k alone."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        for param in self.params:
+            if getattr(param, "multiple", True) or getattr(param, "count", False):
+                continue  # arguments, repeatable and counting options
+            names = [*param.opts, *getattr(param, "secondary_opts", ())]
+            given = [a for a in _options_before_separator(args) if _spells(a, names)]
+            if len(given) > 1:
+                fail(f"{max(names, key=len)}: given {len(given)} times; give it once")
+        return super().parse_args(ctx, args)
+
+
+def _options_before_separator(args: list[str]) -> list[str]:
+    return args[: args.index("--")] if "--" in args else args
+
+
+def _spells(arg: str, names: list[str]) -> bool:
+    """Whether ``arg`` is one of ``names``: ``--ctx``, ``--ctx=8k``, ``-c`` or ``-c8k``."""
+    return any(
+        arg == n or arg.startswith(n + "=") or (not n.startswith("--") and arg.startswith(n))
+        for n in names
+    )
+
+
+class _CommandTyper(typer.Typer):
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", OnceCommand)
+        return super().command(*args, **kwargs)
+
+
 def command_typer() -> typer.Typer:
     """The one-command Typer each command module defines its command on."""
-    return typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    return _CommandTyper(
+        add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False
+    )
 
 
 class OutputFormat(str, Enum):
