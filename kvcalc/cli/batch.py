@@ -46,20 +46,9 @@ def batch(
     """Sequences that fit at each context: memory budget, KV capacity, max context at batch 1."""
     if engine not in ("simple", "vllm"):
         fail(f"--engine: unknown engine {engine!r}; choose simple or vllm")
-    if engine == "vllm":
-        deploy.refuse(
-            "prefix_shared", because="vLLM's block count does not depend on prefix caching"
-        )
-    else:
-        if max_model_len is not None:
-            fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
-        if deploy.given("max_num_batched_tokens") and any(
-            deploy.given(o) for o in ("overhead", "reserve", "kv_memory")
-        ):
-            fail(
-                "--max-num-batched-tokens: sizes only the estimated overhead, which "
-                "--overhead, --reserve or --kv-memory replaces"
-            )
+    if engine != "vllm" and max_model_len is not None:
+        fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
+    deploy.check_applies(engine)
     if deploy.given("kv_memory"):
         deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
     gpu_set = deploy.resolve_gpus()
@@ -68,7 +57,7 @@ def batch(
             fail("--engine vllm needs a MODEL")
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
-    dep = deploy.build(load_model(model, None, None, None), gpu_set)
+    dep = deploy.build(load_model(model, None, None, None), gpu_set, engine)
     if engine == "vllm":
         _vllm(dep, ctx, max_model_len, fmt)
         return

@@ -41,13 +41,6 @@ def decode(
 
     if not 0 < mbu <= 1:
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
-    if deploy.given("max_num_batched_tokens") and any(
-        deploy.given(o) for o in ("overhead", "reserve", "kv_memory")
-    ):
-        fail(
-            "--max-num-batched-tokens: sizes only the estimated overhead, which "
-            "--overhead, --reserve or --kv-memory replaces"
-        )
     gpu_set = deploy.resolve_gpus()
     dep = deploy.build(load_model(model, None, None, None), gpu_set)
     contexts = parse_ctx_list(ctx)

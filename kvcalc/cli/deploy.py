@@ -81,9 +81,26 @@ class DeploymentOptions:
             if self.given(name):
                 fail(f"{option_name(name)}: {because}")
 
-    def build(self, model: ModelSpec, gpus: GpuSet) -> Deployment:
-        """The deployment these options describe for ``model`` on ``gpus``."""
+    def check_applies(self, engine: str) -> None:
+        """Refuse the options ``engine`` would not use."""
+        if engine == "vllm":
+            self.refuse(
+                "prefix_shared", because="vLLM's block count does not depend on prefix caching"
+            )
+        elif self.given("max_num_batched_tokens") and any(
+            self.given(o) for o in ("overhead", "reserve", "kv_memory")
+        ):
+            fail(
+                "--max-num-batched-tokens: sizes only the estimated overhead, which "
+                "--overhead, --reserve or --kv-memory replaces"
+            )
+
+    def build(self, model: ModelSpec, gpus: GpuSet, engine: str = "simple") -> Deployment:
+        """The deployment these options describe for ``model`` on ``gpus``, served by
+        ``engine`` (``simple``: the budget formula, or ``vllm``)."""
         from kvcalc.engine.deployment import DeploymentError, deployment
+
+        self.check_applies(engine)
 
         sizes = {
             f"{name}_bytes": parse_size(text, option_name(name)) if text else None
