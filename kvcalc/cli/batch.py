@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -133,7 +133,7 @@ def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: Outp
         from kvcalc.render.capacity import vllm_payload
         from kvcalc.render.json import dumps
 
-        payload = {
+        payload: dict[str, Any] = {
             "model": dep.model.id,
             "gpus": str(dep.gpus),
             "tp": dep.tp,

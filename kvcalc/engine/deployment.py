@@ -28,8 +28,7 @@ from kvcalc.engine.kv import CacheFormat
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
-    activation_peak,
-    non_torch_memory,
+    estimated_overhead,
 )
 from kvcalc.engine.spec import ModelSpec, ParallelismError
 from kvcalc.engine.units import DType
@@ -167,14 +166,9 @@ class Deployment:
         if self.reserve is not None:
             return tuple(0 for _ in self.stages)
         return tuple(
-            activation_peak(
-                self.model,
-                self.tp,
-                self.max_num_batched_tokens,
-                self.max_num_seqs,
-                last_stage=s == self.pp - 1,
+            estimated_overhead(
+                self.model, self.tp, self.pp, s, self.max_num_batched_tokens, self.max_num_seqs
             )
-            + non_torch_memory(self.tp, self.pp)
             for s in range(self.pp)
         )
 
@@ -298,7 +292,8 @@ def deployment(
     except UnitError as exc:
         raise DeploymentError(("kv_dtype",), str(exc)) from None
     try:
-        weights = checkpoint_precision(model, weight_dtype and dtype(weight_dtype, WEIGHT_DTYPES))
+        chosen = dtype(weight_dtype, WEIGHT_DTYPES) if weight_dtype else None
+        weights = checkpoint_precision(model, chosen)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None
     given = {k: v for k, v in figures.items() if v is not None}
@@ -311,5 +306,5 @@ def deployment(
         cache=CacheFormat(kv=kv, state=dtype(model.default_dtype)),
         gpu_util=None if gpu_util is None else as_fraction(gpu_util),
         reserve=None if reserve is None else as_fraction(reserve),
-        **given,  # type: ignore[arg-type]
+        **given,
     )

@@ -38,7 +38,6 @@ LOGIT_COPIES = 2
 LOGIT_BYTES = 4
 
 
-
 def non_torch_memory(tp: int, pp: int) -> int:
     """Non-torch memory per worker; TP communication buffers dominate when TP >= 2."""
     if tp >= 2:
@@ -75,3 +74,19 @@ def activation_peak(
     body = act.bytes_for(ACTIVATION_TENSORS_PER_TOKEN * max_num_batched_tokens * width)
     logits = LOGIT_COPIES * max_num_seqs * model.vocab_size * LOGIT_BYTES if last_stage else 0
     return body + logits
+
+
+def estimated_overhead(
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    stage: int,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> int:
+    """Runtime memory besides weights and KV on one GPU of pipeline ``stage``: what vLLM's
+    profiler subtracts (activation peak + non-torch memory)."""
+    last = stage == pp - 1
+    return activation_peak(model, tp, max_num_batched_tokens, max_num_seqs, last_stage=last) + (
+        non_torch_memory(tp, pp)
+    )
