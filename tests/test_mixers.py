@@ -14,7 +14,7 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import ClassVar, get_args
+from typing import Any, ClassVar, get_args
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +22,17 @@ from hypothesis import strategies as st
 
 import kvcalc.engine.mixers as mixers_package
 from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
-from kvcalc.engine.spec import DenseMLP, Mamba, ModelSpec
+from kvcalc.engine.spec import (
+    ChunkedLocalAttention,
+    DenseMLP,
+    FullAttention,
+    GatedDeltaNet,
+    LightningAttention,
+    Mamba,
+    ModelSpec,
+    MultiHeadLatentAttention,
+    SlidingWindowAttention,
+)
 from kvcalc.engine.tensors import StateTensor, Tensor
 from kvcalc.registry.load import load_model_file, model_paths
 from kvcalc.registry.schema import MixerSchema
@@ -215,53 +225,54 @@ class Expected:
     detail: str
 
 
-def _attention(m: Mixer, held: int, suffix: str = "") -> Expected:
-    kv, dk, dv, q = m.kv_heads, m.head_dim_k, m.head_dim_v, m.q_heads  # type: ignore[attr-defined]
+def _attention(m: FullAttention, held: int, suffix: str = "") -> Expected:
+    kv, dk, dv, q = m.kv_heads, m.head_dim_k, m.head_dim_v, m.q_heads
     dims = str(dk) if dk == dv else f"{dk}/{dv}"
     # Seed 004: K and V per KV head; scores q.k and sum p.v, one multiply-add per element.
     return Expected(kv * (dk + dv), held, 0, 0, 2 * q * (dk + dv), 0, f"{kv} kv x {dims}{suffix}")
 
 
-def _full(m: Mixer, context: int) -> Expected:
+def _full(m: FullAttention, context: int) -> Expected:
     return _attention(m, context)
 
 
-def _sliding(m: Mixer, context: int) -> Expected:
-    w = m.window  # type: ignore[attr-defined]
+def _sliding(m: SlidingWindowAttention, context: int) -> Expected:
+    w = m.window
     return _attention(m, min(context, w), f", window {w:,}")
 
 
-def _chunked(m: Mixer, context: int) -> Expected:
-    c = m.chunk  # type: ignore[attr-defined]
+def _chunked(m: ChunkedLocalAttention, context: int) -> Expected:
+    c = m.chunk
     return _attention(m, min(context, c), f", chunk {c:,}")
 
 
-def _mla(m: Mixer, context: int) -> Expected:
-    r, rope, q = m.kv_lora_rank, m.qk_rope_head_dim, m.q_heads  # type: ignore[attr-defined]
+def _mla(m: MultiHeadLatentAttention, context: int) -> Expected:
+    r, rope, q = m.kv_lora_rank, m.qk_rope_head_dim, m.q_heads
     # Seed 004: one latent plus one RoPE key, no factor 2; absorbed decode scores against both
     # and sums latents.
     return Expected(r + rope, context, 0, 0, 2 * q * (r + rope + r), 0, f"latent {r} + rope {rope}")
 
 
-def _mamba(m: Mixer, context: int) -> Expected:
-    d, n, k = m.d_inner, m.d_state, m.d_conv  # type: ignore[attr-defined]
+def _mamba(m: Mamba, context: int) -> Expected:
+    d, n, k = m.d_inner, m.d_state, m.d_conv
     # vLLM MambaSpec: conv (d_inner, d_conv - 1), SSM (d_inner, d_state).
     return Expected(0, 0, d * (k - 1), d * n, 0, 4 * d * n, f"d_inner {d}, d_state {n}, conv {k}")
 
 
-def _deltanet(m: Mixer, context: int) -> Expected:
-    kh, vh = m.k_heads, m.v_heads  # type: ignore[attr-defined]
-    kd, vd, k = m.k_head_dim, m.v_head_dim, m.conv_kernel  # type: ignore[attr-defined]
+def _deltanet(m: GatedDeltaNet, context: int) -> Expected:
+    kh, vh = m.k_heads, m.v_heads
+    kd, vd, k = m.k_head_dim, m.v_head_dim, m.conv_kernel
     conv = (kh * kd + kh * kd + vh * vd) * (k - 1)  # q, k and v through the causal conv
     return Expected(0, 0, conv, vh * kd * vd, 0, 6 * vh * kd * vd, f"{vh} v heads x {kd}x{vd}")
 
 
-def _lightning(m: Mixer, context: int) -> Expected:
-    h, d = m.heads, m.head_dim  # type: ignore[attr-defined]
+def _lightning(m: LightningAttention, context: int) -> Expected:
+    h, d = m.heads, m.head_dim
     return Expected(0, 0, 0, h * d * d, 0, 4 * h * d * d, f"{h} heads x {d}x{d}")
 
 
-EXPECTED: dict[str, Callable[[Mixer, int], Expected]] = {
+# Each takes its own kind; the kind name picks the function.
+EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "full": _full,
     "sliding": _sliding,
     "chunked": _chunked,
