@@ -88,3 +88,20 @@ def test_a_registry_name_reads_only_its_own_file(
     monkeypatch.setattr(load, "read_yaml", spy)
     resolve_model("llama3-70b")
     assert read == ["llama3-70b.yaml"]
+
+
+def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
+    # A cached spec is a pickle of engine objects: an edit to any of their modules must miss.
+    import sys
+
+    import kvcalc
+    from kvcalc.registry.cache import code_files
+    from kvcalc.registry.load import load_model_file, model_paths
+
+    package = Path(kvcalc.__file__).parent
+    covered = {(package / name).resolve() for name in code_files(package)}
+    for path in model_paths():
+        model = load_model_file(path).to_spec()
+        for obj in (model, *model.mixer_pattern, *model.layers[0].__dict__.values()):
+            source = Path(sys.modules[type(obj).__module__].__file__ or "").resolve()
+            assert source in covered, f"{type(obj).__name__} comes from {source}"

@@ -1,6 +1,6 @@
 """KV-cache size: bytes per token, per sequence and per batch, by layer group.
 
-The per-kind formulas live on the mixer types in :mod:`kvcalc.engine.spec`; this module only sums
+The per-kind formulas live on the mixer types in :mod:`kvcalc.engine.mixers`; this module only sums
 them over the layers of a model. Bytes are exact integers: one layer's entry for one token is
 rounded up to whole bytes, then multiplied by the tokens the layer holds.
 """

@@ -1,247 +1,47 @@
-"""Spec types: what the engine knows about a model and an accelerator.
+"""Spec types: what the engine knows about a model.
 
 A model is a stack of layers. Each layer has a *mixer* (the part that caches something per
 sequence: an attention kind, or a recurrent state) and a feed-forward block. Every mixer kind is
-one frozen dataclass that carries its own cache formula, so a new attention kind is one new type,
-not a branch in every command:
-
-- ``cache_elements_per_token``: values one token adds to this layer's cache;
-- ``tokens_held(context)``: how many of a sequence's tokens the layer keeps;
-- ``state_elements``: a fixed per-sequence state (recurrent + convolution), independent of context;
-- ``per_rank(tp)``: what one tensor-parallel rank stores.
+one frozen dataclass in its own module of :mod:`kvcalc.engine.mixers` that implements
+:class:`~kvcalc.engine.mixers.base.Mixer`: its cache, weight, FLOP and vLLM page formulas and its
+table text are members of the type, so a new kind is one new module, not a branch in every
+command. The kinds are re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import ClassVar
 
-
-class ParallelismError(ValueError):
-    """A tensor-parallel size the model's heads cannot be split over; names what failed so that
-    a caller (e.g. the vLLM model) can word it its own way."""
-
-    def __init__(self, heads: int, what: str, tp: int) -> None:
-        super().__init__(f"tensor parallel size {tp} does not divide the {heads} {what}")
-        self.heads = heads
-        self.what = what
-        self.tp = tp
-
-
-def split_heads(heads: int, tp: int, what: str) -> int:
-    """Heads per rank. Serving engines require tp to divide the heads, or (for KV heads, which
-    are then replicated) the heads to divide tp; vLLM refuses anything else at start-up."""
-    if heads % tp == 0:
-        return heads // tp
-    if tp % heads == 0 and what == "KV heads":
-        return 1
-    raise ParallelismError(heads, what, tp)
-
-
-# --------------------------------------------------------------------------------------------
-# Mixers: attention kinds and recurrent states
-
-
-@dataclass(frozen=True)
-class FullAttention:
-    """Softmax attention over the whole context: MHA (kv_heads = q_heads), GQA, or MQA (1)."""
-
-    kind: ClassVar[str] = "full"
-    kv_heads: int
-    head_dim_k: int
-    head_dim_v: int
-    q_heads: int
-
-    def cache_elements_per_token(self) -> int:
-        # One key and one value vector per KV head (seed 004: 2 x n_kv x d_h when K and V match).
-        return self.kv_heads * (self.head_dim_k + self.head_dim_v)
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return context_tokens
-
-    def state_elements(self) -> int:
-        return 0
-
-    def per_rank(self, tp: int) -> FullAttention:
-        # KV heads split across ranks; beyond kv_heads ranks, each holds one replicated head
-        # (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)).
-        return replace(
-            self,
-            kv_heads=split_heads(self.kv_heads, tp, "KV heads"),
-            q_heads=split_heads(self.q_heads, tp, "query heads"),
-        )
-
-    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> FullAttention:
-        new = self
-        if kv_heads is not None:
-            new = replace(new, kv_heads=kv_heads)
-        if head_dim is not None:
-            new = replace(new, head_dim_k=head_dim, head_dim_v=head_dim)
-        return new
-
-
-@dataclass(frozen=True)
-class SlidingWindowAttention(FullAttention):
-    """Attention over the last ``window`` tokens only (Mistral-7B-v0.1, Gemma local, gpt-oss)."""
-
-    kind: ClassVar[str] = "sliding"
-    window: int = 0
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return min(context_tokens, self.window)
-
-
-@dataclass(frozen=True)
-class ChunkedLocalAttention(FullAttention):
-    """Attention within fixed chunks of ``chunk`` tokens (Llama-4); at most a chunk is held."""
-
-    kind: ClassVar[str] = "chunked"
-    chunk: int = 0
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return min(context_tokens, self.chunk)
-
-
-@dataclass(frozen=True)
-class MultiHeadLatentAttention:
-    """MLA (DeepSeek-V2/V3, Kimi-K2): one compressed latent plus a decoupled RoPE key per token.
-
-    The cache holds ``kv_lora_rank + qk_rope_head_dim`` values per token per layer, with no factor
-    2 and no head count (seed 004). The latent is not split by tensor parallelism: every rank keeps
-    all of it (vLLM MLAAttentionSpec, one "head" of 576).
-    """
-
-    kind: ClassVar[str] = "mla"
-    kv_lora_rank: int
-    qk_rope_head_dim: int
-    qk_nope_head_dim: int
-    v_head_dim: int
-    q_heads: int
-    q_lora_rank: int | None = None
-
-    def cache_elements_per_token(self) -> int:
-        return self.kv_lora_rank + self.qk_rope_head_dim
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return context_tokens
-
-    def state_elements(self) -> int:
-        return 0
-
-    def per_rank(self, tp: int) -> MultiHeadLatentAttention:
-        return replace(self, q_heads=split_heads(self.q_heads, tp, "query heads"))
-
-    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> MultiHeadLatentAttention:
-        return self  # the latent has no KV heads to change
-
-
-@dataclass(frozen=True)
-class Mamba:
-    """Mamba (S6) mixer, as in Jamba: a fixed conv + SSM state per sequence.
-
-    State per layer = conv state d_inner x (d_conv - 1) + SSM state d_inner x d_state. The conv
-    keeps d_conv - 1 past inputs, as vLLM's MambaSpec does (transformers' cache keeps d_conv).
-    """
-
-    kind: ClassVar[str] = "mamba"
-    d_inner: int
-    d_state: int
-    d_conv: int
-    dt_rank: int
-
-    def cache_elements_per_token(self) -> int:
-        return 0
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return 0
-
-    def state_elements(self) -> int:
-        return self.d_inner * (self.d_conv - 1) + self.d_inner * self.d_state
-
-    def per_rank(self, tp: int) -> Mamba:
-        return replace(self, d_inner=split_heads(self.d_inner, tp, "Mamba channels"))
-
-    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mamba:
-        return self
-
-
-@dataclass(frozen=True)
-class GatedDeltaNet:
-    """Gated DeltaNet linear attention (Qwen3-Next): matrix state per value head plus a conv.
-
-    Recurrent state = v_heads x k_head_dim x v_head_dim; the causal conv runs over q, k and v
-    (conv_dim = 2 x k_heads x k_head_dim + v_heads x v_head_dim) and keeps conv_kernel - 1 inputs.
-    """
-
-    kind: ClassVar[str] = "gated_deltanet"
-    k_heads: int
-    v_heads: int
-    k_head_dim: int
-    v_head_dim: int
-    conv_kernel: int
-
-    def cache_elements_per_token(self) -> int:
-        return 0
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return 0
-
-    def conv_dim(self) -> int:
-        return 2 * self.k_heads * self.k_head_dim + self.v_heads * self.v_head_dim
-
-    def state_elements(self) -> int:
-        recurrent = self.v_heads * self.k_head_dim * self.v_head_dim
-        return recurrent + self.conv_dim() * (self.conv_kernel - 1)
-
-    def per_rank(self, tp: int) -> GatedDeltaNet:
-        return replace(
-            self,
-            k_heads=split_heads(self.k_heads, tp, "linear-attention key heads"),
-            v_heads=split_heads(self.v_heads, tp, "linear-attention value heads"),
-        )
-
-    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> GatedDeltaNet:
-        return self
-
-
-@dataclass(frozen=True)
-class LightningAttention:
-    """Lightning (linear) attention (MiniMax-Text-01 / M1): a head_dim x head_dim state per head,
-    no convolution (MiniMax-M1 modeling code)."""
-
-    kind: ClassVar[str] = "lightning"
-    heads: int
-    head_dim: int
-
-    def cache_elements_per_token(self) -> int:
-        return 0
-
-    def tokens_held(self, context_tokens: int) -> int:
-        return 0
-
-    def state_elements(self) -> int:
-        return self.heads * self.head_dim * self.head_dim
-
-    def per_rank(self, tp: int) -> LightningAttention:
-        return replace(self, heads=split_heads(self.heads, tp, "linear-attention heads"))
-
-    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> LightningAttention:
-        return self
-
-
-Mixer = (
-    FullAttention
-    | SlidingWindowAttention
-    | ChunkedLocalAttention
-    | MultiHeadLatentAttention
-    | Mamba
-    | GatedDeltaNet
-    | LightningAttention
+from kvcalc.engine.mixers.attention import (
+    ChunkedLocalAttention,
+    FullAttention,
+    SlidingWindowAttention,
 )
+from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
+from kvcalc.engine.mixers.deltanet import GatedDeltaNet
+from kvcalc.engine.mixers.lightning import LightningAttention
+from kvcalc.engine.mixers.mamba import Mamba
+from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
 
-#: Mixers whose cache grows with the tokens they hold (as opposed to a fixed state).
-ATTENTION_KINDS = ("full", "sliding", "chunked", "mla")
+__all__ = [
+    "FFN",
+    "ChunkedLocalAttention",
+    "DenseMLP",
+    "FullAttention",
+    "GatedDeltaNet",
+    "Layer",
+    "LightningAttention",
+    "Mamba",
+    "Mixer",
+    "ModelSpec",
+    "MoE",
+    "MoELayout",
+    "MultiHeadLatentAttention",
+    "ParallelismError",
+    "SlidingWindowAttention",
+    "split_heads",
+]
 
 # --------------------------------------------------------------------------------------------
 # Feed-forward blocks (needed for weights and FLOPs, not for the KV cache)
@@ -335,13 +135,19 @@ class ModelSpec:
         num_layers: int | None = None,
     ) -> ModelSpec:
         """A what-if variant: other KV heads (64 turns Llama-3-70B into MHA, 1 into MQA), another
-        head dim, or another depth. Kinds without KV heads (MLA, states) are left unchanged."""
+        head dim, or another depth. Kinds without KV heads (MLA, states) are left unchanged;
+        :meth:`accepts_head_overrides` tells whether the heads what-ifs change anything."""
         pattern = tuple(m.with_heads(kv_heads, head_dim) for m in self.mixer_pattern)
         return replace(
             self,
             mixer_pattern=pattern,
             num_layers=num_layers if num_layers is not None else self.num_layers,
         )
+
+    def accepts_head_overrides(self) -> bool:
+        """Whether any layer has KV heads for ``kv_heads`` / ``head_dim`` what-ifs to change
+        (false for an all-MLA or all-state model, where they would silently do nothing)."""
+        return any(m.has_kv_heads for m in self.mixer_pattern)
 
     def per_rank(self, tp: int) -> ModelSpec:
         """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""

@@ -34,17 +34,7 @@ from kvcalc.engine.overhead import (
     activation_peak,
     non_torch_memory,
 )
-from kvcalc.engine.spec import (
-    ATTENTION_KINDS,
-    FullAttention,
-    GatedDeltaNet,
-    LightningAttention,
-    Mamba,
-    Mixer,
-    ModelSpec,
-    MultiHeadLatentAttention,
-    ParallelismError,
-)
+from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.weights import pipeline_stages
 
@@ -143,60 +133,27 @@ def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
 
 def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCacheSpec:
     """The spec of a per-rank attention mixer at ``block_size`` tokens per block."""
-    page = block_size * attention_bytes_per_token(mixer, kv_dtype)
-    if isinstance(mixer, MultiHeadLatentAttention):
-        width = mixer.cache_elements_per_token()
-        return LayerCacheSpec("mla", block_size, page, kv_heads=1, head_size_k=width)
-    assert isinstance(mixer, FullAttention)
-    kind: SpecKind = mixer.kind  # type: ignore[assignment]  # full | sliding | chunked
+    layout = mixer.page_layout()
+    if layout is None:
+        raise TypeError(f"{mixer.kind} holds no tokens: its page is a state page")
     return LayerCacheSpec(
-        kind,
+        layout.kind,
         block_size,
-        page,
-        kv_heads=mixer.kv_heads,
-        head_size_k=mixer.head_dim_k,
-        head_size_v=mixer.head_dim_v,
-        window=getattr(mixer, "window", 0),
-        chunk=getattr(mixer, "chunk", 0),
+        block_size * attention_bytes_per_token(mixer, kv_dtype),
+        kv_heads=layout.kv_heads,
+        head_size_k=layout.head_size_k,
+        head_size_v=layout.head_size_v,
+        window=layout.window,
+        chunk=layout.chunk,
     )
 
 
-@dataclass(frozen=True)
-class StateTensor:
-    """One tensor of a recurrent state on one rank: ``conv`` or ``ssm`` (temporal) role."""
-
-    role: Literal["conv", "ssm"]
-    shape: tuple[int, ...]
-
-    @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-
-def state_tensors(mixer: Mixer) -> tuple[StateTensor, ...]:
-    """The state tensors vLLM allocates for a per-rank state mixer
-    (MambaStateShapeCalculator: mamba1, gated_delta_net, linear_attention). Their elements sum
-    to ``mixer.state_elements()``; the split matters because the two may use different dtypes."""
-    if isinstance(mixer, Mamba):
-        return (
-            StateTensor("conv", (mixer.d_inner, mixer.d_conv - 1)),
-            StateTensor("ssm", (mixer.d_inner, mixer.d_state)),
-        )
-    if isinstance(mixer, GatedDeltaNet):
-        return (
-            StateTensor("conv", (mixer.conv_dim(), mixer.conv_kernel - 1)),
-            StateTensor("ssm", (mixer.v_heads, mixer.k_head_dim, mixer.v_head_dim)),
-        )
-    if isinstance(mixer, LightningAttention):
-        return (StateTensor("ssm", (mixer.heads, mixer.head_dim, mixer.head_dim)),)
-    raise TypeError(f"{mixer.kind} is not a recurrent-state mixer")
-
-
 def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
-    """MambaSpec page before padding: the sum over state tensors of elements x dtype bytes."""
+    """MambaSpec page before padding: the sum over the mixer's state tensors (conv and temporal,
+    as MambaStateShapeCalculator splits them) of elements x dtype bytes."""
     return sum(
         (conv_dtype if t.role == "conv" else ssm_dtype).bytes_for(t.elements)
-        for t in state_tensors(mixer)
+        for t in mixer.state_tensors()
     )
 
 
@@ -263,12 +220,10 @@ def layer_cache_specs(
     conv_dtype = conv_state_dtype or model_dtype
     ssm_dtype = ssm_state_dtype or conv_dtype
     mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
-    attention = [m for m in mixers if m.kind in ATTENTION_KINDS]
-    states = [
-        state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if m.kind not in ATTENTION_KINDS
-    ]
+    attention = [m for m in mixers if m.holds_tokens]
+    states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if not m.holds_tokens]
     if states and attention:
-        if any(isinstance(m, MultiHeadLatentAttention) for m in attention):
+        if any(attention_spec(m, kv_dtype, block_size).kind == "mla" for m in attention):
             raise VLLMConfigError(
                 f"{model.id}: MLA combined with recurrent states is not modelled for vLLM"
             )
@@ -281,7 +236,7 @@ def layer_cache_specs(
     )
     specs = []
     for mixer in mixers:
-        if mixer.kind in ATTENTION_KINDS:
+        if mixer.holds_tokens:
             specs.append(attention_spec(mixer, kv_dtype, block_size))
             continue
         real = state_bytes(mixer, conv_dtype, ssm_dtype)

@@ -8,15 +8,8 @@ description of the architecture.
 What is counted (shapes from the Hugging Face transformers modeling code of each family):
 
 - embeddings: vocab x hidden; the LM head another vocab x hidden unless tied;
-- attention (full / sliding / chunked): q, k, v, o projections;
-- MLA (DeepSeek-V2/V3, Kimi-K2): q_a, q_b (or a plain q when q_lora_rank is None), kv_a
-  (hidden x (kv_lora_rank + rope)), kv_b (kv_lora_rank x heads x (nope + v)), o, and the two
-  latent RMSNorms;
-- Mamba (Jamba): in_proj, conv1d, x_proj, dt_proj, A, D, out_proj;
-- Gated DeltaNet (Qwen3-Next): in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, the gated
-  RMSNorm (one vector of v_head_dim shared by all heads) and out_proj;
-- lightning attention (MiniMax-Text-01 / M1): qkv_proj, output_gate, out_proj, and the RMSNorm
-  over heads x head_dim;
+- each mixer's own tensors (:meth:`~kvcalc.engine.mixers.base.Mixer.weight_tensors`; the
+  modules of :mod:`kvcalc.engine.mixers` list them per kind);
 - feed-forward: gate/up/down (gated) or up/down, routed and shared experts, the router;
 - norms: two RMSNorms of ``hidden`` per layer plus the final norm.
 
@@ -43,139 +36,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache, singledispatch
-from typing import Literal
+from functools import lru_cache
 
-from kvcalc.engine.spec import (
-    ChunkedLocalAttention,
-    DenseMLP,
-    FullAttention,
-    GatedDeltaNet,
-    LightningAttention,
-    Mamba,
-    Mixer,
-    ModelSpec,
-    MoE,
-    MultiHeadLatentAttention,
-    SlidingWindowAttention,
-)
+from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE
+from kvcalc.engine.tensors import Role, Tensor, replicated
 from kvcalc.engine.units import DType, dtype
-
-Role = Literal[
-    "embedding", "lm_head", "mixer", "mlp", "routed_experts", "shared_experts", "router", "norm"
-]
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One weight tensor (or a group split the same way).
-
-    ``units`` is the dimension tensor parallelism splits (heads, intermediate rows, d_inner,
-    vocabulary rows); a replicated tensor has ``units == 1``. Each unit holds ``per_unit`` values.
-    """
-
-    role: Role
-    units: int
-    per_unit: int
-
-    @property
-    def params(self) -> int:
-        return self.units * self.per_unit
-
-    def params_per_rank(self, tp: int) -> int:
-        """Values on the most loaded of ``tp`` ranks: ceil(units / tp) units."""
-        return -(-self.units // tp) * self.per_unit
-
-
-def replicated(role: Role, params: int) -> Tensor:
-    return Tensor(role, 1, params)
-
-
-# --------------------------------------------------------------------------------------------
-# Tensors of each mixer kind
-
-
-@singledispatch
-def mixer_tensors(mixer: object, hidden: int) -> tuple[Tensor, ...]:
-    raise TypeError(f"no weight formula for mixer {type(mixer).__name__}")
-
-
-@mixer_tensors.register(FullAttention)
-@mixer_tensors.register(SlidingWindowAttention)
-@mixer_tensors.register(ChunkedLocalAttention)
-def _attention(m: FullAttention, hidden: int) -> tuple[Tensor, ...]:
-    return (
-        Tensor("mixer", m.q_heads, hidden * m.head_dim_k),  # q_proj
-        Tensor("mixer", m.kv_heads, hidden * m.head_dim_k),  # k_proj
-        Tensor("mixer", m.kv_heads, hidden * m.head_dim_v),  # v_proj
-        Tensor("mixer", m.q_heads, m.head_dim_v * hidden),  # o_proj
-    )
-
-
-@mixer_tensors.register(MultiHeadLatentAttention)
-def _mla(m: MultiHeadLatentAttention, hidden: int) -> tuple[Tensor, ...]:
-    qk_head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
-    if m.q_lora_rank is None:
-        queries: tuple[Tensor, ...] = (Tensor("mixer", m.q_heads, hidden * qk_head_dim),)
-    else:
-        queries = (
-            replicated("mixer", hidden * m.q_lora_rank),  # q_a_proj
-            replicated("norm", m.q_lora_rank),  # q_a_layernorm
-            Tensor("mixer", m.q_heads, m.q_lora_rank * qk_head_dim),  # q_b_proj
-        )
-    return (
-        *queries,
-        replicated("mixer", hidden * (m.kv_lora_rank + m.qk_rope_head_dim)),  # kv_a_proj_with_mqa
-        replicated("norm", m.kv_lora_rank),  # kv_a_layernorm
-        Tensor(
-            "mixer", m.q_heads, m.kv_lora_rank * (m.qk_nope_head_dim + m.v_head_dim)
-        ),  # kv_b_proj
-        Tensor("mixer", m.q_heads, m.v_head_dim * hidden),  # o_proj
-    )
-
-
-@mixer_tensors.register(Mamba)
-def _mamba(m: Mamba, hidden: int) -> tuple[Tensor, ...]:
-    # Every Mamba tensor is split along d_inner (vLLM MambaMixer), so one unit is one channel.
-    per_channel = (
-        2 * hidden  # in_proj (x and gate z)
-        + m.d_conv  # depthwise conv1d
-        + m.dt_rank
-        + 2 * m.d_state  # x_proj -> (dt, B, C)
-        + m.dt_rank  # dt_proj
-        + m.d_state  # A_log
-        + 1  # D
-        + hidden  # out_proj
-    )
-    return (Tensor("mixer", m.d_inner, per_channel),)
-
-
-@mixer_tensors.register(GatedDeltaNet)
-def _gated_deltanet(m: GatedDeltaNet, hidden: int) -> tuple[Tensor, ...]:
-    # transformers Qwen3NextGatedDeltaNet: in_proj_qkvz is hidden x (2 key_dim + 2 value_dim),
-    # in_proj_ba hidden x 2 v_heads, conv1d over q, k, v without bias.
-    return (
-        Tensor("mixer", m.k_heads, 2 * hidden * m.k_head_dim),  # in_proj q, k
-        Tensor("mixer", m.v_heads, 2 * hidden * m.v_head_dim),  # in_proj v, z
-        Tensor("mixer", m.v_heads, 2 * hidden),  # in_proj_ba
-        Tensor("mixer", m.k_heads, 2 * m.k_head_dim * m.conv_kernel),  # conv1d over q, k
-        Tensor("mixer", m.v_heads, m.v_head_dim * m.conv_kernel),  # conv1d over v
-        Tensor("mixer", m.v_heads, 2),  # dt_bias, A_log
-        replicated("norm", m.v_head_dim),  # gated RMSNorm
-        Tensor("mixer", m.v_heads, m.v_head_dim * hidden),  # out_proj
-    )
-
-
-@mixer_tensors.register(LightningAttention)
-def _lightning(m: LightningAttention, hidden: int) -> tuple[Tensor, ...]:
-    # transformers MiniMaxLightningAttention: qkv_proj, output_gate, out_proj, norm.
-    return (
-        Tensor("mixer", m.heads, 3 * hidden * m.head_dim),  # qkv_proj
-        Tensor("mixer", m.heads, hidden * m.head_dim),  # output_gate
-        Tensor("mixer", m.heads, m.head_dim * hidden),  # out_proj
-        Tensor("norm", m.heads, m.head_dim),  # RMSNorm over heads x head_dim, split with heads
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # Tensors of the feed-forward blocks
@@ -225,7 +90,7 @@ def _layer_tensors(mixer: Mixer, ffn: DenseMLP | MoE, hidden: int) -> tuple[Tens
         moe_tensors(ffn, hidden) if isinstance(ffn, MoE) else dense_mlp_tensors(ffn, hidden)
     )
     return (
-        *mixer_tensors(mixer, hidden),
+        *mixer.weight_tensors(hidden),
         *ffn_tensors,
         replicated("norm", 2 * hidden),  # pre-mixer and pre-FFN norms
     )

@@ -34,6 +34,9 @@ _CODE_FILES = (
     "engine/spec.py",
     "engine/hardware.py",
 )
+#: Folders whose every module is code the cached specs depend on: the mixer kinds, one module
+#: each, so that a new or edited kind misses the cache without being listed here.
+_CODE_DIRS = ("engine/mixers",)
 
 
 def cache_dir() -> Path | None:
@@ -46,11 +49,19 @@ def cache_dir() -> Path | None:
     return Path(base) / "kvcalc"
 
 
+def code_files(package: Path) -> list[str]:
+    """The sources, relative to the package, that the cache key covers."""
+    names = list(_CODE_FILES)
+    for folder in _CODE_DIRS:
+        names.extend(sorted(f"{folder}/{p.name}" for p in (package / folder).glob("*.py")))
+    return names
+
+
 @lru_cache(maxsize=1)
 def _code_digest() -> bytes:
     package = Path(kvcalc.__file__).parent
     digest = _hash(kvcalc.__version__.encode())
-    for name in _CODE_FILES:
+    for name in code_files(package):
         try:
             digest.update((package / name).read_bytes())
         except OSError:

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from kvcalc.registry.schema import ModelFile
 
 
-def _heads(mixers: list[Any], attr: str) -> str:
-    values = sorted({getattr(m, attr) for m in mixers if hasattr(m, attr)})
-    return "/".join(str(v) for v in values) if values else "-"
+def _listed(values: list[int | None]) -> str:
+    """Distinct values joined with "/", "-" when no layer has one."""
+    distinct = sorted({v for v in values if v is not None})
+    return "/".join(str(v) for v in distinct) if distinct else "-"
 
 
 def model_row(model: ModelFile) -> dict[str, Any]:
@@ -23,9 +24,6 @@ def model_row(model: ModelFile) -> dict[str, Any]:
     groups = layer_groups(spec)
     mixers = [m for m, _ in groups]
     kinds = "+".join(dict.fromkeys(f"{m.kind}" for m in mixers))
-    head_dims = sorted(
-        {getattr(m, "head_dim_k", None) or getattr(m, "head_dim", None) for m in mixers} - {None}
-    )
     return {
         "id": model.id,
         "name": model.name,
@@ -33,8 +31,8 @@ def model_row(model: ModelFile) -> dict[str, Any]:
         "attention": kinds,
         "layers": spec.num_layers,
         "layer_groups": [{"kind": m.kind, "layers": n} for m, n in groups],
-        "kv_heads": _heads(mixers, "kv_heads"),
-        "head_dim": "/".join(str(d) for d in head_dims) if head_dims else "-",
+        "kv_heads": _listed([m.kv_head_count() for m in mixers]),
+        "head_dim": _listed([m.listed_head_dim() for m in mixers]),
         "kv_bytes_per_token_bf16": kv_bytes_per_token(spec, dtype("bf16")),
         "params_total": model.params.total,
         "params_active": model.params.active,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvcalc.engine.kv import KVSize
 from kvcalc.engine.units import GiB
@@ -10,32 +10,6 @@ from kvcalc.render.humanize import both_units, format_binary
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-
-def mixer_detail(mixer: Any) -> str:
-    """A short description of a layer group's mixer (window size, heads, state shape)."""
-    kind = mixer.kind
-    if kind in ("full", "sliding", "chunked"):
-        dims = (
-            f"{mixer.head_dim_k}"
-            if mixer.head_dim_k == mixer.head_dim_v
-            else f"{mixer.head_dim_k}/{mixer.head_dim_v}"
-        )
-        detail = f"{mixer.kv_heads} kv x {dims}"
-        if kind == "sliding":
-            detail += f", window {mixer.window:,}"
-        if kind == "chunked":
-            detail += f", chunk {mixer.chunk:,}"
-        return detail
-    if kind == "mla":
-        return f"latent {mixer.kv_lora_rank} + rope {mixer.qk_rope_head_dim}"
-    if kind == "mamba":
-        return f"d_inner {mixer.d_inner}, d_state {mixer.d_state}, conv {mixer.d_conv}"
-    if kind == "gated_deltanet":
-        return f"{mixer.v_heads} v heads x {mixer.k_head_dim}x{mixer.v_head_dim}"
-    if kind == "lightning":
-        return f"{mixer.heads} heads x {mixer.head_dim}x{mixer.head_dim}"
-    return ""
 
 
 def size_table(size: KVSize, name: str) -> Table:
@@ -60,7 +34,7 @@ def size_table(size: KVSize, name: str) -> Table:
         state = [f"{g.state_bytes:,}"] if with_state else []
         table.add_row(
             g.kind,
-            mixer_detail(g.mixer),
+            g.mixer.detail(),
             str(g.layers),
             f"{g.bytes_per_token:,}",
             f"{g.tokens_held:,}",

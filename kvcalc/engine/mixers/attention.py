@@ -1,0 +1,111 @@
+"""Softmax attention with per-head keys and values: full (MHA, GQA, MQA), sliding-window and
+chunked-local. The three share every formula except how many tokens a layer holds.
+
+- cache: one key and one value vector per KV head per token (seed 004: 2 x n_kv x d_h when K and
+  V match);
+- weights: q, k, v, o projections (transformers modeling code), split by query / KV heads;
+- decode FLOPs: scores and weighted sum over the held tokens, 2 x q_heads x (head_dim_k +
+  head_dim_v) per held token (QK^T and AV, one multiply-add each);
+- vLLM: FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, PageLayout, split_heads
+from kvcalc.engine.tensors import Tensor
+
+
+@dataclass(frozen=True)
+class FullAttention(AttentionMixer):
+    """Softmax attention over the whole context: MHA (kv_heads = q_heads), GQA, or MQA (1)."""
+
+    kind: ClassVar[AttentionPageKind] = "full"
+    kv_heads: int
+    head_dim_k: int
+    head_dim_v: int
+    q_heads: int
+
+    def cache_elements_per_token(self) -> int:
+        return self.kv_heads * (self.head_dim_k + self.head_dim_v)
+
+    def tokens_held(self, context_tokens: int) -> int:
+        return context_tokens
+
+    def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
+        return (
+            Tensor("mixer", self.q_heads, hidden * self.head_dim_k),  # q_proj
+            Tensor("mixer", self.kv_heads, hidden * self.head_dim_k),  # k_proj
+            Tensor("mixer", self.kv_heads, hidden * self.head_dim_v),  # v_proj
+            Tensor("mixer", self.q_heads, self.head_dim_v * hidden),  # o_proj
+        )
+
+    def attention_flops_per_held_token(self) -> int:
+        return 2 * self.q_heads * (self.head_dim_k + self.head_dim_v)
+
+    def page_layout(self) -> PageLayout:
+        return PageLayout(self.kind, self.kv_heads, self.head_dim_k, self.head_dim_v)
+
+    def detail(self) -> str:
+        k, v = self.head_dim_k, self.head_dim_v
+        dims = f"{k}" if k == v else f"{k}/{v}"
+        return f"{self.kv_heads} kv x {dims}"
+
+    def kv_head_count(self) -> int:
+        return self.kv_heads
+
+    def listed_head_dim(self) -> int:
+        return self.head_dim_k
+
+    def per_rank(self, tp: int) -> FullAttention:
+        # KV heads split across ranks; beyond kv_heads ranks, each holds one replicated head
+        # (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)).
+        return replace(
+            self,
+            kv_heads=split_heads(self.kv_heads, tp, "KV heads"),
+            q_heads=split_heads(self.q_heads, tp, "query heads"),
+        )
+
+    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> FullAttention:
+        new = self
+        if kv_heads is not None:
+            new = replace(new, kv_heads=kv_heads)
+        if head_dim is not None:
+            new = replace(new, head_dim_k=head_dim, head_dim_v=head_dim)
+        return new
+
+
+@dataclass(frozen=True)
+class SlidingWindowAttention(FullAttention):
+    """Attention over the last ``window`` tokens only (Mistral-7B-v0.1, Gemma local, gpt-oss)."""
+
+    kind: ClassVar[AttentionPageKind] = "sliding"
+    window: int = 0
+
+    def tokens_held(self, context_tokens: int) -> int:
+        return min(context_tokens, self.window)
+
+    def page_layout(self) -> PageLayout:
+        return replace(super().page_layout(), window=self.window)
+
+    def detail(self) -> str:
+        return f"{super().detail()}, window {self.window:,}"
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttention(FullAttention):
+    """Attention within fixed chunks of ``chunk`` tokens (Llama-4); at most a chunk is held."""
+
+    kind: ClassVar[AttentionPageKind] = "chunked"
+    chunk: int = 0
+
+    def tokens_held(self, context_tokens: int) -> int:
+        return min(context_tokens, self.chunk)
+
+    def page_layout(self) -> PageLayout:
+        return replace(super().page_layout(), chunk=self.chunk)
+
+    def detail(self) -> str:
+        return f"{super().detail()}, chunk {self.chunk:,}"

@@ -1,0 +1,193 @@
+"""The :class:`Mixer` interface every layer kind implements, and the registry of kinds.
+
+A mixer is the part of a layer that caches something per sequence: an attention kind (a cache
+that grows with the tokens it holds) or a recurrent state (fixed per sequence). Every formula
+that depends on the kind is a member of its type, so the sums over a model (kv.py, weights.py,
+flops.py, vllm.py) and the tables never branch on the kind:
+
+- cache: ``cache_elements_per_token``, ``tokens_held``, ``state_tensors`` (``state_elements``
+  is their sum), ``holds_tokens``;
+- weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
+  ``state_flops_per_token``;
+- vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
+- text: ``detail``, ``kv_head_count``, ``listed_head_dim``;
+- what-ifs: ``per_rank`` (tensor parallelism), ``with_heads`` (other KV heads / head dim).
+
+A concrete kind sets the class variable ``kind`` and so registers itself in
+:data:`MIXER_KINDS`; abstract members left out make the type impossible to instantiate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from kvcalc.engine.tensors import StateTensor, Tensor
+
+
+class ParallelismError(ValueError):
+    """A tensor-parallel size the model's heads cannot be split over; names what failed so that
+    a caller (e.g. the vLLM model) can word it its own way."""
+
+    def __init__(self, heads: int, what: str, tp: int) -> None:
+        super().__init__(f"tensor parallel size {tp} does not divide the {heads} {what}")
+        self.heads = heads
+        self.what = what
+        self.tp = tp
+
+
+def split_heads(heads: int, tp: int, what: str) -> int:
+    """Heads per rank. Serving engines require tp to divide the heads, or (for KV heads, which
+    are then replicated) the heads to divide tp; vLLM refuses anything else at start-up."""
+    if heads % tp == 0:
+        return heads // tp
+    if tp % heads == 0 and what == "KV heads":
+        return 1
+    raise ParallelismError(heads, what, tp)
+
+
+#: The vLLM KV-cache spec an attention kind maps to (FullAttentionSpec, SlidingWindowSpec,
+#: ChunkedLocalAttentionSpec, MLAAttentionSpec).
+AttentionPageKind = Literal["full", "sliding", "chunked", "mla"]
+
+
+@dataclass(frozen=True)
+class PageLayout:
+    """What vLLM's spec of one attention layer records besides the block and page size: the
+    spec kind, the heads and head sizes one token stores, and the window or chunk."""
+
+    kind: AttentionPageKind
+    kv_heads: int
+    head_size_k: int
+    head_size_v: int = 0
+    window: int = 0
+    chunk: int = 0
+
+
+#: Every concrete mixer type, by its ``kind`` (the name the registry files and tables use).
+MIXER_KINDS: dict[str, type[Mixer]] = {}
+
+
+class Mixer(ABC):
+    """One layer kind. Concrete kinds are frozen dataclasses of their shape."""
+
+    kind: ClassVar[str]
+    holds_tokens: ClassVar[bool]
+    """True when the cache grows with the tokens held (attention); False for a fixed state."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A type that names its own kind is a concrete kind; family bases name none.
+        if "kind" in cls.__dict__:
+            if cls.kind in MIXER_KINDS:
+                raise TypeError(f"mixer kind {cls.kind!r} is defined twice")
+            MIXER_KINDS[cls.kind] = cls
+
+    # ---- cache
+
+    @abstractmethod
+    def cache_elements_per_token(self) -> int:
+        """Values one token adds to this layer's cache (0 for a fixed state)."""
+
+    @abstractmethod
+    def tokens_held(self, context_tokens: int) -> int:
+        """How many of a sequence's ``context_tokens`` tokens the layer keeps."""
+
+    @abstractmethod
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        """The tensors of the fixed per-sequence state (empty for attention)."""
+
+    def state_elements(self) -> int:
+        """Values of the fixed per-sequence state, independent of the context."""
+        return sum(t.elements for t in self.state_tensors())
+
+    # ---- weights and FLOPs
+
+    @abstractmethod
+    def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
+        """The layer's mixer weights (projections, convolutions, its own norms)."""
+
+    @abstractmethod
+    def attention_flops_per_held_token(self) -> int:
+        """FLOPs one query token spends per held token at decode (0 for a state)."""
+
+    @abstractmethod
+    def state_flops_per_token(self) -> int:
+        """FLOPs of one token's recurrent-state update (0 for attention)."""
+
+    # ---- vLLM
+
+    @abstractmethod
+    def page_layout(self) -> PageLayout | None:
+        """The vLLM attention spec fields of this (per-rank) layer; None for a state, whose
+        page is a MambaSpec built from :meth:`state_tensors`."""
+
+    # ---- text
+
+    @abstractmethod
+    def detail(self) -> str:
+        """A short description for the size table: heads, window, latent or state shape."""
+
+    @abstractmethod
+    def kv_head_count(self) -> int | None:
+        """KV heads, or None for a kind without per-head keys and values (MLA's latent, states)."""
+
+    @abstractmethod
+    def listed_head_dim(self) -> int | None:
+        """The head dim a model summary lists, or None when the kind has no single one."""
+
+    @property
+    def has_kv_heads(self) -> bool:
+        """Whether :meth:`with_heads` changes anything: only kinds with KV heads take the
+        ``kv_heads`` / ``head_dim`` what-ifs."""
+        return self.kv_head_count() is not None
+
+    # ---- what-ifs
+
+    @abstractmethod
+    def per_rank(self, tp: int) -> Mixer:
+        """What one of ``tp`` tensor-parallel ranks stores."""
+
+    @abstractmethod
+    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
+        """The layer with other KV heads or head dim; unchanged when it has no KV heads."""
+
+
+class AttentionMixer(Mixer):
+    """A kind whose cache grows with the tokens it holds: no recurrent state."""
+
+    holds_tokens: ClassVar[bool] = True
+
+    def state_tensors(self) -> tuple[StateTensor, ...]:
+        return ()
+
+    def state_flops_per_token(self) -> int:
+        return 0
+
+
+class RecurrentMixer(Mixer):
+    """A kind with a fixed per-sequence state: nothing per token, no KV heads to change."""
+
+    holds_tokens: ClassVar[bool] = False
+
+    def cache_elements_per_token(self) -> int:
+        return 0
+
+    def tokens_held(self, context_tokens: int) -> int:
+        return 0
+
+    def attention_flops_per_held_token(self) -> int:
+        return 0
+
+    def page_layout(self) -> PageLayout | None:
+        return None
+
+    def kv_head_count(self) -> int | None:
+        return None
+
+    def listed_head_dim(self) -> int | None:
+        return None
+
+    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
+        return self

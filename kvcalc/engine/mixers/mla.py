@@ -1,0 +1,83 @@
+"""Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+
+- cache: one compressed latent plus a decoupled RoPE key per token, ``kv_lora_rank +
+  qk_rope_head_dim`` values per layer with no factor 2 and no head count (seed 004). The latent
+  is not split by tensor parallelism: every rank keeps all of it;
+- weights (transformers DeepseekV3Attention): q_a, q_b (or a plain q when q_lora_rank is None),
+  kv_a (hidden x (kv_lora_rank + rope)), kv_b (kv_lora_rank x heads x (nope + v)), o, and the
+  two latent RMSNorms. The down-projections q_a and kv_a are replicated on every rank;
+- decode FLOPs, in the absorbed form vLLM decodes with: queries are mapped into the latent
+  space, scores are taken against the latent plus the RoPE key and the output is a weighted sum
+  of latents, 2 x q_heads x (2 x kv_lora_rank + qk_rope_head_dim) per held token. The absorbed
+  up-projections (kv_b) run once per query token and are counted with the weights;
+- vLLM: MLAAttentionSpec, one "head" of kv_lora_rank + qk_rope_head_dim (576 for DeepSeek-V3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
+from kvcalc.engine.tensors import Tensor, replicated
+
+
+@dataclass(frozen=True)
+class MultiHeadLatentAttention(AttentionMixer):
+    """MLA: a latent of ``kv_lora_rank`` and a RoPE key of ``qk_rope_head_dim`` per token."""
+
+    kind: ClassVar[str] = "mla"
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_heads: int
+    q_lora_rank: int | None = None
+
+    def cache_elements_per_token(self) -> int:
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def tokens_held(self, context_tokens: int) -> int:
+        return context_tokens
+
+    def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
+        qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if self.q_lora_rank is None:
+            queries: tuple[Tensor, ...] = (Tensor("mixer", self.q_heads, hidden * qk_head_dim),)
+        else:
+            queries = (
+                replicated("mixer", hidden * self.q_lora_rank),  # q_a_proj
+                replicated("norm", self.q_lora_rank),  # q_a_layernorm
+                Tensor("mixer", self.q_heads, self.q_lora_rank * qk_head_dim),  # q_b_proj
+            )
+        kv_b_per_head = self.kv_lora_rank * (self.qk_nope_head_dim + self.v_head_dim)
+        return (
+            *queries,
+            replicated("mixer", hidden * self.cache_elements_per_token()),  # kv_a_proj_with_mqa
+            replicated("norm", self.kv_lora_rank),  # kv_a_layernorm
+            Tensor("mixer", self.q_heads, kv_b_per_head),  # kv_b_proj
+            Tensor("mixer", self.q_heads, self.v_head_dim * hidden),  # o_proj
+        )
+
+    def attention_flops_per_held_token(self) -> int:
+        scores = self.kv_lora_rank + self.qk_rope_head_dim
+        values = self.kv_lora_rank
+        return 2 * self.q_heads * (scores + values)
+
+    def page_layout(self) -> PageLayout:
+        return PageLayout("mla", kv_heads=1, head_size_k=self.cache_elements_per_token())
+
+    def detail(self) -> str:
+        return f"latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+    def kv_head_count(self) -> None:
+        return None
+
+    def listed_head_dim(self) -> None:
+        return None
+
+    def per_rank(self, tp: int) -> MultiHeadLatentAttention:
+        return replace(self, q_heads=split_heads(self.q_heads, tp, "query heads"))
+
+    def with_heads(self, kv_heads: int | None, head_dim: int | None) -> MultiHeadLatentAttention:
+        return self  # the latent has no KV heads to change

@@ -1,0 +1,58 @@
+"""Tensor descriptions shared by the mixer kinds and the model-level sums.
+
+- :class:`Tensor`: a weight tensor and how tensor parallelism splits it (summed by
+  :mod:`kvcalc.engine.weights` into parameter counts and bytes per GPU);
+- :class:`StateTensor`: one tensor of a recurrent state on one rank, split as vLLM allocates it
+  (summed by :mod:`kvcalc.engine.vllm` into a state page).
+
+They live below both the mixers and the sums so that each mixer kind can describe its own
+tensors without importing the modules that add them up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal[
+    "embedding", "lm_head", "mixer", "mlp", "routed_experts", "shared_experts", "router", "norm"
+]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight tensor (or a group split the same way).
+
+    ``units`` is the dimension tensor parallelism splits (heads, intermediate rows, d_inner,
+    vocabulary rows); a replicated tensor has ``units == 1``. Each unit holds ``per_unit`` values.
+    """
+
+    role: Role
+    units: int
+    per_unit: int
+
+    @property
+    def params(self) -> int:
+        return self.units * self.per_unit
+
+    def params_per_rank(self, tp: int) -> int:
+        """Values on the most loaded of ``tp`` ranks: ceil(units / tp) units."""
+        return -(-self.units // tp) * self.per_unit
+
+
+def replicated(role: Role, params: int) -> Tensor:
+    return Tensor(role, 1, params)
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    """One tensor of a recurrent state on one rank: ``conv`` or ``ssm`` (temporal) role, the split
+    of vLLM's MambaStateShapeCalculator; the two may be stored in different dtypes."""
+
+    role: Literal["conv", "ssm"]
+    shape: tuple[int, ...]
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)

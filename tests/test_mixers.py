@@ -1,0 +1,307 @@
+"""Every mixer kind implements the whole Mixer interface, and each kind's numbers match formulas
+restated from the references (seed 004 for the caches, vllm-kv-algorithm.md and the
+MambaStateShapeCalculator it cites for the state tensors, the FLOP conventions of
+kvcalc/engine/flops.py), on shapes drawn by hypothesis rather than on golden values.
+
+The kinds are found, not listed: every module of kvcalc.engine.mixers is imported and the types
+that registered a ``kind`` are enumerated, so a new kind is checked as soon as its module exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, get_args
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kvcalc.engine.mixers as mixers_package
+from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
+from kvcalc.engine.spec import (
+    ChunkedLocalAttention,
+    DenseMLP,
+    FullAttention,
+    GatedDeltaNet,
+    LightningAttention,
+    Mamba,
+    ModelSpec,
+    MultiHeadLatentAttention,
+    SlidingWindowAttention,
+)
+from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.registry.load import load_model_file, model_paths
+from kvcalc.registry.schema import MixerSchema
+
+
+def all_kinds() -> dict[str, type[Mixer]]:
+    for module in pkgutil.iter_modules(mixers_package.__path__):
+        importlib.import_module(f"{mixers_package.__name__}.{module.name}")
+    return dict(MIXER_KINDS)
+
+
+KINDS = all_kinds()
+
+#: The members every kind must have: class variables, then methods and properties.
+CLASS_VARIABLES = ("kind", "holds_tokens")
+MEMBERS = (
+    "cache_elements_per_token",
+    "tokens_held",
+    "state_tensors",
+    "state_elements",
+    "weight_tensors",
+    "attention_flops_per_held_token",
+    "state_flops_per_token",
+    "page_layout",
+    "detail",
+    "kv_head_count",
+    "listed_head_dim",
+    "has_kv_heads",
+    "per_rank",
+    "with_heads",
+)
+
+
+def missing_members(cls: type) -> list[str]:
+    """The interface members ``cls`` lacks or leaves abstract."""
+    missing = [name for name in CLASS_VARIABLES if not hasattr(cls, name)]
+    for name in MEMBERS:
+        member = getattr(cls, name, None)
+        if member is None or getattr(member, "__isabstractmethod__", False):
+            missing.append(name)
+    return missing
+
+
+def test_the_member_list_covers_the_interface() -> None:
+    assert set(Mixer.__abstractmethods__) <= set(MEMBERS)
+
+
+def test_every_kind_is_found() -> None:
+    # The seven kinds of the registry; more may be added, none may disappear.
+    expected = {"full", "sliding", "chunked", "mla", "mamba", "gated_deltanet", "lightning"}
+    assert expected <= set(KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_kind_has_every_member(kind: str) -> None:
+    cls = KINDS[kind]
+    assert missing_members(cls) == []
+    assert not inspect.isabstract(cls)
+    assert cls.kind == kind
+
+
+def test_an_incomplete_kind_is_caught() -> None:
+    class HalfState(RecurrentMixer):  # no kind, so it does not register
+        def detail(self) -> str:
+            return "half"
+
+    assert missing_members(HalfState) == [
+        "kind",
+        "state_tensors",
+        "weight_tensors",
+        "state_flops_per_token",
+        "per_rank",
+    ]
+    with pytest.raises(TypeError):
+        HalfState()  # type: ignore[abstract]
+
+
+def test_a_kind_cannot_be_defined_twice() -> None:
+    with pytest.raises(TypeError, match="defined twice"):
+
+        class AnotherMamba(Mamba):
+            kind: ClassVar[str] = "mamba"
+
+
+def test_the_registry_schema_builds_every_kind() -> None:
+    schema_kinds = {
+        kind
+        for schema in get_args(get_args(MixerSchema)[0])
+        for kind in get_args(schema.model_fields["kind"].annotation)
+    }
+    assert schema_kinds == set(KINDS)
+
+
+def test_registry_mixers_are_the_registered_types() -> None:
+    for path in model_paths():
+        for mixer in load_model_file(path).to_spec().mixer_pattern:
+            assert type(mixer) is KINDS[mixer.kind]
+
+
+# --------------------------------------------------------------------------------------------
+# Properties every kind must have, on shapes drawn from its own fields
+
+
+@st.composite
+def mixer_of(draw: st.DrawFn, cls: type[Mixer]) -> Mixer:
+    """An instance of ``cls`` with every integer field drawn (even, so that TP 2 splits it)."""
+    values: dict[str, int | None] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        value = st.integers(1, 48).map(lambda x: 2 * x)
+        values[f.name] = draw(value | st.none() if "None" in str(f.type) else value)
+    return cls(**values)
+
+
+def any_mixer() -> st.SearchStrategy[Mixer]:
+    return st.sampled_from(sorted(KINDS)).flatmap(lambda kind: mixer_of(KINDS[kind]))
+
+
+@given(any_mixer(), st.integers(1, 10**6))
+@settings(max_examples=300, deadline=None)
+def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
+    assert 0 <= m.tokens_held(context) <= context
+    if m.holds_tokens:
+        assert m.cache_elements_per_token() > 0 and m.tokens_held(context) > 0
+        assert m.attention_flops_per_held_token() > 0
+        assert m.state_tensors() == () and m.state_elements() == 0
+        assert m.state_flops_per_token() == 0
+    else:
+        assert m.cache_elements_per_token() == 0 and m.tokens_held(context) == 0
+        assert m.attention_flops_per_held_token() == 0
+        assert m.state_elements() > 0 and m.state_flops_per_token() > 0
+
+
+@given(any_mixer())
+@settings(max_examples=200, deadline=None)
+def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
+    layout = m.page_layout()
+    if not m.holds_tokens:
+        assert layout is None
+        return
+    assert layout is not None and layout.kind == m.kind
+    # vLLM's page holds kv_heads x (head_size_k + head_size_v) values per token.
+    width = layout.kv_heads * (layout.head_size_k + layout.head_size_v)
+    assert width == m.cache_elements_per_token()
+    # A window or chunk in the page is what caps the tokens held; without one, all are held.
+    unbounded = 10**9
+    assert m.tokens_held(unbounded) == (layout.window or layout.chunk or unbounded)
+
+
+@given(any_mixer(), st.integers(1, 64))
+@settings(max_examples=200, deadline=None)
+def test_weights_text_and_what_ifs(m: Mixer, hidden: int) -> None:
+    tensors = m.weight_tensors(hidden)
+    assert tensors and all(isinstance(t, Tensor) and t.params > 0 for t in tensors)
+    assert {t.role for t in tensors} <= {"mixer", "norm"}
+    assert all(isinstance(t, StateTensor) for t in m.state_tensors())
+    assert m.detail()
+    assert m.per_rank(1) == m
+    if m.has_kv_heads:
+        kv = m.kv_head_count()
+        assert kv is not None
+        doubled = m.with_heads(2 * kv, None)
+        assert doubled.cache_elements_per_token() == 2 * m.cache_elements_per_token()
+    else:
+        assert m.with_heads(8, 64) is m
+
+
+def test_head_overrides_are_refusable_per_model() -> None:
+    models = {load_model_file(p).id: load_model_file(p).to_spec() for p in model_paths()}
+    assert models["llama3-70b"].accepts_head_overrides()
+    assert models["jamba-v0.1"].accepts_head_overrides()  # its 4 attention layers take them
+    assert not models["deepseek-v3"].accepts_head_overrides()
+    mamba_only = ModelSpec("m", "m", 2, 64, 100, False, (Mamba(128, 16, 4, 8),), DenseMLP(64))
+    assert not mamba_only.accepts_head_overrides()
+
+
+# --------------------------------------------------------------------------------------------
+# Each kind's numbers against the references
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What one layer of a kind should report, restated from the references."""
+
+    cache_elements_per_token: int
+    tokens_held: int
+    conv_elements: int
+    ssm_elements: int
+    attention_flops_per_held_token: int
+    state_flops_per_token: int
+    detail: str
+
+
+def _attention(m: FullAttention, held: int, suffix: str = "") -> Expected:
+    kv, dk, dv, q = m.kv_heads, m.head_dim_k, m.head_dim_v, m.q_heads
+    dims = str(dk) if dk == dv else f"{dk}/{dv}"
+    # Seed 004: K and V per KV head; scores q.k and sum p.v, one multiply-add per element.
+    return Expected(kv * (dk + dv), held, 0, 0, 2 * q * (dk + dv), 0, f"{kv} kv x {dims}{suffix}")
+
+
+def _full(m: FullAttention, context: int) -> Expected:
+    return _attention(m, context)
+
+
+def _sliding(m: SlidingWindowAttention, context: int) -> Expected:
+    w = m.window
+    return _attention(m, min(context, w), f", window {w:,}")
+
+
+def _chunked(m: ChunkedLocalAttention, context: int) -> Expected:
+    c = m.chunk
+    return _attention(m, min(context, c), f", chunk {c:,}")
+
+
+def _mla(m: MultiHeadLatentAttention, context: int) -> Expected:
+    r, rope, q = m.kv_lora_rank, m.qk_rope_head_dim, m.q_heads
+    # Seed 004: one latent plus one RoPE key, no factor 2; absorbed decode scores against both
+    # and sums latents.
+    return Expected(r + rope, context, 0, 0, 2 * q * (r + rope + r), 0, f"latent {r} + rope {rope}")
+
+
+def _mamba(m: Mamba, context: int) -> Expected:
+    d, n, k = m.d_inner, m.d_state, m.d_conv
+    # vLLM MambaSpec: conv (d_inner, d_conv - 1), SSM (d_inner, d_state).
+    return Expected(0, 0, d * (k - 1), d * n, 0, 4 * d * n, f"d_inner {d}, d_state {n}, conv {k}")
+
+
+def _deltanet(m: GatedDeltaNet, context: int) -> Expected:
+    kh, vh = m.k_heads, m.v_heads
+    kd, vd, k = m.k_head_dim, m.v_head_dim, m.conv_kernel
+    conv = (kh * kd + kh * kd + vh * vd) * (k - 1)  # q, k and v through the causal conv
+    return Expected(0, 0, conv, vh * kd * vd, 0, 6 * vh * kd * vd, f"{vh} v heads x {kd}x{vd}")
+
+
+def _lightning(m: LightningAttention, context: int) -> Expected:
+    h, d = m.heads, m.head_dim
+    return Expected(0, 0, 0, h * d * d, 0, 4 * h * d * d, f"{h} heads x {d}x{d}")
+
+
+# Each takes its own kind; the kind name picks the function.
+EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
+    "full": _full,
+    "sliding": _sliding,
+    "chunked": _chunked,
+    "mla": _mla,
+    "mamba": _mamba,
+    "gated_deltanet": _deltanet,
+    "lightning": _lightning,
+}
+
+
+def test_every_kind_has_a_reference() -> None:
+    assert set(EXPECTED) == set(KINDS)
+
+
+def _elements(m: Mixer, role: str) -> int:
+    return sum(t.elements for t in m.state_tensors() if t.role == role)
+
+
+@given(any_mixer(), st.integers(1, 10**6))
+@settings(max_examples=300, deadline=None)
+def test_each_kind_matches_its_reference(m: Mixer, context: int) -> None:
+    expected = EXPECTED[m.kind](m, context)
+    actual = Expected(
+        m.cache_elements_per_token(),
+        m.tokens_held(context),
+        _elements(m, "conv"),
+        _elements(m, "ssm"),
+        m.attention_flops_per_held_token(),
+        m.state_flops_per_token(),
+        m.detail(),
+    )
+    assert actual == expected
