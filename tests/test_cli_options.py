@@ -29,3 +29,27 @@ def test_a_value_after_the_separator_is_not_an_option(runner: CliRunner) -> None
     # Only options count: `--` ends them, as in click.
     result = runner.invoke(app, ["size", "--ctx", "8k", "--format", "json", "--", "llama3-70b"])
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["size", "deepseek-v3", "--kv-heads", "8"], "--kv-heads: deepseek-v3 has no KV heads"),
+        (["size", "deepseek-v3", "--head-dim", "64"], "--head-dim: deepseek-v3 has no KV heads"),
+        (["size", "llama3-70b", "--kv-heads", "7"], "64 query heads cannot be grouped over 7"),
+    ],
+)
+def test_a_what_if_that_cannot_apply_is_refused(
+    runner: CliRunner, args: list[str], needle: str
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert needle in result.stderr
+
+
+def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -> None:
+    base = runner.invoke(app, ["size", "jamba-v0.1", "--ctx", "8k", "--format", "json"])
+    mqa = runner.invoke(app, ["size", "jamba-v0.1", "--ctx", "8k", "--kv-heads", "1", "-f", "json"])
+    assert base.exit_code == mqa.exit_code == 0
+    assert base.stdout != mqa.stdout

@@ -199,9 +199,13 @@ def load_model(name: str, kv_heads: int | None, head_dim: int | None, layers: in
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
-    if kv_heads or head_dim or layers:
-        model = model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
-    return model
+    if (kv_heads or head_dim) and not model.accepts_head_overrides():
+        option = "--kv-heads" if kv_heads else "--head-dim"
+        fail(f"{option}: {model.id} has no KV heads to change (its layers are MLA or states)")
+    try:
+        return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
+    except ValueError as exc:
+        fail(f"--kv-heads: {exc}")
 
 
 def emit(text: str) -> None:

@@ -136,7 +136,8 @@ class ModelSpec:
     ) -> ModelSpec:
         """A what-if variant: other KV heads (64 turns Llama-3-70B into MHA, 1 into MQA), another
         head dim, or another depth. Kinds without KV heads (MLA, states) are left unchanged;
-        :meth:`accepts_head_overrides` tells whether the heads what-ifs change anything."""
+        :meth:`accepts_head_overrides` tells whether the heads what-ifs change anything.
+        Raises ValueError for KV heads that do not divide a layer's query heads."""
         pattern = tuple(m.with_heads(kv_heads, head_dim) for m in self.mixer_pattern)
         return replace(
             self,

@@ -71,6 +71,12 @@ class FullAttention(AttentionMixer):
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> FullAttention:
         new = self
         if kv_heads is not None:
+            if self.q_heads % kv_heads:
+                # Grouped-query attention shares each KV head among a whole group of queries.
+                raise ValueError(
+                    f"{self.q_heads} query heads cannot be grouped over {kv_heads} KV heads; "
+                    f"use a divisor of {self.q_heads}"
+                )
             new = replace(new, kv_heads=kv_heads)
         if head_dim is not None:
             new = replace(new, head_dim_k=head_dim, head_dim_v=head_dim)
