@@ -894,20 +894,10 @@ def architecture_dict(cfg: _Config, top: dict[str, Any], top_type: str) -> dict[
 
 def load_hf_config(path: Path | str) -> ModelSpec:
     """Import a Hugging Face config.json (or a folder holding one) as a ModelSpec."""
-    from kvcalc.registry.schema import Architecture, ModelFile
+    from kvcalc.registry.schema import Architecture
 
     path, top = read_config_json(Path(path))
     cfg, top_type = _text_config(path, top)
     arch = validate(path, architecture_dict(cfg, top, top_type), Architecture)
     model_id, name = _names(path, top)
-    # The registry's metadata (sources, verification, parameter counts) has no counterpart in a
-    # config.json, so only the validated architecture goes through the schema; to_spec reads
-    # no field but the five given here.
-    model = ModelFile.model_construct(
-        id=model_id,
-        name=name,
-        dtype=_dtype(path, cfg, top),
-        max_context=cfg.int("max_position_embeddings"),
-        architecture=arch,
-    )
-    return model.to_spec()
+    return arch.to_spec(model_id, name, _dtype(path, cfg, top), cfg.int("max_position_embeddings"))
