@@ -5,7 +5,7 @@ Defaults: transformers 5.24.0, models/deepseek_v{2,3}/configuration_deepseek_v{2
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from kvcalc.registry.hf.base import (
     Adapter,
@@ -63,16 +63,18 @@ class DeepseekV3Config(DeepseekV2Config):
     qk_rope_head_dim: PosInt = 64
     v_head_dim: PosInt = 128
     qk_nope_head_dim: PosInt = 128
-    num_experts_per_tok: PosInt = 8  # type: ignore[assignment]  # V3 has a default; no null
+    num_experts_per_tok: PosInt = 8  # V3 has a default, and null is refused
     first_k_dense_replace: NonNegInt | None = 3
     moe_layer_freq: PosInt = 1
     max_position_embeddings: PosInt = 4096
     tie_word_embeddings: bool = False
 
 
-class DeepseekV2(Adapter[DeepseekV2Config]):
-    model_types = ("deepseek_v2",)
-    config_class = DeepseekV2Config
+DS = TypeVar("DS", bound=DeepseekV2Config)
+
+
+class DeepseekMLA(Adapter[DS]):
+    """Multi-head latent attention on every layer; MoE from first_k_dense_replace on."""
 
     def mixers(self) -> Mixers:
         c = self.config
@@ -105,7 +107,12 @@ class DeepseekV2(Adapter[DeepseekV2Config]):
         return moe, [i >= first and i % freq == 0 for i in range(self.num_layers)]
 
 
-class DeepseekV3(DeepseekV2):
+class DeepseekV2(DeepseekMLA[DeepseekV2Config]):
+    model_types = ("deepseek_v2",)
+    config_class = DeepseekV2Config
+
+
+class DeepseekV3(DeepseekMLA[DeepseekV3Config]):
     # Kimi-K2 ships its own copy of DeepseekV3Config (auto_map configuration_deepseek.py);
     # transformers has no kimi_k2 class, so the DeepseekV3Config defaults stand in.
     model_types = ("deepseek_v3", "kimi_k2")

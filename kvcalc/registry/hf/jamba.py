@@ -25,7 +25,10 @@ from kvcalc.registry.hf.base import (
 
 
 def _dt_rank(value: Any) -> int | str:
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+    # JambaConfig takes a rank or "auto"; strict like every other integer here (no bool).
+    if value == "auto":
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise PydanticCustomError(
         "dt_rank", 'must be a positive integer or "auto", got {value}', {"value": repr(value)}
