@@ -91,7 +91,7 @@ class HFConfig(BaseModel):
 
 class TextConfig(HFConfig):
     """The keys every language model's config has. Families redeclare each with their class
-    default; no default here, so a family that forgot one fails at its first import."""
+    default; none here, so a default a family forgot is a required key (tests catch that)."""
 
     vocab_size: PosInt
     hidden_size: PosInt
@@ -289,7 +289,8 @@ class Adapter(ABC, Generic[C]):
         return None, [False] * self.num_layers
 
     def irregular_moe_field(self) -> str:
-        """The key to blame when the MoE layers form no pattern kvcalc can represent."""
+        """The key to blame when the MoE layers form no pattern kvcalc can represent. Only a
+        family that lists its MoE (or dense) layers can get there; it overrides this."""
         return "num_hidden_layers"
 
     def feed_forward(self) -> dict[str, Any]:
@@ -407,7 +408,7 @@ class WindowAdapter(DecoderAdapter[W]):
 
 
 class UniformWindowAdapter(WindowAdapter[W]):
-    """Mistral, Mixtral, Phi-3, Qwen3-MoE: one window on every layer (None: no window)."""
+    """Mistral, Mixtral, Phi-3: one window on every layer (None: no window)."""
 
     def default_layer_kinds(self) -> list[str]:
         return ["sliding"] * self.num_layers
