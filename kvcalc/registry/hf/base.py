@@ -242,6 +242,11 @@ def routed_experts(experts: int, per_token: int, size: int) -> dict[str, Any]:
     return {"experts": experts, "experts_per_token": per_token, "intermediate_size": size}
 
 
+def moe_on_every_layer(experts: int, per_token: int, size: int, n: int) -> MoEFlags:
+    """Mixtral and gpt-oss: every layer routes over experts of intermediate_size."""
+    return routed_experts(experts, per_token, size), [True] * n
+
+
 def every_nth(n: int, every: int) -> list[bool]:
     """Per layer: whether it is an every-th one (layers every-1, 2*every-1, ...), the 1-based
     ``(i + 1) % every == 0`` rule the transformers classes use for their interleavings."""

@@ -13,7 +13,7 @@ from kvcalc.registry.hf.base import (
     WindowConfig,
     every_nth,
     experts_field,
-    routed_experts,
+    moe_on_every_layer,
 )
 
 
@@ -41,7 +41,7 @@ class GptOss(WindowAdapter[GptOssConfig]):
         return ["full" if f else "sliding" for f in every_nth(self.num_layers, 2)]
 
     def moe_flags(self) -> MoEFlags:
-        # Every layer routes over experts of intermediate_size.
         c = self.config
-        moe = routed_experts(c.num_local_experts, c.num_experts_per_tok, c.intermediate_size)
-        return moe, [True] * self.num_layers
+        return moe_on_every_layer(
+            c.num_local_experts, c.num_experts_per_tok, c.intermediate_size, self.num_layers
+        )

@@ -16,7 +16,7 @@ from kvcalc.registry.hf.base import (
     UniformWindowAdapter,
     WindowConfig,
     experts_field,
-    routed_experts,
+    moe_on_every_layer,
 )
 
 
@@ -69,10 +69,10 @@ class Mixtral(Mistral):
     config: MixtralConfig
 
     def moe_flags(self) -> MoEFlags:
-        # Every layer routes over experts of intermediate_size.
         c = self.config
-        moe = routed_experts(c.num_local_experts, c.num_experts_per_tok, c.intermediate_size)
-        return moe, [True] * self.num_layers
+        return moe_on_every_layer(
+            c.num_local_experts, c.num_experts_per_tok, c.intermediate_size, self.num_layers
+        )
 
 
 class PhiConfig(DecoderConfig):
