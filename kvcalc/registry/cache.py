@@ -30,7 +30,6 @@ _CODE_FILES = (
     "registry/schema.py",
     "registry/gpu_schema.py",
     "registry/load.py",
-    "registry/hf.py",
     "engine/spec.py",
     "engine/hardware.py",
 )

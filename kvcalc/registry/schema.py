@@ -219,6 +219,39 @@ class Architecture(Strict):
         layout = spec.MoELayout(self.moe.first_dense_layers, self.moe.period, self.moe.offset)
         return not all(layout.is_moe(i) for i in range(self.num_layers))
 
+    def to_spec(self, model_id: str, name: str, dtype: str, max_context: int) -> spec.ModelSpec:
+        """The engine spec of this architecture. The one conversion path: a registry file passes
+        its own id/name/dtype/max_context, an imported config.json the ones it derives."""
+        mixers = {key: m.to_spec(self) for key, m in self.mixers.items()}
+        moe = self.moe
+        return spec.ModelSpec(
+            id=model_id,
+            name=name,
+            num_layers=self.num_layers,
+            hidden_size=self.hidden_size,
+            vocab_size=self.vocab_size,
+            tied_embeddings=self.tied_embeddings,
+            mixer_pattern=tuple(mixers[n] for n in self.pattern_names()),
+            dense_mlp=spec.DenseMLP(self.mlp.intermediate_size, self.mlp.gated)
+            if self.mlp
+            else None,
+            moe=spec.MoE(
+                experts=moe.experts,
+                top_k=moe.experts_per_token,
+                intermediate_size=moe.intermediate_size,
+                shared_experts=moe.shared_experts,
+                shared_intermediate_size=moe.shared_intermediate_size or moe.intermediate_size,
+                gated=moe.gated,
+            )
+            if moe
+            else None,
+            moe_layout=spec.MoELayout(moe.first_dense_layers, moe.period, moe.offset)
+            if moe
+            else spec.MoELayout(),
+            default_dtype=dtype,
+            max_context=max_context,
+        )
+
     def pattern_names(self) -> list[str]:
         if self.pattern is not None:
             if not self.pattern:
@@ -260,36 +293,7 @@ class ModelFile(Strict):
     architecture: Architecture
 
     def to_spec(self) -> spec.ModelSpec:
-        arch = self.architecture
-        mixers = {name: m.to_spec(arch) for name, m in arch.mixers.items()}
-        moe = arch.moe
-        return spec.ModelSpec(
-            id=self.id,
-            name=self.name,
-            num_layers=arch.num_layers,
-            hidden_size=arch.hidden_size,
-            vocab_size=arch.vocab_size,
-            tied_embeddings=arch.tied_embeddings,
-            mixer_pattern=tuple(mixers[n] for n in arch.pattern_names()),
-            dense_mlp=spec.DenseMLP(arch.mlp.intermediate_size, arch.mlp.gated)
-            if arch.mlp
-            else None,
-            moe=spec.MoE(
-                experts=moe.experts,
-                top_k=moe.experts_per_token,
-                intermediate_size=moe.intermediate_size,
-                shared_experts=moe.shared_experts,
-                shared_intermediate_size=moe.shared_intermediate_size or moe.intermediate_size,
-                gated=moe.gated,
-            )
-            if moe
-            else None,
-            moe_layout=spec.MoELayout(moe.first_dense_layers, moe.period, moe.offset)
-            if moe
-            else spec.MoELayout(),
-            default_dtype=self.dtype,
-            max_context=self.max_context,
-        )
+        return self.architecture.to_spec(self.id, self.name, self.dtype, self.max_context)
 
     def names(self) -> list[str]:
         """Every name this model answers to: id, HF repo id and aliases."""

@@ -1,0 +1,240 @@
+"""Qwen: qwen2, qwen3 (dense), qwen2_moe, qwen3_moe, qwen3_next (hybrid linear attention).
+
+Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from kvcalc.registry.hf.base import (
+    DecoderAdapter,
+    DecoderConfig,
+    LayerCount,
+    Mixers,
+    MoEFlags,
+    NonNegInt,
+    PosInt,
+    WindowAdapter,
+    WindowConfig,
+    every_nth,
+    experts_field,
+    routed_experts,
+)
+
+# ---------------------------------------------------------------- configs
+
+
+class QwenWindowConfig(WindowConfig):
+    """Qwen states a window it may not use: sliding_window counts only with use_sliding_window."""
+
+    use_sliding_window: bool
+
+
+class QwenMoeConfig(DecoderConfig):
+    """The keys of Qwen's sparse MoE block (Qwen2MoeSparseMoeBlock and its successors)."""
+
+    decoder_sparse_step: PosInt
+    moe_intermediate_size: PosInt
+    num_experts_per_tok: PosInt
+    num_experts: NonNegInt  # 0: a dense model
+    mlp_only_layers: list[NonNegInt] | None
+
+
+class Qwen2Config(QwenWindowConfig):
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 4096
+    intermediate_size: PosInt = 22016
+    num_hidden_layers: LayerCount = 32
+    num_attention_heads: PosInt = 32
+    num_key_value_heads: PosInt | None = 32
+    head_dim: PosInt | None = None
+    max_position_embeddings: PosInt = 32768
+    tie_word_embeddings: bool = False
+    use_sliding_window: bool = False
+    sliding_window: PosInt | None = 4096
+    max_window_layers: NonNegInt = 28
+
+
+class Qwen3Config(Qwen2Config):
+    head_dim: PosInt | None = 128
+
+
+class Qwen2MoeConfig(QwenWindowConfig, QwenMoeConfig):
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 2048
+    intermediate_size: PosInt = 5632
+    num_hidden_layers: LayerCount = 24
+    num_attention_heads: PosInt = 16
+    num_key_value_heads: PosInt | None = 16
+    head_dim: PosInt | None = None
+    max_position_embeddings: PosInt = 32768
+    tie_word_embeddings: bool = False
+    use_sliding_window: bool = False
+    sliding_window: PosInt | None = 4096
+    max_window_layers: NonNegInt = 28
+    decoder_sparse_step: PosInt = 1
+    moe_intermediate_size: PosInt = 1408
+    shared_expert_intermediate_size: NonNegInt = 5632
+    num_experts_per_tok: PosInt = 4
+    num_experts: NonNegInt = experts_field(60, "num_experts", "num_local_experts")
+    mlp_only_layers: list[NonNegInt] | None = []
+
+
+class Qwen3MoeConfig(QwenWindowConfig, QwenMoeConfig):
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 2048
+    intermediate_size: PosInt = 6144
+    num_hidden_layers: LayerCount = 24
+    num_attention_heads: PosInt = 32
+    num_key_value_heads: PosInt | None = 4
+    head_dim: PosInt | None = (
+        None  # not a Qwen3MoeConfig field: the modeling code uses hidden/heads
+    )
+    max_position_embeddings: PosInt = 32768
+    tie_word_embeddings: bool = False
+    use_sliding_window: bool = False
+    sliding_window: PosInt | None = 4096
+    decoder_sparse_step: PosInt = 1
+    moe_intermediate_size: PosInt = 768
+    num_experts_per_tok: PosInt = 8
+    num_experts: NonNegInt = experts_field(128, "num_experts", "num_local_experts")
+    mlp_only_layers: list[NonNegInt] | None = []
+
+
+class Qwen3NextConfig(QwenMoeConfig):
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 2048
+    intermediate_size: PosInt = 5632
+    num_hidden_layers: LayerCount = 48
+    num_attention_heads: PosInt = 16
+    num_key_value_heads: PosInt | None = 2
+    head_dim: PosInt | None = 256
+    max_position_embeddings: PosInt = 32768
+    tie_word_embeddings: bool = False
+    full_attention_interval: PosInt = 4
+    linear_conv_kernel_dim: PosInt = 4
+    linear_key_head_dim: PosInt = 128
+    linear_value_head_dim: PosInt = 128
+    linear_num_key_heads: PosInt = 16
+    linear_num_value_heads: PosInt = 32
+    decoder_sparse_step: PosInt = 1
+    moe_intermediate_size: PosInt = 512
+    shared_expert_intermediate_size: NonNegInt = 512
+    num_experts_per_tok: PosInt = 10
+    num_experts: NonNegInt = experts_field(512, "num_experts", "num_local_experts")
+    mlp_only_layers: list[NonNegInt] | None = []
+    # Qwen3NextConfig's layers are gated attention or Gated DeltaNet, not sliding or chunked.
+    layer_types: list[Literal["full_attention", "linear_attention"]] | None = None  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def used_window(config: QwenWindowConfig) -> int | None:
+    # Qwen2.5 states a 131072 window it never uses: use_sliding_window is false.
+    return config.sliding_window if config.use_sliding_window else None
+
+
+class Qwen(WindowAdapter[Qwen2Config]):
+    """Qwen2Config/Qwen3Config: layers from max_window_layers on slide, if a window is used."""
+
+    model_types = ("qwen2",)
+    config_class = Qwen2Config
+
+    def default_layer_kinds(self) -> list[str]:
+        first = self.config.max_window_layers
+        return ["sliding" if i >= first else "full" for i in range(self.num_layers)]
+
+    def sliding_window(self) -> int | None:
+        return used_window(self.config)
+
+
+class Qwen3(Qwen):
+    model_types = ("qwen3",)
+    config_class = Qwen3Config
+
+
+M = TypeVar("M", bound=QwenMoeConfig)
+
+
+class QwenMoE(DecoderAdapter[M]):
+    """Qwen2MoeDecoderLayer and successors: MoE unless listed in mlp_only_layers, on every
+    decoder_sparse_step-th layer."""
+
+    def shared_expert_size(self) -> int:
+        """The width of the one gated shared expert (0: none)."""
+        return 0
+
+    def moe_flags(self) -> MoEFlags:
+        c = self.config
+        if not c.num_experts:
+            return None, [False] * self.num_layers
+        moe = routed_experts(c.num_experts, c.num_experts_per_tok, c.moe_intermediate_size)
+        shared = self.shared_expert_size()
+        if shared:  # one gated shared expert of this width (Qwen2MoeSparseMoeBlock)
+            moe |= {"shared_experts": 1, "shared_intermediate_size": shared}
+        dense = set(c.mlp_only_layers or [])
+        sparse = every_nth(self.num_layers, c.decoder_sparse_step)
+        return moe, [s and i not in dense for i, s in enumerate(sparse)]
+
+    def irregular_moe_field(self) -> str:
+        return "mlp_only_layers"
+
+
+class Qwen2Moe(QwenMoE[Qwen2MoeConfig]):
+    model_types = ("qwen2_moe",)
+    config_class = Qwen2MoeConfig
+
+    def default_layer_kinds(self) -> list[str]:
+        # Qwen2MoeConfig: even-indexed layers below max_window_layers slide.
+        below = self.config.max_window_layers
+        return ["sliding" if i % 2 == 0 and i < below else "full" for i in range(self.num_layers)]
+
+    def sliding_window(self) -> int | None:
+        return used_window(self.config)
+
+    def shared_expert_size(self) -> int:
+        return self.config.shared_expert_intermediate_size
+
+
+class Qwen3Moe(QwenMoE[Qwen3MoeConfig]):
+    model_types = ("qwen3_moe",)
+    config_class = Qwen3MoeConfig
+
+    def default_layer_kinds(self) -> list[str]:
+        return ["sliding"] * self.num_layers  # one window on every layer, if it is used
+
+    def sliding_window(self) -> int | None:
+        return used_window(self.config)
+
+
+class Qwen3Next(QwenMoE[Qwen3NextConfig]):
+    """Gated attention on every full_attention_interval-th layer, Gated DeltaNet elsewhere."""
+
+    model_types = ("qwen3_next",)
+    config_class = Qwen3NextConfig
+
+    def shared_expert_size(self) -> int:
+        return self.config.shared_expert_intermediate_size
+
+    def mixers(self) -> Mixers:
+        c = self.config
+        if c.layer_types is None:
+            full = every_nth(self.num_layers, c.full_attention_interval)
+        else:
+            full = [t == "full_attention" for t in c.layer_types]
+        names = ["full" if f else "linear" for f in full]
+        mixers: dict[str, dict[str, Any]] = {}
+        if "full" in names:
+            mixers["full"] = {"kind": "full", **self.attention_shape()}
+        if "linear" in names:
+            mixers["linear"] = {
+                "kind": "gated_deltanet",
+                "k_heads": c.linear_num_key_heads,
+                "v_heads": c.linear_num_value_heads,
+                "k_head_dim": c.linear_key_head_dim,
+                "v_head_dim": c.linear_value_head_dim,
+                "conv_kernel": c.linear_conv_kernel_dim,
+            }
+        return mixers, names

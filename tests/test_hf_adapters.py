@@ -1,0 +1,197 @@
+"""The config.json adapters: every model_type has one with declared defaults, the defaults are
+what transformers fills in, and every bad input is one line and exit 2 through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.engine.kv import kv_bytes_per_token
+from kvcalc.engine.units import dtype
+from kvcalc.registry.hf import ADAPTERS, DEFAULTS, SUPPORTED_MODEL_TYPES, WRAPPERS, load_hf_config
+from kvcalc.registry.load import RegistryError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+BF16 = dtype("bf16")
+
+
+def write_config(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "m" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def fixture_data(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name / "config.json").read_text(encoding="utf-8"))
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(RegistryError) as info:
+        load_hf_config(path)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------ the registry of adapters
+
+
+def test_every_supported_model_type_has_exactly_one_reader() -> None:
+    assert set(SUPPORTED_MODEL_TYPES) == set(ADAPTERS) | set(WRAPPERS)
+    assert not set(ADAPTERS) & set(WRAPPERS)
+    claimed = [t for a in set(ADAPTERS.values()) for t in a.model_types]
+    assert sorted(claimed) == sorted(ADAPTERS)  # no model_type claimed by two adapters
+
+
+@pytest.mark.parametrize("model_type", sorted(ADAPTERS))
+def test_every_adapter_declares_a_default_for_every_key(model_type: str) -> None:
+    config_class = ADAPTERS[model_type].config_class
+    required = [name for name, info in config_class.model_fields.items() if info.is_required()]
+    assert required == []
+    assert config_class.model_validate({}).model_dump() == DEFAULTS[model_type]
+
+
+@pytest.mark.parametrize("model_type", sorted(t for t in ADAPTERS if t != "deepseek_v2"))
+def test_defaults_only_config_imports(tmp_path: Path, model_type: str) -> None:
+    model = load_hf_config(write_config(tmp_path, {"model_type": model_type}))
+    defaults = DEFAULTS[model_type]
+    assert model.vocab_size == defaults["vocab_size"]
+    assert model.max_context == defaults["max_position_embeddings"]
+    assert model.default_dtype == "bf16"  # no dtype stated
+
+
+def test_deepseek_v2_defaults_leave_the_router_unset(tmp_path: Path) -> None:
+    # DeepseekV2Config's num_experts_per_tok is None: 64 routed experts and no top-k.
+    message = error_of(write_config(tmp_path, {"model_type": "deepseek_v2"}))
+    assert "num_experts_per_tok: must be an integer, not null" in message
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+def test_wrapper_with_empty_text_config_takes_its_text_class_defaults(
+    tmp_path: Path, wrapper: str
+) -> None:
+    model = load_hf_config(write_config(tmp_path, {"model_type": wrapper, "text_config": {}}))
+    text_defaults = DEFAULTS[WRAPPERS[wrapper].text_model_type]
+    assert model.num_layers == text_defaults["num_hidden_layers"]
+    assert model.tied_embeddings is WRAPPERS[wrapper].model_fields["tie_word_embeddings"].default
+
+
+def test_kimi_vl_text_config_is_deepseek_v3(tmp_path: Path) -> None:
+    data = {"model_type": "kimi_vl", "text_config": fixture_data("kimi-k2")}
+    wrapped = load_hf_config(write_config(tmp_path, data))
+    assert kv_bytes_per_token(wrapped, BF16) == kv_bytes_per_token(
+        load_hf_config(FIXTURES / "kimi-k2"), BF16
+    )
+
+
+def test_fixed_wrapper_ignores_the_stated_text_model_type(tmp_path: Path) -> None:
+    data = fixture_data("gemma3-27b")
+    data["text_config"]["model_type"] = "llama"  # Gemma3Config builds Gemma3TextConfig anyway
+    assert load_hf_config(write_config(tmp_path, data)) == load_hf_config(
+        write_config(tmp_path / "b", fixture_data("gemma3-27b"))
+    )
+
+
+def test_wrapper_inside_a_wrapper_is_refused(tmp_path: Path) -> None:
+    data = {"model_type": "mistral3", "text_config": {"model_type": "gemma3"}}
+    assert "text_config.model_type: 'gemma3' is a wrapper" in error_of(write_config(tmp_path, data))
+
+
+# ------------------------------------------------------------------ aliases and nulls
+
+
+def test_falcon_new_key_wins_over_its_rwconfig_name(tmp_path: Path) -> None:
+    data = fixture_data("falcon-7b-rw") | {"num_hidden_layers": 16}  # n_layer says 32
+    assert load_hf_config(write_config(tmp_path, data)).num_layers == 16
+
+
+def test_falcon_rwconfig_n_head_kv_means_grouped_kv(tmp_path: Path) -> None:
+    # RWConfig's 40B layout states n_head_kv and no new_decoder_architecture; multi_query
+    # (true in the 7B file) no longer applies.
+    grouped = fixture_data("falcon-7b-rw") | {"n_head": 64, "hidden_size": 4096, "n_head_kv": 8}
+    attn = load_hf_config(write_config(tmp_path, grouped)).mixer_at(0)
+    assert (attn.kv_heads, attn.head_dim_k) == (8, 4096 // 64)
+
+
+def test_experts_count_under_the_other_familys_key(tmp_path: Path) -> None:
+    data = fixture_data("mixtral-8x7b")
+    data["num_experts"] = data.pop("num_local_experts")
+    assert load_hf_config(write_config(tmp_path, data)) == load_hf_config(
+        write_config(tmp_path / "b", fixture_data("mixtral-8x7b"))
+    )
+
+
+def test_null_where_transformers_allows_it_means_derived(tmp_path: Path) -> None:
+    data = fixture_data("llama3-70b") | {"num_key_value_heads": None, "head_dim": None}
+    attn = load_hf_config(write_config(tmp_path, data)).mixer_at(0)
+    assert (attn.kv_heads, attn.head_dim_k) == (64, 8192 // 64)  # MHA, hidden / heads
+
+
+# ------------------------------------------------------------------ errors name file and field
+
+
+@pytest.mark.parametrize(
+    ("folder", "change", "expected"),
+    [
+        ("jamba-v0.1", {"attn_layer_offset": 8}, "attn_layer_offset: must be smaller than"),
+        ("jamba-v0.1", {"mamba_dt_rank": "big"}, 'mamba_dt_rank: must be a positive integer or "'),
+        ("qwen3-8b", {"layer_types": ["full_attention"] * 3}, "layer_types: must be a list of 36"),
+        ("qwen3-8b", {"layer_types": ["linear_attention"] * 36}, "layer_types[0]: unsupported"),
+        ("qwen3-235b-a22b", {"mlp_only_layers": [1, -2]}, "mlp_only_layers[1]: must be at least 0"),
+        ("qwen3-8b", {"use_sliding_window": 1}, "use_sliding_window: must be true or false, got 1"),
+        ("falcon-7b-rw", {"n_head": 0}, "n_head: must be at least 1, got 0"),
+        ("deepseek-v3", {"num_experts_per_tok": None}, "num_experts_per_tok: must be an integer"),
+    ],
+)
+def test_error_names_the_field(
+    tmp_path: Path, folder: str, change: dict[str, Any], expected: str
+) -> None:
+    path = write_config(tmp_path, fixture_data(folder) | change)
+    message = error_of(path)
+    assert message.startswith(f"{path}: ") and expected in message and "\n" not in message
+
+
+# ------------------------------------------------------------------ the CLI: exit 2, one line
+
+
+def llama(key: str, value: Any) -> dict[str, Any]:
+    return fixture_data("llama3-70b") | {key: value}
+
+
+def nested(key: str, value: Any) -> dict[str, Any]:
+    data = fixture_data("gemma3-27b")
+    data["text_config"][key] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "needles"),
+    [
+        (llama("hidden_size", "8192"), ["hidden_size: must be an integer, got '8192'"]),
+        (llama("num_hidden_layers", True), ["num_hidden_layers: must be an integer, got True"]),
+        (llama("num_key_value_heads", -8), ["num_key_value_heads: must be at least 1, got -8"]),
+        (llama("vocab_size", None), ["vocab_size: must be an integer, not null"]),
+        (llama("tie_word_embeddings", None), ["tie_word_embeddings: must be true or false"]),
+        (llama("model_type", "bert"), ["unsupported model_type 'bert'", "llama4"]),
+        ({"model_type": "llama4"}, ["text_config: missing required field"]),
+        ({"model_type": "llama4", "text_config": "llama"}, ["text_config: must be a JSON object"]),
+        (nested("num_hidden_layers", 0), ["text_config.num_hidden_layers: must be at least 1"]),
+        (nested("head_dim", 1.5), ["text_config.head_dim: must be an integer, got 1.5"]),
+    ],
+)
+def test_bad_config_through_the_cli_is_one_line_and_exit_2(
+    runner: CliRunner, tmp_path: Path, data: dict[str, Any], needles: list[str]
+) -> None:
+    path = write_config(tmp_path, data)
+    result = runner.invoke(app, ["size", str(path)])
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert str(path) in lines[0]
+    for needle in needles:
+        assert needle in lines[0]
