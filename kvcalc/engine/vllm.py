@@ -334,7 +334,7 @@ def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
     for i, s in enumerate(unified):
         buckets.setdefault(s, []).append(i)
     size = hybrid_group_size([len(v) for v in buckets.values()])
-    groups = []
+    groups: list[KVCacheGroup] = []
     for spec, layers in buckets.items():
         count = math.ceil(len(layers) / size)
         groups.extend(KVCacheGroup(spec, tuple(layers[i::count])) for i in range(count))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from kvcalc.engine.spec import ModelSpec
     from kvcalc.registry.schema import ModelFile
 
     M = TypeVar("M", bound=BaseModel)
@@ -103,7 +104,8 @@ def validate(path: Path, data: Any, schema: type[M]) -> M:
     if not isinstance(data, dict):
         raise RegistryError(f"{path}: expected a mapping at the top level")
     try:
-        return schema.model_validate(data)
+        validated: M = schema.model_validate(data)
+        return validated
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
@@ -114,11 +116,7 @@ def validate(path: Path, data: Any, schema: type[M]) -> M:
             msg = "unknown key"
         elif first["type"] == "missing":
             msg = "missing required field"
-        return _raise(f"{path}: {loc}: {msg}{more}")
-
-
-def _raise(message: str) -> Any:
-    raise RegistryError(message)
+        raise RegistryError(f"{path}: {loc}: {msg}{more}") from None
 
 
 # ---------------------------------------------------------------- models
@@ -250,7 +248,7 @@ def check_models(root: Path | None = None) -> list[str]:
     return check_entries(model_paths(root), load_model_file)
 
 
-def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
+def resolve_model(name: str) -> ModelSpec:
     """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
     path = Path(name)
     if name.endswith(".json") or path.is_dir() or path.is_file():
@@ -263,7 +261,7 @@ def resolve_model(name: str):  # noqa: ANN201 - ModelSpec, imported lazily
     return cached_spec(path, lambda: load_model_file(path).to_spec())
 
 
-def all_model_specs(root: Path | None = None):  # noqa: ANN201 - list[ModelSpec], lazily typed
+def all_model_specs(root: Path | None = None) -> list[ModelSpec]:
     """Every registry model as an engine spec, cached as one entry under the directory listing
     (names, sizes, modification times): one cache read instead of one per file."""
     from kvcalc.registry.cache import cached

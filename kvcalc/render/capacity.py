@@ -137,7 +137,8 @@ def registry_capacity_table(rows: list[dict], contexts: list[int], title: str) -
         table.add_row(r["model"], weights, budget, *batches, note)
     from kvcalc.render.console import fix_column_widths
 
-    return fix_column_widths(table)
+    fix_column_widths(table)
+    return table
 
 
 # ------------------------------------------------------------------ vLLM
