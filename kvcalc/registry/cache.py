@@ -91,7 +91,7 @@ def cached(data: bytes, build: Callable[[], T], kind: str) -> T:
     entry = directory / f"{key}.pickle"
     try:
         with entry.open("rb") as fh:
-            hit: T = pickle.load(fh)  # noqa: S301 - our own cache, written below
+            hit: T = pickle.load(fh)  # our own cache, written below
             return hit
     except Exception:  # noqa: BLE001 - a missing or corrupt entry just means "rebuild"
         pass
