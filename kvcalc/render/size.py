@@ -121,7 +121,7 @@ def size_summary(size: KVSize) -> list[str]:
     ]
     if size.batch > 1:
         lines.append(
-            f"batch of {size.batch}: {size.bytes_total:,} B = {both_units(size.bytes_total)}"
+            f"batch of {size.batch:,}: {size.bytes_total:,} B = {both_units(size.bytes_total)}"
         )
     return lines
 
@@ -129,7 +129,7 @@ def size_summary(size: KVSize) -> list[str]:
 def size_section(size: KVSize, name: str, records: list[dict[str, Any]]) -> Section:
     title = (
         f"{name} ({size.model_id}): KV cache at {size.context_tokens:,} tokens, "
-        f"batch {size.batch}, {size.kv_dtype}"
+        f"batch {size.batch:,}, {size.kv_dtype}"
     )
     with_state = any(g.state_bytes for g in size.groups)
     totals = [total_record(size)] if len(size.groups) > 1 else []
