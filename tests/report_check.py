@@ -33,9 +33,9 @@ def invoke_report(
     seen: list[Report] = []
     render = formats.render
 
-    def spy(report: Report, name: str, target: formats.Target) -> str:
+    def spy(report: Report, name: str, width: int, color: bool = False) -> str:
         seen.append(report)
-        return render(report, name, target)
+        return render(report, name, width, color)
 
     monkeypatch.setattr(formats, "render", spy)
     result = CliRunner().invoke(

@@ -16,7 +16,7 @@ from report_check import invoke_report, missing_numbers, missing_payload_integer
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import ReportFormat, app
-from kvcalc.render.formats import FORMATTERS, Target, render
+from kvcalc.render.formats import FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
 #: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
@@ -208,17 +208,17 @@ def figures_report(value: float, big: int) -> Report:
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_non_finite_numbers_are_null(value: float) -> None:
     report = figures_report(value, 1)
-    assert json.loads(render(report, "json", Target(80))) == {
+    assert json.loads(render(report, "json", 80)) == {
         "ratio": None, "values": [None, None], "big": 1
     }
-    assert yaml.safe_load(render(report, "yaml", Target(80)))["ratio"] is None
-    assert list(csv.reader(io.StringIO(render(report, "csv", Target(80)))))[1][2] == ""
+    assert yaml.safe_load(render(report, "yaml", 80))["ratio"] is None
+    assert list(csv.reader(io.StringIO(render(report, "csv", 80))))[1][2] == ""
 
 
 @pytest.mark.parametrize("width", [20, 30, 40, 60, 80])
 def test_no_width_cuts_a_number(width: int) -> None:
     report = figures_report(0.5, 123_456_789_012_345)
-    out = render(report, "table", Target(width))
+    out = render(report, "table", width)
     assert missing_numbers(report, out) == []
     assert "…" not in out
 
@@ -233,4 +233,4 @@ def test_flatten_nested_rows_for_csv() -> None:
 def test_csv_refuses_records_with_other_keys() -> None:
     report = Report(payload={}, records=[{"a": 1}, {"b": 2}])
     with pytest.raises(ValueError, match="differ from the header"):
-        render(report, "csv", Target(80))
+        render(report, "csv", 80)

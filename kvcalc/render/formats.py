@@ -9,28 +9,19 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.render.json import finite
 from kvcalc.render.report import Report, Section
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where the text goes: the width tables must fit, and whether to use colour."""
-
-    width: int
-    color: bool = False
-
-
-def render_json(report: Report, target: Target) -> str:
+def render_json(report: Report, width: int, color: bool = False) -> str:
     from kvcalc.render.json import dumps
 
     return dumps(report.payload)
 
 
-def render_yaml(report: Report, target: Target) -> str:
+def render_yaml(report: Report, width: int, color: bool = False) -> str:
     import yaml
 
     return yaml.safe_dump(finite(report.payload), sort_keys=False, allow_unicode=True)
@@ -45,7 +36,7 @@ def csv_value(value: Any) -> Any:
     return value
 
 
-def render_csv(report: Report, target: Target) -> str:
+def render_csv(report: Report, width: int, color: bool = False) -> str:
     import csv
     import io
 
@@ -77,7 +68,7 @@ def markdown_table(section: Section) -> list[str]:
     ]
 
 
-def render_markdown(report: Report, target: Target) -> str:
+def render_markdown(report: Report, width: int, color: bool = False) -> str:
     blocks: list[list[str]] = []
     if report.lines:
         blocks.append([f"- {line}" for line in report.lines])
@@ -90,14 +81,15 @@ def render_markdown(report: Report, target: Target) -> str:
     return "\n\n".join("\n".join(b) for b in blocks) + "\n" if blocks else ""
 
 
-def render_table(report: Report, target: Target) -> str:
+def render_table(report: Report, width: int, color: bool = False) -> str:
     from kvcalc.render.terminal import render_report
 
-    return render_report(report, target.width, target.color)
+    return render_report(report, width, color)
 
 
 #: Format name -> formatter. `kvcalc.cli.app.OutputFormat` has exactly these names (tested).
-FORMATTERS: dict[str, Callable[[Report, Target], str]] = {
+#: Each takes the report, the width tables must fit and whether to use colour.
+FORMATTERS: dict[str, Callable[[Report, int, bool], str]] = {
     "table": render_table,
     "json": render_json,
     "yaml": render_yaml,
@@ -106,8 +98,8 @@ FORMATTERS: dict[str, Callable[[Report, Target], str]] = {
 }
 
 
-def render(report: Report, fmt: str, target: Target) -> str:
-    return FORMATTERS[fmt](report, target)
+def render(report: Report, fmt: str, width: int, color: bool = False) -> str:
+    return FORMATTERS[fmt](report, width, color)
 
 
 def emit(report: Report, fmt: str) -> int:
@@ -116,7 +108,7 @@ def emit(report: Report, fmt: str) -> int:
     from kvcalc.render.console import output_target
 
     width, color = output_target()
-    sys.stdout.write(render(report, fmt, Target(width, color)))
+    sys.stdout.write(render(report, fmt, width, color))
     for line in report.diagnostics:
         sys.stderr.write(f"{line}\n")
     return report.exit_code

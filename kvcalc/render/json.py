@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -21,4 +20,6 @@ def finite(value: Any) -> Any:
 
 
 def dumps(payload: Any) -> str:
+    import json  # lazily: a table run never needs it
+
     return json.dumps(finite(payload), indent=2, sort_keys=False, allow_nan=False) + "\n"
