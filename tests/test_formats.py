@@ -223,6 +223,12 @@ def test_no_width_cuts_a_number(width: int) -> None:
     assert "…" not in out
 
 
+def test_colour_only_when_asked() -> None:
+    report = figures_report(0.5, 1)
+    assert "\x1b[" in render(report, "table", 80, True)
+    assert "\x1b[" not in render(report, "table", 80, False)
+
+
 def test_flatten_nested_rows_for_csv() -> None:
     row = {"id": "x", "flops": {"bf16": 1, "fp8": None}, "aliases": ["a", "b"]}
     assert flatten(row) == {"id": "x", "flops_bf16": 1, "flops_fp8": None, "aliases": "a;b"}

@@ -9,7 +9,8 @@ Layout, decided once here for every command, from the widest to the narrowest:
 4. when even that exceeds the width, one block per record (``header  value`` lines), in which no
    value is ever wrapped inside a word.
 
-Titles, lines and notes are wrapped at word boundaries to the width, never mid-word.
+Titles and summary lines break between phrases (after ``:``, ``,`` or ``;``), notes at word
+boundaries; no line is ever broken inside a word.
 Column widths are computed here rather than by rich, which both guarantees the rule above and
 spares rich from measuring every cell (most of the time of a long table).
 """
