@@ -66,7 +66,7 @@ def test_table_shows_fp16_rate_where_bf16_is_missing(runner: CliRunner) -> None:
 def test_json_lists_every_accelerator_with_stable_keys(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "--format", "json"])
     assert result.exit_code == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["gpus"]
     assert [r["id"] for r in rows] == [p.stem for p in gpu_paths()]
     for row in rows:
         assert set(row) == JSON_KEYS
@@ -77,7 +77,7 @@ def test_json_lists_every_accelerator_with_stable_keys(runner: CliRunner) -> Non
 def test_json_filtered_by_alias_keeps_order_and_raw_numbers(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "-f", "json", "mi300x", "H100"])
     assert result.exit_code == 0, result.stderr
-    mi300x, h100 = json.loads(result.stdout)
+    mi300x, h100 = json.loads(result.stdout)["gpus"]
     assert mi300x["id"] == "mi300x"
     assert mi300x["memory_bytes"] == 205_822_885_888
     assert mi300x["memory_basis"] == "rocm_smi"

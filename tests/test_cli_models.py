@@ -16,7 +16,7 @@ REGISTRY = Path(__file__).parent.parent / "model_configs"
 def test_models_json_lists_every_registry_file(runner: CliRunner) -> None:
     result = runner.invoke(app, ["models", "--format", "json"])
     assert result.exit_code == 0, result.stderr
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["models"]
     assert {r["id"] for r in rows} == {p.stem for p in (REGISTRY / "models").glob("*.yaml")}
     llama = next(r for r in rows if r["id"] == "llama3-70b")
     assert llama["kv_bytes_per_token_bf16"] == 327_680

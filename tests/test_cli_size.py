@@ -16,9 +16,12 @@ def run(runner: CliRunner, *args: str):
 
 
 def size_json(runner: CliRunner, *args: str) -> dict:
+    """The JSON of one context, flattened: the top-level keys with its context's keys."""
     result = run(runner, "size", *args, "--format", "json")
     assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    out = json.loads(result.stdout)
+    (context,) = out.pop("contexts")
+    return {**out, **context}
 
 
 def test_table_shows_exact_bytes_and_both_units(runner: CliRunner) -> None:
@@ -80,9 +83,19 @@ def test_context_forms_echo_exact_tokens(runner: CliRunner, text: str, tokens: i
     assert size_json(runner, "llama3-70b", "--ctx", text)["context_tokens"] == tokens
 
 
-def test_several_contexts_give_a_list(runner: CliRunner) -> None:
-    out = size_json(runner, "llama3-70b", "--ctx", "8k,128k")
-    assert [o["context_tokens"] for o in out] == [8192, 131_072]
+@pytest.mark.parametrize("ctx", ["8k", "8k,128k", "8k,32k,128k"])
+def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: str) -> None:
+    result = run(runner, "size", "llama3-70b", "--ctx", ctx, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert list(out) == ["model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "contexts"]
+    assert out["kv_bytes_per_token"] == 327_680
+    contexts = out["contexts"]
+    assert len(contexts) == len(ctx.split(","))
+    for context in contexts:
+        assert list(context) == ["context_tokens", "kv_bytes_per_sequence", "kv_bytes_total",
+                                 "groups"]
+        assert context["kv_bytes_per_sequence"] == 327_680 * context["context_tokens"]
 
 
 def test_names_resolve_case_insensitively_and_by_hf_repo(runner: CliRunner) -> None:

@@ -6,7 +6,6 @@ Regenerate the blocks after a deliberate change with: python tests/test_readme.p
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import sys
@@ -19,11 +18,15 @@ README = Path(__file__).parent.parent / "README.md"
 BLOCK = re.compile(r"```console\n\$ (kvcalc [^\n]*)\n(.*?)```", re.DOTALL)
 
 
+#: The environment of every example, set for the one run and restored after it (CliRunner's
+#: ``env``; None removes a variable), so neither the caller's shell nor other tests change it.
+EXAMPLE_ENV: dict[str, str | None] = {"NO_COLOR": "1", "COLUMNS": "160", "KVCALC_REGISTRY": None}
+
+
 def run_example(command: str) -> tuple[str, int]:
     from kvcalc.cli.app import app
 
-    os.environ.update(NO_COLOR="1", COLUMNS="160")
-    result = CliRunner().invoke(app, shlex.split(command)[1:])
+    result = CliRunner().invoke(app, shlex.split(command)[1:], env=EXAMPLE_ENV)
     # Trailing spaces (rich pads table titles) are dropped so editors cannot break the README.
     text = "\n".join(line.rstrip() for line in (result.stdout + result.stderr).splitlines())
     return text + "\n", result.exit_code

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from kvcalc.render.report import Report
 
 EXIT_OK = 0
 EXIT_DOES_NOT_FIT = 1
@@ -28,13 +31,17 @@ def _error_line(message: str) -> None:
     sys.stderr.write(f"Error: {' '.join(str(message).split())}\n")
 
 
-def _click_exception() -> type[Exception]:
-    # typer >= 0.27 vendors click as typer._click; older releases use click itself.
-    try:
-        from typer._click.exceptions import ClickException
-    except ImportError:  # pragma: no cover - depends on the installed typer
-        from click.exceptions import ClickException
-    return ClickException
+def _is_click_error(exc: Exception) -> bool:
+    """Whether ``exc`` is a parsing error of the option parser (unknown option, bad value).
+
+    Public API only: typer's vendored click derives its ClickException from the public
+    ``typer.TyperException``; for a typer whose click does not, the duck type click documents
+    for its exceptions (``format_message()`` and an integer ``exit_code``) identifies them.
+    """
+    return isinstance(exc, typer.TyperException) or (
+        callable(getattr(exc, "format_message", None))
+        and isinstance(getattr(exc, "exit_code", None), int)
+    )
 
 
 #: Command name -> module defining it (as ``command_app``). Modules are imported only when their
@@ -78,15 +85,15 @@ class KvcalcGroup(TyperGroup):
         except (InputError, RegistryError, UnitError) as exc:
             _error_line(str(exc))
             sys.exit(EXIT_USAGE)
-        except _click_exception() as exc:  # option parsing
-            _error_line(exc.format_message())
-            sys.exit(exc.exit_code)
         except typer.Abort:
             _error_line("aborted")
             sys.exit(1)
         except BrokenPipeError:
             sys.exit(EXIT_OK)
         except Exception as exc:  # noqa: BLE001 - never show a traceback to the user
+            if _is_click_error(exc):  # option parsing
+                _error_line(exc.format_message())  # type: ignore[attr-defined]
+                sys.exit(exc.exit_code)  # type: ignore[attr-defined]
             if os.environ.get("KVCALC_DEBUG"):
                 raise
             _error_line(
@@ -101,16 +108,37 @@ app = typer.Typer(
     cls=KvcalcGroup,
     name="kvcalc",
     add_completion=False,
-    no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
-@app.callback()
-def _root() -> None:
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("kvcalc")
+        except PackageNotFoundError:  # run from a source tree without installing
+            from kvcalc import __version__ as text
+        typer.echo(f"kvcalc {text}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version"
+    ),
+) -> None:
     """KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time."""
+    # Bare `kvcalc` shows the help as `--help` does (click's no_args_is_help raises it as an
+    # error, which the one-line error handler would squash).
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(EXIT_OK)
 
 
 class OnceCommand(TyperCommand):
@@ -153,7 +181,36 @@ def command_typer() -> typer.Typer:
     )
 
 
+class ReportFormat(str, Enum):
+    """The output formats; `kvcalc.render.formats.FORMATTERS` has one formatter per member."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+    markdown = "markdown"
+
+
+ReportFormatOption = typer.Option(
+    ReportFormat.table,
+    "--format",
+    "-f",
+    help="table for people; json, yaml or csv (raw numbers) for machines; markdown for docs",
+)
+
+
+def emit_report(report: Report, fmt: ReportFormat) -> None:
+    """Print a command's report in the chosen format and end with its exit code."""
+    from kvcalc.render.formats import emit
+
+    code = emit(report, fmt.value)
+    if code:
+        raise typer.Exit(code)
+
+
 class OutputFormat(str, Enum):
+    """Deprecated: `batch` and `decode` until they build a Report; then use ReportFormat."""
+
     table = "table"
     json = "json"
 
@@ -209,8 +266,16 @@ def load_model(name: str, kv_heads: int | None, head_dim: int | None, layers: in
 
 
 def emit(text: str) -> None:
+    """Deprecated: `batch` and `decode` until they build a Report; then use emit_report."""
     sys.stdout.write(text)
 
+
+CheckOption = typer.Option(
+    False, "--check", help="validate every registry file; exit 2 if any is bad"
+)
+RegistryOption = typer.Option(
+    None, "--registry", help="registry directory holding models/ and gpus/ [default: bundled]"
+)
 
 MAX_BATCH = 1_000_000
 KvHeadsOption = typer.Option(

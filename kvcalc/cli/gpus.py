@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from kvcalc.cli.app import EXIT_USAGE, FormatOption, OutputFormat, command_typer, emit
+from kvcalc.cli.app import (
+    EXIT_USAGE,
+    CheckOption,
+    RegistryOption,
+    ReportFormat,
+    ReportFormatOption,
+    command_typer,
+    emit_report,
+)
 
 NamesArgument = typer.Argument(
     None,
@@ -14,13 +22,6 @@ NamesArgument = typer.Argument(
     help="ids or aliases to show (e.g. h100 mi300x) [default: all]",
     show_default=False,
 )
-CheckOption = typer.Option(
-    False, "--check", help="validate every accelerator file; exit 2 if any is bad"
-)
-RegistryOption = typer.Option(
-    None, "--registry", help="registry directory holding gpus/ [default: the bundled one]"
-)
-
 
 command_app = command_typer()
 
@@ -28,7 +29,7 @@ command_app = command_typer()
 @command_app.command()
 def gpus(
     names: list[str] = NamesArgument,
-    fmt: OutputFormat = FormatOption,
+    fmt: ReportFormat = ReportFormatOption,
     check: bool = CheckOption,
     registry: Path = RegistryOption,
 ) -> None:
@@ -36,24 +37,13 @@ def gpus(
     from kvcalc.registry.gpus import all_gpus, check_gpus, find_gpu, gpu_paths
 
     if check:
+        from kvcalc.render.check import check_report
+
         problems = check_gpus(registry)
-        for line in problems:
-            typer.echo(line, err=True)
-        n = len(gpu_paths(registry))
-        if problems:
-            typer.echo(f"{len(problems)} problem(s) in {n} accelerator files", err=True)
-            raise typer.Exit(EXIT_USAGE)
-        typer.echo(f"ok: {n} accelerator files are valid")
+        files = len(gpu_paths(registry))
+        emit_report(check_report(problems, files, "accelerator", EXIT_USAGE), fmt)
         return
+    from kvcalc.render.gpus import gpu_row, gpus_report
+
     files = [find_gpu(n, registry) for n in names] if names else all_gpus(registry)
-    from kvcalc.render.gpus import gpu_row, gpus_table
-
-    rows = [gpu_row(g) for g in files]
-    if fmt is OutputFormat.json:
-        from kvcalc.render.json import dumps
-
-        emit(dumps(rows))
-        return
-    from kvcalc.render.console import console
-
-    console().print(gpus_table(rows))
+    emit_report(gpus_report([gpu_row(g) for g in files]), fmt)

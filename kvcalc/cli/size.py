@@ -6,14 +6,14 @@ import typer
 
 from kvcalc.cli.app import (
     MAX_BATCH,
-    FormatOption,
     HeadDimOption,
     KvDtypeOption,
     KvHeadsOption,
     LayersOption,
-    OutputFormat,
+    ReportFormat,
+    ReportFormatOption,
     command_typer,
-    emit,
+    emit_report,
     fail,
     kv_dtype_option,
     load_model,
@@ -36,10 +36,11 @@ def size(
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
-    fmt: OutputFormat = FormatOption,
+    fmt: ReportFormat = ReportFormatOption,
 ) -> None:
     """KV-cache bytes per token, per sequence at --ctx, and for --batch sequences."""
     from kvcalc.engine.kv import kv_size
+    from kvcalc.render.size import size_report
 
     spec = load_model(model, kv_heads, head_dim, layers)
     if ctx is None:
@@ -49,18 +50,4 @@ def size(
     else:
         contexts = parse_ctx_list(ctx)
     dtype = kv_dtype_option(kv_dtype, spec.default_dtype)
-    results = [kv_size(spec, c, dtype, batch) for c in contexts]
-    if fmt is OutputFormat.json:
-        from kvcalc.render.json import dumps, size_payload
-
-        payloads = [size_payload(r, spec.name) for r in results]
-        emit(dumps(payloads[0] if len(payloads) == 1 else payloads))
-        return
-    from kvcalc.render.console import console
-    from kvcalc.render.table import size_summary, size_table
-
-    out = console()
-    for r in results:
-        out.print(size_table(r, spec.name))
-        for line in size_summary(r):
-            out.print(line)
+    emit_report(size_report([kv_size(spec, c, dtype, batch) for c in contexts], spec.name), fmt)

@@ -1,24 +1,37 @@
-"""The rich console used for tables: plain text when stdout is not a terminal or NO_COLOR is set."""
+"""Where output goes: the width tables must fit and whether to colour them."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from typing import Any
 
-#: Width used when stdout is not a terminal (pipes, CI logs): wide enough that no table is
-#: truncated; COLUMNS overrides it.
+#: Width used when stdout is not a terminal (pipes, CI logs) and COLUMNS is not set. Tables never
+#: cut a number at any width (`kvcalc.render.terminal`); this only decides when they wrap text.
 PIPE_WIDTH = 160
 
 
+def output_target() -> tuple[int, bool]:
+    """(width, colour) for stdout: the terminal's size and colour unless NO_COLOR is set; for a
+    pipe, COLUMNS or PIPE_WIDTH and no colour."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns, not os.environ.get("NO_COLOR")
+    try:
+        width = int(os.environ.get("COLUMNS") or PIPE_WIDTH)
+    except ValueError:  # a malformed COLUMNS is the shell's business, not a kvcalc error
+        width = PIPE_WIDTH
+    return max(width, 20), False
+
+
 def console(**kwargs: Any):  # noqa: ANN201 - rich is imported lazily
+    """A rich console for stdout at the output width (commands not yet converted to reports)."""
     from rich.console import Console
 
-    no_color = bool(os.environ.get("NO_COLOR"))
-    width = None
-    if not sys.stdout.isatty():
-        width = int(os.environ.get("COLUMNS") or PIPE_WIDTH)
-    return Console(no_color=no_color, highlight=False, width=width, **kwargs)
+    width, color = output_target()
+    return Console(
+        no_color=not color, highlight=False, width=None if sys.stdout.isatty() else width, **kwargs
+    )
 
 
 def fix_column_widths(table: Any) -> Any:

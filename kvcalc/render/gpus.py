@@ -1,12 +1,16 @@
-"""Rows and table of `kvcalc gpus`."""
+"""The report of `kvcalc gpus`: the accelerator registry, one record per device.
+
+JSON: ``{"gpus": [...]}``, one object per accelerator with raw numbers (bytes, bytes/s, FLOP/s).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from rich.table import Table
+from kvcalc.engine.units import GiB
+from kvcalc.render.report import Column, Record, Report, Section, flatten, text
 
+if TYPE_CHECKING:
     from kvcalc.registry.gpu_schema import GpuFile
 
 
@@ -52,7 +56,7 @@ def _bf16(rates: dict[str, int | None]) -> str:
     return _tflops(rates["bf16"])
 
 
-def _link(row: dict[str, Any]) -> str:
+def _link(row: Record) -> str:
     kind, rate = row["interconnect"], row["interconnect_bytes_per_s"]
     if kind is None:
         return "-"
@@ -61,38 +65,46 @@ def _link(row: dict[str, Any]) -> str:
     return f"{rate / 1e9:,.0f} GB/s {short}" if rate else short
 
 
-def gpus_table(rows: list[dict[str, Any]]) -> Table:
-    from rich.table import Table
+TITLE = "kvcalc accelerator registry (per device)"
+NOTE = (
+    "memory: usable GiB (2^30 B) as the device reports it where known, else from the label; "
+    "model_configs/gpus/<id>.yaml names the figure used. Vendor label in brackets. TB/s and "
+    "TFLOPS are decimal and dense (no sparsity); '-' = not published (FP8 then runs at the "
+    "BF16 rate). partial/unverified: some figures are UNVERIFIED, see the file."
+)
 
-    from kvcalc.engine.units import GiB
 
-    table = Table(title="kvcalc accelerator registry (per device)", title_justify="left")
-    for col, justify in (
-        ("id", "left"),
-        ("name", "left"),
-        ("memory GiB (label)", "right"),
-        ("TB/s", "right"),
-        ("BF16 TFLOPS", "right"),
-        ("FP8 TFLOPS", "right"),
-        ("interconnect (bidir)", "left"),
-        ("status", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r["id"],
-            r["name"],
-            f"{r['memory_bytes'] / GiB:,.2f} ({r['memory_marketed']})",
-            f"{r['bandwidth_bytes_per_s'] / 1e12:g}",
-            _bf16(r["dense_flops"]),
-            _tflops(r["dense_flops"]["fp8"]),
-            _link(r),
-            r["status"],
-        )
-    table.caption = (
-        "memory: usable GiB (2^30 B) as the device reports it where known, else from the label; "
-        "model_configs/gpus/<id>.yaml names the figure used. Vendor label in brackets. TB/s and "
-        "TFLOPS are decimal and dense (no sparsity); '-' = not published (FP8 then runs at the "
-        "BF16 rate). partial/unverified: some figures are UNVERIFIED, see the file."
+def memory_cell(row: Record) -> str:
+    return f"{row['memory_bytes'] / GiB:,.2f} ({row['memory_marketed']})"
+
+
+def bandwidth_cell(row: Record) -> str:
+    return f"{row['bandwidth_bytes_per_s'] / 1e12:g}"
+
+
+def bf16_cell(row: Record) -> str:
+    return _bf16(row["dense_flops"])
+
+
+def fp8_cell(row: Record) -> str:
+    return _tflops(row["dense_flops"]["fp8"])
+
+
+GPU_COLUMNS = (
+    text("id", "id", "name"),
+    text("name", "name"),
+    Column("memory GiB (label)", memory_cell),
+    Column("TB/s", bandwidth_cell),
+    Column("BF16 TFLOPS", bf16_cell),
+    Column("FP8 TFLOPS", fp8_cell),
+    Column("interconnect (bidir)", _link, "text"),
+    text("status", "status", "name"),
+)
+
+
+def gpus_report(rows: list[dict[str, Any]]) -> Report:
+    return Report(
+        payload={"gpus": rows},
+        records=[flatten(r) for r in rows],
+        sections=[Section(TITLE, GPU_COLUMNS, rows, notes=[NOTE])],
     )
-    return table

@@ -1,4 +1,7 @@
-"""Rows and table of `kvcalc models`."""
+"""The report of `kvcalc models`: the model registry, one record per model.
+
+JSON: ``{"models": [...]}``, one object per model with raw numbers.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.kv import kv_bytes_per_token, layer_groups
 from kvcalc.engine.units import dtype
+from kvcalc.render.report import Column, Record, Report, Section, flatten, number, text
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from kvcalc.registry.schema import ModelFile
+
+TITLE = "kvcalc model registry (KV at bf16; params total / active as stated)"
 
 
 def _listed(values: list[int | None]) -> str:
@@ -46,6 +50,12 @@ def model_rows(models: list[ModelFile]) -> list[dict[str, Any]]:
     return [model_row(m) for m in models]
 
 
+def model_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A model as a CSV row: its layer groups as ``kind:layers`` pairs, e.g. sliding:52;full:10."""
+    groups = ";".join(f"{g['kind']}:{g['layers']}" for g in row["layer_groups"])
+    return flatten({**row, "layer_groups": groups})
+
+
 def _params(total: float | None, active: float | None) -> str:
     def fmt(v: float | None) -> str:
         if v is None:
@@ -57,33 +67,35 @@ def _params(total: float | None, active: float | None) -> str:
     return f"{fmt(total)} / {fmt(active)}"
 
 
-def models_table(rows: list[dict[str, Any]]) -> Table:
-    from rich.table import Table
+def params_cell(row: Record) -> str:
+    return _params(row["params_total"], row["params_active"])
 
-    table = Table(title="kvcalc model registry (KV at bf16; params total / active as stated)")
-    for col, justify in (
-        ("model", "left"),
-        ("family", "left"),
-        ("attention", "left"),
-        ("layers", "right"),
-        ("kv heads", "right"),
-        ("head dim", "right"),
-        ("KV KiB/token", "right"),
-        ("params", "right"),
-        ("verification", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        table.add_row(
-            r["id"],
-            r["family"],
-            r["attention"],
-            str(r["layers"]),
-            r["kv_heads"],
-            r["head_dim"],
-            f"{r['kv_bytes_per_token_bf16'] / 1024:,.1f}",
-            _params(r["params_total"], r["params_active"]),
-            r["verification"] + (" *" if r["unverified"] else ""),
-        )
-    table.caption = "* some fields UNVERIFIED: see the model file"
-    return table
+
+def kib_per_token(row: Record) -> str:
+    return f"{row['kv_bytes_per_token_bf16'] / 1024:,.1f}"
+
+
+def verification_cell(row: Record) -> str:
+    return row["verification"] + (" *" if row["unverified"] else "")
+
+
+MODEL_COLUMNS = (
+    text("model", "id", "name"),
+    text("family", "family", "name"),
+    text("attention", "attention", "name"),
+    number("layers", "layers", ""),
+    text("kv heads", "kv_heads", "number"),
+    text("head dim", "head_dim", "number"),
+    Column("KV KiB/token", kib_per_token),
+    Column("params", params_cell),
+    Column("verification", verification_cell, "text"),
+)
+
+
+def models_report(rows: list[dict[str, Any]]) -> Report:
+    notes = ["* some fields UNVERIFIED: see the model file"]
+    return Report(
+        payload={"models": rows},
+        records=[model_record(r) for r in rows],
+        sections=[Section(TITLE, MODEL_COLUMNS, rows, notes=notes)],
+    )

@@ -1,0 +1,114 @@
+"""One formatter per output format, each a function of a `Report` returning text, and `emit`,
+which writes a report's text to stdout and its diagnostics to stderr.
+
+Libraries are imported inside each formatter, so a run pays only for the format it prints.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from kvcalc.render.json import finite
+from kvcalc.render.report import Report, Section
+
+
+def render_json(report: Report, width: int, color: bool = False) -> str:
+    from kvcalc.render.json import dumps
+
+    return dumps(report.payload)
+
+
+def render_yaml(report: Report, width: int, color: bool = False) -> str:
+    import yaml
+
+    return yaml.safe_dump(finite(report.payload), sort_keys=False, allow_unicode=True)
+
+
+def csv_value(value: Any) -> Any:
+    """A raw CSV cell: numbers unformatted, booleans as JSON spells them, None as empty."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def render_csv(report: Report, width: int, color: bool = False) -> str:
+    import csv
+    import io
+
+    fields = report.csv_fields()
+    if not fields:
+        return ""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(fields)
+    for record in report.records:
+        if list(record) != fields:
+            raise ValueError(f"CSV record keys {list(record)} differ from the header {fields}")
+        writer.writerow([csv_value(record[k]) for k in fields])
+    return out.getvalue()
+
+
+def markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(section: Section) -> list[str]:
+    """A GitHub pipe table; totals rows follow the records, as in the terminal table."""
+    header = [markdown_cell(c.header) for c in section.columns]
+    rule = ["---:" if c.justify == "right" else "---" for c in section.columns]
+    rows = section.cells([*section.rows, *section.totals])
+    return [
+        "| " + " | ".join(cells) + " |"
+        for cells in (header, rule, *([markdown_cell(c) for c in row] for row in rows))
+    ]
+
+
+def render_markdown(report: Report, width: int, color: bool = False) -> str:
+    blocks: list[list[str]] = []
+    if report.lines:
+        blocks.append([f"- {line}" for line in report.lines])
+    for section in report.sections:
+        block = [f"### {section.title}", ""] if section.title else []
+        block += markdown_table(section)
+        if section.notes:
+            block += ["", *section.notes]
+        blocks.append(block)
+    return "\n\n".join("\n".join(b) for b in blocks) + "\n" if blocks else ""
+
+
+def render_table(report: Report, width: int, color: bool = False) -> str:
+    from kvcalc.render.terminal import render_report
+
+    return render_report(report, width, color)
+
+
+#: Format name -> formatter. `kvcalc.cli.app.OutputFormat` has exactly these names (tested).
+#: Each takes the report, the width tables must fit and whether to use colour.
+FORMATTERS: dict[str, Callable[[Report, int, bool], str]] = {
+    "table": render_table,
+    "json": render_json,
+    "yaml": render_yaml,
+    "csv": render_csv,
+    "markdown": render_markdown,
+}
+
+
+def render(report: Report, fmt: str, width: int, color: bool = False) -> str:
+    return FORMATTERS[fmt](report, width, color)
+
+
+def emit(report: Report, fmt: str) -> int:
+    """Write the report in ``fmt``: data on stdout, diagnostics on stderr; returns the exit
+    code the command ends with."""
+    from kvcalc.render.console import output_target
+
+    width, color = output_target()
+    sys.stdout.write(render(report, fmt, width, color))
+    for line in report.diagnostics:
+        sys.stderr.write(f"{line}\n")
+    return report.exit_code

@@ -1,0 +1,119 @@
+"""The report of `kvcalc size`: KV bytes per token, per sequence and per batch, by layer group.
+
+JSON: one object whatever the number of contexts; what does not depend on the context (model,
+dtype, batch, bytes per token) at the top, and one entry per context under ``contexts``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.engine.kv import GroupKV, KVSize
+from kvcalc.engine.units import GiB
+from kvcalc.render.humanize import both_units, format_binary
+from kvcalc.render.report import Column, Record, Report, Section, number, text
+
+
+def group_payload(group: GroupKV) -> dict[str, Any]:
+    return {
+        "kind": group.kind,
+        "layers": group.layers,
+        "bytes_per_token": group.bytes_per_token,
+        "tokens_held": group.tokens_held,
+        "state_bytes": group.state_bytes,
+        "bytes": group.bytes,
+    }
+
+
+def context_payload(size: KVSize) -> dict[str, Any]:
+    return {
+        "context_tokens": size.context_tokens,
+        "kv_bytes_per_sequence": size.bytes_per_sequence,
+        "kv_bytes_total": size.bytes_total,
+        "groups": [group_payload(g) for g in size.groups],
+    }
+
+
+def size_payload(sizes: list[KVSize], name: str) -> dict[str, Any]:
+    # Bytes per token do not depend on the context (windows cap tokens held, not bytes per token).
+    first = sizes[0]
+    return {
+        "model": first.model_id,
+        "name": name,
+        "kv_dtype": first.kv_dtype,
+        "batch": first.batch,
+        "kv_bytes_per_token": first.bytes_per_token,
+        "contexts": [context_payload(s) for s in sizes],
+    }
+
+
+def group_record(size: KVSize, group: GroupKV) -> dict[str, Any]:
+    """One CSV row: a layer group at one context (a hybrid model has several per context)."""
+    return {
+        "model": size.model_id,
+        "kv_dtype": size.kv_dtype,
+        "batch": size.batch,
+        "context_tokens": size.context_tokens,
+        "kind": group.kind,
+        "detail": group.mixer.detail(),
+        **{k: v for k, v in group_payload(group).items() if k != "kind"},
+    }
+
+
+def total_record(size: KVSize) -> dict[str, Any]:
+    return {
+        "kind": "total",
+        "layers": sum(g.layers for g in size.groups),
+        "bytes_per_token": size.bytes_per_token,
+        "state_bytes": sum(g.state_bytes for g in size.groups),
+        "bytes": size.bytes_per_sequence,
+    }
+
+
+def gib(record: Record) -> str:
+    return f"{record['bytes'] / GiB:,.2f}"
+
+
+def size_columns(with_state: bool) -> list[Column]:
+    state = [number("state bytes", "state_bytes")] if with_state else []
+    return [
+        text("kind", "kind", "name"),
+        text("detail", "detail"),
+        number("layers", "layers", ""),
+        number("bytes/token", "bytes_per_token"),
+        number("tokens held", "tokens_held"),
+        *state,
+        number("bytes/sequence", "bytes"),
+        Column("GiB", gib),
+    ]
+
+
+def size_summary(size: KVSize) -> list[str]:
+    lines = [
+        f"per token:    {size.bytes_per_token:,} B ({format_binary(size.bytes_per_token)})",
+        f"per sequence: {size.bytes_per_sequence:,} B = {both_units(size.bytes_per_sequence)}",
+    ]
+    if size.batch > 1:
+        lines.append(
+            f"batch of {size.batch:,}: {size.bytes_total:,} B = {both_units(size.bytes_total)}"
+        )
+    return lines
+
+
+def size_section(size: KVSize, name: str, records: list[dict[str, Any]]) -> Section:
+    title = (
+        f"{name} ({size.model_id}): KV cache at {size.context_tokens:,} tokens, "
+        f"batch {size.batch:,}, {size.kv_dtype}"
+    )
+    with_state = any(g.state_bytes for g in size.groups)
+    totals = [total_record(size)] if len(size.groups) > 1 else []
+    return Section(title, size_columns(with_state), records, totals, size_summary(size))
+
+
+def size_report(sizes: list[KVSize], name: str) -> Report:
+    per_context = [[group_record(s, g) for g in s.groups] for s in sizes]
+    return Report(
+        payload=size_payload(sizes, name),
+        records=[r for records in per_context for r in records],
+        sections=[size_section(s, name, r) for s, r in zip(sizes, per_context, strict=True)],
+    )

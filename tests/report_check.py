@@ -1,0 +1,83 @@
+"""Checks that a rendered report shows its numbers whole, reusable for every command.
+
+`invoke_report` runs a command through the CLI and also returns the `Report` it rendered (by
+wrapping `kvcalc.render.formats.render`), so a test can compare the text with the data behind it:
+
+    result, report = invoke_report(monkeypatch, ["batch", "--gpus", "8xH100"], columns=80)
+    assert missing_numbers(report, result.stdout) == []
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from kvcalc.cli.app import app
+from kvcalc.render import formats
+from kvcalc.render.report import Report
+
+#: A figure as people read it: digits with optional thousands separators and decimals. A number
+#: cut or wrapped anywhere ("42,949,67…", "42,949,\n672,960") no longer matches as a whole.
+NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def invoke_report(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], columns: int = 200, fmt: str = "table"
+) -> tuple[Result, Report]:
+    """Run ``kvcalc ARGS --format FMT`` at a width; return the result and the rendered Report."""
+    seen: list[Report] = []
+    render = formats.render
+
+    def spy(report: Report, name: str, width: int, color: bool = False) -> str:
+        seen.append(report)
+        return render(report, name, width, color)
+
+    monkeypatch.setattr(formats, "render", spy)
+    result = CliRunner().invoke(
+        app, [*args, "--format", fmt], env={"COLUMNS": str(columns), "NO_COLOR": "1"}
+    )
+    monkeypatch.setattr(formats, "render", render)
+    assert len(seen) == 1, (result.stdout, result.stderr)
+    return result, seen[0]
+
+
+def shown_texts(report: Report) -> Iterator[str]:
+    """Every string the table format prints: lines, titles, formatted cells and notes."""
+    yield from report.lines
+    for section in report.sections:
+        yield section.title
+        for row in section.cells([*section.rows, *section.totals]):
+            yield from row
+        yield from section.notes
+
+
+def missing_numbers(report: Report, text: str) -> list[str]:
+    """The figures of the report's cells, titles and lines that the text does not show whole
+    (as often as the report has them)."""
+    expected = Counter(n for s in shown_texts(report) for n in NUMBER.findall(s))
+    return sorted((expected - Counter(NUMBER.findall(text))).elements())
+
+
+def payload_integers(payload: Any) -> Iterator[int]:
+    if isinstance(payload, bool):
+        return
+    if isinstance(payload, int):
+        yield payload
+    elif isinstance(payload, Mapping):
+        for value in payload.values():
+            yield from payload_integers(value)
+    elif isinstance(payload, list):
+        for value in payload:
+            yield from payload_integers(value)
+
+
+def missing_payload_integers(report: Report, text: str) -> list[int]:
+    """The non-zero integers of the JSON payload that the text does not show with thousands
+    separators (for commands whose table shows every integer of the payload)."""
+    shown = set(NUMBER.findall(text))
+    return sorted({n for n in payload_integers(report.payload) if n and f"{n:,}" not in shown})

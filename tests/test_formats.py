@@ -1,0 +1,242 @@
+"""The formatter seam: every format of every converted command parses, tables never cut a number
+at 80, 120 or 200 columns, unknown formats exit 2, and the formatters handle edge cases."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from report_check import invoke_report, missing_numbers, missing_payload_integers
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import ReportFormat, app
+from kvcalc.render.formats import FORMATTERS, render
+from kvcalc.render.report import Column, Report, Section, flatten, number, text
+
+#: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
+#: several contexts, filtered registry, checks).
+COMMANDS = [
+    ["size", "llama3-70b", "--ctx", "128k"],
+    ["size", "gemma3-27b", "--ctx", "8k,32k,128k", "--batch", "64"],
+    ["size", "qwen3-next-80b-a3b", "--ctx", "1m", "--batch", "1000000"],
+    ["size", "jamba-v0.1", "--ctx", "256k", "--kv-dtype", "int4"],
+    ["models"],
+    ["gpus"],
+    ["gpus", "h100", "mi300x", "v100"],
+    ["models", "--check"],
+    ["gpus", "--check"],
+]
+WIDTHS = [80, 120, 200]
+SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
+
+
+def ids(args: list[str]) -> str:
+    return " ".join(args)
+
+
+def test_every_format_has_a_formatter() -> None:
+    assert {f.value for f in ReportFormat} == set(FORMATTERS)
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=ids)
+def test_json_and_yaml_carry_the_same_payload(
+    monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    result, report = invoke_report(monkeypatch, args, fmt="json")
+    assert result.exit_code == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert isinstance(payload, dict)
+    assert payload == json.loads(json.dumps(report.payload))
+    result, _ = invoke_report(monkeypatch, args, fmt="yaml")
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout) == payload
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=ids)
+def test_csv_has_one_header_and_one_raw_row_per_record(
+    monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    result, report = invoke_report(monkeypatch, args, fmt="csv")
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(result.stdout)))
+    assert rows[0] == report.csv_fields()
+    assert len(rows) == 1 + len(report.records)
+    for row, record in zip(rows[1:], report.records, strict=True):
+        assert len(row) == len(rows[0])
+        for cell, value in zip(row, record.values(), strict=True):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert cell == str(value)  # unformatted: no separators, no units
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=ids)
+def test_markdown_has_a_pipe_table_per_section(
+    monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    result, report = invoke_report(monkeypatch, args, fmt="markdown")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    separators = [i for i, line in enumerate(lines) if SEPARATOR.match(line)]
+    assert len(separators) == len(report.sections)
+    for i, section in zip(separators, report.sections, strict=True):
+        assert lines[i - 1].startswith("| ")
+        assert lines[i - 1].count(" | ") == len(section.columns) - 1
+        assert f"### {section.title}" in lines
+        assert len(lines) > i + len(section.rows)
+    assert missing_numbers(report, result.stdout) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("args", COMMANDS, ids=ids)
+def test_table_never_cuts_a_number(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], width: int
+) -> None:
+    result, report = invoke_report(monkeypatch, args, columns=width)
+    assert result.exit_code == 0, result.stderr
+    assert missing_numbers(report, result.stdout) == []
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= width
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("args", [a for a in COMMANDS if a[0] == "size"], ids=ids)
+def test_size_table_shows_every_integer_of_its_json(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], width: int
+) -> None:
+    result, report = invoke_report(monkeypatch, args, columns=width)
+    assert missing_payload_integers(report, result.stdout) == []
+
+
+def test_a_wide_pipe_keeps_the_table_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, _ = invoke_report(monkeypatch, ["models"], columns=200)
+    assert "┃ model" in result.stdout
+
+
+def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    result, report = invoke_report(monkeypatch, ["gpus", "h100", "mi300x"], columns=80)
+    assert "┃" not in result.stdout
+    assert "  memory GiB (label)    79.18 (80 GB)" in result.stdout
+    assert missing_numbers(report, result.stdout) == []
+
+
+# ------------------------------------------------------------------ errors, version, help
+
+
+@pytest.mark.parametrize("command", [["size", "llama3-70b"], ["models"], ["gpus"],
+                                     ["models", "--check"], ["gpus", "--check"]], ids=ids)
+@pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
+def test_unknown_format_is_one_line_and_exit_2(
+    runner: CliRunner, command: list[str], fmt: str
+) -> None:
+    result = runner.invoke(app, [*command, "--format", fmt])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert "--format" in line
+    assert all(f.value in line for f in ReportFormat)
+
+
+def test_version(runner: CliRunner) -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"kvcalc {version('kvcalc')}\n"
+
+
+def test_bare_kvcalc_prints_the_help(runner: CliRunner) -> None:
+    result = runner.invoke(app, [])
+    assert result.exit_code == 0
+    assert result.stdout == runner.invoke(app, ["--help"]).stdout
+    assert result.stdout.startswith("Usage: kvcalc")
+    for command in ("size", "models", "gpus", "batch", "decode"):
+        assert re.search(rf"^  {command} ", result.stdout, re.MULTILINE)
+
+
+def test_cli_uses_typer_public_api_only() -> None:
+    package = Path(__file__).parent.parent / "kvcalc"
+    offenders = [p.name for p in package.rglob("*.py") if "typer._click" in p.read_text()]
+    assert offenders == []
+
+
+# ------------------------------------------------------------------ check as data
+
+
+def test_check_json_on_the_bundled_registry(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["models", "--check", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is True
+    assert payload["problems"] == []
+    assert payload["files"] == len(list((Path(__file__).parent.parent / "model_configs" /
+                                         "models").glob("*.yaml")))
+
+
+def test_check_json_with_problems_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "gpus").mkdir()
+    (tmp_path / "gpus" / "h200.yaml").write_text("id: [unclosed\n")
+    args = ["gpus", "--check", "--registry", str(tmp_path), "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False
+    assert payload["files"] == 1
+    (problem,) = payload["problems"]
+    assert "h200.yaml: invalid YAML" in problem
+    assert problem in result.stderr  # diagnostics on stderr in every format
+
+
+# ------------------------------------------------------------------ formatters
+
+
+def figures_report(value: float, big: int) -> Report:
+    columns = [text("name", "name", "name"), number("big", "big"),
+               Column("ratio", lambda r: f"{r['ratio']:.2f}"), text("note", "note")]
+    rows = [{"name": "row-1", "big": big, "ratio": value, "note": "a note " * 12}]
+    return Report(
+        payload={"ratio": value, "values": [value, -value], "big": big},
+        records=rows,
+        sections=[Section("a title that is long enough to wrap, at a narrow width", columns, rows)],
+    )
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_non_finite_numbers_are_null(value: float) -> None:
+    report = figures_report(value, 1)
+    assert json.loads(render(report, "json", 80)) == {
+        "ratio": None, "values": [None, None], "big": 1
+    }
+    assert yaml.safe_load(render(report, "yaml", 80))["ratio"] is None
+    assert list(csv.reader(io.StringIO(render(report, "csv", 80))))[1][2] == ""
+
+
+@pytest.mark.parametrize("width", [20, 30, 40, 60, 80])
+def test_no_width_cuts_a_number(width: int) -> None:
+    report = figures_report(0.5, 123_456_789_012_345)
+    out = render(report, "table", width)
+    assert missing_numbers(report, out) == []
+    assert "…" not in out
+
+
+def test_colour_only_when_asked() -> None:
+    report = figures_report(0.5, 1)
+    assert "\x1b[" in render(report, "table", 80, True)
+    assert "\x1b[" not in render(report, "table", 80, False)
+
+
+def test_flatten_nested_rows_for_csv() -> None:
+    row = {"id": "x", "flops": {"bf16": 1, "fp8": None}, "aliases": ["a", "b"]}
+    assert flatten(row) == {"id": "x", "flops_bf16": 1, "flops_fp8": None, "aliases": "a;b"}
+    with pytest.raises(TypeError, match="groups"):
+        flatten({"groups": [{"kind": "full"}]})
+
+
+def test_csv_refuses_records_with_other_keys() -> None:
+    report = Report(payload={}, records=[{"a": 1}, {"b": 2}])
+    with pytest.raises(ValueError, match="differ from the header"):
+        render(report, "csv", 80)
