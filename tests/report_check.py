@@ -81,3 +81,43 @@ def missing_payload_integers(report: Report, text: str) -> list[int]:
     separators (for commands whose table shows every integer of the payload)."""
     shown = set(NUMBER.findall(text))
     return sorted({n for n in payload_integers(report.payload) if n and f"{n:,}" not in shown})
+
+
+def payload_items(payload: Any, key: str = "") -> Iterator[tuple[str, int]]:
+    """Every (key, integer) of a payload, nested keys named by their own key."""
+    if isinstance(payload, bool):
+        return
+    if isinstance(payload, int):
+        yield key, payload
+    elif isinstance(payload, Mapping):
+        for k, value in payload.items():
+            yield from payload_items(value, k)
+    elif isinstance(payload, list):
+        for value in payload:
+            yield from payload_items(value, key)
+
+
+def shown_forms(key: str, value: int) -> list[str]:
+    """How a table may show an integer whole: with thousands separators, or, for a byte count,
+    in the binary units of the tables (2 decimals, or 1 in the registry-wide table)."""
+    from kvcalc.engine.units import GiB
+    from kvcalc.render.humanize import format_binary
+
+    forms = [f"{value:,}"]
+    if "bytes" in key:
+        forms += [format_binary(value), f"{value / GiB:,.2f}", f"{value / GiB:,.1f}"]
+    return forms
+
+
+def missing_payload_figures(
+    report: Report, text: str, skip: frozenset[str] = frozenset()
+) -> list[tuple[str, int]]:
+    """The (key, value) integers of the payload, bar the ``skip`` keys, that the text shows in
+    none of their whole forms."""
+    return sorted(
+        {
+            (key, value)
+            for key, value in payload_items(report.payload)
+            if value and key not in skip and not any(f in text for f in shown_forms(key, value))
+        }
+    )

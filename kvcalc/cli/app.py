@@ -11,6 +11,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
+    from kvcalc.engine.kv import CacheFormat
+    from kvcalc.engine.spec import ModelSpec
     from kvcalc.render.report import Report
 
 EXIT_OK = 0
@@ -73,7 +75,7 @@ class KvcalcGroup(TyperGroup):
         module = importlib.import_module(COMMANDS[cmd_name])
         return typer.main.get_command(module.command_app)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         from kvcalc.engine.units import UnitError
         from kvcalc.registry.load import RegistryError
 
@@ -208,18 +210,6 @@ def emit_report(report: Report, fmt: ReportFormat) -> None:
         raise typer.Exit(code)
 
 
-class OutputFormat(str, Enum):
-    """Deprecated: `batch` and `decode` until they build a Report; then use ReportFormat."""
-
-    table = "table"
-    json = "json"
-
-
-FormatOption = typer.Option(
-    OutputFormat.table, "--format", "-f", help="table for people, json for machines"
-)
-
-
 def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
     """Parse one context or a comma-separated list (``8k,32k,128k``) into token counts."""
     from kvcalc.engine.units import UnitError, parse_context
@@ -242,16 +232,20 @@ def parse_size(text: str, option: str) -> int:
         fail(f"{option}: {exc}")
 
 
-def kv_dtype_option(text: str | None, default: str):  # noqa: ANN201 - DType, imported lazily
+def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
+    """The cache format of ``--kv-dtype`` (default: the model's dtype) for ``model``."""
+    from kvcalc.engine.kv import cache_format
     from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
 
     try:
-        return dtype(text or default, KV_DTYPES)
+        return cache_format(model, dtype(text or model.default_dtype, KV_DTYPES))
     except UnitError as exc:
         fail(f"--kv-dtype: {exc}")
 
 
-def load_model(name: str, kv_heads: int | None, head_dim: int | None, layers: int | None):  # noqa: ANN201
+def load_model(
+    name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
+) -> ModelSpec:
     """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
     from kvcalc.registry.load import resolve_model
 
@@ -263,11 +257,6 @@ def load_model(name: str, kv_heads: int | None, head_dim: int | None, layers: in
         return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
     except ValueError as exc:
         fail(f"--kv-heads: {exc}")
-
-
-def emit(text: str) -> None:
-    """Deprecated: `batch` and `decode` until they build a Report; then use emit_report."""
-    sys.stdout.write(text)
 
 
 CheckOption = typer.Option(

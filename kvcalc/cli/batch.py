@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from kvcalc.cli.app import (
-    EXIT_DOES_NOT_FIT,
-    FormatOption,
-    OutputFormat,
+    ReportFormat,
+    ReportFormatOption,
     command_typer,
-    emit,
+    emit_report,
     fail,
     load_model,
     parse_ctx_list,
@@ -39,7 +38,7 @@ def batch(
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
-    fmt: OutputFormat = FormatOption,
+    fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
 ) -> None:
@@ -64,58 +63,34 @@ def batch(
     _simple(dep, parse_ctx_list(ctx or DEFAULT_CONTEXTS), fmt)
 
 
-def _simple(dep: Deployment, contexts: list[int], fmt: OutputFormat) -> None:
+def _simple(dep: Deployment, contexts: list[int], fmt: ReportFormat) -> None:
     from kvcalc.engine.capacity import capacity
+    from kvcalc.render.batch import capacity_report
 
-    cap = capacity(dep, contexts)
-    if fmt is OutputFormat.json:
-        from kvcalc.render.capacity import capacity_payload
-        from kvcalc.render.json import dumps
-
-        emit(dumps(capacity_payload(cap)))
-    else:
-        from kvcalc.render.capacity import capacity_lines, capacity_table
-        from kvcalc.render.console import console
-
-        out = console()
-        for line in capacity_lines(cap):
-            out.print(line)
-        out.print(capacity_table(cap))
-        if not cap.fits:
-            out.print(f"does not fit: {cap.reason}")
-    if not cap.fits:
-        raise typer.Exit(EXIT_DOES_NOT_FIT)
+    emit_report(capacity_report(capacity(dep, contexts)), fmt)
 
 
 def _whole_registry(
-    gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: OutputFormat
+    gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: ReportFormat
 ) -> None:
     from kvcalc.engine.capacity import capacity
     from kvcalc.registry.load import all_model_specs
-    from kvcalc.render.capacity import registry_capacity_row
+    from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
     for spec in all_model_specs():
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
-            rows.append(registry_capacity_row(None, spec.id, str(exc)))
+            rows.append(registry_row(None, spec.id, str(exc)))
             continue
-        rows.append(registry_capacity_row(capacity(dep, contexts), spec.id, None))
-    if fmt is OutputFormat.json:
-        from kvcalc.render.json import dumps
-
-        emit(dumps({"gpus": str(gpu_set), "context_tokens": contexts, "models": rows}))
-        return
-    from kvcalc.render.capacity import registry_capacity_table
-    from kvcalc.render.console import console
-
-    title = f"max sequences per context on {gpu_set} (weights and KV at each model's dtype)"
-    console().print(registry_capacity_table(rows, contexts, title))
+        rows.append(registry_row(capacity(dep, contexts), spec.id, None))
+    emit_report(registry_report(rows, gpu_set, contexts), fmt)
 
 
-def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: OutputFormat) -> None:
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
+def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:
+    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
+    from kvcalc.render.batch import vllm_report
 
     if max_model_len:
         lengths = parse_ctx_list(max_model_len, "--max-model-len")
@@ -129,36 +104,4 @@ def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: Outp
         results = [vllm_kv_cache_for(dep, length) for length in lengths]
     except VLLMConfigError as exc:
         fail(str(exc))
-    if fmt is OutputFormat.json:
-        from kvcalc.render.capacity import vllm_payload
-        from kvcalc.render.json import dumps
-
-        payload: dict[str, Any] = {
-            "model": dep.model.id,
-            "gpus": str(dep.gpus),
-            "tp": dep.tp,
-            "pp": dep.pp,
-            "engine": "vllm",
-            "kv_dtype": dep.kv_dtype.name,
-            "block_size": dep.block_size,
-            "max_num_batched_tokens": dep.max_num_batched_tokens,
-            "results": [vllm_payload(r) for r in results],
-        }
-        first = payload["results"][0]
-        for key in ("num_blocks", "kv_cache_tokens", "max_concurrency"):
-            payload[key] = first.get(key)
-        emit(dumps(payload))
-    else:
-        from kvcalc.render.capacity import vllm_lines
-        from kvcalc.render.console import console
-
-        out = console()
-        out.print(
-            f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM 0.19, tp {dep.tp}, "
-            f"pp {dep.pp}, KV {dep.kv_dtype.name}, block {dep.block_size}"
-        )
-        for r in results:
-            for line in vllm_lines(r):
-                out.print(line)
-    if any(isinstance(r, KVCacheTooSmall) for r in results):
-        raise typer.Exit(EXIT_DOES_NOT_FIT)
+    emit_report(vllm_report(dep, results), fmt)

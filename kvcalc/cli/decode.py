@@ -5,12 +5,11 @@ from __future__ import annotations
 import typer
 
 from kvcalc.cli.app import (
-    EXIT_DOES_NOT_FIT,
     MAX_BATCH,
-    FormatOption,
-    OutputFormat,
+    ReportFormat,
+    ReportFormatOption,
     command_typer,
-    emit,
+    emit_report,
     fail,
     load_model,
     parse_ctx_list,
@@ -31,13 +30,14 @@ def decode(
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
     ),
-    fmt: OutputFormat = FormatOption,
+    fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
 ) -> None:
     """Decode-step time at each context: weight-read, KV-read and compute ms, TPOT, tokens/s."""
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.decode import decode_step_for
+    from kvcalc.render.decode import decode_report
 
     if not 0 < mbu <= 1:
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
@@ -46,6 +46,7 @@ def decode(
     contexts = parse_ctx_list(ctx)
     cap = capacity(dep, contexts)
     steps = []
+    warnings = []
     reason = None
     for fit in cap.contexts:
         fits = fit.max_batch_per_replica
@@ -55,23 +56,9 @@ def decode(
         n = batch if batch is not None else fits
         if n > fits:
             # A what-if beyond memory is still timed, but never silently.
-            typer.echo(
+            warnings.append(
                 f"warning: --batch {n:,} exceeds the {fits:,} sequences of "
-                f"{fit.context_tokens:,} tokens that fit in the KV budget",
-                err=True,
+                f"{fit.context_tokens:,} tokens that fit in the KV budget"
             )
         steps.append(decode_step_for(dep, batch=n, context_tokens=fit.context_tokens, mbu=mbu))
-    if fmt is OutputFormat.json:
-        from kvcalc.render.capacity import decode_payload
-        from kvcalc.render.json import dumps
-
-        emit(dumps(decode_payload(dep, steps, mbu, reason)))
-    else:
-        from kvcalc.render.capacity import decode_table, decode_title
-        from kvcalc.render.console import console
-
-        if steps:
-            console().print(decode_table(steps, decode_title(dep, mbu)))
-    if reason is not None:
-        typer.echo(f"does not fit: {reason}", err=True)
-        raise typer.Exit(EXIT_DOES_NOT_FIT)
+    emit_report(decode_report(dep, steps, mbu, reason, warnings), fmt)

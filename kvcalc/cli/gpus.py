@@ -40,8 +40,8 @@ def gpus(
         from kvcalc.render.check import check_report
 
         problems = check_gpus(registry)
-        files = len(gpu_paths(registry))
-        emit_report(check_report(problems, files, "accelerator", EXIT_USAGE), fmt)
+        count = len(gpu_paths(registry))
+        emit_report(check_report(problems, count, "accelerator", EXIT_USAGE), fmt)
         return
     from kvcalc.render.gpus import gpu_row, gpus_report
 

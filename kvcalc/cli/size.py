@@ -12,10 +12,10 @@ from kvcalc.cli.app import (
     LayersOption,
     ReportFormat,
     ReportFormatOption,
+    cache_format_option,
     command_typer,
     emit_report,
     fail,
-    kv_dtype_option,
     load_model,
     parse_ctx_list,
 )
@@ -49,5 +49,5 @@ def size(
         contexts = [spec.max_context]
     else:
         contexts = parse_ctx_list(ctx)
-    dtype = kv_dtype_option(kv_dtype, spec.default_dtype)
-    emit_report(size_report([kv_size(spec, c, dtype, batch) for c in contexts], spec.name), fmt)
+    cache = cache_format_option(kv_dtype, spec)
+    emit_report(size_report([kv_size(spec, c, cache, batch) for c in contexts], spec.name), fmt)

@@ -24,7 +24,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from kvcalc.engine.hardware import GpuSet
-from kvcalc.engine.kv import CacheFormat
+from kvcalc.engine.kv import CacheFormat, cache_format
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -303,7 +303,7 @@ def deployment(
         tp=tp if tp is not None else default_tp(gpus.count, pp),
         pp=pp,
         weights=weights,
-        cache=CacheFormat(kv=kv, state=dtype(model.default_dtype)),
+        cache=cache_format(model, kv),
         gpu_util=None if gpu_util is None else as_fraction(gpu_util),
         reserve=None if reserve is None else as_fraction(reserve),
         **given,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kvcalc.engine.spec import Mixer, ModelSpec
-from kvcalc.engine.units import DType
+from kvcalc.engine.units import DType, dtype
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,12 @@ class CacheFormat:
     def state_bytes(self, elements: int) -> int:
         """Bytes of a fixed state of ``elements`` values in one layer (rounded up)."""
         return self.state.bytes_for(elements)
+
+
+def cache_format(model: ModelSpec, kv: DType) -> CacheFormat:
+    """The cache of ``model`` with its KV entries in ``kv``: recurrent states stay at the model's
+    dtype (see :class:`CacheFormat`)."""
+    return CacheFormat(kv, dtype(model.default_dtype))
 
 
 def as_cache_format(fmt: CacheFormat | DType) -> CacheFormat:

@@ -87,7 +87,7 @@ def render_table(report: Report, width: int, color: bool = False) -> str:
     return render_report(report, width, color)
 
 
-#: Format name -> formatter. `kvcalc.cli.app.OutputFormat` has exactly these names (tested).
+#: Format name -> formatter. `kvcalc.cli.app.ReportFormat` has exactly these names (tested).
 #: Each takes the report, the width tables must fit and whether to use colour.
 FORMATTERS: dict[str, Callable[[Report, int, bool], str]] = {
     "table": render_table,

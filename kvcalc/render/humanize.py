@@ -26,3 +26,11 @@ def format_decimal(n_bytes: int | float) -> str:
 def both_units(n_bytes: int) -> str:
     """Binary units with the decimal ones beside them: ``40.00 GiB (42.95 GB)``."""
     return f"{format_binary(n_bytes)} ({format_decimal(n_bytes)})"
+
+
+def exact_and_units(n_bytes: int) -> str:
+    """The exact count with both units beside it: ``42,949,672,960 B = 40.00 GiB (42.95 GB)``
+    (below a KiB, the count alone)."""
+    if abs(n_bytes) < 1024:
+        return f"{n_bytes:,} B"
+    return f"{n_bytes:,} B = {both_units(n_bytes)}"

@@ -76,7 +76,7 @@ def kib_per_token(row: Record) -> str:
 
 
 def verification_cell(row: Record) -> str:
-    return row["verification"] + (" *" if row["unverified"] else "")
+    return str(row["verification"]) + (" *" if row["unverified"] else "")
 
 
 MODEL_COLUMNS = (

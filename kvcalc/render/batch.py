@@ -1,0 +1,317 @@
+"""The reports of `kvcalc batch`: one model's capacity, the whole registry, and vLLM's start-up.
+
+JSON shapes (documented in the README):
+
+- one model: the deployment and its budget at the top, one entry per context under ``contexts``;
+- the registry: ``gpus``, ``context_tokens`` and one row per model under ``models``;
+- ``--engine vllm``: the set-up at the top, one entry per request length under ``results``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.units import GiB
+from kvcalc.engine.weights import precision_name
+from kvcalc.render.humanize import exact_and_units, format_binary
+from kvcalc.render.report import Column, Record, Report, Section, number, text
+
+if TYPE_CHECKING:
+    from kvcalc.engine.capacity import Capacity
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
+
+BAR_WIDTH = 40
+
+# ------------------------------------------------------------------ one model
+
+
+def deployment_payload(dep: Deployment) -> dict[str, Any]:
+    """What every answer about a deployment states first: the model and the layout."""
+    return {
+        "model": dep.model.id,
+        "name": dep.model.name,
+        "gpus": str(dep.gpus),
+        "gpu_count": dep.gpus.count,
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "replicas": dep.replicas,
+        "kv_dtype": dep.kv_dtype.name,
+        "weight_dtype": precision_name(dep.weights),
+        "block_size": dep.block_size,
+    }
+
+
+def capacity_payload(cap: Capacity) -> dict[str, Any]:
+    dep = cap.deployment
+    return {
+        **deployment_payload(dep),
+        "gpu_memory_bytes": dep.memory_bytes_per_gpu,
+        "usable_bytes_per_gpu": dep.usable_bytes_per_gpu,
+        "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
+        "overhead_bytes_per_gpu": cap.overhead_bytes_per_gpu,
+        # A budget below zero is no budget: the reason says by how much the weights overflow.
+        "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
+        "kv_tokens_capacity": cap.kv_tokens_capacity,
+        "max_context_at_batch_1": cap.max_context_at_batch_1,
+        "fits": cap.fits,
+        "reason": cap.reason,
+        "contexts": [
+            {
+                "context_tokens": c.context_tokens,
+                "max_batch": c.max_batch,
+                "kv_bytes_per_sequence_per_gpu": c.bytes_per_sequence_per_gpu,
+            }
+            for c in cap.contexts
+        ],
+    }
+
+
+def capacity_lines(cap: Capacity) -> list[str]:
+    dep = cap.deployment
+    dp = f", {dep.replicas} replicas" if dep.replicas > 1 else ""
+    ctx1 = (
+        "unbounded (windows and states cap the cache)"
+        if cap.max_context_at_batch_1 is None
+        else f"{cap.max_context_at_batch_1:,} tokens"
+    )
+    budget = max(0, cap.kv_budget_bytes_per_gpu)
+    return [
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
+        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
+        f"blocks of {dep.block_size} tokens",
+        f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
+        f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
+        f"weights per GPU:    {exact_and_units(cap.weights_bytes_per_gpu)}",
+        f"overhead per GPU:   {exact_and_units(cap.overhead_bytes_per_gpu)}",
+        f"KV budget per GPU:  {exact_and_units(budget)}",
+        f"{f'KV budget x {dep.gpus.count}:':<20}{exact_and_units(budget * dep.gpus.count)}",
+        f"KV token capacity:  {cap.kv_tokens_capacity:,} tokens",
+        f"max context at batch 1: {ctx1}",
+    ]
+
+
+def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
+    """One CSV row: the deployment at one context."""
+    dep, c = cap.deployment, cap.contexts[index]
+    return {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "replicas": dep.replicas,
+        "weight_dtype": precision_name(dep.weights),
+        "kv_dtype": dep.kv_dtype.name,
+        "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
+        "context_tokens": c.context_tokens,
+        "max_batch": c.max_batch,
+        "kv_bytes_per_sequence_per_gpu": c.bytes_per_sequence_per_gpu,
+        "fits": c.max_batch > 0,
+    }
+
+
+def bar(records: list[dict[str, Any]]) -> Column:
+    """Bars of max_batch, scaled to the largest."""
+    peak = max((r["max_batch"] for r in records), default=0) or 1
+
+    def cell(record: Record) -> str:
+        n: int = record["max_batch"]
+        return "█" * max(1 if n else 0, round(BAR_WIDTH * n / peak))
+
+    return Column("", cell, "text")
+
+
+def capacity_report(cap: Capacity) -> Report:
+    records = [capacity_record(cap, i) for i in range(len(cap.contexts))]
+    columns = [
+        number("context", "context_tokens"),
+        Column("KV/sequence per GPU", lambda r: format_binary(r["kv_bytes_per_sequence_per_gpu"])),
+        number("max sequences", "max_batch"),
+        bar(records),
+    ]
+    notes = [] if cap.fits else [f"does not fit: {cap.reason}"]
+    return Report(
+        payload=capacity_payload(cap),
+        records=records,
+        lines=capacity_lines(cap),
+        sections=[Section("sequences that fit", columns, records, notes=notes)],
+        exit_code=0 if cap.fits else 1,
+    )
+
+
+# ------------------------------------------------------------------ the whole registry
+
+
+def registry_row(cap: Capacity | None, model_id: str, error: str | None) -> dict[str, Any]:
+    """One model of the registry-wide table; ``error`` when no layout could be built for it."""
+    if cap is None:
+        return {"model": model_id, "fits": False, "reason": error, "contexts": []}
+    return {
+        "model": model_id,
+        "fits": cap.fits,
+        "reason": cap.reason,
+        "tp": cap.deployment.tp,
+        "pp": cap.deployment.pp,
+        "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
+        "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
+        "kv_tokens_capacity": cap.kv_tokens_capacity,
+        "max_context_at_batch_1": cap.max_context_at_batch_1,
+        "contexts": [
+            {"context_tokens": c.context_tokens, "max_batch": c.max_batch} for c in cap.contexts
+        ],
+    }
+
+
+def registry_record(row: dict[str, Any], contexts: list[int]) -> dict[str, Any]:
+    """A registry row as one flat CSV record: one ``max_batch_at_<tokens>`` column per context."""
+    batches = {c["context_tokens"]: c["max_batch"] for c in row["contexts"]}
+    return {
+        "model": row["model"],
+        "fits": row["fits"],
+        "reason": row["reason"],
+        "tp": row.get("tp"),
+        "pp": row.get("pp"),
+        "weights_bytes_per_gpu": row.get("weights_bytes_per_gpu"),
+        "kv_budget_bytes_per_gpu": row.get("kv_budget_bytes_per_gpu"),
+        "kv_tokens_capacity": row.get("kv_tokens_capacity"),
+        "max_context_at_batch_1": row.get("max_context_at_batch_1"),
+        **{f"max_batch_at_{ctx}": batches.get(ctx) for ctx in contexts},
+    }
+
+
+def gib_cell(key: str) -> Column:
+    header = {"weights_bytes_per_gpu": "weights GiB", "kv_budget_bytes_per_gpu": "KV GiB"}[key]
+
+    def cell(record: Record) -> str:
+        value = record.get(key)
+        return "-" if value is None else f"{value / GiB:,.1f}"
+
+    return Column(header, cell)
+
+
+def registry_report(rows: list[dict[str, Any]], gpus: GpuSet, contexts: list[int]) -> Report:
+    records = [registry_record(r, contexts) for r in rows]
+    # The reasons are long; as numbered notes under the table they never squeeze the figures.
+    reasons = [r for r in records if not r["fits"]]
+    marks = {r["model"]: f"[{i}]" for i, r in enumerate(reasons, 1)}
+    columns = [
+        text("model", "model", "name"),
+        gib_cell("weights_bytes_per_gpu"),
+        gib_cell("kv_budget_bytes_per_gpu"),
+        *(number(f"@{ctx:,}", f"max_batch_at_{ctx}") for ctx in contexts),
+        Column("fits", lambda r: "yes" if r["fits"] else f"no {marks[r['model']]}", "text"),
+    ]
+    title = (
+        f"Sequences that fit on {gpus}, per context (weights and KV at each model's dtype; "
+        "GiB per GPU)"
+    )
+    notes = [f"{marks[r['model']]} {r['model']}: {r['reason']}" for r in reasons]
+    return Report(
+        payload={"gpus": str(gpus), "context_tokens": contexts, "models": rows},
+        records=records,
+        sections=[Section(title, columns, records, notes=notes)],
+    )
+
+
+# ------------------------------------------------------------------ vLLM
+
+
+def vllm_payload(result: VLLMKVCache | KVCacheTooSmall) -> dict[str, Any]:
+    from kvcalc.engine.vllm import KVCacheTooSmall
+
+    if isinstance(result, KVCacheTooSmall):
+        return {
+            "max_model_len": result.setup.max_model_len,
+            "fits": False,
+            "reason": result.message,
+            "needed_bytes": result.needed_bytes,
+            "available_bytes": result.available_bytes,
+            "estimated_max_model_len": result.estimated_max_model_len,
+        }
+    return {
+        "max_model_len": result.setup.max_model_len,
+        "fits": True,
+        "num_blocks": result.num_blocks,
+        "kv_cache_tokens": result.kv_cache_size_tokens,
+        "blocks_per_request": result.blocks_per_request,
+        "max_concurrency": result.max_concurrency,
+        "kv_cache_groups": len(result.grouping.groups),
+        "available_bytes_per_gpu": min(s.available_bytes for s in result.stages),
+    }
+
+
+def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
+    """vLLM's own start-up lines, as its log prints them."""
+    from kvcalc.engine.vllm import KVCacheTooSmall
+
+    if isinstance(result, KVCacheTooSmall):
+        return [f"max_model_len {result.setup.max_model_len:,}: does not fit: {result.message}"]
+    avail = min(s.available_bytes for s in result.stages)
+    return [
+        f"Available KV cache memory: {avail / GiB:.2f} GiB",
+        f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
+        f"group(s), {result.blocks_per_request:,} blocks per request)",
+        f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
+        f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
+        f"{result.max_concurrency:.2f}x",
+    ]
+
+
+#: The keys of every vLLM CSV record, fitting or not (a missing figure is an empty cell).
+VLLM_FIELDS = (
+    "model",
+    "gpus",
+    "tp",
+    "pp",
+    "kv_dtype",
+    "block_size",
+    "max_model_len",
+    "fits",
+    "reason",
+    "num_blocks",
+    "kv_cache_tokens",
+    "blocks_per_request",
+    "max_concurrency",
+    "kv_cache_groups",
+    "available_bytes_per_gpu",
+    "needed_bytes",
+    "available_bytes",
+    "estimated_max_model_len",
+)
+
+
+def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> Report:
+    from kvcalc.engine.vllm import KVCacheTooSmall
+
+    setup = {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "engine": "vllm",
+        "kv_dtype": dep.kv_dtype.name,
+        "block_size": dep.block_size,
+        "max_num_batched_tokens": dep.max_num_batched_tokens,
+    }
+    per_length = [vllm_payload(r) for r in results]
+    first = per_length[0]
+    payload = {
+        **setup,
+        # The first request length's figures at the top, for the common one-length question.
+        **{k: first.get(k) for k in ("num_blocks", "kv_cache_tokens", "max_concurrency")},
+        "results": per_length,
+    }
+    records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
+    header = (
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM 0.19, tp {dep.tp}, "
+        f"pp {dep.pp}, KV {dep.kv_dtype.name}, block {dep.block_size}"
+    )
+    too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
+    return Report(
+        payload=payload,
+        records=records,
+        fields=VLLM_FIELDS,
+        lines=[header, *(line for r in results for line in vllm_lines(r))],
+        exit_code=1 if too_small else 0,
+    )

@@ -1,0 +1,121 @@
+"""The report of `kvcalc decode`: one decode step per context.
+
+JSON: one object whatever the number of contexts; the deployment at the top, ``fits`` and
+``reason`` (why nothing fits), and one entry per context that fits under ``steps``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.weights import precision_name
+from kvcalc.render.report import Column, Record, Report, Section, number, text
+
+if TYPE_CHECKING:
+    from kvcalc.engine.decode import DecodeStep
+    from kvcalc.engine.deployment import Deployment
+
+
+#: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
+STEP_FIELDS = (
+    "context_tokens",
+    "batch",
+    "weight_bytes_read",
+    "kv_bytes_read",
+    "flops",
+    "weight_read_seconds",
+    "kv_read_seconds",
+    "compute_seconds",
+    "tpot_seconds",
+    "tokens_per_second",
+    "bound",
+    "kv_share",
+)
+
+
+def step_payload(step: DecodeStep) -> dict[str, Any]:
+    return {key: getattr(step, key) for key in STEP_FIELDS}
+
+
+def decode_payload(
+    dep: Deployment, steps: list[DecodeStep], mbu: float, reason: str | None
+) -> dict[str, Any]:
+    return {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "weight_dtype": precision_name(dep.weights),
+        "kv_dtype": dep.kv_dtype.name,
+        "mbu": mbu,
+        "fits": reason is None,
+        "reason": reason,
+        "steps": [step_payload(s) for s in steps],
+    }
+
+
+def decode_title(dep: Deployment, mbu: float) -> str:
+    return (
+        f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
+        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}"
+    )
+
+
+def ms(key: str, header: str) -> Column:
+    def cell(record: Record) -> str:
+        seconds = record[key]
+        return "n/a" if seconds is None else f"{seconds * 1000:,.2f}"
+
+    return Column(header, cell)
+
+
+COLUMNS = [
+    number("context", "context_tokens"),
+    number("batch", "batch"),
+    ms("weight_read_seconds", "weights ms"),
+    ms("kv_read_seconds", "KV ms"),
+    ms("compute_seconds", "compute ms"),
+    ms("tpot_seconds", "TPOT ms"),
+    number("tokens/s", "tokens_per_second", ",.0f"),
+    number("KV share", "kv_share", ".0%"),
+    text("bound", "bound", "name"),
+]
+
+
+READS = [
+    number("context", "context_tokens"),
+    number("batch", "batch"),
+    number("weight bytes read", "weight_bytes_read"),
+    number("KV bytes read", "kv_bytes_read"),
+    number("FLOPs", "flops"),
+]
+
+
+def decode_report(
+    dep: Deployment,
+    steps: list[DecodeStep],
+    mbu: float,
+    reason: str | None,
+    warnings: list[str],
+) -> Report:
+    """``warnings`` go to stderr in every format (a batch timed beyond what fits)."""
+    payload = decode_payload(dep, steps, mbu, reason)
+    setup = {k: payload[k] for k in ("model", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
+    records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
+    diagnostics = [*warnings, *([f"does not fit: {reason}"] if reason else [])]
+    sections = (
+        [
+            Section(decode_title(dep, mbu), COLUMNS, records),
+            Section("what one step reads and computes (all GPUs of a replica)", READS, records),
+        ]
+        if records
+        else []
+    )
+    return Report(
+        payload=payload,
+        records=records,
+        fields=[*setup, "mbu", *STEP_FIELDS],
+        sections=sections,
+        diagnostics=diagnostics,
+        exit_code=0 if reason is None else 1,
+    )
