@@ -98,12 +98,14 @@ def payload_items(payload: Any, key: str = "") -> Iterator[tuple[str, int]]:
 
 
 def shown_forms(key: str, value: int) -> list[str]:
-    """How a table may show an integer whole: with thousands separators, or, for a byte count,
+    """How a table may show an integer whole: with or without thousands separators, or, for a
+    byte count,
     in the binary units of the tables (2 decimals, or 1 in the registry-wide table)."""
     from kvcalc.engine.units import GiB
     from kvcalc.render.humanize import format_binary
 
-    forms = [f"{value:,}"]
+    # Unseparated where a line echoes an engine's own log (SGLang's "#tokens: 1084643").
+    forms = [f"{value:,}", str(value)]
     if "bytes" in key:
         forms += [format_binary(value), f"{value / GiB:,.2f}", f"{value / GiB:,.1f}"]
     return forms

@@ -36,6 +36,8 @@ COMMANDS = [
     ["batch", "gemma3-27b", "--gpus", "2xH100", "--pp", "2", "--ctx", "1m"],
     ["batch", "--gpus", "8xH100"],
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k,32k"],
+    ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang", "--ctx", "8k,32k"],
+    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
 ]

@@ -15,22 +15,35 @@ from kvcalc.cli.app import (
     load_model,
     parse_ctx_list,
 )
-from kvcalc.cli.deploy import DeploymentOptions, LayoutError, deployment_options
+from kvcalc.cli.deploy import (
+    DeploymentOptions,
+    LayoutError,
+    SGLangFlags,
+    deployment_options,
+    sglang_options,
+)
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
 
+ENGINES = ("simple", "vllm", "sglang")
 EngineOption = typer.Option(
-    "simple", "--engine", help="simple: the budget formula; vllm: vLLM 0.19's exact block count"
+    "simple",
+    "--engine",
+    help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
+    "sglang: SGLang's token pool (0.4.0-0.5.9)",
 )
 DEFAULT_CONTEXTS = "8k,32k,128k"
+#: The request length SGLang's concurrency is shown for when --ctx is not given.
+DEFAULT_SGLANG_CONTEXT = "8k"
 
 command_app = command_typer()
 
 
 @command_app.command()
 @deployment_options
+@sglang_options
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
     ctx: str = typer.Option(None, "--ctx", "-c", help="contexts, e.g. 8k,32k,128k"),
@@ -41,24 +54,29 @@ def batch(
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
+    sglang: SGLangFlags,
 ) -> None:
     """Sequences that fit at each context: memory budget, KV capacity, max context at batch 1."""
-    if engine not in ("simple", "vllm"):
-        fail(f"--engine: unknown engine {engine!r}; choose simple or vllm")
+    if engine not in ENGINES:
+        fail(f"--engine: unknown engine {engine!r}; choose {', '.join(ENGINES)}")
     if engine != "vllm" and max_model_len is not None:
         fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
     deploy.check_applies(engine)
+    sglang.check_applies(engine, deploy)
     if deploy.given("kv_memory"):
         deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
     gpu_set = deploy.resolve_gpus()
     if model is None:
-        if engine == "vllm":
-            fail("--engine vllm needs a MODEL")
+        if engine != "simple":
+            fail(f"--engine {engine} needs a MODEL")
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
     dep = deploy.build(load_model(model, None, None, None), gpu_set, engine)
     if engine == "vllm":
         _vllm(dep, ctx, max_model_len, fmt)
+        return
+    if engine == "sglang":
+        _sglang(dep, sglang, parse_ctx_list(ctx or DEFAULT_SGLANG_CONTEXT), fmt)
         return
     _simple(dep, parse_ctx_list(ctx or DEFAULT_CONTEXTS), fmt)
 
@@ -105,3 +123,14 @@ def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: Repo
     except VLLMConfigError as exc:
         fail(str(exc))
     emit_report(vllm_report(dep, results), fmt)
+
+
+def _sglang(dep: Deployment, flags: SGLangFlags, contexts: list[int], fmt: ReportFormat) -> None:
+    from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
+    from kvcalc.render.sglang import sglang_report
+
+    try:
+        result = sglang_pool(dep, flags.options())
+    except SGLangConfigError as exc:
+        fail(str(exc))
+    emit_report(sglang_report(dep, result, contexts), fmt)

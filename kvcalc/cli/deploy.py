@@ -19,8 +19,11 @@ import typer
 from kvcalc.cli.app import InputError, fail, parse_size
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.sglang import SGLangOptions
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,12 +84,18 @@ class DeploymentOptions:
             if self.given(name):
                 fail(f"{option_name(name)}: {because}")
 
+    def refuse_if(self, condition: bool, *names: str, because: str) -> None:
+        if condition:
+            self.refuse(*names, because=because)
+
     def check_applies(self, engine: str) -> None:
         """Refuse the options ``engine`` would not use."""
         if engine == "vllm":
             self.refuse(
                 "prefix_shared", because="vLLM's block count does not depend on prefix caching"
             )
+        elif engine == "sglang":
+            self._check_applies_sglang()
         elif self.given("max_num_batched_tokens") and any(
             self.given(o) for o in ("overhead", "reserve", "kv_memory")
         ):
@@ -94,6 +103,23 @@ class DeploymentOptions:
                 "--max-num-batched-tokens: sizes only the estimated overhead, which "
                 "--overhead, --reserve or --kv-memory replaces"
             )
+
+    def _check_applies_sglang(self) -> None:
+        # SGLang sizes its pool from its own share of *free* memory (--mem-fraction-static),
+        # with no profiled overhead, pages of --page-size and no prefix charge.
+        self.refuse(
+            "gpu_util",
+            "reserve",
+            "overhead",
+            "kv_memory",
+            because="SGLang's budget is --mem-fraction-static of the free memory "
+            "(or --free-before-load / --free-after-load from its log)",
+        )
+        self.refuse("block_size", because="SGLang pages its pool with --page-size")
+        self.refuse("prefix_shared", because="SGLang's token pool does not depend on it")
+        self.refuse(
+            "max_num_batched_tokens", because="SGLang's step is --chunked-prefill-size"
+        )
 
     def build(self, model: ModelSpec, gpus: GpuSet, engine: str = "simple") -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
@@ -208,21 +234,229 @@ assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 def deployment_options(command: F) -> F:
     """Add the deployment options to ``command``, which receives them as ``deploy``."""
+    return _grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
+
+
+def _grouped_options(
+    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
+) -> F:
+    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
+    passed as ``argument``."""
     signature = inspect.signature(command)
-    own = [p for p in signature.parameters.values() if p.name != "deploy"]
+    own = [p for p in signature.parameters.values() if p.name != argument]
     added = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-        for name, (kind, option) in _PARAMETERS.items()
+        for name, (kind, option) in parameters.items()
     ]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        options = DeploymentOptions(**{name: kwargs.pop(name) for name in _PARAMETERS})
-        return command(deploy=options, **kwargs)
+        options = group(**{name: kwargs.pop(name) for name in parameters})
+        return command(**{argument: options}, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {
         **{p.name: p.annotation for p in own},
-        **{name: kind for name, (kind, _) in _PARAMETERS.items()},
+        **{name: kind for name, (kind, _) in parameters.items()},
     }
     return wrapper  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ SGLang
+
+
+@dataclass(frozen=True)
+class SGLangFlags:
+    """SGLang's server arguments as given on the command line (None: not given), named as
+    SGLang names them; :meth:`options` turns them into the engine's
+    :class:`~kvcalc.engine.sglang.SGLangOptions`."""
+
+    sglang_version: str | None
+    mem_fraction_static: float | None
+    page_size: int | None
+    context_length: str | None
+    chunked_prefill_size: int | None
+    cuda_graph_max_bs: int | None
+    max_total_tokens: int | None
+    free_before_load: str | None
+    free_after_load: str | None
+    swa_full_tokens_ratio: float | None
+
+    def given(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def check_applies(self, engine: str, deploy: DeploymentOptions) -> None:
+        """Refuse SGLang flags without ``--engine sglang``, and deployment options or flags that
+        would not change SGLang's answer."""
+        given = self.given()
+        if engine != "sglang":
+            if given:
+                fail(f"{option_name(given[0])}: applies to --engine sglang only")
+            return
+        if self.free_after_load is not None:
+            deploy.refuse(
+                "weights",
+                "weight_dtype",
+                because="--free-after-load is the memory left once the weights are loaded",
+            )
+        if self.mem_fraction_static is not None:
+            deploy.refuse_if(
+                self.free_before_load is not None and self.free_after_load is not None,
+                "gpu_memory",
+                because="--mem-fraction-static and both free-memory figures leave nothing "
+                "for the GPU's memory to decide",
+            )
+
+    def options(self) -> SGLangOptions:
+        """The engine's options; bad values fail with one line naming the flag."""
+        from kvcalc.engine.sglang import (
+            DEFAULT_VERSION,
+            SGLangConfigError,
+            SGLangOptions,
+            mfs_uses_graph_inputs,
+            sglang_version,
+        )
+
+        try:
+            version = (
+                sglang_version(self.sglang_version) if self.sglang_version else DEFAULT_VERSION
+            )
+            for name in ("chunked_prefill_size", "cuda_graph_max_bs"):
+                if getattr(self, name) is None:
+                    continue
+                if self.mem_fraction_static is not None:
+                    fail(f"{option_name(name)}: only the default --mem-fraction-static reads it")
+                if not mfs_uses_graph_inputs(version):
+                    fail(
+                        f"{option_name(name)}: SGLang {version}'s default "
+                        "--mem-fraction-static does not read it (0.5.3 and later do)"
+                    )
+            return SGLangOptions(
+                version=version,
+                mem_fraction_static=_fraction(self.mem_fraction_static),
+                page_size=self.page_size if self.page_size is not None else 1,
+                context_length=_context(self.context_length, "--context-length"),
+                chunked_prefill_size=self.chunked_prefill_size,
+                cuda_graph_max_bs=self.cuda_graph_max_bs,
+                max_total_tokens=self.max_total_tokens,
+                free_before_load_bytes=_size(self.free_before_load, "--free-before-load"),
+                free_after_load_bytes=_size(self.free_after_load, "--free-after-load"),
+                swa_full_tokens_ratio=_fraction(self.swa_full_tokens_ratio),
+            )
+        except SGLangConfigError as exc:
+            fail(str(exc))
+
+
+def _fraction(value: float | None) -> Fraction | None:
+    from kvcalc.engine.deployment import as_fraction
+
+    return None if value is None else as_fraction(value)
+
+
+def _context(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    from kvcalc.cli.app import parse_ctx_list
+
+    values = parse_ctx_list(text, option)
+    if len(values) != 1:
+        fail(f"{option}: give one length, e.g. 32k")
+    return values[0]
+
+
+#: SGLang prints "avail mem=63.41 GB" meaning GiB (it divides by 2^30): a bare number is read so.
+def _size(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    bare = text.strip()
+    try:
+        float(bare)
+    except ValueError:
+        return parse_size(text, option)
+    return parse_size(f"{bare}GiB", option)
+
+
+_SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "sglang_version": (
+        str | None,
+        typer.Option(
+            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.9 [0.5.6]"
+        ),
+    ),
+    "mem_fraction_static": (
+        float | None,
+        typer.Option(
+            None,
+            "--mem-fraction-static",
+            help="sglang engine: share of free memory for weights + KV [the release's rule]",
+        ),
+    ),
+    "page_size": (
+        int | None,
+        typer.Option(
+            None, "--page-size", min=1, max=65536, help="sglang engine: tokens per page [1]"
+        ),
+    ),
+    "context_length": (
+        str | None,
+        typer.Option(
+            None, "--context-length", help="sglang engine: context length [model maximum]"
+        ),
+    ),
+    "chunked_prefill_size": (
+        int | None,
+        typer.Option(
+            None,
+            "--chunked-prefill-size",
+            min=1,
+            max=1 << 24,
+            help="sglang engine: prefill chunk (feeds the default memory share)",
+        ),
+    ),
+    "cuda_graph_max_bs": (
+        int | None,
+        typer.Option(
+            None,
+            "--cuda-graph-max-bs",
+            min=1,
+            max=1 << 16,
+            help="sglang engine: largest CUDA-graph batch (feeds the default memory share)",
+        ),
+    ),
+    "max_total_tokens": (
+        int | None,
+        typer.Option(
+            None, "--max-total-tokens", min=1, max=1 << 40, help="sglang engine: pool cap"
+        ),
+    ),
+    "free_before_load": (
+        str | None,
+        typer.Option(
+            None,
+            "--free-before-load",
+            help="sglang engine: 'Load weight begin. avail mem' in GiB, e.g. 78.43 [estimated]",
+        ),
+    ),
+    "free_after_load": (
+        str | None,
+        typer.Option(
+            None,
+            "--free-after-load",
+            help="sglang engine: 'Load weight end. avail mem' in GiB, e.g. 63.41 [estimated]",
+        ),
+    ),
+    "swa_full_tokens_ratio": (
+        float | None,
+        typer.Option(
+            None,
+            "--swa-full-tokens-ratio",
+            help="sglang engine: pool sliding-window layers apart at this ratio (SGLang: 0.8)",
+        ),
+    ),
+}
+assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
+
+
+def sglang_options(command: F) -> F:
+    """Add SGLang's options to ``command``, which receives them as ``sglang``."""
+    return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)

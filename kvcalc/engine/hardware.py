@@ -64,6 +64,9 @@ class Accelerator:
     interconnect: str | None = None
     interconnect_bytes_per_s: int | None = None
     pcie_bytes_per_s: int | None = None
+    smi_memory_bytes: int | None = None
+    """The nvidia-smi ``memory.total``, where known: SGLang sizes its default memory share from it
+    (``get_nvgpu_memory_capacity``), not from the CUDA total in ``memory_bytes``."""
 
     def __post_init__(self) -> None:
         if self.memory_bytes <= 0:

@@ -175,6 +175,9 @@ class GpuFile(_Strict):
             pcie_bytes_per_s=_scaled(pcie.bidirectional_gb_per_s, GB)
             if pcie and pcie.bidirectional_gb_per_s
             else None,
+            smi_memory_bytes=self.memory.nvidia_smi_mib * MiB
+            if self.memory.nvidia_smi_mib
+            else None,
         )
 
 

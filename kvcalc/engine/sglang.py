@@ -1,0 +1,614 @@
+"""SGLang KV-cache sizing: the token pool ``max_total_num_tokens`` and ``max_running_requests``.
+
+A restatement of what SGLang does at start-up, from the reference ``sglang-kv-algorithm.md``
+(read from the release tags of the ``bytedance-iaas/sglang`` mirror, v0.5.6 as the primary
+reference, and checked against start-up logs of v0.4.1 to v0.5.10). Section numbers below are
+the reference's; file names are SGLang's (``python/sglang/srt/...``):
+
+1. the default ``mem_fraction_static`` from nvidia-smi's total, tp x pp, the chunked-prefill
+   size and the CUDA-graph batch size, by release (section 7, ``server_args.py``
+   ``_handle_gpu_memory_settings``);
+2. ``PRE``, the free memory before the weights load, and ``AFTER``, after (section 1,
+   ``model_runner.py`` ``init_torch_distributed`` / ``init_memory_pool``): measured figures from
+   the log, or estimated here from the GPU, the CUDA context and the weights;
+3. ``rest = AFTER - PRE x (1 - mem_fraction_static)`` (``profile_max_num_token``), minus the
+   mamba state pool of a hybrid (section 4, ``handle_max_mamba_cache``);
+4. ``max_total_num_tokens = rest // cell_size``, clamped by ``--max-total-tokens``, rounded down
+   to the page, split between full and sliding-window pools (sections 2, 3 and 5);
+5. the request pool and ``max_running_requests`` (section 3, ``tp_worker.py`` / ``scheduler.py``).
+
+Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
+adjustment of the memory share, FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's
+``--hybrid-kvcache-ratio``, the ROCm aiter adjustment, and releases from v0.5.10 on (whose default
+memory share reserves for a piecewise CUDA graph this module does not size).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import total_ordering
+from typing import TYPE_CHECKING
+
+from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, mixer_counts
+from kvcalc.engine.spec import (
+    GatedDeltaNet,
+    Mamba,
+    Mixer,
+    ModelSpec,
+    SlidingWindowAttention,
+)
+from kvcalc.engine.units import DType, GiB, MiB, dtype
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+
+
+class SGLangConfigError(ValueError):
+    """A set-up SGLang would refuse, or that this model does not cover; one line naming the fix."""
+
+
+# --------------------------------------------------------------------------------------------
+# Releases
+
+
+@total_ordering
+@dataclass(frozen=True)
+class SGLangVersion:
+    """A release tag: ``0.5.6``, ``v0.4.7.post1``."""
+
+    major: int
+    minor: int
+    patch: int
+    post: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.major, self.minor, self.patch, self.post)
+
+    def __lt__(self, other: SGLangVersion) -> bool:
+        return self.key < other.key
+
+    def __str__(self) -> str:
+        post = f".post{self.post}" if self.post else ""
+        return f"{self.major}.{self.minor}.{self.patch}{post}"
+
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
+#: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.9 (Feb 2026). The
+#: v0.4 series ended at v0.4.10 (reference section 0), before v0.5.0.
+OLDEST = SGLangVersion(0, 4, 0)
+NEWEST = SGLangVersion(0, 5, 9)
+LAST_PATCH = {(0, 4): 10, (0, 5): 9}
+#: The default: the reference's primary release (its line numbers are v0.5.6's).
+DEFAULT_VERSION = SGLangVersion(0, 5, 6)
+SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
+
+
+def sglang_version(text: str) -> SGLangVersion:
+    """Parse a release name; refuse one that does not exist or that is not modelled."""
+    match = _VERSION_RE.match(text.strip())
+    if match is None:
+        raise SGLangConfigError(
+            f"--sglang-version: {text!r} is not a release; use X.Y.Z[.postN] such as 0.5.6"
+        )
+    major, minor, patch = (int(match.group(i)) for i in (1, 2, 3))
+    version = SGLangVersion(major, minor, patch, int(match.group(4) or 0))
+    if not OLDEST <= version <= SGLangVersion(*NEWEST.key[:3], post=99):
+        raise SGLangConfigError(
+            f"--sglang-version: {version} is not supported; kvcalc models SGLang "
+            f"{SUPPORTED_RANGE} (releases from 0.5.10 reserve for a piecewise CUDA graph it "
+            "does not size: give the logged --mem-fraction-static with 0.5.9)"
+        )
+    if patch > LAST_PATCH[(major, minor)]:
+        raise SGLangConfigError(
+            f"--sglang-version: there is no SGLang {version}; the {major}.{minor} series ends at "
+            f"{major}.{minor}.{LAST_PATCH[(major, minor)]}"
+        )
+    return version
+
+
+def v(text: str) -> SGLangVersion:
+    """A version constant, for the rule boundaries below."""
+    return sglang_version(text)
+
+
+# --------------------------------------------------------------------------------------------
+# Step 1: the default mem_fraction_static (reference section 7)
+
+#: v0.4.0-v0.4.5 ``ServerArgs.__post_init__``: the share by TP size (section 7.1).
+_TP_TABLE = ((16, Fraction("0.79")), (8, Fraction("0.81")), (4, Fraction("0.85")),
+             (2, Fraction("0.87")), (1, Fraction("0.88")))
+
+
+def tp_table_fraction(size: int) -> Fraction:
+    """The share of the v0.4 TP table for ``size`` GPUs (0.88 at 1 down to 0.79 at 16+)."""
+    return next(share for least, share in _TP_TABLE if size >= least)
+
+
+def rounded_share(gpu_mem_mib: int, reserved_mib: float) -> Fraction:
+    """``round((gpu_mem - reserved) / gpu_mem, 3)`` as SGLang computes it, in floats, then read
+    as its decimal text (0.835 is 167/200)."""
+    return Fraction(str(round((gpu_mem_mib - reserved_mib) / gpu_mem_mib, 3)))
+
+
+def default_chunked_prefill_size(version: SGLangVersion, gpu_mem_mib: int) -> int:
+    """``--chunked-prefill-size`` by GPU memory tier (sections 7.1, 7.3, 7.4)."""
+    if version < v("0.4.7.post1"):
+        return 2048 if gpu_mem_mib < 25000 else 8192
+    if version < v("0.5.3"):
+        if gpu_mem_mib < 35 * 1024:
+            return 2048
+        return 8192 if gpu_mem_mib < 160 * 1024 else 16384
+    tiers = ((20 * 1024, 2048), (35 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192))
+    return next((size for below, size in tiers if gpu_mem_mib < below), 16384)
+
+
+def default_cuda_graph_max_bs(version: SGLangVersion, gpu_mem_mib: int, tp: int) -> int:
+    """``--cuda-graph-max-bs`` by GPU memory tier and TP (section 7.4 table, v0.5.3 on; the
+    20-35 GiB tier moved from 16 to 24 at TP < 4 in v0.5.5)."""
+    small_tp = tp < 4
+    if gpu_mem_mib < 20 * 1024:
+        return 8
+    if gpu_mem_mib < 35 * 1024:
+        return (24 if version >= v("0.5.5") else 16) if small_tp else 80
+    if gpu_mem_mib < 60 * 1024:
+        return 32 if small_tp else 160
+    if gpu_mem_mib < 160 * 1024:
+        return 256 if small_tp else 512
+    return 512
+
+
+def mfs_uses_graph_inputs(version: SGLangVersion) -> bool:
+    """Whether the release's default share reads the chunked-prefill and CUDA-graph sizes (only
+    the v0.5.3 formula does)."""
+    return version >= v("0.5.3")
+
+
+def reserved_mib_v053(
+    gpu_mem_mib: int, tp: int, pp: int, chunked: int, cuda_graph_bs: int
+) -> float:
+    """Memory v0.5.3-v0.5.9 keep out of the static share, in MiB (section 7.4): 512 + 1.5 x the
+    chunked prefill + 2 x the CUDA-graph batch + tp x pp / 8 GiB, at least 10 GiB above 60 GiB."""
+    reserved = 512 + max(chunked, 2048) * 1.5 + cuda_graph_bs * 2 + tp * pp / 8 * 1024
+    return max(reserved, 10 * 1024) if gpu_mem_mib > 60 * 1024 else reserved
+
+
+def reserved_mib_v047(gpu_mem_mib: int, tp: int, pp: int) -> float:
+    """Memory v0.4.7.post1-v0.5.2 keep out of the static share, in MiB (section 7.3 table)."""
+    p = tp * pp
+    if gpu_mem_mib < 35 * 1024:
+        return (2.8 + p / 10) * 1024
+    if gpu_mem_mib < 90 * 1024:
+        return (9.5 + p / 2) * 1024
+    if gpu_mem_mib < 160 * 1024:
+        return (12 + p / 2) * 1024
+    return 32 * 1024
+
+
+def share_v046(version: SGLangVersion, gpu_mem_mib: int, tp: int, pp: int) -> Fraction:
+    """v0.4.6-v0.4.7 (section 7.2): the TP table up to 80 GiB; above, (gpu - 13 GiB) / gpu in
+    v0.4.6 and .post1, else 0.88 raised for > 96 GiB GPUs and capped at gpu - 18 GiB, and 0.79
+    above 180,000 MiB in v0.4.7."""
+    post1 = version <= v("0.4.6.post1")
+    if gpu_mem_mib <= 81920:
+        return tp_table_fraction(tp if post1 else tp * pp)
+    if post1:
+        return Fraction(gpu_mem_mib - 13 * 1024, gpu_mem_mib)
+    if version >= v("0.4.7") and gpu_mem_mib > 180000:
+        return Fraction("0.79")
+    share = Fraction("0.88")
+    if gpu_mem_mib > 96 * 1024:
+        share = min(
+            share + Fraction(48 * 1024) * (1 - share) / gpu_mem_mib,
+            Fraction(gpu_mem_mib - 18 * 1024, gpu_mem_mib),
+        )
+    return share
+
+
+def default_mem_fraction_static(
+    version: SGLangVersion, gpu_mem_mib: int, tp: int, pp: int, chunked: int, cuda_graph_bs: int
+) -> Fraction:
+    """SGLang's default ``mem_fraction_static`` for this release (section 7): e.g. 0.835 for one
+    H100 (81,559 MiB) and 0.907 for one H200 (143,771 MiB) from v0.5.3."""
+    if version < v("0.4.6"):
+        return tp_table_fraction(tp)
+    if version < v("0.4.7.post1"):
+        return share_v046(version, gpu_mem_mib, tp, pp)
+    if version < v("0.5.3"):
+        return rounded_share(gpu_mem_mib, reserved_mib_v047(gpu_mem_mib, tp, pp))
+    return rounded_share(
+        gpu_mem_mib, reserved_mib_v053(gpu_mem_mib, tp, pp, chunked, cuda_graph_bs)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Step 2: free memory before and after the weights load (reference sections 1 and 8)
+
+#: CUDA context and allocator state before the weights: an H100 reports 79.18 GiB to torch and
+#: SGLang's 2026 builds log ``Load weight begin. avail mem=78.43 GB`` at TP 1 (section 8).
+CUDA_CONTEXT_BYTES = int(Fraction("0.75") * GiB)
+#: NCCL and custom all-reduce buffers of a multi-GPU group: ``Init torch distributed ends. mem
+#: usage`` is about 2.0 GB on H200 TP8 (section 8; PCIe groups log as little as 0.13 GB).
+DISTRIBUTED_BUFFERS_BYTES = 2 * GiB
+
+
+def estimated_free_before_load(memory_bytes: int, world_size: int) -> int:
+    """``PRE``: the GPU's memory less the CUDA context and, with more than one rank, the
+    communication buffers (an estimate: logs vary by a few hundred MiB between builds)."""
+    buffers = DISTRIBUTED_BUFFERS_BYTES if world_size > 1 else 0
+    return memory_bytes - CUDA_CONTEXT_BYTES - buffers
+
+
+# --------------------------------------------------------------------------------------------
+# Step 3: what one token and one request cost on one rank (reference sections 2 and 4)
+
+#: ``--kv-cache-dtype`` values SGLang stores (section 2.5): ``auto`` is the model dtype, and
+#: fp8_e4m3 / fp8_e5m2 are one byte (uint8 storage).
+SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+#: ``--mamba-ssm-dtype`` default float32: the temporal state is 4 bytes per value (section 4).
+MAMBA_SSM_DTYPE = dtype("fp32")
+#: ``--mamba-full-memory-ratio`` default: the mamba pool gets r / (1 + r) of the budget.
+MAMBA_FULL_MEMORY_RATIO = Fraction("0.9")
+#: ``--swa-full-tokens-ratio`` default (section 5).
+DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
+
+
+def sglang_kv_dtype(kv: DType) -> DType:
+    if kv.name not in SGLANG_KV_DTYPES:
+        raise SGLangConfigError(
+            f"--kv-dtype: SGLang has no {kv.name} KV cache; use bf16, fp16 or fp8 "
+            "(fp8_e4m3 / fp8_e5m2, one byte)"
+        )
+    return kv
+
+
+def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
+    """``ModelConfig.get_num_kv_heads``: ``max(1, kv_heads // tp)``, a head replicated on each
+    rank beyond kv_heads ranks (section 2.1). The same as the engine's split for every tp a
+    :class:`Deployment` accepts, which is why the per-rank mixers below are the engine's own."""
+    return max(1, kv_heads // tp)
+
+
+def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
+    """One rank's share of a layer, refusing the kinds SGLang has no pool for. MLA stays whole:
+    ``MLATokenToKVPool`` keeps the latent on every rank (section 2.2)."""
+    if mixer.kind == "lightning":
+        raise SGLangConfigError(
+            "lightning attention (MiniMax) has no SGLang token or mamba pool kvcalc knows of; "
+            "use --engine vllm or --engine simple"
+        )
+    return mixer.per_rank(tp)
+
+
+def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
+    """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
+    (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
+    shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
+    assert isinstance(mixer, Mamba | GatedDeltaNet)
+    return sum(
+        (conv if t.role == "conv" else MAMBA_SSM_DTYPE).bytes_for(t.elements)
+        for t in mixer.state_tensors()
+    )
+
+
+@dataclass(frozen=True)
+class RankCells:
+    """What one rank of the widest pipeline stage stores (the stage with the largest cell: it
+    runs out first, and SGLang all-reduces the MIN token count over PP ranks)."""
+
+    full_bytes_per_token: int
+    """Full-attention and MLA layers (and sliding layers when they share the full pool)."""
+    swa_bytes_per_token: int
+    """Sliding-window layers in their own pool (hybrid SWA memory on), else 0."""
+    full_layers: int
+    swa_layers: int
+    state_bytes_per_request: int
+    """The mamba / linear-attention state of one request over the stage's layers."""
+
+    @property
+    def cell_size(self) -> int:
+        """``cell_size``: every layer priced as a full layer (``profile_max_num_token``)."""
+        return self.full_bytes_per_token + self.swa_bytes_per_token
+
+
+def stage_cells(
+    model: ModelSpec, layers: range, tp: int, cache: CacheFormat, split_swa: bool
+) -> RankCells:
+    full = swa = n_full = n_swa = state = 0
+    for mixer, count in mixer_counts(model, layers):
+        mine = rank_mixer(mixer, tp)
+        if isinstance(mine, Mamba | GatedDeltaNet):
+            state += state_bytes_per_request(mine, cache.state) * count
+        elif split_swa and isinstance(mine, SlidingWindowAttention):
+            swa += layer_bytes_per_token(mine, cache) * count
+            n_swa += count
+        else:
+            full += layer_bytes_per_token(mine, cache) * count
+            n_full += count
+    return RankCells(full, swa, n_full, n_swa, state)
+
+
+def is_hybrid_swa(model: ModelSpec) -> bool:
+    kinds = {m.kind for m in model.mixer_pattern}
+    return "sliding" in kinds and bool(kinds & {"full", "mla"})
+
+
+# --------------------------------------------------------------------------------------------
+# Steps 3-5: the pool
+
+
+@dataclass(frozen=True)
+class SGLangOptions:
+    """SGLang's server arguments that size the pool, named as SGLang names them (None: the
+    release's default). The two free-memory figures are the ``avail mem`` of ``Load weight
+    begin`` and ``Load weight end`` in SGLang's log; None estimates them."""
+
+    version: SGLangVersion = DEFAULT_VERSION
+    mem_fraction_static: Fraction | None = None
+    page_size: int = 1
+    context_length: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    max_total_tokens: int | None = None
+    free_before_load_bytes: int | None = None
+    free_after_load_bytes: int | None = None
+    swa_full_tokens_ratio: Fraction | None = None
+    """None: sliding layers share the full pool (SGLang turns hybrid SWA memory off for Gemma,
+    Olmo and, before 0.5.8, gpt-oss); a ratio pools them apart (section 5)."""
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+def check_options(opts: SGLangOptions) -> None:
+    """Every rule the options must satisfy; one :class:`SGLangConfigError` naming the flag."""
+    mfs = opts.mem_fraction_static
+    if mfs is not None and not 0 < mfs < 1:
+        raise SGLangConfigError(
+            f"--mem-fraction-static: {float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
+        )
+    for name in ("page_size", "context_length", "chunked_prefill_size", "cuda_graph_max_bs",
+                 "max_total_tokens"):
+        value = getattr(opts, name)
+        if value is not None and value < 1:
+            raise SGLangConfigError(f"--{name.replace('_', '-')}: must be at least 1, not {value}")
+    before, after = opts.free_before_load_bytes, opts.free_after_load_bytes
+    if before is not None and after is not None and after > before:
+        raise SGLangConfigError(
+            f"--free-after-load: {after / GiB:.2f} GiB is more than --free-before-load "
+            f"{before / GiB:.2f} GiB; loading the weights only takes memory (swap them?)"
+        )
+    ratio = opts.swa_full_tokens_ratio
+    if ratio is not None and not 0 < ratio <= 1:
+        raise SGLangConfigError(
+            f"--swa-full-tokens-ratio: {float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
+        )
+    if ratio is not None and opts.version < v("0.5.6"):
+        raise SGLangConfigError(
+            f"--swa-full-tokens-ratio: the separate sliding-window pool is modelled from SGLang "
+            f"0.5.6, not {opts.version}"
+        )
+
+
+@dataclass(frozen=True)
+class SGLangMemory:
+    """The inputs of ``profile_max_num_token`` on the tightest rank."""
+
+    gpu_memory_mib: int
+    """nvidia-smi's total, from which the default share is computed."""
+    mem_fraction_static: Fraction
+    chunked_prefill_size: int | None
+    """The release's or the user's value where the default share reads it, else None."""
+    cuda_graph_max_bs: int | None
+    free_before_load_bytes: int
+    free_after_load_bytes: int
+    estimated: tuple[str, ...]
+    """Which inputs were estimated rather than given or read from the registry."""
+
+    @property
+    def rest_bytes(self) -> Fraction:
+        """``rest_memory = AFTER - PRE x (1 - mem_fraction_static)`` (``profile_max_num_token``)."""
+        return self.free_after_load_bytes - self.free_before_load_bytes * (
+            1 - self.mem_fraction_static
+        )
+
+
+@dataclass(frozen=True)
+class SGLangPool:
+    """What SGLang logs at start-up for this set-up."""
+
+    version: SGLangVersion
+    memory: SGLangMemory
+    cells: RankCells
+    page_size: int
+    context_length: int
+    mamba_cache_size: int | None
+    """``max_mamba_cache_size`` of a mamba / linear-attention hybrid, else None."""
+    max_total_num_tokens: int
+    """The full-attention pool (``max_total_num_tokens=`` / ``#tokens:``)."""
+    swa_tokens: int | None
+    """The sliding-window pool of a hybrid SWA model, else None."""
+    req_pool_size: int
+    max_running_requests: int
+
+    @property
+    def cell_size(self) -> int:
+        return self.cells.cell_size
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        """Bytes of the token pools on one rank (the padding slot aside)."""
+        return (
+            self.max_total_num_tokens * self.cells.full_bytes_per_token
+            + (self.swa_tokens or 0) * self.cells.swa_bytes_per_token
+        )
+
+    @property
+    def max_req_len(self) -> int:
+        """The longest request the scheduler admits: ``min(context_len - 1, max_total - 1)``."""
+        return min(self.context_length - 1, self.max_total_num_tokens - 1)
+
+    def concurrency(self, tokens: int, window: int | None = None) -> int:
+        """Requests of ``tokens`` tokens that run at once: the pages of the pool(s) they take,
+        capped by ``max_running_requests``; 0 when the scheduler refuses such a request."""
+        if tokens > self.max_req_len:
+            return 0
+        fits = self.max_total_num_tokens // self.page_size // math.ceil(tokens / self.page_size)
+        if self.swa_tokens is not None and window:
+            fits = min(fits, self.swa_tokens // min(tokens, window))
+        return min(self.max_running_requests, fits)
+
+
+@dataclass(frozen=True)
+class SGLangPoolTooSmall:
+    """SGLang refuses to start: "Not enough memory. Please try to increase
+    --mem-fraction-static." """
+
+    version: SGLangVersion
+    memory: SGLangMemory
+    cells: RankCells
+    mamba_cache_size: int | None = field(default=None)
+
+    @property
+    def message(self) -> str:
+        rest = max(Fraction(0), self.memory.rest_bytes)
+        return (
+            f"Not enough memory: {float(rest) / GiB:.2f} GiB left for the KV cache holds no "
+            f"token of {self.cells.cell_size:,} bytes; raise --mem-fraction-static or use "
+            "more GPUs"
+        )
+
+
+def mamba_cache_size(rest: Fraction, per_request: int) -> int:
+    """``handle_max_mamba_cache`` (v0.5.6, radix cache on, no speculation): the mamba pool takes
+    ``rest x r / (1 + r)`` of the budget, in whole request states."""
+    share = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    return max(0, math.floor(share / per_request))
+
+
+def mamba_request_divisor(version: SGLangVersion) -> int:
+    """Requests per mamba slot cap: ``max_mamba_cache_size // 3`` with the radix cache (v0.5.6);
+    v0.5.9 adds one slot per request without the overlap extra buffer (section 4)."""
+    return 4 if version >= v("0.5.9") else 3
+
+
+def swa_split(tokens: int, cells: RankCells, ratio: Fraction, page: int) -> tuple[int, int]:
+    """``set_num_tokens_hybrid_swa``: full and SWA pools for a budget of ``tokens`` cells,
+    ``full = tokens x (F + S) / (F + r x S)`` and ``swa = full x r`` (per-layer widths summed;
+    the v0.5.6 form ``tokens x L / (r x n_swa + n_full)`` when the layers are equally wide)."""
+    f, s = cells.full_bytes_per_token, cells.swa_bytes_per_token
+    full = math.floor(Fraction(tokens * (f + s)) / (f + ratio * s))
+    swa = math.floor(full * ratio)
+    return full // page * page, swa // page * page
+
+
+def request_pool_size(version: SGLangVersion, max_total: int, context_length: int) -> int:
+    """``ReqToTokenPool`` size: ``min(max(int(max_total / context_len x 512), 2048), 4096)``,
+    plus one padding request up to v0.4.6 (logs show 2049 / 4097; section 3)."""
+    pool = min(max(int(max_total / context_length * 512), 2048), 4096)
+    return pool + 1 if version < v("0.4.7") else pool
+
+
+def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
+    """The share and the free memory SGLang would measure, given or estimated."""
+    estimated: list[str] = []
+    smi = dep.gpu_memory_bytes or dep.gpus.accelerator.smi_memory_bytes
+    if smi is None:
+        smi = dep.gpus.accelerator.memory_bytes
+        estimated.append("gpu_memory")
+    gpu_mem_mib = smi // MiB
+    chunked = cuda_graph_bs = None
+    if opts.mem_fraction_static is not None:
+        share = opts.mem_fraction_static
+    else:
+        if mfs_uses_graph_inputs(opts.version):
+            chunked = opts.chunked_prefill_size or default_chunked_prefill_size(
+                opts.version, gpu_mem_mib
+            )
+            cuda_graph_bs = opts.cuda_graph_max_bs or default_cuda_graph_max_bs(
+                opts.version, gpu_mem_mib, dep.tp
+            )
+        share = default_mem_fraction_static(
+            opts.version, gpu_mem_mib, dep.tp, dep.pp, chunked or 0, cuda_graph_bs or 0
+        )
+    before = opts.free_before_load_bytes
+    if before is None:
+        before = estimated_free_before_load(dep.memory_bytes_per_gpu, dep.gpus_per_replica)
+        estimated.append("free_before_load")
+    after = opts.free_after_load_bytes
+    if after is None:
+        # AFTER is the MIN over ranks: the rank with the most weights (section 1, step 4).
+        after = before - max(dep.weights_per_stage)
+        estimated.append("free_after_load")
+    return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
+                        tuple(estimated))
+
+
+def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
+    """The cells of the stage whose rank stores the most per token (section 2.4: ``L`` is the
+    PP slice)."""
+    sglang_kv_dtype(dep.cache.kv)
+    split = opts.swa_full_tokens_ratio is not None
+    if split and not is_hybrid_swa(dep.model):
+        raise SGLangConfigError(
+            f"--swa-full-tokens-ratio: {dep.model.id} has no sliding-window layers beside "
+            "full ones to pool apart"
+        )
+    cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
+    if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
+        raise SGLangConfigError(
+            f"--sglang-version: the mamba pool of {dep.model.id} is modelled from SGLang 0.5.6, "
+            f"not {opts.version}"
+        )
+    return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
+
+
+def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
+    """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
+    cells = rank_cells(dep, opts)
+    memory = resolve_memory(dep, opts)
+    context_length = opts.context_length or dep.model.max_context
+    if context_length is None:
+        raise SGLangConfigError(
+            f"--context-length: {dep.model.id} states no maximum context; give one, e.g. 32k"
+        )
+    rest = memory.rest_bytes
+    slots = None
+    if cells.state_bytes_per_request:
+        slots = mamba_cache_size(rest, cells.state_bytes_per_request)
+        rest -= slots * cells.state_bytes_per_request
+    if rest <= 0 or cells.cell_size == 0:
+        return SGLangPoolTooSmall(opts.version, memory, cells, slots)
+    profiled = math.floor(rest / cells.cell_size)
+    requests = request_pool_size(opts.version, profiled, context_length)
+    if slots is not None:
+        requests = min(requests, slots // mamba_request_divisor(opts.version))
+    tokens = min(profiled, opts.max_total_tokens or profiled)
+    tokens = tokens // opts.page_size * opts.page_size
+    swa = None
+    if opts.swa_full_tokens_ratio is not None:
+        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, opts.page_size)
+    if tokens <= 0:
+        return SGLangPoolTooSmall(opts.version, memory, cells, slots)
+    return SGLangPool(
+        version=opts.version,
+        memory=memory,
+        cells=cells,
+        page_size=opts.page_size,
+        context_length=context_length,
+        mamba_cache_size=slots,
+        max_total_num_tokens=tokens,
+        swa_tokens=swa,
+        req_pool_size=requests,
+        max_running_requests=min(tokens // 2, requests),
+    )
+
+
+def sliding_window(model: ModelSpec) -> int | None:
+    """The window of the model's sliding layers (for the SWA pool's concurrency), if any."""
+    windows = [m.window for m in model.mixer_pattern if isinstance(m, SlidingWindowAttention)]
+    return min(windows) if windows else None
+

@@ -1,0 +1,169 @@
+"""Rendering of `kvcalc batch --engine sglang`: SGLang's start-up figures, as lines and as JSON.
+
+The lines echo SGLang's own log (its "GB" are GiB, printed with two decimals) so that a run can
+be compared with a real start-up log line by line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.units import GiB
+from kvcalc.render.report import Report
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.sglang import SGLangMemory, SGLangPool, SGLangPoolTooSmall
+
+
+def sglang_payload(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
+) -> dict[str, Any]:
+    """One JSON object: the issue's keys, the inputs SGLang read, and one row per context."""
+    from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+    memory = result.memory
+    payload: dict[str, Any] = {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "engine": "sglang",
+        "sglang_version": str(result.version),
+        "kv_dtype": dep.kv_dtype.name,
+        "gpu_memory_mib": memory.gpu_memory_mib,
+        "mem_fraction_static": float(memory.mem_fraction_static),
+        "chunked_prefill_size": memory.chunked_prefill_size,
+        "cuda_graph_max_bs": memory.cuda_graph_max_bs,
+        "free_before_load_bytes": memory.free_before_load_bytes,
+        "free_after_load_bytes": memory.free_after_load_bytes,
+        "estimated": list(memory.estimated),
+        "cell_size_bytes": result.cells.cell_size,
+        "mamba_bytes_per_request": result.cells.state_bytes_per_request or None,
+        "max_mamba_cache_size": result.mamba_cache_size,
+    }
+    if not isinstance(result, SGLangPool):
+        return {
+            **payload,
+            "fits": False,
+            "reason": result.message,
+            "max_total_num_tokens": 0,
+            "max_running_requests": 0,
+            "kv_pool_bytes": 0,
+            "contexts": [],
+        }
+    window = sliding_window(dep.model)
+    return {
+        **payload,
+        "fits": True,
+        "reason": None,
+        "page_size": result.page_size,
+        "context_length": result.context_length,
+        "max_total_num_tokens": result.max_total_num_tokens,
+        "swa_tokens": result.swa_tokens,
+        "max_running_requests": result.max_running_requests,
+        "req_pool_size": result.req_pool_size,
+        "max_req_len": result.max_req_len,
+        "kv_pool_bytes": result.kv_pool_bytes,
+        "contexts": [
+            {"context_tokens": c, "concurrency": result.concurrency(c, window)} for c in contexts
+        ],
+    }
+
+
+def _gib(value: float) -> str:
+    return f"{value / GiB:.2f} GB"
+
+
+def _source(memory: SGLangMemory, name: str) -> str:
+    return " (estimated)" if name in memory.estimated else ""
+
+
+def sglang_lines(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
+) -> list[str]:
+    """The text output: the set-up, the inputs, then SGLang's own log lines."""
+    from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+    memory = result.memory
+    rule = (
+        f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
+        if memory.chunked_prefill_size is None
+        else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
+        f"chunked_prefill_size {memory.chunked_prefill_size}, "
+        f"cuda_graph_max_bs {memory.cuda_graph_max_bs}"
+    )
+    lines = [
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "
+        f"tp {dep.tp}, pp {dep.pp}, KV {dep.kv_dtype.name}",
+        f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
+        f"Load weight begin. avail mem={_gib(memory.free_before_load_bytes)}"
+        f"{_source(memory, 'free_before_load')}",
+        f"Load weight end. avail mem={_gib(memory.free_after_load_bytes)}"
+        f"{_source(memory, 'free_after_load')}",
+        f"cell_size: {result.cells.cell_size:,} bytes per token per rank",
+    ]
+    if result.mamba_cache_size is not None:
+        lines.append(
+            f"Mamba Cache is allocated. max_mamba_cache_size: {result.mamba_cache_size:,} "
+            f"({result.cells.state_bytes_per_request:,} bytes per request)"
+        )
+    if not isinstance(result, SGLangPool):
+        return [*lines, f"does not fit: {result.message}"]
+    if result.swa_tokens is not None:
+        lines.append(
+            f"Use Sliding window memory pool. full_layer_tokens={result.max_total_num_tokens}, "
+            f"swa_layer_tokens={result.swa_tokens}"
+        )
+    lines += [
+        f"KV Cache is allocated. #tokens: {result.max_total_num_tokens}, "
+        f"pool {_gib(result.kv_pool_bytes)} per rank",
+        f"max_total_num_tokens={result.max_total_num_tokens}, "
+        f"max_running_requests={result.max_running_requests}, "
+        f"context_len={result.context_length}",
+        f"request pool: {result.req_pool_size:,} slots, max_req_len {result.max_req_len:,}, "
+        f"page_size {result.page_size}",
+    ]
+    window = sliding_window(dep.model)
+    lines += [
+        f"Concurrency for {c:,} tokens per request: {result.concurrency(c, window):,}"
+        + (f" (longer than max_req_len {result.max_req_len:,})" if c > result.max_req_len else "")
+        for c in contexts
+    ]
+    return lines
+
+
+#: The keys of every CSV record: the pool, then one row per context.
+SGLANG_FIELDS = (
+    "model",
+    "gpus",
+    "tp",
+    "pp",
+    "sglang_version",
+    "kv_dtype",
+    "mem_fraction_static",
+    "cell_size_bytes",
+    "kv_pool_bytes",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "fits",
+    "context_tokens",
+    "concurrency",
+)
+
+
+def sglang_report(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
+) -> Report:
+    from kvcalc.engine.sglang import SGLangPool
+
+    payload = sglang_payload(dep, result, contexts)
+    rows = payload["contexts"] or [{"context_tokens": c, "concurrency": 0} for c in contexts]
+    records = [{k: {**payload, **row}.get(k) for k in SGLANG_FIELDS} for row in rows]
+    return Report(
+        payload=payload,
+        records=records,
+        fields=SGLANG_FIELDS,
+        lines=sglang_lines(dep, result, contexts),
+        exit_code=0 if isinstance(result, SGLangPool) else 1,
+    )
