@@ -92,7 +92,7 @@ class KvcalcGroup(TyperGroup):
             sys.exit(1)
         except BrokenPipeError:
             sys.exit(EXIT_OK)
-        except Exception as exc:  # noqa: BLE001 - never show a traceback to the user
+        except Exception as exc:  # never show a traceback to the user
             if _is_click_error(exc):  # option parsing
                 _error_line(exc.format_message())  # type: ignore[attr-defined]
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
