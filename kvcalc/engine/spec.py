@@ -10,19 +10,41 @@ command. The kinds are re-exported here.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from kvcalc.engine.mixers.attention import (
-    ChunkedLocalAttention,
-    FullAttention,
-    SlidingWindowAttention,
-)
 from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
-from kvcalc.engine.mixers.deltanet import GatedDeltaNet
-from kvcalc.engine.mixers.lightning import LightningAttention
-from kvcalc.engine.mixers.mamba import Mamba
-from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
+
+if TYPE_CHECKING:
+    from kvcalc.engine.mixers.attention import (
+        ChunkedLocalAttention,
+        FullAttention,
+        SlidingWindowAttention,
+    )
+    from kvcalc.engine.mixers.deltanet import GatedDeltaNet
+    from kvcalc.engine.mixers.lightning import LightningAttention
+    from kvcalc.engine.mixers.mamba import Mamba
+    from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
+
+#: Re-exported kind -> its module. Imported on first use: a command loading a cached Llama spec
+#: needs the attention module only (each module's dataclasses cost start-up time to create).
+_KINDS = {
+    "FullAttention": "attention",
+    "SlidingWindowAttention": "attention",
+    "ChunkedLocalAttention": "attention",
+    "MultiHeadLatentAttention": "mla",
+    "Mamba": "mamba",
+    "GatedDeltaNet": "deltanet",
+    "LightningAttention": "lightning",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KINDS:
+        return getattr(importlib.import_module(f"kvcalc.engine.mixers.{_KINDS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "FFN",
