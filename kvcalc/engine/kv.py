@@ -17,14 +17,17 @@ from kvcalc.engine.units import DType, dtype
 @dataclass(frozen=True)
 class CacheFormat:
     """How a sequence's cache is stored: ``kv`` for what grows with the tokens (keys and values,
-    an MLA latent), ``state`` for the fixed recurrent state of Mamba-like layers.
+    an MLA latent), ``state`` for the fixed state of Mamba-like layers, and ``ssm_state`` for
+    its temporal (SSM) part when an engine stores that apart (SGLang keeps it in fp32).
 
-    The two differ on purpose: a quantized KV cache leaves the recurrent state at the model's
-    dtype (vLLM 0.19: ``--mamba-cache-dtype auto`` follows the model, not ``--kv-cache-dtype``).
+    The KV and state dtypes differ on purpose: a quantized KV cache leaves the recurrent state at
+    the model's dtype (vLLM 0.19: ``--mamba-cache-dtype auto`` follows the model, not
+    ``--kv-cache-dtype``).
     """
 
     kv: DType
     state: DType
+    ssm_state: DType | None = None
 
     @classmethod
     def uniform(cls, dtype: DType) -> CacheFormat:
@@ -34,13 +37,18 @@ class CacheFormat:
     def name(self) -> str:
         return self.kv.name
 
-    def token_bytes(self, elements: int) -> int:
-        """Bytes of one token's entry of ``elements`` values in one layer (rounded up)."""
-        return self.kv.bytes_for(elements)
+    def token_bytes(self, mixer: Mixer) -> int:
+        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes)."""
+        return self.kv.bytes_for(mixer.cache_elements_per_token())
 
-    def state_bytes(self, elements: int) -> int:
-        """Bytes of a fixed state of ``elements`` values in one layer (rounded up)."""
-        return self.state.bytes_for(elements)
+    def state_bytes(self, mixer: Mixer) -> int:
+        """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
+        rounded up per tensor, as the engines allocate them."""
+        ssm = self.ssm_state or self.state
+        return sum(
+            (self.state if t.role == "conv" else ssm).bytes_for(t.elements)
+            for t in mixer.state_tensors()
+        )
 
 
 def cache_format(model: ModelSpec, kv: DType) -> CacheFormat:
@@ -114,12 +122,12 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
 
 def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | DType) -> int:
     """Bytes one token adds to one layer's cache."""
-    return as_cache_format(fmt).token_bytes(mixer.cache_elements_per_token())
+    return as_cache_format(fmt).token_bytes(mixer)
 
 
 def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | DType) -> int:
     """Bytes of one layer's fixed per-sequence state (0 for attention)."""
-    return as_cache_format(fmt).state_bytes(mixer.state_elements())
+    return as_cache_format(fmt).state_bytes(mixer)
 
 
 def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType) -> int:

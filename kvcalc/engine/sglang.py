@@ -32,7 +32,7 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import TYPE_CHECKING
 
-from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, mixer_counts
+from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.spec import (
     GatedDeltaNet,
     Mamba,
@@ -288,10 +288,7 @@ def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
     (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
     shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
     assert isinstance(mixer, Mamba | GatedDeltaNet)
-    return sum(
-        (conv if t.role == "conv" else MAMBA_SSM_DTYPE).bytes_for(t.elements)
-        for t in mixer.state_tensors()
-    )
+    return layer_state_bytes(mixer, CacheFormat(conv, conv, MAMBA_SSM_DTYPE))
 
 
 @dataclass(frozen=True)

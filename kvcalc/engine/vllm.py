@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
+from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -128,7 +129,7 @@ def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
     Full/sliding/chunked: kv_heads x (head_size_k + head_size_v); MLA: one latent of
     kv_lora_rank + qk_rope_head_dim with no factor 2 (MLAAttentionSpec, num_kv_heads 1).
     """
-    return kv_dtype.bytes_for(mixer.cache_elements_per_token())
+    return layer_bytes_per_token(mixer, kv_dtype)
 
 
 def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCacheSpec:
@@ -151,10 +152,7 @@ def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCache
 def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
     """MambaSpec page before padding: the sum over the mixer's state tensors (conv and temporal,
     as MambaStateShapeCalculator splits them) of elements x dtype bytes."""
-    return sum(
-        (conv_dtype if t.role == "conv" else ssm_dtype).bytes_for(t.elements)
-        for t in mixer.state_tensors()
-    )
+    return layer_state_bytes(mixer, CacheFormat(conv_dtype, conv_dtype, ssm_dtype))
 
 
 def hybrid_attention_block_size(
