@@ -53,3 +53,19 @@ def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -
     mqa = runner.invoke(app, ["size", "jamba-v0.1", "--ctx", "8k", "--kv-heads", "1", "-f", "json"])
     assert base.exit_code == mqa.exit_code == 0
     assert base.stdout != mqa.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["gpus", "h100", "--check"], "drop the names (h100)"),
+        (["batch", "--gpus", "8xH100", "--weights", "140GB"], "--weights: it is one model's"),
+    ],
+)
+def test_an_option_that_would_be_ignored_is_refused(
+    runner: CliRunner, args: list[str], needle: str
+) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert needle in result.stderr

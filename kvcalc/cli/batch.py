@@ -69,6 +69,7 @@ def batch(
     if model is None:
         if engine != "simple":
             fail(f"--engine {engine} needs a MODEL")
+        deploy.refuse("weights", because="it is one model's weights; name the MODEL")
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
     dep = deploy.build(load_model(model, None, None, None), gpu_set, engine)

@@ -14,6 +14,7 @@ from kvcalc.cli.app import (
     ReportFormatOption,
     command_typer,
     emit_report,
+    fail,
 )
 
 NamesArgument = typer.Argument(
@@ -39,6 +40,8 @@ def gpus(
     if check:
         from kvcalc.render.check import check_report
 
+        if names:
+            fail(f"--check validates every accelerator file; drop the names ({' '.join(names)})")
         problems = check_gpus(registry)
         count = len(gpu_paths(registry))
         emit_report(check_report(problems, count, "accelerator", EXIT_USAGE), fmt)
