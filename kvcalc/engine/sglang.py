@@ -33,13 +33,7 @@ from functools import total_ordering
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
-from kvcalc.engine.spec import (
-    GatedDeltaNet,
-    Mamba,
-    Mixer,
-    ModelSpec,
-    SlidingWindowAttention,
-)
+from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
 if TYPE_CHECKING:
@@ -287,7 +281,6 @@ def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
     """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
     (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
     shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
-    assert isinstance(mixer, Mamba | GatedDeltaNet)
     return layer_state_bytes(mixer, CacheFormat(conv, conv, MAMBA_SSM_DTYPE))
 
 
@@ -317,9 +310,9 @@ def stage_cells(
     full = swa = n_full = n_swa = state = 0
     for mixer, count in mixer_counts(model, layers):
         mine = rank_mixer(mixer, tp)
-        if isinstance(mine, Mamba | GatedDeltaNet):
+        if not mine.holds_tokens:
             state += state_bytes_per_request(mine, cache.state) * count
-        elif split_swa and isinstance(mine, SlidingWindowAttention):
+        elif split_swa and window_of(mine):
             swa += layer_bytes_per_token(mine, cache) * count
             n_swa += count
         else:
@@ -604,8 +597,14 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     )
 
 
+def window_of(mixer: Mixer) -> int:
+    """The sliding window of an attention layer, 0 when it attends to the whole context."""
+    layout = mixer.page_layout()
+    return layout.window if layout is not None else 0
+
+
 def sliding_window(model: ModelSpec) -> int | None:
     """The window of the model's sliding layers (for the SWA pool's concurrency), if any."""
-    windows = [m.window for m in model.mixer_pattern if isinstance(m, SlidingWindowAttention)]
+    windows = [w for m in model.mixer_pattern if (w := window_of(m))]
     return min(windows) if windows else None
 
