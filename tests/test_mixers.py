@@ -19,6 +19,7 @@ from typing import Any, ClassVar, get_args
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_model
 
 import kvcalc.engine.mixers as mixers_package
 from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
@@ -34,7 +35,7 @@ from kvcalc.engine.spec import (
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
-from kvcalc.registry.load import load_model_file, model_paths
+from kvcalc.registry.load import model_paths
 from kvcalc.registry.schema import MixerSchema
 
 
@@ -128,7 +129,7 @@ def test_the_registry_schema_builds_every_kind() -> None:
 
 def test_registry_mixers_are_the_registered_types() -> None:
     for path in model_paths():
-        for mixer in load_model_file(path).to_spec().mixer_pattern:
+        for mixer in registry_model(path.stem).mixer_pattern:
             assert type(mixer) is KINDS[mixer.kind]
 
 
@@ -200,10 +201,10 @@ def test_weights_text_and_what_ifs(m: Mixer, hidden: int) -> None:
 
 
 def test_head_overrides_are_refusable_per_model() -> None:
-    models = {load_model_file(p).id: load_model_file(p).to_spec() for p in model_paths()}
-    assert models["llama3-70b"].accepts_head_overrides()
-    assert models["jamba-v0.1"].accepts_head_overrides()  # its 4 attention layers take them
-    assert not models["deepseek-v3"].accepts_head_overrides()
+    assert registry_model("llama3-70b").accepts_head_overrides()
+    # jamba's 4 attention layers take them
+    assert registry_model("jamba-v0.1").accepts_head_overrides()
+    assert not registry_model("deepseek-v3").accepts_head_overrides()
     mamba_only = ModelSpec("m", "m", 2, 64, 100, False, (Mamba(128, 16, 4, 8),), DenseMLP(64))
     assert not mamba_only.accepts_head_overrides()
 
