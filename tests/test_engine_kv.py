@@ -214,7 +214,6 @@ def test_tp_beyond_kv_heads_replicates_and_grows_the_total(llama3_70b: spec.Mode
     # (replicated), so the total doubles to 16 x 40,960.
     assert kv_bytes_per_token(llama3_70b.per_rank(8), BF16) == 40_960
     assert kv_bytes_per_token(llama3_70b.per_rank(16), BF16) == 40_960
-    assert 16 * 40_960 == 2 * 327_680
 
 
 def test_mla_latent_is_not_split_by_tp(deepseek_v3: spec.ModelSpec) -> None:
