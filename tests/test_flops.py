@@ -1,5 +1,6 @@
 """FLOPs per decode step: golden values worked by hand from the official configs
-(shared/reference/model-configs.yaml), and properties over batch and context."""
+(shared/reference/model-configs.yaml, the specs of tests/specs.py), and properties over batch and
+context."""
 
 from __future__ import annotations
 

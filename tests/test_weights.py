@@ -1,8 +1,9 @@
 """Parameter counts, weight bytes under TP/PP, and weight bytes read per decode step.
 
 Golden counts are hand-computed from the official configs recorded in
-shared/reference/model-configs.yaml; the arithmetic is written out next to each figure. The
-registry tests compare every model file's computed counts with its officially stated figures.
+shared/reference/model-configs.yaml (the specs of tests/specs.py); the arithmetic is written out
+next to each figure. The registry tests compare every model file's computed counts with its
+officially stated figures.
 """
 
 from __future__ import annotations
