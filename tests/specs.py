@@ -223,4 +223,4 @@ def registry_model(model_id: str) -> ModelSpec:
 @cache
 def registry_deployment(model_id: str, gpus: str = "h100", **options: object) -> Deployment:
     """A deployment of a registry model on a GPU set, with ``deployment()``'s keyword options."""
-    return deployment(registry_model(model_id), parse_gpu_set(gpus), **options)
+    return deployment(registry_model(model_id), parse_gpu_set(gpus), **options)  # type: ignore[arg-type]
