@@ -9,18 +9,19 @@ texts), not computed by the code under test: for attention,
 
 from __future__ import annotations
 
-from functools import cache
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import HAND_BUILT, registry_file, registry_model
 
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token, kv_size
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB, dtype
+from kvcalc.engine.weights import param_counts
 from kvcalc.registry.load import check_models, find_model, load_model_file, model_paths
-from kvcalc.registry.schema import ModelFile
 
 BF16 = dtype("bf16")
 K128 = 131_072  # "128k" context, 2^17 tokens
@@ -170,16 +171,6 @@ TYPED_NAMES = {
 MODEL_IDS = sorted(p.stem for p in model_paths())
 
 
-@cache
-def model_file(model_id: str) -> ModelFile:
-    return load_model_file(_path(model_id))
-
-
-@cache
-def model_spec(model_id: str) -> ModelSpec:
-    return model_file(model_id).to_spec()
-
-
 def _path(model_id: str) -> Path:
     return next(p for p in model_paths() if p.stem == model_id)
 
@@ -208,7 +199,7 @@ def test_file_loads_and_id_matches_file_name(model_id: str) -> None:
 def test_names_are_unique_across_files() -> None:
     owners: dict[str, list[str]] = {}
     for model_id in MODEL_IDS:
-        for name in {n.lower() for n in model_file(model_id).names()}:
+        for name in {n.lower() for n in registry_file(model_id).names()}:
             owners.setdefault(name, []).append(model_id)
     assert {name: ids for name, ids in owners.items() if len(ids) > 1} == {}
 
@@ -216,12 +207,12 @@ def test_names_are_unique_across_files() -> None:
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_verification_level_is_the_references(model_id: str) -> None:
     expected = [level for level, ids in VERIFICATION.items() if model_id in ids]
-    assert [model_file(model_id).verification] == expected
+    assert [registry_file(model_id).verification] == expected
 
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_missing_parameter_counts_are_marked_unverified(model_id: str) -> None:
-    model = model_file(model_id)
+    model = registry_file(model_id)
     if model.params.total is None:
         assert any(entry.startswith("params") for entry in model.unverified)
         assert "UNVERIFIED" in model.params.stated
@@ -232,7 +223,7 @@ def test_missing_parameter_counts_are_marked_unverified(model_id: str) -> None:
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_every_name_resolves_in_any_case(model_id: str) -> None:
-    model = model_file(model_id)
+    model = registry_file(model_id)
     assert "/" in model.hf_repo
     assert any("/" not in alias for alias in model.aliases), "needs a short alias"
     for name in model.names():
@@ -250,17 +241,17 @@ def test_typed_names_resolve(typed: str, model_id: str) -> None:
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_kv_bytes_per_token(model_id: str) -> None:
-    assert kv_bytes_per_token(model_spec(model_id), BF16) == KV_BYTES_PER_TOKEN[model_id]
+    assert kv_bytes_per_token(registry_model(model_id), BF16) == KV_BYTES_PER_TOKEN[model_id]
 
 
 @pytest.mark.parametrize("model_id", sorted(KV_BYTES_AT_128K))
 def test_kv_bytes_per_sequence_at_128k_windowed_and_state_models(model_id: str) -> None:
-    assert kv_bytes_per_sequence(model_spec(model_id), K128, BF16) == KV_BYTES_AT_128K[model_id]
+    assert kv_bytes_per_sequence(registry_model(model_id), K128, BF16) == KV_BYTES_AT_128K[model_id]
 
 
 @pytest.mark.parametrize("model_id", sorted(set(MODEL_IDS) - set(KV_BYTES_AT_128K)))
 def test_full_attention_models_grow_linearly(model_id: str) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     kinds = {spec.mixer_at(i).kind for i in range(spec.num_layers)}
     assert kinds <= {"full", "mla"}
     assert kv_bytes_per_sequence(spec, K128, BF16) == KV_BYTES_PER_TOKEN[model_id] * K128
@@ -269,20 +260,20 @@ def test_full_attention_models_grow_linearly(model_id: str) -> None:
 @pytest.mark.parametrize(("model_id", "layers"), sorted(HYBRID_LAYERS.items()))
 def test_hybrid_layer_positions(model_id: str, layers: tuple[str, list[int]]) -> None:
     kind, expected = layers
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     assert [i for i in range(spec.num_layers) if spec.mixer_at(i).kind == kind] == expected
 
 
 @pytest.mark.parametrize(("model_id", "expected"), sorted(MOE_LAYERS.items()))
 def test_moe_layer_positions(model_id: str, expected: list[int]) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     assert spec.moe is not None
     assert [i for i in range(spec.num_layers) if spec.ffn_at(i) is spec.moe] == expected
 
 
 def test_falcon_uses_a_plain_mlp() -> None:
     for model_id in ("falcon-7b", "falcon-40b"):
-        mlp = model_spec(model_id).dense_mlp
+        mlp = registry_model(model_id).dense_mlp
         assert mlp is not None and not mlp.gated
 
 
@@ -290,17 +281,17 @@ def test_falcon_uses_a_plain_mlp() -> None:
 
 
 def test_seed_llama3_70b() -> None:
-    spec = model_spec("llama3-70b")
+    spec = registry_model("llama3-70b")
     assert kv_bytes_per_token(spec, BF16) == 327_680  # 320 KiB
     assert kv_bytes_per_sequence(spec, 131_072, BF16) == 40 * GiB
 
 
 def test_seed_llama3_8b() -> None:
-    assert kv_bytes_per_token(model_spec("llama3-8b"), BF16) == 131_072
+    assert kv_bytes_per_token(registry_model("llama3-8b"), BF16) == 131_072
 
 
 def test_seed_deepseek_v3() -> None:
-    assert kv_bytes_per_token(model_spec("deepseek-v3"), BF16) == 70_272
+    assert kv_bytes_per_token(registry_model("deepseek-v3"), BF16) == 70_272
 
 
 @pytest.mark.parametrize(
@@ -311,17 +302,18 @@ def test_seed_deepseek_v3() -> None:
     ],
 )
 def test_seed_windowed_layers_at_128k(model_id: str, window: int, layers: dict[str, int]) -> None:
-    groups = kv_size(model_spec(model_id), K128, BF16).groups
+    groups = kv_size(registry_model(model_id), K128, BF16).groups
     assert {g.kind: g.tokens_held for g in groups} == {"sliding": window, "full": K128}
     assert {g.kind: g.layers for g in groups} == layers
 
 
 def test_seed_mistral_7b_is_flat_beyond_its_window() -> None:
-    spec = model_spec("mistral-7b-v0.1")
-    at_window = kv_bytes_per_sequence(spec, 4096, BF16)
-    assert kv_bytes_per_sequence(spec, 4095, BF16) < at_window
-    for context in (4097, 8192, 32_768, K128):
-        assert kv_bytes_per_sequence(spec, context, BF16) == at_window
+    # Every layer slides over 4,096 tokens (sliding_window 4096): 2 x 32 x 8 x 128 x 2 =
+    # 131,072 bytes per token up to the window, 512 MiB at it and beyond.
+    spec = registry_model("mistral-7b-v0.1")
+    assert kv_bytes_per_sequence(spec, 4095, BF16) == 131_072 * 4095
+    for context in (4096, 4097, 8192, 32_768, K128):
+        assert kv_bytes_per_sequence(spec, context, BF16) == 131_072 * 4096 == 512 * 2**20
 
 
 # ---------------------------------------------------------------- properties on real data
@@ -336,9 +328,41 @@ def test_seed_mistral_7b_is_flat_beyond_its_window() -> None:
 def test_sequence_bytes_grow_monotonically_and_never_exceed_full_attention(
     model_id: str, context: int, extra: int
 ) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     shorter = kv_bytes_per_sequence(spec, context, BF16)
     longer = kv_bytes_per_sequence(spec, context + extra, BF16)
     state = kv_bytes_per_sequence(spec, 1, BF16) - kv_bytes_per_token(spec, BF16)
     assert shorter <= longer
     assert shorter <= kv_bytes_per_token(spec, BF16) * context + state
+
+
+# ---------------------------------------------------------------- hand-built specs
+
+
+def architecture(spec: ModelSpec) -> ModelSpec:
+    """``spec`` without the fields that describe no weight or cache: the registry fills a MoE's
+    shared-expert width even when it has no shared expert."""
+    moe = spec.moe
+    if moe is not None and moe.shared_experts == 0:
+        moe = replace(moe, shared_intermediate_size=0)
+    return replace(spec, moe=moe)
+
+
+@pytest.mark.parametrize("hand_built", HAND_BUILT, ids=lambda m: m.id)
+def test_registry_describes_the_official_config(hand_built: ModelSpec) -> None:
+    # tests/specs.py is written from config.json values (model-configs.yaml), not from the
+    # registry YAML: the two agreeing field by field is an independent check of the registry.
+    registry = registry_model(hand_built.id)
+    assert architecture(registry) == architecture(hand_built)
+    assert param_counts(registry) == param_counts(hand_built)
+
+
+def test_the_shared_fixtures_are_the_hand_built_specs(
+    llama3_70b: ModelSpec, deepseek_v3: ModelSpec, gpt_oss_120b: ModelSpec
+) -> None:
+    assert [m.id for m in (llama3_70b, deepseek_v3, gpt_oss_120b)] == [
+        "llama3-70b",
+        "deepseek-v3",
+        "gpt-oss-120b",
+    ]
+    assert {llama3_70b, deepseek_v3, gpt_oss_120b} <= set(HAND_BUILT)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from functools import cache
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -33,15 +33,8 @@ from kvcalc.engine.sglang import (
 )
 from kvcalc.engine.spec import DenseMLP, FullAttention, Mamba, ModelSpec
 from kvcalc.engine.units import GiB, MiB
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 HALF_CENT_GIB = Fraction("0.005") * GiB
-
-
-@cache
-def dep(model_id: str, gpus: str = "h100", **kw: object) -> Deployment:
-    return deployment(resolve_model(model_id), parse_gpu_set(gpus), **kw)  # type: ignore[arg-type]
 
 
 def pool(d: Deployment, **kw: object) -> SGLangPool:
@@ -231,8 +224,9 @@ def test_lfm2_hybrid_pools_match_the_log() -> None:
         for delta in (HALF_CENT_GIB, -HALF_CENT_GIB)
     ]
     assert slots[0] <= 85_292 <= slots[1]  # type: ignore[operator]
-    # With the radix cache, a third of the mamba slots bound the requests.
-    assert r.req_pool_size == min(max(int(473_672 / 128_000 * 512), 2048), 4096, 85_261 // 3)
+    # Section 3: min(max(int(473,672 / 128,000 x 512) = 1,894, 2048), 4096) = 2048; with the
+    # radix cache a third of the mamba slots (85,261 // 3 = 28,420) would bound it below that.
+    assert r.req_pool_size == 2048
 
 
 def test_qwen3_next_states_are_charged_at_float32_ssm() -> None:
@@ -251,10 +245,10 @@ def test_mla_latent_is_not_split_and_kv_heads_replicate() -> None:
     ds8 = pool(dep("deepseek-v3", "8xh200", weight_dtype="fp8"))
     ds16 = pool(dep("deepseek-v3", "16xh200", weight_dtype="fp8"))
     assert ds8.cell_size == ds16.cell_size == 576 * 61 * 2 == 70_272
-    # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, as at TP 8.
-    assert (
-        pool(dep("llama3-70b", "16xh100")).cell_size == pool(dep("llama3-70b", "8xh100")).cell_size
-    )
+    # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, as at TP 8:
+    # 1 x 128 x 80 layers x 2 (K, V) x 2 bytes.
+    for gpus in ("8xh100", "16xh100"):
+        assert pool(dep("llama3-70b", gpus)).cell_size == 1 * 128 * 80 * 2 * 2 == 40_960
 
 
 def test_sliding_layers_pool_apart_only_when_asked() -> None:
@@ -267,11 +261,14 @@ def test_sliding_layers_pool_apart_only_when_asked() -> None:
         free_after_load_bytes=56 * GiB,
         swa_full_tokens_ratio=Fraction("0.8"),
     )
-    # v0.5.6 set_num_token_hybrid, equal layer widths: full = int(N x L / (r x n_swa + n_full)).
-    n_swa = n_full = 12
-    expected = int(shared.max_total_num_tokens * 24 / (Fraction("0.8") * n_swa + n_full))
-    assert apart.max_total_num_tokens == expected
-    assert apart.swa_tokens == int(expected * Fraction("0.8"))
+    # Section 1 at the default share 0.835 of an H100 (section 7.4): rest = 56 - 70 x 0.165 =
+    # 44.45 GiB = 47,727,824,076.8 bytes over a cell of 24 layers x 8 heads x 64 x 2 x 2 = 49,152
+    # bytes: N = 971,025 tokens in one pool.
+    assert shared.max_total_num_tokens == 971_025
+    # Section 5 (v0.5.6 set_num_token_hybrid, 12 sliding and 12 full layers of equal width):
+    # full = int(971,025 x 24 / (0.8 x 12 + 12)) = int(1,078,916.7); swa = int(1,078,916 x 0.8).
+    assert apart.max_total_num_tokens == 1_078_916
+    assert apart.swa_tokens == 863_132
 
 
 def test_pipeline_stages_size_by_the_widest_stage() -> None:
