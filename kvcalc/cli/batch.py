@@ -32,7 +32,7 @@ EngineOption = typer.Option(
     "simple",
     "--engine",
     help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
-    "sglang: SGLang's token pool (0.4.0-0.5.9)",
+    "sglang: SGLang's token pool (0.4.0-0.5.18)",
 )
 DEFAULT_CONTEXTS = "8k,32k,128k"
 #: The request length SGLang's concurrency is shown for when --ctx is not given.

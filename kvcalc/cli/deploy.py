@@ -380,7 +380,7 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "sglang_version": (
         str | None,
         typer.Option(
-            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.9 [0.5.6]"
+            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.18 [0.5.6]"
         ),
     ),
     "mem_fraction_static": (
