@@ -1,5 +1,6 @@
-"""The deployment options, declared once for every command that takes them (`batch`, `decode`),
-and their parsing into the engine's :class:`~kvcalc.engine.deployment.Deployment`.
+"""The deployment and engine options, declared once for every command that takes them
+(`batch`, `decode`), and their parsing into the engine's
+:class:`~kvcalc.engine.deployment.Deployment`.
 
 A command opts in with :func:`deployment_options`: the options are added to its signature and
 reach it as one :class:`DeploymentOptions` value, so no command repeats the option block and
@@ -380,7 +381,7 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "sglang_version": (
         str | None,
         typer.Option(
-            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.9 [0.5.6]"
+            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.18 [0.5.6]"
         ),
     ),
     "mem_fraction_static": (
@@ -460,3 +461,43 @@ assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
     return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
+
+
+# ------------------------------------------------------------------ the engine
+
+ENGINES = ("simple", "vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """``--engine`` as given: which engine's rule sizes the KV cache."""
+
+    engine: str
+
+    def checked(self, deploy: DeploymentOptions, sglang: SGLangFlags) -> str:
+        """The engine, once it is known and no option it would ignore was given."""
+        if self.engine not in ENGINES:
+            fail(f"--engine: unknown engine {self.engine!r}; choose {', '.join(ENGINES)}")
+        deploy.check_applies(self.engine)
+        sglang.check_applies(self.engine, deploy)
+        return self.engine
+
+
+_ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "engine": (
+        str,
+        typer.Option(
+            "simple",
+            "--engine",
+            help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
+            "sglang: SGLang's token pool (0.4.0-0.5.18)",
+        ),
+    ),
+}
+assert set(_ENGINE_PARAMETERS) == {f.name for f in fields(EngineChoice)}
+
+
+def engine_options(command: F) -> F:
+    """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
+    (an :class:`EngineChoice`) and ``sglang``."""
+    return sglang_options(_grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
