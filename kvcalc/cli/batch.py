@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
@@ -40,7 +41,7 @@ command_app = command_typer()
 @engine_options
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
-    ctx: str = typer.Option(None, "--ctx", "-c", help="contexts, e.g. 8k,32k,128k"),
+    ctx: str = ContextsOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
@@ -50,7 +51,8 @@ def batch(
     engine: EngineChoice,
     sglang: SGLangFlags,
 ) -> None:
-    """Sequences that fit at each context: memory budget, KV capacity, max context at batch 1."""
+    """Sequences that fit at each context (default 8k,32k,128k; SGLang 8k; vLLM the model's
+    maximum): memory budget, KV capacity, max context at batch 1."""
     name = engine.checked(deploy, sglang)
     if name != "vllm" and max_model_len is not None:
         fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")

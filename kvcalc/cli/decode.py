@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
-    MAX_BATCH,
+    BatchOption,
+    ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
@@ -28,6 +29,8 @@ from kvcalc.cli.deploy import (
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
+DEFAULT_CONTEXT = "8k"
+
 command_app = command_typer()
 
 
@@ -36,15 +39,8 @@ command_app = command_typer()
 @engine_options
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
-    ctx: str = typer.Option("8k", "--ctx", "-c", help="context(s), e.g. 8k or 8k,32k,128k"),
-    batch: int = typer.Option(
-        None,
-        "--batch",
-        "-b",
-        min=1,
-        max=MAX_BATCH,
-        help="sequences [default: the max batch, as --engine sizes it]",
-    ),
+    ctx: str = ContextsOption,
+    batch: int = BatchOption,
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
     ),
@@ -54,7 +50,8 @@ def decode(
     engine: EngineChoice,
     sglang: SGLangFlags,
 ) -> None:
-    """Decode-step time at each context: weight-read, KV-read and compute ms, TPOT, tokens/s."""
+    """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
+    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache)."""
     from kvcalc.engine.decode import decode_step_for
     from kvcalc.render.decode import decode_report
 
@@ -63,7 +60,7 @@ def decode(
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
     dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
-    contexts = parse_ctx_list(ctx)
+    contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
     max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
     steps = []
     warnings = []

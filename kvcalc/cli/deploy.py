@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, fail, parse_size
+from kvcalc.cli.app import InputError, KvDtypeOption, fail, parse_size
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -197,14 +197,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
         ),
     ),
-    "kv_dtype": (
-        str | None,
-        typer.Option(
-            None,
-            "--kv-dtype",
-            help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: model dtype]",
-        ),
-    ),
+    "kv_dtype": (str | None, KvDtypeOption),
     "block_size": (
         int,
         typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),
