@@ -77,7 +77,7 @@ def decode(
                 f"{context:,} tokens that fit in the KV budget"
             )
         steps.append(decode_step_for(dep, batch=n, context_tokens=context, mbu=mbu))
-    emit_report(decode_report(dep, steps, mbu, reason, warnings), fmt)
+    emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
 
 
 def max_batches_by_engine(
