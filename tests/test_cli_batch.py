@@ -99,7 +99,15 @@ def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> Non
     assert rows["llama3-70b"]["fits"]
     assert not rows["deepseek-v3"]["fits"]
     assert "usable per GPU" in rows["deepseek-v3"]["reason"]
-    assert "71 query heads" in rows["falcon-7b"]["reason"]
+    # Falcon-7B's 71 query heads do not split 8 ways: it serves as 8 replicas of tp 1.
+    assert rows["falcon-7b"]["fits"] and rows["falcon-7b"]["tp"] == 1
+    assert rows["falcon-7b"]["layout"].startswith("tp 1 x 8 replicas")
+    assert "71 query heads" in rows["falcon-7b"]["layout"]
+    assert rows["qwen2.5-7b"]["tp"] == 4  # 28 query heads: the largest split of 8 is 4, x 2
+    # An explicit --tp is kept: the model that cannot take it gets the reason instead.
+    fixed = {r["model"]: r for r in invoke_json(
+        runner, "batch", "--gpus", "8xH100", "--tp", "8", "--ctx", "8k")["models"]}
+    assert not fixed["falcon-7b"]["fits"] and "71 query heads" in fixed["falcon-7b"]["reason"]
 
 
 def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import typer
@@ -86,17 +87,25 @@ def _whole_registry(
     gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: ReportFormat
 ) -> None:
     from kvcalc.engine.capacity import capacity
+    from kvcalc.engine.deployment import largest_tp
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
     for spec in all_model_specs():
+        layout = None
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
-            rows.append(registry_row(None, spec.id, str(exc)))
-            continue
-        rows.append(registry_row(capacity(dep, contexts), spec.id, None))
+            # Without --tp the question is "does it fit on these GPUs?": another split may.
+            tp = None if deploy.tp is not None else largest_tp(spec, gpu_set.count, deploy.pp)
+            if tp is None:
+                rows.append(registry_row(None, spec.id, str(exc)))
+                continue
+            dep = replace(deploy, tp=tp).build(spec, gpu_set)
+            why = str(exc).removeprefix("--tp: ")
+            layout = f"tp {tp} x {dep.replicas} replicas ({why})"
+        rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
     emit_report(registry_report(rows, gpu_set, contexts), fmt)
 
 
