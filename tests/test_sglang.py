@@ -266,6 +266,13 @@ def test_v0510_refuses_the_mamba_pool() -> None:
         sglang_pool(dep("jamba-v0.1", "2xh100"), SGLangOptions(version=sglang_version("0.5.10")))
 
 
+@pytest.mark.parametrize("model_id", ["gpt-oss-20b", "gemma3-27b"])
+def test_v0510_refuses_a_sliding_window_hybrid_it_would_split(model_id: str) -> None:
+    # 0.5.10+ pools sliding layers apart by default; all-full pricing would overstate the cell.
+    with pytest.raises(SGLangConfigError, match="sliding-window layers of .* use 0.5.9"):
+        sglang_pool(dep(model_id, "2xh100"), SGLangOptions(version=sglang_version("0.5.12")))
+
+
 def test_v055_raised_the_graph_batch_of_24_gib_gpus() -> None:
     assert default_cuda_graph_max_bs(sglang_version("0.5.4"), 24564, 1) == 16
     assert default_cuda_graph_max_bs(sglang_version("0.5.5"), 24564, 1) == 24

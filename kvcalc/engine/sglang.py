@@ -682,6 +682,13 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"--swa-full-tokens-ratio: {dep.model.id} has no sliding-window layers beside "
             "full ones to pool apart"
         )
+    if is_hybrid_swa(dep.model) and opts.version >= v("0.5.10"):
+        # 0.5.10+ pools the sliding-window layers of such models apart by default, with a split
+        # not modelled here; pricing every layer as full would overstate the cell.
+        raise SGLangConfigError(
+            f"--sglang-version: SGLang {opts.version} pools the sliding-window layers of "
+            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9"
+        )
     cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
     if any(c.state_bytes_per_request for c in cells) and not (
         v("0.5.6") <= opts.version < v("0.5.10")
