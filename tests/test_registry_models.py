@@ -34,6 +34,12 @@ REQUIRED = {
     "deepseek-r1", "kimi-k2", "gemma2-9b", "gemma2-27b", "gemma3-27b", "gpt-oss-20b",
     "gpt-oss-120b", "phi3-mini", "falcon-7b", "falcon-40b", "jamba-v0.1", "minimax-text-01",
     "glm-4.5", "command-r",
+    # issue 7: the 2024-2025 additions
+    "llama3.3-70b", "mistral-large-2407", "deepseek-v3.1", "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-qwen-14b", "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b",
+    "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b", "gemma3-4b", "gemma3-12b", "phi-4",
+    "glm-4.6", "kimi-k2-thinking", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b",
+    "qwen3-30b-a3b", "qwen3-235b-a22b-2507", "qwen3-coder-480b-a35b", "qwq-32b", "minimax-m2",
 }  # fmt: skip
 
 # Bytes one token adds to a sequence's cache at bf16, before any window fills.
@@ -75,6 +81,30 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m1": 2 * 10 * 8 * 128 * 2,
     "glm-4.5": 2 * 92 * 8 * 128 * 2,
     "command-r": 2 * 40 * 64 * 128 * 2,  # MHA
+    "llama3.3-70b": 2 * 80 * 8 * 128 * 2,
+    "mistral-large-2407": 2 * 88 * 8 * 128 * 2,
+    "deepseek-v3.1": (512 + 64) * 61 * 2,
+    "deepseek-r1-distill-qwen-7b": 2 * 28 * 4 * 128 * 2,
+    "deepseek-r1-distill-qwen-14b": 2 * 48 * 8 * 128 * 2,
+    "deepseek-r1-distill-qwen-32b": 2 * 64 * 8 * 128 * 2,
+    "deepseek-r1-distill-llama-8b": 2 * 32 * 8 * 128 * 2,
+    "deepseek-r1-distill-llama-70b": 2 * 80 * 8 * 128 * 2,
+    "gemma2-2b": 2 * 26 * 4 * 256 * 2,
+    "gemma3-1b": 2 * 26 * 1 * 256 * 2,  # one KV head
+    "gemma3-4b": 2 * 34 * 4 * 256 * 2,
+    "gemma3-12b": 2 * 48 * 8 * 256 * 2,
+    "phi-4": 2 * 40 * 10 * 128 * 2,
+    "glm-4.6": 2 * 92 * 8 * 128 * 2,
+    "kimi-k2-thinking": (512 + 64) * 61 * 2,
+    "qwen3-0.6b": 2 * 28 * 8 * 128 * 2,
+    "qwen3-1.7b": 2 * 28 * 8 * 128 * 2,
+    "qwen3-4b": 2 * 36 * 8 * 128 * 2,
+    "qwen3-14b": 2 * 40 * 8 * 128 * 2,
+    "qwen3-30b-a3b": 2 * 48 * 4 * 128 * 2,
+    "qwen3-235b-a22b-2507": 2 * 94 * 4 * 128 * 2,
+    "qwen3-coder-480b-a35b": 2 * 62 * 8 * 128 * 2,
+    "qwq-32b": 2 * 64 * 8 * 128 * 2,
+    "minimax-m2": 2 * 62 * 8 * 128 * 2,  # all 62 layers softmax, unlike minimax-m1
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -97,6 +127,10 @@ KV_BYTES_AT_128K = {
     "jamba-v0.1": 2 * 4 * 8 * 128 * 2 * K128 + 28 * (8192 * (4 - 1) + 8192 * 16) * 2,
     "minimax-text-01": 2 * 10 * 8 * 128 * 2 * K128 + 70 * 64 * 128 * 128 * 2,
     "minimax-m1": 2 * 10 * 8 * 128 * 2 * K128 + 70 * 64 * 128 * 128 * 2,
+    "gemma2-2b": 2 * 13 * 4 * 256 * 2 * K128 + 2 * 13 * 4 * 256 * 2 * 4096,
+    "gemma3-1b": 2 * 4 * 1 * 256 * 2 * K128 + 2 * 22 * 1 * 256 * 2 * 512,
+    "gemma3-4b": 2 * 5 * 4 * 256 * 2 * K128 + 2 * 29 * 4 * 256 * 2 * 1024,
+    "gemma3-12b": 2 * 8 * 8 * 256 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -112,6 +146,10 @@ HYBRID_LAYERS = {
     "jamba-v0.1": ("full", [4, 12, 20, 28]),
     "minimax-text-01": ("full", list(range(7, 80, 8))),
     "minimax-m1": ("full", list(range(7, 80, 8))),
+    "gemma2-2b": ("full", list(range(1, 26, 2))),
+    "gemma3-1b": ("full", [5, 11, 17, 23]),
+    "gemma3-4b": ("full", [5, 11, 17, 23, 29]),
+    "gemma3-12b": ("full", list(range(5, 48, 6))),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -124,24 +162,37 @@ MOE_LAYERS = {
     "glm-4.5": list(range(3, 92)),
     "llama4-maverick": list(range(1, 48, 2)),
     "jamba-v0.1": list(range(1, 32, 2)),
+    "deepseek-v3.1": list(range(3, 61)),
+    "kimi-k2-thinking": list(range(1, 61)),
+    "glm-4.6": list(range(3, 92)),
 }
 
-# Verification level per model-configs.md ("How well each model is verified"). Llama-3.1-8B and
-# -70B have no entry there; their shapes are carried over from Llama-3, hence "secondary".
+# Verification level per model-configs.md ("How well each model is verified") and, for the
+# 2024-2025 additions, model-configs-2025.yaml. Llama-3.1-8B and -70B have no entry there; their
+# shapes are carried over from Llama-3, hence "secondary". Mistral-Large-2407 is "unverified" in
+# the reference (no config seen); the registry has no such level, so it is "secondary" with its
+# widths listed under `unverified`.
 VERIFICATION = {
     "official_verbatim": {
         "llama3.1-405b", "llama4-scout", "llama4-maverick", "mixtral-8x7b", "mixtral-8x22b",
         "qwen2.5-7b", "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v2-lite",
         "deepseek-v3", "deepseek-r1", "kimi-k2", "gpt-oss-20b", "gpt-oss-120b", "falcon-40b",
         "jamba-v0.1", "minimax-m1", "minimax-text-01",
+        "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-30b-a3b", "qwen3-coder-480b-a35b",
     },
-    "official_partial": {"deepseek-v2", "qwen3-next-80b-a3b"},
+    "official_partial": {"deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking"},
     "derived_copies": {
         "llama2-7b", "llama2-70b", "llama3-8b", "mistral-7b-v0.1", "mistral-small-24b",
         "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b", "phi3-mini", "falcon-7b",
         "glm-4.5", "command-r",
+        "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
+        "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
     },
-    "secondary": {"llama3-70b", "llama3.1-8b", "llama3.1-70b"},
+    "secondary": {
+        "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
+        "deepseek-r1-distill-qwen-7b", "deepseek-r1-distill-qwen-14b",
+        "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b", "gemma3-4b", "qwq-32b",
+    },
 }  # fmt: skip
 
 # Names people type, in the case they type them.
@@ -166,6 +217,48 @@ TYPED_NAMES = {
     "CohereForAI/c4ai-command-r-v01": "command-r",
     "Phi-3-Mini": "phi3-mini",
     "tiiuae/falcon-7b": "falcon-7b",
+    "Llama-3.3-70B": "llama3.3-70b",
+    "Mistral-Large-2": "mistral-large-2407",
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-v3.1",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": "deepseek-r1-distill-qwen-32b",
+    "Gemma-3-12B": "gemma3-12b",
+    "microsoft/phi-4": "phi-4",
+    "Qwen3-Coder": "qwen3-coder-480b-a35b",
+    "QwQ-32B": "qwq-32b",
+    "MiniMaxAI/MiniMax-M2": "minimax-m2",
+}
+
+# Repo ids of instruction-tuned / chat releases that share their entry's architecture and
+# context, so they resolve to it (issue 7). Releases whose config differs are deliberately absent:
+# Qwen2.5-7B/72B-Instruct (max_position_embeddings 32768), Mixtral-8x22B-Instruct (vocab 32768),
+# Command-R 08-2024 (8 KV heads), Mistral-Small-3.1-2503 (multimodal, 128k context),
+# Qwen3-4B/30B-A3B-2507 (262144 context), Kimi-K2-Instruct-0905 (256K context).
+INSTRUCT_RELEASES = {
+    "meta-llama/Llama-2-7b-chat-hf": "llama2-7b",
+    "meta-llama/Llama-2-70b-chat-hf": "llama2-70b",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "llama3-8b",
+    "meta-llama/Meta-Llama-3-70B-Instruct": "llama3-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama3.1-70b",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama3.1-405b",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama3.3-70b",
+    "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b-v0.1",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+    "mistralai/Mistral-Small-24B-Instruct-2501": "mistral-small-24b",
+    "google/gemma-2-2b-it": "gemma2-2b",
+    "google/gemma-2-9b-it": "gemma2-9b",
+    "google/gemma-2-27b-it": "gemma2-27b",
+    "google/gemma-3-1b-it": "gemma3-1b",
+    "google/gemma-3-4b-it": "gemma3-4b",
+    "google/gemma-3-12b-it": "gemma3-12b",
+    "google/gemma-3-27b-it": "gemma3-27b",
+    "deepseek-ai/DeepSeek-V2-Chat": "deepseek-v2",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
+    "moonshotai/Kimi-K2-Instruct": "kimi-k2",
+    "tiiuae/falcon-7b-instruct": "falcon-7b",
+    "tiiuae/falcon-40b-instruct": "falcon-40b",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": "qwen3-235b-a22b-2507",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": "qwen3-coder-480b-a35b",
 }
 
 MODEL_IDS = sorted(p.stem for p in model_paths())
@@ -180,6 +273,10 @@ def _path(model_id: str) -> Path:
 
 def test_registry_checks_clean() -> None:
     assert check_models() == []
+
+
+def test_registry_holds_at_least_60_models() -> None:
+    assert len(MODEL_IDS) >= 60
 
 
 def test_every_required_model_is_present() -> None:
@@ -229,6 +326,25 @@ def test_every_name_resolves_in_any_case(model_id: str) -> None:
     for name in model.names():
         for typed in (name, name.lower(), name.upper(), name.swapcase()):
             assert find_model(typed).id == model_id
+
+
+@pytest.mark.parametrize(("repo", "model_id"), sorted(INSTRUCT_RELEASES.items()))
+def test_instruct_releases_resolve_to_their_base_entry(repo: str, model_id: str) -> None:
+    model = find_model(repo)
+    assert model.id == model_id
+    # Listed in the file itself, not matched by a looser rule.
+    assert repo in model_file(model_id).names()
+
+
+def test_no_alias_is_claimed_by_two_models() -> None:
+    claimed: dict[str, str] = {}
+    clashes = []
+    for model_id in MODEL_IDS:
+        for alias in model_file(model_id).aliases:
+            owner = claimed.setdefault(alias.lower(), model_id)
+            if owner != model_id:
+                clashes.append((alias, owner, model_id))
+    assert clashes == []
 
 
 @pytest.mark.parametrize(("typed", "model_id"), sorted(TYPED_NAMES.items()))

@@ -191,6 +191,7 @@ ACTIVE_CONVENTION = {
         "is 48.40B",
     ),
     "minimax-m1": ("non_embedding", "same backbone and figures as minimax-text-01"),
+    "glm-4.6": ("non_embedding", "same architecture and figures as glm-4.5"),
     "glm-4.5": (
         "non_embedding",
         "the docs do not say; 32B matches the non-embedding count (32.08B), the full count is "
@@ -216,6 +217,22 @@ KNOWN_GAPS = {
     ("kimi-k2", "active"): (
         "32B activated: we count 32.86B (DeepSeek-V3 layout, like its 36.7B the figure is "
         "~0.9B below our count)"
+    ),
+    ("deepseek-v3.1", "active"): (
+        "37B activated (V3.1 model card): we count 37.55B, +1.5%; the same gap as deepseek-v3's "
+        "figures"
+    ),
+    ("kimi-k2-thinking", "active"): "same architecture and figures as kimi-k2",
+    ("minimax-m2", "active"): (
+        "10B activated (NIM card): we count 11.03B, 10.42B without the embedding table, 9.80B "
+        "without table and head; no source says which the figure counts"
+    ),
+    ("phi-4", "total"): (
+        "'14B' (model card) is a size class: we count 14.66B, which is what the checkpoint holds"
+    ),
+    ("phi-4", "active"): "dense: the same 14B size class",
+    ("qwen3-30b-a3b", "active"): (
+        "3.3B activated (model card): we count 3.35B with embeddings, head and routers, 1.6% above"
     ),
     ("qwen3-next-80b-a3b", "active"): (
         "the 'A3B' label: we count 3.77B, 3.15B without embedding and head (the gated-attention "
