@@ -333,14 +333,14 @@ def test_instruct_releases_resolve_to_their_base_entry(repo: str, model_id: str)
     model = find_model(repo)
     assert model.id == model_id
     # Listed in the file itself, not matched by a looser rule.
-    assert repo in model_file(model_id).names()
+    assert repo in registry_file(model_id).names()
 
 
 def test_no_alias_is_claimed_by_two_models() -> None:
     claimed: dict[str, str] = {}
     clashes = []
     for model_id in MODEL_IDS:
-        for alias in model_file(model_id).aliases:
+        for alias in registry_file(model_id).aliases:
             owner = claimed.setdefault(alias.lower(), model_id)
             if owner != model_id:
                 clashes.append((alias, owner, model_id))
