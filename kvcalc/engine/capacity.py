@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
+from kvcalc.engine.kv import (
+    CacheFormat,
+    layer_bytes_per_token,
+    layer_state_bytes,
+    layer_tokens_bytes,
+    mixer_counts,
+)
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, GiB
 
@@ -51,19 +57,21 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
 
     Each layer holds ceil(tokens_held / block) blocks plus its fixed state. Layers that hold the
     whole context share the first floor(prefix / block) blocks; a window that has slid past the
-    prefix shares nothing.
+    prefix shares nothing. The shared blocks are the oldest tokens: under a format with a
+    full-precision recent part (KIVI) they are priced as the tokens they add to the sequence.
     """
     unique = shared = 0
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
     for mixer, layers in mixer_counts(layout.model, stage.layers):
-        per_token = layer_bytes_per_token(mixer, layout.cache)
         held = mixer.tokens_held(context_tokens)
         blocks_tokens = -(-held // block) * block
+        whole = layer_tokens_bytes(mixer, blocks_tokens, layout.cache)
         state = layer_state_bytes(mixer, layout.cache)
-        common = shared_tokens if held == context_tokens and per_token else 0
-        unique += ((blocks_tokens - common) * per_token + state) * layers
-        shared += common * per_token * layers
+        common = shared_tokens if held == context_tokens and whole else 0
+        own = layer_tokens_bytes(mixer, blocks_tokens - common, layout.cache)
+        unique += (own + state) * layers
+        shared += (whole - own) * layers
     return unique, shared
 
 

@@ -1,15 +1,18 @@
 """KV-cache size: bytes per token, per sequence and per batch, by layer group.
 
 The per-kind formulas live on the mixer types in :mod:`kvcalc.engine.mixers`; this module only sums
-them over the layers of a model. Bytes are exact integers: one layer's entry for one token is
-rounded up to whole bytes, then multiplied by the tokens the layer holds.
+them over the layers of a model, and the bytes of the tokens a layer holds come from the cache
+format (:mod:`kvcalc.engine.kvformat`). Bytes are exact integers: for a linear format one layer's
+entry for one token is rounded up to whole bytes, then multiplied by the tokens the layer holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
+from kvcalc.engine.kvformat import KVFormat, as_kv_format, model_effective_bits
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, dtype
 
@@ -20,26 +23,33 @@ class CacheFormat:
     an MLA latent), ``state`` for the fixed state of Mamba-like layers, and ``ssm_state`` for
     its temporal (SSM) part when an engine stores that apart (SGLang keeps it in fp32).
 
-    The KV and state dtypes differ on purpose: a quantized KV cache leaves the recurrent state at
-    the model's dtype (vLLM 0.19: ``--mamba-cache-dtype auto`` follows the model, not
-    ``--kv-cache-dtype``).
+    ``kv`` is a :class:`~kvcalc.engine.kvformat.KVFormat` (a dtype, or scales, groups and a
+    full-precision residual). The KV and state dtypes differ on purpose: a quantized KV cache
+    leaves the recurrent state at the model's dtype (vLLM 0.19: ``--mamba-cache-dtype auto``
+    follows the model, not ``--kv-cache-dtype``).
     """
 
-    kv: DType
+    kv: KVFormat
     state: DType
     ssm_state: DType | None = None
 
     @classmethod
     def uniform(cls, dtype: DType) -> CacheFormat:
-        return cls(dtype, dtype)
+        return cls(as_kv_format(dtype), dtype)
 
     @property
     def name(self) -> str:
         return self.kv.name
 
     def token_bytes(self, mixer: Mixer) -> int:
-        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes)."""
-        return self.kv.bytes_for(mixer.cache_elements_per_token())
+        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes; the
+        long-context slope when the format is not linear in tokens)."""
+        return self.kv.token_bytes(mixer)
+
+    def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
+        """Bytes ``tokens`` tokens of one sequence occupy in one layer of ``mixer``: the one
+        formula every engine sizes a layer's tokens with."""
+        return self.kv.tokens_bytes(mixer, tokens)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
@@ -51,15 +61,20 @@ class CacheFormat:
         )
 
 
-def cache_format(model: ModelSpec, kv: DType) -> CacheFormat:
+def cache_format(model: ModelSpec, kv: KVFormat | DType) -> CacheFormat:
     """The cache of ``model`` with its KV entries in ``kv``: recurrent states stay at the model's
     dtype (see :class:`CacheFormat`)."""
-    return CacheFormat(kv, dtype(model.default_dtype))
+    return CacheFormat(as_kv_format(kv), dtype(model.default_dtype))
 
 
-def as_cache_format(fmt: CacheFormat | DType) -> CacheFormat:
-    """A bare dtype stores everything, states included, in that dtype."""
-    return fmt if isinstance(fmt, CacheFormat) else CacheFormat.uniform(fmt)
+def as_cache_format(fmt: CacheFormat | KVFormat | DType) -> CacheFormat:
+    """A bare dtype stores everything, states included, in that dtype; a bare KV format keeps
+    recurrent states at bf16 (use :func:`cache_format` for the model's own dtype)."""
+    if isinstance(fmt, CacheFormat):
+        return fmt
+    if isinstance(fmt, DType):
+        return CacheFormat.uniform(fmt)
+    return CacheFormat(fmt, dtype("bf16"))
 
 
 @dataclass(frozen=True)
@@ -88,10 +103,13 @@ class KVSize:
     batch: int
     kv_dtype: str
     groups: tuple[GroupKV, ...]
+    kv_bits: Fraction | None = None
+    """Bits per stored value at long context, scales included (None: no layer holds tokens)."""
 
     @property
     def bytes_per_token(self) -> int:
-        """Bytes one token adds to a sequence while no window is full (states excluded)."""
+        """Bytes one token adds to a sequence while no window is full (states excluded); for a
+        format not linear in tokens (KIVI) the long-context slope."""
         return sum(g.bytes_per_token for g in self.groups)
 
     @property
@@ -120,29 +138,36 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     return tuple(counts.items())
 
 
-def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | DType) -> int:
-    """Bytes one token adds to one layer's cache."""
+def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | KVFormat | DType) -> int:
+    """Bytes one token adds to one layer's cache (the long-context slope for KIVI)."""
     return as_cache_format(fmt).token_bytes(mixer)
 
 
-def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | DType) -> int:
+def layer_tokens_bytes(mixer: Mixer, tokens: int, fmt: CacheFormat | KVFormat | DType) -> int:
+    """Bytes ``tokens`` tokens of one sequence occupy in one layer's cache."""
+    return as_cache_format(fmt).tokens_bytes(mixer, tokens)
+
+
+def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | KVFormat | DType) -> int:
     """Bytes of one layer's fixed per-sequence state (0 for attention)."""
     return as_cache_format(fmt).state_bytes(mixer)
 
 
-def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType) -> int:
+def layer_bytes_per_sequence(
+    mixer: Mixer, context_tokens: int, fmt: CacheFormat | KVFormat | DType
+) -> int:
     """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
     held = mixer.tokens_held(context_tokens)
-    return layer_bytes_per_token(mixer, fmt) * held + layer_state_bytes(mixer, fmt)
+    return layer_tokens_bytes(mixer, held, fmt) + layer_state_bytes(mixer, fmt)
 
 
-def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | DType) -> int:
+def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | KVFormat | DType) -> int:
     """Bytes one token adds across all layers while no window is full (fixed states excluded)."""
     return sum(layer_bytes_per_token(m, dtype) * n for m, n in layer_groups(model))
 
 
 def kv_bytes_per_sequence(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType
+    model: ModelSpec, context_tokens: int, dtype: CacheFormat | KVFormat | DType
 ) -> int:
     """Bytes of cache for one sequence at ``context_tokens``: windows capped, states included."""
     return sum(
@@ -151,7 +176,7 @@ def kv_bytes_per_sequence(
 
 
 def kv_size(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType, batch: int = 1
+    model: ModelSpec, context_tokens: int, dtype: CacheFormat | KVFormat | DType, batch: int = 1
 ) -> KVSize:
     """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
     if context_tokens < 1 or batch < 1:
@@ -169,4 +194,5 @@ def kv_size(
         )
         for mixer, n in layer_groups(model)
     )
-    return KVSize(model.id, context_tokens, batch, fmt.name, groups)
+    bits = model_effective_bits(fmt.kv, model)
+    return KVSize(model.id, context_tokens, batch, fmt.name, groups, bits)

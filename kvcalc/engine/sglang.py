@@ -41,6 +41,7 @@ from functools import total_ordering
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
+from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -349,7 +350,7 @@ MAMBA_FULL_MEMORY_RATIO = Fraction("0.9")
 DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
 
 
-def sglang_kv_dtype(kv: DType) -> DType:
+def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
     if kv.name not in SGLANG_KV_DTYPES:
         raise SGLangConfigError(
             f"--kv-dtype: SGLang has no {kv.name} KV cache; use bf16, fp16 or fp8 "
@@ -380,7 +381,7 @@ def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
     """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
     (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
     shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
-    return layer_state_bytes(mixer, CacheFormat(conv, conv, MAMBA_SSM_DTYPE))
+    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, MAMBA_SSM_DTYPE))
 
 
 @dataclass(frozen=True)

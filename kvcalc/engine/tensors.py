@@ -3,7 +3,9 @@
 - :class:`Tensor`: a weight tensor and how tensor parallelism splits it (summed by
   :mod:`kvcalc.engine.weights` into parameter counts and bytes per GPU);
 - :class:`StateTensor`: one tensor of a recurrent state on one rank, split as vLLM allocates it
-  (summed by :mod:`kvcalc.engine.vllm` into a state page).
+  (summed by :mod:`kvcalc.engine.vllm` into a state page);
+- :class:`CacheVectors`: the vectors one token adds to a layer's cache (keys, values or an MLA
+  latent), which a quantised cache format scales group by group (:mod:`kvcalc.engine.kvformat`).
 
 They live below both the mixers and the sums so that each mixer kind can describe its own
 tensors without importing the modules that add them up.
@@ -56,3 +58,21 @@ class StateTensor:
     @property
     def elements(self) -> int:
         return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class CacheVectors:
+    """``count`` vectors of ``length`` values that one token adds to one layer's cache: the keys
+    or the values of its KV heads, or MLA's latent (which serves as both)."""
+
+    role: Literal["key", "value", "latent"]
+    count: int
+    length: int
+
+    @property
+    def elements(self) -> int:
+        return self.count * self.length
+
+    def groups(self, group: int) -> int:
+        """Scale groups of ``group`` values along each vector; a partial group still has one."""
+        return self.count * -(-self.length // group)

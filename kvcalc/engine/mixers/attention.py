@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, PageLayout, split_heads
-from kvcalc.engine.tensors import Tensor
+from kvcalc.engine.tensors import CacheVectors, Tensor
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,12 @@ class FullAttention(AttentionMixer):
 
     def cache_elements_per_token(self) -> int:
         return self.kv_heads * (self.head_dim_k + self.head_dim_v)
+
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return (
+            CacheVectors("key", self.kv_heads, self.head_dim_k),
+            CacheVectors("value", self.kv_heads, self.head_dim_v),
+        )
 
     def tokens_held(self, context_tokens: int) -> int:
         return context_tokens

@@ -5,7 +5,8 @@ that grows with the tokens it holds) or a recurrent state (fixed per sequence). 
 that depends on the kind is a member of its type, so the sums over a model (kv.py, weights.py,
 flops.py, vllm.py) and the tables never branch on the kind:
 
-- cache: ``cache_elements_per_token``, ``tokens_held``, ``state_tensors`` (``state_elements``
+- cache: ``cache_elements_per_token`` (``cache_vectors`` splits them into keys, values or a
+  latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements``
   is their sum), ``holds_tokens``;
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
@@ -23,7 +24,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 
 
 class ParallelismError(ValueError):
@@ -89,6 +90,10 @@ class Mixer(ABC):
     @abstractmethod
     def cache_elements_per_token(self) -> int:
         """Values one token adds to this layer's cache (0 for a fixed state)."""
+
+    @abstractmethod
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        """The vectors behind :meth:`cache_elements_per_token` (empty for a fixed state)."""
 
     @abstractmethod
     def tokens_held(self, context_tokens: int) -> int:
@@ -173,6 +178,9 @@ class RecurrentMixer(Mixer):
 
     def cache_elements_per_token(self) -> int:
         return 0
+
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return ()
 
     def tokens_held(self, context_tokens: int) -> int:
         return 0

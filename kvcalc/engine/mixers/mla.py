@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
-from kvcalc.engine.tensors import Tensor, replicated
+from kvcalc.engine.tensors import CacheVectors, Tensor, replicated
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class MultiHeadLatentAttention(AttentionMixer):
 
     def cache_elements_per_token(self) -> int:
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return (CacheVectors("latent", 1, self.cache_elements_per_token()),)
 
     def tokens_held(self, context_tokens: int) -> int:
         return context_tokens
