@@ -88,7 +88,15 @@ def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: 
     result = run(runner, "size", "llama3-70b", "--ctx", ctx, "--format", "json")
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
-    assert list(out) == ["model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "contexts"]
+    assert list(out) == [
+        "model",
+        "name",
+        "kv_dtype",
+        "kv_bits_per_value",
+        "batch",
+        "kv_bytes_per_token",
+        "contexts",
+    ]
     assert out["kv_bytes_per_token"] == 327_680
     contexts = out["contexts"]
     assert len(contexts) == len(ctx.split(","))

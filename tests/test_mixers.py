@@ -65,6 +65,7 @@ MEMBERS = (
     "has_kv_heads",
     "per_rank",
     "with_heads",
+    "as_attention",
 )
 
 

@@ -11,8 +11,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
-    from kvcalc.engine.kv import CacheFormat
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.variant import AttentionVariant
     from kvcalc.render.report import Report
 
 EXIT_OK = 0
@@ -232,24 +232,46 @@ def parse_size(text: str, option: str) -> int:
         fail(f"{option}: {exc}")
 
 
-def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
-    """The cache format of ``--kv-dtype`` (default: the model's dtype) for ``model``."""
-    from kvcalc.engine.kv import cache_format
-    from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
+def parse_attention_variant(text: str) -> AttentionVariant:
+    """``--as``: ``mha``, ``gqa:G``, ``mqa`` or ``mla:LATENT[+ROPE]`` (e.g. ``mla:512+64``)."""
+    from kvcalc.engine.variant import AttentionVariant, VariantError
 
+    kind, _, numbers = text.strip().lower().partition(":")
+    usage = "use mha, gqa:G (e.g. gqa:8), mqa or mla:LATENT[+ROPE] (e.g. mla:512+64)"
     try:
-        return cache_format(model, dtype(text or model.default_dtype, KV_DTYPES))
-    except UnitError as exc:
-        fail(f"--kv-dtype: {exc}")
+        if kind in ("mha", "mqa") and not numbers:
+            return AttentionVariant(kind)  # type: ignore[arg-type]
+        if kind == "gqa" and numbers.isdigit():
+            return AttentionVariant("gqa", kv_heads=int(numbers))
+        latent, _, rope = numbers.partition("+")
+        if kind == "mla" and latent.isdigit() and (rope.isdigit() or not rope):
+            return AttentionVariant("mla", latent=int(latent), rope=int(rope or 0))
+    except VariantError as exc:
+        fail(f"--as {text}: {exc}")
+    fail(f"--as: {text!r} is not an attention variant; {usage}")
 
 
 def load_model(
-    name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
+    name: str,
+    kv_heads: int | None,
+    head_dim: int | None,
+    layers: int | None,
+    attention: str | None = None,
 ) -> ModelSpec:
-    """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
+    """Resolve MODEL (registry name or config.json path) and apply the what-ifs: ``--as``
+    first (another attention), then the head and layer overrides."""
+    from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
+    if attention is not None:
+        if kv_heads is not None:
+            fail(f"--kv-heads: --as {attention} sets the KV heads; give one of the two")
+        variant = parse_attention_variant(attention)
+        try:
+            model = as_attention(model, variant)
+        except VariantError as exc:
+            fail(f"--as {variant.label}: {exc}")
     if (kv_heads or head_dim) and not model.accepts_head_overrides():
         option = "--kv-heads" if kv_heads else "--head-dim"
         fail(f"{option}: {model.id} has no KV heads to change (its layers are MLA or states)")
@@ -286,6 +308,13 @@ LayersOption = typer.Option(None, "--layers", min=1, max=100_000, help="what-if:
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",
-    help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
+    help="KV cache format: fp32, bf16, fp16, fp8, int8, int4, int2, nvfp4, mxfp4, "
+    "fp8_per_token_head, int8_per_token_head, kivi2, kivi4 [default: the model's dtype]",
+)
+AttentionOption = typer.Option(
+    None,
+    "--as",
+    help="what-if: the model with another attention, mha, gqa:G, mqa or mla:LATENT[+ROPE] "
+    "(other dimensions kept, cache re-derived)",
 )
 

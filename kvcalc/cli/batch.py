@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    AttentionOption,
     ContextsOption,
     ReportFormat,
     ReportFormatOption,
@@ -15,6 +16,7 @@ from kvcalc.cli.app import (
     emit_report,
     fail,
     load_model,
+    parse_attention_variant,
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import (
@@ -29,6 +31,7 @@ from kvcalc.cli.deploy import (
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.variant import AttentionVariant
 
 DEFAULT_CONTEXTS = "8k,32k,128k"
 #: The request length SGLang's concurrency is shown for when --ctx is not given.
@@ -43,6 +46,7 @@ command_app = command_typer()
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
     ctx: str = ContextsOption,
+    attention: str = AttentionOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
@@ -64,9 +68,10 @@ def batch(
         if name != "simple":
             fail(f"--engine {name} needs a MODEL")
         deploy.refuse("weights", because="it is one model's weights; name the MODEL")
-        _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
+        variant = parse_attention_variant(attention) if attention else None
+        _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt, variant)
         return
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
+    dep = deploy.build(load_model(model, None, None, None, attention), gpu_set, name)
     if name == "vllm":
         _vllm(dep, ctx, max_model_len, fmt)
         return
@@ -84,16 +89,29 @@ def _simple(dep: Deployment, contexts: list[int], fmt: ReportFormat) -> None:
 
 
 def _whole_registry(
-    gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: ReportFormat
+    gpu_set: GpuSet,
+    contexts: list[int],
+    deploy: DeploymentOptions,
+    fmt: ReportFormat,
+    variant: AttentionVariant | None,
 ) -> None:
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.deployment import largest_tp
+    from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
     for spec in all_model_specs():
         layout = None
+        try:
+            # A model that cannot take the what-if or the KV format is its row, not an error.
+            if variant is not None:
+                spec = as_attention(spec, variant)
+            deploy.kv_format(spec)
+        except (VariantError, LayoutError) as exc:
+            rows.append(registry_row(None, spec.id, str(exc)))
+            continue
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    AttentionOption,
     BatchOption,
     ContextsOption,
     ReportFormat,
@@ -40,6 +41,7 @@ command_app = command_typer()
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
     ctx: str = ContextsOption,
+    attention: str = AttentionOption,
     batch: int = BatchOption,
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
@@ -59,7 +61,7 @@ def decode(
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
+    dep = deploy.build(load_model(model, None, None, None, attention), gpu_set, name)
     contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
     max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
     steps = []

@@ -5,50 +5,53 @@ from __future__ import annotations
 import typer
 
 from kvcalc.cli.app import (
+    AttentionOption,
     BatchOption,
     ContextsOption,
     HeadDimOption,
-    KvDtypeOption,
     KvHeadsOption,
     LayersOption,
     ReportFormat,
     ReportFormatOption,
-    cache_format_option,
     command_typer,
     emit_report,
     fail,
     load_model,
     parse_ctx_list,
 )
+from kvcalc.cli.deploy import KvFormatOptions, kv_format_options
 
 command_app = command_typer()
 
 
 @command_app.command()
+@kv_format_options
 def size(
     model: str = typer.Argument(
         ..., help="registry name (see `kvcalc models`) or config.json path"
     ),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
-    kv_dtype: str = KvDtypeOption,
+    attention: str = AttentionOption,
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
     fmt: ReportFormat = ReportFormatOption,
+    *,
+    kv: KvFormatOptions,
 ) -> None:
     """KV-cache bytes per token, per sequence at --ctx (default: the model's maximum context),
     and for --batch sequences (default 1)."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
 
-    spec = load_model(model, kv_heads, head_dim, layers)
+    spec = load_model(model, kv_heads, head_dim, layers, attention)
     if ctx is None:
         if spec.max_context is None:
             fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
         contexts = [spec.max_context]
     else:
         contexts = parse_ctx_list(ctx)
-    cache = cache_format_option(kv_dtype, spec)
+    cache = kv.cache_format(spec)
     sizes = [kv_size(spec, c, cache, batch or 1) for c in contexts]
     emit_report(size_report(sizes, spec.name), fmt)

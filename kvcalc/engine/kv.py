@@ -105,6 +105,7 @@ class KVSize:
     groups: tuple[GroupKV, ...]
     kv_bits: Fraction | None = None
     """Bits per stored value at long context, scales included (None: no layer holds tokens)."""
+    kv_format: KVFormat | None = None
 
     @property
     def bytes_per_token(self) -> int:
@@ -195,4 +196,4 @@ def kv_size(
         for mixer, n in layer_groups(model)
     )
     bits = model_effective_bits(fmt.kv, model)
-    return KVSize(model.id, context_tokens, batch, fmt.name, groups, bits)
+    return KVSize(model.id, context_tokens, batch, fmt.name, groups, bits, fmt.kv)

@@ -82,6 +82,11 @@ class KVFormat(ABC):
     def check(self, mixer: Mixer) -> None:  # noqa: B027 - most formats store every layer
         """Raise :class:`KVFormatError` when the format cannot store ``mixer``'s cache."""
 
+    @property
+    def precision_note(self) -> str | None:
+        """What a reader of a per-token figure must know when bytes are not linear in tokens."""
+        return None
+
 
 @dataclass(frozen=True)
 class LinearKV(KVFormat):
@@ -150,6 +155,13 @@ class KiviKV(KVFormat):
 
     def metadata_bits(self) -> Fraction:
         return 2 * self.scale.bits  # scale + zero point
+
+    @property
+    def precision_note(self) -> str:
+        return (
+            f"newest {self.residual_tokens:,} tokens at {self.full.name}: "
+            "per token is the long-context slope"
+        )
 
     def check(self, mixer: Mixer) -> None:
         if any(v.role == "latent" for v in mixer.cache_vectors()):
@@ -279,7 +291,8 @@ def _preset(name: str, full: DType) -> KVFormat:
         pass
     if key not in PRESETS:
         raise KVFormatError(
-            "--kv-dtype", f"unknown dtype {name!r} for the KV cache; choose one of {', '.join(PRESETS)}"
+            "--kv-dtype",
+            f"unknown dtype {name!r} for the KV cache; choose one of {', '.join(PRESETS)}",
         )
     return PRESETS[key](full)
 

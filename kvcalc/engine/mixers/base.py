@@ -12,7 +12,8 @@ flops.py, vllm.py) and the tables never branch on the kind:
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
 - text: ``detail``, ``kv_head_count``, ``listed_head_dim``;
-- what-ifs: ``per_rank`` (tensor parallelism), ``with_heads`` (other KV heads / head dim).
+- what-ifs: ``per_rank`` (tensor parallelism), ``with_heads`` (other KV heads / head dim),
+  ``as_attention`` (another attention, ``--as``: :mod:`kvcalc.engine.variant`).
 
 A concrete kind sets the class variable ``kind`` and so registers itself in
 :data:`MIXER_KINDS`; abstract members left out make the type impossible to instantiate.
@@ -22,9 +23,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
+
+if TYPE_CHECKING:
+    from kvcalc.engine.variant import AttentionVariant
 
 
 class ParallelismError(ValueError):
@@ -158,6 +162,11 @@ class Mixer(ABC):
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
         """The layer with other KV heads or head dim; unchanged when it has no KV heads."""
 
+    @abstractmethod
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        """The layer as ``variant`` would build it (unchanged when the variant does not apply
+        to this kind); raises :class:`~kvcalc.engine.variant.VariantError` when it cannot."""
+
 
 class AttentionMixer(Mixer):
     """A kind whose cache grows with the tokens it holds: no recurrent state."""
@@ -199,3 +208,6 @@ class RecurrentMixer(Mixer):
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
         return self
+
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        return self  # a recurrent state has no attention to re-derive
