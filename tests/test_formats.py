@@ -26,6 +26,9 @@ COMMANDS = [
     ["size", "gemma3-27b", "--ctx", "8k,32k,128k", "--batch", "64"],
     ["size", "qwen3-next-80b-a3b", "--ctx", "1m", "--batch", "1000000"],
     ["size", "jamba-v0.1", "--ctx", "256k", "--kv-dtype", "int4"],
+    ["size", "llama3-8b", "--ctx", "100,8k", "--kv-dtype", "kivi2"],
+    ["size", "deepseek-v3", "--as", "mha", "--ctx", "128k", "--kv-dtype", "int4", "--kv-group",
+     "32", "--kv-zero-point"],
     ["models"],
     ["gpus"],
     ["gpus", "h100", "mi300x", "v100"],
@@ -39,6 +42,8 @@ COMMANDS = [
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang", "--ctx", "8k,32k"],
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
+    ["decode", "llama3-70b", "--gpus", "8xH100", "--as", "mha", "--kv-dtype", "kivi2"],
+    ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--kv-dtype", "nvfp4"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
 ]
 WIDTHS = [80, 120, 200]

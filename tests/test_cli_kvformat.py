@@ -1,0 +1,141 @@
+"""KV formats and ``--as`` through the CLI: the golden figures as printed, every command taking
+the options, the engines' refusals, and every bad input as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_cli_size import assert_usage_error, run, size_json
+from typer.testing import CliRunner
+
+
+def test_int4_group_32_prints_5_bits(runner: CliRunner) -> None:
+    args = ["llama3-70b", "--ctx", "8k", "--kv-dtype", "int4", "--kv-group", "32"]
+    result = run(runner, "size", *args, "--kv-zero-point")
+    assert result.exit_code == 0, result.stderr
+    assert "KV format:    int4 g32 fp16+zero = 5.0 bits per value (4.0 + scales)" in result.stdout
+    out = size_json(runner, *args, "--kv-zero-point")
+    assert out["kv_dtype"] == "int4 g32 fp16+zero"
+    assert out["kv_bits_per_value"] == 5.0
+    assert out["kv_bytes_per_token"] == 327_680 * 5 // 16 == 102_400
+    assert size_json(runner, *args, "--kv-scale-dtype", "fp32")["kv_bits_per_value"] == 5.0
+
+
+def test_plain_dtypes_print_no_format_line(runner: CliRunner) -> None:
+    result = run(runner, "size", "llama3-70b", "--ctx", "8k", "--kv-dtype", "fp8")
+    assert "KV format" not in result.stdout
+    assert size_json(runner, "llama3-70b", "--ctx", "8k")["kv_bits_per_value"] == 16.0
+
+
+def test_kivi_per_sequence_is_exact_and_per_token_is_the_slope(runner: CliRunner) -> None:
+    short = size_json(runner, "llama3-8b", "--ctx", "100", "--kv-dtype", "kivi2")
+    assert short["kv_bytes_per_sequence"] == 32 * 100 * 4096  # all within the bf16 residual
+    assert short["kv_bytes_per_token"] == 32 * 768  # 3 bits per value
+    same = size_json(
+        runner, "llama3-8b", "--ctx", "100", "--kv-quant", "kivi", "--kv-bits", "2",
+        "--kv-group", "32", "--kv-residual", "128",
+    )
+    assert same["kv_bytes_per_sequence"] == short["kv_bytes_per_sequence"]
+    result = run(runner, "size", "llama3-8b", "--ctx", "8k", "--kv-dtype", "kivi2")
+    assert "newest 128 tokens at bf16: per token is the long-context slope" in result.stdout
+
+
+def test_llama_70b_as_mha_at_100k_in_gb_and_gib(runner: CliRunner) -> None:
+    result = run(runner, "size", "llama3-70b", "--as", "mha", "--ctx", "100000")
+    assert result.exit_code == 0, result.stderr
+    assert "Llama-3-70B as mha" in result.stdout
+    assert "per token:    2,621,440 B (2.50 MiB)" in result.stdout
+    assert "262,144,000,000 B = 244.14 GiB (262.14 GB)" in result.stdout
+    mqa = size_json(runner, "llama3-70b", "--as", "mqa", "--ctx", "100000")
+    assert mqa["kv_bytes_per_token"] * 64 == 2_621_440
+
+
+def test_deepseek_v3_as_mha_is_71_times_its_mla(runner: CliRunner) -> None:
+    mha = size_json(runner, "deepseek-v3", "--as", "mha", "--ctx", "8k")
+    mla = size_json(runner, "deepseek-v3", "--ctx", "8k")
+    assert mha["kv_bytes_per_token"] == 128 * (192 + 128) * 61 * 2 == 4_997_120
+    assert mla["kv_bytes_per_token"] == 70_272
+    assert round(mha["kv_bytes_per_token"] / mla["kv_bytes_per_token"]) == 71
+
+
+def test_batch_and_decode_take_the_format_and_the_variant(runner: CliRunner) -> None:
+    base = ["llama3-70b", "--gpus", "8xH100", "--ctx", "8k", "--format", "json"]
+    plain = json.loads(run(runner, "batch", *base).stdout)
+    mha = json.loads(run(runner, "batch", *base, "--as", "mha").stdout)
+    kivi = json.loads(run(runner, "batch", *base, "--as", "mha", "--kv-dtype", "kivi2").stdout)
+    fits = [out["contexts"][0]["max_batch"] for out in (plain, mha, kivi)]
+    assert fits[0] > fits[2] > fits[1] > 0
+    assert kivi["kv_dtype"] == "kivi2"
+    step = json.loads(run(runner, "decode", *base, "--batch", "1", "--as", "mha").stdout)
+    plain_step = json.loads(run(runner, "decode", *base, "--batch", "1").stdout)
+    assert step["steps"][0]["kv_bytes_read"] == 8 * plain_step["steps"][0]["kv_bytes_read"]
+
+
+def test_vllm_stores_its_presets(runner: CliRunner) -> None:
+    args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
+    for name in ("fp8_per_token_head", "int8_per_token_head", "nvfp4"):
+        result = run(runner, *args, "--kv-dtype", name)
+        assert result.exit_code == 0, result.stderr
+        assert f"KV {name}" in result.stdout
+
+
+def test_the_registry_table_reports_models_a_format_cannot_store(runner: CliRunner) -> None:
+    result = run(runner, "batch", "--gpus", "8xH100", "--kv-dtype", "kivi2", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    rows = {r["model"]: r for r in json.loads(result.stdout)["models"]}
+    assert not rows["deepseek-v3"]["fits"]
+    assert "MLA latent" in rows["deepseek-v3"]["reason"]
+    assert rows["llama3-70b"]["fits"] and rows["llama3-70b"]["reason"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["size", "llama3-70b", "--kv-group", "0"], ["--kv-group"]),
+        (["size", "llama3-70b", "--kv-dtype", "int4", "--kv-group", "-3"], ["--kv-group"]),
+        (["size", "llama3-70b", "--kv-group", "32"], ["--kv-group", "bf16", "not quantised"]),
+        (["size", "llama3-70b", "--as", "gqa:7"], ["--as gqa:7", "64 query heads", "divisor"]),
+        (["size", "llama3-70b", "--as", "gqa"], ["--as", "gqa:G"]),
+        (["size", "llama3-70b", "--as", "mla:x"], ["--as", "mla:LATENT"]),
+        (["size", "llama3-70b", "--as", "gqa:0"], ["--as gqa:0", "at least 1"]),
+        (["size", "llama3-70b", "--as", "mla:512+200"], ["--as mla:512+200", "wider"]),
+        (["size", "llama3-70b", "--as", "mha", "--kv-heads", "8"], ["--kv-heads", "--as mha"]),
+        (["size", "deepseek-v3", "--as", "mla:512", "--head-dim", "64"], ["--head-dim"]),
+        (["size", "mistral-7b-v0.1", "--as", "mla:512"], ["no full-attention layers"]),
+        (
+            ["size", "llama3-70b", "--kv-dtype", "int4", "--kv-scale-dtype", "fp16"],
+            ["--kv-scale-dtype", "int4 stores no scales", "--kv-group"],
+        ),
+        (["size", "llama3-70b", "--kv-scale-dtype", "fp32"], ["--kv-scale-dtype"]),
+        (["size", "llama3-70b", "--kv-dtype", "fp8", "--kv-zero-point"], ["--kv-zero-point"]),
+        (["size", "llama3-70b", "--kv-bits", "2"], ["--kv-bits", "KIVI only"]),
+        (["size", "llama3-70b", "--kv-residual", "64"], ["--kv-residual", "KIVI only"]),
+        (["size", "llama3-70b", "--kv-quant", "awq"], ["--kv-quant", "kivi"]),
+        (["size", "llama3-70b", "--kv-quant", "kivi", "--kv-bits", "3"], ["--kv-bits", "2 or 4"]),
+        (["size", "deepseek-v3", "--kv-dtype", "kivi2"], ["--kv-dtype", "MLA latent"]),
+        (
+            ["size", "llama3-70b", "--kv-dtype", "int4", "--kv-group", "8", "--kv-group", "16"],
+            ["--kv-group: given 2 times"],
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--kv-dtype", "kivi2"],
+            ["vLLM 0.19 has no kivi2 KV cache", "nvfp4"],
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--kv-dtype", "int4",
+             "--kv-group", "32"],
+            ["vLLM 0.19 has no int4 g32 fp16 KV cache"],
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "sglang", "--kv-dtype", "nvfp4"],
+            ["SGLang has no nvfp4 KV cache"],
+        ),
+        (["decode", "llama3-70b", "-g", "8xH100", "--as", "gqa:3"], ["--as gqa:3"]),
+        (["batch", "-g", "8xH100", "--as", "moe"], ["--as", "'moe'"]),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    runner: CliRunner, args: list[str], needles: list[str]
+) -> None:
+    assert_usage_error(run(runner, *args), *needles)
