@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -23,6 +26,11 @@ EXIT_INTERNAL = 3
 
 class InputError(Exception):
     """Bad input from the user: reported as one line on stderr with exit code 2."""
+
+
+class LayoutError(InputError):
+    """Valid options that this particular model cannot be split by (its heads or layers): the
+    registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
 def fail(message: str) -> NoReturn:
@@ -260,11 +268,12 @@ def load_model(
 ) -> ModelSpec:
     """Resolve MODEL (registry name or config.json path) and apply the what-ifs: ``--as``
     first (another attention), then the head and layer overrides."""
-    from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
     if attention is not None:
+        from kvcalc.engine.variant import VariantError, as_attention
+
         if kv_heads is not None:
             fail(f"--kv-heads: --as {attention} sets the KV heads; give one of the two")
         variant = parse_attention_variant(attention)
@@ -318,3 +327,30 @@ AttentionOption = typer.Option(
     "(other dimensions kept, cache re-derived)",
 )
 
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def grouped_options(
+    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
+) -> F:
+    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
+    passed as ``argument``."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != argument]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in parameters.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        options = group(**{name: kwargs.pop(name) for name in parameters})
+        return command(**{argument: options}, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: kind for name, (kind, _) in parameters.items()},
+    }
+    return wrapper  # type: ignore[return-value]

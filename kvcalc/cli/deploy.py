@@ -9,32 +9,24 @@ no command holds domain logic: defaults and validation live in the engine.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, KvDtypeOption, fail, parse_size
+from kvcalc.cli.app import InputError, LayoutError, fail, grouped_options, parse_size
+from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.hardware import GpuSet
-    from kvcalc.engine.kv import CacheFormat
-    from kvcalc.engine.kvformat import KVFormat, KVFormatRequest
     from kvcalc.engine.sglang import SGLangOptions
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class LayoutError(InputError):
-    """Valid options that this particular model cannot be split by (its heads or layers): the
-    registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
 #: Engine field -> option, where the option's name is not the field's with dashes.
@@ -50,113 +42,6 @@ def input_error(exc: DeploymentError) -> InputError:
     """The engine's refusal as the CLI's one-line error, naming the options at fault."""
     cls = LayoutError if exc.model_specific else InputError
     return cls(exc.worded(option_name))
-
-
-# ------------------------------------------------------------------ the KV cache format
-
-
-@dataclass(frozen=True)
-class KvFormatOptions:
-    """The KV cache format options as given (None / False: not given): ``--kv-dtype`` (a format
-    name) refined by ``--kv-group``, ``--kv-scale-dtype`` and ``--kv-zero-point``, or KIVI's
-    ``--kv-quant kivi --kv-bits --kv-group --kv-residual``. Every command that sizes a cache
-    takes them; the engine's :func:`~kvcalc.engine.kvformat.kv_format` decides what they mean."""
-
-    kv_dtype: str | None
-    kv_group: int | None
-    kv_scale_dtype: str | None
-    kv_zero_point: bool
-    kv_quant: str | None
-    kv_bits: int | None
-    kv_residual: int | None
-
-    def request(self) -> KVFormatRequest:
-        from kvcalc.engine.kvformat import KVFormatRequest
-
-        return KVFormatRequest(
-            dtype=self.kv_dtype,
-            group=self.kv_group,
-            scale_dtype=self.kv_scale_dtype,
-            zero_point=self.kv_zero_point,
-            quant=self.kv_quant,
-            bits=self.kv_bits,
-            residual=self.kv_residual,
-        )
-
-    def kv_format(self, model: ModelSpec) -> KVFormat:
-        """The format for ``model`` (default: its dtype); one line naming the option when the
-        options contradict each other or the format cannot store the model's layers."""
-        from kvcalc.engine.kvformat import KVFormatError, check_stores, kv_format
-
-        try:
-            fmt = kv_format(self.request(), model.default_dtype)
-        except KVFormatError as exc:
-            fail(str(exc))
-        try:
-            check_stores(fmt, model)
-        except KVFormatError as exc:
-            raise LayoutError(f"{exc} ({model.id})") from None
-        return fmt
-
-    def cache_format(self, model: ModelSpec) -> CacheFormat:
-        """The whole cache of ``model``: this KV format, recurrent states at the model's dtype."""
-        from kvcalc.engine.kv import cache_format
-
-        return cache_format(model, self.kv_format(model))
-
-
-_KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "kv_dtype": (str | None, KvDtypeOption),
-    "kv_group": (
-        int | None,
-        typer.Option(
-            None,
-            "--kv-group",
-            min=1,
-            max=1 << 20,
-            help="quantised KV: values per scale (KIVI: tokens per key scale) [KIVI: 32]",
-        ),
-    ),
-    "kv_scale_dtype": (
-        str | None,
-        typer.Option(
-            None,
-            "--kv-scale-dtype",
-            help="quantised KV: scale (and zero-point) dtype, fp16, bf16, fp32, fp8 or e8m0 "
-            "[fp16]",
-        ),
-    ),
-    "kv_zero_point": (
-        bool,
-        typer.Option(
-            False, "--kv-zero-point", help="quantised KV: asymmetric, a zero point per scale"
-        ),
-    ),
-    "kv_quant": (
-        str | None,
-        typer.Option(None, "--kv-quant", help="KV quantiser: kivi (with --kv-bits, --kv-residual)"),
-    ),
-    "kv_bits": (
-        int | None,
-        typer.Option(None, "--kv-bits", help="KIVI: bits per value, 2 or 4 [2]"),
-    ),
-    "kv_residual": (
-        int | None,
-        typer.Option(
-            None,
-            "--kv-residual",
-            min=0,
-            max=1 << 30,
-            help="KIVI: most recent tokens kept at full precision [128]",
-        ),
-    ),
-}
-assert set(_KV_PARAMETERS) == {f.name for f in fields(KvFormatOptions)}
-
-
-def kv_format_options(command: F) -> F:
-    """Add the KV format options to ``command``, which receives them as ``kv``."""
-    return _grouped_options(command, "kv", KvFormatOptions, _KV_PARAMETERS)
 
 
 # ------------------------------------------------------------------ the deployment
@@ -309,7 +194,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
         ),
     ),
-    **_KV_PARAMETERS,
+    **KV_PARAMETERS,
     "block_size": (
         int,
         typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),
@@ -340,32 +225,7 @@ assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 def deployment_options(command: F) -> F:
     """Add the deployment options to ``command``, which receives them as ``deploy``."""
-    return _grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
-
-
-def _grouped_options(
-    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
-) -> F:
-    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
-    passed as ``argument``."""
-    signature = inspect.signature(command)
-    own = [p for p in signature.parameters.values() if p.name != argument]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-        for name, (kind, option) in parameters.items()
-    ]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        options = group(**{name: kwargs.pop(name) for name in parameters})
-        return command(**{argument: options}, **kwargs)
-
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in own},
-        **{name: kind for name, (kind, _) in parameters.items()},
-    }
-    return wrapper  # type: ignore[return-value]
+    return grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
 
 
 # ------------------------------------------------------------------ SGLang
@@ -565,7 +425,7 @@ assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
-    return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
+    return grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
 
 
 # ------------------------------------------------------------------ the engine
@@ -605,4 +465,4 @@ assert set(_ENGINE_PARAMETERS) == {f.name for f in fields(EngineChoice)}
 def engine_options(command: F) -> F:
     """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
     (an :class:`EngineChoice`) and ``sglang``."""
-    return sglang_options(_grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
+    return sglang_options(grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))

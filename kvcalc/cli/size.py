@@ -19,7 +19,7 @@ from kvcalc.cli.app import (
     load_model,
     parse_ctx_list,
 )
-from kvcalc.cli.deploy import KvFormatOptions, kv_format_options
+from kvcalc.cli.kvformat import KvFormatOptions, kv_format_options
 
 command_app = command_typer()
 

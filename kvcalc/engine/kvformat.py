@@ -253,17 +253,28 @@ PRESETS = _presets()
 KV_FORMAT_NAMES = tuple(PRESETS)
 
 
-@dataclass(frozen=True)
 class KVFormatRequest:
-    """The options that pick a format, as given (None / False: not given)."""
+    """The options that pick a format, as given (None / False: not given). A plain class, not a
+    dataclass: it is built once per command, and every dataclass costs start-up time."""
 
-    dtype: str | None = None
-    group: int | None = None
-    scale_dtype: str | None = None
-    zero_point: bool = False
-    quant: str | None = None
-    bits: int | None = None
-    residual: int | None = None
+    def __init__(
+        self,
+        dtype: str | None = None,
+        *,
+        group: int | None = None,
+        scale_dtype: str | None = None,
+        zero_point: bool = False,
+        quant: str | None = None,
+        bits: int | None = None,
+        residual: int | None = None,
+    ) -> None:
+        self.dtype = dtype
+        self.group = group
+        self.scale_dtype = scale_dtype
+        self.zero_point = zero_point
+        self.quant = quant
+        self.bits = bits
+        self.residual = residual
 
 
 def kv_format(request: KVFormatRequest, model_dtype: str) -> KVFormat:
