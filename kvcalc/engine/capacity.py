@@ -69,7 +69,7 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
         whole = layer_tokens_bytes(mixer, blocks_tokens, layout.cache)
         state = layer_state_bytes(mixer, layout.cache)
         common = shared_tokens if held == context_tokens and whole else 0
-        own = layer_tokens_bytes(mixer, blocks_tokens - common, layout.cache)
+        own = layer_tokens_bytes(mixer, blocks_tokens - common, layout.cache) if common else whole
         unique += (own + state) * layers
         shared += (whole - own) * layers
     return unique, shared
