@@ -61,7 +61,9 @@ def find_accelerator(name: str, root: Path | None = None) -> Accelerator:
     from kvcalc.registry.cache import cached_spec
 
     path = find_gpu_path(name, root)
-    return cached_spec(path, lambda: load_gpu_file(path).to_accelerator(), kind="gpu")
+    return cached_spec(
+        path, lambda: load_gpu_file(path).to_accelerator(), Accelerator, kind="gpu"
+    )
 
 
 def all_gpus(root: Path | None = None) -> list[GpuFile]:

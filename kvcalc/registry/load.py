@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,7 +34,9 @@ class UnknownNameError(RegistryError):
 
     def __init__(self, what: str, name: str, suggestions: list[str]) -> None:
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {what} {name!r}{hint} (list them with `kvcalc {what}s`)")
+        super().__init__(
+            f"unknown {what} {shown(name)!r}{hint} (list them with `kvcalc {what}s`)"
+        )
         self.name = name
         self.suggestions = suggestions
 
@@ -49,20 +52,72 @@ def registry_root() -> Path:
     return packaged if packaged.is_dir() else here.parent / "model_configs"
 
 
-def read_text(path: Path, what: str = "a registry file") -> str:
-    """A file's text, refusing missing, unreadable and oversized files with one line."""
+def read_bytes(path: Path, what: str = "a registry file", limit: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes, refusing with one line what is not a regular file of at most ``limit``
+    bytes: a device (/dev/zero, /dev/urandom) would fill memory, a FIFO would block, so both
+    are refused from their type before any byte is read."""
+    # O_NONBLOCK: opening a FIFO (even behind a symlink) would otherwise wait for a writer.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        size = path.stat().st_size
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise RegistryError(f"{path}: file not found") from None
     except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise RegistryError(f"{path}: {size:,} bytes is too large for {what}")
+        raise RegistryError(f"{shown(str(path))}: cannot read: {exc.strerror}") from None
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"{path}: cannot read: {exc}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RegistryError(
+                f"{path}: not a regular file ({_file_type(info.st_mode)}); give {what}"
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(limit + 1)  # a file that grows while read is still bounded
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RegistryError(f"{path}: more than {limit:,} bytes is too large for {what}")
+    return data
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket or special file"
+
+
+def read_text(path: Path, what: str = "a registry file") -> str:
+    """A file's UTF-8 text, refusing missing, unreadable, special and oversized files."""
+    try:
+        return read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters for an error line (a name can be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` names an existing file; False for a name the system cannot even look up
+    (too long, invalid), which then gets the error of an unknown name."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def read_yaml(path: Path) -> Any:
@@ -170,13 +225,15 @@ def model_paths(root: Path | None = None) -> list[Path]:
 def _name_index(directory: Path) -> dict[str, Path]:
     """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file.
 
-    Cached under the directory's listing with each file's size and modification time, so an
-    alias lookup does not parse every file on every run; any edit rebuilds it.
+    Cached under the content of every file of the directory, so an alias lookup does not parse
+    every file on every run; any edit rebuilds it.
     """
-    from kvcalc.registry.cache import cached
+    from kvcalc.registry.cache import cached, files_content
 
     paths = sorted(directory.glob("*.yaml"))
-    return cached(_listing(paths), lambda: _build_name_index(paths), "names")
+    return cached(
+        files_content(paths), lambda: _build_name_index(paths), "names", dict[str, Path]
+    )
 
 
 def _build_name_index(paths: list[Path]) -> dict[str, Path]:
@@ -198,15 +255,23 @@ def find_model_path(name: str, root: Path | None = None) -> Path:
 
 
 _FILE_KEY = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+#: Longer than any registry name or alias (the longest Hugging Face repo ids are ~100): a longer
+#: name is refused before it reaches the file system, which refuses names over 255 bytes.
+MAX_NAME_CHARS = 200
 
 
 def find_path(what: str, name: str, directory: Path) -> Path:
     """The file of ``name`` in a registry directory: ``<name>.yaml`` directly (reading nothing
     else), else through the name index of ids and aliases; a miss suggests the closest names."""
     key = name.strip().lower()
+    if len(key) > MAX_NAME_CHARS:
+        raise RegistryError(
+            f"unknown {what} {shown(key)!r}: {len(key):,} characters is longer than any "
+            f"registry name (at most {MAX_NAME_CHARS}); list them with `kvcalc {what}s`"
+        )
     if _FILE_KEY.match(key):
         direct = directory / f"{key}.yaml"
-        if direct.is_file():
+        if is_file(direct):
             return direct
     if not directory.is_dir():
         raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
@@ -250,31 +315,39 @@ def check_models(root: Path | None = None) -> list[str]:
 
 def resolve_model(name: str) -> ModelSpec:
     """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
+    from kvcalc.engine.spec import ModelSpec
+
     path = Path(name)
-    if name.endswith(".json") or path.is_dir() or path.is_file():
+    if name.endswith(".json") or is_dir(path) or exists_at(path):
         from kvcalc.registry.hf import load_hf_config
 
         return load_hf_config(path)
     from kvcalc.registry.cache import cached_spec
 
     path = find_model_path(name)
-    return cached_spec(path, lambda: load_model_file(path).to_spec())
+    return cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
+
+
+def exists_at(path: Path) -> bool:
+    """Whether anything (a file, a FIFO, a device, a dangling link) is at ``path``: such a MODEL
+    is read as a config.json path, and refused by its type if it is not a regular file."""
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def all_model_specs(root: Path | None = None) -> list[ModelSpec]:
-    """Every registry model as an engine spec, cached as one entry under the directory listing
-    (names, sizes, modification times): one cache read instead of one per file."""
-    from kvcalc.registry.cache import cached
+    """Every registry model as an engine spec, cached as one entry under the content of every
+    model file: one cache read instead of one per file."""
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.registry.cache import cached, files_content
 
     paths = model_paths(root)
     return cached(
-        _listing(paths), lambda: [load_model_file(p).to_spec() for p in paths], "all-models"
+        files_content(paths),
+        lambda: [load_model_file(p).to_spec() for p in paths],
+        "all-models",
+        list[ModelSpec],
     )
-
-
-def _listing(paths: list[Path]) -> bytes:
-    lines = []
-    for path in paths:
-        st = path.stat()
-        lines.append(f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}")
-    return "\n".join(lines).encode()

@@ -11,7 +11,7 @@ from kvcalc.engine.spec import ModelSpec
 from kvcalc.registry.hf.base import Adapter, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
 from kvcalc.registry.hf.wrappers import WrapperConfig
-from kvcalc.registry.load import RegistryError, read_text, validate
+from kvcalc.registry.load import RegistryError, exists_at, is_dir, read_text, validate
 
 #: The engine's default KV dtype when a config names none (gpt-oss ships no torch_dtype).
 DEFAULT_DTYPE = "bf16"
@@ -19,10 +19,10 @@ DEFAULT_DTYPE = "bf16"
 
 def read_config_json(path: Path) -> tuple[Path, dict[str, Any]]:
     """Locate and parse a config.json (a file, or a folder holding one); returns the file path."""
-    if path.is_dir():
+    if is_dir(path):
         folder = path
         path = path / "config.json"
-        if not path.is_file():
+        if not exists_at(path):
             raise RegistryError(f"{folder}: no config.json in this folder")
     text = read_text(path, "a config.json")
     try:
