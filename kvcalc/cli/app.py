@@ -13,6 +13,9 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+if TYPE_CHECKING:
     from kvcalc.engine.kv import CacheFormat
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.render.report import Report
@@ -321,10 +324,13 @@ ReportFormatOption = typer.Option(
 )
 
 
-def emit_report(report: Report, fmt: ReportFormat) -> None:
-    """Print a command's report in the chosen format and end with its exit code."""
+def emit_report(report: Report, fmt: ReportFormat, warnings: Sequence[str] = ()) -> None:
+    """Print a command's report in the chosen format, with ``warnings`` added to its own, and
+    end with its exit code."""
     from kvcalc.render.formats import emit
 
+    if warnings:
+        report.warnings = [*report.warnings, *warnings]
     code = emit(report, fmt.value)
     if code:
         raise typer.Exit(code)
@@ -358,7 +364,9 @@ def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
     from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
 
     try:
-        return cache_format(model, dtype(text or model.default_dtype, KV_DTYPES))
+        # None is "not given"; an empty name is refused like any unknown one, never the default.
+        name = model.default_dtype if text is None else text
+        return cache_format(model, dtype(name, KV_DTYPES))
     except UnitError as exc:
         fail(f"--kv-dtype: {exc}")
 

@@ -97,14 +97,15 @@ def _whole_registry(
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
-    for spec in all_model_specs():
+    specs = all_model_specs()
+    for spec in specs:
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
             rows.append(registry_row(None, spec.id, str(exc)))
             continue
         rows.append(registry_row(capacity(dep, contexts), spec.id, None))
-    emit_report(registry_report(rows, gpu_set, contexts), fmt)
+    emit_report(registry_report(rows, gpu_set, contexts, specs), fmt)
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:

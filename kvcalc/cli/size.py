@@ -41,6 +41,7 @@ def size(
     """KV-cache bytes per token, per sequence at --ctx, and for --batch sequences."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
+    from kvcalc.render.warnings import max_context_warnings
 
     spec = load_model(model, kv_heads, head_dim, layers)
     if ctx is None:
@@ -50,4 +51,5 @@ def size(
     else:
         contexts = parse_ctx_list(ctx)
     cache = cache_format_option(kv_dtype, spec)
-    emit_report(size_report([kv_size(spec, c, cache, batch) for c in contexts], spec.name), fmt)
+    report = size_report([kv_size(spec, c, cache, batch) for c in contexts], spec.name)
+    emit_report(report, fmt, warnings=max_context_warnings(spec, contexts))

@@ -170,6 +170,10 @@ def layout_of(dep: Deployment) -> Layout:
 
 def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     """Sequences that fit at each context, and the budget behind the answer."""
+    from kvcalc.engine.deployment import check_context
+
+    for ctx in contexts:
+        check_context(dep, ctx)
     layout = layout_of(dep)
     tight = dep.tightest_stage
     per_context = []

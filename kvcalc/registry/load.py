@@ -6,6 +6,7 @@ other files are read only to resolve an alias or to suggest close names after a 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -125,13 +126,53 @@ def read_yaml(path: Path) -> Any:
     import yaml
 
     text = read_text(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(text, Loader=loader)  # a safe loader, never yaml.Loader
+        data = yaml.load(text, Loader=_strict_loader())  # a safe loader, never yaml.Loader
     except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: invalid YAML: {_one_line(exc)}") from None
+    except (ValueError, RecursionError) as exc:  # a value the safe constructors cannot build
         raise RegistryError(f"{path}: invalid YAML: {_one_line(exc)}") from None
     _refuse_aliases(path, data)
     return data
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader() -> type:
+    """The safe loader (C-accelerated where available), refusing a key given twice in one
+    mapping (YAML keeps the last silently, so a pasted duplicate would change a number) and
+    integers that break the number rule of every input (:func:`number_text_problem`)."""
+    import yaml
+
+    from kvcalc.engine.units import number_text_problem
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor refuses it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+        return base.construct_mapping(loader, node, deep)
+
+    def construct_int(loader: Any, node: Any) -> Any:
+        problem = number_text_problem(str(node.value))
+        if problem is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"number {shown(str(node.value))}: {problem}", node.start_mark
+            )
+        return base.construct_yaml_int(loader, node)
+
+    loader = type("StrictSafeLoader", (base,), {"construct_mapping": construct_mapping})
+    loader.add_constructor("tag:yaml.org,2002:int", construct_int)  # type: ignore[attr-defined]
+    return loader
 
 
 def _refuse_aliases(path: Path, data: Any) -> None:
@@ -188,6 +229,17 @@ def load_entry(path: Path, schema: type[M]) -> M:
     if entry_id != path.stem:
         raise RegistryError(f"{path}: id: {entry_id!r} must match the file name {path.stem!r}")
     return entry
+
+
+def require_files(paths: list[Path], directory: Path) -> list[Path]:
+    """``paths``, refusing an empty list: nothing checked is not "all valid" (a mistyped
+    --registry would pass CI)."""
+    if not paths:
+        raise RegistryError(
+            f"{directory}: no registry files (*.yaml) to check; point --registry at the folder "
+            "holding models/ and gpus/"
+        )
+    return paths
 
 
 def check_entries(paths: list[Path], load: Callable[[Path], Any]) -> list[str]:
@@ -310,7 +362,7 @@ def all_models(root: Path | None = None) -> list[ModelFile]:
 
 def check_models(root: Path | None = None) -> list[str]:
     """Validate every model file; returns one message per problem (empty when all are good)."""
-    return check_entries(model_paths(root), load_model_file)
+    return check_entries(require_files(model_paths(root), models_dir(root)), load_model_file)
 
 
 def resolve_model(name: str) -> ModelSpec:

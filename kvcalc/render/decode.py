@@ -98,11 +98,19 @@ def decode_report(
     reason: str | None,
     warnings: list[str],
 ) -> Report:
-    """``warnings`` go to stderr in every format (a batch timed beyond what fits)."""
+    """``warnings`` (a batch timed beyond what fits) follow the convention of every command
+    (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
+    from kvcalc.render.warnings import max_context_warnings
+
     payload = decode_payload(dep, steps, mbu, reason)
     setup = {k: payload[k] for k in ("model", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
-    diagnostics = [*warnings, *([f"does not fit: {reason}"] if reason else [])]
+    diagnostics = [f"does not fit: {reason}"] if reason else []
+    contexts = [s.context_tokens for s in steps]
+    warned = [
+        *(w.removeprefix("warning: ") for w in warnings),
+        *max_context_warnings(dep.model, contexts),
+    ]
     sections = (
         [
             Section(decode_title(dep, mbu), COLUMNS, records),
@@ -118,4 +126,5 @@ def decode_report(
         sections=sections,
         diagnostics=diagnostics,
         exit_code=0 if reason is None else 1,
+        warnings=warned,
     )
