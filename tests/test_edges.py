@@ -263,6 +263,16 @@ def test_numbers_in_a_config_follow_the_rule(
     refused(runner, ["size", str(write_config(tmp_path, text)), "--ctx", "8k"], "invalid JSON")
 
 
+def test_a_config_context_beyond_the_limit_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    # Without --ctx, `size` sizes the model's maximum: 10^20 tokens went through.
+    config = {"model_type": "llama", "num_hidden_layers": 2, "max_position_embeddings": 10**20}
+    refused(
+        runner,
+        ["size", str(write_config(tmp_path, config))],
+        "max_position_embeddings: must be at most 1,073,741,824 tokens",
+    )
+
+
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
 def test_a_device_is_not_a_config(runner: CliRunner, device: str) -> None:
     if not os.path.exists(device):

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import AliasChoices
 
 from kvcalc.engine.spec import ModelSpec
-from kvcalc.engine.units import number_text_problem, shown
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS, number_text_problem, shown
 from kvcalc.registry.hf.base import Adapter, HFConfig, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
 from kvcalc.registry.hf.wrappers import WrapperConfig
@@ -39,7 +39,9 @@ def read_config_json(path: Path) -> tuple[Path, dict[str, Any]]:
         ) from None
     except _NumberError as exc:
         raise RegistryError(f"{path}: invalid JSON: {exc}") from None
-    except (OSError, UnicodeDecodeError, RecursionError) as exc:
+    except RecursionError:
+        raise RegistryError(f"{path}: invalid JSON: nested too deeply") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path}: cannot read: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise RegistryError(f"{path}: expected a JSON object at the top level")
@@ -171,6 +173,17 @@ def load_hf_config(path: Path | str) -> ModelSpec:
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
     arch = validate(path, adapter.architecture(tied), Architecture)
     model_id, name = _names(path, top)
-    return arch.to_spec(
-        model_id, name, dtype or DEFAULT_DTYPE, adapter.config.max_position_embeddings
-    )
+    return arch.to_spec(model_id, name, dtype or DEFAULT_DTYPE, max_context(adapter))
+
+
+def max_context(adapter: Adapter[Any]) -> int:
+    """The model's maximum context, within kvcalc's limit on every context (a registry file's
+    ``max_context`` has the same bound): `kvcalc size` sizes it when no --ctx is given."""
+    tokens: int = adapter.config.max_position_embeddings
+    if tokens > MAX_CONTEXT_TOKENS:
+        adapter.where.fail(
+            "max_position_embeddings",
+            f"must be at most {MAX_CONTEXT_TOKENS:,} tokens (kvcalc's context limit), "
+            f"got {tokens:,}",
+        )
+    return tokens
