@@ -170,9 +170,19 @@ def _dataclass(data: Any, base: type) -> Any:
         raise PlainError(f"{cls.__name__}: {exc}") from None
 
 
+_CLASSES: dict[tuple[str, type], type] = {}
+
+
 def _trusted_class(tag: str, base: type) -> type:
     """The class ``module:Class`` names, if it is a dataclass of kvcalc's engine deriving from
     ``base`` (the declared type of the field); imports only kvcalc's own modules."""
+    key = (tag, base)
+    if key not in _CLASSES:
+        _CLASSES[key] = _resolve_class(tag, base)
+    return _CLASSES[key]
+
+
+def _resolve_class(tag: str, base: type) -> type:
     module_name, _, name = tag.partition(":")
     if not module_name.startswith(_TRUSTED_PREFIX) or not name.isidentifier():
         raise PlainError(f"untrusted type {tag!r}")
