@@ -265,20 +265,16 @@ def strict_number_type(inner: Any) -> Any:
 
 
 def _strict_convert(self: Any, value: Any, param: Any, ctx: Any) -> Any:
-    from kvcalc.engine.units import number_text_problem
+    from kvcalc.engine.units import number_text_problem, shown
 
     if isinstance(value, str):
         problem = number_text_problem(value)
         if problem is not None:
-            self.fail(f"{_shown(value)!r}: {problem}", param, ctx)
+            self.fail(f"{shown(value)!r}: {problem}", param, ctx)
     result = super(type(self), self).convert(value, param, ctx)
     if isinstance(result, float) and not math.isfinite(result):
         self.fail(f"{value!r} is not a finite number", param, ctx)
     return result
-
-
-def _shown(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _options_before_separator(args: list[str]) -> list[str]:

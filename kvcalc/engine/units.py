@@ -54,7 +54,7 @@ def check_number_text(text: str, what: str) -> None:
 
 
 def shown(text: str, limit: int = 40) -> str:
-    """``text`` cut to ``limit`` characters for an error message."""
+    """``text`` cut to ``limit`` characters for an error message (a value can be megabytes)."""
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kvcalc.engine.units import shown
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -36,7 +38,7 @@ class UnknownNameError(RegistryError):
     def __init__(self, what: str, name: str, suggestions: list[str]) -> None:
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         super().__init__(
-            f"unknown {what} {shown(name)!r}{hint} (list them with `kvcalc {what}s`)"
+            f"unknown {what} {shown(name, 100)!r}{hint} (list them with `kvcalc {what}s`)"
         )
         self.name = name
         self.suggestions = suggestions
@@ -64,7 +66,7 @@ def read_bytes(path: Path, what: str = "a registry file", limit: int = MAX_FILE_
     except FileNotFoundError:
         raise RegistryError(f"{path}: file not found") from None
     except OSError as exc:
-        raise RegistryError(f"{shown(str(path))}: cannot read: {exc.strerror}") from None
+        raise RegistryError(f"{shown(str(path), 200)}: cannot read: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -98,11 +100,6 @@ def read_text(path: Path, what: str = "a registry file") -> str:
         return read_bytes(path, what).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RegistryError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
-
-
-def shown(text: str, limit: int = 60) -> str:
-    """``text`` cut to ``limit`` characters for an error line (a name can be megabytes)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def is_file(path: Path) -> bool:
@@ -318,7 +315,7 @@ def find_path(what: str, name: str, directory: Path) -> Path:
     key = name.strip().lower()
     if len(key) > MAX_NAME_CHARS:
         raise RegistryError(
-            f"unknown {what} {shown(key)!r}: {len(key):,} characters is longer than any "
+            f"unknown {what} {shown(key, 100)!r}: {len(key):,} characters is longer than any "
             f"registry name (at most {MAX_NAME_CHARS}); list them with `kvcalc {what}s`"
         )
     if _FILE_KEY.match(key):
