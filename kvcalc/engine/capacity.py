@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.deployment import check_context
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, GiB
@@ -170,8 +171,6 @@ def layout_of(dep: Deployment) -> Layout:
 
 def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     """Sequences that fit at each context, and the budget behind the answer."""
-    from kvcalc.engine.deployment import check_context
-
     for ctx in contexts:
         check_context(dep, ctx)
     layout = layout_of(dep)
