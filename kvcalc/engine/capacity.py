@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.deployment import check_context
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.mixers.base import Mixer
 from kvcalc.engine.spec import ModelSpec
@@ -196,6 +197,8 @@ def layout_of(dep: Deployment) -> Layout:
 
 def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     """Sequences that fit at each context, and the budget behind the answer."""
+    for ctx in contexts:
+        check_context(dep, ctx)
     layout = layout_of(dep)
     tight = dep.tightest_stage
     per_context = []

@@ -12,9 +12,20 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvcalc.engine import spec
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
-PosInt = Annotated[int, Field(gt=0, strict=True)]
-NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+# Every number of a model file is bounded, so that no file can make the engine's arithmetic
+# absurd: a dimension or count below 2^31 (no tensor dimension of any model comes near), at most
+# MAX_LAYERS layers (the bound config.json imports have), a context within kvcalc's limit of
+# 2^30 tokens, and finite parameter counts below 10^15 (the largest models have ~2 x 10^12).
+MAX_DIMENSION = (1 << 31) - 1
+MAX_LAYERS = 100_000
+MAX_PARAMS = 1e15
+PosInt = Annotated[int, Field(gt=0, le=MAX_DIMENSION, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_DIMENSION, strict=True)]
+LayerCount = Annotated[int, Field(gt=0, le=MAX_LAYERS, strict=True)]
+ContextTokens = Annotated[int, Field(gt=0, le=MAX_CONTEXT_TOKENS, strict=True)]
+ParamCount = Annotated[float, Field(gt=0, le=MAX_PARAMS, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):
@@ -177,7 +188,7 @@ class MoESchema(Strict):
 
 class Architecture(Strict):
     hidden_size: PosInt
-    num_layers: PosInt
+    num_layers: LayerCount
     vocab_size: PosInt
     tied_embeddings: bool
     num_attention_heads: PosInt
@@ -268,10 +279,10 @@ Verification = Literal["official_verbatim", "official_partial", "derived_copies"
 
 
 class Params(Strict):
-    total: Annotated[float, Field(gt=0)] | None = Field(
+    total: ParamCount | None = Field(
         None, description="officially stated total parameters; null when no source states it"
     )
-    active: Annotated[float, Field(gt=0)] | None = None
+    active: ParamCount | None = None
     stated: str = Field(description="the official wording and where it is stated")
 
 
@@ -288,7 +299,7 @@ class ModelFile(Strict):
     source: list[str] = Field(min_length=1)
     notes: str | None = None
     dtype: Literal["bf16", "fp16", "fp32"]
-    max_context: PosInt
+    max_context: ContextTokens
     params: Params
     architecture: Architecture
 
