@@ -13,7 +13,7 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, get_args
 
 import pytest
@@ -27,8 +27,10 @@ from kvcalc.engine.spec import (
     DenseMLP,
     FullAttention,
     GatedDeltaNet,
+    IndexedLatentAttention,
     LightningAttention,
     Mamba,
+    Mamba2,
     ModelSpec,
     MultiHeadLatentAttention,
     SlidingWindowAttention,
@@ -81,8 +83,11 @@ def test_the_member_list_covers_the_interface() -> None:
 
 
 def test_every_kind_is_found() -> None:
-    # The seven kinds of the registry; more may be added, none may disappear.
-    expected = {"full", "sliding", "chunked", "mla", "mamba", "gated_deltanet", "lightning"}
+    # The kinds of the registry; more may be added, none may disappear.
+    expected = {
+        "full", "sliding", "chunked", "mla", "mla_indexed",
+        "mamba", "mamba2", "gated_deltanet", "lightning",
+    }  # fmt: skip
     assert expected <= set(KINDS)
 
 
@@ -165,6 +170,10 @@ def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
         assert m.state_elements() > 0 and m.state_flops_per_token() > 0
 
 
+#: vLLM has no spec type of its own for an indexed (sparse) MLA layer: it is an MLAAttentionSpec.
+VLLM_PAGE_KIND = {"mla_indexed": "mla"}
+
+
 @given(any_mixer())
 @settings(max_examples=200, deadline=None)
 def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
@@ -172,7 +181,7 @@ def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
     if not m.holds_tokens:
         assert layout is None
         return
-    assert layout is not None and layout.kind == m.kind
+    assert layout is not None and layout.kind == VLLM_PAGE_KIND.get(m.kind, m.kind)
     # vLLM's page holds kv_heads x (head_size_k + head_size_v) values per token.
     width = layout.kv_heads * (layout.head_size_k + layout.head_size_v)
     assert width == m.cache_elements_per_token()
@@ -253,10 +262,30 @@ def _mla(m: MultiHeadLatentAttention, context: int) -> Expected:
     return Expected(r + rope, context, 0, 0, 2 * q * (r + rope + r), 0, f"latent {r} + rope {rope}")
 
 
+def _mla_indexed(m: IndexedLatentAttention, context: int) -> Expected:
+    mla = _mla(m, context)
+    # The indexer scores every held token with index_heads q.k products of index_head_dim.
+    indexer = 2 * m.index_heads * m.index_head_dim
+    detail = f"{mla.detail}, indexer {m.index_heads}x{m.index_head_dim} top-{m.index_topk:,}"
+    return replace(
+        mla,
+        attention_flops_per_held_token=mla.attention_flops_per_held_token + indexer,
+        detail=detail,
+    )
+
+
 def _mamba(m: Mamba, context: int) -> Expected:
     d, n, k = m.d_inner, m.d_state, m.d_conv
     # vLLM MambaSpec: conv (d_inner, d_conv - 1), SSM (d_inner, d_state).
     return Expected(0, 0, d * (k - 1), d * n, 0, 4 * d * n, f"d_inner {d}, d_state {n}, conv {k}")
+
+
+def _mamba2(m: Mamba2, context: int) -> Expected:
+    h, p, g, n, k = m.n_heads, m.head_dim, m.n_groups, m.d_state, m.d_conv
+    # vLLM mamba2_state_shape: conv over x, B and C (d_inner + 2 g n, d_conv - 1); SSM (h, p, n).
+    conv = (h * p + 2 * g * n) * (k - 1)
+    detail = f"{h} heads x {p}, d_state {n}, {g} groups, conv {k}"
+    return Expected(0, 0, conv, h * p * n, 0, 4 * h * p * n, detail)
 
 
 def _deltanet(m: GatedDeltaNet, context: int) -> Expected:
@@ -277,7 +306,9 @@ EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "sliding": _sliding,
     "chunked": _chunked,
     "mla": _mla,
+    "mla_indexed": _mla_indexed,
     "mamba": _mamba,
+    "mamba2": _mamba2,
     "gated_deltanet": _deltanet,
     "lightning": _lightning,
 }
