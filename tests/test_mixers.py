@@ -284,7 +284,7 @@ def _mamba2(m: Mamba2, context: int) -> Expected:
     h, p, g, n, k = m.n_heads, m.head_dim, m.n_groups, m.d_state, m.d_conv
     # vLLM mamba2_state_shape: conv over x, B and C (d_inner + 2 g n, d_conv - 1); SSM (h, p, n).
     conv = (h * p + 2 * g * n) * (k - 1)
-    detail = f"{h} heads x {p}, d_state {n}, {g} groups, conv {k}"
+    detail = f"{h} heads x {p}, d_state {n}, groups {g}, conv {k}"
     return Expected(0, 0, conv, h * p * n, 0, 4 * h * p * n, detail)
 
 

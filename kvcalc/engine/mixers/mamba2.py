@@ -75,7 +75,7 @@ class Mamba2(RecurrentMixer):
     def detail(self) -> str:
         return (
             f"{self.n_heads} heads x {self.head_dim}, d_state {self.d_state}, "
-            f"{self.n_groups} groups, conv {self.d_conv}"
+            f"groups {self.n_groups}, conv {self.d_conv}"
         )
 
     def per_rank(self, tp: int) -> Mamba2:
