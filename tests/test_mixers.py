@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvcalc.engine.mixers as mixers_package
-from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
+from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, ParallelismError, RecurrentMixer
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
     DenseMLP,
@@ -36,6 +36,7 @@ from kvcalc.engine.spec import (
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.engine.units import DType, dtype
 from kvcalc.registry.load import load_model_file, model_paths
 from kvcalc.registry.schema import MixerSchema
 
@@ -336,3 +337,47 @@ def test_each_kind_matches_its_reference(m: Mixer, context: int) -> None:
         m.detail(),
     )
     assert actual == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Bytes per token: the main entry at the KV dtype, side caches at their own format
+
+KV_DTYPES = [dtype(name) for name in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")]
+
+
+@given(any_mixer(), st.sampled_from(KV_DTYPES))
+@settings(max_examples=300, deadline=None)
+def test_token_bytes_are_the_main_entry_plus_side_caches(m: Mixer, kv: DType) -> None:
+    sides = sum(s.bytes_per_token for s in m.side_caches())
+    assert m.token_bytes(kv) == m.main_token_bytes(kv) + sides
+    if m.kind != "mla_indexed":  # the one kind with a mixed-format entry and a side cache
+        assert m.main_token_bytes(kv) == kv.bytes_for(m.cache_elements_per_token())
+        assert sides == 0
+
+
+def test_deepseek_v32_indexer_entry() -> None:
+    m = IndexedLatentAttention(
+        512, 64, 128, 128, 128, 1536, index_heads=64, index_head_dim=128, index_topk=2048
+    )
+    # model-configs-2025.yaml: 128 x float8_e4m3fn + 1 x float32 scale = 132 bytes.
+    assert [(s.name, s.bytes_per_token) for s in m.side_caches()] == [("indexer keys", 132)]
+    assert m.token_bytes(dtype("bf16")) == (512 + 64) * 2 + 132
+    # fp8: DeepSeek's sparse-MLA entry, 512 fp8 + 4 fp32 scales + 64 bf16 RoPE = 656 bytes.
+    assert m.main_token_bytes(dtype("fp8")) == 512 + 4 * 4 + 64 * 2 == 656
+    assert m.token_bytes(dtype("fp32")) == (512 + 64) * 4 + 132
+    # The indexer is replicated: TP splits only the query heads.
+    assert m.per_rank(8).side_caches() == m.side_caches()
+    assert m.per_rank(8).q_heads == 16
+
+
+def test_mamba2_groups_under_tensor_parallelism() -> None:
+    m = Mamba2(n_heads=128, head_dim=64, n_groups=8, d_state=128, d_conv=4)
+    assert m.per_rank(4) == Mamba2(32, 64, 2, 128, 4)  # groups split with the heads
+    single = replace(m, n_groups=1)
+    assert single.per_rank(8).n_groups == 1  # one group: a copy on every rank (vLLM)
+    with pytest.raises(ParallelismError, match="6 Mamba-2 groups"):
+        replace(m, n_groups=6).per_rank(4)
+    # Weights: B and C of a replicated group are whole on every rank, the rest splits by heads.
+    hidden = 4096
+    b_c = next(t for t in single.weight_tensors(hidden) if t.units == 1)
+    assert b_c.params_per_rank(8) == b_c.params == 2 * 128 * hidden
