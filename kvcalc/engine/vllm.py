@@ -21,7 +21,10 @@ they own (:func:`stage_cache_layers`).
 
 Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
 ``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
-the CUDA-graph estimate that v0.21+ subtracts by default.
+the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
+the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
+indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
+profiled activations) and the multi-token-prediction layer's own latent and indexer specs.
 """
 
 from __future__ import annotations
