@@ -169,6 +169,18 @@ def test_null_where_transformers_allows_it_means_derived(tmp_path: Path) -> None
         ("qwen3-8b", {"use_sliding_window": 1}, "use_sliding_window: must be true or false, got 1"),
         ("falcon-7b-rw", {"n_head": 0}, "n_head: must be at least 1, got 0"),
         ("deepseek-v3", {"num_experts_per_tok": None}, "num_experts_per_tok: must be an integer"),
+        ("deepseek-v3.2-exp", {"index_head_dim": 0}, "index_head_dim: must be at least 1, got 0"),
+        (
+            "deepseek-v3.2-exp",
+            {"layer_types": ["full_attention"] * 61},
+            "layer_types[0]: unsupported entry 'full_attention'",
+        ),
+        ("deepseek-v3.2-exp", {"layer_types": []}, "layer_types: must be a list of 61"),
+        ("granite-4.0-h-small", {"mamba_d_head": 48}, "mamba_d_head: x mamba_n_heads must equal"),
+        ("granite-4.0-h-small", {"mamba_n_heads": 96}, "mamba_n_heads: must divide mamba_expand"),
+        ("granite-4.0-h-small", {"layer_types": ["mamba"] * 39}, "layer_types: must be a list of"),
+        ("granite-4.0-h-small", {"layer_types": ["moe"] * 40}, "layer_types[0]: unsupported"),
+        ("granite-4.0-h-small", {"num_experts_per_tok": 73}, "num_experts_per_tok: must be betw"),
     ],
 )
 def test_error_names_the_field(
@@ -205,6 +217,10 @@ def nested(key: str, value: Any) -> dict[str, Any]:
         ({"model_type": "llama4", "text_config": "llama"}, ["text_config: must be a JSON object"]),
         (nested("num_hidden_layers", 0), ["text_config.num_hidden_layers: must be at least 1"]),
         (nested("head_dim", 1.5), ["text_config.head_dim: must be an integer, got 1.5"]),
+        (
+            fixture_data("granite-4.0-h-tiny") | {"mamba_n_groups": 0},
+            ["mamba_n_groups: must be at least 1, got 0"],
+        ),
     ],
 )
 def test_bad_config_through_the_cli_is_one_line_and_exit_2(

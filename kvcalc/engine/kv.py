@@ -39,8 +39,9 @@ class CacheFormat:
         return self.kv.name
 
     def token_bytes(self, mixer: Mixer) -> int:
-        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes)."""
-        return self.kv.bytes_for(mixer.cache_elements_per_token())
+        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes), side
+        caches at their own fixed format included."""
+        return mixer.token_bytes(self.kv)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,

@@ -98,6 +98,29 @@ class MLAttention(Strict):
         )
 
 
+class IndexedMLAttention(MLAttention):
+    """MLA plus DeepSeek Sparse Attention's indexer (config.json index_n_heads, index_head_dim,
+    index_topk)."""
+
+    kind: Literal["mla_indexed"]  # type: ignore[assignment]
+    index_heads: PosInt
+    index_head_dim: PosInt
+    index_topk: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.IndexedLatentAttention(
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            qk_nope_head_dim=self.qk_nope_head_dim,
+            v_head_dim=self.v_head_dim,
+            q_heads=self.q_heads or arch.num_attention_heads,
+            q_lora_rank=self.q_lora_rank,
+            index_heads=self.index_heads,
+            index_head_dim=self.index_head_dim,
+            index_topk=self.index_topk,
+        )
+
+
 class MambaMixer(Strict):
     kind: Literal["mamba"]
     d_state: PosInt
@@ -112,6 +135,26 @@ class MambaMixer(Strict):
             d_state=self.d_state,
             d_conv=self.d_conv,
             dt_rank=self.dt_rank,
+        )
+
+
+class Mamba2Mixer(Strict):
+    """Mamba-2: d_inner is n_heads x head_dim (config.json mamba_n_heads x mamba_d_head)."""
+
+    kind: Literal["mamba2"]
+    n_heads: PosInt
+    head_dim: PosInt
+    n_groups: PosInt
+    d_state: PosInt
+    d_conv: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.Mamba2(
+            n_heads=self.n_heads,
+            head_dim=self.head_dim,
+            n_groups=self.n_groups,
+            d_state=self.d_state,
+            d_conv=self.d_conv,
         )
 
 
@@ -147,7 +190,9 @@ MixerSchema = Annotated[
     | SlidingAttention
     | ChunkedAttention
     | MLAttention
+    | IndexedMLAttention
     | MambaMixer
+    | Mamba2Mixer
     | GatedDeltaNetMixer
     | LightningMixer,
     Field(discriminator="kind"),
