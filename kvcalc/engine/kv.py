@@ -8,6 +8,7 @@ entry for one token is rounded up to whole bytes, then multiplied by the tokens 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -43,13 +44,14 @@ class CacheFormat:
 
     def token_bytes(self, mixer: Mixer) -> int:
         """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes; the
-        long-context slope when the format is not linear in tokens)."""
-        return self.kv.token_bytes(mixer)
+        long-context slope when the format is not linear in tokens), side caches at their own
+        fixed format included."""
+        return self.kv.token_bytes(mixer) + side_cache_bytes(mixer)
 
     def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
-        """Bytes ``tokens`` tokens of one sequence occupy in one layer of ``mixer``: the one
-        formula every engine sizes a layer's tokens with."""
-        return self.kv.tokens_bytes(mixer, tokens)
+        """Bytes ``tokens`` tokens of one sequence occupy in one layer of ``mixer``, side caches
+        included: the one formula every engine sizes a layer's tokens with."""
+        return self.kv.tokens_bytes(mixer, tokens) + tokens * side_cache_bytes(mixer)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
@@ -59,6 +61,12 @@ class CacheFormat:
             (self.state if t.role == "conv" else ssm).bytes_for(t.elements)
             for t in mixer.state_tensors()
         )
+
+
+def side_cache_bytes(mixer: Mixer) -> int:
+    """Bytes one token adds to ``mixer``'s fixed-format side caches (DeepSeek-V3.2's indexer
+    keys), whatever the KV format."""
+    return sum(s.bytes_per_token for s in mixer.side_caches())
 
 
 def cache_format(model: ModelSpec, kv: KVFormat | DType) -> CacheFormat:
@@ -197,3 +205,11 @@ def kv_size(
     )
     bits = model_effective_bits(fmt.kv, model)
     return KVSize(model.id, context_tokens, batch, fmt.name, groups, bits, fmt.kv)
+
+
+def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:
+    """The contexts longer than the model's stated maximum (the positions it was trained for).
+    The cache of such a context is still what it is, so commands answer and warn."""
+    if model.max_context is None:
+        return []
+    return [c for c in contexts if c > model.max_context]

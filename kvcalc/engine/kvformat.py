@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from kvcalc.engine.units import KV_DTYPES, DType, UnitError, dtype
+from kvcalc.engine.units import KV_DTYPES, DType, UnitError, dtype, shown
 
 if TYPE_CHECKING:
     from kvcalc.engine.spec import Mixer, ModelSpec
@@ -118,12 +118,16 @@ class LinearKV(KVFormat):
         return sum(v.groups(group) if group else v.count for v in mixer.cache_vectors())
 
     def token_bits(self, mixer: Mixer) -> Fraction:
+        if self.scale is None:
+            return Fraction(8 * self.token_bytes(mixer))
         values = mixer.cache_elements_per_token() * self.element.bits
         return values + self.scale_groups(mixer) * self.metadata_bits()
 
     def token_bytes(self, mixer: Mixer) -> int:
-        if self.scale is None:  # the capacity searches call this per layer: integer arithmetic
-            return self.element.bytes_for(mixer.cache_elements_per_token())
+        if self.scale is None:
+            # The kind's own entry at this dtype: most kinds store every value alike, and a kind
+            # with its own layout at a dtype (DeepSeek-V3.2's fp8_ds_mla latent) says so.
+            return mixer.main_token_bytes(self.element)
         return super().token_bytes(mixer)
 
     def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
@@ -215,7 +219,8 @@ def scale_dtype(name: str) -> DType:
         return dtype(name, SCALE_DTYPES)
     except UnitError:
         raise KVFormatError(
-            "--kv-scale-dtype", f"unknown scale dtype {name!r}; choose {', '.join(SCALE_DTYPES)}"
+            "--kv-scale-dtype",
+            f"unknown scale dtype {shown(name)!r}; choose {', '.join(SCALE_DTYPES)}",
         ) from None
 
 
@@ -303,13 +308,14 @@ def _preset(name: str, full: DType) -> KVFormat:
     if key not in PRESETS:
         raise KVFormatError(
             "--kv-dtype",
-            f"unknown dtype {name!r} for the KV cache; choose one of {', '.join(PRESETS)}",
+            f"unknown dtype {shown(name)!r} for the KV cache; choose one of {', '.join(PRESETS)}",
         )
     return PRESETS[key](full)
 
 
 def _linear_format(request: KVFormatRequest, full: DType) -> KVFormat:
-    base = _preset(request.dtype or full.name, full)
+    # None is "not given"; an empty name is refused like any unknown one, never the default.
+    base = _preset(full.name if request.dtype is None else request.dtype, full)
     assert isinstance(base, LinearKV)
     fmt = base
     if request.group is not None:
@@ -351,7 +357,8 @@ def _kivi_format(request: KVFormatRequest, full: DType) -> KiviKV:
     if request.quant is not None:
         if request.quant.strip().lower() != "kivi":
             raise KVFormatError(
-                "--kv-quant", f"unknown quantiser {request.quant!r}; the one modelled is kivi"
+                "--kv-quant",
+                f"unknown quantiser {shown(request.quant)!r}; the one modelled is kivi",
             )
         if request.dtype is not None:
             raise KVFormatError(
@@ -365,7 +372,8 @@ def _kivi_format(request: KVFormatRequest, full: DType) -> KiviKV:
     else:
         if request.bits is not None:
             raise KVFormatError(
-                "--kv-bits", f"{request.dtype} already names its bits; use --kv-quant kivi"
+                "--kv-bits",
+                f"{shown(request.dtype or '')} already names its bits; use --kv-quant kivi",
             )
         preset = _preset(request.dtype or "", full)
         assert isinstance(preset, KiviKV)

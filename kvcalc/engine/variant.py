@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
 
 VariantKind = Literal["mha", "gqa", "mqa", "mla"]
+MAX_KV_HEADS = 4096
+MAX_WIDTH = 65536
 
 
 class VariantError(ValueError):
@@ -44,10 +46,15 @@ class AttentionVariant:
     rope: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind == "gqa" and (self.kv_heads is None or self.kv_heads < 1):
-            raise VariantError("gqa needs a KV head count of at least 1, e.g. gqa:8")
-        if self.kind == "mla" and (self.latent < 1 or self.rope < 0):
-            raise VariantError("mla needs a latent of at least 1, e.g. mla:512+64")
+        # The bounds of --kv-heads and --head-dim: beyond them a figure is a typo, not a model.
+        if self.kind == "gqa" and not 1 <= (self.kv_heads or 0) <= MAX_KV_HEADS:
+            raise VariantError(f"gqa needs 1 to {MAX_KV_HEADS:,} KV heads, e.g. gqa:8")
+        widths = 1 <= self.latent <= MAX_WIDTH and 0 <= self.rope <= MAX_WIDTH
+        if self.kind == "mla" and not widths:
+            raise VariantError(
+                f"mla needs a latent of 1 to {MAX_WIDTH:,} and a RoPE key of at most "
+                f"{MAX_WIDTH:,}, e.g. mla:512+64"
+            )
 
     @property
     def label(self) -> str:
