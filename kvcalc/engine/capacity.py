@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, GiB
@@ -44,6 +45,7 @@ class Layout:
     cache: CacheFormat
     block_size: int = 16
     prefix_shared_tokens: int = 0
+    eviction: Eviction = KEEP_ALL
 
 
 def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) -> tuple[int, int]:
@@ -58,7 +60,7 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
     for mixer, layers in mixer_counts(layout.model, stage.layers):
         per_token = layer_bytes_per_token(mixer, layout.cache)
-        held = mixer.tokens_held(context_tokens)
+        held = layer_tokens_held(mixer, context_tokens, layout.eviction)
         blocks_tokens = -(-held // block) * block
         state = layer_state_bytes(mixer, layout.cache)
         common = shared_tokens if held == context_tokens and per_token else 0
@@ -129,6 +131,8 @@ class ContextCapacity:
     """Sequences of this context that fit on one replica (what one decode step serves)."""
     bytes_per_sequence_per_gpu: int
     """KV bytes one sequence costs on a GPU of the tightest stage (blocks included)."""
+    tokens_held: int
+    """Tokens of the sequence the eviction policy keeps (the context when none evicts)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ def layout_of(dep: Deployment) -> Layout:
         cache=dep.cache,
         block_size=dep.block_size,
         prefix_shared_tokens=dep.prefix_shared_tokens,
+        eviction=dep.eviction,
     )
 
 
@@ -181,6 +186,7 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
                 per_replica * dep.replicas,
                 per_replica,
                 sum(stage_bytes_per_sequence(layout, layout.stages[tight], ctx)),
+                dep.eviction.tokens_held(ctx),
             )
         )
     weights = max(dep.weights_per_stage)
