@@ -10,8 +10,9 @@ Three parts, each for the whole batch:
   2 FLOPs each too: one multiply-add per value per token.
 - attention: scores and weighted sum over the tokens each attention layer holds (windows,
   chunks and an eviction policy capped by ``layer_tokens_held``), the layer's
-  ``attention_flops_per_held_token`` per held token (softmax attention 2 x q_heads x (head_dim_k + head_dim_v); MLA in the absorbed form
-  vLLM decodes with, whose up-projections are then in the matmul part);
+  ``attention_flops_per_held_token`` per held token (softmax attention 2 x q_heads x
+  (head_dim_k + head_dim_v); MLA in the absorbed form vLLM decodes with, whose up-projections
+  are then in the matmul part);
 - state: the recurrent update of state mixers, the layer's ``state_flops_per_token``, a few
   FLOPs per state element. Exponentials, gating and the discretisation are not counted; the
   convolution is in the matmul part.
