@@ -9,6 +9,7 @@ for the deployment options at start-up; the policy types are imported only when 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,8 +61,8 @@ class EvictionOptions:
         chosen = [p for p, (names, _) in _POLICIES.items() if any(n in given for n in names)]
         if len(chosen) > 1:
             fail(
-                f"{self.flags()}: {' and '.join(chosen)} are two eviction policies at once; "
-                "give one"
+                f"{self.flags()}: {' and '.join(chosen)} are different eviction policies; "
+                "give one at a time"
             )
         if not chosen:
             return KEEP_ALL
@@ -110,7 +111,10 @@ class EvictionOptions:
         from kvcalc.engine.deployment import as_fraction
         from kvcalc.engine.eviction.policies import KeepRatio
 
-        return KeepRatio(as_fraction(self._float("keep_ratio")))
+        ratio = self._float("keep_ratio")
+        if not math.isfinite(ratio):
+            fail(f"--keep-ratio: {ratio} is not a fraction in (0, 1], e.g. 0.5")
+        return KeepRatio(as_fraction(ratio))
 
     def _int(self, name: str) -> int:
         value = getattr(self, name)
