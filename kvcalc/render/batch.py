@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.eviction import eviction_notes, eviction_payload
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
@@ -85,7 +85,7 @@ def capacity_lines(cap: Capacity) -> list[str]:
     return [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
         f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
-        f"blocks of {dep.block_size} tokens",
+        f"blocks of {dep.block_size} tokens{eviction_title(dep.eviction)}",
         f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
         f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
         f"weights per GPU:    {exact_and_units(cap.weights_bytes_per_gpu)}",

@@ -27,7 +27,7 @@ def eviction_notes(eviction: Eviction) -> list[str]:
     """The lines under a table that say a policy evicts, and what that loses (none without)."""
     if not eviction.lossy:
         return []
-    return [f"eviction: {eviction.describe()}, lossy: {eviction.consequence}"]
+    return [f"lossy: {eviction.consequence}"]
 
 
 def eviction_title(eviction: Eviction) -> str:
