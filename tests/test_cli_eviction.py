@@ -104,7 +104,7 @@ def test_a_context_the_policy_does_not_reach_is_noted(runner: CliRunner) -> None
     result = runner.invoke(app, ["size", "llama3-70b", "--ctx", "2k,8k", "--window", "4096"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.strip() == (
-        "note: sliding window of 4,096 tokens evicts nothing at 2,048 tokens"
+        "warning: sliding window of 4,096 tokens evicts nothing at 2,048 tokens"
     )
 
 
@@ -115,7 +115,7 @@ def test_a_context_the_policy_does_not_reach_is_noted(runner: CliRunner) -> None
         (["--ctx", "4k", "--window", "8192"], "no eviction happens"),
         (["--ctx", "8k", "--keep-ratio", "0"], "--keep-ratio: 0 is not a fraction in (0, 1]"),
         (["--ctx", "8k", "--keep-ratio", "1.5"], "--keep-ratio: 1.5 is not a fraction"),
-        (["--ctx", "8k", "--keep-ratio", "nan"], "--keep-ratio: nan is not a fraction"),
+        (["--ctx", "8k", "--keep-ratio", "nan"], "'--keep-ratio': 'nan' is not a finite number"),
         (["--ctx", "8k", "--keep-ratio", "1"], "no eviction happens"),
         (["--ctx", "8k", "--window", "4096", "--h2o-budget", "2048"],
          "--window and --h2o-budget: window and h2o are different eviction policies"),

@@ -90,9 +90,7 @@ def _simple(dep: Deployment, contexts: list[int], notes: list[str], fmt: ReportF
     from kvcalc.engine.capacity import capacity
     from kvcalc.render.batch import capacity_report
 
-    report = capacity_report(capacity(dep, contexts))
-    report.diagnostics = [*report.diagnostics, *notes]
-    emit_report(report, fmt)
+    emit_report(capacity_report(capacity(dep, contexts)), fmt, warnings=notes)
 
 
 def _whole_registry(
@@ -104,7 +102,8 @@ def _whole_registry(
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
-    for spec in all_model_specs():
+    specs = all_model_specs()
+    for spec in specs:
         layout = None
         try:
             dep = deploy.build(spec, gpu_set)
@@ -118,7 +117,7 @@ def _whole_registry(
             why = str(exc).removeprefix("--tp: ")
             layout = f"tp {tp} x {dep.replicas} replicas ({why})"
         rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
-    emit_report(registry_report(rows, gpu_set, contexts), fmt)
+    emit_report(registry_report(rows, gpu_set, contexts, specs), fmt)
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:

@@ -9,7 +9,6 @@ for the deployment options at start-up; the policy types are imported only when 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -111,10 +110,7 @@ class EvictionOptions:
         from kvcalc.engine.deployment import as_fraction
         from kvcalc.engine.eviction.policies import KeepRatio
 
-        ratio = self._float("keep_ratio")
-        if not math.isfinite(ratio):
-            fail(f"--keep-ratio: {ratio} is not a fraction in (0, 1], e.g. 0.5")
-        return KeepRatio(as_fraction(ratio))
+        return KeepRatio(as_fraction(self._float("keep_ratio")))
 
     def _int(self, name: str) -> int:
         value = getattr(self, name)
@@ -146,8 +142,8 @@ class EvictionOptions:
 
     def checked(self, model: ModelSpec, contexts: list[int]) -> tuple[Eviction, list[str]]:
         """The policy, once it evicts something of ``model`` at one of ``contexts`` at least
-        (else the options would change no answer: refused), and a note for each context where
-        it evicts nothing."""
+        (else the options would change no answer: refused), and a warning for each context
+        where it evicts nothing."""
         from kvcalc.engine.eviction import evicts, no_eviction_reason
 
         policy = self.policy()
@@ -155,7 +151,7 @@ class EvictionOptions:
         if reason is not None:
             fail(f"{self.flags()}: {reason}")
         notes = [
-            f"note: {policy.describe()} evicts nothing at {c:,} tokens"
+            f"{policy.describe()} evicts nothing at {c:,} tokens"
             for c in contexts
             if policy.lossy and not evicts(model, c, policy)
         ]

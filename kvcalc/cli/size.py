@@ -44,6 +44,7 @@ def size(
     and for --batch sequences (default 1), keeping what an eviction policy keeps."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
+    from kvcalc.render.warnings import max_context_warnings
 
     spec = load_model(model, kv_heads, head_dim, layers)
 
@@ -57,5 +58,4 @@ def size(
     cache = cache_format_option(kv_dtype, spec)
     sizes = [kv_size(spec, c, cache, batch or 1, policy) for c in contexts]
     report = size_report(sizes, spec.name)
-    report.diagnostics = [*report.diagnostics, *notes]
-    emit_report(report, fmt)
+    emit_report(report, fmt, warnings=[*max_context_warnings(spec, contexts), *notes])
