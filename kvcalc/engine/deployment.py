@@ -211,8 +211,8 @@ def _check_positive(dep: Deployment) -> None:
         # Each sequence evicts its own tokens, so the blocks of a common prefix part ways.
         raise DeploymentError(
             ("prefix_shared", *dep.eviction.fields),
-            f"{dep.eviction.describe()} evicts each sequence's tokens apart, so no prompt "
-            "prefix stays shared; give one or the other",
+            f"under {dep.eviction.describe()} each sequence evicts its own tokens, so no "
+            "prompt prefix stays shared; give one or the other",
         )
     for name in ("overhead_bytes", "gpu_memory_bytes", "weights_total_bytes", "kv_memory_bytes"):
         value = getattr(dep, name)

@@ -148,8 +148,9 @@ def no_eviction_reason(model: ModelSpec, contexts: Iterable[int], eviction: Evic
             "eviction happens; give a bound below the context"
         )
     return (
-        f"every layer of {model.id} already holds no more than {eviction.describe()} keeps "
-        f"at {shown} tokens, so no eviction happens"
+        f"every layer of {model.id} already holds no more than the {eviction.describe()} "
+        f"would keep (its own windows and states bound it), so no eviction happens at "
+        f"{shown} tokens"
     )
 
 
