@@ -32,7 +32,7 @@ from kvcalc.engine.eviction.policies import (
 )
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_size
 from kvcalc.engine.sglang import SGLangConfigError, SGLangOptions, sglang_pool
-from kvcalc.engine.units import GB, MiB, dtype
+from kvcalc.engine.units import GB, GiB, MiB, dtype
 from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
@@ -118,6 +118,16 @@ def test_seed_000_sliding_window_4096_and_pruning_at_half() -> None:
     half = KeepRatio(Fraction(1, 2))
     assert [half.tokens_held(n) for n in (100_000, 100_001, 3)] == [50_000, 50_000, 1]
     assert kv_bytes_per_sequence(mha, 100_000, BF16, half) == 131_072_000_000
+
+
+def test_seed_000_a_128k_window_bounds_llama_3_70b_at_40_gib() -> None:
+    # "LLaMA-3-70B Long Context: ... Sliding window (128K): Bounded memory"; seed 004 prices
+    # 128K tokens at 40 GiB per sequence, which a 128K window keeps at any longer context.
+    llama = registry_model("llama3.1-70b")
+    window = SlidingWindow(131_072)
+    for context in (131_072, 1 << 20, 1 << 30):
+        assert kv_bytes_per_sequence(llama, context, BF16, window) == 40 * GiB
+    assert kv_bytes_per_sequence(llama, 1 << 20, BF16) == 320 * GiB
 
 
 # ------------------------------------------------------------------ the other policies
