@@ -1,6 +1,7 @@
 """The deployment and engine options, declared once for every command that takes them
 (`batch`, `decode`), and their parsing into the engine's
-:class:`~kvcalc.engine.deployment.Deployment`.
+:class:`~kvcalc.engine.deployment.Deployment` (the eviction options, which `size` takes too,
+are in :mod:`kvcalc.cli.eviction`).
 
 A command opts in with :func:`deployment_options`: the options are added to its signature and
 reach it as one :class:`DeploymentOptions` value, so no command repeats the option block and
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
     from kvcalc.engine.deployment import Deployment, DeploymentError
+    from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.sglang import SGLangOptions
     from kvcalc.engine.spec import ModelSpec
@@ -119,14 +121,22 @@ class DeploymentOptions(KvFormatOptions):
             "max_num_batched_tokens", because="SGLang's step is --chunked-prefill-size"
         )
 
-    def build(self, model: ModelSpec, gpus: GpuSet, engine: str = "simple") -> Deployment:
+    def build(
+        self,
+        model: ModelSpec,
+        gpus: GpuSet,
+        engine: str = "simple",
+        eviction: Eviction | None = None,
+    ) -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
-        ``engine`` (``simple``: the budget formula, or ``vllm``)."""
+        ``engine`` (``simple``: the budget formula, or ``vllm``), keeping the tokens
+        ``eviction`` keeps (None: every token)."""
         from kvcalc.engine.deployment import DeploymentError, deployment
+        from kvcalc.engine.eviction import KEEP_ALL
 
         self.check_applies(engine)
 
-        sizes = {
+        sizes: dict[str, Any] = {
             f"{name}_bytes": parse_size(text, option_name(name)) if text else None
             for name, text in (
                 ("overhead", self.overhead),
@@ -148,6 +158,7 @@ class DeploymentOptions(KvFormatOptions):
                 block_size=self.block_size,
                 prefix_shared_tokens=self.prefix_shared,
                 max_num_batched_tokens=self.max_num_batched_tokens,
+                eviction=eviction or KEEP_ALL,
                 **sizes,
             )
         except DeploymentError as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
 from kvcalc.engine.kvformat import KVFormat, as_kv_format, model_effective_bits
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, dtype
@@ -95,7 +96,7 @@ class GroupKV:
     bytes_per_token: int
     """Bytes one token adds across the group's layers, while no window is full."""
     tokens_held: int
-    """Tokens of the sequence each layer keeps (the context, or a window / chunk)."""
+    """Tokens of the sequence each layer keeps (the context, or a window / chunk / policy)."""
     state_bytes: int
     """Fixed per-sequence state across the group's layers (recurrent + conv), else 0."""
     bytes: int
@@ -114,6 +115,7 @@ class KVSize:
     kv_bits: Fraction | None = None
     """Bits per stored value at long context, scales included (None: no layer holds tokens)."""
     kv_format: KVFormat | None = None
+    eviction: Eviction = KEEP_ALL
 
     @property
     def bytes_per_token(self) -> int:
@@ -163,10 +165,13 @@ def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | KVFormat | DType) -> int:
 
 
 def layer_bytes_per_sequence(
-    mixer: Mixer, context_tokens: int, fmt: CacheFormat | KVFormat | DType
+    mixer: Mixer,
+    context_tokens: int,
+    fmt: CacheFormat | KVFormat | DType,
+    eviction: Eviction = KEEP_ALL,
 ) -> int:
     """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
-    held = mixer.tokens_held(context_tokens)
+    held = layer_tokens_held(mixer, context_tokens, eviction)
     return layer_tokens_bytes(mixer, held, fmt) + layer_state_bytes(mixer, fmt)
 
 
@@ -176,16 +181,25 @@ def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | KVFormat | DType) 
 
 
 def kv_bytes_per_sequence(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | KVFormat | DType
+    model: ModelSpec,
+    context_tokens: int,
+    dtype: CacheFormat | KVFormat | DType,
+    eviction: Eviction = KEEP_ALL,
 ) -> int:
-    """Bytes of cache for one sequence at ``context_tokens``: windows capped, states included."""
+    """Bytes of cache for one sequence at ``context_tokens``: windows (and an eviction policy)
+    capped, states included."""
     return sum(
-        layer_bytes_per_sequence(m, context_tokens, dtype) * n for m, n in layer_groups(model)
+        layer_bytes_per_sequence(m, context_tokens, dtype, eviction) * n
+        for m, n in layer_groups(model)
     )
 
 
 def kv_size(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | KVFormat | DType, batch: int = 1
+    model: ModelSpec,
+    context_tokens: int,
+    dtype: CacheFormat | KVFormat | DType,
+    batch: int = 1,
+    eviction: Eviction = KEEP_ALL,
 ) -> KVSize:
     """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
     if context_tokens < 1 or batch < 1:
@@ -197,14 +211,22 @@ def kv_size(
             mixer=mixer,
             layers=n,
             bytes_per_token=layer_bytes_per_token(mixer, fmt) * n,
-            tokens_held=mixer.tokens_held(context_tokens),
+            tokens_held=layer_tokens_held(mixer, context_tokens, eviction),
             state_bytes=layer_state_bytes(mixer, fmt) * n,
-            bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt) * n,
+            bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt, eviction) * n,
         )
         for mixer, n in layer_groups(model)
     )
-    bits = model_effective_bits(fmt.kv, model)
-    return KVSize(model.id, context_tokens, batch, fmt.name, groups, bits, fmt.kv)
+    return KVSize(
+        model.id,
+        context_tokens,
+        batch,
+        fmt.name,
+        groups,
+        eviction=eviction,
+        kv_bits=model_effective_bits(fmt.kv, model),
+        kv_format=fmt.kv,
+    )
 
 
 def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:
