@@ -89,6 +89,21 @@ def test_the_registry_table_reports_models_a_format_cannot_store(runner: CliRunn
     assert rows["llama3-70b"]["fits"] and rows["llama3-70b"]["reason"] is None
 
 
+def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> None:
+    args = ["batch", "--gpus", "8xH100", "--ctx", "8k"]
+    result = run(runner, *args, "--kv-dtype", "int4", "--kv-group", "64", "--as", "mqa")
+    assert result.exit_code == 0, result.stderr
+    assert "weights at each model's dtype, KV int4 g64 fp16, attention as mqa" in result.stdout
+    out = json.loads(run(runner, *args, "--as", "mla:512+64", "--format", "json").stdout)
+    assert (out["weight_dtype"], out["kv_dtype"], out["attention"]) == (None, None, "mla:512+64")
+    rows = {r["model"]: r for r in out["models"]}
+    # DeepSeek-V3.2's indexed MLA takes the latent; a sliding-only model has nothing to turn.
+    assert "re-derive" not in (rows["deepseek-v3.2-exp"]["reason"] or "")
+    assert "no full-attention or MLA layers" in rows["mistral-7b-v0.1"]["reason"]
+    plain = json.loads(run(runner, *args, "--format", "json").stdout)
+    assert (plain["weight_dtype"], plain["kv_dtype"], plain["attention"]) == (None, None, None)
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
@@ -105,7 +120,7 @@ def test_the_registry_table_reports_models_a_format_cannot_store(runner: CliRunn
         (["size", "llama3-70b", "--as", "mla:512+200"], ["--as mla:512+200", "wider"]),
         (["size", "llama3-70b", "--as", "mha", "--kv-heads", "8"], ["--kv-heads", "--as mha"]),
         (["size", "deepseek-v3", "--as", "mla:512", "--head-dim", "64"], ["--head-dim"]),
-        (["size", "mistral-7b-v0.1", "--as", "mla:512"], ["no full-attention layers"]),
+        (["size", "mistral-7b-v0.1", "--as", "mla:512"], ["no full-attention or MLA layers"]),
         (
             ["size", "llama3-70b", "--kv-dtype", "int4", "--kv-scale-dtype", "fp16"],
             ["--kv-scale-dtype", "int4 stores no scales", "--kv-group"],

@@ -87,7 +87,7 @@ def test_a_model_without_attention_is_refused() -> None:
         (spec.SlidingWindowAttention(8, 128, 128, 32, window=4096),),
         spec.DenseMLP(4096),
     )
-    with pytest.raises(VariantError, match="no full-attention layers"):
+    with pytest.raises(VariantError, match="no full-attention or MLA layers"):
         as_attention(sliding_only, AttentionVariant("mla", latent=512))
 
 

@@ -109,17 +109,19 @@ def _whole_registry(
     from kvcalc.engine.deployment import largest_tp
     from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import all_model_specs
-    from kvcalc.render.batch import registry_report, registry_row
+    from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
 
     rows = []
     specs = all_model_specs()
+    kv_name = None
     for spec in specs:
         layout = None
         try:
             # A model that cannot take the what-if or the KV format is its row, not an error.
             if variant is not None:
                 spec = as_attention(spec, variant)
-            deploy.kv_format(spec)
+            kv = deploy.kv_format(spec)
+            kv_name = kv.name if deploy.format_given() else None
         except (VariantError, LayoutError) as exc:
             rows.append(registry_row(None, spec.id, str(exc)))
             continue
@@ -135,7 +137,12 @@ def _whole_registry(
             why = str(exc).removeprefix("--tp: ")
             layout = f"tp {tp} x {dep.replicas} replicas ({why})"
         rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
-    emit_report(registry_report(rows, gpu_set, contexts, specs), fmt)
+    setting = RegistrySetting(
+        weight_dtype=deploy.weight_dtype,
+        kv_dtype=kv_name,
+        attention=None if variant is None else variant.label,
+    )
+    emit_report(registry_report(rows, gpu_set, contexts, specs, setting), fmt)
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:

@@ -38,6 +38,10 @@ class KvFormatOptions:
     kv_bits: int | None
     kv_residual: int | None
 
+    def format_given(self) -> bool:
+        """Whether any KV format option was given (else every model keeps its own dtype)."""
+        return any(getattr(self, f.name) not in (None, False) for f in fields(KvFormatOptions))
+
     def request(self) -> KVFormatRequest:
         from kvcalc.engine.kvformat import KVFormatRequest
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.spec import Mixer, ModelSpec
 
 VariantKind = Literal["mha", "gqa", "mqa", "mla"]
 MAX_KV_HEADS = 4096
@@ -84,17 +84,19 @@ class AttentionVariant:
 def as_attention(spec: ModelSpec, variant: AttentionVariant) -> ModelSpec:
     """``spec`` with every attention layer turned into ``variant``; raises
     :class:`VariantError` when no layer takes it (a pure recurrent model, or mla on a model
-    without full attention) or when a layer cannot (G not dividing its query heads)."""
-    pattern = tuple(m.as_attention(variant) for m in spec.mixer_pattern)
-    if pattern == spec.mixer_pattern and not _already(spec, variant):
-        what = "full-attention" if variant.kind == "mla" else "attention"
+    without full attention or MLA) or when a layer cannot (G not dividing its query heads)."""
+    if not any(takes(m, variant) for m in spec.mixer_pattern):
+        what = "full-attention or MLA" if variant.kind == "mla" else "attention"
         raise VariantError(f"{spec.id} has no {what} layers for {variant.label} to re-derive")
-    suffix = f" as {variant.label}"
-    return replace(spec, mixer_pattern=pattern, name=spec.name + suffix)
+    pattern = tuple(m.as_attention(variant) for m in spec.mixer_pattern)
+    return replace(spec, mixer_pattern=pattern, name=f"{spec.name} as {variant.label}")
 
 
-def _already(spec: ModelSpec, variant: AttentionVariant) -> bool:
-    """Whether ``spec`` has layers the variant applies to that already are that variant (an
-    MHA model asked for mha): unchanged, but not refused."""
-    kinds = {"mla"} if variant.kind == "mla" else {"full", "sliding", "chunked", "mla"}
-    return any(m.kind in kinds for m in spec.mixer_pattern)
+def takes(mixer: Mixer, variant: AttentionVariant) -> bool:
+    """Whether ``variant`` re-derives ``mixer``: an MLA layer always; under mla a full-attention
+    layer (windows keep their heads); otherwise every layer with KV heads."""
+    from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
+
+    if isinstance(mixer, MultiHeadLatentAttention):
+        return True
+    return mixer.kind == "full" if variant.kind == "mla" else mixer.has_kv_heads

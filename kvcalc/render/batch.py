@@ -11,6 +11,7 @@ JSON shapes (documented in the README):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
@@ -212,14 +213,34 @@ def gib_cell(key: str) -> Column:
     return Column(header, cell)
 
 
+@dataclass(frozen=True)
+class RegistrySetting:
+    """What every row of the whole-registry table shares: the weight dtype and KV format given
+    (None: each model's own) and the attention what-if (``--as``), if any."""
+
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    attention: str | None = None
+
+    def text(self) -> str:
+        own = "at each model's dtype"
+        if self.weight_dtype is None and self.kv_dtype is None:
+            text = f"weights and KV {own}"
+        else:
+            text = f"weights {self.weight_dtype or own}, KV {self.kv_dtype or own}"
+        return text + (f", attention as {self.attention}" if self.attention else "")
+
+
 def registry_report(
     rows: list[dict[str, Any]],
     gpus: GpuSet,
     contexts: list[int],
     models: Sequence[ModelSpec] = (),
+    setting: RegistrySetting | None = None,
 ) -> Report:
     """The whole-registry table; ``models`` (the specs of the rows) name those whose maximum
     context some context exceeds."""
+    setting = setting or RegistrySetting()
     records = [registry_record(r, contexts) for r in rows]
     # The reasons are long; as numbered notes under the table they never squeeze the figures.
     reasons = [r for r in records if not r["fits"] or r["layout"]]
@@ -240,13 +261,17 @@ def registry_report(
         *(number(f"@{ctx:,}", f"max_batch_at_{ctx}") for ctx in contexts),
         Column("fits", fits, "text"),
     ]
-    title = (
-        f"Sequences that fit on {gpus}, per context (weights and KV at each model's dtype; "
-        "GiB per GPU)"
-    )
+    title = f"Sequences that fit on {gpus}, per context ({setting.text()}; GiB per GPU)"
     notes = [note(r) for r in reasons]
     return Report(
-        payload={"gpus": str(gpus), "context_tokens": contexts, "models": rows},
+        payload={
+            "gpus": str(gpus),
+            "weight_dtype": setting.weight_dtype,
+            "kv_dtype": setting.kv_dtype,
+            "attention": setting.attention,
+            "context_tokens": contexts,
+            "models": rows,
+        },
         records=records,
         sections=[Section(title, columns, records, notes=notes)],
         warnings=registry_context_warnings(models, contexts),
