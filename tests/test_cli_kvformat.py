@@ -72,6 +72,21 @@ def test_batch_and_decode_take_the_format_and_the_variant(runner: CliRunner) -> 
     assert step["steps"][0]["kv_bytes_read"] == 8 * plain_step["steps"][0]["kv_bytes_read"]
 
 
+def test_every_engine_reports_the_effective_bits(runner: CliRunner) -> None:
+    base = ["llama3.1-8b", "--gpus", "h100", "--ctx", "8k", "--format", "json"]
+    group = ["--kv-dtype", "int4", "--kv-group", "32"]
+    assert json.loads(run(runner, "batch", *base, *group).stdout)["kv_bits_per_value"] == 4.5
+    nvfp4 = run(runner, "batch", *base, "--engine", "vllm", "--kv-dtype", "nvfp4").stdout
+    assert json.loads(nvfp4)["kv_bits_per_value"] == 4.5
+    sglang = run(runner, "batch", *base, "--engine", "sglang").stdout
+    assert json.loads(sglang)["kv_bits_per_value"] == 16.0
+    step = json.loads(run(runner, "decode", *base, "--kv-dtype", "kivi2").stdout)
+    assert step["kv_bits_per_value"] == 3.0
+    table = run(runner, "decode", *base[:-2], *group, "--kv-zero-point").stdout
+    assert "KV int4 g32 fp16+zero (5.0 bits)" in table
+    assert "KV bf16," in run(runner, "decode", *base[:-2]).stdout
+
+
 def test_vllm_stores_its_presets(runner: CliRunner) -> None:
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
     for name in ("fp8_per_token_head", "int8_per_token_head", "nvfp4"):

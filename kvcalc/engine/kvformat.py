@@ -196,7 +196,7 @@ class KiviKV(KVFormat):
                 bits += -(-old // self.group) * v.elements * meta
             else:
                 bits += old * v.groups(self.group) * meta
-        return recent * self.full.bytes_for(elements) + _ceil_bytes(bits)
+        return recent * mixer.main_token_bytes(self.full) + _ceil_bytes(bits)
 
 
 # --------------------------------------------------------------------------------------------

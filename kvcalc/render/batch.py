@@ -18,6 +18,7 @@ from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import exact_and_units, format_binary
+from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
 
@@ -44,6 +45,7 @@ def deployment_payload(dep: Deployment) -> dict[str, Any]:
         "pp": dep.pp,
         "replicas": dep.replicas,
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "weight_dtype": precision_name(dep.weights),
         "block_size": dep.block_size,
     }
@@ -88,7 +90,7 @@ def capacity_lines(cap: Capacity) -> list[str]:
     budget = max(0, cap.kv_budget_bytes_per_gpu)
     return [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
-        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
+        f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, "
         f"blocks of {dep.block_size} tokens{eviction_title(dep.eviction)}",
         f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
         f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
@@ -355,6 +357,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         "pp": dep.pp,
         "engine": "vllm",
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "block_size": dep.block_size,
         "max_num_batched_tokens": dep.max_num_batched_tokens,
     }
@@ -369,7 +372,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
     records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
     header = (
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM 0.19, tp {dep.tp}, "
-        f"pp {dep.pp}, KV {dep.kv_dtype.name}, block {dep.block_size}"
+        f"pp {dep.pp}, KV {kv_label(dep)}, block {dep.block_size}"
     )
     too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
     lengths = [r.setup.max_model_len for r in results]
