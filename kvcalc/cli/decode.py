@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from kvcalc.cli.app import (
     BatchOption,
     ContextsOption,
+    MfuOption,
     ReportFormat,
     ReportFormatOption,
+    check_mfu,
     command_typer,
     emit_report,
     fail,
@@ -44,6 +46,7 @@ def decode(
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
     ),
+    mfu: float = MfuOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
@@ -51,12 +54,13 @@ def decode(
     sglang: SGLangFlags,
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
-    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache)."""
-    from kvcalc.engine.decode import decode_step_for
+    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
+    beside the roofline, a realistic TPOT and TTFT estimate term by term."""
     from kvcalc.render.decode import decode_report
 
     if not 0 < mbu <= 1:
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    check_mfu(mfu)
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
     dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
@@ -76,8 +80,25 @@ def decode(
                 f"warning: --batch {n:,} exceeds the {fits:,} sequences of "
                 f"{context:,} tokens that fit in the KV budget"
             )
-        steps.append(decode_step_for(dep, batch=n, context_tokens=context, mbu=mbu))
+        steps.append(timed_step(dep, n, context, mbu, mfu))
     emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
+
+
+def timed_step(dep: Deployment, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+    """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
+    TPOT and the TTFT of one prompt of ``context`` tokens."""
+    from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.latency import can_time_communication, prefill_estimate, tpot_estimate
+    from kvcalc.render.decode import TimedStep
+
+    roofline = decode_step_for(dep, batch=batch, context_tokens=context, mbu=mbu)
+    if not can_time_communication(dep):
+        return TimedStep(roofline, None, None)
+    return TimedStep(
+        roofline,
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
+        prefill_estimate(dep, prompt_tokens=context, mfu=mfu),
+    )
 
 
 def max_batches_by_engine(
