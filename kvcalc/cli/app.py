@@ -54,6 +54,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "plan": "kvcalc.cli.plan",
 }
 
 

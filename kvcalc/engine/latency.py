@@ -186,13 +186,18 @@ def tpot_estimate(
 
 
 def tpot_seconds(
-    dep: Deployment, *, batch: int, context_tokens: int, roofline: bool = False
+    dep: Deployment,
+    *,
+    batch: int,
+    context_tokens: int,
+    roofline: bool = False,
+    mfu: float | None = None,
 ) -> float:
     """The TPOT a latency target is held to: the realistic estimate, or with ``roofline`` the
     bound (what `plan`'s and `check`'s ``--roofline`` select)."""
     if roofline:
         return decode_step_for(dep, batch=batch, context_tokens=context_tokens).tpot_seconds
-    return tpot_estimate(dep, batch=batch, context_tokens=context_tokens).tpot_seconds
+    return tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu).tpot_seconds
 
 
 # -------------------------------------------------------------------------- prefill
@@ -256,11 +261,13 @@ def prefill_estimate(
     )
 
 
-def ttft_seconds(dep: Deployment, *, prompt_tokens: int, roofline: bool = False) -> float:
+def ttft_seconds(
+    dep: Deployment, *, prompt_tokens: int, roofline: bool = False, mfu: float | None = None
+) -> float:
     """The TTFT a latency target is held to: the realistic estimate, or with ``roofline`` the
     bound (the prompt's FLOPs at the dense peak, or the weight read at peak bandwidth)."""
     if not roofline:
-        return prefill_estimate(dep, prompt_tokens=prompt_tokens).ttft_seconds
+        return prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=mfu).ttft_seconds
     bound = prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=1.0)
     eff = efficiency_of(dep.gpus.accelerator)
     compute = bound.compute_seconds or 0.0

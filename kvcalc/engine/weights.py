@@ -170,8 +170,10 @@ class ParamCounts:
         return self.active - self.embedding - self.lm_head
 
 
+@lru_cache(maxsize=64)
 def param_counts(model: ModelSpec) -> ParamCounts:
-    """Count the parameters of ``model`` by component."""
+    """Count the parameters of ``model`` by component. Cached: a plan search times hundreds of
+    layouts of one model, and the count depends on the (frozen) model alone."""
     by_role: dict[str, int] = {}
     for tensor in model_tensors(model):
         by_role[tensor.role] = by_role.get(tensor.role, 0) + tensor.params

@@ -96,7 +96,8 @@ class Section:
 class Report:
     """Everything one command invocation outputs, in every format."""
 
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    """An object, or a list of objects for a command whose answer is a ranking (`plan`)."""
     records: Sequence[Record] = ()
     fields: Sequence[str] = ()
     lines: Sequence[str] = ()
