@@ -65,11 +65,7 @@ def price(record: Record) -> str:
 
 
 def columns(result: Plan) -> list[Column]:
-    tie_break = (
-        Column("$/hour", price)
-        if result.tie_break == "price"
-        else number("watts", "watts")
-    )
+    priced = [Column("$/hour", price)] if result.tie_break == "price" else []
     return [
         text("GPUs", "gpus", "name"),
         number("tp", "tp"),
@@ -81,7 +77,8 @@ def columns(result: Plan) -> list[Column]:
         number("batch/replica", "batch_per_replica"),
         ms("tpot_seconds", "TPOT ms"),
         ms("ttft_seconds", "TTFT ms"),
-        tie_break,
+        number("watts", "watts"),
+        *priced,
     ]
 
 
