@@ -56,10 +56,11 @@ def decode(
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
     beside the roofline, a realistic TPOT and TTFT estimate term by term."""
+    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
     from kvcalc.render.decode import decode_report
 
-    if not 0 < mbu <= 1:
-        fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    if not mbu_in_range(mbu):
+        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
     check_mfu(mfu)
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()

@@ -109,8 +109,14 @@ def plan_notes(result: Plan) -> list[str]:
 
 
 def plan_report(result: Plan, top: int, engine: str) -> Report:
+    """A context beyond the model's maximum is warned about on stderr (the convention of every
+    command, :mod:`kvcalc.render.warnings`); the JSON list has no key for it."""
+    from kvcalc.render.warnings import max_context_warnings
+
     rows = [layout_payload(layout, result) for layout in result.layouts[:top]]
+    request = result.request
     return Report(
+        warnings=max_context_warnings(request.model, [request.context_tokens]),
         payload=rows,
         records=rows,
         fields=FIELDS,
