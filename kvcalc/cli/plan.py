@@ -254,12 +254,13 @@ def nothing_meets(result: Plan) -> str:
             f"{request.context_tokens:,} tokens; raise --max-gpus, lower --users or --ctx, "
             "or try --kv-dtype fp8"
         )
-    if closest.tpot_seconds is None or closest.ttft_seconds is None:
+    if closest.tpot_seconds is None:
         return (
             f"{asked}; closest: {describe(closest)} holds {closest.max_batch:,} of them; "
             "raise --max-gpus or try smaller --kv-dtype/--weight-dtype"
         )
+    ttft = "" if closest.ttft_seconds is None else f", TTFT {closest.ttft_seconds * 1000:,.0f} ms"
     return (
-        f"{asked}; closest: {describe(closest)} at TPOT {closest.tpot_seconds * 1000:,.1f} ms, "
-        f"TTFT {closest.ttft_seconds * 1000:,.0f} ms; relax the targets or raise --max-gpus"
+        f"{asked}; closest: {describe(closest)} at TPOT {closest.tpot_seconds * 1000:,.1f} ms"
+        f"{ttft}; relax the targets or raise --max-gpus"
     )

@@ -73,6 +73,7 @@ class PlannedLayout:
     tpot_seconds: float | None = None
     """Of one replica's step at ``batch_per_replica``; None when the users do not fit."""
     ttft_seconds: float | None = None
+    """None when the users do not fit or the TPOT already misses its target."""
     batch_per_replica: int = 0
 
     @property
@@ -158,18 +159,19 @@ def meets(layout: PlannedLayout, request: PlanRequest) -> bool:
 def shortfall(layout: PlannedLayout, request: PlanRequest) -> float:
     """How far a layout is from the targets: the largest ratio of time to target (1 = met);
     layouts where the users do not fit rank after every layout where they do, by users held."""
-    if layout.tpot_seconds is None or layout.ttft_seconds is None:
+    if layout.tpot_seconds is None:
         return math.inf if layout.max_batch == 0 else 1e9 + request.users / layout.max_batch
     ratios = [1.0]
     if request.max_tpot_seconds is not None:
         ratios.append(layout.tpot_seconds / request.max_tpot_seconds)
-    if request.max_ttft_seconds is not None:
+    if request.max_ttft_seconds is not None and layout.ttft_seconds is not None:
         ratios.append(layout.ttft_seconds / request.max_ttft_seconds)
     return max(ratios)
 
 
 def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> PlannedLayout:
-    """The users that fit on ``dep`` and, when they all do, its TPOT and TTFT."""
+    """The users that fit on ``dep`` and, when they all do, its TPOT and (when the TPOT meets
+    its target) its TTFT."""
     per_replica = max_batch(dep, request.context_tokens)
     fits = per_replica * dep.replicas
     if fits < request.users or not can_time_communication(dep):
@@ -179,6 +181,8 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
     tpot = tpot_seconds(
         dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu
     )
+    if request.max_tpot_seconds is not None and tpot > request.max_tpot_seconds:
+        return PlannedLayout(dep, fits, tpot, None, batch)  # the prefill need not be timed
     ttft = ttft_seconds(dep, prompt_tokens=context, roofline=request.roofline, mfu=request.mfu)
     return PlannedLayout(dep, fits, tpot, ttft, batch)
 
