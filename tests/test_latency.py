@@ -197,3 +197,51 @@ def test_decode_refuses_a_bad_mfu(runner: CliRunner, mfu: str) -> None:
     result = runner.invoke(app, ["decode", "llama3-8b", "--gpus", "h100", "--mfu", mfu])
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "--mfu" in result.stderr
+
+
+# ------------------------------------------------------------------ the registry's figures
+
+
+def efficiency_file(**efficiency: object) -> dict:
+    import yaml
+
+    from kvcalc.registry.gpus import find_gpu_path
+
+    data = yaml.safe_load(find_gpu_path("h100").read_text())
+    data["efficiency"] = {**data["efficiency"], **efficiency}
+    return data
+
+
+def test_registry_efficiency_becomes_the_engine_s() -> None:
+    from kvcalc.registry.gpu_schema import GpuFile
+
+    accelerator = GpuFile.model_validate(efficiency_file()).to_accelerator()
+    assert accelerator.efficiency is not None
+    assert accelerator.efficiency.bandwidth_fraction == 0.82
+    assert accelerator.efficiency.step_overhead_seconds == 0.001
+    assert accelerator.efficiency.link_latency_seconds == pytest.approx(15e-6)
+    assert accelerator.efficiency.matmul_fraction == 0.803
+    assert accelerator.tdp_watts == 700
+    assert accelerator.link_bytes_per_s == 450_000_000_000
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"bandwidth_fraction": 1.2}, {"bandwidth_fraction": 0}, {"step_overhead_ms": -1},
+     {"matmul_fraction": 2}, {"source": []}, {"speedup": 2}],
+)
+def test_registry_refuses_bad_efficiency_figures(bad: dict) -> None:
+    from pydantic import ValidationError
+
+    from kvcalc.registry.gpu_schema import GpuFile
+
+    with pytest.raises(ValidationError):
+        GpuFile.model_validate(efficiency_file(**bad))
+
+
+def test_every_efficiency_block_cites_a_source() -> None:
+    from kvcalc.registry.gpus import all_gpus
+
+    blocks = [g for g in all_gpus() if g.efficiency is not None]
+    assert {g.id for g in blocks} >= {"a100-sxm-80gb", "h100-sxm", "h200", "mi300x", "rtx-4090"}
+    assert all(any("http" in s for s in g.efficiency.source) for g in blocks if g.efficiency)
