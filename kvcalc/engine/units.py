@@ -188,8 +188,15 @@ def parse_duration(text: str) -> float:
     required: a bare 50 could be milliseconds or seconds."""
     match = _TIME_RE.match(text)
     if not match:
-        raise UnitError(f"invalid time {text!r}: give a number with its unit, e.g. 50ms or 2s")
+        raise UnitError(
+            f"invalid time {_quoted(text)}: give a number with its unit, e.g. 50ms or 2s"
+        )
     seconds = float(match.group(1)) * _TIME_SCALE[match.group(2).lower()]
-    if seconds <= 0:
-        raise UnitError(f"invalid time {text!r}: it must be more than 0")
+    if not 0 < seconds < math.inf:
+        raise UnitError(f"invalid time {_quoted(text)}: give a number above 0 such as 50ms")
     return seconds
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for an error line, shortened when it is long (a pasted 400-digit value)."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
