@@ -5,9 +5,12 @@ Each row is a public measurement: model, GPU set, weight dtype, tokens per secon
 is short in all of them (gpt-fast: a 5-token prompt and 200 new tokens; llama.cpp: 512 tokens
 at micro-batch 1), so the estimate is taken at 128 tokens.
 
-The A100 rows are the ones the A100 efficiency figures were fitted to (in-sample, see
+The gpt-fast A100 rows are the ones the A100 efficiency figures were fitted to (in-sample, see
 model_configs/gpus/a100-sxm-80gb.yaml); the MI250X row uses the generic figures (no MI250X
-efficiency in the registry) and the RTX 4090 row its own registry figures: out-of-sample.
+efficiency in the registry), the RTX 4090 row its own registry figures, and NVIDIA's NeMo
+(TensorRT-LLM) end-to-end latencies test the H100 figures and the prefill: out-of-sample. That
+older stack pays several ms per token more than gpt-fast at high TP, which the estimate (of a
+well-tuned engine) does not model: those rows are its largest misses, and they are kept.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import statistics
 import pytest
 from specs import registry_deployment
 
-from kvcalc.engine.latency import tpot_estimate
+from kvcalc.engine.latency import tpot_estimate, tpot_seconds, ttft_seconds
 
 GPT_FAST = "https://github.com/pytorch-labs/gpt-fast/blob/0f925b5d4ce457b89a7ca6c9ce50f42bf2576945/README.md"
 LLAMA_CPP_15131 = "https://github.com/ggml-org/llama.cpp/pull/15131"
@@ -46,6 +49,20 @@ MEASUREMENTS = [
 ]
 CONTEXT = 128
 
+NEMO = "https://docs.nvidia.com/nemo-framework/user-guide/latest/performance/llama.html"
+#: (model, gpus, prompt tokens, output tokens, measured end-to-end ms, source): NeMo's Llama-2
+#: inference table, "Chatbot Conversation" (128 in, 20 out), batch 1, TP = GPUs, fp16.
+LATENCIES = [
+    ("llama2-7b", "1xa100-sxm-80gb", 128, 20, 234.0, NEMO),
+    ("llama2-7b", "1xh100-sxm", 128, 20, 153.8, NEMO),
+    ("llama2-7b", "2xa100-sxm-80gb", 128, 20, 171.7, NEMO),
+    ("llama2-7b", "2xh100-sxm", 128, 20, 128.6, NEMO),
+    ("llama2-7b", "4xa100-sxm-80gb", 128, 20, 143.7, NEMO),
+    ("llama2-7b", "4xh100-sxm", 128, 20, 107.4, NEMO),
+    ("llama2-7b", "8xa100-sxm-80gb", 128, 20, 136.5, NEMO),
+    ("llama2-7b", "8xh100-sxm", 128, 20, 97.6, NEMO),
+]
+
 
 def relative_error(model: str, gpus: str, weights: str, tokens_per_second: float) -> float:
     count, _, gpu = gpus.partition("x")
@@ -62,18 +79,50 @@ def roofline_error(model: str, gpus: str, weights: str, tokens_per_second: float
     ) - 1
 
 
+def latency_error(
+    model: str, gpus: str, prompt: int, output: int, measured_ms: float, *, roofline: bool = False
+) -> float:
+    """End-to-end time of one request: the prefill gives the first token, then output - 1 decode
+    steps at the context reached halfway."""
+    dep = registry_deployment(model, gpus)
+    ttft = ttft_seconds(dep, prompt_tokens=prompt, roofline=roofline)
+    context = prompt + output // 2
+    tpot = tpot_seconds(dep, batch=1, context_tokens=context, roofline=roofline)
+    return (ttft + (output - 1) * tpot) * 1000 / measured_ms - 1
+
+
+def all_errors(*, roofline: bool = False) -> list[float]:
+    decode = roofline_error if roofline else relative_error
+    return [decode(*row[:4]) for row in MEASUREMENTS] + [
+        latency_error(*row[:5], roofline=roofline) for row in LATENCIES
+    ]
+
+
 def test_median_error_within_20_percent() -> None:
-    errors = [abs(relative_error(*row[:4])) for row in MEASUREMENTS]
+    errors = [abs(e) for e in all_errors()]
+    assert len(errors) == 24
     assert statistics.median(errors) <= 0.20
 
 
 def test_roofline_misses_the_same_measurements_by_far_more() -> None:
     # The reason the estimate exists: the bound is optimistic on every row, by ~2x at high TP.
-    errors = [roofline_error(*row[:4]) for row in MEASUREMENTS]
+    errors = all_errors(roofline=True)
     assert all(e < 0 for e in errors)
     assert statistics.median(abs(e) for e in errors) > 0.30
+    assert statistics.median(abs(e) for e in errors) > 3 * statistics.median(
+        abs(e) for e in all_errors()
+    )
 
 
 @pytest.mark.parametrize("row", MEASUREMENTS, ids=lambda r: f"{r[0]}-{r[1]}-{r[2]}")
-def test_every_measurement_within_40_percent(row: tuple[str, str, str, float, str]) -> None:
+def test_every_decode_measurement_within_40_percent(row: tuple[str, str, str, float, str]) -> None:
     assert abs(relative_error(*row[:4])) <= 0.40
+
+
+@pytest.mark.parametrize("row", LATENCIES, ids=lambda r: f"{r[0]}-{r[1]}")
+def test_every_end_to_end_latency_within_60_percent(
+    row: tuple[str, str, int, int, float, str],
+) -> None:
+    # Optimistic on every row (the stack's per-token cost), never by more than 60%.
+    error = latency_error(*row[:5])
+    assert -0.60 <= error < 0
