@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -30,6 +30,7 @@ from kvcalc.cli.deploy import (
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.render.decode import TimedStep
 
 DEFAULT_CONTEXT = "8k"
 
@@ -85,7 +86,9 @@ def decode(
     emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
 
 
-def timed_step(dep: Deployment, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+def timed_step(
+    dep: Deployment, batch: int, context: int, mbu: float, mfu: float | None
+) -> TimedStep:
     """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
     TPOT and the TTFT of one prompt of ``context`` tokens."""
     from kvcalc.engine.decode import decode_step_for
