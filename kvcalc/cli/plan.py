@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
-    ContextsOption,
     MfuOption,
     ReportFormat,
     ReportFormatOption,
@@ -40,7 +39,13 @@ def plan(
     users: int = typer.Option(
         ..., "--users", "-u", help="sequences served at once", show_default=False
     ),
-    ctx: str = ContextsOption,
+    ctx: str = typer.Option(
+        None,
+        "--ctx",
+        "-c",
+        help="tokens of each user's sequence, also the TTFT prompt: 8192, 8k, 128k [default: 8k]",
+        show_default=False,
+    ),
     max_tpot: str = typer.Option(
         None, "--max-tpot", help="time-per-output-token target, e.g. 50ms", show_default=False
     ),
