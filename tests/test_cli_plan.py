@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -184,3 +187,33 @@ def test_a_model_too_large_for_any_set_names_the_weights(runner: CliRunner) -> N
     result = runner.invoke(app, ["plan", "llama3.1-405b", "--users", "1", "--gpus", "rtx-4090"])
     assert result.exit_code == 2
     assert "no GPU set holds the weights" in result.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(
+        ["llama3-8b", "llama3-70b", "qwen3-30b-a3b", "gemma3-27b", "mixtral-8x7b"]
+    ),
+    gpu=st.sampled_from(["h100-sxm", "mi300x", "a100-sxm-80gb", "l40s"]),
+    users=st.integers(1, 300),
+    context=st.sampled_from([1024, 8192, 32768]),
+    tpot_ms=st.sampled_from([None, 15, 30, 60, 120]),
+)
+def test_the_answer_is_minimal_and_meets_its_targets(
+    model: str, gpu: str, users: int, context: int, tpot_ms: int | None
+) -> None:
+    request = PlanRequest(
+        model=resolve_model(model), users=users, context_tokens=context,
+        accelerators=[find_accelerator(gpu)], max_gpus=8,
+        max_tpot_seconds=None if tpot_ms is None else tpot_ms / 1000,
+    )
+    result = plan(request, MAX_BATCH_RULES["simple"])
+    event("answered" if result.layouts else "no layout")
+    if not result.layouts:
+        return
+    best = result.layouts[0]
+    assert best.max_batch >= users
+    assert tpot_ms is None or (best.tpot_seconds or 0) <= tpot_ms / 1000
+    if best.count > 1:
+        fewer = replace(request, max_gpus=best.count - 1)
+        assert not plan(fewer, MAX_BATCH_RULES["simple"]).layouts
