@@ -245,3 +245,14 @@ def test_every_efficiency_block_cites_a_source() -> None:
     blocks = [g for g in all_gpus() if g.efficiency is not None]
     assert {g.id for g in blocks} >= {"a100-sxm-80gb", "h100-sxm", "h200", "mi300x", "rtx-4090"}
     assert all(any("http" in s for s in g.efficiency.source) for g in blocks if g.efficiency)
+
+
+def test_snapkv_ttft_is_the_prefill_of_its_prompt(runner: CliRunner) -> None:
+    out = decode_json(
+        runner, "llama3-70b", "--gpus", "8xH100", "--snapkv-budget", "1024", "--prompt", "32k",
+        "--gen", "1k", "--batch", "1",
+    )
+    step = out["steps"][0]
+    assert step["context_tokens"] == 32768 + 1024
+    dep = registry_deployment("llama3-70b", "8xh100")
+    assert step["ttft_estimate_seconds"] == prefill_estimate(dep, prompt_tokens=32768).ttft_seconds

@@ -27,6 +27,7 @@ from kvcalc.cli.deploy import (
     deployment_options,
     engine_options,
 )
+from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -40,6 +41,7 @@ command_app = command_typer()
 @command_app.command()
 @deployment_options
 @engine_options
+@eviction_options
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
     ctx: str = ContextsOption,
@@ -53,10 +55,12 @@ def decode(
     deploy: DeploymentOptions,
     engine: EngineChoice,
     sglang: SGLangFlags,
+    evict: EvictionOptions,
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
-    beside the roofline, a realistic TPOT and TTFT estimate term by term."""
+    an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen); beside the
+    roofline, a realistic TPOT and TTFT estimate term by term."""
     from kvcalc.engine.decode import MIN_MBU, mbu_in_range
     from kvcalc.render.decode import decode_report
 
@@ -64,12 +68,15 @@ def decode(
         fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
     check_mfu(mfu)
     name = engine.checked(deploy, sglang)
+    evict.check_applies(name)
     gpu_set = deploy.resolve_gpus()
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
-    contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
+    spec = load_model(model, None, None, None)
+    contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXT))
+    policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, name, policy)
     max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
     steps = []
-    warnings = []
+    warnings = list(notes)
     reason = None
     for context, fits in zip(contexts, max_batches, strict=True):
         if fits < 1:
@@ -90,9 +97,14 @@ def timed_step(
     dep: Deployment, batch: int, context: int, mbu: float, mfu: float | None
 ) -> TimedStep:
     """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
-    TPOT and the TTFT of one prompt of ``context`` tokens."""
+    TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
     from kvcalc.engine.decode import decode_step_for
-    from kvcalc.engine.latency import can_time_communication, prefill_estimate, tpot_estimate
+    from kvcalc.engine.latency import (
+        can_time_communication,
+        prefill_estimate,
+        prompt_tokens_at,
+        tpot_estimate,
+    )
     from kvcalc.render.decode import TimedStep
 
     roofline = decode_step_for(dep, batch=batch, context_tokens=context, mbu=mbu)
@@ -101,7 +113,7 @@ def timed_step(
     return TimedStep(
         roofline,
         tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
-        prefill_estimate(dep, prompt_tokens=context, mfu=mfu),
+        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
     )
 
 

@@ -261,6 +261,15 @@ def prefill_estimate(
     )
 
 
+def prompt_tokens_at(dep: Deployment, context_tokens: int) -> int:
+    """The prompt a sequence of ``context_tokens`` was prefilled from: the whole context, or the
+    prompt an eviction policy fixes (SnapKV's ``prompt``: its context adds the generated tokens,
+    which are decoded, not prefilled)."""
+    from kvcalc.engine.eviction.policies import SnapKV
+
+    return dep.eviction.prompt if isinstance(dep.eviction, SnapKV) else context_tokens
+
+
 def ttft_seconds(
     dep: Deployment, *, prompt_tokens: int, roofline: bool = False, mfu: float | None = None
 ) -> float:

@@ -1,10 +1,11 @@
 """The report of `kvcalc decode`: one decode step per context.
 
-JSON: one object whatever the number of contexts; the deployment at the top, ``fits`` and
-``reason`` (why nothing fits), and one entry per context that fits under ``steps``. Each step has
-the roofline (``tpot_seconds``) and the realistic estimate beside it (``tpot_estimate_seconds``
-and its terms, ``ttft_estimate_seconds`` for a prompt of the context's length; null when the
-GPU's link speed is unknown and the replica spans several GPUs).
+JSON: one object whatever the number of contexts; the deployment and its ``eviction`` policy at the
+top, ``fits`` and ``reason`` (why nothing fits), and one entry per context that fits under
+``steps`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy). Each
+step has the roofline (``tpot_seconds``) and the realistic estimate beside it
+(``tpot_estimate_seconds`` and its terms, ``ttft_estimate_seconds`` for a prompt of the context's
+length; null when the GPU's link speed is unknown and the replica spans several GPUs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 #: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
 STEP_FIELDS = (
     "context_tokens",
+    "tokens_held",
     "batch",
     "weight_bytes_read",
     "kv_bytes_read",
@@ -92,6 +95,7 @@ def decode_payload(
         "kv_dtype": dep.kv_dtype.name,
         "mbu": mbu,
         "efficiency": efficiency_basis(dep),
+        "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
         "steps": [step_payload(s) for s in steps],
@@ -104,6 +108,7 @@ def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
         f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}{sized}"
+        f"{eviction_title(dep.eviction)}"
     )
 
 
@@ -122,7 +127,8 @@ def estimate_title(dep: Deployment) -> str:
         if basis == "measured"
         else "generic efficiency (no measured figures for this GPU in the registry)"
     )
-    return f"realistic estimate ({figures}); TTFT for one prompt of the context's length"
+    prompt = "SnapKV's prompt" if dep.eviction.fixed_context else "one prompt of the context"
+    return f"realistic estimate ({figures}); TTFT for {prompt}"
 
 
 def ms(key: str, header: str) -> Column:
@@ -159,6 +165,11 @@ ESTIMATE = [
 ]
 
 
+def reads(evicting: bool) -> list[Column]:
+    held = [number("tokens held", "tokens_held")] if evicting else []
+    return [*READS[:1], *held, *READS[1:]]
+
+
 READS = [
     number("context", "context_tokens"),
     number("batch", "batch"),
@@ -184,6 +195,7 @@ def decode_report(
     setup = {
         k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")
     }
+    setup["eviction"] = dep.eviction.policy
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
     diagnostics = [f"does not fit: {reason}"] if reason else []
     contexts = [s.roofline.context_tokens for s in steps]
@@ -199,9 +211,18 @@ def decode_report(
     )
     sections = (
         [
-            Section(decode_title(dep, mbu, engine), COLUMNS, records),
+            Section(
+                decode_title(dep, mbu, engine),
+                COLUMNS,
+                records,
+                notes=eviction_notes(dep.eviction),
+            ),
             Section(estimate_title(dep), ESTIMATE, records, notes=notes),
-            Section("what one step reads and computes (all GPUs of a replica)", READS, records),
+            Section(
+                "what one step reads and computes (all GPUs of a replica)",
+                reads(dep.eviction.lossy),
+                records,
+            ),
         ]
         if records
         else []
