@@ -84,7 +84,11 @@ def attended_tokens_in_prefill(held_at_prompt: int, prompt_tokens: int) -> int:
 
 def prefill_flops(model: ModelSpec, prompt_tokens: int) -> DecodeFlops:
     """FLOPs of prefilling one prompt: every token through the matmuls (2 x weights it is
-    multiplied with), causal attention over the positions before it, and the state updates."""
+    multiplied with), causal attention over the positions before it, and the state updates.
+
+    Attention per attended token is the decode count of each kind. For MLA that is the absorbed
+    form decode runs (scores over the latent), which prefill engines avoid by expanding keys and
+    values first: an upper bound there, about 3x the expanded form's attention FLOPs."""
     if prompt_tokens < 1:
         raise ValueError(f"prompt must be at least 1 token (got {prompt_tokens})")
     attention = 0

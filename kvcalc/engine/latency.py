@@ -23,7 +23,9 @@ receives 2(n-1)/n of the message over its link, one direction of the link's band
 all-reduce twice per layer under tensor parallelism (after attention and after the MLP,
 Megatron-LM's split), in the activation dtype (16-bit). At decode batch sizes the message is
 kilobytes and the time is the link latency, which the registry gives per all-reduce (engines use
-one-shot custom all-reduce kernels for small messages, whose cost does not grow with hops).
+one-shot custom all-reduce kernels for small messages, whose cost does not grow with hops). MoE
+layers are timed as tensor-parallel like dense ones (experts split across the tp ranks); expert
+parallelism's all-to-all is not modelled.
 """
 
 from __future__ import annotations
