@@ -183,6 +183,13 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in result.stderr
 
 
+def test_gpus_without_a_link_speed_are_not_timed_together(runner: CliRunner) -> None:
+    args = ["plan", "llama3-70b", "--users", "2", "--gpus", "apple-m4-max", "--max-gpus", "4"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "no link speed for apple-m4-max" in result.stderr
+
+
 def test_a_model_too_large_for_any_set_names_the_weights(runner: CliRunner) -> None:
     result = runner.invoke(app, ["plan", "llama3.1-405b", "--users", "1", "--gpus", "rtx-4090"])
     assert result.exit_code == 2

@@ -259,6 +259,11 @@ def nothing_meets(result: Plan) -> str:
             f"{request.context_tokens:,} tokens; raise --max-gpus, lower --users or --ctx, "
             "or try --kv-dtype fp8"
         )
+    if closest.tpot_seconds is None and closest.max_batch >= request.users:
+        return (
+            f"{asked}; closest: {describe(closest)} holds them, but the registry has no link "
+            f"speed for {closest.accelerator.id}, so its GPUs together cannot be timed"
+        )
     if closest.tpot_seconds is None:
         return (
             f"{asked}; closest: {describe(closest)} holds {closest.max_batch:,} of them; "
