@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -52,11 +53,15 @@ def registry_root() -> Path:
 def read_text(path: Path, what: str = "a registry file") -> str:
     """A file's text, refusing missing, unreadable and oversized files with one line."""
     try:
-        size = path.stat().st_size
+        st = path.stat()  # follows symlinks: the hub cache links snapshots to blobs
     except FileNotFoundError:
         raise RegistryError(f"{path}: file not found") from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    # A FIFO or device would block or stream without end; only regular files are read.
+    if not stat.S_ISREG(st.st_mode):
+        raise RegistryError(f"{path}: not a regular file")
+    size = st.st_size
     if size > MAX_FILE_BYTES:
         raise RegistryError(f"{path}: {size:,} bytes is too large for {what}")
     try:
@@ -248,17 +253,41 @@ def check_models(root: Path | None = None) -> list[str]:
     return check_entries(model_paths(root), load_model_file)
 
 
-def resolve_model(name: str) -> ModelSpec:
-    """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
+def is_config_path(name: str) -> bool:
+    """Whether MODEL names a config.json (or the folder holding one) rather than a name."""
     path = Path(name)
-    if name.endswith(".json") or path.is_dir() or path.is_file():
+    return name.endswith(".json") or path.is_dir() or path.is_file()
+
+
+def resolve_model(name: str) -> ModelSpec:
+    """MODEL as the CLI takes it: a path to a config.json (or its folder), a registry name, or
+    else a Hugging Face repo id (``org/name[@revision]``). Registry names win over repo ids:
+    a repo the registry lists resolves to its reviewed entry, with no cache or network read."""
+    if is_config_path(name):
         from kvcalc.registry.hf import load_hf_config
 
-        return load_hf_config(path)
+        return load_hf_config(name)
     from kvcalc.registry.cache import cached_spec
 
-    path = find_model_path(name)
+    try:
+        path = find_model_path(name)
+    except UnknownNameError:
+        from kvcalc.registry.hub import is_repo_id_like
+
+        if not is_repo_id_like(name):
+            raise
+        return hub_model(name)
     return cached_spec(path, lambda: load_model_file(path).to_spec())
+
+
+def hub_model(name: str) -> ModelSpec:
+    """A Hub repo's config.json as a spec, named after the repo (``Qwen/Qwen2.5-7B-Instruct``,
+    id ``qwen2.5-7b-instruct``) rather than its snapshot folder."""
+    from kvcalc.registry.hf import load_hf_config, slug
+    from kvcalc.registry.hub import hub_config
+
+    found = hub_config(name)
+    return load_hf_config(found.path, slug(found.repo.name), str(found.repo))
 
 
 def all_model_specs(root: Path | None = None) -> list[ModelSpec]:
