@@ -54,6 +54,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "import-hf": "kvcalc.cli.import_hf",
 }
 
 

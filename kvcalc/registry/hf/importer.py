@@ -99,7 +99,7 @@ class ImportedConfig:
     model-level facts a registry entry or a spec needs besides it."""
 
     path: Path
-    model_type: str
+    family: str
     architecture: Architecture
     dtype: str
     max_context: int
@@ -136,7 +136,7 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
     model_id, name = _names(path, top)
     return ImportedConfig(
         path=path,
-        model_type=top_type,
+        family=type(adapter).family_of(top_type),
         architecture=arch,
         dtype=dtype or DEFAULT_DTYPE,
         max_context=adapter.config.max_position_embeddings,
