@@ -116,7 +116,8 @@ def test_the_name_or_path_a_config_states_is_its_repo(runner: CliRunner, tmp_pat
     ("folder", "family"),
     [("mixtral-8x7b", "mistral"), ("gpt-oss-20b", "gpt-oss"), ("falcon-7b-rw", "falcon"),
      ("kimi-k2", "kimi"), ("gemma3-27b", "gemma"), ("qwen3-235b-a22b", "qwen"),
-     ("llama4-scout", "llama")],
+     ("llama4-scout", "llama"), ("granite-4.0-h-tiny", "granite"),
+     ("deepseek-v3.2-exp", "deepseek")],
 )  # fmt: skip
 def test_family_is_the_registry_s(runner: CliRunner, folder: str, family: str) -> None:
     config = FIXTURES / "hf" / folder
