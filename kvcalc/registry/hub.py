@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcalc.registry.load import RegistryError, read_text
+from kvcalc.registry.load import RegistryError, is_file, read_text
 
 HUB_URL = "https://huggingface.co"
 
@@ -131,7 +131,7 @@ def cached_commit(repo: RepoId, cache: Path) -> str | None:
     if _COMMIT.fullmatch(revision):
         return revision
     ref = cache / repo.cache_folder() / "refs" / revision
-    if not ref.is_file():
+    if not is_file(ref):
         return None
     commit = read_text(ref, "a hub cache ref").strip()
     if not _COMMIT.fullmatch(commit):
@@ -145,7 +145,7 @@ def cached_config(repo: RepoId, cache: Path) -> HubConfig | None:
     if commit is None:
         return None
     path = cache / repo.cache_folder() / "snapshots" / commit / "config.json"
-    return HubConfig(repo, path, commit) if path.is_file() else None
+    return HubConfig(repo, path, commit) if is_file(path) else None
 
 
 def hub_config(text: str) -> HubConfig:
