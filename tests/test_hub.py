@@ -9,6 +9,7 @@ makes the import fail.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import types
@@ -323,6 +324,7 @@ HUB_ERRORS = [
     (hub_error("LocalEntryNotFoundError", FileNotFoundError, ENTRY_NOT_FOUND), ("reached",)),
     (hub_error("RemoteEntryNotFoundError", OSError, ENTRY_NOT_FOUND), ("no config.json",)),
     (hub_error("OfflineModeIsEnabled", ConnectionError), ("offline mode",)),
+    (hub_error("DisabledRepoError"), ("disabled",)),
     (RuntimeError, ("downloading config.json failed: RuntimeError: boom second line",)),
 ]
 
@@ -344,7 +346,7 @@ def test_gated_error_says_whether_a_token_was_given(
 ) -> None:
     gated = hub_error("GatedRepoError", REPO_NOT_FOUND)
     online(error=gated("401"))
-    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "no HF_TOKEN is set")
+    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "HF_TOKEN is not set")
     monkeypatch.setenv("HF_TOKEN", "hf_x")
     assert_one_line_exit_2(invoke(runner, "size", "org/m"), "HF_TOKEN's account has no access")
 
@@ -380,3 +382,24 @@ def test_every_model_command_takes_a_repo_id(
 def test_every_model_command_refuses_a_malformed_id(runner: CliRunner, command: list[str]) -> None:
     result = invoke(runner, *[a.format(model="org/bad--id") for a in command])
     assert_one_line_exit_2(result, "'org/bad--id'", "ORG/NAME")
+
+
+def test_huggingface_hub_logging_stays_off_stderr(
+    online: Callable[..., FakeHub], runner: CliRunner
+) -> None:
+    fake = online(error=hub_error("LocalEntryNotFoundError", FileNotFoundError)("offline"))
+    download = fake.hf_hub_download
+
+    def retrying(repo_id: str, filename: str, **kwargs: Any) -> str:
+        # huggingface_hub's own logging puts a stderr handler on its root logger.
+        handler = logging.StreamHandler()  # the run's sys.stderr, made during the run
+        logging.getLogger("huggingface_hub").addHandler(handler)
+        try:
+            logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1s [1/5].")
+        finally:
+            logging.getLogger("huggingface_hub").removeHandler(handler)
+        return download(repo_id, filename, **kwargs)
+
+    sys.modules["huggingface_hub"].hf_hub_download = retrying  # type: ignore[attr-defined]
+    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "cannot be reached")
+    assert logging.getLogger("huggingface_hub").level == logging.NOTSET  # restored

@@ -16,8 +16,11 @@ line naming the repo and the fix.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,19 +179,39 @@ def download_config(repo: RepoId, cache: Path) -> HubConfig:
     from kvcalc import __version__
 
     try:
-        path = hf_hub_download(
-            repo_id=repo.repo,
-            filename="config.json",
-            revision=repo.revision,
-            cache_dir=str(cache),
-            token=os.environ.get("HF_TOKEN") or None,
-            library_name="kvcalc",
-            library_version=__version__,
-        )
+        with _quiet_hub():
+            path = hf_hub_download(
+                repo_id=repo.repo,
+                filename="config.json",
+                revision=repo.revision,
+                cache_dir=str(cache),
+                token=os.environ.get("HF_TOKEN") or None,
+                library_name="kvcalc",
+                library_version=__version__,
+            )
     except Exception as exc:  # noqa: BLE001 - every huggingface_hub failure is one line
         raise HubError(download_error(repo, exc)) from None
     # Typed to return a dry-run record too, which only dry_run=True produces: this is a path.
     return _downloaded(repo, Path(str(path)))
+
+
+@contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """Silence huggingface_hub on stderr while it fetches one small file: it logs each network
+    retry as a warning and draws a progress bar, where kvcalc prints one line per failure."""
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:  # a release (or a test double) without it
+        pass
+    else:
+        disable_progress_bars()
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _downloaded(repo: RepoId, path: Path) -> HubConfig:
@@ -204,11 +227,17 @@ def download_error(repo: RepoId, exc: BaseException) -> str:
     kinds = {cls.__name__ for cls in type(exc).__mro__}
     page = f"{HUB_URL}/{repo.repo}"
     if "GatedRepoError" in kinds:
-        who = "HF_TOKEN's account has" if os.environ.get("HF_TOKEN") else "no HF_TOKEN is set, so"
+        if os.environ.get("HF_TOKEN"):
+            return (
+                f"{repo}: gated repo and HF_TOKEN's account has no access: accept its terms at "
+                f"{page} with that account"
+            )
         return (
-            f"{repo}: gated repo and {who} no access: accept its terms at {page} and set "
+            f"{repo}: gated repo and HF_TOKEN is not set: accept its terms at {page} and set "
             "HF_TOKEN to a token of that account"
         )
+    if "DisabledRepoError" in kinds:
+        return f"{repo}: the repo is disabled on the Hugging Face Hub"
     if "RepositoryNotFoundError" in kinds:
         return (
             f"{repo}: no such model repo on the Hugging Face Hub (a private one needs HF_TOKEN); "
