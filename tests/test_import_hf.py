@@ -165,3 +165,13 @@ def test_refusals_are_one_line(
     assert result.stdout == ""
     for word in words:
         assert word in line, line
+
+
+def test_a_cached_snapshot_path_is_its_repo_at_its_commit(runner: CliRunner) -> None:
+    config = HUB_CACHE / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / QWEN_COMMIT
+    entry = json.loads(import_hf(runner, str(config), "-f", "json").stdout)
+    assert entry["hf_repo"] == QWEN_INSTRUCT
+    assert entry["source"] == [
+        f"https://huggingface.co/{QWEN_INSTRUCT}/blob/{QWEN_COMMIT}/config.json"
+    ]
+    assert entry["id"] == "qwen2.5-7b-instruct"

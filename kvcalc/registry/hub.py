@@ -151,6 +151,20 @@ def cached_config(repo: RepoId, cache: Path) -> HubConfig | None:
     return HubConfig(repo, path, commit) if is_file(path) else None
 
 
+def cache_origin(path: Path) -> HubConfig | None:
+    """The repo and commit of a config.json path inside a hub cache
+    (``models--org--name/snapshots/<sha>/config.json``), read from the path as given."""
+    parts = path.absolute().parts  # not resolve(): the snapshot entry links into blobs/
+    if len(parts) < 4 or parts[-1] != "config.json" or parts[-3] != "snapshots":
+        return None
+    folder, commit = parts[-4], parts[-2]
+    org_name = folder.split("--")
+    if org_name[0] != "models" or len(org_name) != 3 or not _COMMIT.fullmatch(commit):
+        return None
+    repo = "/".join(org_name[1:])
+    return HubConfig(RepoId(repo), path, commit) if _valid_repo(repo) else None
+
+
 def hub_config(text: str) -> HubConfig:
     """The config.json of a repo id: from the cache, else downloaded when allowed."""
     repo = parse_repo_id(text)

@@ -70,9 +70,14 @@ def import_entry(
 
 
 def path_origin(imported: ImportedConfig, hf_repo: str | None) -> ImportOrigin:
-    """A config.json path's repo: ``--hf-repo``, else the ``_name_or_path`` it states."""
-    from kvcalc.registry.hub import parse_repo_id
+    """A config.json path's repo: ``--hf-repo``, else the repo of the Hugging Face cache
+    folder it is in (its source then the Hub page at that commit), else the ``_name_or_path``
+    it states (which a re-saved copy may have kept from its base model)."""
+    from kvcalc.registry.hub import cache_origin, parse_repo_id
 
+    cached = cache_origin(imported.path)
+    if hf_repo is None and cached is not None:
+        return ImportOrigin(cached.repo.repo, cached.source_url())
     repo = hf_repo or imported.repo
     if repo is None:
         raise RegistryError(

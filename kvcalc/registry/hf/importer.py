@@ -158,8 +158,14 @@ def stated_repo(top: dict[str, Any]) -> str | None:
 
 
 def _names(path: Path, top: dict[str, Any]) -> tuple[str, str]:
-    """id from the folder name (or the file name when it is not config.json), name from
-    ``_name_or_path`` when it is a Hub repo id, else the same folder name."""
+    """id and name: those of the repo for a file in the Hugging Face cache (as a repo id
+    names it), else the id from the folder name (or the file name when it is not config.json)
+    and the name from ``_name_or_path`` when it is a Hub repo id, else the same folder name."""
+    from kvcalc.registry.hub import cache_origin
+
+    origin = cache_origin(path)
+    if origin is not None:
+        return slug(origin.repo.name), origin.repo.repo
     stem = path.parent.resolve().name if path.name == "config.json" else path.stem
     return slug(stem), stated_repo(top) or stem
 
