@@ -147,18 +147,22 @@ def test_hub_cache_follows_huggingface_hub(monkeypatch: pytest.MonkeyPatch, tmp_
 
 @pytest.mark.parametrize(
     ("hf_hub", "transformers", "expected"),
-    [("1", None, True), ("true", None, True), ("YES", None, True), ("0", None, False),
-     ("", None, False), (None, "1", True), (None, None, False)],
+    [("1", None, "HF_HUB_OFFLINE"), ("true", None, "HF_HUB_OFFLINE"),
+     ("YES", "1", "HF_HUB_OFFLINE"), ("0", "1", None), ("", None, None),
+     (None, "1", "TRANSFORMERS_OFFLINE"), (None, None, None)],
 )  # fmt: skip
 def test_offline_reads_huggingface_hub_spellings(
-    monkeypatch: pytest.MonkeyPatch, hf_hub: str | None, transformers: str | None, expected: bool
+    monkeypatch: pytest.MonkeyPatch,
+    hf_hub: str | None,
+    transformers: str | None,
+    expected: str | None,
 ) -> None:
     for name, value in (("HF_HUB_OFFLINE", hf_hub), ("TRANSFORMERS_OFFLINE", transformers)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    assert offline() is expected
+    assert offline() == expected
 
 
 # ------------------------------------------------------------------ the local cache

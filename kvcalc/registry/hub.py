@@ -121,10 +121,14 @@ def hub_cache_dir() -> Path:
     return Path(os.path.expandvars(os.path.expanduser(home))) / "hub"
 
 
-def offline() -> bool:
-    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set to a value huggingface_hub reads as true."""
-    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return value.strip().upper() in _TRUE
+def offline() -> str | None:
+    """The variable that forbids downloads, read as huggingface_hub reads it (HF_HUB_OFFLINE,
+    else TRANSFORMERS_OFFLINE, true when 1/on/yes/true); None when downloads are allowed."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        value = os.environ.get(name)
+        if value:
+            return name if value.strip().upper() in _TRUE else None
+    return None
 
 
 def cached_commit(repo: RepoId, cache: Path) -> str | None:
@@ -172,11 +176,12 @@ def hub_config(text: str) -> HubConfig:
     found = cached_config(repo, cache)
     if found is not None:
         return found
-    if offline():
+    variable = offline()
+    if variable:
         raise HubError(
             f"{repo}: not a registry name and its config.json is not in the Hugging Face cache "
-            f"({cache}); HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE, or "
-            f"download it elsewhere with `hf download {repo.repo} config.json`"
+            f"({cache}); {variable} forbids downloading it: unset {variable}, or download it "
+            f"where the network is allowed with `hf download {repo.repo} config.json`"
         )
     return download_config(repo, cache)
 
