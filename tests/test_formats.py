@@ -43,6 +43,10 @@ COMMANDS = [
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
     ["import-hf", str(HF_FIXTURES / "gemma3-27b"), "--hf-repo", "google/gemma-3-27b-it"],
     ["import-hf", str(HF_FIXTURES / "deepseek-v3"), "--hf-repo", "deepseek-ai/DeepSeek-V3"],
+    ["size", "gemma3-27b", "--ctx", "8k,128k", "--sinks", "4", "--recent", "1020"],
+    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
+     "--gen", "4k"],
+    ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "32k,128k", "--keep-ratio", "0.25"],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
