@@ -175,3 +175,14 @@ def test_a_cached_snapshot_path_is_its_repo_at_its_commit(runner: CliRunner) -> 
         f"https://huggingface.co/{QWEN_INSTRUCT}/blob/{QWEN_COMMIT}/config.json"
     ]
     assert entry["id"] == "qwen2.5-7b-instruct"
+
+
+def test_a_registry_repo_id_is_imported_from_the_hub_not_the_registry(
+    runner: CliRunner, fixture_cache: Path
+) -> None:
+    # import-hf reads the repo's own config.json; the registry entry is not a source.
+    result = import_hf(runner, "meta-llama/Llama-3.3-70B-Instruct")
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "its config.json is not in the Hugging Face cache" in line
+    assert "not a registry name" not in line

@@ -84,15 +84,18 @@ def is_repo_id_like(name: str) -> bool:
     return "/" in name and not name.startswith(_PATH_PREFIXES)
 
 
-def parse_repo_id(text: str) -> RepoId:
-    """``org/name`` or ``org/name@revision``, validated as the Hub validates repo ids."""
+def parse_repo_id(text: str, registry_checked: bool = False) -> RepoId:
+    """``org/name`` or ``org/name@revision``, validated as the Hub validates repo ids.
+    ``registry_checked``: MODEL was looked up in the registry first, and the refusal says so."""
     repo, sep, revision = text.strip().partition("@")
     if not _valid_repo(repo) or (sep and not _valid_revision(revision)):
-        raise HubError(
-            f"{text!r} is neither a registry name nor a Hugging Face repo id: write ORG/NAME or "
-            "ORG/NAME@REVISION (letters, digits, '-', '_', '.'; at most 96 each), a registry "
-            "name (`kvcalc models`) or a path to a config.json"
-        )
+        rule = "ORG/NAME or ORG/NAME@REVISION (letters, digits, '-', '_', '.'; at most 96 each)"
+        if registry_checked:
+            raise HubError(
+                f"{text!r} is neither a registry name nor a Hugging Face repo id: write {rule}, "
+                "a registry name (`kvcalc models`) or a path to a config.json"
+            )
+        raise HubError(f"{text!r} is not a Hugging Face repo id: write {rule}")
     return RepoId(repo, revision or None)
 
 
@@ -169,31 +172,35 @@ def cache_origin(path: Path) -> HubConfig | None:
     return HubConfig(RepoId(repo), path, commit) if _valid_repo(repo) else None
 
 
-def hub_config(text: str) -> HubConfig:
-    """The config.json of a repo id: from the cache, else downloaded when allowed."""
-    repo = parse_repo_id(text)
+def hub_config(text: str, registry_checked: bool = False) -> HubConfig:
+    """The config.json of a repo id: from the cache, else downloaded when allowed.
+    ``registry_checked``: MODEL was looked up in the registry first, and refusals say so."""
+    repo = parse_repo_id(text, registry_checked)
     cache = hub_cache_dir()
     found = cached_config(repo, cache)
     if found is not None:
         return found
+    missing = (
+        f"{repo}: {'not a registry name and ' if registry_checked else ''}its config.json is "
+        f"not in the Hugging Face cache ({cache})"
+    )
     variable = offline()
     if variable:
         raise HubError(
-            f"{repo}: not a registry name and its config.json is not in the Hugging Face cache "
-            f"({cache}); {variable} forbids downloading it: unset {variable}, or download it "
+            f"{missing}; {variable} forbids downloading it: unset {variable}, or download it "
             f"where the network is allowed with `hf download {repo.repo} config.json`"
         )
-    return download_config(repo, cache)
+    return download_config(repo, cache, missing)
 
 
-def download_config(repo: RepoId, cache: Path) -> HubConfig:
-    """Download config.json alone into the hub cache with huggingface_hub."""
+def download_config(repo: RepoId, cache: Path, missing: str) -> HubConfig:
+    """Download config.json alone into the hub cache with huggingface_hub; ``missing`` says
+    what was not found, for the refusal when the extra is not installed."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise HubError(
-            f"{repo}: not a registry name and its config.json is not in the Hugging Face cache "
-            f"({cache}); to download it, install the extra: pip install 'kvcalc[hub]'"
+            f"{missing}; to download it, install the extra: pip install 'kvcalc[hub]'"
         ) from None
     from kvcalc import __version__
 

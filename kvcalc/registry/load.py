@@ -408,7 +408,7 @@ def hub_model(name: str) -> ModelSpec:
     from kvcalc.registry.hf import load_hf_config, slug
     from kvcalc.registry.hub import hub_config
 
-    found = hub_config(name)
+    found = hub_config(name, registry_checked=True)
     return load_hf_config(found.path, slug(found.repo.name), str(found.repo))
 
 
