@@ -24,7 +24,14 @@ from typer.testing import CliRunner
 from kvcalc.cli.app import app
 from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import dtype
-from kvcalc.registry.hub import RepoId, cache_origin, hub_cache_dir, offline, parse_repo_id
+from kvcalc.registry.hub import (
+    RepoId,
+    cache_origin,
+    download_error,
+    hub_cache_dir,
+    offline,
+    parse_repo_id,
+)
 from kvcalc.registry.load import RegistryError, UnknownNameError, read_text, resolve_model
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -424,3 +431,21 @@ def test_cache_paths_name_their_repo(
 ) -> None:
     found = cache_origin(tmp_path / relative)
     assert (found and (found.repo.repo, found.commit)) == expected
+
+
+#: The exceptions of huggingface_hub (exported by huggingface_hub.utils since 0.20) that each
+#: have their own line.
+REAL_HUB_ERRORS = [
+    "GatedRepoError", "RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError",
+    "LocalEntryNotFoundError", "OfflineModeIsEnabled", "DisabledRepoError",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", REAL_HUB_ERRORS)
+def test_the_installed_huggingface_hub_errors_have_their_own_line(name: str) -> None:
+    # Runs where the `hub` extra is installed: the matching by class name must see the real
+    # classes (CI installs '.[test]' only and skips it).
+    utils = pytest.importorskip("huggingface_hub.utils")
+    error_class = getattr(utils, name)
+    line = download_error(RepoId("org/m", "dev"), error_class.__new__(error_class))
+    assert "downloading config.json failed" not in line
