@@ -87,6 +87,18 @@ def test_every_engine_reports_the_effective_bits(runner: CliRunner) -> None:
     assert "KV bf16," in run(runner, "decode", *base[:-2]).stdout
 
 
+def test_plan_tries_format_names_and_takes_the_variant(runner: CliRunner) -> None:
+    args = ["plan", "llama3-70b", "--users", "30", "--ctx", "8k", "--gpus", "H100", "--top", "9"]
+    result = run(runner, *args, "--kv-dtype", "bf16,kivi2,nvfp4", "--as", "mha", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    best = {}
+    for layout in json.loads(result.stdout):
+        best.setdefault(layout["kv_dtype"], layout["count"])
+    # As MHA the cache is 8x Llama-3-70B's: fewer bits per value need fewer GPUs.
+    assert best["kivi2"] <= best["nvfp4"] <= best.get("bf16", 9)
+    assert "kivi2" in best
+
+
 def test_vllm_stores_its_presets(runner: CliRunner) -> None:
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
     for name in ("fp8_per_token_head", "int8_per_token_head", "nvfp4"):
@@ -166,6 +178,13 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
         ),
         (["decode", "llama3-70b", "-g", "8xH100", "--as", "gqa:3"], ["--as gqa:3"]),
         (["batch", "-g", "8xH100", "--as", "moe"], ["--as", "'moe'"]),
+        (
+            ["plan", "llama3-70b", "--users", "9", "--engine", "vllm", "--kv-dtype", "kivi2"],
+            ["--kv-dtype: vLLM 0.19 has no kivi2 KV cache"],
+        ),
+        (["plan", "deepseek-v3", "--users", "9", "--kv-dtype", "kivi2"], ["MLA latent"]),
+        (["plan", "llama3-70b", "--users", "9", "--kv-dtype", "fp8,fp8_e4m3"], ["twice"]),
+        (["plan", "llama3-70b", "--users", "9", "--as", "gqa:5"], ["--as gqa:5"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -116,6 +116,8 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "plan": "kvcalc.cli.plan",
+    "import-hf": "kvcalc.cli.import_hf",
 }
 
 
@@ -384,6 +386,13 @@ def parse_attention_variant(text: str) -> AttentionVariant:
     fail(f"--as: {shown(text)!r} is not an attention variant; {usage}")
 
 
+#: What MODEL may be, in the help of every command that takes one.
+MODEL_HELP = (
+    "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
+    "or config.json path"
+)
+
+
 def load_model(
     name: str,
     kv_heads: int | None,
@@ -391,8 +400,8 @@ def load_model(
     layers: int | None,
     attention: str | None = None,
 ) -> ModelSpec:
-    """Resolve MODEL (registry name or config.json path) and apply the what-ifs: ``--as``
-    first (another attention), then the head and layer overrides."""
+    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply the what-ifs:
+    ``--as`` first (another attention), then the head and layer overrides."""
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
@@ -451,6 +460,21 @@ AttentionOption = typer.Option(
     help="what-if: the model with another attention, mha, gqa:G, mqa or mla:LATENT[+ROPE] "
     "(other dimensions kept, cache re-derived)",
 )
+
+
+#: The prefill efficiency of the TTFT estimate, shared by `decode` and `plan`.
+MfuOption = typer.Option(
+    None,
+    "--mfu",
+    help="share of the dense peak prefill matmuls reach [default: the GPU's measured matmul "
+    "ceiling (stas00 MAMF), else 0.5]",
+    show_default=False,
+)
+
+
+def check_mfu(mfu: float | None) -> None:
+    if mfu is not None and not 0 < mfu <= 1:
+        fail(f"--mfu: {mfu} is not a fraction in (0, 1], e.g. 0.5")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

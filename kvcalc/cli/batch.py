@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     AttentionOption,
     ContextsOption,
     ReportFormat,
@@ -46,7 +47,7 @@ command_app = command_typer()
 @engine_options
 @eviction_options
 def batch(
-    model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
+    model: str = typer.Argument(None, help=f"{MODEL_HELP} [default: every model]"),
     ctx: str = ContextsOption,
     attention: str = AttentionOption,
     max_model_len: str = typer.Option(

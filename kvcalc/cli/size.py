@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     AttentionOption,
     BatchOption,
     ContextsOption,
@@ -28,9 +29,7 @@ command_app = command_typer()
 @kv_format_options
 @eviction_options
 def size(
-    model: str = typer.Argument(
-        ..., help="registry name (see `kvcalc models`) or config.json path"
-    ),
+    model: str = typer.Argument(..., help=MODEL_HELP),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
     attention: str = AttentionOption,
