@@ -13,6 +13,7 @@ from test_engine_kv import mixers, models
 
 from kvcalc.engine import spec
 from kvcalc.engine.capacity import Layout, Stage, stage_bytes_per_sequence
+from kvcalc.engine.kivi import KiviKV
 from kvcalc.engine.kv import (
     CacheFormat,
     cache_format,
@@ -22,7 +23,6 @@ from kvcalc.engine.kv import (
 )
 from kvcalc.engine.kvformat import (
     PRESETS,
-    KiviKV,
     KVFormat,
     KVFormatError,
     KVFormatRequest,

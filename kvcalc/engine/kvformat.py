@@ -7,9 +7,9 @@ format is one type with its formula:
 
 - :class:`LinearKV`: every token stored alike, with optional per-group or per-head scales (the
   plain dtypes, int4 with groups, nvfp4, mxfp4, vLLM's per-token-head fp8/int8);
-- :class:`KiviKV`: KIVI (Liu et al., 2024; seed 004 "KIVI"): keys quantised per channel over
-  groups of G tokens, values per token over groups of G channels, the R most recent tokens in
-  full precision.
+- :class:`~kvcalc.engine.kivi.KiviKV`: KIVI (Liu et al., 2024; seed 004 "KIVI"): keys quantised
+  per channel over groups of G tokens, values per token over groups of G channels, the R most
+  recent tokens in full precision (its own module, loaded when a KIVI format is asked for).
 
 Every engine (capacity, vLLM, SGLang, the decode step's KV read) sizes a layer through
 :meth:`KVFormat.tokens_bytes`. :meth:`KVFormat.token_bytes` is the per-token figure: exact for a
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.units import KV_DTYPES, DType, UnitError, dtype, shown
 
 if TYPE_CHECKING:
+    from kvcalc.engine.kivi import KiviKV
     from kvcalc.engine.spec import Mixer, ModelSpec
 
 
@@ -40,7 +41,8 @@ class KVFormatError(UnitError):
         self.option = option
 
 
-def _ceil_bytes(bits: Fraction | int) -> int:
+def ceil_bytes(bits: Fraction | int) -> int:
+    """Whole bytes that hold ``bits`` bits."""
     bits = Fraction(bits)
     return -(-bits.numerator // (8 * bits.denominator))
 
@@ -67,7 +69,7 @@ class KVFormat(ABC):
     def token_bytes(self, mixer: Mixer) -> int:
         """Bytes one token adds to one layer (rounded up to whole bytes): exact for a linear
         format, the long-context slope otherwise."""
-        return _ceil_bytes(self.token_bits(mixer))
+        return ceil_bytes(self.token_bits(mixer))
 
     @abstractmethod
     def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
@@ -136,69 +138,6 @@ class LinearKV(KVFormat):
         return tokens * self.token_bytes(mixer)
 
 
-@dataclass(frozen=True)
-class KiviKV(KVFormat):
-    """KIVI: ``element``-bit keys with a scale and zero point per channel per ``group`` tokens,
-    values with one per ``group`` channels of each token, and the ``residual_tokens`` most
-    recent tokens kept at ``full`` precision (the model's dtype). Asymmetric by construction."""
-
-    name: str
-    element: DType
-    group: int
-    residual_tokens: int
-    full: DType
-    scale: DType
-
-    @property
-    def nominal_bits(self) -> Fraction:
-        return self.element.bits
-
-    @property
-    def linear(self) -> bool:
-        return False
-
-    def metadata_bits(self) -> Fraction:
-        return 2 * self.scale.bits  # scale + zero point
-
-    @property
-    def precision_note(self) -> str:
-        return (
-            f"newest {self.residual_tokens:,} tokens at {self.full.name}: "
-            "per token is the long-context slope"
-        )
-
-    def check(self, mixer: Mixer) -> None:
-        if any(v.role == "latent" for v in mixer.cache_vectors()):
-            raise KVFormatError(
-                "--kv-dtype",
-                f"KIVI quantises keys per channel and values per token; an MLA latent is "
-                f"neither, so {self.name} cannot store it; use fp8, int4 or nvfp4",
-            )
-
-    def token_bits(self, mixer: Mixer) -> Fraction:
-        self.check(mixer)
-        values = mixer.cache_elements_per_token() * self.element.bits
-        # Keys: each channel's scale covers `group` tokens, i.e. 1/group of a scale per token.
-        vectors = mixer.cache_vectors()
-        keys = sum(Fraction(v.elements, self.group) for v in vectors if v.role == "key")
-        rows = sum(v.groups(self.group) for v in vectors if v.role == "value")
-        return values + (keys + rows) * self.metadata_bits()
-
-    def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
-        self.check(mixer)
-        recent = min(tokens, self.residual_tokens)
-        old = tokens - recent
-        elements = mixer.cache_elements_per_token()
-        meta = self.metadata_bits()
-        bits = Fraction(old * elements) * self.element.bits
-        for v in mixer.cache_vectors():
-            if v.role == "key":  # a partial group of tokens still has its scales
-                bits += -(-old // self.group) * v.elements * meta
-            else:
-                bits += old * v.groups(self.group) * meta
-        return recent * mixer.main_token_bytes(self.full) + _ceil_bytes(bits)
-
-
 # --------------------------------------------------------------------------------------------
 # Names and options
 
@@ -208,8 +147,6 @@ E8M0 = DType("e8m0", Fraction(8))
 E2M1 = DType("e2m1", Fraction(4))
 SCALE_DTYPES = ("fp16", "bf16", "fp32", "fp8", "e8m0")
 KIVI_BITS = (2, 4)
-KIVI_GROUP = 32
-KIVI_RESIDUAL = 128
 
 
 def scale_dtype(name: str) -> DType:
@@ -224,18 +161,18 @@ def scale_dtype(name: str) -> DType:
         ) from None
 
 
-def kivi(bits: int, full: DType, group: int = KIVI_GROUP, residual: int = KIVI_RESIDUAL) -> KiviKV:
-    """KIVI-``bits`` as the paper runs it: group 32, residual 128, fp16 scales and zeros."""
-    return KiviKV(f"kivi{bits}", dtype(f"int{bits}"), group, residual, full, dtype("fp16"))
-
-
 def _plain_preset(name: str) -> Callable[[DType], KVFormat]:
     d = dtype(name)
     return lambda _full: LinearKV(d.name, d)
 
 
 def _kivi_preset(bits: int) -> Callable[[DType], KVFormat]:
-    return lambda full: kivi(bits, full)
+    def build(full: DType) -> KVFormat:
+        from kvcalc.engine.kivi import kivi
+
+        return kivi(bits, full)
+
+    return build
 
 
 def _presets() -> dict[str, Callable[[DType], KVFormat]]:
@@ -354,6 +291,8 @@ def _linear_name(fmt: LinearKV, base: LinearKV) -> str:
 
 
 def _kivi_format(request: KVFormatRequest, full: DType) -> KiviKV:
+    from kvcalc.engine.kivi import KiviKV, kivi
+
     if request.quant is not None:
         if request.quant.strip().lower() != "kivi":
             raise KVFormatError(
