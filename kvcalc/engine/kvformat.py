@@ -117,7 +117,7 @@ class LinearKV(KVFormat):
         if self.scale is None:
             return 0
         group = self.group
-        return sum(v.groups(group) if group else v.count for v in mixer.cache_vectors())
+        return sum(v.groups(group) if group else v.number for v in mixer.cache_vectors())
 
     def token_bits(self, mixer: Mixer) -> Fraction:
         if self.scale is None:
