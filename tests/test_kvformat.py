@@ -60,6 +60,11 @@ def test_plain_int4_is_still_4_bits(llama3_70b: spec.ModelSpec) -> None:
     assert kv_bytes_per_token(llama3_70b, fmt(dtype="int4")) == 327_680 // 4
 
 
+def test_vllm_fp8_keeps_one_scale_per_tensor(llama3_70b: spec.ModelSpec) -> None:
+    assert fmt(dtype="fp8_per_tensor") == fmt(dtype="fp8") == fmt(dtype="fp8_e4m3")
+    assert kv_bytes_per_token(llama3_70b, fmt(dtype="fp8_per_tensor")) == 327_680 // 2
+
+
 def test_nvfp4_matches_sglangs_fp4_cell(deepseek_v3: spec.ModelSpec) -> None:
     # sglang-kv-algorithm.md 2.3, MLA: ((r + rope) L elem) // 2 + ((r + rope) // 16) L elem.
     nvfp4 = fmt(dtype="nvfp4")

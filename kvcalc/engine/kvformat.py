@@ -192,6 +192,8 @@ def _presets() -> dict[str, Callable[[DType], KVFormat]]:
 
 
 PRESETS = _presets()
+#: Other names of a preset: vLLM's default fp8 keeps one scale per tensor.
+PRESET_ALIASES = {"fp8_per_tensor": "fp8"}
 KV_FORMAT_NAMES = tuple(PRESETS)
 
 
@@ -238,6 +240,7 @@ def kv_format(request: KVFormatRequest, model_dtype: str) -> KVFormat:
 
 def _preset(name: str, full: DType) -> KVFormat:
     key = name.strip().lower()
+    key = PRESET_ALIASES.get(key, key)
     try:
         key = dtype(key).name  # bfloat16 -> bf16, float8 -> fp8, ...
     except UnitError:
