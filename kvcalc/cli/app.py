@@ -54,6 +54,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "sweep": "kvcalc.cli.sweep",
 }
 
 
@@ -283,6 +284,17 @@ KvHeadsOption = typer.Option(
 )
 HeadDimOption = typer.Option(None, "--head-dim", min=1, max=65536, help="what-if: head dim")
 LayersOption = typer.Option(None, "--layers", min=1, max=100_000, help="what-if: layer count")
+MbuOption = typer.Option(
+    1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
+)
+
+
+def check_mbu(mbu: float) -> float:
+    if not 0 < mbu <= 1:
+        fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    return mbu
+
+
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",

@@ -10,8 +10,10 @@ import typer
 from kvcalc.cli.app import (
     BatchOption,
     ContextsOption,
+    MbuOption,
     ReportFormat,
     ReportFormatOption,
+    check_mbu,
     command_typer,
     emit_report,
     fail,
@@ -41,9 +43,7 @@ def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
-    mbu: float = typer.Option(
-        1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
-    ),
+    mbu: float = MbuOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
@@ -55,8 +55,7 @@ def decode(
     from kvcalc.engine.decode import decode_step_for
     from kvcalc.render.decode import decode_report
 
-    if not 0 < mbu <= 1:
-        fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    check_mbu(mbu)
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
     dep = deploy.build(load_model(model, None, None, None), gpu_set, name)

@@ -228,4 +228,10 @@ def render_report(report: Report, width: int, color: bool) -> str:
         print_wrapped(console, line, width)
     for section in report.sections:
         print_section(console, section, width)
+    if report.charts:
+        from kvcalc.render.chart import chart_lines
+
+        for chart in report.charts:
+            console.print()
+            print_lines(console, chart_lines(chart, width))
     return out.getvalue()
