@@ -40,6 +40,10 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--gpus", "4xH100", "--ctx",
+     "4k..1m"],
+    ["sweep", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,128k", "--batch", "1..64:4"],
+    ["sweep", "gemma3-27b", "--gpus", "h100", "--ctx", "1k..1024m:5", "--kv-dtype", "fp8"],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 from kvcalc.render.report import Chart
+from kvcalc.render.terminal import wrap_phrases, wrap_words
 
 #: One marker per series, in legend order (ASCII, so any terminal and any font shows them).
 MARKERS = "*o+x#@%&"
@@ -85,7 +86,8 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
             col, row = cell(x, y)
             grid[row][col] = marker(index)
 
-    lines = [f"{chart.title} against {chart.x_label}, {'log scales' if log_y else 'log x'}"]
+    scales = "log scales" if log_y else "log x"
+    lines = wrap_phrases(f"{chart.title} against {chart.x_label}, {scales}", width)
     for row in range(HEIGHT - 1, -1, -1):
         label = labels.get(row, "")
         lines.append(f"{label.rjust(pad)} {'┤' if label else '│'}{''.join(grid[row])}".rstrip())
@@ -93,7 +95,8 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
     axis = "".join("┬" if c in ticks else "─" for c in range(columns))
     lines.append(f"{' ' * pad} └{axis}")
     lines.append(f"{' ' * (pad + 2)}{tick_row(ticks, columns)}".rstrip())
-    lines += [f"  {marker(i)} {name}" for i, (name, _) in enumerate(series)]
+    for i, (name, _) in enumerate(series):
+        lines += wrap_words(f"{marker(i)} {name}", width, "  ", "    ")
     return lines
 
 
