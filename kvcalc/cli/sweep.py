@@ -56,7 +56,7 @@ def sweep(
     plot: str = typer.Option(
         None,
         "--plot",
-        help="also draw the charts into a .png or .svg file (needs the extra kvcalc[plot])",
+        help="also draw the charts into a .png or .svg file (needs matplotlib: the plot extra)",
         show_default=False,
     ),
     fmt: ReportFormat = ReportFormatOption,
