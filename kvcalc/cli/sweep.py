@@ -70,11 +70,10 @@ def sweep(
     from kvcalc.render.sweep import sweep_report
 
     check_mbu(mbu)
-    target = plot_target(plot) if plot is not None else None
     contexts = sweep_values(ctx, "--ctx", parse_context)
     batches = sweep_values(batch, "--batch", parse_batch) if batch is not None else None
-    if target is not None and len(contexts) == 1 and (batches is None or len(batches) == 1):
-        fail("--plot: one point has nothing to draw; give a range such as --ctx 4k..1m")
+    swept = len(contexts) > 1 or (batches is not None and len(batches) > 1)
+    target = plot_target(plot, swept) if plot is not None else None
     refuse_repeats(models, "MODEL")
     refuse_repeats([d.gpus for d in deploys], "--gpus")
     if len(models) > 1:
@@ -124,8 +123,9 @@ def refuse_repeats(values: list[str], option: str) -> None:
         seen.add(value)
 
 
-def plot_target(text: str) -> Path:
-    """The --plot file, checked before any work: its type, its folder, and matplotlib."""
+def plot_target(text: str, swept: bool) -> Path:
+    """The --plot file, checked before any work: its type, its folder, that there is a line to
+    draw, and matplotlib."""
     from kvcalc.render.plot import INSTALL_HINT, PLOT_SUFFIXES, matplotlib_available
 
     path = Path(text)
@@ -138,6 +138,8 @@ def plot_target(text: str) -> Path:
         fail(f"--plot: cannot write {text}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         fail(f"--plot: cannot write {text}: permission denied")
+    if not swept:
+        fail("--plot: one point has nothing to draw; give a range such as --ctx 4k..1m")
     if not matplotlib_available():
         fail(f"--plot: needs matplotlib, an optional extra; install it with {INSTALL_HINT}")
     return path
