@@ -168,9 +168,22 @@ def test_a_series_that_fits_nowhere_exits_1_and_says_why(runner: CliRunner) -> N
         app, ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k..16k"]
     )
     assert result.exit_code == 1
-    assert result.stderr.startswith("does not fit: llama3-70b on 1x NVIDIA H100")
-    assert "weights" in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("does not fit: ")]
+    assert line.startswith("does not fit: llama3-70b on 1x NVIDIA H100 SXM5 80GB: weights ")
     assert "Llama-3.1-8B (llama3.1-8b)" in result.stdout  # the other series is still shown
+
+
+def test_contexts_beyond_a_models_maximum_warn_once_per_model(runner: CliRunner) -> None:
+    args = ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--gpus", "4xH100"]
+    result = runner.invoke(app, [*args, "--ctx", "8k..16k", "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    # Llama-3-70B was trained to 8,192 tokens, Llama-3.1-8B to 131,072.
+    warning = (
+        "llama3-70b: context 16,384 is beyond its maximum context of 8,192 tokens; "
+        "sized as asked, but the model was not trained that long"
+    )
+    assert result.stderr == f"warning: {warning}\n"
+    assert json.loads(result.stdout)["warnings"] == [warning]
 
 
 def test_the_table_format_draws_one_chart_per_quantity(runner: CliRunner) -> None:
@@ -203,7 +216,7 @@ BAD_INPUT = [
     (["--ctx", "8k,8k"], "--ctx: 8192 is given twice"),
     (["--batch", "0..8"], "--batch: invalid count '0'"),
     (["--batch", "1..2000000"], "--batch: invalid batch '2000000': above the limit"),
-    (["--mbu", "0"], "--mbu: 0.0 is not a fraction"),
+    (["--mbu", "0"], "--mbu: 0 is not a fraction in [0.01, 1]"),
     (["--gpus", "8xH100"], "--gpus: 8xH100 is given twice"),
     (["--plot", "sweep.pdf"], "--plot: 'sweep.pdf' is not a .png or .svg file name"),
     (["--plot", "/no/such/folder/s.png"], "--plot: cannot write /no/such/folder/s.png: the folder"),
@@ -212,7 +225,7 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=lambda v: " ".join(v)[:30])
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_and_exit_2(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
     message: str,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.report import Chart, Column, Record, Report, Section, number
+from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.sweep import Sweep, SweepPoint
@@ -210,4 +211,9 @@ def sweep_report(
         ],
         exit_code=1 if missing else 0,
         charts=charts(results, x, batches) if swept else [],
+        warnings=[
+            w
+            for model in {r.deployment.model.id: r.deployment.model for r in results}.values()
+            for w in max_context_warnings(model, contexts)
+        ],
     )
