@@ -386,3 +386,19 @@ def test_tick_labels_write_contexts_as_people_do() -> None:
     assert [tick_label(x) for x in (1, 1000, 4096, 3 << 10, 1 << 20, 1536 << 10)] == [
         "1", "1,000", "4k", "3k", "1m", "1536k"
     ]
+
+
+def test_a_flat_line_has_one_label_on_its_row() -> None:
+    flat = Chart("max batch (sequences)", "context (tokens)", [("m", [(8192, 0.0), (32768, 0.0)])])
+    lines = chart_lines(flat, 80)
+    labelled = [line for line in lines[1:11] if "┤" in line]
+    assert len(labelled) == 1
+    assert labelled[0].startswith("0 ┤*") and labelled[0].endswith("*")
+
+
+def test_a_quantity_no_point_has_draws_no_chart(runner: CliRunner) -> None:
+    # Llama-3-70B's weights do not fit one H100: no TPOT anywhere, so no TPOT chart.
+    result = runner.invoke(app, ["sweep", "llama3-70b", "--gpus", "h100", "--ctx", "4k..8k"])
+    assert result.exit_code == 1
+    assert "max batch (sequences) against context" in result.stdout
+    assert "TPOT (ms) against" not in result.stdout

@@ -63,11 +63,11 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
     ys = [y for _, y in points]
     x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
     y_mid = math.sqrt(y_lo * y_hi) if log_y else (y_lo + y_hi) / 2
-    labels = {
-        HEIGHT - 1: axis_value(y_hi),
-        (HEIGHT - 1) // 2: axis_value(y_mid),
-        0: axis_value(y_lo),
-    }
+    labels = (
+        {HEIGHT - 1: axis_value(y_hi), (HEIGHT - 1) // 2: axis_value(y_mid), 0: axis_value(y_lo)}
+        if y_hi > y_lo
+        else {scaled(y_lo, y_lo, y_hi, log_y, HEIGHT - 1): axis_value(y_lo)}  # a flat line
+    )
     pad = max(map(len, labels.values()))
     columns = min(width, MAX_WIDTH) - pad - 2
     grid = [[" "] * columns for _ in range(HEIGHT)]

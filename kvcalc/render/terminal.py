@@ -296,6 +296,8 @@ def render_report(report: Report, width: int, color: bool) -> str:
         from kvcalc.render.chart import chart_lines
 
         for chart in report.charts:
-            console.print()
-            print_lines(console, chart_lines(chart, width))
+            lines = chart_lines(chart, width)
+            if lines:  # a quantity no point has (TPOT where nothing fits) draws nothing
+                console.print()
+                print_lines(console, lines)
     return out.getvalue()
