@@ -21,8 +21,7 @@ from kvcalc.engine.units import (
     parse_count,
     parse_range,
 )
-from kvcalc.render.chart import MARKERS, chart_lines, tick_label
-from kvcalc.render.report import Chart
+from kvcalc.render.chart import MARKERS, Chart, chart_lines, tick_label
 
 SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
 #: Llama-3-70B: 80 layers x 8 KV heads x 128 x (K + V) x 2 bytes of bf16 per token.

@@ -24,7 +24,7 @@ from kvcalc.cli.app import (
 from kvcalc.cli.deploy import DeploymentOptions, deployment_sets_options
 
 if TYPE_CHECKING:
-    from kvcalc.render.report import Chart
+    from kvcalc.render.chart import Chart
 
 DEFAULT_CONTEXTS = "4k..128k"
 

@@ -1,5 +1,6 @@
-"""A `Chart` as plain text for the terminal: markers on a grid of characters, dots between a
-series' points, a logarithmic x axis with the sweep's values as ticks, and a legend.
+"""A `Chart` (one quantity against another, several series) and its drawing as plain text for
+the terminal: markers on a grid of characters, dots between a series' points, a logarithmic x
+axis with the sweep's values as ticks, and a legend.
 
 No plotting library: the table format must work with kvcalc's own dependencies, and a chart of a
 few log-spaced points needs only a grid. ``--plot`` draws the same `Chart` with matplotlib.
@@ -8,10 +9,40 @@ few log-spaced points needs only a grid. ``--plot`` draws the same `Chart` with 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from kvcalc.render.report import Chart
 from kvcalc.render.terminal import wrap_phrases, wrap_words
+
+
+@dataclass(eq=False)
+class Chart:
+    """One quantity against another for several series, drawn under the tables in the table
+    format (:func:`chart_lines`) and into a file by ``--plot`` (`kvcalc.render.plot`); the
+    machine formats carry the same figures in the payload. The x axis is logarithmic: sweeps
+    are log-spaced."""
+
+    title: str
+    """The quantity and its unit: ``TPOT (ms)``."""
+    x_label: str
+    """The x quantity and its unit: ``context (tokens)``."""
+    series: Sequence[tuple[str, Sequence[tuple[int, float]]]]
+    """(legend, points) per line; points with a non-positive y are not drawn on a log axis."""
+
+    @property
+    def log_y(self) -> bool:
+        """A log y axis when the values span a factor of 10 or more, as KV bytes and batch
+        sizes across a context sweep do; TPOT often spans less and reads better linearly."""
+        ys = [y for _, points in self.series for _, y in points if y > 0]
+        return bool(ys) and max(ys) >= 10 * min(ys)
+
+    def drawn(self) -> list[tuple[str, list[tuple[int, float]]]]:
+        """The points each series draws (positive y only on a log axis)."""
+        log = self.log_y
+        return [
+            (name, [(x, y) for x, y in points if y > 0 or not log]) for name, points in self.series
+        ]
+
 
 #: One marker per series, in legend order (ASCII, so any terminal and any font shows them).
 MARKERS = "*o+x#@%&"

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvcalc.render.chart import tick_label
-from kvcalc.render.report import Chart
+from kvcalc.render.chart import Chart, tick_label
 
 #: File types --plot writes, by suffix (matplotlib picks the format from it).
 PLOT_SUFFIXES = (".png", ".svg")

@@ -32,7 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from kvcalc.render.chart import Chart
 
 #: "number": a figure, right-aligned, never wrapped or cut. "name": an identifier (model or GPU
 #: id), left-aligned, never wrapped or cut, so it stays greppable. "text": prose that may wrap at
@@ -92,35 +95,6 @@ class Section:
 
     def cells(self, rows: Sequence[Record]) -> list[list[str]]:
         return [[c.cell(r) for c in self.columns] for r in rows]
-
-
-@dataclass(eq=False)
-class Chart:
-    """One quantity against another for several series, drawn under the tables in the table
-    format (`kvcalc.render.chart`) and into a file by ``--plot`` (`kvcalc.render.plot`); the
-    machine formats carry the same figures in the payload. The x axis is logarithmic: sweeps
-    are log-spaced."""
-
-    title: str
-    """The quantity and its unit: ``TPOT (ms)``."""
-    x_label: str
-    """The x quantity and its unit: ``context (tokens)``."""
-    series: Sequence[tuple[str, Sequence[tuple[int, float]]]]
-    """(legend, points) per line; points with a non-positive y are not drawn on a log axis."""
-
-    @property
-    def log_y(self) -> bool:
-        """A log y axis when the values span a factor of 10 or more, as KV bytes and batch
-        sizes across a context sweep do; TPOT often spans less and reads better linearly."""
-        ys = [y for _, points in self.series for _, y in points if y > 0]
-        return bool(ys) and max(ys) >= 10 * min(ys)
-
-    def drawn(self) -> list[tuple[str, list[tuple[int, float]]]]:
-        """The points each series draws (positive y only on a log axis)."""
-        log = self.log_y
-        return [
-            (name, [(x, y) for x, y in points if y > 0 or not log]) for name, points in self.series
-        ]
 
 
 @dataclass(eq=False)

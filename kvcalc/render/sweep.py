@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.report import Chart, Column, Record, Report, Section, number
+from kvcalc.render.chart import Chart
+from kvcalc.render.report import Column, Record, Report, Section, number
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
