@@ -325,6 +325,15 @@ def test_plot_writes_the_file_with_labelled_axes(
             assert label in svg
 
 
+def test_the_same_sweep_writes_the_same_svg(runner: CliRunner, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    files = [tmp_path / "a.svg", tmp_path / "b.svg"]
+    for target in files:
+        args = ["sweep", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k..64k", "--plot", str(target)]
+        assert runner.invoke(app, args).exit_code == 0
+    assert files[0].read_bytes() == files[1].read_bytes()
+
+
 def test_plot_is_never_imported_without_plot(runner: CliRunner) -> None:
     import subprocess
 

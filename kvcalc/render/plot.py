@@ -31,6 +31,7 @@ def matplotlib_available() -> bool:
 def write_plot(charts: Sequence[Chart], path: Path, title: str) -> None:
     """One panel per chart, stacked over a shared log x axis, one line per series; raises
     OSError when the file cannot be written."""
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 2.6 * len(charts) + 0.6), layout="constrained")
@@ -52,6 +53,7 @@ def write_plot(charts: Sequence[Chart], path: Path, title: str) -> None:
     axes[-1].set_xlabel(charts[-1].x_label)
     axes[0].legend(fontsize="small")
     figure.suptitle(title)
-    # No creation date in an SVG, so the same sweep writes the same file.
+    # No creation date and fixed element ids in an SVG, so the same sweep writes the same file.
     metadata = {"Date": None} if path.suffix.lower() == ".svg" else {}
-    figure.savefig(path, metadata=metadata)
+    with rc_context({"svg.hashsalt": "kvcalc"}):
+        figure.savefig(path, metadata=metadata)
