@@ -67,12 +67,12 @@ def sweep(
     line per MODEL and --gpus set: a table per line and a chart of each quantity."""
     from kvcalc.engine.sweep import sweep as sweep_of
     from kvcalc.engine.units import parse_context
-    from kvcalc.render.sweep import sweep_report
+    from kvcalc.render.sweep import sweep_report, swept_axis
 
     check_mbu(mbu)
     contexts = sweep_values(ctx, "--ctx", parse_context)
     batches = sweep_values(batch, "--batch", parse_batch) if batch is not None else None
-    swept = len(contexts) > 1 or (batches is not None and len(batches) > 1)
+    swept = swept_axis(contexts, batches) is not None
     target = plot_target(plot, swept) if plot is not None else None
     refuse_repeats(models, "MODEL")
     refuse_repeats([d.gpus for d in deploys], "--gpus")

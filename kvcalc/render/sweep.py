@@ -179,11 +179,22 @@ def tokens_per_second(point: SweepPoint) -> float | None:
     return None if point.step is None else point.step.tokens_per_second
 
 
+def swept_axis(contexts: Sequence[int], batches: Sequence[int] | None) -> str | None:
+    """What the charts plot against: ``context_tokens`` when several contexts are given, else
+    ``batch`` when several batches are, else None (one point, nothing to chart)."""
+    if len(contexts) > 1:
+        return "context_tokens"
+    if batches is not None and len(batches) > 1:
+        return "batch"
+    return None
+
+
 def sweep_report(
     results: Sequence[Sweep], contexts: Sequence[int], batches: Sequence[int] | None
 ) -> Report:
     """Exit code 1 when a series fits at none of its points, with the reason on stderr."""
-    x = "context_tokens" if len(contexts) > 1 or batches is None or len(batches) == 1 else "batch"
+    axis = swept_axis(contexts, batches)
+    x = axis or "context_tokens"
     series = [series_payload(r) for r in results]
     payload = {
         "mbu": results[0].mbu if results else None,
@@ -199,7 +210,6 @@ def sweep_report(
         records += rows
         sections.append(section(result, rows))
     missing = [s for s in series if not s["fits"]]
-    swept = len(contexts) > 1 or (batches is not None and len(batches) > 1)
     return Report(
         payload=payload,
         records=records,
@@ -211,7 +221,7 @@ def sweep_report(
             for s in missing
         ],
         exit_code=1 if missing else 0,
-        charts=charts(results, x, batches) if swept else [],
+        charts=charts(results, axis, batches) if axis else [],
         warnings=[
             w
             for model in {r.deployment.model.id: r.deployment.model for r in results}.values()
