@@ -201,6 +201,32 @@ def test_the_table_format_draws_one_chart_per_quantity(runner: CliRunner) -> Non
         assert "against context" not in other.stdout
 
 
+def test_contexts_and_batches_chart_a_line_per_batch_only_where_the_batch_matters(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from report_check import invoke_report
+
+    args = ["sweep", "llama3-70b", *SEED, "--ctx", "8k..32k", "--batch", "8,32"]
+    result, report = invoke_report(monkeypatch, args)
+    assert result.exit_code == 0, result.stderr
+    legends = {c.title: [name for name, _ in c.series] for c in report.charts}
+    assert legends == {
+        "KV per sequence (GiB)": ["llama3-70b on 8x NVIDIA H100 SXM5 80GB"],
+        "max batch (sequences)": ["llama3-70b on 8x NVIDIA H100 SXM5 80GB"],
+        "TPOT (ms)": [
+            "llama3-70b on 8x NVIDIA H100 SXM5 80GB, batch 8",
+            "llama3-70b on 8x NVIDIA H100 SXM5 80GB, batch 32",
+        ],
+    }
+    kv = dict(report.charts[0].series)["llama3-70b on 8x NVIDIA H100 SXM5 80GB"]
+    assert kv == [(8192, 2.5), (16384, 5.0), (32768, 10.0)]  # 320 KiB per token
+    # 40 sequences of 32k fit (seed 004): batch 32 is timed at every context.
+    tpot = dict(report.charts[2].series)
+    assert [x for x, _ in tpot["llama3-70b on 8x NVIDIA H100 SXM5 80GB, batch 32"]] == [
+        8192, 16384, 32768
+    ]
+
+
 def test_one_point_has_no_chart(runner: CliRunner) -> None:
     result = runner.invoke(app, ["sweep", "llama3-70b", *SEED, "--ctx", "8k"])
     assert result.exit_code == 0

@@ -126,41 +126,54 @@ def charts(
 ) -> list[Chart]:
     """Against context: KV per sequence, max batch and TPOT (a line per batch when several are
     given); against batch: TPOT and tokens/s (KV per sequence and max batch do not vary)."""
+    # (title, value of a point, whether it depends on the batch)
     if x == "batch":
-        quantities = [("TPOT (ms)", tpot_ms), ("tokens/s (one replica)", tokens_per_second)]
+        quantities = [
+            ("TPOT (ms)", tpot_ms, True),
+            ("tokens/s (one replica)", tokens_per_second, True),
+        ]
         label = "batch (sequences)"
     else:
         quantities = [
-            ("KV per sequence (GiB)", kv_gib),
-            ("max batch (sequences)", max_batch),
-            ("TPOT (ms)", tpot_ms),
+            ("KV per sequence (GiB)", kv_gib, False),
+            ("max batch (sequences)", max_batch, False),
+            ("TPOT (ms)", tpot_ms, True),
         ]
         label = "context (tokens)"
-    lines = chart_series(results, x, batches)
     return [
         Chart(
             title,
             label,
             [
                 (name, [(getattr(p, x), v) for p in pts if (v := value(p)) is not None])
-                for name, pts in lines
+                for name, pts in chart_series(results, x, batches if per_batch else None)
             ],
         )
-        for title, value in quantities
+        for title, value, per_batch in quantities
     ]
 
 
 def chart_series(
     results: Sequence[Sweep], x: str, batches: Sequence[int] | None
 ) -> list[tuple[str, list[SweepPoint]]]:
-    """One line per model and GPU set, and per batch when both contexts and batches vary."""
-    if x == "batch" or batches is None or len(batches) == 1:
+    """One line per model and GPU set, and per batch when both contexts and ``batches`` vary
+    (None: a quantity the batch does not change, drawn once per context)."""
+    if x == "batch":
         return [(series_name(r), list(r.points)) for r in results]
+    if batches is None or len(batches) == 1:
+        return [(series_name(r), first_per_context(r.points)) for r in results]
     return [
         (f"{series_name(r)}, batch {b:,}", [p for p in r.points if p.batch == b])
         for r in results
         for b in batches
     ]
+
+
+def first_per_context(points: Sequence[SweepPoint]) -> list[SweepPoint]:
+    first: dict[int, SweepPoint] = {}
+    for point in points:
+        first.setdefault(point.context_tokens, point)
+    return list(first.values())
 
 
 def kv_gib(point: SweepPoint) -> float:
