@@ -44,6 +44,10 @@ COMMANDS = [
      "4k..1m"],
     ["sweep", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,128k", "--batch", "1..64:4"],
     ["sweep", "gemma3-27b", "--gpus", "h100", "--ctx", "1k..1024m:5", "--kv-dtype", "fp8"],
+    ["size", "gemma3-27b", "--ctx", "8k,128k", "--sinks", "4", "--recent", "1020"],
+    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
+     "--gen", "4k"],
+    ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "32k,128k", "--keep-ratio", "0.25"],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
