@@ -416,6 +416,12 @@ def test_a_log_y_axis_only_for_a_tenfold_span() -> None:
     assert wide.drawn() == [("m", [(1, 1.0), (2, 100.0)])]  # no zero on a log axis
 
 
+def test_batch_ticks_are_whole_counts() -> None:
+    batches = Chart("TPOT (ms)", "batch (sequences)", [("m", [(1, 5.0), (1024, 9.0)])], False)
+    assert chart_lines(batches, 80)[12].split() == ["1", "1,024"]
+    assert chart_lines(chart(points=2), 80)[12].split() == ["4k", "8k"]
+
+
 def test_tick_labels_write_contexts_as_people_do() -> None:
     assert [tick_label(x) for x in (1, 1000, 4096, 3 << 10, 1 << 20, 1536 << 10)] == [
         "1", "1,000", "4k", "3k", "1m", "1536k"

@@ -28,6 +28,12 @@ class Chart:
     """The x quantity and its unit: ``context (tokens)``."""
     series: Sequence[tuple[str, Sequence[tuple[int, float]]]]
     """(legend, points) per line; points with a non-positive y are not drawn on a log axis."""
+    x_tokens: bool = True
+    """Whether x is a token count, whose ticks read as contexts are written (``4k``, ``1m``,
+    binary); other counts (batches) are ticked whole."""
+
+    def tick(self, x: int) -> str:
+        return tick_label(x) if self.x_tokens else f"{x:,}"
 
     @property
     def log_y(self) -> bool:
@@ -122,7 +128,7 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
     for row in range(HEIGHT - 1, -1, -1):
         label = labels.get(row, "")
         lines.append(f"{label.rjust(pad)} {'┤' if label else '│'}{''.join(grid[row])}".rstrip())
-    ticks = x_ticks(sorted(set(xs)), lambda x: cell(x, y_lo)[0], columns)
+    ticks = x_ticks(sorted(set(xs)), lambda x: cell(x, y_lo)[0], chart.tick, columns)
     axis = "".join("┬" if c in ticks else "─" for c in range(columns))
     lines.append(f"{' ' * pad} └{axis}")
     lines.append(f"{' ' * (pad + 2)}{tick_row(ticks, columns)}".rstrip())
@@ -142,17 +148,19 @@ def trace(grid: list[list[str]], start: tuple[int, int], end: tuple[int, int]) -
             grid[row][col] = TRACE
 
 
-def x_ticks(values: list[int], place: Callable[[int], int], columns: int) -> dict[int, str]:
+def x_ticks(
+    values: list[int], place: Callable[[int], int], label: Callable[[int], str], columns: int
+) -> dict[int, str]:
     """Column -> label for the x values whose labels fit without touching: the last value
     first (the end of the range), then from the left."""
     chosen: dict[int, str] = {}
     spans: list[tuple[int, int]] = []
     for x in [values[-1], *values[:-1]]:
-        col, label = place(x), tick_label(x)
-        start = min(col, columns - len(label))
-        span = (max(start, 0), max(start, 0) + len(label))
+        col, text = place(x), label(x)
+        start = min(col, columns - len(text))
+        span = (max(start, 0), max(start, 0) + len(text))
         if all(span[1] < s or span[0] > e for s, e in spans):
-            chosen[col] = label
+            chosen[col] = text
             spans.append(span)
     return chosen
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvcalc.render.chart import Chart, tick_label
+from kvcalc.render.chart import Chart
 
 #: File types --plot writes, by suffix (matplotlib picks the format from it).
 PLOT_SUFFIXES = (".png", ".svg")
@@ -49,7 +49,7 @@ def write_plot(charts: Sequence[Chart], path: Path, title: str) -> None:
         ax.grid(True, alpha=0.3)
     if 1 < len(xs) <= MAX_LABELLED_TICKS:
         values = sorted(xs)
-        axes[-1].set_xticks(values, [tick_label(x) for x in values])
+        axes[-1].set_xticks(values, [charts[-1].tick(x) for x in values])
     axes[-1].set_xlabel(charts[-1].x_label)
     axes[0].legend(fontsize="small")
     figure.suptitle(title)

@@ -148,6 +148,7 @@ def charts(
                 (name, [(getattr(p, x), v) for p in pts if (v := value(p)) is not None])
                 for name, pts in chart_series(results, x, batches if per_batch else None)
             ],
+            x_tokens=x != "batch",
         )
         for title, value, per_batch in quantities
     ]
