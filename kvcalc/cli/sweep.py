@@ -116,28 +116,32 @@ def parse_batch(text: str) -> int:
 
 
 def refuse_repeats(values: list[str], option: str) -> None:
+    from kvcalc.engine.units import shown
+
     seen = set()
     for value in values:
         if value in seen:
-            fail(f"{option}: {value} is given twice; each gives one line, give it once")
+            fail(f"{option}: {shown(value, 100)} is given twice; each gives one line, give it once")
         seen.add(value)
 
 
 def plot_target(text: str, swept: bool) -> Path:
     """The --plot file, checked before any work: its type, its folder, that there is a line to
     draw, and matplotlib."""
+    from kvcalc.engine.units import shown
     from kvcalc.render.plot import INSTALL_HINT, PLOT_SUFFIXES, matplotlib_available
 
     path = Path(text)
+    named = shown(text, 200)
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        fail(f"--plot: {text!r} is not a .png or .svg file name; give e.g. sweep.png")
+        fail(f"--plot: {named!r} is not a .png or .svg file name; give e.g. sweep.png")
     folder = path.parent
     if path.is_dir():
-        fail(f"--plot: {text} is a folder; give a file name such as {path / 'sweep.png'}")
+        fail(f"--plot: {named} is a folder; give a file name in it such as {named}/sweep.png")
     if not folder.is_dir():
-        fail(f"--plot: cannot write {text}: the folder {folder} does not exist")
+        fail(f"--plot: cannot write {named}: the folder {shown(str(folder), 200)} does not exist")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        fail(f"--plot: cannot write {text}: permission denied")
+        fail(f"--plot: cannot write {named}: permission denied")
     if not swept:
         fail("--plot: one point has nothing to draw; give a range such as --ctx 4k..1m")
     if not matplotlib_available():
@@ -146,9 +150,10 @@ def plot_target(text: str, swept: bool) -> Path:
 
 
 def draw(charts: Sequence[Chart], target: Path, mbu: float) -> None:
+    from kvcalc.engine.units import shown
     from kvcalc.render.plot import write_plot
 
     try:
         write_plot(charts, target, f"kvcalc sweep (mbu {mbu:g})")
     except OSError as exc:
-        fail(f"--plot: cannot write {target}: {exc.strerror or exc}")
+        fail(f"--plot: cannot write {shown(str(target), 200)}: {exc.strerror or exc}")

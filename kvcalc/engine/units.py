@@ -180,6 +180,29 @@ def parse_bytes(text: str) -> int:
     return math.floor(value)
 
 
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|µs|ms|s)\s*$", re.IGNORECASE)
+_TIME_SCALE = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a latency target into seconds: ``50ms``, ``2s``, ``0.5s``, ``800us``. The unit is
+    required: a bare 50 could be milliseconds or seconds."""
+    match = _TIME_RE.match(text)
+    if not match:
+        raise UnitError(
+            f"invalid time {_quoted(text)}: give a number with its unit, e.g. 50ms or 2s"
+        )
+    seconds = float(match.group(1)) * _TIME_SCALE[match.group(2).lower()]
+    if not 0 < seconds < math.inf:
+        raise UnitError(f"invalid time {_quoted(text)}: give a number above 0 such as 50ms")
+    return seconds
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for an error line, shortened when it is long (a pasted 400-digit value)."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
 #: The most points a sweep range may have: beyond this a table or chart is no longer readable
 #: (1..1024m in powers of two is 31 points).
 MAX_SWEEP_POINTS = 64
@@ -187,9 +210,12 @@ MAX_SWEEP_POINTS = 64
 
 def parse_count(text: str) -> int:
     """A whole, positive count (sequences): ``1``, ``256``."""
+    check_number_text(text, "count")
     stripped = text.strip()
     if not stripped.isdigit() or int(stripped) < 1:
-        raise UnitError(f"invalid count {text!r}: use a whole number of at least 1, such as 64")
+        raise UnitError(
+            f"invalid count {shown(text)!r}: use a whole number of at least 1, such as 64"
+        )
     return int(stripped)
 
 
@@ -200,33 +226,34 @@ def parse_range(text: str, parse_point: Callable[[str], int] = parse_context) ->
 
     ``parse_point`` reads each end (contexts by default; :func:`parse_count` for batches).
     """
+    check_number_text(text, "range")
     bounds, sep, count = text.partition(":")
     start_text, dots, end_text = bounds.partition("..")
     if not dots or not start_text.strip() or not end_text.strip():
         raise UnitError(
-            f"invalid range {text!r}: give both ends as START..END, e.g. 4k..1m "
+            f"invalid range {shown(text)!r}: give both ends as START..END, e.g. 4k..1m "
             "(or START..END:N for N points)"
         )
     start, end = parse_point(start_text), parse_point(end_text)
     if start >= end:
         raise UnitError(
-            f"invalid range {text!r}: START must be below END, e.g. "
+            f"invalid range {shown(text)!r}: START must be below END, e.g. "
             f"{end_text.strip()}..{start_text.strip()}"
             if start > end
-            else f"invalid range {text!r}: both ends are {start:,}; give one value instead"
+            else f"invalid range {shown(text)!r}: both ends are {start:,}; give one value"
         )
     if sep:
         points = log_points(start, end, _point_count(text, count))
         if len(set(points)) != len(points):
             raise UnitError(
-                f"invalid range {text!r}: {len(points)} log-spaced points between {start:,} and "
-                f"{end:,} repeat a whole number; give fewer points or a wider range"
+                f"invalid range {shown(text)!r}: {len(points)} log-spaced points between "
+                f"{start:,} and {end:,} repeat a whole number; give fewer points or a wider range"
             )
     else:
         points = powers_between(start, end)
     if len(points) > MAX_SWEEP_POINTS:
         raise UnitError(
-            f"invalid range {text!r}: {len(points)} points, more than {MAX_SWEEP_POINTS}; "
+            f"invalid range {shown(text)!r}: {len(points)} points, more than {MAX_SWEEP_POINTS}; "
             "narrow it or give fewer with :N"
         )
     return points
@@ -235,8 +262,8 @@ def parse_range(text: str, parse_point: Callable[[str], int] = parse_context) ->
 def _point_count(text: str, count: str) -> int:
     if not count.strip().isdigit() or not 2 <= int(count) <= MAX_SWEEP_POINTS:
         raise UnitError(
-            f"invalid range {text!r}: the number of points after ':' must be a whole number "
-            f"from 2 to {MAX_SWEEP_POINTS}"
+            f"invalid range {shown(text)!r}: the number of points after ':' must be a whole "
+            f"number from 2 to {MAX_SWEEP_POINTS}"
         )
     return int(count)
 
