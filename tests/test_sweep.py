@@ -91,6 +91,8 @@ def test_n_points_keep_their_count_or_are_refused(start: int, count: int) -> Non
         ("1..10:10", "repeat a whole number"),
         ("4q..1m", "invalid context '4q'"),
         ("4k..2048m", "above the limit"),
+        ("４k..1m", "use ASCII digits"),
+        ("1..1m:٣", "use ASCII digits"),
     ],
 )
 def test_bad_ranges_name_the_problem(text: str, problem: str) -> None:
@@ -98,9 +100,15 @@ def test_bad_ranges_name_the_problem(text: str, problem: str) -> None:
         parse_range(text)
 
 
+def test_a_long_range_is_cut_in_its_error_line() -> None:
+    with pytest.raises(UnitError) as error:
+        parse_range("1" * 50 + ".." + "2" * 50)
+    assert "111..." in str(error.value) and "2222" not in str(error.value)
+
+
 def test_counts_are_whole_and_positive() -> None:
     assert parse_count(" 64 ") == 64
-    for bad in ("0", "-1", "1.5", "8k", ""):
+    for bad in ("0", "-1", "1.5", "8k", "", "٣", "9" * 100):
         with pytest.raises(UnitError):
             parse_count(bad)
 
