@@ -114,6 +114,7 @@ COMMANDS = {
     "decode": "kvcalc.cli.decode",
     "sweep": "kvcalc.cli.sweep",
     "plan": "kvcalc.cli.plan",
+    "import-hf": "kvcalc.cli.import_hf",
 }
 
 
@@ -436,10 +437,18 @@ def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
         fail(f"--kv-dtype: {exc}")
 
 
+#: What MODEL may be, in the help of every command that takes one.
+MODEL_HELP = (
+    "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
+    "or config.json path"
+)
+
+
 def load_model(
     name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
 ) -> ModelSpec:
-    """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
+    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply what-if
+    overrides."""
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
