@@ -99,6 +99,18 @@ def test_plan_tries_format_names_and_takes_the_variant(runner: CliRunner) -> Non
     assert "kivi2" in best
 
 
+def test_sweep_takes_the_format_and_the_variant(runner: CliRunner) -> None:
+    args = ["sweep", "llama3-70b", "-g", "8xH100", "--ctx", "8k,32k", "-f", "json"]
+    plain = json.loads(run(runner, *args).stdout)
+    out = json.loads(run(runner, *args, "--as", "mha", "--kv-dtype", "kivi2").stdout)
+    (series,) = out["series"]
+    (base,) = plain["series"]
+    assert series["kv_dtype"] == "kivi2"
+    # MHA is 8x the cache, KIVI-2 a little over 3/16 of bf16 at these contexts.
+    kivi, bf16 = series["points"][1], base["points"][1]
+    assert 8 * 3 / 16 < kivi["kv_bytes_per_sequence"] / bf16["kv_bytes_per_sequence"] < 1.6
+
+
 def test_vllm_stores_its_presets(runner: CliRunner) -> None:
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
     for name in ("fp8_per_token_head", "int8_per_token_head", "nvfp4"):
