@@ -139,6 +139,12 @@ def test_kivi_options_build_the_paper_setting() -> None:
     assert kv_bytes_per_sequence(LLAMA3_8B, 8192, custom) == 32 * per_layer == 341_311_488
 
 
+def test_format_names_are_read_as_dtype_names_are() -> None:
+    assert fmt(dtype=" KIVI2 ") == fmt(dtype="kivi2")
+    assert fmt(dtype="NVFP4") == fmt(dtype="nvfp4")
+    assert fmt(dtype="bfloat16") == fmt(dtype="bf16") == fmt()
+
+
 def test_kivi_cannot_store_an_mla_latent(deepseek_v3: spec.ModelSpec) -> None:
     with pytest.raises(KVFormatError, match="MLA latent"):
         check_stores(fmt(dtype="kivi2"), deepseek_v3)

@@ -228,14 +228,25 @@ def kv_format(request: KVFormatRequest, model_dtype: str) -> KVFormat:
     for option, value in (("--kv-group", request.group), ("--kv-residual", request.residual)):
         if value is not None and value < (1 if option == "--kv-group" else 0):
             raise KVFormatError(option, f"{value} is not a valid count; give a positive number")
-    if request.quant is not None or (request.dtype or "").lower().startswith("kivi"):
-        return _kivi_format(request, full)
+    if request.quant is not None:
+        return _kivi_format(request, _quantiser(request, full))
+    # None is "not given"; an empty name is refused like any unknown one, never the default.
+    base = _preset(full.name if request.dtype is None else request.dtype, full)
+    if not isinstance(base, LinearKV):
+        from kvcalc.engine.kivi import KiviKV
+
+        assert isinstance(base, KiviKV)  # every preset is linear or KIVI
+        if request.bits is not None:
+            raise KVFormatError(
+                "--kv-bits", f"{base.name} already names its bits; use --kv-quant kivi"
+            )
+        return _kivi_format(request, base)
     for option, value in (("--kv-bits", request.bits), ("--kv-residual", request.residual)):
         if value is not None:
             raise KVFormatError(
                 option, "applies to KIVI only (--kv-dtype kivi2|kivi4 or --kv-quant kivi)"
             )
-    return _linear_format(request, full)
+    return _linear_format(request, base)
 
 
 def _preset(name: str, full: DType) -> KVFormat:
@@ -253,10 +264,8 @@ def _preset(name: str, full: DType) -> KVFormat:
     return PRESETS[key](full)
 
 
-def _linear_format(request: KVFormatRequest, full: DType) -> KVFormat:
-    # None is "not given"; an empty name is refused like any unknown one, never the default.
-    base = _preset(full.name if request.dtype is None else request.dtype, full)
-    assert isinstance(base, LinearKV)
+def _linear_format(request: KVFormatRequest, base: LinearKV) -> KVFormat:
+    """``base`` refined by --kv-group, --kv-scale-dtype and --kv-zero-point."""
     fmt = base
     if request.group is not None:
         if base.element.bits >= 16:
@@ -293,33 +302,27 @@ def _linear_name(fmt: LinearKV, base: LinearKV) -> str:
     return f"{base.name} {group} {scale}{'+zero' if fmt.zero_point else ''}"
 
 
-def _kivi_format(request: KVFormatRequest, full: DType) -> KiviKV:
-    from kvcalc.engine.kivi import KiviKV, kivi
+def _quantiser(request: KVFormatRequest, full: DType) -> KiviKV:
+    """KIVI as ``--kv-quant kivi --kv-bits B`` names it (B = 2 by default)."""
+    from kvcalc.engine.kivi import kivi
 
-    if request.quant is not None:
-        if request.quant.strip().lower() != "kivi":
-            raise KVFormatError(
-                "--kv-quant",
-                f"unknown quantiser {shown(request.quant)!r}; the one modelled is kivi",
-            )
-        if request.dtype is not None:
-            raise KVFormatError(
-                "--kv-dtype",
-                "--kv-quant kivi sets the dtype itself; give its bits with --kv-bits",
-            )
-        bits = request.bits if request.bits is not None else KIVI_BITS[0]
-        if bits not in KIVI_BITS:
-            raise KVFormatError("--kv-bits", f"KIVI stores 2 or 4 bits, not {bits}")
-        base = kivi(bits, full)
-    else:
-        if request.bits is not None:
-            raise KVFormatError(
-                "--kv-bits",
-                f"{shown(request.dtype or '')} already names its bits; use --kv-quant kivi",
-            )
-        preset = _preset(request.dtype or "", full)
-        assert isinstance(preset, KiviKV)
-        base = preset
+    assert request.quant is not None
+    if request.quant.strip().lower() != "kivi":
+        raise KVFormatError(
+            "--kv-quant", f"unknown quantiser {shown(request.quant)!r}; the one modelled is kivi"
+        )
+    if request.dtype is not None:
+        raise KVFormatError(
+            "--kv-dtype", "--kv-quant kivi sets the dtype itself; give its bits with --kv-bits"
+        )
+    bits = request.bits if request.bits is not None else KIVI_BITS[0]
+    if bits not in KIVI_BITS:
+        raise KVFormatError("--kv-bits", f"KIVI stores 2 or 4 bits, not {bits}")
+    return kivi(bits, full)
+
+
+def _kivi_format(request: KVFormatRequest, base: KiviKV) -> KiviKV:
+    """``base`` refined by --kv-group, --kv-residual and --kv-scale-dtype."""
     fmt = base
     if request.group is not None:
         fmt = replace(fmt, group=request.group)
