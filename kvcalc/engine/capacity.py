@@ -72,10 +72,12 @@ class LayerGroup:
     bytes_per_token: int
     state_bytes: int
     cache: CacheFormat
+    linear: bool
+    """Whether tokens take tokens x bytes_per_token (every format but KIVI)."""
 
     def tokens_bytes(self, tokens: int) -> int:
         """Bytes ``tokens`` tokens of one sequence take in one of these layers."""
-        if self.cache.kv.linear:  # tokens x the per-token bytes, worked out once
+        if self.linear:
             return tokens * self.bytes_per_token
         return layer_tokens_bytes(self.mixer, tokens, self.cache)
 
@@ -88,6 +90,7 @@ def layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
             layer_bytes_per_token(mixer, layout.cache),
             layer_state_bytes(mixer, layout.cache),
             layout.cache,
+            layout.cache.kv.linear,
         )
         for mixer, layers in mixer_counts(layout.model, stage.layers)
     )
@@ -105,11 +108,15 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
     for group in layout.groups[stage.index]:
+        per_token = group.bytes_per_token
         held = layer_tokens_held(group.mixer, context_tokens, layout.eviction)
         blocks_tokens = -(-held // block) * block
-        whole = group.tokens_bytes(blocks_tokens)
-        common = shared_tokens if held == context_tokens and whole else 0
-        own = group.tokens_bytes(blocks_tokens - common) if common else whole
+        common = shared_tokens if held == context_tokens and per_token else 0
+        if group.linear:  # the capacity searches run this some thirty times per model
+            whole, own = blocks_tokens * per_token, (blocks_tokens - common) * per_token
+        else:
+            whole = group.tokens_bytes(blocks_tokens)
+            own = group.tokens_bytes(blocks_tokens - common)
         unique += (own + group.state_bytes) * group.layers
         shared += (whole - own) * group.layers
     return unique, shared
