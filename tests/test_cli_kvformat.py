@@ -111,6 +111,21 @@ def test_sweep_takes_the_format_and_the_variant(runner: CliRunner) -> None:
     assert 8 * 3 / 16 < kivi["kv_bytes_per_sequence"] / bf16["kv_bytes_per_sequence"] < 1.6
 
 
+def test_sglang_fp4_cells_are_its_formula(runner: CliRunner) -> None:
+    # sglang-kv-algorithm.md 2.3: (n k L 2 elem) // 2 + (n k L 2 elem) // 16 for MHA, and
+    # ((r + rope) L elem) // 2 + ((r + rope) // 16) L elem for MLA.
+    def cell(model: str, *more: str) -> int:
+        args = ["batch", model, "-g", "h100", "--engine", "sglang", "--kv-dtype", "fp4_e2m1"]
+        result = run(runner, *args, *more, "--format", "json")
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)["cell_size_bytes"]
+
+    mha = 8 * 128 * 32 * 2
+    assert cell("llama3.1-8b") == mha // 2 + mha // 16 == 36_864
+    mla = cell("deepseek-v2-lite", "--sglang-version", "0.5.18")
+    assert mla == (576 * 27) // 2 + (576 // 16) * 27 == 8_748
+
+
 def test_vllm_stores_its_presets(runner: CliRunner) -> None:
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
     for name in ("fp8_per_token_head", "int8_per_token_head", "nvfp4"):
@@ -185,8 +200,13 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
             ["vLLM 0.19 has no int4 g32 fp16 KV cache"],
         ),
         (
-            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "sglang", "--kv-dtype", "nvfp4"],
-            ["SGLang has no nvfp4 KV cache"],
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "sglang", "--kv-dtype", "kivi2"],
+            ["SGLang has no kivi2 KV cache", "nvfp4 (fp4_e2m1)"],
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "sglang", "--kv-dtype", "nvfp4",
+             "--sglang-version", "0.5.18"],
+            ["--sglang-version: SGLang 0.5.18 adds an FP8 dequant workspace"],
         ),
         (["decode", "llama3-70b", "-g", "8xH100", "--as", "gqa:3"], ["--as gqa:3"]),
         (["batch", "-g", "8xH100", "--as", "moe"], ["--as", "'moe'"]),

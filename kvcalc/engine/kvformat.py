@@ -192,8 +192,9 @@ def _presets() -> dict[str, Callable[[DType], KVFormat]]:
 
 
 PRESETS = _presets()
-#: Other names of a preset: vLLM's default fp8 keeps one scale per tensor.
-PRESET_ALIASES = {"fp8_per_tensor": "fp8"}
+#: Other names of a preset: vLLM's default fp8 keeps one scale per tensor; SGLang calls nvfp4
+#: by its element type.
+PRESET_ALIASES = {"fp8_per_tensor": "fp8", "fp4_e2m1": "nvfp4"}
 KV_FORMAT_NAMES = tuple(PRESETS)
 
 
