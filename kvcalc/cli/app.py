@@ -473,9 +473,9 @@ def load_model(
     if attention is not None:
         from kvcalc.engine.variant import VariantError, as_attention
 
-        if kv_heads is not None:
-            fail(f"--kv-heads: --as {attention} sets the KV heads; give one of the two")
         variant = parse_attention_variant(attention)
+        if kv_heads is not None:
+            fail(f"--kv-heads: --as {variant.label} sets the KV heads; give one of the two")
         try:
             model = as_attention(model, variant)
         except VariantError as exc:
