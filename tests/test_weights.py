@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvcalc.engine.quant import MXFP4, plain, weight_format
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
     DenseMLP,
@@ -40,7 +41,7 @@ from kvcalc.engine.weights import (
 )
 from kvcalc.registry.load import load_model_file, model_paths
 
-BF16, FP8, MXFP4 = dtype("bf16"), dtype("fp8"), dtype("mxfp4")
+BF16, FP8 = dtype("bf16"), dtype("fp8")
 
 # --------------------------------------------------------------------------------------------
 # Reference architectures (values from shared/reference/model-configs.yaml)
@@ -381,7 +382,7 @@ def test_gpt_oss_checkpoint_layout() -> None:
     # MXFP4 routed experts (4.25 bits: E2M1 values + one E8M0 scale per 32), the rest bf16.
     experts = 36 * 128 * 24_883_200
     rest = 116_789_048_640 - experts
-    precision = WeightPrecision(experts=MXFP4, layers=BF16, other=BF16)
+    precision = WeightPrecision(experts=MXFP4, layers=plain(BF16), other=plain(BF16))
     expected = experts * 17 // 32 + 2 * rest  # experts x 4.25 / 8 is a whole number here
     assert weight_bytes(gpt_oss_120b(), precision) == expected
     # about 60.7 GiB: it fits one 80 GB GPU, as the gpt-oss README says.
@@ -567,13 +568,15 @@ def models(draw: st.DrawFn) -> ModelSpec:
     )
 
 
-weight_dtypes = st.sampled_from(["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4"])
+weight_dtypes = st.sampled_from(
+    ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "fp8-block", "int4-g128"]
+)
 
 
 @settings(max_examples=150, deadline=None)
 @given(models(), st.integers(1, 64), weight_dtypes)
 def test_per_gpu_weights_times_tp_cover_the_model(m: ModelSpec, tp: int, name: str) -> None:
-    dt = dtype(name)
+    dt = weight_format(name)
     total = weight_bytes(m, dt)
     (stage,) = weights_per_gpu(m, dt, tp=tp)
     assert stage.bytes_per_gpu * tp >= total

@@ -281,10 +281,12 @@ def deployment(
     **figures: int | None,
 ) -> Deployment:
     """Build a deployment from names and figures, filling in what a practitioner would assume:
-    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`),
+    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`:
+    the model's released format unless ``weight_dtype`` overrides it),
     the KV cache and recurrent states at the model's dtype. ``figures`` are the remaining
     :class:`Deployment` fields (``block_size``, ``kv_memory_bytes``, ...); None keeps a default."""
-    from kvcalc.engine.units import KV_DTYPES, WEIGHT_DTYPES, UnitError, dtype
+    from kvcalc.engine.quant import weight_format
+    from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
     from kvcalc.engine.weights import checkpoint_precision
 
     try:
@@ -292,7 +294,9 @@ def deployment(
     except UnitError as exc:
         raise DeploymentError(("kv_dtype",), str(exc)) from None
     try:
-        chosen = dtype(weight_dtype, WEIGHT_DTYPES) if weight_dtype else None
+        # None: the format the checkpoint ships in (the registry's ``weights:``, or the
+        # config.json's quantization_config), else the model dtype.
+        chosen = weight_format(weight_dtype) if weight_dtype else None
         weights = checkpoint_precision(model, chosen)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
+from kvcalc.engine.quant import CheckpointFormat
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.attention import (
@@ -135,6 +136,8 @@ class ModelSpec:
     moe_layout: MoELayout = field(default_factory=MoELayout)
     default_dtype: str = "bf16"
     max_context: int | None = None
+    checkpoint: CheckpointFormat | None = None
+    """The released weight format; None: every weight at ``default_dtype``."""
 
     @cached_property
     def layers(self) -> tuple[Layer, ...]:
