@@ -95,9 +95,23 @@ def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> Non
 
 
 def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
+    # In bf16 (not as released) DeepSeek-V3 needs twice its FP8 release.
+    args = ["batch", "deepseek-v3", "--gpus", "8xH100", "--weight-dtype", "bf16"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 1
     assert "does not fit: weights 157.92 GiB > 71.26 GiB usable per GPU" in result.stdout
+
+
+def test_released_formats_are_the_default(runner: CliRunner) -> None:
+    # DeepSeek-V3 ships FP8 with 128x128 block scales: 79.29 GiB per GPU at tp 8, more than an
+    # H100's 71.26 usable, less than an H200's 126.4; gpt-oss-120b's MXFP4 experts fit one H100.
+    h100 = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
+    assert h100.exit_code == 1
+    assert "weights 79.29 GiB > 71.26 GiB usable per GPU" in h100.stdout
+    h200 = invoke_json(runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--ctx", "8k")
+    assert h200["fits"] and h200["weight_dtype"] == "fp8-block+bf16"
+    oss = invoke_json(runner, "batch", "gpt-oss-120b", "--gpus", "H100", "--ctx", "8k")
+    assert oss["fits"] and oss["weight_dtype"] == "bf16+mxfp4"
 
 
 # ------------------------------------------------------------------ vLLM

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kvcalc.engine import spec
+from kvcalc.engine import spec, units
+from kvcalc.engine.quant import NAMED_FORMATS, CheckpointFormat, plain
 
 PosInt = Annotated[int, Field(gt=0, strict=True)]
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
@@ -219,9 +220,17 @@ class Architecture(Strict):
         layout = spec.MoELayout(self.moe.first_dense_layers, self.moe.period, self.moe.offset)
         return not all(layout.is_moe(i) for i in range(self.num_layers))
 
-    def to_spec(self, model_id: str, name: str, dtype: str, max_context: int) -> spec.ModelSpec:
+    def to_spec(
+        self,
+        model_id: str,
+        name: str,
+        dtype: str,
+        max_context: int,
+        checkpoint: CheckpointFormat | None = None,
+    ) -> spec.ModelSpec:
         """The engine spec of this architecture. The one conversion path: a registry file passes
-        its own id/name/dtype/max_context, an imported config.json the ones it derives."""
+        its own id/name/dtype/max_context/released format, an imported config.json the ones it
+        derives."""
         mixers = {key: m.to_spec(self) for key, m in self.mixers.items()}
         moe = self.moe
         return spec.ModelSpec(
@@ -250,6 +259,7 @@ class Architecture(Strict):
             else spec.MoELayout(),
             default_dtype=dtype,
             max_context=max_context,
+            checkpoint=checkpoint,
         )
 
     def pattern_names(self) -> list[str]:
@@ -263,6 +273,28 @@ class Architecture(Strict):
 
 
 # ---------------------------------------------------------------- model file
+
+class Weights(Strict):
+    """The weight format the checkpoint is released in, when it is not the model dtype.
+
+    ``format`` is a :mod:`kvcalc.engine.quant` format (``fp8-block``: FP8 e4m3 with one fp32
+    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32; ``int4-g128``:
+    int4 with one 16-bit scale per 128 inputs); ``applies_to`` the matrices it quantizes:
+    ``layers`` (every layer matrix: attention, MLPs, shared and routed experts) or ``experts``
+    (the routed experts only, as gpt-oss ships). Embeddings, LM head, norms and router stay at
+    the model dtype. ``source`` says where the format is stated (the config.json's
+    quantization_config, a model card)."""
+
+    format: Literal["fp8-block", "mxfp4", "int4-g128"]
+    applies_to: Literal["layers", "experts"] = "layers"
+    source: str
+
+    def to_format(self, model_dtype: str) -> CheckpointFormat:
+        fmt = NAMED_FORMATS[self.format]
+        keep = plain(units.dtype(model_dtype))
+        layers = fmt if self.applies_to == "layers" else keep
+        return CheckpointFormat(experts=fmt, layers=layers, other=keep, source=self.source)
+
 
 Verification = Literal["official_verbatim", "official_partial", "derived_copies", "secondary"]
 
@@ -290,10 +322,16 @@ class ModelFile(Strict):
     dtype: Literal["bf16", "fp16", "fp32"]
     max_context: PosInt
     params: Params
+    weights: Weights | None = Field(
+        None, description="the released weight format; omitted: every weight at dtype"
+    )
     architecture: Architecture
 
     def to_spec(self) -> spec.ModelSpec:
-        return self.architecture.to_spec(self.id, self.name, self.dtype, self.max_context)
+        checkpoint = self.weights.to_format(self.dtype) if self.weights else None
+        return self.architecture.to_spec(
+            self.id, self.name, self.dtype, self.max_context, checkpoint
+        )
 
     def names(self) -> list[str]:
         """Every name this model answers to: id, HF repo id and aliases."""
