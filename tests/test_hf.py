@@ -8,6 +8,7 @@ files; each must import to the same KV cache as its hand-written registry entry.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -373,14 +374,23 @@ def test_dropping_keys_equal_to_their_default_changes_nothing(
 )
 @given(
     folder=st.sampled_from(sorted(REGISTRY_ID)),
-    quant=st.dictionaries(
-        st.sampled_from(["quant_method", "fmt", "bits"]),
-        st.sampled_from(["fp8", "mxfp4", "awq", "e4m3", 4, 8]),
+    quant=st.sampled_from(
+        [
+            {"quant_method": "fp8", "weight_block_size": [128, 128]},
+            {"quant_method": "fp8"},
+            {"quant_method": "mxfp4"},
+            {"quant_method": "awq", "bits": 4, "group_size": 128},
+            {"quant_method": "gptq", "bits": 8, "group_size": -1},
+            {"quant_method": "bitsandbytes", "load_in_4bit": True},
+        ]
     ),
 )
-def test_quantization_config_never_changes_the_kv_cache(
+def test_quantization_config_changes_the_weights_never_the_kv_cache(
     tmp_path_factory: pytest.TempPathFactory, folder: str, quant: dict[str, Any]
 ) -> None:
     config = fixture_data(folder) | {"quantization_config": quant}
     tmp = tmp_path_factory.mktemp("cfg")
-    assert load_hf_config(write_config(tmp, config, folder)) == load_hf_config(FIXTURES / folder)
+    quantized = load_hf_config(write_config(tmp, config, folder))
+    assert quantized.checkpoint is not None and quantized.checkpoint.is_quantized
+    unquantized = load_hf_config(FIXTURES / folder)
+    assert replace(quantized, checkpoint=None) == replace(unquantized, checkpoint=None)

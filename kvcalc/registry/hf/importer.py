@@ -10,6 +10,7 @@ from typing import Any
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.registry.hf.base import Adapter, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
+from kvcalc.registry.hf.quantization import checkpoint_format
 from kvcalc.registry.hf.wrappers import WrapperConfig
 from kvcalc.registry.load import RegistryError, read_text, validate
 
@@ -101,6 +102,8 @@ def load_hf_config(path: Path | str) -> ModelSpec:
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
     arch = validate(path, adapter.architecture(tied), Architecture)
     model_id, name = _names(path, top)
+    model_dtype = dtype or DEFAULT_DTYPE
+    checkpoint = checkpoint_format(where, top.get("quantization_config"), model_dtype)
     return arch.to_spec(
-        model_id, name, dtype or DEFAULT_DTYPE, adapter.config.max_position_embeddings
+        model_id, name, model_dtype, adapter.config.max_position_embeddings, checkpoint
     )

@@ -1,0 +1,108 @@
+"""Weights per GPU against vLLM 0.19.0's "Model loading took X GiB" on an H100.
+
+The logged figures are the llm-d-planner accuracy runs (PR 205, accuracy/results/v0.19.0,
+the runs summarised in shared/reference/vllm-kv-algorithm.md). Each quantized checkpoint is the
+registry architecture it was quantized from with the quantization_config its repository ships
+(RedHat's compressed-tensors w8a8 / FP8-dynamic: per-channel scales, lm_head ignored; its w4a16:
+GPTQ int4, group 128, symmetric). A failing tolerance shows the whole table (log figure,
+kvcalc figure, error).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvcalc.engine.units import GiB
+from kvcalc.engine.weights import released_format, weights_per_gpu
+from kvcalc.registry.hf.base import Where
+from kvcalc.registry.hf.quantization import checkpoint_format
+from kvcalc.registry.load import RegistryError, resolve_model
+
+
+def _compressed(kind: str) -> dict[str, Any]:
+    weights = {"num_bits": 8, "type": kind, "strategy": "channel", "symmetric": True}
+    return {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ["lm_head"],
+    }
+
+
+W8A8 = _compressed("int")
+FP8_DYNAMIC = _compressed("float")
+W4A16 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": True}
+
+#: (registry model, quantization_config, vLLM --dtype, tp, logged GiB)
+RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
+    ("llama3.1-8b", None, "bf16", 1, 14.99),
+    ("llama3.1-8b", None, "bf16", 2, 7.51),
+    ("llama3.1-8b", None, "bf16", 4, 3.77),
+    ("qwen2.5-7b", None, "bf16", 1, 14.25),
+    ("qwen2.5-7b", None, "bf16", 2, 7.12),
+    ("qwen2.5-7b", None, "bf16", 4, 3.55),
+    ("qwen3-8b", None, "bf16", 1, 15.27),
+    ("mixtral-8x7b", None, "bf16", 2, 43.51),
+    ("qwen2.5-72b", None, "bf16", 2, 67.80),
+    ("deepseek-v2-lite", None, "bf16", 1, 29.43),
+    ("gemma2-9b", None, "bf16", 1, 17.22),
+    ("gemma2-27b", None, "bf16", 1, 50.72),
+    ("llama3.1-8b", W8A8, "fp16", 1, 8.49),
+    ("llama3.1-8b", W4A16, "fp16", 1, 5.38),
+    ("llama3.1-70b", FP8_DYNAMIC, "bf16", 2, 33.88),  # Llama-3.3-70B: the 3.1 architecture
+    ("llama3.1-70b", FP8_DYNAMIC, "bf16", 4, 16.96),
+    ("llama3.1-70b", W8A8, "bf16", 2, 33.88),
+    ("qwen2.5-7b", FP8_DYNAMIC, "bf16", 1, 8.14),
+    ("qwen2.5-7b", W8A8, "bf16", 1, 8.14),
+]
+
+
+def kvcalc_gib(model: str, quant: dict[str, Any] | None, dtype: str, tp: int) -> float:
+    spec = replace(resolve_model(model), default_dtype=dtype)
+    if quant is not None:
+        spec = replace(spec, checkpoint=checkpoint_format(Where(Path(model)), quant, dtype))
+    (stage,) = weights_per_gpu(spec, released_format(spec), tp)
+    return stage.bytes_per_gpu / GiB
+
+
+def test_weights_per_gpu_match_vllm_model_loading() -> None:
+    errors = []
+    table = [f"{'model':16} {'quantization':20} tp  {'log GiB':>8} {'kvcalc':>8} {'error':>7}"]
+    for model, quant, dtype, tp, logged in RUNS:
+        ours = kvcalc_gib(model, quant, dtype, tp)
+        error = (ours - logged) / logged
+        errors.append(abs(error))
+        method = quant["quant_method"] if quant else dtype
+        table.append(f"{model:16} {method:20} {tp:2}  {logged:8.2f} {ours:8.2f} {error:+7.2%}")
+    shown = "\n".join(table)  # the whole table whenever a tolerance fails
+    assert max(errors) < 0.04, shown
+    assert statistics.median(errors) < 0.01, shown
+
+
+def test_an_unknown_quant_method_is_refused() -> None:
+    with pytest.raises(RegistryError, match="unsupported quant_method 'hqq'"):
+        checkpoint_format(Where(Path("config.json")), {"quant_method": "hqq"}, "bf16")
+
+
+def test_fp8_block_scales_depend_on_both_dimensions() -> None:
+    fmt = checkpoint_format(
+        Where(Path("config.json")),
+        {"quant_method": "fp8", "weight_block_size": [128, 128]},
+        "bf16",
+    )
+    assert fmt is not None
+    # A 7168 x 2048 matrix: 56 x 16 blocks of one fp32 scale; 129 rows need a second row.
+    assert fmt.layers.matrix_bits(7168, 2048) == 7168 * 2048 * 8 + 56 * 16 * 32
+    assert fmt.layers.matrix_bits(129, 128) == 129 * 128 * 8 + 2 * 32
+
+
+def test_ignored_modules_stay_at_the_model_dtype() -> None:
+    config = W8A8 | {"ignore": ["lm_head", "re:.*self_attn.*"]}
+    fmt = checkpoint_format(Where(Path("config.json")), config, "bf16")
+    assert fmt is not None
+    assert fmt.format_for("mixer") == fmt.other
+    assert fmt.format_for("mlp").name == "int8-channel"
