@@ -100,6 +100,14 @@ def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 1
     assert "does not fit: weights 157.92 GiB > 71.26 GiB usable per GPU" in result.stdout
+    assert "hint: about 32x h100-sxm would fit" in result.stdout  # 157.92 / 2 > 71.26
+
+
+def test_the_hint_names_fp8_when_it_fits_on_the_same_gpus(runner: CliRunner) -> None:
+    # Llama-3-70B in bf16 needs 131 GiB on one H100; at fp8 about 66 GiB, under 71.26 usable.
+    result = runner.invoke(app, ["batch", "llama3-70b", "--gpus", "H100", "--ctx", "8k"])
+    assert result.exit_code == 1
+    assert "hint: --weight-dtype fp8 would fit on these GPUs" in result.stdout
 
 
 def test_released_formats_are_the_default(runner: CliRunner) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.hint import fit_hint
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
@@ -131,6 +132,9 @@ def capacity_report(cap: Capacity) -> Report:
         bar(records),
     ]
     notes = [] if cap.fits else [f"does not fit: {cap.reason}"]
+    hint = fit_hint(cap)
+    if hint is not None:
+        notes.append(hint)
     return Report(
         payload=capacity_payload(cap),
         records=records,
