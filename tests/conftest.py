@@ -15,7 +15,10 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+import specs
 from typer.testing import CliRunner
+
+from kvcalc.engine.spec import ModelSpec
 
 #: Set for the whole run: plain output (no colour, a fixed width) whatever the caller's terminal.
 SESSION_ENV = {"NO_COLOR": "1", "COLUMNS": "200"}
@@ -65,3 +68,22 @@ def _environ_unchanged() -> Iterator[None]:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
+
+
+# ------------------------------------------------------------------ reference models
+# Hand-built from the official config.json values (tests/specs.py), shared by every test file.
+
+
+@pytest.fixture(scope="session")
+def llama3_70b() -> ModelSpec:
+    return specs.LLAMA3_70B
+
+
+@pytest.fixture(scope="session")
+def deepseek_v3() -> ModelSpec:
+    return specs.DEEPSEEK_V3
+
+
+@pytest.fixture(scope="session")
+def gpt_oss_120b() -> ModelSpec:
+    return specs.GPT_OSS_120B

@@ -94,14 +94,16 @@ def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
     # A cached spec is a pickle of engine objects: an edit to any of their modules must miss.
     import sys
 
+    from specs import registry_model
+
     import kvcalc
     from kvcalc.registry.cache import code_files
-    from kvcalc.registry.load import load_model_file, model_paths
+    from kvcalc.registry.load import model_paths
 
     package = Path(kvcalc.__file__).parent
     covered = {(package / name).resolve() for name in code_files(package)}
     for path in model_paths():
-        model = load_model_file(path).to_spec()
+        model = registry_model(path.stem)
         for obj in (model, *model.mixer_pattern, *model.layers[0].__dict__.values()):
             source = Path(sys.modules[type(obj).__module__].__file__ or "").resolve()
             assert source in covered, f"{type(obj).__name__} comes from {source}"

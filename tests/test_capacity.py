@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_deployment, registry_model
 
 from kvcalc.engine.capacity import capacity
 from kvcalc.engine.decode import decode_step
-from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
+from kvcalc.engine.deployment import Deployment, DeploymentError
+from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import GB, GiB, dtype
 from kvcalc.engine.weights import WeightPrecision
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
 H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
@@ -28,9 +28,9 @@ def seed_deployment(
     weights_total: int = 140 * GB,
 ) -> Deployment:
     """The seed's worked example: 80 GB per GPU, 10% reserved, 140 GB of weights."""
-    return deployment(
-        resolve_model(model_id),
-        parse_gpu_set(f"{gpus}xH100"),
+    return registry_deployment(
+        model_id,
+        f"{gpus}xH100",
         tp=tp,
         kv_dtype=kv,
         reserve=0.10,
@@ -52,7 +52,7 @@ def test_seed_budget_436_gb_and_162_vs_10_sequences() -> None:
 
 
 def test_seed_decode_5_2_ms_weights_16_ms_kv_and_fp8_halves_kv() -> None:
-    model = resolve_model("llama3-70b")
+    model = registry_model("llama3-70b")
     common = {
         "batch": 162,
         "context_tokens": 8192,
@@ -69,24 +69,23 @@ def test_seed_decode_5_2_ms_weights_16_ms_kv_and_fp8_halves_kv() -> None:
     assert step.weight_read_seconds * 1000 == pytest.approx(5.2, abs=0.1)
     assert step.kv_read_seconds * 1000 == pytest.approx(16, abs=0.3)
     assert step.bound == "memory"
+    # "FP8 KV would halve that 16 ms."
     fp8 = decode_step(model, kv_dtype=FP8, **common)
     assert fp8.kv_read_seconds == pytest.approx(step.kv_read_seconds / 2)
+    assert fp8.kv_read_seconds * 1000 == pytest.approx(8, abs=0.15)
 
 
 def test_tp16_holds_one_kv_head_per_rank_and_twice_the_total() -> None:
-    model = resolve_model("llama3-70b")
-    from kvcalc.engine.kv import kv_bytes_per_token
-
+    model = registry_model("llama3-70b")
     assert model.per_rank(16).mixer_at(0).kv_heads == 1
-    tp8 = kv_bytes_per_token(model.per_rank(8), BF16) * 8
-    tp16 = kv_bytes_per_token(model.per_rank(16), BF16) * 16
-    assert tp16 == 2 * tp8
+    # Seed 004: one of the 8 KV heads per GPU at TP 8, 2 x 80 x 1 x 128 x 2 = 40,960 bytes per
+    # token; at TP 16 each rank holds one whole head too, so 16 GPUs hold twice the 320 KiB.
+    assert kv_bytes_per_token(model.per_rank(8), BF16) == 40_960
+    assert kv_bytes_per_token(model.per_rank(16), BF16) == 40_960
 
 
 def test_deepseek_v3_latent_is_whole_on_every_gpu() -> None:
-    from kvcalc.engine.kv import kv_bytes_per_token
-
-    model = resolve_model("deepseek-v3")
+    model = registry_model("deepseek-v3")
     assert kv_bytes_per_token(model.per_rank(8), BF16) == 70_272
 
 
@@ -142,7 +141,7 @@ def test_fp8_kv_never_lowers_capacity(model_id: str, context: int) -> None:
 def test_decode_time_grows_with_batch_and_context(
     model_id: str, b1: int, b2: int, c1: int, c2: int
 ) -> None:
-    model = resolve_model(model_id)
+    model = registry_model(model_id)
     common = {
         "kv_dtype": BF16,
         "precision": WeightPrecision.uniform(BF16),

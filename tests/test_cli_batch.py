@@ -36,7 +36,9 @@ def test_seed_capacity_json(runner: CliRunner) -> None:
     assert out["weights_bytes_per_gpu"] == 17_500_000_000
     assert out["kv_budget_bytes_per_gpu"] * 8 == 436_000_000_000
     assert [c["max_batch"] for c in out["contexts"]] == [162, 10]
-    assert out["kv_tokens_capacity"] == out["max_context_at_batch_1"]
+    # 54.5 GB per GPU over 40,960 bytes per token per GPU (one of the 8 KV heads) is
+    # 1,330,566.4 tokens: 83,160 whole 16-token blocks.
+    assert out["kv_tokens_capacity"] == out["max_context_at_batch_1"] == 83_160 * 16
 
 
 def test_seed_capacity_table_has_bars(runner: CliRunner) -> None:
@@ -52,8 +54,12 @@ def test_seed_decode(runner: CliRunner) -> None:
     assert out["weight_read_seconds"] * 1000 == pytest.approx(5.2, abs=0.1)
     assert out["kv_read_seconds"] * 1000 == pytest.approx(16, abs=0.3)
     assert out["bound"] == "memory"
-    assert out["tpot_seconds"] == pytest.approx(out["weight_read_seconds"] + out["kv_read_seconds"])
-    assert out["tokens_per_second"] == pytest.approx(162 / out["tpot_seconds"])
+    # Seed 004: 162 sequences of 8K at 320 KiB per token, read at 8 x 3.35 TB/s.
+    assert out["kv_bytes_read"] == 162 * 8192 * 327_680
+    assert out["kv_read_seconds"] == pytest.approx(162 * 8192 * 327_680 / (8 * 3.35e12))
+    # A memory-bound step reads both: about 5.2 + 16 ms, so about 162 / 21.2 ms tokens per second.
+    assert out["tpot_seconds"] * 1000 == pytest.approx(5.2 + 16, abs=0.1 + 0.3)
+    assert out["tokens_per_second"] == pytest.approx(162 / 0.0212, rel=0.02)
     fp8 = invoke_json(
         runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162", "--kv-dtype", "fp8"
     )["steps"][0]
@@ -73,8 +79,10 @@ def test_tp16_doubles_the_kv_per_sequence(runner: CliRunner) -> None:
     tp16 = invoke_json(
         runner, "batch", "llama3-70b", "--gpus", "16xH100", "--tp", "16", "--ctx", "8k"
     )
+    # One whole KV head per GPU either way (seed 004): 8,192 x 2 x 80 x 1 x 128 x 2 bytes, so
+    # 16 GPUs hold twice what 8 do.
     per_seq = [o["contexts"][0]["kv_bytes_per_sequence_per_gpu"] for o in (tp8, tp16)]
-    assert per_seq[1] * 16 == 2 * per_seq[0] * 8
+    assert per_seq == [8192 * 40_960, 8192 * 40_960]
 
 
 def test_deepseek_v3_keeps_the_whole_latent_on_each_gpu(runner: CliRunner) -> None:
@@ -91,7 +99,15 @@ def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> Non
     assert rows["llama3-70b"]["fits"]
     assert not rows["deepseek-v3"]["fits"]
     assert "usable per GPU" in rows["deepseek-v3"]["reason"]
-    assert "71 query heads" in rows["falcon-7b"]["reason"]
+    # Falcon-7B's 71 query heads do not split 8 ways: it serves as 8 replicas of tp 1.
+    assert rows["falcon-7b"]["fits"] and rows["falcon-7b"]["tp"] == 1
+    assert rows["falcon-7b"]["layout"].startswith("tp 1 x 8 replicas")
+    assert "71 query heads" in rows["falcon-7b"]["layout"]
+    assert rows["qwen2.5-7b"]["tp"] == 4  # 28 query heads: the largest split of 8 is 4, x 2
+    # An explicit --tp is kept: the model that cannot take it gets the reason instead.
+    fixed = {r["model"]: r for r in invoke_json(
+        runner, "batch", "--gpus", "8xH100", "--tp", "8", "--ctx", "8k")["models"]}
+    assert not fixed["falcon-7b"]["fits"] and "71 query heads" in fixed["falcon-7b"]["reason"]
 
 
 def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:
@@ -297,11 +313,11 @@ def test_prefix_sharing_counts_the_prefix_once(runner: CliRunner) -> None:
     shared = invoke_json(
         runner, "batch", "llama3-70b", *SEED, "--ctx", "8k", "--prefix-shared", "4096"
     )
-    # Per GPU: 327,680 / 8 bytes per token. Half of each 8k sequence is the shared prefix.
-    per_token = 327_680 // 8
-    budget = base["kv_budget_bytes_per_gpu"]
-    expected = (budget - 4096 * per_token) // (4096 * per_token)
-    assert shared["contexts"][0]["max_batch"] == expected > base["contexts"][0]["max_batch"]
+    # Per GPU: 54.5 GB of KV (seed 004's 436 GB / 8) and 327,680 / 8 = 40,960 bytes per token.
+    # Half of each 8k sequence is the shared prefix of 4,096 x 40,960 = 167,772,160 bytes, held
+    # once: (54,500,000,000 - 167,772,160) // 167,772,160 = 323 sequences instead of 162.
+    assert base["contexts"][0]["max_batch"] == 162
+    assert shared["contexts"][0]["max_batch"] == 323
 
 
 def test_pipeline_parallel_tightest_stage_decides(runner: CliRunner) -> None:
@@ -333,8 +349,10 @@ def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
     reserved = invoke_json(runner, *base, "--reserve", "0.2")["results"][0]
     overhead = invoke_json(runner, *base, "--overhead", "1GiB")["results"][0]
     simple = invoke_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
-    # A reserve leaves memory x 0.8 - weights, as the budget formula computes it.
+    # A reserve leaves memory x 0.8 - weights, as the budget formula computes it: the H100's
+    # 85,020,639,232 bytes x 0.8, rounded up, less 8,030,261,248 parameters x 2 bytes.
     assert reserved["available_bytes_per_gpu"] == simple["kv_budget_bytes_per_gpu"]
+    assert reserved["available_bytes_per_gpu"] == 68_016_511_386 - 16_060_522_496
     assert reserved["available_bytes_per_gpu"] < profiled
     # An explicit overhead replaces the profiled activation peak and non-torch memory.
     assert overhead["available_bytes_per_gpu"] != profiled

@@ -40,7 +40,7 @@ def test_json_keys_and_values(runner: CliRunner) -> None:
     assert out["kv_dtype"] == "bf16"
     assert out["kv_bytes_per_token"] == 327_680
     assert out["kv_bytes_per_sequence"] == int(2.5 * 2**30)
-    assert out["kv_bytes_total"] == 3 * out["kv_bytes_per_sequence"]
+    assert out["kv_bytes_total"] == 3 * int(2.5 * 2**30) == 8_053_063_680
     assert out["groups"] == [
         {
             "kind": "full",

@@ -8,13 +8,13 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_deployment as dep
+from specs import registry_model
 
 from kvcalc.engine.capacity import capacity
 from kvcalc.engine.deployment import (
     DEFAULT_GPU_UTIL,
-    Deployment,
     DeploymentError,
-    deployment,
     usable_bytes,
 )
 from kvcalc.engine.kv import kv_size
@@ -26,12 +26,11 @@ from kvcalc.engine.vllm import (
     requested_memory,
     vllm_kv_cache_for,
 )
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
-
-def dep(model_id: str, gpus: str = "1xH100", **kw: object) -> Deployment:
-    return deployment(resolve_model(model_id), parse_gpu_set(gpus), **kw)  # type: ignore[arg-type]
+# An H100's CUDA total (registry h100-sxm): 81,082 MiB = 85,020,639,232 bytes.
+H100_BYTES = 85_020_639_232
+# Llama-3.1-8B at bf16: 8,030,261,248 parameters (the official 8.03B) x 2 bytes.
+LLAMA31_8B_WEIGHTS = 16_060_522_496
 
 
 # ------------------------------------------------------------------ memory
@@ -50,6 +49,9 @@ def test_usable_memory_is_exact_for_decimal_shares() -> None:
 def test_both_engines_take_the_same_usable_memory() -> None:
     d = dep("llama3.1-8b", gpu_util=0.95)
     assert d.usable_bytes_per_gpu == requested_memory(d.memory_bytes_per_gpu, 0.95)
+    assert d.memory_bytes_per_gpu == H100_BYTES
+    # ceil(85,020,639,232 x 0.95) = 80,769,607,271 bytes, as vLLM's requested memory.
+    assert d.usable_bytes_per_gpu == 80_769_607_271
     assert dep("llama3.1-8b").memory_share == DEFAULT_GPU_UTIL == Fraction(9, 10)
 
 
@@ -70,10 +72,10 @@ def test_estimated_budget_is_the_vllm_profile(model_id: str, gpus: str, pp: int)
 def test_a_reserve_replaces_the_overhead_and_an_overhead_replaces_the_estimate() -> None:
     reserved = dep("llama3.1-8b", reserve=0.1)
     assert reserved.overhead_per_stage == (0,)
+    # 0.9 x 85,020,639,232 = 76,518,575,308.8, rounded up; less the weights and the 5 GiB given.
     given = dep("llama3.1-8b", overhead_bytes=5 * GiB)
-    assert given.kv_budget_per_stage == (
-        given.usable_bytes_per_gpu - given.weights_per_stage[0] - 5 * GiB,
-    )
+    assert given.weights_per_stage == (LLAMA31_8B_WEIGHTS,)
+    assert given.kv_budget_per_stage == (76_518_575_309 - LLAMA31_8B_WEIGHTS - 5 * GiB,)
 
 
 def test_the_last_pipeline_stage_carries_the_sampler() -> None:
@@ -86,6 +88,23 @@ def test_the_last_pipeline_stage_carries_the_sampler() -> None:
 # ------------------------------------------------------------------ agreement of the engines
 
 
+# 20 GiB = 21,474,836,480 bytes of KV per GPU, over one 16-token block of every layer per rank:
+BLOCKS_IN_20_GIB = {
+    # 32 layers x 16 x 2 (K, V) x 8 heads x 128 x 2 bytes = 2 MiB -> 10,240 blocks
+    ("llama3.1-8b", "bf16"): 10_240,
+    ("llama3.1-8b", "fp8"): 20_480,
+    # TP 4 over 4 KV heads: 28 x 16 x 2 x 1 x 128 x 2 = 229,376 bytes -> 93,622.9 blocks
+    ("qwen2.5-7b", "bf16"): 93_622,
+    ("qwen2.5-7b", "fp8"): 187_245,
+    # MLA, the 576-wide latent whole on each rank: 27 x 16 x 576 x 2 = 497,664 -> 43,151.5
+    ("deepseek-v2-lite", "bf16"): 43_151,
+    ("deepseek-v2-lite", "fp8"): 86_302,
+    # TP 2 over 8 KV heads: 32 x 16 x 2 x 4 x 128 x 2 = 1 MiB -> 20,480 blocks
+    ("mixtral-8x7b", "bf16"): 20_480,
+    ("mixtral-8x7b", "fp8"): 40_960,
+}
+
+
 @pytest.mark.parametrize(("model_id", "gpus"), [
     ("llama3.1-8b", "1xH100"),
     ("qwen2.5-7b", "4xH100"),  # one replicated KV head per rank
@@ -95,12 +114,15 @@ def test_the_last_pipeline_stage_carries_the_sampler() -> None:
 @pytest.mark.parametrize("kv", ["bf16", "fp8"])
 def test_same_budget_same_tokens(model_id: str, gpus: str, kv: str) -> None:
     d = dep(model_id, gpus, kv_dtype=kv, kv_memory_bytes=20 * GiB)
+    assert d.replicas == 1
+    blocks = BLOCKS_IN_20_GIB[model_id, kv]
     simple = capacity(d, [8192])
     vllm = vllm_kv_cache_for(d, 8192)
     assert isinstance(vllm, VLLMKVCache)
-    assert simple.kv_tokens_capacity == vllm.kv_cache_size_tokens * d.replicas
+    assert vllm.num_blocks == blocks
+    assert simple.kv_tokens_capacity == vllm.kv_cache_size_tokens == 16 * blocks
     # A request of 8,192 tokens is 512 whole blocks in both.
-    assert simple.contexts[0].max_batch_per_replica == vllm.num_blocks // vllm.blocks_per_request
+    assert simple.contexts[0].max_batch_per_replica == blocks // 512
 
 
 @pytest.mark.parametrize("model_id", ["llama3.1-8b", "deepseek-v2-lite"])
@@ -192,7 +214,7 @@ def test_engines_agree_for_any_budget(model_id: str, memory: int, ctx: int) -> N
 @settings(max_examples=30, deadline=None)
 @given(st.sampled_from([1, 2, 4, 8]), st.sampled_from(["llama3-70b", "deepseek-v3", "jamba-v0.1"]))
 def test_tensor_parallelism_never_shrinks_the_total_cache(tp: int, model_id: str) -> None:
-    model = resolve_model(model_id)
+    model = registry_model(model_id)
     one = kv_size(model, 32768, dep(model_id, "8xH100", tp=1).cache).bytes_per_sequence
     d = dep(model_id, "8xH100", tp=tp)
     assert kv_size(d.per_rank, 32768, d.cache).bytes_per_sequence * tp >= one

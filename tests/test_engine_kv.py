@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from specs import LLAMA3_8B
 
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token, kv_size
@@ -12,82 +16,62 @@ from kvcalc.engine.units import GiB, KiB, MiB, dtype
 BF16, FP8 = dtype("bf16"), dtype("fp8")
 
 
-def dense(kv_heads: int, head_dim: int, layers: int, q_heads: int = 64) -> spec.ModelSpec:
-    return spec.ModelSpec(
-        id="t",
-        name="t",
-        num_layers=layers,
-        hidden_size=8192,
-        vocab_size=128256,
-        tied_embeddings=False,
-        mixer_pattern=(spec.FullAttention(kv_heads, head_dim, head_dim, q_heads),),
-        dense_mlp=spec.DenseMLP(28672),
-    )
+# Seed 004 ("3.2 The KV Cache"), worked example: Llama-3-70B (the llama3_70b fixture), 80
+# layers, 8 KV heads, d_h 128.
 
 
-# Seed 004 ("3.2 The KV Cache"), worked example: Llama-3-70B, 80 layers, 8 KV heads, d_h 128.
-LLAMA3_70B = dense(8, 128, 80)
+def test_llama3_70b_per_token_is_320_kib(llama3_70b: spec.ModelSpec) -> None:
+    assert kv_bytes_per_token(llama3_70b, BF16) == 2 * 80 * 8 * 128 * 2 == 327_680 == 320 * KiB
 
 
-def test_llama3_70b_per_token_is_320_kib() -> None:
-    assert kv_bytes_per_token(LLAMA3_70B, BF16) == 2 * 80 * 8 * 128 * 2 == 327_680 == 320 * KiB
+def test_llama3_70b_per_sequence_8k_and_128k(llama3_70b: spec.ModelSpec) -> None:
+    assert kv_bytes_per_sequence(llama3_70b, 8192, BF16) == int(2.5 * GiB)
+    assert kv_bytes_per_sequence(llama3_70b, 131_072, BF16) == 40 * GiB
 
 
-def test_llama3_70b_per_sequence_8k_and_128k() -> None:
-    assert kv_bytes_per_sequence(LLAMA3_70B, 8192, BF16) == int(2.5 * GiB)
-    assert kv_bytes_per_sequence(LLAMA3_70B, 131_072, BF16) == 40 * GiB
-
-
-def test_mha_and_mqa_what_ifs_of_the_seed_table() -> None:
-    mha = LLAMA3_70B.with_overrides(kv_heads=64)
-    mqa = LLAMA3_70B.with_overrides(kv_heads=1)
+def test_mha_and_mqa_what_ifs_of_the_seed_table(llama3_70b: spec.ModelSpec) -> None:
+    mha = llama3_70b.with_overrides(kv_heads=64)
+    mqa = llama3_70b.with_overrides(kv_heads=1)
     assert kv_bytes_per_token(mha, BF16) == int(2.5 * MiB)
     assert kv_bytes_per_sequence(mha, 131_072, BF16) == 320 * GiB
     assert kv_bytes_per_token(mqa, BF16) == 40 * KiB
     assert kv_bytes_per_sequence(mqa, 131_072, BF16) == 5 * GiB
 
 
-def test_seed_000_llama_70b_mha_at_100k_is_262_gb() -> None:
+def test_seed_000_llama_70b_mha_at_100k_is_262_gb(llama3_70b: spec.ModelSpec) -> None:
     # "2 x 80 x 64 x 100,000 x 128 x 2 (FP16) = 262 GB"
-    mha = LLAMA3_70B.with_overrides(kv_heads=64)
+    mha = llama3_70b.with_overrides(kv_heads=64)
     assert kv_bytes_per_sequence(mha, 100_000, dtype("fp16")) == 262_144_000_000
 
 
 def test_llama3_8b_bf16_and_fp8() -> None:
-    m = dense(8, 128, 32, q_heads=32)
-    assert kv_bytes_per_token(m, BF16) == 131_072
-    assert kv_bytes_per_token(m, FP8) == 65_536
+    # Seed 004 exercise: 2 x 32 x 8 x 128 x 2 = 131,072 bytes = 128 KiB in BF16; 64 KiB in FP8.
+    assert kv_bytes_per_token(LLAMA3_8B, BF16) == 131_072
+    assert kv_bytes_per_token(LLAMA3_8B, FP8) == 65_536
 
 
-DEEPSEEK_V3_MLA = spec.MultiHeadLatentAttention(
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-    q_heads=128,
-    q_lora_rank=1536,
-)
+def with_q_heads(model: spec.ModelSpec, q_heads: int) -> spec.ModelSpec:
+    """``model`` with another query head count on its (single) MLA mixer."""
+    (mla,) = model.mixer_pattern
+    return replace(model, mixer_pattern=(replace(mla, q_heads=q_heads),))
 
 
-def mla_model(q_heads: int = 128) -> spec.ModelSpec:
-    mixer = spec.MultiHeadLatentAttention(512, 64, 128, 128, q_heads, 1536)
-    return spec.ModelSpec("ds", "ds", 61, 7168, 129280, False, (mixer,), spec.DenseMLP(18432))
+def test_deepseek_v3_mla_70272_bytes_per_token(deepseek_v3: spec.ModelSpec) -> None:
+    # Seed 004: (512 + 64) x 61 x 2 = 70,272 bytes, "about 8.6 GiB for a 128K-token sequence".
+    assert kv_bytes_per_token(deepseek_v3, BF16) == (512 + 64) * 61 * 2 == 70_272
+    assert kv_bytes_per_sequence(deepseek_v3, 131_072, BF16) == 70_272 * 131_072
+    assert round(70_272 * 131_072 / GiB, 1) == 8.6
 
 
-def test_deepseek_v3_mla_70272_bytes_per_token() -> None:
-    m = mla_model()
-    assert kv_bytes_per_token(m, BF16) == (512 + 64) * 61 * 2 == 70_272
-    assert round(kv_bytes_per_sequence(m, 131_072, BF16) / GiB, 1) == 8.6
-
-
-def test_sliding_groups_hold_window_full_groups_hold_context() -> None:
-    sliding = spec.SlidingWindowAttention(8, 64, 64, 64, window=128)
-    full = spec.FullAttention(8, 64, 64, 64)
-    m = spec.ModelSpec("g", "g", 36, 2880, 201088, False, (sliding, full), spec.DenseMLP(2880))
-    size = kv_size(m, 131_072, BF16)
+def test_sliding_groups_hold_window_full_groups_hold_context(
+    gpt_oss_120b: spec.ModelSpec,
+) -> None:
+    size = kv_size(gpt_oss_120b, 131_072, BF16)
     held = {g.kind: g.tokens_held for g in size.groups}
     assert held == {"sliding": 128, "full": 131_072}
     assert [g.layers for g in size.groups] == [18, 18]
+    # 18 layers x 2 x 8 heads x 64 x 2 bytes = 36,864 per token in each group.
+    assert size.bytes_per_sequence == 36_864 * 128 + 36_864 * 131_072
 
 
 def test_state_layers_cost_nothing_per_token() -> None:
@@ -189,12 +173,14 @@ def test_fp8_is_half_of_bf16(model: spec.ModelSpec, ctx: int) -> None:
     assert 2 * kv_bytes_per_sequence(model, ctx, FP8) == kv_bytes_per_sequence(model, ctx, BF16)
 
 
-@given(st.integers(1, 512), st.integers(1, 4096), contexts)
-def test_mla_is_independent_of_head_count(q_heads: int, kv_heads: int, ctx: int) -> None:
-    reference = kv_bytes_per_sequence(mla_model(), ctx, BF16)
-    assert kv_bytes_per_sequence(mla_model(q_heads), ctx, BF16) == reference
-    assert (
-        kv_bytes_per_sequence(mla_model().with_overrides(kv_heads=kv_heads), ctx, BF16) == reference
+@given(q_heads=st.integers(1, 512), kv_heads=st.integers(1, 4096), ctx=contexts)
+def test_mla_is_independent_of_head_count(
+    deepseek_v3: spec.ModelSpec, q_heads: int, kv_heads: int, ctx: int
+) -> None:
+    reference = 70_272 * ctx  # seed 004: one latent and one RoPE key per token and layer
+    assert kv_bytes_per_sequence(with_q_heads(deepseek_v3, q_heads), ctx, BF16) == reference
+    assert kv_bytes_per_sequence(deepseek_v3.with_overrides(kv_heads=kv_heads), ctx, BF16) == (
+        reference
     )
 
 
@@ -222,20 +208,18 @@ def test_tensor_parallelism_never_shrinks_the_total(
     assert per_rank * tp >= kv_bytes_per_sequence(model, ctx, BF16)
 
 
-def test_tp_beyond_kv_heads_replicates_and_grows_the_total() -> None:
-    # 8 KV heads on 16 ranks: one head per rank, twice the total of tp 8 (seed 004 pitfalls).
-    tp8 = kv_bytes_per_token(LLAMA3_70B.per_rank(8), BF16) * 8
-    tp16 = kv_bytes_per_token(LLAMA3_70B.per_rank(16), BF16) * 16
-    assert tp8 == kv_bytes_per_token(LLAMA3_70B, BF16)
-    assert tp16 == 2 * tp8
+def test_tp_beyond_kv_heads_replicates_and_grows_the_total(llama3_70b: spec.ModelSpec) -> None:
+    # Seed 004: at TP 8 each GPU holds 1 of the 8 KV heads, 2 x 80 x 1 x 128 x 2 = 40,960 bytes
+    # per token (8 x 40,960 = the 320 KiB total). At TP 16 each rank still holds one whole head
+    # (replicated), so the total doubles to 16 x 40,960.
+    assert kv_bytes_per_token(llama3_70b.per_rank(8), BF16) == 40_960
+    assert kv_bytes_per_token(llama3_70b.per_rank(16), BF16) == 40_960
 
 
-def test_mla_latent_is_not_split_by_tp() -> None:
-    assert kv_bytes_per_token(mla_model().per_rank(8), BF16) == 70_272
+def test_mla_latent_is_not_split_by_tp(deepseek_v3: spec.ModelSpec) -> None:
+    assert kv_bytes_per_token(deepseek_v3.per_rank(8), BF16) == 70_272
 
 
-def test_tp_that_splits_no_head_evenly_is_refused() -> None:
-    import pytest
-
+def test_tp_that_splits_no_head_evenly_is_refused(llama3_70b: spec.ModelSpec) -> None:
     with pytest.raises(spec.ParallelismError, match="size 3 does not divide the 8 KV heads"):
-        LLAMA3_70B.per_rank(3)
+        llama3_70b.per_rank(3)

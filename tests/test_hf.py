@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from specs import registry_model
 
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
 from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
-from kvcalc.registry.load import RegistryError, find_model, resolve_model
+from kvcalc.registry.load import RegistryError, resolve_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 BF16 = dtype("bf16")
@@ -62,7 +63,7 @@ def test_every_registry_family_has_a_fixture() -> None:
 @pytest.mark.parametrize("folder", sorted(REGISTRY_ID))
 def test_fixture_matches_registry_kv(folder: str) -> None:
     imported = load_hf_config(FIXTURES / folder)
-    registry = find_model(REGISTRY_ID[folder]).to_spec()
+    registry = registry_model(REGISTRY_ID[folder])
     assert kv_bytes_per_token(imported, BF16) == kv_bytes_per_token(registry, BF16)
     assert kv_bytes_per_sequence(imported, CTX, BF16) == kv_bytes_per_sequence(registry, CTX, BF16)
     # Stronger than the totals: the same mixer on every layer, the same model dtype and depth.
@@ -73,7 +74,7 @@ def test_fixture_matches_registry_kv(folder: str) -> None:
 @pytest.mark.parametrize("folder", sorted(REGISTRY_ID))
 def test_fixture_matches_registry_shape(folder: str) -> None:
     imported = load_hf_config(FIXTURES / folder)
-    registry = find_model(REGISTRY_ID[folder]).to_spec()
+    registry = registry_model(REGISTRY_ID[folder])
     assert (imported.hidden_size, imported.vocab_size) == (
         registry.hidden_size,
         registry.vocab_size,

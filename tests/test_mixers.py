@@ -19,6 +19,7 @@ from typing import Any, ClassVar, get_args
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_model
 
 import kvcalc.engine.mixers as mixers_package
 from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
@@ -34,7 +35,7 @@ from kvcalc.engine.spec import (
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
-from kvcalc.registry.load import load_model_file, model_paths
+from kvcalc.registry.load import model_paths
 from kvcalc.registry.schema import MixerSchema
 
 
@@ -128,7 +129,7 @@ def test_the_registry_schema_builds_every_kind() -> None:
 
 def test_registry_mixers_are_the_registered_types() -> None:
     for path in model_paths():
-        for mixer in load_model_file(path).to_spec().mixer_pattern:
+        for mixer in registry_model(path.stem).mixer_pattern:
             assert type(mixer) is KINDS[mixer.kind]
 
 
@@ -200,10 +201,10 @@ def test_weights_text_and_what_ifs(m: Mixer, hidden: int) -> None:
 
 
 def test_head_overrides_are_refusable_per_model() -> None:
-    models = {load_model_file(p).id: load_model_file(p).to_spec() for p in model_paths()}
-    assert models["llama3-70b"].accepts_head_overrides()
-    assert models["jamba-v0.1"].accepts_head_overrides()  # its 4 attention layers take them
-    assert not models["deepseek-v3"].accepts_head_overrides()
+    assert registry_model("llama3-70b").accepts_head_overrides()
+    # jamba's 4 attention layers take them
+    assert registry_model("jamba-v0.1").accepts_head_overrides()
+    assert not registry_model("deepseek-v3").accepts_head_overrides()
     mamba_only = ModelSpec("m", "m", 2, 64, 100, False, (Mamba(128, 16, 4, 8),), DenseMLP(64))
     assert not mamba_only.accepts_head_overrides()
 
@@ -305,3 +306,46 @@ def test_each_kind_matches_its_reference(m: Mixer, context: int) -> None:
         m.detail(),
     )
     assert actual == expected
+
+
+# --------------------------------------------------------------------------------------------
+# One layer of each kind in a real model, worked by hand from its config.json
+# (model-configs.yaml), so the references above are anchored to figures that are not formulas.
+
+#: model -> (layer, cache elements per token, tokens held at 1M, conv + SSM state elements,
+#: attention FLOPs per held token, state FLOPs per token)
+GOLDEN_LAYERS = {
+    # full: 8 KV heads x (128 + 128); 2 x 64 q heads x 256
+    "llama3-70b": (0, 8 * 256, 10**6, 0, 2 * 64 * 256, 0),
+    # sliding (layer 0): 8 x (64 + 64), window 128; 2 x 64 x 128
+    "gpt-oss-120b": (0, 8 * 128, 128, 0, 2 * 64 * 128, 0),
+    # chunked (layer 0): 8 x (128 + 128), chunk 8192; 2 x 40 q heads x 256
+    "llama4-scout": (0, 8 * 256, 8192, 0, 2 * 40 * 256, 0),
+    # MLA: latent 512 + RoPE key 64 (seed 004); 2 x 128 x (512 + 64 + 512)
+    "deepseek-v3": (0, 512 + 64, 10**6, 0, 2 * 128 * 1088, 0),
+    # Mamba (layer 0): conv 8192 x 3 + SSM 8192 x 16; 4 x 8192 x 16
+    "jamba-v0.1": (0, 0, 0, 8192 * 3 + 8192 * 16, 0, 4 * 8192 * 16),
+    # Gated DeltaNet (layer 0): conv (2 x 16 x 128 + 32 x 128) x 3 + state 32 x 128 x 128;
+    # 6 x 32 x 128 x 128
+    "qwen3-next-80b-a3b": (0, 0, 0, 8192 * 3 + 32 * 128 * 128, 0, 6 * 32 * 128 * 128),
+    # lightning (layer 0): 64 heads x 128 x 128; 4 x 64 x 128 x 128
+    "minimax-text-01": (0, 0, 0, 64 * 128 * 128, 0, 4 * 64 * 128 * 128),
+}
+
+
+def test_every_kind_has_a_golden_layer() -> None:
+    kinds = {registry_model(m).mixer_at(g[0]).kind for m, g in GOLDEN_LAYERS.items()}
+    assert kinds == set(KINDS)
+
+
+@pytest.mark.parametrize(("model_id", "golden"), sorted(GOLDEN_LAYERS.items()))
+def test_golden_layer_of_a_real_model(model_id: str, golden: tuple[int, ...]) -> None:
+    layer, *figures = golden
+    m = registry_model(model_id).mixer_at(layer)
+    assert [
+        m.cache_elements_per_token(),
+        m.tokens_held(10**6),
+        m.state_elements(),
+        m.attention_flops_per_held_token(),
+        m.state_flops_per_token(),
+    ] == figures

@@ -9,18 +9,19 @@ texts), not computed by the code under test: for attention,
 
 from __future__ import annotations
 
-from functools import cache
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import HAND_BUILT, registry_file, registry_model
 
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token, kv_size
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB, dtype
+from kvcalc.engine.weights import param_counts
 from kvcalc.registry.load import check_models, find_model, load_model_file, model_paths
-from kvcalc.registry.schema import ModelFile
 
 BF16 = dtype("bf16")
 K128 = 131_072  # "128k" context, 2^17 tokens
@@ -33,6 +34,12 @@ REQUIRED = {
     "deepseek-r1", "kimi-k2", "gemma2-9b", "gemma2-27b", "gemma3-27b", "gpt-oss-20b",
     "gpt-oss-120b", "phi3-mini", "falcon-7b", "falcon-40b", "jamba-v0.1", "minimax-text-01",
     "glm-4.5", "command-r",
+    # issue 7: the 2024-2025 additions
+    "llama3.3-70b", "mistral-large-2407", "deepseek-v3.1", "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-qwen-14b", "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b",
+    "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b", "gemma3-4b", "gemma3-12b", "phi-4",
+    "glm-4.6", "kimi-k2-thinking", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b",
+    "qwen3-30b-a3b", "qwen3-235b-a22b-2507", "qwen3-coder-480b-a35b", "qwq-32b", "minimax-m2",
 }  # fmt: skip
 
 # Bytes one token adds to a sequence's cache at bf16, before any window fills.
@@ -74,6 +81,30 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m1": 2 * 10 * 8 * 128 * 2,
     "glm-4.5": 2 * 92 * 8 * 128 * 2,
     "command-r": 2 * 40 * 64 * 128 * 2,  # MHA
+    "llama3.3-70b": 2 * 80 * 8 * 128 * 2,
+    "mistral-large-2407": 2 * 88 * 8 * 128 * 2,
+    "deepseek-v3.1": (512 + 64) * 61 * 2,
+    "deepseek-r1-distill-qwen-7b": 2 * 28 * 4 * 128 * 2,
+    "deepseek-r1-distill-qwen-14b": 2 * 48 * 8 * 128 * 2,
+    "deepseek-r1-distill-qwen-32b": 2 * 64 * 8 * 128 * 2,
+    "deepseek-r1-distill-llama-8b": 2 * 32 * 8 * 128 * 2,
+    "deepseek-r1-distill-llama-70b": 2 * 80 * 8 * 128 * 2,
+    "gemma2-2b": 2 * 26 * 4 * 256 * 2,
+    "gemma3-1b": 2 * 26 * 1 * 256 * 2,  # one KV head
+    "gemma3-4b": 2 * 34 * 4 * 256 * 2,
+    "gemma3-12b": 2 * 48 * 8 * 256 * 2,
+    "phi-4": 2 * 40 * 10 * 128 * 2,
+    "glm-4.6": 2 * 92 * 8 * 128 * 2,
+    "kimi-k2-thinking": (512 + 64) * 61 * 2,
+    "qwen3-0.6b": 2 * 28 * 8 * 128 * 2,
+    "qwen3-1.7b": 2 * 28 * 8 * 128 * 2,
+    "qwen3-4b": 2 * 36 * 8 * 128 * 2,
+    "qwen3-14b": 2 * 40 * 8 * 128 * 2,
+    "qwen3-30b-a3b": 2 * 48 * 4 * 128 * 2,
+    "qwen3-235b-a22b-2507": 2 * 94 * 4 * 128 * 2,
+    "qwen3-coder-480b-a35b": 2 * 62 * 8 * 128 * 2,
+    "qwq-32b": 2 * 64 * 8 * 128 * 2,
+    "minimax-m2": 2 * 62 * 8 * 128 * 2,  # all 62 layers softmax, unlike minimax-m1
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -96,6 +127,10 @@ KV_BYTES_AT_128K = {
     "jamba-v0.1": 2 * 4 * 8 * 128 * 2 * K128 + 28 * (8192 * (4 - 1) + 8192 * 16) * 2,
     "minimax-text-01": 2 * 10 * 8 * 128 * 2 * K128 + 70 * 64 * 128 * 128 * 2,
     "minimax-m1": 2 * 10 * 8 * 128 * 2 * K128 + 70 * 64 * 128 * 128 * 2,
+    "gemma2-2b": 2 * 13 * 4 * 256 * 2 * K128 + 2 * 13 * 4 * 256 * 2 * 4096,
+    "gemma3-1b": 2 * 4 * 1 * 256 * 2 * K128 + 2 * 22 * 1 * 256 * 2 * 512,
+    "gemma3-4b": 2 * 5 * 4 * 256 * 2 * K128 + 2 * 29 * 4 * 256 * 2 * 1024,
+    "gemma3-12b": 2 * 8 * 8 * 256 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -111,6 +146,10 @@ HYBRID_LAYERS = {
     "jamba-v0.1": ("full", [4, 12, 20, 28]),
     "minimax-text-01": ("full", list(range(7, 80, 8))),
     "minimax-m1": ("full", list(range(7, 80, 8))),
+    "gemma2-2b": ("full", list(range(1, 26, 2))),
+    "gemma3-1b": ("full", [5, 11, 17, 23]),
+    "gemma3-4b": ("full", [5, 11, 17, 23, 29]),
+    "gemma3-12b": ("full", list(range(5, 48, 6))),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -123,24 +162,37 @@ MOE_LAYERS = {
     "glm-4.5": list(range(3, 92)),
     "llama4-maverick": list(range(1, 48, 2)),
     "jamba-v0.1": list(range(1, 32, 2)),
+    "deepseek-v3.1": list(range(3, 61)),
+    "kimi-k2-thinking": list(range(1, 61)),
+    "glm-4.6": list(range(3, 92)),
 }
 
-# Verification level per model-configs.md ("How well each model is verified"). Llama-3.1-8B and
-# -70B have no entry there; their shapes are carried over from Llama-3, hence "secondary".
+# Verification level per model-configs.md ("How well each model is verified") and, for the
+# 2024-2025 additions, model-configs-2025.yaml. Llama-3.1-8B and -70B have no entry there; their
+# shapes are carried over from Llama-3, hence "secondary". Mistral-Large-2407 is "unverified" in
+# the reference (no config seen); the registry has no such level, so it is "secondary" with its
+# widths listed under `unverified`.
 VERIFICATION = {
     "official_verbatim": {
         "llama3.1-405b", "llama4-scout", "llama4-maverick", "mixtral-8x7b", "mixtral-8x22b",
         "qwen2.5-7b", "qwen3-8b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v2-lite",
         "deepseek-v3", "deepseek-r1", "kimi-k2", "gpt-oss-20b", "gpt-oss-120b", "falcon-40b",
         "jamba-v0.1", "minimax-m1", "minimax-text-01",
+        "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-30b-a3b", "qwen3-coder-480b-a35b",
     },
-    "official_partial": {"deepseek-v2", "qwen3-next-80b-a3b"},
+    "official_partial": {"deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking"},
     "derived_copies": {
         "llama2-7b", "llama2-70b", "llama3-8b", "mistral-7b-v0.1", "mistral-small-24b",
         "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b", "phi3-mini", "falcon-7b",
         "glm-4.5", "command-r",
+        "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
+        "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
     },
-    "secondary": {"llama3-70b", "llama3.1-8b", "llama3.1-70b"},
+    "secondary": {
+        "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
+        "deepseek-r1-distill-qwen-7b", "deepseek-r1-distill-qwen-14b",
+        "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b", "gemma3-4b", "qwq-32b",
+    },
 }  # fmt: skip
 
 # Names people type, in the case they type them.
@@ -165,19 +217,51 @@ TYPED_NAMES = {
     "CohereForAI/c4ai-command-r-v01": "command-r",
     "Phi-3-Mini": "phi3-mini",
     "tiiuae/falcon-7b": "falcon-7b",
+    "Llama-3.3-70B": "llama3.3-70b",
+    "Mistral-Large-2": "mistral-large-2407",
+    "deepseek-ai/DeepSeek-V3.1": "deepseek-v3.1",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B": "deepseek-r1-distill-qwen-32b",
+    "Gemma-3-12B": "gemma3-12b",
+    "microsoft/phi-4": "phi-4",
+    "Qwen3-Coder": "qwen3-coder-480b-a35b",
+    "QwQ-32B": "qwq-32b",
+    "MiniMaxAI/MiniMax-M2": "minimax-m2",
+}
+
+# Repo ids of instruction-tuned / chat releases that share their entry's architecture and
+# context, so they resolve to it (issue 7). Releases whose config differs are deliberately absent:
+# Qwen2.5-7B/72B-Instruct (max_position_embeddings 32768), Mixtral-8x22B-Instruct (vocab 32768),
+# Command-R 08-2024 (8 KV heads), Mistral-Small-3.1-2503 (multimodal, 128k context),
+# Qwen3-4B/30B-A3B-2507 (262144 context), Kimi-K2-Instruct-0905 (256K context).
+INSTRUCT_RELEASES = {
+    "meta-llama/Llama-2-7b-chat-hf": "llama2-7b",
+    "meta-llama/Llama-2-70b-chat-hf": "llama2-70b",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "llama3-8b",
+    "meta-llama/Meta-Llama-3-70B-Instruct": "llama3-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama3.1-70b",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama3.1-405b",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama3.3-70b",
+    "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b-v0.1",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+    "mistralai/Mistral-Small-24B-Instruct-2501": "mistral-small-24b",
+    "google/gemma-2-2b-it": "gemma2-2b",
+    "google/gemma-2-9b-it": "gemma2-9b",
+    "google/gemma-2-27b-it": "gemma2-27b",
+    "google/gemma-3-1b-it": "gemma3-1b",
+    "google/gemma-3-4b-it": "gemma3-4b",
+    "google/gemma-3-12b-it": "gemma3-12b",
+    "google/gemma-3-27b-it": "gemma3-27b",
+    "deepseek-ai/DeepSeek-V2-Chat": "deepseek-v2",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
+    "moonshotai/Kimi-K2-Instruct": "kimi-k2",
+    "tiiuae/falcon-7b-instruct": "falcon-7b",
+    "tiiuae/falcon-40b-instruct": "falcon-40b",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": "qwen3-235b-a22b-2507",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct": "qwen3-coder-480b-a35b",
 }
 
 MODEL_IDS = sorted(p.stem for p in model_paths())
-
-
-@cache
-def model_file(model_id: str) -> ModelFile:
-    return load_model_file(_path(model_id))
-
-
-@cache
-def model_spec(model_id: str) -> ModelSpec:
-    return model_file(model_id).to_spec()
 
 
 def _path(model_id: str) -> Path:
@@ -189,6 +273,10 @@ def _path(model_id: str) -> Path:
 
 def test_registry_checks_clean() -> None:
     assert check_models() == []
+
+
+def test_registry_holds_at_least_60_models() -> None:
+    assert len(MODEL_IDS) >= 60
 
 
 def test_every_required_model_is_present() -> None:
@@ -208,7 +296,7 @@ def test_file_loads_and_id_matches_file_name(model_id: str) -> None:
 def test_names_are_unique_across_files() -> None:
     owners: dict[str, list[str]] = {}
     for model_id in MODEL_IDS:
-        for name in {n.lower() for n in model_file(model_id).names()}:
+        for name in {n.lower() for n in registry_file(model_id).names()}:
             owners.setdefault(name, []).append(model_id)
     assert {name: ids for name, ids in owners.items() if len(ids) > 1} == {}
 
@@ -216,12 +304,12 @@ def test_names_are_unique_across_files() -> None:
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_verification_level_is_the_references(model_id: str) -> None:
     expected = [level for level, ids in VERIFICATION.items() if model_id in ids]
-    assert [model_file(model_id).verification] == expected
+    assert [registry_file(model_id).verification] == expected
 
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_missing_parameter_counts_are_marked_unverified(model_id: str) -> None:
-    model = model_file(model_id)
+    model = registry_file(model_id)
     if model.params.total is None:
         assert any(entry.startswith("params") for entry in model.unverified)
         assert "UNVERIFIED" in model.params.stated
@@ -232,12 +320,31 @@ def test_missing_parameter_counts_are_marked_unverified(model_id: str) -> None:
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_every_name_resolves_in_any_case(model_id: str) -> None:
-    model = model_file(model_id)
+    model = registry_file(model_id)
     assert "/" in model.hf_repo
     assert any("/" not in alias for alias in model.aliases), "needs a short alias"
     for name in model.names():
         for typed in (name, name.lower(), name.upper(), name.swapcase()):
             assert find_model(typed).id == model_id
+
+
+@pytest.mark.parametrize(("repo", "model_id"), sorted(INSTRUCT_RELEASES.items()))
+def test_instruct_releases_resolve_to_their_base_entry(repo: str, model_id: str) -> None:
+    model = find_model(repo)
+    assert model.id == model_id
+    # Listed in the file itself, not matched by a looser rule.
+    assert repo in registry_file(model_id).names()
+
+
+def test_no_alias_is_claimed_by_two_models() -> None:
+    claimed: dict[str, str] = {}
+    clashes = []
+    for model_id in MODEL_IDS:
+        for alias in registry_file(model_id).aliases:
+            owner = claimed.setdefault(alias.lower(), model_id)
+            if owner != model_id:
+                clashes.append((alias, owner, model_id))
+    assert clashes == []
 
 
 @pytest.mark.parametrize(("typed", "model_id"), sorted(TYPED_NAMES.items()))
@@ -250,17 +357,17 @@ def test_typed_names_resolve(typed: str, model_id: str) -> None:
 
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_kv_bytes_per_token(model_id: str) -> None:
-    assert kv_bytes_per_token(model_spec(model_id), BF16) == KV_BYTES_PER_TOKEN[model_id]
+    assert kv_bytes_per_token(registry_model(model_id), BF16) == KV_BYTES_PER_TOKEN[model_id]
 
 
 @pytest.mark.parametrize("model_id", sorted(KV_BYTES_AT_128K))
 def test_kv_bytes_per_sequence_at_128k_windowed_and_state_models(model_id: str) -> None:
-    assert kv_bytes_per_sequence(model_spec(model_id), K128, BF16) == KV_BYTES_AT_128K[model_id]
+    assert kv_bytes_per_sequence(registry_model(model_id), K128, BF16) == KV_BYTES_AT_128K[model_id]
 
 
 @pytest.mark.parametrize("model_id", sorted(set(MODEL_IDS) - set(KV_BYTES_AT_128K)))
 def test_full_attention_models_grow_linearly(model_id: str) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     kinds = {spec.mixer_at(i).kind for i in range(spec.num_layers)}
     assert kinds <= {"full", "mla"}
     assert kv_bytes_per_sequence(spec, K128, BF16) == KV_BYTES_PER_TOKEN[model_id] * K128
@@ -269,20 +376,20 @@ def test_full_attention_models_grow_linearly(model_id: str) -> None:
 @pytest.mark.parametrize(("model_id", "layers"), sorted(HYBRID_LAYERS.items()))
 def test_hybrid_layer_positions(model_id: str, layers: tuple[str, list[int]]) -> None:
     kind, expected = layers
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     assert [i for i in range(spec.num_layers) if spec.mixer_at(i).kind == kind] == expected
 
 
 @pytest.mark.parametrize(("model_id", "expected"), sorted(MOE_LAYERS.items()))
 def test_moe_layer_positions(model_id: str, expected: list[int]) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     assert spec.moe is not None
     assert [i for i in range(spec.num_layers) if spec.ffn_at(i) is spec.moe] == expected
 
 
 def test_falcon_uses_a_plain_mlp() -> None:
     for model_id in ("falcon-7b", "falcon-40b"):
-        mlp = model_spec(model_id).dense_mlp
+        mlp = registry_model(model_id).dense_mlp
         assert mlp is not None and not mlp.gated
 
 
@@ -290,17 +397,17 @@ def test_falcon_uses_a_plain_mlp() -> None:
 
 
 def test_seed_llama3_70b() -> None:
-    spec = model_spec("llama3-70b")
+    spec = registry_model("llama3-70b")
     assert kv_bytes_per_token(spec, BF16) == 327_680  # 320 KiB
     assert kv_bytes_per_sequence(spec, 131_072, BF16) == 40 * GiB
 
 
 def test_seed_llama3_8b() -> None:
-    assert kv_bytes_per_token(model_spec("llama3-8b"), BF16) == 131_072
+    assert kv_bytes_per_token(registry_model("llama3-8b"), BF16) == 131_072
 
 
 def test_seed_deepseek_v3() -> None:
-    assert kv_bytes_per_token(model_spec("deepseek-v3"), BF16) == 70_272
+    assert kv_bytes_per_token(registry_model("deepseek-v3"), BF16) == 70_272
 
 
 @pytest.mark.parametrize(
@@ -311,17 +418,18 @@ def test_seed_deepseek_v3() -> None:
     ],
 )
 def test_seed_windowed_layers_at_128k(model_id: str, window: int, layers: dict[str, int]) -> None:
-    groups = kv_size(model_spec(model_id), K128, BF16).groups
+    groups = kv_size(registry_model(model_id), K128, BF16).groups
     assert {g.kind: g.tokens_held for g in groups} == {"sliding": window, "full": K128}
     assert {g.kind: g.layers for g in groups} == layers
 
 
 def test_seed_mistral_7b_is_flat_beyond_its_window() -> None:
-    spec = model_spec("mistral-7b-v0.1")
-    at_window = kv_bytes_per_sequence(spec, 4096, BF16)
-    assert kv_bytes_per_sequence(spec, 4095, BF16) < at_window
-    for context in (4097, 8192, 32_768, K128):
-        assert kv_bytes_per_sequence(spec, context, BF16) == at_window
+    # Every layer slides over 4,096 tokens (sliding_window 4096): 2 x 32 x 8 x 128 x 2 =
+    # 131,072 bytes per token up to the window, 512 MiB at it and beyond.
+    spec = registry_model("mistral-7b-v0.1")
+    assert kv_bytes_per_sequence(spec, 4095, BF16) == 131_072 * 4095
+    for context in (4096, 4097, 8192, 32_768, K128):
+        assert kv_bytes_per_sequence(spec, context, BF16) == 131_072 * 4096 == 512 * 2**20
 
 
 # ---------------------------------------------------------------- properties on real data
@@ -336,9 +444,42 @@ def test_seed_mistral_7b_is_flat_beyond_its_window() -> None:
 def test_sequence_bytes_grow_monotonically_and_never_exceed_full_attention(
     model_id: str, context: int, extra: int
 ) -> None:
-    spec = model_spec(model_id)
+    spec = registry_model(model_id)
     shorter = kv_bytes_per_sequence(spec, context, BF16)
     longer = kv_bytes_per_sequence(spec, context + extra, BF16)
     state = kv_bytes_per_sequence(spec, 1, BF16) - kv_bytes_per_token(spec, BF16)
     assert shorter <= longer
     assert shorter <= kv_bytes_per_token(spec, BF16) * context + state
+
+
+# ---------------------------------------------------------------- hand-built specs
+
+
+def architecture(spec: ModelSpec) -> ModelSpec:
+    """``spec`` without the fields that describe no weight or cache: the registry fills a MoE's
+    shared-expert width even when it has no shared expert. The released weight format
+    (``checkpoint``) is not architecture: test_weights checks it against quantization_config."""
+    moe = spec.moe
+    if moe is not None and moe.shared_experts == 0:
+        moe = replace(moe, shared_intermediate_size=0)
+    return replace(spec, moe=moe, checkpoint=None)
+
+
+@pytest.mark.parametrize("hand_built", HAND_BUILT, ids=lambda m: m.id)
+def test_registry_describes_the_official_config(hand_built: ModelSpec) -> None:
+    # tests/specs.py is written from config.json values (model-configs.yaml), not from the
+    # registry YAML: the two agreeing field by field is an independent check of the registry.
+    registry = registry_model(hand_built.id)
+    assert architecture(registry) == architecture(hand_built)
+    assert param_counts(registry) == param_counts(hand_built)
+
+
+def test_the_shared_fixtures_are_the_hand_built_specs(
+    llama3_70b: ModelSpec, deepseek_v3: ModelSpec, gpt_oss_120b: ModelSpec
+) -> None:
+    assert [m.id for m in (llama3_70b, deepseek_v3, gpt_oss_120b)] == [
+        "llama3-70b",
+        "deepseek-v3",
+        "gpt-oss-120b",
+    ]
+    assert {llama3_70b, deepseek_v3, gpt_oss_120b} <= set(HAND_BUILT)

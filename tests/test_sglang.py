@@ -9,18 +9,20 @@ load with the most before it, and the other way round.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from fractions import Fraction
-from functools import cache
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.engine.deployment import Deployment, deployment
 from kvcalc.engine.hardware import Accelerator, GpuSet
 from kvcalc.engine.sglang import (
+    PrefillGraphInputs,
     SGLangConfigError,
     SGLangOptions,
     SGLangPool,
@@ -28,20 +30,15 @@ from kvcalc.engine.sglang import (
     default_chunked_prefill_size,
     default_cuda_graph_max_bs,
     default_mem_fraction_static,
+    prefill_graph_capture_sizes,
+    prefill_graph_reserved_mib,
     sglang_pool,
     sglang_version,
 )
 from kvcalc.engine.spec import DenseMLP, FullAttention, Mamba, ModelSpec
 from kvcalc.engine.units import GiB, MiB
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 HALF_CENT_GIB = Fraction("0.005") * GiB
-
-
-@cache
-def dep(model_id: str, gpus: str = "h100", **kw: object) -> Deployment:
-    return deployment(resolve_model(model_id), parse_gpu_set(gpus), **kw)  # type: ignore[arg-type]
 
 
 def pool(d: Deployment, **kw: object) -> SGLangPool:
@@ -158,6 +155,124 @@ def test_default_share_by_release(version: str, mib: int, tp: int, share: str) -
     assert default_mem_fraction_static(ver, mib, tp, 1, chunked, graph) == Fraction(share)
 
 
+# ---------------------------------------------------------------- v0.5.10-v0.5.18: prefill graph
+
+#: Captured prefill sizes up to 8192 tokens (``_generate_piecewise_cuda_graph_tokens``):
+#: 4..32 step 4 (8), 48..256 step 16 (14), 288..512 step 32 (8), 576..1024 step 64 (8),
+#: 1280..4096 step 256 (12), 4608..8192 step 512 (8) = 58 sizes, 8 MiB each.
+GRAPH_8K_MIB = (8 + 14 + 8 + 8 + 12 + 8) * 8
+
+
+@pytest.mark.parametrize(
+    ("version", "gpus", "model", "share"),
+    [
+        # H100 TP1: 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 + 464 = 13,904 MiB;
+        # round((81,559 - 13,904) / 81,559, 3) = round(0.82952, 3).
+        *((ver, "h100", "llama3.1-8b", "0.830") for ver in ("0.5.10", "0.5.14", "0.5.18")),
+        # H200 TP1: the same 13,904 MiB; round(129,867 / 143,771, 3) = round(0.90329, 3).
+        ("0.5.12", "h200", "llama3.1-8b", "0.903"),
+        # H200 TP8: 512 + 12,288 + 512 x 2 + 8/8 x 1024 + 464 = 15,312 MiB;
+        # round(128,459 / 143,771, 3) = round(0.89350, 3).
+        ("0.5.16", "8xh200", "llama3.1-70b", "0.893"),
+        # MLA reserves a flat 1.5 GiB: 512 + 12,288 + 1,024 + 1,024 + 1,536 = 16,384 MiB;
+        # round(127,387 / 143,771, 3) = round(0.88604, 3) ...
+        ("0.5.10", "8xh200", "deepseek-v3", "0.886"),
+        ("0.5.14", "8xh200", "deepseek-v3", "0.886"),
+        ("0.5.18", "8xh200", "deepseek-v3", "0.886"),
+        # ... except in 0.5.15-0.5.17, whose breakable prefill graph is off for MLA: 14,848 MiB,
+        # the v0.5.6 figure 0.897.
+        ("0.5.15", "8xh200", "deepseek-v3", "0.897"),
+        ("0.5.17", "8xh200", "deepseek-v3", "0.897"),
+    ],
+)
+def test_v0510_default_share_reserves_the_prefill_graph(
+    version: str, gpus: str, model: str, share: str
+) -> None:
+    # The share does not depend on whether the weights then leave room for a pool.
+    r = sglang_pool(dep(model, gpus), SGLangOptions(version=sglang_version(version)))
+    assert r.memory.mem_fraction_static == Fraction(share)
+
+
+def test_v0510_prefill_graph_sizes() -> None:
+    assert GRAPH_8K_MIB == 464
+    ver = sglang_version("0.5.10")
+    base = PrefillGraphInputs(chunked_prefill_size=8192, pp=1, mla=False, llama2=False)
+    assert len(prefill_graph_capture_sizes(8192)) == 58
+    assert prefill_graph_reserved_mib(ver, base) == GRAPH_8K_MIB
+    # Llama-2 captures up to 4096: 58 - 8 = 50 sizes.
+    assert prefill_graph_reserved_mib(ver, replace(base, llama2=True)) == 50 * 8
+    # --max-total-tokens 1000: 8 + 14 + 8 + 7 (576..960) = 37 sizes.
+    assert prefill_graph_reserved_mib(ver, replace(base, max_total_tokens=1000)) == 37 * 8
+    assert prefill_graph_reserved_mib(ver, replace(base, mla=True)) == 1536
+    assert prefill_graph_reserved_mib(sglang_version("0.5.9"), base) == 0
+
+
+@pytest.mark.parametrize(
+    ("version", "share"),
+    [
+        # An explicit --context-length 2048 caps the graph at 2048 tokens in 0.5.13-0.5.16
+        # only: 8 + 14 + 8 + 8 + 4 (1280..2048) = 42 sizes, 336 MiB; 13,440 + 336 = 13,776;
+        # round(67,783 / 81,559, 3) = round(0.83109, 3).
+        ("0.5.12", "0.830"),
+        ("0.5.13", "0.831"),
+        ("0.5.16", "0.831"),
+        ("0.5.17", "0.830"),
+    ],
+)
+def test_v0513_to_v0516_cap_the_graph_at_the_context_length(version: str, share: str) -> None:
+    r = pool(dep("llama3.1-8b"), version=sglang_version(version), context_length=2048)
+    assert r.memory.mem_fraction_static == Fraction(share)
+
+
+@pytest.mark.parametrize(("version", "share"), [("0.5.12", "0.834"), ("0.5.15", "0.828")])
+def test_pipeline_parallel_turns_off_only_the_piecewise_graph(version: str, share: str) -> None:
+    # 2 x H100, pp 2: 512 + 12,288 + 512 + 2/8 x 1024 = 13,568 MiB, round(67,991 / 81,559, 3);
+    # from 0.5.15 the breakable graph stays on: + 464 = 14,032, round(67,527 / 81,559, 3).
+    r = pool(dep("llama3.1-8b", "2xh100", pp=2), version=sglang_version(version))
+    assert r.memory.mem_fraction_static == Fraction(share)
+
+
+def test_v0510_small_gpu_has_no_floor_to_absorb_the_graph() -> None:
+    # RTX 4090 (24,564 MiB) TP1: 512 + 2048 x 1.5 + 24 x 2 + 128 = 3,760 MiB, + 42 sizes up to
+    # 2048 tokens x 8 = 336: 4,096; round(20,468 / 24,564, 3) = round(0.83325, 3) (0.5.9: 0.847).
+    ver = sglang_version("0.5.10")
+    graph = PrefillGraphInputs(chunked_prefill_size=2048, pp=1, mla=False, llama2=False)
+    mib = prefill_graph_reserved_mib(ver, graph)
+    assert mib == 336
+    assert default_mem_fraction_static(ver, 24564, 1, 1, 2048, 24, mib) == Fraction("0.833")
+
+
+def test_v0518_llama31_8b_from_the_section_10_memory() -> None:
+    # mfs 0.830; rest = 63.41 - 78.43 x 0.17 = 63.41 - 13.3331 = 50.0769 GiB;
+    # x 8192 tokens per GiB = 410,229.96 -> 410,229.
+    r = logged(dep("llama3.1-8b"), "0.5.18", "78.43", "63.41")
+    assert r.memory.prefill_graph_mib == GRAPH_8K_MIB
+    assert r.max_total_num_tokens == 410_229
+    assert (r.req_pool_size, r.max_running_requests) == (2048, 2048)
+
+
+def test_v0510_request_pool_comes_from_the_final_capacity() -> None:
+    # --max-total-tokens 3000: 0.5.9 sizes the request pool from the profiled 413,442 tokens
+    # (2048); 0.5.10 from the capped 3000, at most half of it (1500).
+    kw: dict[str, object] = {"mem_fraction_static": Fraction("0.835"), "max_total_tokens": 3000}
+    old = logged(dep("llama3.1-8b"), "0.5.9", "78.43", "63.41", **kw)
+    new = logged(dep("llama3.1-8b"), "0.5.10", "78.43", "63.41", **kw)
+    assert (old.req_pool_size, old.max_running_requests) == (2048, 1500)
+    assert (new.req_pool_size, new.max_running_requests) == (1500, 1500)
+
+
+def test_v0510_refuses_the_mamba_pool() -> None:
+    with pytest.raises(SGLangConfigError, match="0.5.6 to 0.5.9, not 0.5.10"):
+        sglang_pool(dep("jamba-v0.1", "2xh100"), SGLangOptions(version=sglang_version("0.5.10")))
+
+
+@pytest.mark.parametrize("model_id", ["gpt-oss-20b", "gemma3-27b"])
+def test_v0510_refuses_a_sliding_window_hybrid_it_would_split(model_id: str) -> None:
+    # 0.5.10+ pools sliding layers apart by default; all-full pricing would overstate the cell.
+    with pytest.raises(SGLangConfigError, match="sliding-window layers of .* use 0.5.9"):
+        sglang_pool(dep(model_id, "2xh100"), SGLangOptions(version=sglang_version("0.5.12")))
+
+
 def test_v055_raised_the_graph_batch_of_24_gib_gpus() -> None:
     assert default_cuda_graph_max_bs(sglang_version("0.5.4"), 24564, 1) == 16
     assert default_cuda_graph_max_bs(sglang_version("0.5.5"), 24564, 1) == 24
@@ -231,8 +346,9 @@ def test_lfm2_hybrid_pools_match_the_log() -> None:
         for delta in (HALF_CENT_GIB, -HALF_CENT_GIB)
     ]
     assert slots[0] <= 85_292 <= slots[1]  # type: ignore[operator]
-    # With the radix cache, a third of the mamba slots bound the requests.
-    assert r.req_pool_size == min(max(int(473_672 / 128_000 * 512), 2048), 4096, 85_261 // 3)
+    # Section 3: min(max(int(473,672 / 128,000 x 512) = 1,894, 2048), 4096) = 2048; with the
+    # radix cache a third of the mamba slots (85,261 // 3 = 28,420) would bound it below that.
+    assert r.req_pool_size == 2048
 
 
 def test_qwen3_next_states_are_charged_at_float32_ssm() -> None:
@@ -251,10 +367,10 @@ def test_mla_latent_is_not_split_and_kv_heads_replicate() -> None:
     ds8 = pool(dep("deepseek-v3", "8xh200", weight_dtype="fp8"))
     ds16 = pool(dep("deepseek-v3", "16xh200", weight_dtype="fp8"))
     assert ds8.cell_size == ds16.cell_size == 576 * 61 * 2 == 70_272
-    # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, as at TP 8.
-    assert (
-        pool(dep("llama3-70b", "16xh100")).cell_size == pool(dep("llama3-70b", "8xh100")).cell_size
-    )
+    # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, as at TP 8:
+    # 1 x 128 x 80 layers x 2 (K, V) x 2 bytes.
+    for gpus in ("8xh100", "16xh100"):
+        assert pool(dep("llama3-70b", gpus)).cell_size == 1 * 128 * 80 * 2 * 2 == 40_960
 
 
 def test_sliding_layers_pool_apart_only_when_asked() -> None:
@@ -267,11 +383,14 @@ def test_sliding_layers_pool_apart_only_when_asked() -> None:
         free_after_load_bytes=56 * GiB,
         swa_full_tokens_ratio=Fraction("0.8"),
     )
-    # v0.5.6 set_num_token_hybrid, equal layer widths: full = int(N x L / (r x n_swa + n_full)).
-    n_swa = n_full = 12
-    expected = int(shared.max_total_num_tokens * 24 / (Fraction("0.8") * n_swa + n_full))
-    assert apart.max_total_num_tokens == expected
-    assert apart.swa_tokens == int(expected * Fraction("0.8"))
+    # Section 1 at the default share 0.835 of an H100 (section 7.4): rest = 56 - 70 x 0.165 =
+    # 44.45 GiB = 47,727,824,076.8 bytes over a cell of 24 layers x 8 heads x 64 x 2 x 2 = 49,152
+    # bytes: N = 971,025 tokens in one pool.
+    assert shared.max_total_num_tokens == 971_025
+    # Section 5 (v0.5.6 set_num_token_hybrid, 12 sliding and 12 full layers of equal width):
+    # full = int(971,025 x 24 / (0.8 x 12 + 12)) = int(1,078,916.7); swa = int(1,078,916 x 0.8).
+    assert apart.max_total_num_tokens == 1_078_916
+    assert apart.swa_tokens == 863_132
 
 
 def test_pipeline_stages_size_by_the_widest_stage() -> None:
@@ -425,7 +544,11 @@ def test_cli_too_small_exits_1(runner: CliRunner) -> None:
         (["--sglang-version", "latest"], "--sglang-version: 'latest' is not a release"),
         (["--sglang-version", "0.4.99"], "there is no SGLang 0.4.99"),
         (["--sglang-version", "0.3.6"], "0.3.6 is not supported"),
-        (["--sglang-version", "0.5.10"], "0.5.10 is not supported"),
+        (["--sglang-version", "0.5.19"], "0.5.19 is not supported"),
+        (
+            ["--sglang-version", "0.5.10", "--swa-full-tokens-ratio", "0.8"],
+            "0.5.6 to 0.5.9, not 0.5.10",
+        ),
         (["--kv-dtype", "int4"], "SGLang has no int4 KV cache"),
         (["--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),
         (["--kv-memory", "50GiB"], "--kv-memory: SGLang's budget"),

@@ -9,11 +9,12 @@ code under test), and both ends are tested, together with one byte outside each 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from dataclasses import replace
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from specs import STARCODER2_3B, registry_model
 
 from kvcalc.engine import spec
 from kvcalc.engine.units import GiB, MiB, dtype
@@ -37,20 +38,14 @@ from kvcalc.engine.vllm import (
     requested_memory,
     vllm_kv_cache,
 )
-from kvcalc.registry.load import find_model
 
 BF16, FP16, FP32, FP8 = dtype("bf16"), dtype("fp16"), dtype("fp32"), dtype("fp8")
-
-
-@cache
-def model(model_id: str) -> spec.ModelSpec:
-    return find_model(model_id).to_spec()
 
 
 def run(model_id: str, memory: int | tuple[int, ...], **kw: object) -> VLLMKVCache:
     kw.setdefault("kv_dtype", BF16)
     kw.setdefault("max_model_len", 8192)
-    result = vllm_kv_cache(model(model_id), memory, **kw)  # type: ignore[arg-type]
+    result = vllm_kv_cache(registry_model(model_id), memory, **kw)  # type: ignore[arg-type]
     assert isinstance(result, VLLMKVCache), result
     return result
 
@@ -206,7 +201,7 @@ def test_deepseek_v2_lite_94097_blocks_1505552_tokens() -> None:
 
 def test_mla_latent_is_not_split_by_tp() -> None:
     for tp in (1, 2, 8):
-        s = layer_cache_specs(model("deepseek-v2-lite"), tp, BF16, 16, 8192)[0]
+        s = layer_cache_specs(registry_model("deepseek-v2-lite"), tp, BF16, 16, 8192)[0]
         assert (s.kind, s.kv_heads, s.head_size_k, s.page_bytes) == ("mla", 1, 576, 16 * 576 * 2)
 
 
@@ -229,7 +224,7 @@ def test_kimi_k2_tp8_46_80_gib_715072_tokens() -> None:
 
 
 def test_qwen25_7b_tp4_one_kv_head_per_rank() -> None:
-    s = layer_cache_specs(model("qwen2.5-7b"), 4, BF16, 16, 8192)[0]
+    s = layer_cache_specs(registry_model("qwen2.5-7b"), 4, BF16, 16, 8192)[0]
     assert s.kv_heads == 1 and s.page_bytes == 16 * 2 * 1 * 128 * 2
 
 
@@ -244,25 +239,15 @@ def test_qwen25_7b_fp8_doubles_1096000_to_2192000() -> None:
 
 def test_tp_that_does_not_divide_the_heads_is_refused() -> None:
     with pytest.raises(VLLMConfigError, match="28 attention heads are not divisible by 8"):
-        layer_cache_specs(model("qwen2.5-7b"), 8, BF16, 16, 8192)
+        layer_cache_specs(registry_model("qwen2.5-7b"), 8, BF16, 16, 8192)
     with pytest.raises(VLLMConfigError, match="replicate 4 KV heads"):
-        layer_cache_specs(model("qwen2.5-7b"), 14, BF16, 16, 8192)
-    assert layer_cache_specs(model("llama3.1-8b"), 16, BF16, 16, 8192)[0].kv_heads == 1
+        layer_cache_specs(registry_model("qwen2.5-7b"), 14, BF16, 16, 8192)
+    assert layer_cache_specs(registry_model("llama3.1-8b"), 16, BF16, 16, 8192)[0].kv_heads == 1
 
 
-# starcoder2-3b is not in the registry. Its config.json: 30 layers, hidden 3072, 24 query heads,
-# 2 KV heads of 128, sliding_window 4096 on every layer. Only the window matters for the
-# blocks-per-request golden; the heads set the page from which the memory range is derived.
-STARCODER2_3B = spec.ModelSpec(
-    id="starcoder2-3b",
-    name="StarCoder2-3B",
-    num_layers=30,
-    hidden_size=3072,
-    vocab_size=49152,
-    tied_embeddings=True,
-    mixer_pattern=(spec.SlidingWindowAttention(2, 128, 128, 24, window=4096),),
-    dense_mlp=spec.DenseMLP(12288, gated=False),
-)
+# starcoder2-3b (tests/specs.py) is not in the registry: 30 layers, 2 KV heads of 128, a
+# 4096-token sliding window on every layer. Only the window matters for the blocks-per-request
+# golden; the heads set the page from which the memory range is derived.
 
 
 def starcoder(memory: int, m: spec.ModelSpec = STARCODER2_3B) -> VLLMKVCache:
@@ -284,7 +269,7 @@ def test_starcoder2_3b_all_sliding_769_blocks_per_request_178_68x() -> None:
     # Before vllm-project/vllm #19029 the window was ignored: the full-attention figure.
     full = spec.FullAttention(2, 128, 128, 24)
     old = starcoder(
-        137_407 * block, spec.ModelSpec(**{**STARCODER2_3B.__dict__, "mixer_pattern": (full,)})
+        137_407 * block, replace(STARCODER2_3B, mixer_pattern=(full,))
     )
     assert f"{old.max_concurrency:.2f}" == "134.19"
 
@@ -310,13 +295,13 @@ def test_group_size_one_and_a_half_rule() -> None:
 
 def test_uniform_type_sums_pages_and_takes_one_group() -> None:
     # Full attention with different head counts: one group whose block costs the summed page.
-    specs = [full_spec(8), full_spec(4), full_spec(8)]
-    g = group_layers(specs)
+    # Pages of 16 tokens x 2 x heads x 128 x 2 bytes: 65,536 + 32,768 + 65,536 = 163,840.
+    g = group_layers([full_spec(8), full_spec(4), full_spec(8)])
     assert g.kind == "uniform_type" and g.padding_layers == 0
-    assert g.page_bytes == sum(s.page_bytes for s in specs)
+    assert g.page_bytes == 163_840
     assert blocks_per_request(g, 1000, 8192) == 63  # ceil(1000 / 16), once
     assert kv_cache_size_tokens(100, g) == 1600
-    assert needed_bytes(g, range(3), 1000, 8192) == 63 * g.page_bytes
+    assert needed_bytes(g, range(3), 1000, 8192) == 63 * 163_840
 
 
 def test_unequal_pages_are_unified_by_growing_the_block() -> None:
@@ -343,7 +328,7 @@ def test_pipeline_split_gives_the_remainder_to_the_stages_before_the_last() -> N
 
 
 def test_jamba_attention_block_grows_to_hold_one_mamba_state() -> None:
-    specs = layer_cache_specs(model("jamba-v0.1"), 1, BF16, 16, 32_768)
+    specs = layer_cache_specs(registry_model("jamba-v0.1"), 1, BF16, 16, 32_768)
     mamba, attn = specs[0], specs[4]
     # Mamba state: conv 8192 x 3 + SSM 8192 x 16 values x 2 bytes = 311,296 bytes.
     assert mamba.state_bytes == (8192 * 3 + 8192 * 16) * 2 == 311_296
@@ -358,7 +343,7 @@ def test_jamba_attention_block_grows_to_hold_one_mamba_state() -> None:
 
 
 def test_qwen3_next_tp2_block_size() -> None:
-    specs = layer_cache_specs(model("qwen3-next-80b-a3b"), 2, BF16, 16, 32_768)
+    specs = layer_cache_specs(registry_model("qwen3-next-80b-a3b"), 2, BF16, 16, 32_768)
     # Per rank: 8 key / 16 value heads; conv (2 x 8 x 128 + 16 x 128) x 3, state 16 x 128 x 128.
     assert specs[0].state_bytes == ((2 * 8 * 128 + 16 * 128) * 3 + 16 * 128 * 128) * 2
     # Attention: 1 KV head x 256 x 2 x 2 = 1,024 bytes/token -> 16 x ceil(548,864 / 16,384) = 544.
@@ -382,7 +367,7 @@ def test_hybrid_token_line_uses_the_attention_block() -> None:
 
 def test_one_request_must_fit() -> None:
     # 131,072 tokens of Llama-3.1-8B need 8,192 blocks of 2 MiB = 16 GiB.
-    m = model("llama3.1-8b")
+    m = registry_model("llama3.1-8b")
     ok = vllm_kv_cache(m, 16 * GiB, kv_dtype=BF16, max_model_len=131_072)
     assert isinstance(ok, VLLMKVCache) and ok.num_blocks == 8192
     short = vllm_kv_cache(m, 16 * GiB - 1, kv_dtype=BF16, max_model_len=131_072)
@@ -394,14 +379,14 @@ def test_one_request_must_fit() -> None:
 
 
 def test_no_memory_at_all_is_an_error_result() -> None:
-    r = vllm_kv_cache(model("llama3.1-8b"), -5, kv_dtype=BF16, max_model_len=8192)
+    r = vllm_kv_cache(registry_model("llama3.1-8b"), -5, kv_dtype=BF16, max_model_len=8192)
     assert isinstance(r, KVCacheTooSmall) and r.estimated_max_model_len == 0
     assert "no memory left" in r.message
 
 
 def test_vllm_has_no_int4_kv_cache() -> None:
     with pytest.raises(VLLMConfigError, match="no int4 KV cache"):
-        vllm_kv_cache(model("llama3.1-8b"), GiB, kv_dtype=dtype("int4"), max_model_len=8)
+        vllm_kv_cache(registry_model("llama3.1-8b"), GiB, kv_dtype=dtype("int4"), max_model_len=8)
 
 
 # ---------------------------------------------------------------- profiler estimate
@@ -430,19 +415,34 @@ def test_profile_reproduces_the_llama_pp2_stages() -> None:
     first = (16 * layer + 128_256 * 4096) * 2
     last = first + 4096 * 2
     budgets = profile_kv_memory(
-        model("llama3.1-8b"), int(79.19 * GiB), (first, last), pp=2, gpu_memory_utilization=0.95
+        registry_model("llama3.1-8b"),
+        int(79.19 * GiB),
+        (first, last),
+        pp=2,
+        gpu_memory_utilization=0.95,
     )
     non_kv = [(b.requested_bytes - b.available_bytes) / GiB for b in budgets]
     assert non_kv[0] == pytest.approx(8.69, abs=0.05)
     assert non_kv[1] == pytest.approx(9.60, abs=0.1)
 
 
-def test_profile_feeds_the_block_count() -> None:
-    budgets = profile_kv_memory(model("llama3.1-8b"), int(79.19 * GiB), 15 * GiB)
-    (b,) = budgets
-    assert b.available_bytes == b.requested_bytes - 15 * GiB - b.activation_peak_bytes - (
-        non_torch_memory(1, 1)
+def test_profile_estimates_the_logged_llama_budget_and_feeds_the_block_count() -> None:
+    # Reference step 1 and worked example (v0.19, H100 at 0.95): 79.19 GiB reported, 75.23 GiB
+    # requested, 29,751 blocks of 2 MiB available. Weights: 32 layers of 218,112,000 parameters
+    # (as in the PP2 test) + embedding and head 2 x 128,256 x 4096 + final norm 4096 =
+    # 8,030,261,248 (the official "8.03B"), at 2 bytes.
+    (b,) = profile_kv_memory(
+        registry_model("llama3.1-8b"),
+        int(79.19 * GiB),
+        16_060_522_496,
+        gpu_memory_utilization=0.95,
     )
+    assert round(b.requested_bytes / GiB, 2) == 75.23
+    assert b.weights_bytes == 16_060_522_496
+    assert 0.25 * GiB <= b.non_torch_bytes <= 0.46 * GiB  # TP 1, reference step 1
+    # An estimate: within 1% of the logged 58.11 GiB (29,751 x 2 MiB).
+    assert b.available_bytes == pytest.approx(29_751 * LLAMA_BLOCK, rel=0.01)
+    # Reference step 4: num_blocks = available_kv // (block_size x bytes_per_token_all_layers).
     r = run("llama3.1-8b", b.available_bytes)
     assert r.num_blocks == b.available_bytes // LLAMA_BLOCK
 
@@ -465,7 +465,7 @@ MODELS = {
 def setups(draw: st.DrawFn) -> dict:
     model_id = draw(st.sampled_from(sorted(MODELS)))
     return {
-        "model": model(model_id),
+        "model": registry_model(model_id),
         "tp": draw(st.sampled_from(MODELS[model_id])),
         "pp": draw(st.integers(1, 4)),
         "block_size": draw(st.sampled_from([16, 32, 64])),

@@ -267,6 +267,17 @@ RegistryOption = typer.Option(
 )
 
 MAX_BATCH = 1_000_000
+#: --ctx and --batch mean the same in every command; each command's help states its default.
+ContextsOption = typer.Option(
+    None,
+    "--ctx",
+    "-c",
+    help="context(s) in tokens: 8192, 8k, 128k, 1m, or a list such as 8k,32k,128k",
+    show_default=False,
+)
+BatchOption = typer.Option(
+    None, "--batch", "-b", min=1, max=MAX_BATCH, help="sequences", show_default=False
+)
 KvHeadsOption = typer.Option(
     None, "--kv-heads", min=1, max=4096, help="what-if: KV heads per layer (1 = MQA)"
 )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import typer
 
 from kvcalc.cli.app import (
+    ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
@@ -17,23 +19,17 @@ from kvcalc.cli.app import (
 )
 from kvcalc.cli.deploy import (
     DeploymentOptions,
+    EngineChoice,
     LayoutError,
     SGLangFlags,
     deployment_options,
-    sglang_options,
+    engine_options,
 )
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
 
-ENGINES = ("simple", "vllm", "sglang")
-EngineOption = typer.Option(
-    "simple",
-    "--engine",
-    help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
-    "sglang: SGLang's token pool (0.4.0-0.5.9)",
-)
 DEFAULT_CONTEXTS = "8k,32k,128k"
 #: The request length SGLang's concurrency is shown for when --ctx is not given.
 DEFAULT_SGLANG_CONTEXT = "8k"
@@ -43,40 +39,38 @@ command_app = command_typer()
 
 @command_app.command()
 @deployment_options
-@sglang_options
+@engine_options
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
-    ctx: str = typer.Option(None, "--ctx", "-c", help="contexts, e.g. 8k,32k,128k"),
-    engine: str = EngineOption,
+    ctx: str = ContextsOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
+    engine: EngineChoice,
     sglang: SGLangFlags,
 ) -> None:
-    """Sequences that fit at each context: memory budget, KV capacity, max context at batch 1."""
-    if engine not in ENGINES:
-        fail(f"--engine: unknown engine {engine!r}; choose {', '.join(ENGINES)}")
-    if engine != "vllm" and max_model_len is not None:
+    """Sequences that fit at each context (default 8k,32k,128k; SGLang 8k; vLLM the model's
+    maximum): memory budget, KV capacity, max context at batch 1."""
+    name = engine.checked(deploy, sglang)
+    if name != "vllm" and max_model_len is not None:
         fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
-    deploy.check_applies(engine)
-    sglang.check_applies(engine, deploy)
     if deploy.given("kv_memory"):
         deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
     gpu_set = deploy.resolve_gpus()
     if model is None:
-        if engine != "simple":
-            fail(f"--engine {engine} needs a MODEL")
+        if name != "simple":
+            fail(f"--engine {name} needs a MODEL")
         deploy.refuse("weights", because="it is one model's weights; name the MODEL")
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, engine)
-    if engine == "vllm":
+    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
+    if name == "vllm":
         _vllm(dep, ctx, max_model_len, fmt)
         return
-    if engine == "sglang":
+    if name == "sglang":
         _sglang(dep, sglang, parse_ctx_list(ctx or DEFAULT_SGLANG_CONTEXT), fmt)
         return
     _simple(dep, parse_ctx_list(ctx or DEFAULT_CONTEXTS), fmt)
@@ -93,17 +87,25 @@ def _whole_registry(
     gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: ReportFormat
 ) -> None:
     from kvcalc.engine.capacity import capacity
+    from kvcalc.engine.deployment import largest_tp
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
     for spec in all_model_specs():
+        layout = None
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
-            rows.append(registry_row(None, spec.id, str(exc)))
-            continue
-        rows.append(registry_row(capacity(dep, contexts), spec.id, None))
+            # Without --tp the question is "does it fit on these GPUs?": another split may.
+            tp = None if deploy.tp is not None else largest_tp(spec, gpu_set.count, deploy.pp)
+            if tp is None:
+                rows.append(registry_row(None, spec.id, str(exc)))
+                continue
+            dep = replace(deploy, tp=tp).build(spec, gpu_set)
+            why = str(exc).removeprefix("--tp: ")
+            layout = f"tp {tp} x {dep.replicas} replicas ({why})"
+        rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
     emit_report(registry_report(rows, gpu_set, contexts), fmt)
 
 

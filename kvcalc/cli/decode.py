@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import typer
 
 from kvcalc.cli.app import (
-    MAX_BATCH,
+    BatchOption,
+    ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
@@ -14,51 +18,112 @@ from kvcalc.cli.app import (
     load_model,
     parse_ctx_list,
 )
-from kvcalc.cli.deploy import DeploymentOptions, deployment_options
+from kvcalc.cli.deploy import (
+    DeploymentOptions,
+    EngineChoice,
+    SGLangFlags,
+    deployment_options,
+    engine_options,
+)
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+
+DEFAULT_CONTEXT = "8k"
 
 command_app = command_typer()
 
 
 @command_app.command()
 @deployment_options
+@engine_options
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
-    ctx: str = typer.Option("8k", "--ctx", "-c", help="context(s), e.g. 8k or 8k,32k,128k"),
-    batch: int = typer.Option(
-        None, "--batch", "-b", min=1, max=MAX_BATCH, help="sequences [default: the max batch]"
-    ),
+    ctx: str = ContextsOption,
+    batch: int = BatchOption,
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
     ),
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
+    engine: EngineChoice,
+    sglang: SGLangFlags,
 ) -> None:
-    """Decode-step time at each context: weight-read, KV-read and compute ms, TPOT, tokens/s."""
-    from kvcalc.engine.capacity import capacity
+    """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
+    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache)."""
     from kvcalc.engine.decode import decode_step_for
     from kvcalc.render.decode import decode_report
 
     if not 0 < mbu <= 1:
         fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
-    dep = deploy.build(load_model(model, None, None, None), gpu_set)
-    contexts = parse_ctx_list(ctx)
-    cap = capacity(dep, contexts)
+    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
+    contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
+    max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
     steps = []
     warnings = []
     reason = None
-    for fit in cap.contexts:
-        fits = fit.max_batch_per_replica
+    for context, fits in zip(contexts, max_batches, strict=True):
         if fits < 1:
-            reason = cap.reason or f"no sequence of {fit.context_tokens:,} tokens fits"
+            reason = why or f"no sequence of {context:,} tokens fits"
             break
         n = batch if batch is not None else fits
         if n > fits:
             # A what-if beyond memory is still timed, but never silently.
             warnings.append(
                 f"warning: --batch {n:,} exceeds the {fits:,} sequences of "
-                f"{fit.context_tokens:,} tokens that fit in the KV budget"
+                f"{context:,} tokens that fit in the KV budget"
             )
-        steps.append(decode_step_for(dep, batch=n, context_tokens=fit.context_tokens, mbu=mbu))
-    emit_report(decode_report(dep, steps, mbu, reason, warnings), fmt)
+        steps.append(decode_step_for(dep, batch=n, context_tokens=context, mbu=mbu))
+    emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
+
+
+def max_batches_by_engine(
+    dep: Deployment, engine: str, sglang: SGLangFlags, contexts: list[int]
+) -> tuple[list[int], str | None]:
+    """The most sequences one replica runs at once at each context, as ``engine`` sizes its
+    cache, and why none fits when the cache holds nothing."""
+    if engine == "vllm":
+        return vllm_max_batches(dep, contexts)
+    if engine == "sglang":
+        return sglang_max_batches(dep, sglang, contexts)
+    from kvcalc.engine.capacity import capacity
+
+    cap = capacity(dep, contexts)
+    return [fit.max_batch_per_replica for fit in cap.contexts], cap.reason
+
+
+def vllm_max_batches(dep: Deployment, contexts: list[int]) -> tuple[list[int], str | None]:
+    """vLLM started with ``--max-model-len`` = each context: the whole requests of its log's
+    "Maximum concurrency" (floor: a fraction of a request does not decode)."""
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
+
+    batches: list[int] = []
+    for context in contexts:
+        try:
+            result = vllm_kv_cache_for(dep, context)
+        except VLLMConfigError as exc:
+            fail(str(exc))
+        if isinstance(result, KVCacheTooSmall):
+            return [*batches, 0], result.message
+        batches.append(math.floor(result.max_concurrency))
+    return batches, None
+
+
+def sglang_max_batches(
+    dep: Deployment, sglang: SGLangFlags, contexts: list[int]
+) -> tuple[list[int], str | None]:
+    """SGLang's concurrency at each context: the requests of that length its token pool holds,
+    capped by ``max_running_requests`` (0 past ``max_req_len``)."""
+    from kvcalc.engine.sglang import SGLangConfigError, SGLangPool, sglang_pool, sliding_window
+
+    try:
+        result = sglang_pool(dep, sglang.options())
+    except SGLangConfigError as exc:
+        fail(str(exc))
+    if not isinstance(result, SGLangPool):
+        return [0] * len(contexts), result.message
+    window = sliding_window(dep.model)
+    return [result.concurrency(context, window) for context in contexts], None

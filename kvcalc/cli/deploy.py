@@ -1,5 +1,6 @@
-"""The deployment options, declared once for every command that takes them (`batch`, `decode`),
-and their parsing into the engine's :class:`~kvcalc.engine.deployment.Deployment`.
+"""The deployment and engine options, declared once for every command that takes them
+(`batch`, `decode`), and their parsing into the engine's
+:class:`~kvcalc.engine.deployment.Deployment`.
 
 A command opts in with :func:`deployment_options`: the options are added to its signature and
 reach it as one :class:`DeploymentOptions` value, so no command repeats the option block and
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, fail, parse_size
+from kvcalc.cli.app import InputError, KvDtypeOption, fail, parse_size
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -198,14 +199,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
             help="bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128 [default: as released]",
         ),
     ),
-    "kv_dtype": (
-        str | None,
-        typer.Option(
-            None,
-            "--kv-dtype",
-            help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: model dtype]",
-        ),
-    ),
+    "kv_dtype": (str | None, KvDtypeOption),
     "block_size": (
         int,
         typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),
@@ -382,7 +376,7 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "sglang_version": (
         str | None,
         typer.Option(
-            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.9 [0.5.6]"
+            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.18 [0.5.6]"
         ),
     ),
     "mem_fraction_static": (
@@ -462,3 +456,43 @@ assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
     return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
+
+
+# ------------------------------------------------------------------ the engine
+
+ENGINES = ("simple", "vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """``--engine`` as given: which engine's rule sizes the KV cache."""
+
+    engine: str
+
+    def checked(self, deploy: DeploymentOptions, sglang: SGLangFlags) -> str:
+        """The engine, once it is known and no option it would ignore was given."""
+        if self.engine not in ENGINES:
+            fail(f"--engine: unknown engine {self.engine!r}; choose {', '.join(ENGINES)}")
+        deploy.check_applies(self.engine)
+        sglang.check_applies(self.engine, deploy)
+        return self.engine
+
+
+_ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "engine": (
+        str,
+        typer.Option(
+            "simple",
+            "--engine",
+            help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
+            "sglang: SGLang's token pool (0.4.0-0.5.18)",
+        ),
+    ),
+}
+assert set(_ENGINE_PARAMETERS) == {f.name for f in fields(EngineChoice)}
+
+
+def engine_options(command: F) -> F:
+    """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
+    (an :class:`EngineChoice`) and ``sglang``."""
+    return sglang_options(_grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from kvcalc.cli.app import (
-    MAX_BATCH,
+    BatchOption,
+    ContextsOption,
     HeadDimOption,
     KvDtypeOption,
     KvHeadsOption,
@@ -28,17 +29,16 @@ def size(
     model: str = typer.Argument(
         ..., help="registry name (see `kvcalc models`) or config.json path"
     ),
-    ctx: str = typer.Option(
-        None, "--ctx", "-c", help="context in tokens: 8192, 8k, 128k, 1m [default: model max]"
-    ),
-    batch: int = typer.Option(1, "--batch", "-b", min=1, max=MAX_BATCH, help="sequences"),
+    ctx: str = ContextsOption,
+    batch: int = BatchOption,
     kv_dtype: str = KvDtypeOption,
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
     fmt: ReportFormat = ReportFormatOption,
 ) -> None:
-    """KV-cache bytes per token, per sequence at --ctx, and for --batch sequences."""
+    """KV-cache bytes per token, per sequence at --ctx (default: the model's maximum context),
+    and for --batch sequences (default 1)."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
 
@@ -50,4 +50,5 @@ def size(
     else:
         contexts = parse_ctx_list(ctx)
     cache = cache_format_option(kv_dtype, spec)
-    emit_report(size_report([kv_size(spec, c, cache, batch) for c in contexts], spec.name), fmt)
+    sizes = [kv_size(spec, c, cache, batch or 1) for c in contexts]
+    emit_report(size_report(sizes, spec.name), fmt)

@@ -312,3 +312,22 @@ def deployment(
         reserve=None if reserve is None else as_fraction(reserve),
         **given,
     )
+
+
+def largest_tp(model: ModelSpec, gpu_count: int, pp: int) -> int | None:
+    """The largest tensor-parallel size a replica of ``model`` can take on ``gpu_count`` GPUs
+    in ``pp`` stages (the rest become data-parallel replicas), or None when none can: a model
+    whose heads tp 8 does not split (Falcon-7B's 71 query heads) still serves on 8 GPUs as
+    8 replicas of tp 1, as engines run it."""
+    if pp < 1 or gpu_count % pp or pp > model.num_layers:
+        return None
+    per_stage = gpu_count // pp
+    for tp in range(per_stage, 0, -1):
+        if per_stage % tp:
+            continue
+        try:
+            model.per_rank(tp)
+        except ParallelismError:
+            continue
+        return tp
+    return None

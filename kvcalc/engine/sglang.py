@@ -17,10 +17,18 @@ the reference's; file names are SGLang's (``python/sglang/srt/...``):
    to the page, split between full and sliding-window pools (sections 2, 3 and 5);
 5. the request pool and ``max_running_requests`` (section 3, ``tp_worker.py`` / ``scheduler.py``).
 
+Releases v0.5.10 to v0.5.18 were read from their tags (``git show vX.Y.Z:python/sglang/srt/
+server_args.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` /
+``mem_cache/kv_cache_configurator.py``): their default share also reserves for the prefill CUDA
+graph (on by default from v0.5.10), and their request pool is resolved from the final token
+capacity. Their mamba pool split and separate sliding-window pool were restructured (the
+``pool_configurator.py`` classes) and are refused for them rather than guessed.
+
 Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
-adjustment of the memory share, FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's
-``--hybrid-kvcache-ratio``, the ROCm aiter adjustment, and releases from v0.5.10 on (whose default
-memory share reserves for a piecewise CUDA graph this module does not size).
+adjustment of the memory share (and, from v0.5.10, that multimodal models run without a prefill
+CUDA graph), FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's ``--hybrid-kvcache-ratio``,
+the ROCm aiter adjustment, and the opt-in post-capture sizing of v0.5.16+
+(``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
 """
 
 from __future__ import annotations
@@ -71,12 +79,14 @@ class SGLangVersion:
 
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
-#: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.9 (Feb 2026). The
-#: v0.4 series ended at v0.4.10 (reference section 0), before v0.5.0.
+#: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.18 (Aug 2026), the
+#: newest tag the reference read. The v0.4 series ended at v0.4.10 (reference section 0).
 OLDEST = SGLangVersion(0, 4, 0)
-NEWEST = SGLangVersion(0, 5, 9)
-LAST_PATCH = {(0, 4): 10, (0, 5): 9}
-#: The default: the reference's primary release (its line numbers are v0.5.6's).
+NEWEST = SGLangVersion(0, 5, 18)
+LAST_PATCH = {(0, 4): 10, (0, 5): 18}
+#: The default: the reference's primary release (its line numbers are v0.5.6's), and the newest
+#: release every layer kind is modelled for (v0.5.10+ refuse mamba hybrids and a separate
+#: sliding-window pool), so a default run never refuses a model the engine can pool.
 DEFAULT_VERSION = SGLangVersion(0, 5, 6)
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
@@ -93,8 +103,7 @@ def sglang_version(text: str) -> SGLangVersion:
     if not OLDEST <= version <= SGLangVersion(*NEWEST.key[:3], post=99):
         raise SGLangConfigError(
             f"--sglang-version: {version} is not supported; kvcalc models SGLang "
-            f"{SUPPORTED_RANGE} (releases from 0.5.10 reserve for a piecewise CUDA graph it "
-            "does not size: give the logged --mem-fraction-static with 0.5.9)"
+            f"{SUPPORTED_RANGE}"
         )
     if patch > LAST_PATCH[(major, minor)]:
         raise SGLangConfigError(
@@ -162,12 +171,94 @@ def mfs_uses_graph_inputs(version: SGLangVersion) -> bool:
 
 
 def reserved_mib_v053(
-    gpu_mem_mib: int, tp: int, pp: int, chunked: int, cuda_graph_bs: int
+    gpu_mem_mib: int,
+    tp: int,
+    pp: int,
+    chunked: int,
+    cuda_graph_bs: int,
+    prefill_graph_mib: float = 0,
 ) -> float:
-    """Memory v0.5.3-v0.5.9 keep out of the static share, in MiB (section 7.4): 512 + 1.5 x the
-    chunked prefill + 2 x the CUDA-graph batch + tp x pp / 8 GiB, at least 10 GiB above 60 GiB."""
-    reserved = 512 + max(chunked, 2048) * 1.5 + cuda_graph_bs * 2 + tp * pp / 8 * 1024
+    """Memory v0.5.3-v0.5.18 keep out of the static share, in MiB (section 7.4): 512 + 1.5 x the
+    chunked prefill + 2 x the CUDA-graph batch + tp x pp / 8 GiB (+ the prefill CUDA graph from
+    v0.5.10, added before the floor), at least 10 GiB above 60 GiB."""
+    reserved = (
+        512 + max(chunked, 2048) * 1.5 + cuda_graph_bs * 2 + tp * pp / 8 * 1024 + prefill_graph_mib
+    )
     return max(reserved, 10 * 1024) if gpu_mem_mib > 60 * 1024 else reserved
+
+
+@dataclass(frozen=True)
+class PrefillGraphInputs:
+    """What the prefill CUDA-graph reservation of v0.5.10+ reads besides the release: server
+    arguments and two facts about the model."""
+
+    chunked_prefill_size: int
+    pp: int
+    mla: bool
+    """SGLang's ``use_mla_backend()``: an MLA model on the default backends."""
+    llama2: bool
+    """``"llama-2" in model_path.lower()``, which caps the captured tokens at 4096."""
+    max_total_tokens: int | None = None
+    context_length: int | None = None
+    """``--context-length`` as given (None: the model's own, which does not cap the graph)."""
+
+
+def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
+    """Whether the default prefill CUDA graph survives the release's compatibility rules, for
+    the set-ups modelled here (CUDA, no speculation, DP attention, LoRA or VLM).
+
+    v0.5.10-v0.5.14 default to the torch.compile piecewise graph, which ``pp_size > 1`` turns
+    off (``server_args.py`` ``_handle_piecewise_cuda_graph``, from v0.5.14
+    ``_disable_tc_piecewise_cudagraph_if_incompatible``). v0.5.15 makes the breakable graph
+    the CUDA default (``cuda_graph_config.py`` ``default_prefill_backend``), which pipeline
+    parallelism keeps but MLA turns off in v0.5.15-v0.5.17
+    (``_disable_breakable_cudagraph_if_incompatible``: "MLA attention", then "MLA attention
+    (non-DSA)"); v0.5.18 drops that rule."""
+    if version < v("0.5.10"):
+        return False
+    if version < v("0.5.15"):
+        return graph.pp == 1
+    return not (graph.mla and version < v("0.5.18"))
+
+
+def prefill_graph_max_tokens(version: SGLangVersion, graph: PrefillGraphInputs) -> int:
+    """``piecewise_cuda_graph_max_tokens`` (v0.5.14+: ``cuda_graph_config.prefill.max_bs``) in
+    ``_handle_gpu_memory_settings``: the chunked prefill (2048 for MLA), capped by
+    ``--max-total-tokens``, at 4096 for Llama-2, and by an explicit ``--context-length`` in
+    v0.5.13-v0.5.16 (added for #21112, gone from v0.5.17)."""
+    tokens = 2048 if graph.mla else graph.chunked_prefill_size
+    if graph.max_total_tokens is not None:
+        tokens = min(tokens, graph.max_total_tokens)
+    if graph.llama2:
+        tokens = min(tokens, 4096)
+    if graph.context_length is not None and v("0.5.13") <= version < v("0.5.17"):
+        tokens = min(tokens, graph.context_length)
+    return tokens
+
+
+def prefill_graph_capture_sizes(max_tokens: int) -> list[int]:
+    """The token counts captured: ``_generate_piecewise_cuda_graph_tokens`` (v0.5.10-v0.5.13),
+    ``_generate_prefill_cuda_graph_batch_sizes`` (v0.5.14-v0.5.18), the same list."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1024 + 1, 64),
+        *range(1280, 4096 + 1, 256),
+        *range(4608, max_tokens + 1, 512),
+    ]
+    return [s for s in sizes if s <= max_tokens]
+
+
+def prefill_graph_reserved_mib(version: SGLangVersion, graph: PrefillGraphInputs) -> float:
+    """The prefill CUDA graph's share of the reservation, in MiB: 8 per captured size, or a flat
+    1.5 GiB for MLA (``_handle_gpu_memory_settings``, from v0.5.16 ``reserve_for_graph_mb``:
+    "For MLA backend the memory overhead is much higher than expected with fa3")."""
+    if not prefill_graph_enabled(version, graph):
+        return 0
+    if graph.mla:
+        return 1.5 * 1024
+    return len(prefill_graph_capture_sizes(prefill_graph_max_tokens(version, graph))) * 8
 
 
 def reserved_mib_v047(gpu_mem_mib: int, tp: int, pp: int) -> float:
@@ -203,10 +294,17 @@ def share_v046(version: SGLangVersion, gpu_mem_mib: int, tp: int, pp: int) -> Fr
 
 
 def default_mem_fraction_static(
-    version: SGLangVersion, gpu_mem_mib: int, tp: int, pp: int, chunked: int, cuda_graph_bs: int
+    version: SGLangVersion,
+    gpu_mem_mib: int,
+    tp: int,
+    pp: int,
+    chunked: int,
+    cuda_graph_bs: int,
+    prefill_graph_mib: float = 0,
 ) -> Fraction:
     """SGLang's default ``mem_fraction_static`` for this release (section 7): e.g. 0.835 for one
-    H100 (81,559 MiB) and 0.907 for one H200 (143,771 MiB) from v0.5.3."""
+    H100 (81,559 MiB) and 0.907 for one H200 (143,771 MiB) from v0.5.3; ``prefill_graph_mib``
+    is :func:`prefill_graph_reserved_mib` (0 before v0.5.10)."""
     if version < v("0.4.6"):
         return tp_table_fraction(tp)
     if version < v("0.4.7.post1"):
@@ -214,7 +312,8 @@ def default_mem_fraction_static(
     if version < v("0.5.3"):
         return rounded_share(gpu_mem_mib, reserved_mib_v047(gpu_mem_mib, tp, pp))
     return rounded_share(
-        gpu_mem_mib, reserved_mib_v053(gpu_mem_mib, tp, pp, chunked, cuda_graph_bs)
+        gpu_mem_mib,
+        reserved_mib_v053(gpu_mem_mib, tp, pp, chunked, cuda_graph_bs, prefill_graph_mib),
     )
 
 
@@ -376,10 +475,10 @@ def check_options(opts: SGLangOptions) -> None:
         raise SGLangConfigError(
             f"--swa-full-tokens-ratio: {float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
         )
-    if ratio is not None and opts.version < v("0.5.6"):
+    if ratio is not None and not v("0.5.6") <= opts.version < v("0.5.10"):
         raise SGLangConfigError(
-            f"--swa-full-tokens-ratio: the separate sliding-window pool is modelled from SGLang "
-            f"0.5.6, not {opts.version}"
+            f"--swa-full-tokens-ratio: the separate sliding-window pool is modelled for SGLang "
+            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
         )
 
 
@@ -397,6 +496,8 @@ class SGLangMemory:
     free_after_load_bytes: int
     estimated: tuple[str, ...]
     """Which inputs were estimated rather than given or read from the registry."""
+    prefill_graph_mib: float | None = None
+    """The prefill CUDA graph's reservation in the default share (v0.5.10+), else None."""
 
     @property
     def rest_bytes(self) -> Fraction:
@@ -502,6 +603,15 @@ def request_pool_size(version: SGLangVersion, max_total: int, context_length: in
     return pool + 1 if version < v("0.4.7") else pool
 
 
+def resolved_request_pool_size(
+    version: SGLangVersion, tokens: int, context_length: int
+) -> int:
+    """v0.5.10+ ``_resolve_max_num_reqs`` (``model_runner_kv_cache_mixin.py``; v0.5.16+
+    ``kv_cache_configurator.py`` ``resolve_max_num_reqs``): the same estimate, but from the
+    final capacity (after ``--max-total-tokens`` and the page) and capped at half of it."""
+    return min(request_pool_size(version, tokens, context_length), tokens // 2)
+
+
 def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
     """The share and the free memory SGLang would measure, given or estimated."""
     estimated: list[str] = []
@@ -511,6 +621,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         estimated.append("gpu_memory")
     gpu_mem_mib = smi // MiB
     chunked = cuda_graph_bs = None
+    prefill_graph: float | None = None
     if opts.mem_fraction_static is not None:
         share = opts.mem_fraction_static
     else:
@@ -521,8 +632,18 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             cuda_graph_bs = opts.cuda_graph_max_bs or default_cuda_graph_max_bs(
                 opts.version, gpu_mem_mib, dep.tp
             )
+        if opts.version >= v("0.5.10"):
+            prefill_graph = prefill_graph_reserved_mib(
+                opts.version, prefill_graph_inputs(dep, opts, chunked or 0)
+            )
         share = default_mem_fraction_static(
-            opts.version, gpu_mem_mib, dep.tp, dep.pp, chunked or 0, cuda_graph_bs or 0
+            opts.version,
+            gpu_mem_mib,
+            dep.tp,
+            dep.pp,
+            chunked or 0,
+            cuda_graph_bs or 0,
+            prefill_graph or 0,
         )
     before = opts.free_before_load_bytes
     if before is None:
@@ -534,7 +655,21 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         after = before - max(dep.weights_per_stage)
         estimated.append("free_after_load")
     return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
-                        tuple(estimated))
+                        tuple(estimated), prefill_graph)
+
+
+def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> PrefillGraphInputs:
+    """The prefill-graph inputs of this deployment. SGLang matches "llama-2" in the model path;
+    the registry's name (Llama-2-70B) or id stands in for it."""
+    model = dep.model
+    return PrefillGraphInputs(
+        chunked_prefill_size=chunked,
+        pp=dep.pp,
+        mla=any(m.kind == "mla" for m in model.mixer_pattern),
+        llama2=any("llama-2" in text.lower() for text in (model.id, model.name)),
+        max_total_tokens=opts.max_total_tokens,
+        context_length=opts.context_length,
+    )
 
 
 def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
@@ -547,11 +682,20 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"--swa-full-tokens-ratio: {dep.model.id} has no sliding-window layers beside "
             "full ones to pool apart"
         )
-    cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
-    if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
+    if is_hybrid_swa(dep.model) and opts.version >= v("0.5.10"):
+        # 0.5.10+ pools the sliding-window layers of such models apart by default, with a split
+        # not modelled here; pricing every layer as full would overstate the cell.
         raise SGLangConfigError(
-            f"--sglang-version: the mamba pool of {dep.model.id} is modelled from SGLang 0.5.6, "
-            f"not {opts.version}"
+            f"--sglang-version: SGLang {opts.version} pools the sliding-window layers of "
+            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9"
+        )
+    cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
+    if any(c.state_bytes_per_request for c in cells) and not (
+        v("0.5.6") <= opts.version < v("0.5.10")
+    ):
+        raise SGLangConfigError(
+            f"--sglang-version: the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
+            f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
         )
     return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
 
@@ -573,11 +717,14 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     if rest <= 0 or cells.cell_size == 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots)
     profiled = math.floor(rest / cells.cell_size)
-    requests = request_pool_size(opts.version, profiled, context_length)
-    if slots is not None:
-        requests = min(requests, slots // mamba_request_divisor(opts.version))
     tokens = min(profiled, opts.max_total_tokens or profiled)
     tokens = tokens // opts.page_size * opts.page_size
+    if opts.version >= v("0.5.10"):
+        requests = resolved_request_pool_size(opts.version, tokens, context_length)
+    else:
+        requests = request_pool_size(opts.version, profiled, context_length)
+    if slots is not None:
+        requests = min(requests, slots // mamba_request_divisor(opts.version))
     swa = None
     if opts.swa_full_tokens_ratio is not None:
         tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, opts.page_size)

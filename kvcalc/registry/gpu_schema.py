@@ -122,7 +122,7 @@ _TOP_FIELDS = (
 class GpuFile(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     name: str
-    vendor: Literal["nvidia", "amd", "intel", "google", "apple"]
+    vendor: Literal["nvidia", "amd", "intel", "google", "apple", "aws"]
     aliases: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._\-]*$")]] = []
     status: Status = Field(
         description="verified: every field matched a retrieved source; partial: the fields in "

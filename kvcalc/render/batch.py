@@ -147,14 +147,18 @@ def capacity_report(cap: Capacity) -> Report:
 # ------------------------------------------------------------------ the whole registry
 
 
-def registry_row(cap: Capacity | None, model_id: str, error: str | None) -> dict[str, Any]:
-    """One model of the registry-wide table; ``error`` when no layout could be built for it."""
+def registry_row(
+    cap: Capacity | None, model_id: str, error: str | None, layout: str | None = None
+) -> dict[str, Any]:
+    """One model of the registry-wide table; ``error`` when no layout could be built for it,
+    ``layout`` when it runs in another split than the one asked for (and why)."""
     if cap is None:
-        return {"model": model_id, "fits": False, "reason": error, "contexts": []}
+        return {"model": model_id, "fits": False, "reason": error, "layout": None, "contexts": []}
     return {
         "model": model_id,
         "fits": cap.fits,
         "reason": cap.reason,
+        "layout": layout,
         "tp": cap.deployment.tp,
         "pp": cap.deployment.pp,
         "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
@@ -174,6 +178,7 @@ def registry_record(row: dict[str, Any], contexts: list[int]) -> dict[str, Any]:
         "model": row["model"],
         "fits": row["fits"],
         "reason": row["reason"],
+        "layout": row["layout"],
         "tp": row.get("tp"),
         "pp": row.get("pp"),
         "weights_bytes_per_gpu": row.get("weights_bytes_per_gpu"),
@@ -197,20 +202,29 @@ def gib_cell(key: str) -> Column:
 def registry_report(rows: list[dict[str, Any]], gpus: GpuSet, contexts: list[int]) -> Report:
     records = [registry_record(r, contexts) for r in rows]
     # The reasons are long; as numbered notes under the table they never squeeze the figures.
-    reasons = [r for r in records if not r["fits"]]
+    reasons = [r for r in records if not r["fits"] or r["layout"]]
     marks = {r["model"]: f"[{i}]" for i, r in enumerate(reasons, 1)}
+
+    def fits(r: Record) -> str:
+        mark = f" {marks[r['model']]}" if r["model"] in marks else ""
+        return ("yes" if r["fits"] else "no") + mark
+
+    def note(r: Record) -> str:
+        parts = [p for p in (r["layout"], None if r["fits"] else r["reason"]) if p]
+        return f"{marks[r['model']]} {r['model']}: {'; '.join(parts)}"
+
     columns = [
         text("model", "model", "name"),
         gib_cell("weights_bytes_per_gpu"),
         gib_cell("kv_budget_bytes_per_gpu"),
         *(number(f"@{ctx:,}", f"max_batch_at_{ctx}") for ctx in contexts),
-        Column("fits", lambda r: "yes" if r["fits"] else f"no {marks[r['model']]}", "text"),
+        Column("fits", fits, "text"),
     ]
     title = (
         f"Sequences that fit on {gpus}, per context (weights and KV at each model's dtype; "
         "GiB per GPU)"
     )
-    notes = [f"{marks[r['model']]} {r['model']}: {r['reason']}" for r in reasons]
+    notes = [note(r) for r in reasons]
     return Report(
         payload={"gpus": str(gpus), "context_tokens": contexts, "models": rows},
         records=records,

@@ -38,10 +38,11 @@ def step_payload(step: DecodeStep) -> dict[str, Any]:
 
 
 def decode_payload(
-    dep: Deployment, steps: list[DecodeStep], mbu: float, reason: str | None
+    dep: Deployment, steps: list[DecodeStep], mbu: float, reason: str | None, engine: str
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
+        "engine": engine,
         "gpus": str(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
@@ -54,11 +55,16 @@ def decode_payload(
     }
 
 
-def decode_title(dep: Deployment, mbu: float) -> str:
+def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
+    # The engine decides the default batch; the budget formula ("simple") goes unnamed.
+    sized = "" if engine == "simple" else f", batch as {ENGINE_NAMES[engine]} sizes it"
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
-        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}"
+        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}{sized}"
     )
+
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def ms(key: str, header: str) -> Column:
@@ -97,15 +103,18 @@ def decode_report(
     mbu: float,
     reason: str | None,
     warnings: list[str],
+    engine: str = "simple",
 ) -> Report:
     """``warnings`` go to stderr in every format (a batch timed beyond what fits)."""
-    payload = decode_payload(dep, steps, mbu, reason)
-    setup = {k: payload[k] for k in ("model", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
+    payload = decode_payload(dep, steps, mbu, reason, engine)
+    setup = {
+        k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")
+    }
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
     diagnostics = [*warnings, *([f"does not fit: {reason}"] if reason else [])]
     sections = (
         [
-            Section(decode_title(dep, mbu), COLUMNS, records),
+            Section(decode_title(dep, mbu, engine), COLUMNS, records),
             Section("what one step reads and computes (all GPUs of a replica)", READS, records),
         ]
         if records

@@ -42,6 +42,10 @@ def sglang_payload(
         "mamba_bytes_per_request": result.cells.state_bytes_per_request or None,
         "max_mamba_cache_size": result.mamba_cache_size,
     }
+    if memory.prefill_graph_mib is not None:
+        # Only releases from 0.5.10 reserve for the prefill CUDA graph: older payloads keep
+        # their keys.
+        payload["prefill_cuda_graph_reserved_mib"] = memory.prefill_graph_mib
     if not isinstance(result, SGLangPool):
         return {
             **payload,
@@ -79,6 +83,12 @@ def _source(memory: SGLangMemory, name: str) -> str:
     return " (estimated)" if name in memory.estimated else ""
 
 
+def _prefill_graph(memory: SGLangMemory) -> str:
+    if memory.prefill_graph_mib is None:
+        return ""
+    return f", prefill CUDA graph {memory.prefill_graph_mib:g} MiB"
+
+
 def sglang_lines(
     dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
 ) -> list[str]:
@@ -91,7 +101,7 @@ def sglang_lines(
         if memory.chunked_prefill_size is None
         else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
         f"chunked_prefill_size {memory.chunked_prefill_size}, "
-        f"cuda_graph_max_bs {memory.cuda_graph_max_bs}"
+        f"cuda_graph_max_bs {memory.cuda_graph_max_bs}{_prefill_graph(memory)}"
     )
     lines = [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "

@@ -1,0 +1,101 @@
+"""`kvcalc decode --engine`: the default batch at each context is the engine's own concurrency,
+and the options an engine would not use are refused as in `batch`."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.engine.deployment import deployment
+from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
+from kvcalc.registry.gpus import parse_gpu_set
+from kvcalc.registry.load import resolve_model
+
+H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
+
+
+def run_json(runner: CliRunner, *args: str) -> dict[str, Any]:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def decode_batches(runner: CliRunner, *args: str) -> list[int]:
+    return [step["batch"] for step in run_json(runner, "decode", *H100, *args)["steps"]]
+
+
+def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunner) -> None:
+    # vLLM at --max-model-len 8k / 32k logs 53.85x / 13.46x on one H100 (kvcalc batch).
+    assert decode_batches(runner, "--engine", "vllm") == [53, 13]
+    dep = deployment(resolve_model("llama3.1-8b"), parse_gpu_set("h100"))
+    for length, batch in ((8192, 53), (32768, 13)):
+        result = vllm_kv_cache_for(dep, length)
+        assert isinstance(result, VLLMKVCache)
+        assert math.floor(result.max_concurrency) == batch
+
+
+def test_sglang_batch_is_its_concurrency_at_each_context(runner: CliRunner) -> None:
+    sglang = run_json(runner, "batch", *H100, "--engine", "sglang")
+    expected = [row["concurrency"] for row in sglang["contexts"]]
+    assert decode_batches(runner, "--engine", "sglang") == expected
+
+
+def test_sglang_options_reach_decode(runner: CliRunner) -> None:
+    # The section-10 log figures: 413,442 tokens, 413,442 // 8192 = 50 and // 32,768 = 12.
+    logged = ("--free-before-load", "78.43", "--free-after-load", "63.41")
+    assert decode_batches(runner, "--engine", "sglang", *logged) == [50, 12]
+    # A smaller share of the free memory holds fewer requests.
+    fewer = decode_batches(runner, "--engine", "sglang", *logged, "--mem-fraction-static", "0.5")
+    assert fewer[0] < 50
+
+
+def test_an_explicit_batch_is_kept_and_checked_against_the_engine(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["decode", *H100, "--engine", "vllm", "--batch", "60"])
+    assert result.exit_code == 0, result.stderr
+    assert "exceeds the 53 sequences of 8,192 tokens" in result.stderr
+
+
+def test_an_engine_whose_cache_holds_nothing_says_why(runner: CliRunner) -> None:
+    for engine, needle in (("vllm", "no memory left"), ("sglang", "Not enough memory")):
+        result = runner.invoke(
+            app, ["decode", "llama3-70b", "--gpus", "h100", "--engine", engine, "-f", "json"]
+        )
+        assert result.exit_code == 1, (engine, result.stdout)
+        out = json.loads(result.stdout)
+        assert out["fits"] is False and needle in out["reason"], out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--engine", "tgi"], "--engine: unknown engine 'tgi'; choose simple, vllm, sglang"),
+        (["--sglang-version", "0.5.6"], "--sglang-version: applies to --engine sglang only"),
+        (
+            ["--engine", "vllm", "--page-size", "16"],
+            "--page-size: applies to --engine sglang only",
+        ),
+        (
+            ["--engine", "vllm", "--prefix-shared", "1000"],
+            "--prefix-shared: vLLM's block count does not depend on prefix caching",
+        ),
+        (["--engine", "sglang", "--block-size", "32"], "--block-size: SGLang pages"),
+        (["--engine", "sglang", "--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),
+        (
+            ["--engine", "sglang", "--sglang-version", "0.5.19"],
+            "--sglang-version: 0.5.19 is not supported",
+        ),
+    ],
+)
+def test_options_the_engine_would_not_use_are_refused(
+    runner: CliRunner, extra: list[str], message: str
+) -> None:
+    result = runner.invoke(app, ["decode", *H100, *extra])
+    assert result.exit_code == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {message}"), result.stderr
