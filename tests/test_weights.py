@@ -38,6 +38,7 @@ from kvcalc.engine.weights import (
     max_weight_bytes_per_gpu,
     param_counts,
     pipeline_stages,
+    released_format,
     weight_bytes,
     weights_per_gpu,
 )
@@ -321,6 +322,65 @@ def test_gpt_oss_checkpoint_layout(gpt_oss_120b: ModelSpec) -> None:
     assert 60 * 2**30 < 65_168_599_680 < 61 * 2**30
 
 
+def test_deepseek_v3_1_ships_fp8_with_128x128_block_scales() -> None:
+    # Kept at bf16: embedding and head 2 x 926,679,040, norms 1,006,592 and router 106,430,464:
+    # 1,960,795,136 parameters -> 3,921,590,272 bytes. The other 669,065,609,216 at one byte,
+    # plus one fp32 scale per 128x128 block (a partial block counts whole):
+    # - routed experts 58 x 256 x (gate, up 2 x 16 x 56 + down 56 x 16 = 2,688 blocks)
+    #   x 4 B = 159,645,696; the shared expert 58 x 10,752 = 623,616;
+    # - dense MLPs 3 x (2 x 144 x 56 + 56 x 144 = 24,192 blocks) x 4 B = 290,304;
+    # - MLA 61 x (q_a 12 x 56 + q_b 192 x 12 + kv_a ceil(576/128) x 56 + kv_b 256 x 4
+    #   + o 56 x 128 = 11,448 blocks) x 4 B = 2,793,312.
+    scales = 159_645_696 + 623_616 + 290_304 + 2_793_312
+    spec = registry_model("deepseek-v3.1")
+    assert weight_bytes(spec, released_format(spec)) == 3_921_590_272 + 669_065_609_216 + scales
+    assert released_format(spec) == released_format(registry_model("deepseek-v3"))
+
+
+def test_kimi_k2_thinking_ships_int4_group_32_experts() -> None:
+    # Routed experts 60 x 384 x 3 x 7168 x 2048 = 1,014,686,023,680 int4 values (half a byte:
+    # 507,343,011,840 B) and one bf16 scale per 32 inputs: gate and up 2 x 2048 x 224, down
+    # 7168 x 64 scales = 1,376,256 x 2 B = 2,752,512 B per expert, x 23,040 experts =
+    # 63,417,876,480 B. Everything else (attention, shared expert, the dense layer, embedding,
+    # head, norms, router: 11,722,185,728 parameters) stays bf16: 23,444,371,456 B. The total,
+    # 594.2 GB, is about half Kimi-K2's FP8 release.
+    spec = registry_model("kimi-k2-thinking")
+    expected = 507_343_011_840 + 63_417_876_480 + 23_444_371_456
+    assert weight_bytes(spec, released_format(spec)) == expected
+    assert released_format(spec).layers == released_format(spec).other == plain(BF16)
+
+
+def test_minimax_m2_ships_fp8_with_128x128_block_scales() -> None:
+    # Kept at bf16: embedding and head 2 x 614,596,608, norms 384,000, router 48,758,784:
+    # 1,278,336,000 parameters -> 2,556,672,000 B. The other 227,410,968,576 at one byte, plus
+    # fp32 block scales: experts 62 x 256 x (2 x 12 x 24 + 24 x 12 = 864 blocks) x 4 B =
+    # 54,853,632; attention 62 x (q 48 x 24 + k, v 2 x 8 x 24 + o 24 x 48 = 2,688) x 4 B = 666,624.
+    spec = registry_model("minimax-m2")
+    expected = 2_556_672_000 + 227_410_968_576 + 54_853_632 + 666_624
+    assert weight_bytes(spec, released_format(spec)) == expected
+
+
+#: Registry models whose official checkpoint is not 16-bit (config.json quantization_config or
+#: model card); every other entry's checkpoint ships at its dtype (their config.json have no
+#: quantization_config; their FP8 siblings are separate repositories).
+QUANTIZED_RELEASES = {
+    "deepseek-v3": "fp8-block",
+    "deepseek-r1": "fp8-block",
+    "deepseek-v3.1": "fp8-block",
+    "kimi-k2": "fp8-block",
+    "kimi-k2-thinking": "int4-g32",
+    "minimax-m2": "fp8-block",
+    "gpt-oss-20b": "mxfp4",
+    "gpt-oss-120b": "mxfp4",
+}
+
+
+def test_registry_states_every_quantized_release() -> None:
+    files = {path.stem: registry_file(path.stem) for path in model_paths()}
+    stated = {m: f.weights.format for m, f in files.items() if f.weights is not None}
+    assert stated == QUANTIZED_RELEASES
+
+
 def test_quantized_layers_keep_embeddings(llama3_70b: ModelSpec) -> None:
     # Kept at bf16: embedding and head 2 x 128256 x 8192 = 2,101,346,304 and the norms
     # 80 x 16,384 + 8,192 = 1,318,912, together 2,102,665,216 parameters -> 4,205,330,432 bytes;
@@ -506,7 +566,7 @@ def models(draw: st.DrawFn) -> ModelSpec:
 
 
 weight_dtypes = st.sampled_from(
-    ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "fp8-block", "int4-g128"]
+    ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "fp8-block", "int4-g128", "int4-g32"]
 )
 
 

@@ -196,7 +196,10 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--weight-dtype",
-            help="bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128 [default: as released]",
+            help=(
+                "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
+                "[default: as released]"
+            ),
         ),
     ),
     "kv_dtype": (str | None, KvDtypeOption),

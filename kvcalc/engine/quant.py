@@ -170,10 +170,13 @@ MXFP4 = GroupScaled("mxfp4", 4, 8, 32, word_bits=8)
 #: The usual w4a16 checkpoint (GPTQ / AWQ / compressed-tensors pack-quantized): int4 packed in
 #: int32, one 16-bit scale per 128 inputs, symmetric (no zero points).
 INT4_G128 = GroupScaled("int4-g128", 4, 16, 128)
+#: Kimi-K2-Thinking's routed experts (compressed-tensors pack-quantized, its config.json): int4
+#: packed in int32, symmetric, one bf16 scale per 32 inputs.
+INT4_G32 = GroupScaled("int4-g32", 4, 16, 32)
 
 #: ``--weight-dtype`` names that are formats rather than flat dtypes.
 NAMED_FORMATS: dict[str, WeightFormat] = {
-    f.name: f for f in (FP8_BLOCK, MXFP4, INT4_G128)
+    f.name: f for f in (FP8_BLOCK, MXFP4, INT4_G128, INT4_G32)
 }
 #: Every ``--weight-dtype`` choice: the flat dtypes (values only, as a what-if) and the formats.
 WEIGHT_FORMAT_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", *NAMED_FORMATS)
