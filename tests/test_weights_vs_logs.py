@@ -1,7 +1,8 @@
 """Weights per GPU against vLLM 0.19.0's "Model loading took X GiB" on an H100.
 
 The logged figures are the llm-d-planner accuracy runs (PR 205, accuracy/results/v0.19.0,
-the runs summarised in shared/reference/vllm-kv-algorithm.md). Each quantized checkpoint is the
+the runs summarised in shared/reference/vllm-kv-algorithm.md), and two gpt-oss TP 1 runs from
+its docs/empirical-vllm-memory-results.md. Each quantized checkpoint is the
 registry architecture it was quantized from with the quantization_config its repository ships
 (RedHat's compressed-tensors w8a8 / FP8-dynamic: per-channel scales, lm_head ignored; its w4a16:
 GPTQ int4, group 128, symmetric). A failing tolerance shows the whole table (log figure,
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from kvcalc.engine.quant import MXFP4, CheckpointFormat
+from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import released_format, weights_per_gpu
 from kvcalc.registry.hf.base import Where
@@ -58,6 +61,11 @@ RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
     ("llama3.1-70b", W8A8, "bf16", 2, 33.88),
     ("qwen2.5-7b", FP8_DYNAMIC, "bf16", 1, 8.14),
     ("qwen2.5-7b", W8A8, "bf16", 1, 8.14),
+    # MXFP4 experts as released (the registry's weights:), padded as vLLM loads them.
+    ("gpt-oss-20b", None, "bf16", 2, 7.01),
+    # llm-d-planner docs/empirical-vllm-memory-results.md (H100, vLLM release not stated).
+    ("gpt-oss-20b", None, "bf16", 1, 13.47),
+    ("gpt-oss-120b", None, "bf16", 1, 64.38),
 ]
 
 
@@ -76,11 +84,29 @@ def test_weights_per_gpu_match_vllm_model_loading() -> None:
         ours = kvcalc_gib(model, quant, dtype, tp)
         error = (ours - logged) / logged
         errors.append(abs(error))
-        method = quant["quant_method"] if quant else dtype
+        method = quant["quant_method"] if quant else released_format(resolve_model(model)).name
         table.append(f"{model:16} {method:20} {tp:2}  {logged:8.2f} {ours:8.2f} {error:+7.2%}")
     shown = "\n".join(table)  # the whole table whenever a tolerance fails
     assert max(errors) < 0.04, shown
     assert statistics.median(errors) < 0.01, shown
+
+
+def test_mxfp4_experts_are_padded_as_vllm_loads_them() -> None:
+    # gpt-oss-20b at TP 2: each shard's 1440 intermediate rows padded to 1536 and the hidden
+    # 2880 to 3072 (vLLM mxfp4.py). Per layer, 32 experts of gate/up [3072, 3072] and down
+    # [3072, 1536] at 4 bits plus one byte of scale per 32: 32 x (3072 x 1536 + 3072 x 96
+    # + 3072 x 768 + 3072 x 48) = 240,648,192 B, x 24 layers = 5,775,556,608 B; unpadded
+    # 32 x (2880 x 1440 + 2880 x 90 + 2880 x 720 + 2880 x 45) x 24 = 5,076,172,800 B.
+    spec = resolve_model("gpt-oss-20b")
+    (padded,) = weights_per_gpu(spec, released_format(spec), 2)
+    (shipped,) = weights_per_gpu(spec, _unpadded(spec), 2)
+    assert padded.bytes_per_gpu - shipped.bytes_per_gpu == 5_775_556_608 - 5_076_172_800
+    assert padded.params_per_gpu == shipped.params_per_gpu  # padding is memory, not parameters
+
+
+def _unpadded(spec: ModelSpec) -> CheckpointFormat:
+    fmt = released_format(spec)
+    return replace(fmt, experts=replace(MXFP4, expert_alignment=None))
 
 
 def test_an_unknown_quant_method_is_refused() -> None:

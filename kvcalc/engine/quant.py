@@ -61,6 +61,12 @@ class WeightFormat(ABC):
         """Bits of one stored value (without scales): what the matmul reads per weight."""
 
     @property
+    def expert_alignment(self) -> tuple[int, int] | None:
+        """Multiples the engine pads a routed expert's shard to when it loads this format:
+        (intermediate rows per TP shard, hidden size); None: stored as shipped."""
+        return None
+
+    @property
     def compute(self) -> str:
         """The dtype the matmuls run in: FP8 weights run FP8 GEMMs (vLLM's CUTLASS FP8 kernels);
         other quantized weights are dequantized to 16 bits by weight-only kernels (Marlin)."""
@@ -127,6 +133,9 @@ class GroupScaled(WeightFormat):
     group: int
     zero_bits: int = 0
     word_bits: int = 32
+    expert_alignment: tuple[int, int] | None = None
+    """How the engine pads routed experts in this format when it loads them: each TP shard's
+    intermediate rows and the hidden size rounded up to these multiples (None: unpadded)."""
 
     def matrix_bits(self, rows: int, cols: int) -> int | Fraction:
         groups = _ceil_div(cols, self.group)
@@ -166,7 +175,11 @@ def plain(dt: DType) -> Plain:
 #: config.json: ``quant_method: fp8``, ``weight_block_size: [128, 128]``).
 FP8_BLOCK = BlockScaled("fp8-block", 8, 32, 128, 128)
 #: OCP MXFP4 as gpt-oss ships its experts: E2M1 values two to a byte, one E8M0 scale per 32.
-MXFP4 = GroupScaled("mxfp4", 4, 8, 32, word_bits=8)
+#: vLLM loads them padded (vllm/model_executor/layers/quantization/mxfp4.py,
+#: ``Mxfp4MoEMethod.create_weights``, the CUDA Marlin layout: "n % 256 == 0 and k % 128 == 0",
+#: each shard's intermediate size rounded up to 128 and the hidden size to 256): gpt-oss-20b at
+#: TP 2 loads 7.01 GiB per GPU in vLLM 0.19's log against 6.40 GiB unpadded.
+MXFP4 = GroupScaled("mxfp4", 4, 8, 32, word_bits=8, expert_alignment=(128, 256))
 #: The usual w4a16 checkpoint (GPTQ / AWQ / compressed-tensors pack-quantized): int4 packed in
 #: int32, one 16-bit scale per 128 inputs, symmetric (no zero points).
 INT4_G128 = GroupScaled("int4-g128", 4, 16, 128)

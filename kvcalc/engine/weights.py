@@ -367,6 +367,43 @@ def stage_tensor_counts(
     return out
 
 
+def padded_expert_tensors(
+    moe: MoE, hidden: int, tp: int, alignment: tuple[int, int]
+) -> tuple[Tensor, ...]:
+    """The routed experts of one layer as the engine allocates them on each of ``tp`` ranks:
+    the shard's intermediate rows and the hidden size rounded up to ``alignment``."""
+    rows_align, hidden_align = alignment
+    rows = _round_up(-(-moe.intermediate_size // tp), rows_align)
+    padded_hidden = _round_up(hidden, hidden_align)
+    return ffn_tensors("routed_experts", rows * tp, moe.experts, padded_hidden, moe.gated)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def loaded_tensor_counts(
+    model: ModelSpec, layers: range, first: bool, last: bool, experts: WeightFormat, tp: int
+) -> list[tuple[Tensor, int]]:
+    """:func:`stage_tensor_counts` as the engine holds them in memory: routed experts in a
+    format the engine pads on load (:attr:`WeightFormat.expert_alignment`) take their padded
+    shape; every other tensor is stored as shipped."""
+    counts = stage_tensor_counts(model, layers, first, last)
+    alignment = experts.expert_alignment
+    if alignment is None:
+        return counts
+    moe_layers: dict[MoE, int] = {}
+    for i in layers:
+        ffn = model.ffn_at(i)
+        if isinstance(ffn, MoE):
+            moe_layers[ffn] = moe_layers.get(ffn, 0) + 1
+    out = [(t, n) for t, n in counts if t.role != "routed_experts"]
+    for moe, n in moe_layers.items():
+        padded = padded_expert_tensors(moe, model.hidden_size, tp, alignment)
+        out.extend((t, n) for t in padded)
+    return out
+
+
 def weights_per_gpu(
     model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat, tp: int = 1, pp: int = 1
 ) -> tuple[StageWeights, ...]:
@@ -374,16 +411,19 @@ def weights_per_gpu(
 
     The embedding lives on the first stage, the final norm and LM head on the last. A caller
     sizing a deployment takes the stage with the most bytes (see :func:`max_weight_bytes_per_gpu`).
+    Bytes are what the engine holds (routed experts padded as it loads them); parameters are
+    the model's own.
     """
     check_parallelism(model, tp, pp)
     prec = as_precision(precision)
     stages = pipeline_stages(model.num_layers, pp)
     out = []
     for s, layers in enumerate(stages):
-        counts = stage_tensor_counts(model, layers, s == 0, s == pp - 1)
+        first, last = s == 0, s == pp - 1
         bits: Bits = {}
-        for tensor, n in counts:
+        for tensor, n in loaded_tensor_counts(model, layers, first, last, prec.experts, tp):
             add_tensor_bits(bits, tensor, prec, tp, n)
+        counts = stage_tensor_counts(model, layers, first, last)
         params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
         out.append(StageWeights(s, layers, params, bytes_of(bits)))
     return tuple(out)
