@@ -205,9 +205,9 @@ ACTIVE_CONVENTION = {
 #: Stated figures our count does not reproduce, and why. Each is a strict xfail: the day the
 #: count or the figure changes so that they agree, the test fails until the entry is removed.
 KNOWN_GAPS = {
-    ("llama4-scout", "total"): (
-        "109B counts the vision encoder (~0.9B) of the multimodal checkpoint; the text model "
-        "is 107.77B"
+    ("gemma3-4b", "total"): (
+        "the name rounds down: 3.88B text model + 0.42B SigLIP tower and projector = 4.30B, "
+        "what the checkpoint holds"
     ),
     ("deepseek-v3", "active"): (
         "36.7B (README_WEIGHTS, 'incl. 0.9B embedding and 0.9B head') is 0.85B below our "
@@ -359,6 +359,38 @@ def test_minimax_m2_ships_fp8_with_128x128_block_scales() -> None:
     spec = registry_model("minimax-m2")
     expected = 2_556_672_000 + 227_410_968_576 + 54_853_632 + 666_624
     assert weight_bytes(spec, released_format(spec)) == expected
+
+
+def test_llama4_scout_counts_its_vision_encoder() -> None:
+    # The module table of the released checkpoint (109,676,279,296 parameters): per vision block
+    # q/k/v/o 4 x (1408^2 + 1408), fc1 and fc2 2 x 7,929,856 + 5632 + 1408, two LayerNorms
+    # 4 x 1408 = 23,807,872, x 34 = 809,467,648; patch linear 827,904, class embedding 1408,
+    # positions 577 x 1408 = 812,416, layernorm_pre/post 4 x 1408; vision_adapter
+    # 23,068,672 + 16,777,216; multi_modal_projector 20,971,520. Total 871,932,416.
+    counts = param_counts(registry_model("llama4-scout"))
+    assert counts.encoder == 809_467_648 + 827_904 + 1408 + 812_416 + 5632 + 39_845_888 + 20_971_520
+    assert counts.encoder == 871_932_416
+    # Not active: no text token passes through the vision tower.
+    assert counts.active == counts.non_expert + counts.routed_experts_active
+
+
+def test_gemma3_counts_its_siglip_tower() -> None:
+    # SigLIP so400m/14 at 896: per block 4 x (1152^2 + 1152) + 2 x 1152 x 4304 + 4304 + 1152
+    # + 4 x 1152 = 15,239,504, x 27 = 411,466,608; patch conv 3 x 14^2 x 1152 + 1152 = 678,528;
+    # positions 64^2 x 1152 = 4,718,592; post_layernorm 2304; projector RMSNorm 1152 and
+    # mm_input_projection 1152 x 5376 = 6,193,152. Total 423,060,336.
+    counts = param_counts(registry_model("gemma3-27b"))
+    assert counts.encoder == 411_466_608 + 678_528 + 4_718_592 + 2304 + 1152 + 6_193_152
+
+
+def test_the_vision_encoder_sits_on_the_first_stage_and_is_not_read_by_decode() -> None:
+    spec = registry_model("gemma3-27b")
+    text = replace(spec, vision=None)
+    first, last = weights_per_gpu(spec, BF16, pp=2)
+    text_first, text_last = weights_per_gpu(text, BF16, pp=2)
+    assert first.params_per_gpu - text_first.params_per_gpu == 423_060_336
+    assert last == text_last
+    assert decode_weight_bytes(spec, 1, BF16) == decode_weight_bytes(text, 1, BF16)
 
 
 #: Registry models whose official checkpoint is not 16-bit (config.json quantization_config or

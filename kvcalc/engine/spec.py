@@ -107,6 +107,35 @@ class MoELayout:
 
 
 @dataclass(frozen=True)
+class VisionEncoder:
+    """The image encoder of a multimodal checkpoint (a ViT: patch embedding, position table,
+    ``layers`` pre-norm blocks of biased attention and a GELU MLP, LayerNorms with biases) and the
+    projector into the text model, as the engine loads them beside the language model.
+
+    ``projector`` lists the bias-free linears after the tower as (inputs, outputs): Llama-4's
+    pixel-shuffle MLP and multi_modal_projector; Gemma-3's mm_input_projection (after an RMSNorm
+    of ``projector_norm`` values). ``tokens_per_image`` is what one image costs the text model
+    (the encoder-cache entry vLLM's profiler holds)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    patch: int
+    image: int
+    tokens_per_image: int
+    channels: int = 3
+    patch_bias: bool = True
+    """SigLIP's patch convolution has a bias; Llama-4's unfold linear has none."""
+    class_token: bool = False
+    """Llama-4: a class embedding, and one more row of the position table."""
+    outer_norms: int = 1
+    """LayerNorms around the block stack: SigLIP's post_layernorm; Llama-4's pre and post."""
+    projector: tuple[tuple[int, int], ...] = ()
+    projector_norm: int = 0
+
+
+@dataclass(frozen=True)
 class Layer:
     mixer: Mixer
     ffn: FFN
@@ -138,6 +167,8 @@ class ModelSpec:
     max_context: int | None = None
     checkpoint: CheckpointFormat | None = None
     """The released weight format; None: every weight at ``default_dtype``."""
+    vision: VisionEncoder | None = None
+    """A multimodal checkpoint's image encoder and projector; None: text only."""
 
     @cached_property
     def layers(self) -> tuple[Layer, ...]:

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 Role = Literal[
-    "embedding", "lm_head", "mixer", "mlp", "routed_experts", "shared_experts", "router", "norm"
+    "embedding",
+    "lm_head",
+    "mixer",
+    "mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "norm",
+    "encoder",
 ]
 
 

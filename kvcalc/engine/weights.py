@@ -18,7 +18,9 @@ QKV bias, gpt-oss attention and expert biases, Mamba conv/dt biases), per-head Q
 Gemma-3), extra sandwich norms (Gemma-2/3), Jamba's dt/B/C norms, gpt-oss attention-sink logits,
 DeepSeek's router correction bias, Qwen3-Next's shared-expert gate and the output gate of its
 gated-attention layers (an extra hidden x q_heads x head_dim per attention layer, which the spec
-does not describe). Vision towers and multi-token-prediction modules are not part of the spec.
+does not describe). Multi-token-prediction modules are not part of the spec. A multimodal
+checkpoint's vision tower and projector (:class:`VisionEncoder`) are counted on the first
+pipeline stage, never as active parameters nor as bytes read per decode step.
 
 Tensor parallelism (Megatron-style, as vLLM shards these layers): projections are split by heads
 (query heads, KV heads, value heads), MLPs and every expert by intermediate rows, Mamba by
@@ -38,7 +40,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from kvcalc.engine.quant import MXFP4, CheckpointFormat, WeightFormat, as_format, plain
-from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE
+from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE, VisionEncoder
 from kvcalc.engine.tensors import Role, Tensor, linear, replicated, row_parallel
 from kvcalc.engine.units import DType, dtype
 
@@ -127,9 +129,36 @@ def head_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
     return (norm, linear("lm_head", model.vocab_size, 1, model.hidden_size))
 
 
+@lru_cache(maxsize=64)
+def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
+    """A vision tower and its projector, split as vLLM's SigLIP / Llama-4 vision modules split
+    them: attention by heads (q/k/v column-parallel, o row-parallel), the MLP by intermediate
+    rows; embeddings, norms, biases and the projector replicated (each well under 1% of it)."""
+    head_dim = enc.hidden // enc.heads
+    positions = (enc.image // enc.patch) ** 2 + int(enc.class_token)
+    patch = enc.channels * enc.patch**2 * enc.hidden + (enc.hidden if enc.patch_bias else 0)
+    stem = patch + positions * enc.hidden + (enc.hidden if enc.class_token else 0)
+    # Per block: q/k/v/o and fc1/fc2 biases, two LayerNorms (weight and bias).
+    block_small = 4 * enc.hidden + enc.intermediate + enc.hidden + 4 * enc.hidden
+    block = (
+        linear("encoder", enc.heads, 3 * head_dim, enc.hidden),
+        row_parallel("encoder", enc.heads, enc.hidden, head_dim),
+        linear("encoder", enc.intermediate, 1, enc.hidden),
+        row_parallel("encoder", enc.intermediate, enc.hidden, 1),
+        replicated("encoder", block_small),
+    )
+    outer = stem + enc.outer_norms * 2 * enc.hidden + enc.projector_norm
+    return (
+        *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
+        replicated("encoder", outer),
+        *(linear("encoder", 1, outputs, inputs) for inputs, outputs in enc.projector),
+    )
+
+
 def model_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
     layers = (t for i in range(model.num_layers) for t in layer_tensors(model, i))
-    return (embedding_tensor(model), *layers, *head_tensors(model))
+    vision = encoder_tensors(model.vision) if model.vision else ()
+    return (*vision, embedding_tensor(model), *layers, *head_tensors(model))
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,6 +181,9 @@ class ParamCounts:
     shared_experts: int
     router: int
     norms: int
+    encoder: int = 0
+    """A multimodal checkpoint's vision tower and projector: stored and loaded, but no text
+    token passes through it, so it is not active."""
 
     @property
     def non_expert(self) -> int:
@@ -168,7 +200,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return self.non_expert + self.routed_experts
+        return self.non_expert + self.routed_experts + self.encoder
 
     @property
     def active(self) -> int:
@@ -209,6 +241,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         shared_experts=by_role.get("shared_experts", 0),
         router=by_role.get("router", 0),
         norms=by_role.get("norm", 0),
+        encoder=by_role.get("encoder", 0),
     )
 
 
@@ -340,6 +373,8 @@ def stage_tensors(model: ModelSpec, layers: range, first: bool, last: bool) -> l
     tensors = [t for i in layers for t in layer_tensors(model, i)]
     if first:
         tensors.append(embedding_tensor(model))
+        if model.vision is not None:  # vLLM builds the vision tower on the first PP rank
+            tensors.extend(encoder_tensors(model.vision))
     if last:
         tensors.extend(head_tensors(model))
         if model.tied_embeddings and not first:

@@ -173,6 +173,43 @@ class MoESchema(Strict):
         return self
 
 
+class VisionSchema(Strict):
+    """A multimodal checkpoint's image encoder (config.json ``vision_config``) and projector."""
+
+    num_layers: PosInt
+    hidden_size: PosInt
+    intermediate_size: PosInt
+    num_attention_heads: PosInt
+    patch_size: PosInt
+    image_size: PosInt
+    tokens_per_image: PosInt = Field(description="text tokens one image becomes")
+    num_channels: PosInt = 3
+    patch_bias: bool = True
+    class_token: bool = False
+    outer_norms: NonNegInt = 1
+    projector: list[tuple[PosInt, PosInt]] = Field(
+        [], description="bias-free linears after the tower, as [inputs, outputs]"
+    )
+    projector_norm: NonNegInt = 0
+
+    def to_spec(self) -> spec.VisionEncoder:
+        return spec.VisionEncoder(
+            layers=self.num_layers,
+            hidden=self.hidden_size,
+            intermediate=self.intermediate_size,
+            heads=self.num_attention_heads,
+            patch=self.patch_size,
+            image=self.image_size,
+            tokens_per_image=self.tokens_per_image,
+            channels=self.num_channels,
+            patch_bias=self.patch_bias,
+            class_token=self.class_token,
+            outer_norms=self.outer_norms,
+            projector=tuple(self.projector),
+            projector_norm=self.projector_norm,
+        )
+
+
 # ---------------------------------------------------------------- architecture
 
 
@@ -189,6 +226,7 @@ class Architecture(Strict):
     )
     mlp: MLPSchema | None = None
     moe: MoESchema | None = None
+    vision: VisionSchema | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Architecture:
@@ -260,6 +298,7 @@ class Architecture(Strict):
             default_dtype=dtype,
             max_context=max_context,
             checkpoint=checkpoint,
+            vision=self.vision.to_spec() if self.vision else None,
         )
 
     def pattern_names(self) -> list[str]:
