@@ -29,8 +29,9 @@ from kvcalc.engine.vllm import (
 
 # An H100's CUDA total (registry h100-sxm): 81,082 MiB = 85,020,639,232 bytes.
 H100_BYTES = 85_020_639_232
-# Llama-3.1-8B at bf16: 8,030,261,248 parameters (the official 8.03B) x 2 bytes.
-LLAMA31_8B_WEIGHTS = 16_060_522_496
+# Llama-3.1-8B at bf16: 8,030,261,248 parameters (the official 8.03B) x 2 bytes, and the RoPE
+# cos/sin table vLLM builds with the weights: 131,072 positions x 128 x 2 bytes = 33,554,432.
+LLAMA31_8B_WEIGHTS = 16_060_522_496 + 33_554_432
 
 
 # ------------------------------------------------------------------ memory

@@ -455,8 +455,9 @@ def test_pipeline_stages_hold_embedding_first_and_head_last(llama3_70b: ModelSpe
     assert first.params_per_gpu == 27 * per_layer + 1_050_673_152
     assert middle.params_per_gpu == 27 * per_layer
     assert last.params_per_gpu == 26 * per_layer + 1_050_673_152 + 8_192
-    # The heaviest stage is the first (the last has one layer less): 2 bytes x 24,153,341,952.
-    assert max_weight_bytes_per_gpu(m, BF16, pp=3) == 48_306_683_904
+    # The heaviest stage is the first (the last has one layer less): 2 bytes x 24,153,341,952,
+    # and every stage's RoPE table of 8,192 positions x 128 x 2 bytes = 2,097,152.
+    assert max_weight_bytes_per_gpu(m, BF16, pp=3) == 48_306_683_904 + 2_097_152
 
 
 def test_tied_head_is_copied_to_the_last_stage() -> None:

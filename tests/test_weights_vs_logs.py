@@ -2,11 +2,12 @@
 
 The logged figures are the llm-d-planner accuracy runs (PR 205, accuracy/results/v0.19.0,
 the runs summarised in shared/reference/vllm-kv-algorithm.md), and two gpt-oss TP 1 runs from
-its docs/empirical-vllm-memory-results.md. Each quantized checkpoint is the
-registry architecture it was quantized from with the quantization_config its repository ships
-(RedHat's compressed-tensors w8a8 / FP8-dynamic: per-channel scales, lm_head ignored; its w4a16:
-GPTQ int4, group 128, symmetric). A failing tolerance shows the whole table (log figure,
-kvcalc figure, error).
+its docs/empirical-vllm-memory-results.md. Each run's log is in the PR's history
+(accuracy/results/v0.19.0/*.log, commit d3121e0), "Model loading took X GiB". Each quantized
+checkpoint is the registry architecture it was quantized from with the quantization_config its
+repository ships (RedHat's compressed-tensors w8a8 / FP8-dynamic: per-channel scales, lm_head
+ignored; its w4a16: GPTQ int4, group 128, symmetric). A failing tolerance shows the whole table
+(log figure, kvcalc figure, error).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from kvcalc.engine.quant import MXFP4, CheckpointFormat
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB
-from kvcalc.engine.weights import released_format, weights_per_gpu
+from kvcalc.engine.weights import released_format, rotary_cache_bytes, weights_per_gpu
 from kvcalc.registry.hf.base import Where
 from kvcalc.registry.hf.quantization import checkpoint_format
 from kvcalc.registry.load import RegistryError, resolve_model
@@ -61,6 +62,15 @@ RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
     ("llama3.1-70b", W8A8, "bf16", 2, 33.88),
     ("qwen2.5-7b", FP8_DYNAMIC, "bf16", 1, 8.14),
     ("qwen2.5-7b", W8A8, "bf16", 1, 8.14),
+    ("qwen3-30b-a3b", None, "bf16", 1, 56.88),
+    ("gemma2-2b", None, "bf16", 1, 4.90),
+    ("phi-4", None, "bf16", 1, 27.39),
+    # Multimodal: the vision tower and projector, and the RoPE tables (Gemma-3's global table
+    # spans 8 x 131,072 positions; Llama-4-Scout's 10,485,760).
+    ("gemma3-4b", None, "bf16", 1, 8.58),
+    ("gemma3-12b", None, "bf16", 1, 23.31),
+    ("gemma3-27b", None, "bf16", 1, 51.45),
+    ("llama4-scout", None, "bf16", 4, 53.12),
     # MXFP4 experts as released (the registry's weights:), padded as vLLM loads them.
     ("gpt-oss-20b", None, "bf16", 2, 7.01),
     # llm-d-planner docs/empirical-vllm-memory-results.md (H100, vLLM release not stated).
@@ -107,6 +117,16 @@ def test_mxfp4_experts_are_padded_as_vllm_loads_them() -> None:
 def _unpadded(spec: ModelSpec) -> CheckpointFormat:
     fmt = released_format(spec)
     return replace(fmt, experts=replace(MXFP4, expert_alignment=None))
+
+
+def test_rope_tables_are_loaded_with_the_weights() -> None:
+    # Llama-4-Scout: one table of 10,485,760 positions x 128 dims in bf16 = 2.5 GiB per GPU,
+    # the gap between its weights and vLLM's "Model loading took 53.12 GiB" at TP 4.
+    assert rotary_cache_bytes(resolve_model("llama4-scout")) == 10_485_760 * 128 * 2
+    # Gemma-3-27B: local (131,072) and globally scaled (8 x 131,072) tables of 128 dims.
+    assert rotary_cache_bytes(resolve_model("gemma3-27b")) == 9 * 131_072 * 128 * 2
+    # DeepSeek-V3: MLA's 64-wide rope key over 163,840 positions.
+    assert rotary_cache_bytes(resolve_model("deepseek-v3")) == 163_840 * 64 * 2
 
 
 def test_an_unknown_quant_method_is_refused() -> None:

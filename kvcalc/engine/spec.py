@@ -169,6 +169,9 @@ class ModelSpec:
     """The released weight format; None: every weight at ``default_dtype``."""
     vision: VisionEncoder | None = None
     """A multimodal checkpoint's image encoder and projector; None: text only."""
+    rotary_caches: tuple[tuple[int, int], ...] | None = None
+    """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
+    None: one table of ``max_context`` positions per rotary width of the attention kinds."""
 
     @cached_property
     def layers(self) -> tuple[Layer, ...]:

@@ -439,6 +439,39 @@ def loaded_tensor_counts(
     return out
 
 
+def rotary_dims(mixer: Mixer) -> int | None:
+    """The width RoPE rotates in one attention kind: MLA's separate rope key, else the whole
+    key head (recurrent kinds have no RoPE)."""
+    from kvcalc.engine.spec import FullAttention, MultiHeadLatentAttention
+
+    if isinstance(mixer, MultiHeadLatentAttention):
+        return mixer.qk_rope_head_dim
+    if isinstance(mixer, FullAttention):
+        return mixer.head_dim_k
+    return None
+
+
+def rotary_caches(model: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """(positions, dims) of each RoPE cos/sin table: the spec's, else one of ``max_context``
+    positions per distinct rotary width."""
+    if model.rotary_caches is not None:
+        return model.rotary_caches
+    if model.max_context is None:
+        return ()
+    dims = {rotary_dims(m) for m in model.mixer_pattern} - {None}
+    return tuple((model.max_context, d) for d in sorted(d for d in dims if d is not None))
+
+
+def rotary_cache_bytes(model: ModelSpec) -> int:
+    """Bytes of the RoPE tables every rank holds beside its weights: vLLM's RotaryEmbedding
+    registers a ``cos_sin_cache`` buffer of positions x rotary dims in the model dtype while the
+    model is built, so "Model loading took" includes it (get_rope shares one table per
+    configuration). Llama-4-Scout's 10M positions x 128 are 2.5 GiB per GPU; Gemma-3's global
+    table, linearly scaled by 8, 1M positions x 256 are 0.5 GiB."""
+    act = dtype(model.default_dtype)
+    return sum(act.bytes_for(positions * dims) for positions, dims in rotary_caches(model))
+
+
 def weights_per_gpu(
     model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat, tp: int = 1, pp: int = 1
 ) -> tuple[StageWeights, ...]:
@@ -446,8 +479,9 @@ def weights_per_gpu(
 
     The embedding lives on the first stage, the final norm and LM head on the last. A caller
     sizing a deployment takes the stage with the most bytes (see :func:`max_weight_bytes_per_gpu`).
-    Bytes are what the engine holds (routed experts padded as it loads them); parameters are
-    the model's own.
+    Bytes are what the engine holds (routed experts padded as it loads them, and the RoPE
+    tables it builds with the weights, :func:`rotary_cache_bytes`); parameters are the model's
+    own.
     """
     check_parallelism(model, tp, pp)
     prec = as_precision(precision)
@@ -460,7 +494,7 @@ def weights_per_gpu(
             add_tensor_bits(bits, tensor, prec, tp, n)
         counts = stage_tensor_counts(model, layers, first, last)
         params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
-        out.append(StageWeights(s, layers, params, bytes_of(bits)))
+        out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary_cache_bytes(model)))
     return tuple(out)
 
 

@@ -227,6 +227,11 @@ class Architecture(Strict):
     mlp: MLPSchema | None = None
     moe: MoESchema | None = None
     vision: VisionSchema | None = None
+    rotary_caches: list[tuple[PosInt, PosInt]] | None = Field(
+        None,
+        description="[positions, rotary dims] of each RoPE cos/sin table vLLM builds (a linear "
+        "rope_scaling factor multiplies the positions); default: max_context x head dim",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Architecture:
@@ -299,6 +304,7 @@ class Architecture(Strict):
             max_context=max_context,
             checkpoint=checkpoint,
             vision=self.vision.to_spec() if self.vision else None,
+            rotary_caches=None if self.rotary_caches is None else tuple(self.rotary_caches),
         )
 
     def pattern_names(self) -> list[str]:
