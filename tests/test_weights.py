@@ -409,6 +409,7 @@ QUANTIZED_RELEASES = {
     "deepseek-v3": "fp8-block",
     "deepseek-r1": "fp8-block",
     "deepseek-v3.1": "fp8-block",
+    "deepseek-v3.2-exp": "fp8-block",
     "kimi-k2": "fp8-block",
     "kimi-k2-thinking": "int4-g32",
     "minimax-m2": "fp8-block",
