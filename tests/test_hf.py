@@ -20,6 +20,7 @@ from specs import registry_model
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
+from kvcalc.engine.weights import param_counts
 from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
 from kvcalc.registry.hf.importer import SHAPE_FIELDS
 from kvcalc.registry.load import RegistryError, resolve_model
@@ -293,7 +294,8 @@ def test_mistral3_wrapper_reads_its_mistral_text_config(tmp_path: Path) -> None:
     model = load_hf_config(write_config(tmp_path, data))
     assert kv_bytes_per_token(model, BF16) == 2 * 40 * 8 * 128 * 2
     assert model.vocab_size == DEFAULTS["mistral"]["vocab_size"]
-    assert model.tied_embeddings is True  # Mistral3Config's own default governs the lm_head
+    # Untied, as vLLM loads Mistral-Small-3.1 (its logged weights are the untied count).
+    assert model.tied_embeddings is False
 
 
 def test_ids_and_names(tmp_path: Path) -> None:
@@ -452,3 +454,90 @@ def test_quantization_config_changes_the_weights_never_the_kv_cache(
     assert quantized.checkpoint is not None and quantized.checkpoint.is_quantized
     unquantized = load_hf_config(FIXTURES / folder)
     assert replace(quantized, checkpoint=None) == replace(unquantized, checkpoint=None)
+
+
+# ---------------------------------------------------------------- multimodal towers
+
+GEMMA3_SIGLIP = {  # google/gemma-3-27b-it vision_config (model-configs-2025.yaml)
+    "model_type": "siglip_vision_model",
+    "num_hidden_layers": 27,
+    "hidden_size": 1152,
+    "num_attention_heads": 16,
+    "intermediate_size": 4304,
+    "patch_size": 14,
+    "image_size": 896,
+    "vision_use_head": False,
+}
+LLAMA4_VISION = {  # meta-llama/Llama-4-Scout-17B-16E-Instruct vision_config
+    "hidden_size": 1408,
+    "image_size": 336,
+    "intermediate_size": 5632,
+    "model_type": "llama4_vision_model",
+    "multi_modal_projector_bias": False,
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "num_hidden_layers": 34,
+    "patch_size": 14,
+    "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096,
+    "projector_output_dim": 4096,
+    "vision_output_dim": 4096,
+}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "registry_id", "vision"),
+    [
+        ("gemma3-27b", "gemma3-27b", GEMMA3_SIGLIP),
+        ("llama4-scout", "llama4-scout", LLAMA4_VISION),
+        ("llama4-maverick", "llama4-maverick", LLAMA4_VISION),
+    ],
+)
+def test_vision_config_is_the_registry_tower(
+    tmp_path: Path, fixture: str, registry_id: str, vision: dict[str, Any]
+) -> None:
+    # The registry describes the towers by hand from the same vision_config: both paths agree.
+    data = fixture_data(fixture) | {"vision_config": vision}
+    imported = load_hf_config(write_config(tmp_path, data))
+    assert imported.vision is not None
+    assert imported.vision == registry_model(registry_id).vision
+    # Without vision_config (a text-only copy) the language model alone is imported.
+    assert load_hf_config(FIXTURES / fixture).vision is None
+
+
+def test_gemma3_rope_tables_follow_its_linear_scaling() -> None:
+    # rope_scaling {rope_type: linear, factor: 8}: the global table spans 8 x 131,072 positions.
+    assert load_hf_config(FIXTURES / "gemma3-27b").rotary_caches == (
+        (131_072, 128),
+        (1_048_576, 128),
+    )
+
+
+def test_pixtral_tower_of_mistral3(tmp_path: Path) -> None:
+    # Pixtral (Mistral-Small-3.1's vision_config): patch conv 3 x 14^2 x 1024 = 602,112, ln_pre
+    # 1024; per block q/k/v/o 4 x 1024^2, gated MLP 3 x 1024 x 4096, two RMSNorms 2 x 1024 =
+    # 16,779,264, x 24 = 402,702,336; projector RMSNorm 1024, patch merger 4096 x 1024 =
+    # 4,194,304, linear_1 1024 x 5120 = 5,242,880, linear_2 5120 x 5120 = 26,214,400.
+    vision = {
+        "hidden_size": 1024,
+        "image_size": 1540,
+        "intermediate_size": 4096,
+        "model_type": "pixtral",
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": 24,
+        "patch_size": 14,
+    }
+    text = {"hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 32}
+    data = {"model_type": "mistral3", "text_config": text, "vision_config": vision}
+    model = load_hf_config(write_config(tmp_path, data))
+    expected = 602_112 + 1024 + 402_702_336 + 1024 + 4_194_304 + 5_242_880 + 26_214_400
+    assert param_counts(model).encoder == expected
+    # (1540 / 14 / 2)^2 = 3,025 merged patches and one [IMG_BREAK] per row of 55.
+    assert model.vision is not None and model.vision.tokens_per_image == 3080
+
+
+def test_a_bad_vision_config_is_named(tmp_path: Path) -> None:
+    data = fixture_data("llama4-scout") | {"vision_config": LLAMA4_VISION | {"hidden_size": 0}}
+    with pytest.raises(RegistryError, match="vision_config.hidden_size"):
+        load_hf_config(write_config(tmp_path, data))

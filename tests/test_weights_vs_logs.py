@@ -12,7 +12,9 @@ ignored; its w4a16: GPTQ int4, group 128, symmetric). A failing tolerance shows 
 
 from __future__ import annotations
 
+import json
 import statistics
+import tempfile
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +30,7 @@ from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
 from kvcalc.engine.weights import released_format, rotary_cache_bytes, weights_per_gpu
 from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.hf.base import Where
+from kvcalc.registry.hf.importer import load_hf_config
 from kvcalc.registry.hf.quantization import checkpoint_format
 from kvcalc.registry.load import RegistryError, resolve_model
 
@@ -44,6 +47,62 @@ def _compressed(kind: str) -> dict[str, Any]:
 W8A8 = _compressed("int")
 FP8_DYNAMIC = _compressed("float")
 W4A16 = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": True}
+
+#: mistralai/Mistral-Small-3.1-24B-Instruct-2503 config.json (Mistral3ForConditionalGeneration:
+#: Pixtral vision tower, Mistral text model), as public copies reproduce it verbatim (a C++ test
+#: fixture "kRealConfig", a diffusers text-encoder loader). Not a registry model: it is imported
+#: the way a user's config.json is.
+MISTRAL_SMALL_31: dict[str, Any] = {
+    "architectures": ["Mistral3ForConditionalGeneration"],
+    "image_token_index": 10,
+    "model_type": "mistral3",
+    "multimodal_projector_bias": False,
+    "projector_hidden_act": "gelu",
+    "spatial_merge_size": 2,
+    "text_config": {
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "hidden_size": 5120,
+        "intermediate_size": 32768,
+        "max_position_embeddings": 131072,
+        "model_type": "mistral",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 40,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000000.0,
+        "sliding_window": None,
+        "vocab_size": 131072,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "head_dim": 64,
+        "hidden_act": "silu",
+        "hidden_size": 1024,
+        "image_size": 1540,
+        "intermediate_size": 4096,
+        "model_type": "pixtral",
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": 24,
+        "patch_size": 14,
+        "rope_theta": 10000.0,
+    },
+    "vision_feature_layer": -1,
+}
+#: Imported configs by the name the tables use.
+CONFIGS = {"mistral-small-3.1": MISTRAL_SMALL_31}
+
+
+def model_spec(model: str) -> ModelSpec:
+    """A registry model, or one of :data:`CONFIGS` imported as its config.json."""
+    if model not in CONFIGS:
+        return resolve_model(model)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(CONFIGS[model]))
+        return load_hf_config(path)
+
 
 #: (registry model, quantization_config, vLLM --dtype, tp, logged GiB)
 RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
@@ -75,6 +134,9 @@ RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
     ("gemma3-12b", None, "bf16", 1, 23.31),
     ("gemma3-27b", None, "bf16", 1, 51.45),
     ("llama4-scout", None, "bf16", 4, 53.12),
+    ("mistral-small-3.1", None, "bf16", 1, 44.76),  # Pixtral tower and projector
+    ("mistral-small-3.1", W8A8, "bf16", 1, 24.07),  # RedHatAI's w8a8: the tower stays bf16
+    ("mistral-small-3.1", W8A8, "bf16", 2, 12.11),
     # MXFP4 experts as released (the registry's weights:), padded as vLLM loads them.
     ("gpt-oss-20b", None, "bf16", 2, 7.01),
     # llm-d-planner docs/empirical-vllm-memory-results.md (H100, vLLM release not stated).
@@ -84,7 +146,7 @@ RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
 
 
 def kvcalc_gib(model: str, quant: dict[str, Any] | None, dtype: str, tp: int) -> float:
-    spec = replace(resolve_model(model), default_dtype=dtype)
+    spec = replace(model_spec(model), default_dtype=dtype)
     if quant is not None:
         spec = replace(spec, checkpoint=checkpoint_format(Where(Path(model)), quant, dtype))
     (stage,) = weights_per_gpu(spec, released_format(spec), tp)
@@ -98,7 +160,7 @@ def test_weights_per_gpu_match_vllm_model_loading() -> None:
         ours = kvcalc_gib(model, quant, dtype, tp)
         error = (ours - logged) / logged
         errors.append(abs(error))
-        method = quant["quant_method"] if quant else released_format(resolve_model(model)).name
+        method = quant["quant_method"] if quant else released_format(model_spec(model)).name
         table.append(f"{model:16} {method:20} {tp:2}  {logged:8.2f} {ours:8.2f} {error:+7.2%}")
     shown = "\n".join(table)  # the whole table whenever a tolerance fails
     assert max(errors) < 0.04, shown
@@ -289,12 +351,26 @@ BLOCK_RUNS = [
         util=Fraction(90, 100),
     ),
     Run("meta-llama-llama-4-scout--h100-80gb--tp4pp1dp1--8192", "llama4-scout", 365_968, tp=4),
+    Run("mistralai-mistral-small---h100-80gb--tp1pp1dp1--8192", "mistral-small-3.1", 184_752),
+    Run(
+        "w8a8-mistral-small-24b--h100-80gb--tp1pp1dp1--8192",
+        "mistral-small-3.1",
+        319_344,
+        quant=W8A8,
+    ),
+    Run(
+        "w8a8-mistral-small-24b--h100-80gb--tp2pp1dp1--8192",
+        "mistral-small-3.1",
+        773_584,
+        tp=2,
+        quant=W8A8,
+    ),
 ]
 
 
 def kvcalc_tokens(run: Run) -> int:
     """kvcalc's "GPU KV cache size" for the run: weights, profile and blocks all estimated."""
-    spec = replace(resolve_model(run.model), default_dtype=run.dtype)
+    spec = replace(model_spec(run.model), default_dtype=run.dtype)
     if run.quant is not None:
         fmt = checkpoint_format(Where(Path(run.model)), run.quant, run.dtype)
         spec = replace(spec, checkpoint=fmt)

@@ -135,19 +135,25 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     them: attention by heads (q/k/v column-parallel, o row-parallel), the MLP by intermediate
     rows; embeddings, norms, biases and the projector replicated (each well under 1% of it)."""
     head_dim = enc.hidden // enc.heads
-    positions = (enc.image // enc.patch) ** 2 + int(enc.class_token)
+    norm = (2 if enc.norm_bias else 1) * enc.hidden
+    positions = (enc.image // enc.patch) ** 2 + int(enc.class_token) if enc.position_table else 0
     patch = enc.channels * enc.patch**2 * enc.hidden + (enc.hidden if enc.patch_bias else 0)
     stem = patch + positions * enc.hidden + (enc.hidden if enc.class_token else 0)
-    # Per block: q/k/v/o and fc1/fc2 biases, two LayerNorms (weight and bias).
-    block_small = 4 * enc.hidden + enc.intermediate + enc.hidden + 4 * enc.hidden
+    mlp_in = 2 if enc.gated_mlp else 1
+    # Per block: the q/k/v/o biases, the MLP's biases, two norms.
+    block_small = (
+        (4 * enc.hidden if enc.attention_bias else 0)
+        + ((mlp_in * enc.intermediate + enc.hidden) if enc.mlp_bias else 0)
+        + 2 * norm
+    )
     block = (
         linear("encoder", enc.heads, 3 * head_dim, enc.hidden),
         row_parallel("encoder", enc.heads, enc.hidden, head_dim),
-        linear("encoder", enc.intermediate, 1, enc.hidden),
+        linear("encoder", enc.intermediate, mlp_in, enc.hidden),
         row_parallel("encoder", enc.intermediate, enc.hidden, 1),
         replicated("encoder", block_small),
     )
-    outer = stem + enc.outer_norms * 2 * enc.hidden + enc.projector_norm
+    outer = stem + enc.outer_norms * norm + enc.projector_norm
     return (
         *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
         replicated("encoder", outer),

@@ -247,6 +247,11 @@ class VisionSchema(Strict):
         [], description="bias-free linears after the tower, as [inputs, outputs]"
     )
     projector_norm: NonNegInt = 0
+    norm_bias: bool = Field(True, description="LayerNorms with biases; false: RMSNorms")
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    gated_mlp: bool = False
+    position_table: bool = Field(True, description="false: rotary positions (Pixtral)")
 
     def to_spec(self) -> spec.VisionEncoder:
         return spec.VisionEncoder(
@@ -263,6 +268,11 @@ class VisionSchema(Strict):
             outer_norms=self.outer_norms,
             projector=tuple(self.projector),
             projector_norm=self.projector_norm,
+            norm_bias=self.norm_bias,
+            attention_bias=self.attention_bias,
+            mlp_bias=self.mlp_bias,
+            gated_mlp=self.gated_mlp,
+            position_table=self.position_table,
         )
 
 

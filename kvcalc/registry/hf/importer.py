@@ -172,7 +172,12 @@ def load_hf_config(path: Path | str) -> ModelSpec:
         adapter = text_adapter(inner, wrapper.text_config, text_type, top_level=False)
         tied = wrapper.tied_embeddings(adapter.config)
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
-    arch = validate(path, adapter.architecture(tied), Architecture)
+    architecture = adapter.architecture(tied)
+    if wrapper_class is not None:
+        vision = wrapper.vision(where, adapter.config.hidden_size)
+        if vision is not None:
+            architecture["vision"] = vision
+    arch = validate(path, architecture, Architecture)
     model_id, name = _names(path, top)
     model_dtype = dtype or DEFAULT_DTYPE
     checkpoint = checkpoint_format(where, top.get("quantization_config"), model_dtype)
