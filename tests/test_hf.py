@@ -541,3 +541,27 @@ def test_a_bad_vision_config_is_named(tmp_path: Path) -> None:
     data = fixture_data("llama4-scout") | {"vision_config": LLAMA4_VISION | {"hidden_size": 0}}
     with pytest.raises(RegistryError, match="vision_config.hidden_size"):
         load_hf_config(write_config(tmp_path, data))
+
+
+def test_moonvit_tower_of_kimi_vl(tmp_path: Path) -> None:
+    # MoonViT (Kimi-VL's vision_config, MoonViT-SO-400M): SigLIP-shaped blocks of 15,239,504
+    # x 27 = 411,466,608; patch conv 3 x 14^2 x 1152 + 1152 = 678,528; a learned 64 x 64 table
+    # 4,718,592; final LayerNorm 2304. Projector: LayerNorm 2304, 4 x 1152 -> 4608 (21,233,664)
+    # -> the text hidden, here Kimi-K2's 7168 (33,030,144).
+    vision = {
+        "hidden_size": 1152,
+        "init_pos_emb_height": 64,
+        "init_pos_emb_width": 64,
+        "intermediate_size": 4304,
+        "merge_kernel_size": [2, 2],
+        "model_type": "moonvit",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+    }
+    text = fixture_data("kimi-k2")
+    data = {"model_type": "kimi_vl", "text_config": text, "vision_config": vision}
+    model = load_hf_config(write_config(tmp_path, data))
+    expected = 411_466_608 + 678_528 + 4_718_592 + 2304 + 2304 + 21_233_664 + 33_030_144
+    assert param_counts(model).encoder == expected
+    assert model.vision is not None and model.vision.tokens_per_image == 64 * 64 // 4

@@ -1,9 +1,8 @@
 """Multimodal wrappers whose language model is the nested ``text_config``: gemma3, llama4,
 mistral3, kimi_vl. Each declares its own defaults and which text model_type it holds, and reads
 its ``vision_config`` as the image encoder and projector the checkpoint carries (gemma3: SigLIP,
-llama4: its own ViT, mistral3: Pixtral). Kimi-VL's MoonViT is not described: its import sizes
-the language model only. A config.json without ``vision_config`` (a text-only copy) imports the
-language model only.
+llama4: its own ViT, mistral3: Pixtral, kimi_vl: MoonViT). A config.json without
+``vision_config`` (a text-only copy) imports the language model only.
 
 Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py (the wrapper classes and
 the SiglipVisionConfig, Llama4VisionConfig and PixtralVisionConfig they build).
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from kvcalc.registry.hf.base import HFConfig, LayerCount, PosInt, TextConfig, Where, field_error
 
@@ -205,9 +204,50 @@ class Mistral3Config(WrapperConfig):
         }
 
 
+class MoonViTConfig(HFConfig):
+    """Kimi-VL's MoonViT (remote code, configuration_kimi_vl.py MoonViTConfig defaults)."""
+
+    hidden_size: PosInt = 1152
+    intermediate_size: PosInt = 4304
+    num_hidden_layers: LayerCount = 27
+    num_attention_heads: PosInt = 16
+    patch_size: PosInt = 14
+    init_pos_emb_height: PosInt = 64
+    init_pos_emb_width: PosInt = 64
+    merge_kernel_size: list[PosInt] = Field(default=[2, 2], min_length=2, max_length=2)
+
+
 class KimiVLConfig(WrapperConfig):
     # Kimi-VL is remote code (no transformers class): its text_config is a DeepSeek-V3 model.
     model_types = ("kimi_vl",)
     text_model_type = "deepseek_v3"
     fixed_text_class = False
     tie_word_embeddings: bool = False
+
+    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
+        if self.vision_config is None:
+            return None
+        inner = where.nested("vision_config")
+        v = inner.parse(MoonViTConfig, self.vision_config)
+        if v.init_pos_emb_height != v.init_pos_emb_width:
+            inner.fail("init_pos_emb_width", "must equal init_pos_emb_height (a square table)")
+        merge = v.merge_kernel_size[0] * v.merge_kernel_size[1]
+        side = v.init_pos_emb_height
+        # MoonViT is SigLIP-shaped (biased patch conv, attention and MLP, LayerNorms, a learned
+        # side x side position table, a final LayerNorm). KimiVLMultiModalProjector: a LayerNorm
+        # of the tower's width (weight and bias), then merge x width -> merge x width -> text
+        # hidden (their biases, 0.01% of it, not counted).
+        return {
+            "num_layers": v.num_hidden_layers,
+            "hidden_size": v.hidden_size,
+            "intermediate_size": v.intermediate_size,
+            "num_attention_heads": v.num_attention_heads,
+            "patch_size": v.patch_size,
+            "image_size": v.patch_size * side,  # the position table's side in patches
+            "tokens_per_image": side * side // merge,
+            "projector_norm": 2 * v.hidden_size,
+            "projector": [
+                [merge * v.hidden_size, merge * v.hidden_size],
+                [merge * v.hidden_size, text_hidden],
+            ],
+        }
