@@ -424,12 +424,15 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 def loaded_tensor_counts(
-    model: ModelSpec, layers: range, first: bool, last: bool, experts: WeightFormat, tp: int
+    model: ModelSpec,
+    layers: range,
+    counts: list[tuple[Tensor, int]],
+    experts: WeightFormat,
+    tp: int,
 ) -> list[tuple[Tensor, int]]:
-    """:func:`stage_tensor_counts` as the engine holds them in memory: routed experts in a
-    format the engine pads on load (:attr:`WeightFormat.expert_alignment`) take their padded
-    shape; every other tensor is stored as shipped."""
-    counts = stage_tensor_counts(model, layers, first, last)
+    """A stage's :func:`stage_tensor_counts` as the engine holds them in memory: routed experts
+    in a format the engine pads on load (:attr:`WeightFormat.expert_alignment`) take their
+    padded shape; every other tensor is stored as shipped."""
     alignment = experts.expert_alignment
     if alignment is None:
         return counts
@@ -494,11 +497,10 @@ def weights_per_gpu(
     stages = pipeline_stages(model.num_layers, pp)
     out = []
     for s, layers in enumerate(stages):
-        first, last = s == 0, s == pp - 1
+        counts = stage_tensor_counts(model, layers, s == 0, s == pp - 1)
         bits: Bits = {}
-        for tensor, n in loaded_tensor_counts(model, layers, first, last, prec.experts, tp):
+        for tensor, n in loaded_tensor_counts(model, layers, counts, prec.experts, tp):
             add_tensor_bits(bits, tensor, prec, tp, n)
-        counts = stage_tensor_counts(model, layers, first, last)
         params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
         out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary_cache_bytes(model)))
     return tuple(out)
