@@ -24,6 +24,8 @@ MODELS = [
     "llama4-scout", "minimax-m1", "qwen3-next-80b-a3b", "mistral-7b-v0.1", "llama3.1-405b",
     "meta-llama/Meta-Llama-3-70B", "LLAMA3-70B", "llama3", "model_configs", "README.md",
     "x.json", "/dev/null", "",
+    "Qwen/Qwen2.5-7B-Instruct", "org/m@main", "org/bad--id", "org/m@../x",
+    "tests/fixtures/hf/qwen3-8b",
 ]
 GPU_SETS = [
     "8xH100", "1xh100", "h200", "4xMI300X", "2 x a100-80gb", "8xb200", "2xl4", "0xH100", "x",
@@ -56,10 +58,24 @@ BATCH_OPTIONS = {
     "--swa-full-tokens-ratio": FRACTIONS,
 }
 DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+IMPORT_OPTIONS = {
+    "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
+    "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
+}
 LIST_OPTIONS = {"--registry": ["model_configs", "/nonexistent", "/dev/zero", "."]}
+TIMES = ["50ms", "2s", "0.5s", "800us", "0ms", "50", "1e3ms", "9" * 400 + "ms"]
+PLAN_GPUS = ["h100", "H100,H200", "mi300x,b200", "apple-m4-max,h100", "foo", "h100,,h200", ","]
+PLAN_OPTIONS = {
+    "--users": [*COUNTS, "100", "100000"], "--ctx": CONTEXTS, "--max-tpot": TIMES,
+    "--max-ttft": TIMES, "--gpus": PLAN_GPUS, "--max-gpus": COUNTS,
+    "--weight-dtype": [*DTYPES, "bf16,fp8", "fp8,fp8"], "--kv-dtype": [*DTYPES, "bf16,fp8"],
+    "--engine": ["simple", "vllm", "sglang"], "--mfu": FRACTIONS, "--top": COUNTS,
+    "--price": ["h100=2.5", "h100=2.5,h200=3", "h100=x", "=1", "h100=1e400", "h100"],
+}
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
-    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS,
+    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "plan": PLAN_OPTIONS,
+    "import-hf": IMPORT_OPTIONS,
 }
 ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
 FLAGS = ["--check", "--help", "--version"]
@@ -86,6 +102,10 @@ def argvs(draw: st.DrawFn) -> list[str]:
         argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
     if command in ("batch", "decode") and draw(st.integers(0, 9)) > 0:
         argv += ["--gpus", draw(st.one_of(st.sampled_from(GPU_SETS), TEXT))]
+    if command == "plan" and draw(st.integers(0, 9)) > 0:
+        # Mostly a few GPUs: a whole-registry search per example would slow the suite down.
+        argv += ["--users", draw(st.sampled_from(PLAN_OPTIONS["--users"]))]
+        argv += ["--gpus", draw(st.one_of(st.sampled_from(PLAN_GPUS), TEXT))]
     most = 1 if command in ("models", "gpus") else 3
     for option in draw(st.lists(st.sampled_from(sorted(options)), unique=True, max_size=most)):
         argv += [option, draw(st.sampled_from(options[option]))]

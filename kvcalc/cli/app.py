@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
 import math
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -109,6 +112,8 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "plan": "kvcalc.cli.plan",
+    "import-hf": "kvcalc.cli.import_hf",
 }
 
 
@@ -367,10 +372,18 @@ def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
         fail(f"--kv-dtype: {exc}")
 
 
+#: What MODEL may be, in the help of every command that takes one.
+MODEL_HELP = (
+    "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
+    "or config.json path"
+)
+
+
 def load_model(
     name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
 ) -> ModelSpec:
-    """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
+    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply what-if
+    overrides."""
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
@@ -413,3 +426,45 @@ KvDtypeOption = typer.Option(
     help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
 )
 
+
+#: The prefill efficiency of the TTFT estimate, shared by `decode` and `plan`.
+MfuOption = typer.Option(
+    None,
+    "--mfu",
+    help="share of the dense peak prefill matmuls reach [default: the GPU's measured matmul "
+    "ceiling (stas00 MAMF), else 0.5]",
+    show_default=False,
+)
+
+
+def check_mfu(mfu: float | None) -> None:
+    if mfu is not None and not 0 < mfu <= 1:
+        fail(f"--mfu: {mfu} is not a fraction in (0, 1], e.g. 0.5")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def grouped_options(
+    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
+) -> F:
+    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
+    passed as ``argument``."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != argument]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in parameters.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        options = group(**{name: kwargs.pop(name) for name in parameters})
+        return command(**{argument: options}, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: kind for name, (kind, _) in parameters.items()},
+    }
+    return wrapper  # type: ignore[return-value]

@@ -406,8 +406,25 @@ class Weights(Strict):
         layers = fmt if self.applies_to == "layers" else keep
         return CheckpointFormat(experts=fmt, layers=layers, other=keep, source=self.source)
 
+    @classmethod
+    def of(cls, checkpoint: CheckpointFormat, model_dtype: str, source: str) -> Weights | None:
+        """The ``weights:`` block that loads back to ``checkpoint``, or None when a registry file
+        cannot state it (a format without a name here, an ignore list keeping some roles)."""
+        name = checkpoint.experts.name
+        if name not in NAMED_FORMATS or checkpoint.experts != NAMED_FORMATS[name]:
+            return None
+        for applies_to in ("layers", "experts"):
+            weights = cls(format=name, applies_to=applies_to, source=source)  # type: ignore[arg-type]
+            if weights.to_format(model_dtype) == checkpoint:
+                return weights
+        return None
 
-Verification = Literal["official_verbatim", "official_partial", "derived_copies", "secondary"]
+
+#: How well a file's values are confirmed, best first. "unreviewed": written by `kvcalc import-hf`
+#: from one config.json and not yet checked against the model card by a person.
+Verification = Literal[
+    "official_verbatim", "official_partial", "derived_copies", "secondary", "unreviewed"
+]
 
 
 class Params(Strict):
