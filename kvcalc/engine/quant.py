@@ -17,9 +17,10 @@ of a whole matrix from its shape, with one formula:
   e4m3 with one fp32 scale per 128x128 block, ``weight_block_size`` in their config.json), so it
   depends on both dimensions.
 
-Which roles of a model a checkpoint quantizes is a :class:`CheckpointFormat`: one format for the
-routed experts, one for the other layer matrices, and the model dtype for what stays unquantized
-(embedding, LM head, norms, router, and modules named in an ``ignore`` list).
+Which roles of a model a checkpoint quantizes is a :class:`CheckpointFormat` (in
+:mod:`kvcalc.engine.checkpoint` with the :class:`WeightFormat` interface, re-exported here): one
+format for the routed experts, one for the other layer matrices, and the model dtype for what
+stays unquantized (embedding, LM head, norms, router, and modules named in an ``ignore`` list).
 
 This module sits below the spec (a model's released format is part of its spec) and imports none
 of the engine above it.
@@ -28,11 +29,12 @@ of the engine above it.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
-from kvcalc.engine.tensors import Role
+# The interface and the per-role type live in the light module a spec imports; re-exported.
+from kvcalc.engine.checkpoint import CheckpointFormat as CheckpointFormat
+from kvcalc.engine.checkpoint import WeightFormat as WeightFormat
 from kvcalc.engine.units import DType, UnitError, canonical_dtype_name, dtype
 
 
@@ -44,33 +46,6 @@ def packed_bits(values: int, bits: int | Fraction, word_bits: int) -> int:
     """Bits of ``values`` values of ``bits`` each packed into ``word_bits``-bit words (GPTQ packs
     eight int4 values into an int32; MXFP4 two E2M1 values into a byte): whole words only."""
     return _ceil_div(math.ceil(values * bits), word_bits) * word_bits
-
-
-class WeightFormat(ABC):
-    """How one weight matrix is stored. ``name`` is the word the tables print."""
-
-    name: str
-
-    @abstractmethod
-    def matrix_bits(self, rows: int, cols: int) -> int | Fraction:
-        """Bits of a ``[rows, cols]`` weight (rows: outputs, cols: inputs), scales included."""
-
-    @property
-    @abstractmethod
-    def element_bits(self) -> int:
-        """Bits of one stored value (without scales): what the matmul reads per weight."""
-
-    @property
-    def expert_alignment(self) -> tuple[int, int] | None:
-        """Multiples the engine pads a routed expert's shard to when it loads this format:
-        (intermediate rows per TP shard, hidden size); None: stored as shipped."""
-        return None
-
-    @property
-    def compute(self) -> str:
-        """The dtype the matmuls run in: FP8 weights run FP8 GEMMs (vLLM's CUTLASS FP8 kernels);
-        other quantized weights are dequantized to 16 bits by weight-only kernels (Marlin)."""
-        return "fp8" if self.name.startswith("fp8") else "bf16"
 
 
 @dataclass(frozen=True)
@@ -212,62 +187,3 @@ def as_format(value: DType | WeightFormat) -> WeightFormat:
     if isinstance(value, WeightFormat):
         return value
     return NAMED_FORMATS.get(value.name) or plain(value)
-
-
-# --------------------------------------------------------------------------------------------
-# A whole checkpoint
-
-_LAYER_ROLES: frozenset[Role] = frozenset({"mixer", "mlp", "shared_experts"})
-
-
-@dataclass(frozen=True)
-class CheckpointFormat:
-    """The storage format of each part of a model.
-
-    Quantized checkpoints rarely quantize everything: DeepSeek-V3's FP8 release keeps the
-    embedding, LM head, norms and router in bf16; gpt-oss stores only its routed experts in
-    MXFP4. ``kept`` lists roles that the checkpoint leaves at ``other`` although their group is
-    quantized (a compressed-tensors ``ignore`` list naming the attention, say).
-    """
-
-    experts: WeightFormat
-    """Routed experts."""
-    layers: WeightFormat
-    """Mixer projections, dense MLPs and shared experts."""
-    other: WeightFormat
-    """Embedding, LM head, norms and router: the model dtype."""
-    kept: frozenset[Role] = field(default_factory=frozenset)
-    source: str | None = field(default=None, compare=False)
-    """Where the format was read (a registry ``weights.source``, a quantization_config)."""
-
-    @classmethod
-    def uniform(cls, fmt: WeightFormat | DType) -> CheckpointFormat:
-        f = as_format(fmt)
-        return cls(f, f, f)
-
-    @classmethod
-    def quantized_layers(
-        cls, fmt: WeightFormat | DType, keep: WeightFormat | DType
-    ) -> CheckpointFormat:
-        """Layer matrices (experts included) in ``fmt``; embeddings, head, norms, router in
-        ``keep`` (the usual FP8 / INT8 / INT4 checkpoint layout)."""
-        return cls(as_format(fmt), as_format(fmt), as_format(keep))
-
-    def format_for(self, role: Role) -> WeightFormat:
-        if role in self.kept:
-            return self.other
-        if role == "routed_experts":
-            return self.experts
-        if role in _LAYER_ROLES:
-            return self.layers
-        return self.other
-
-    @property
-    def name(self) -> str:
-        """``bf16``, or the distinct formats from the layers outwards (``mxfp4+bf16``)."""
-        names = (self.layers.name, self.experts.name, self.other.name)
-        return "+".join(dict.fromkeys(names))
-
-    @property
-    def is_quantized(self) -> bool:
-        return self.layers != self.other or self.experts != self.other

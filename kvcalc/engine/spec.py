@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.checkpoint import CheckpointFormat
 from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
-from kvcalc.engine.quant import CheckpointFormat
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.attention import (
