@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from kvcalc.engine.spec import ModelSpec, MoE
+from kvcalc.engine.spec import DenseMLP, ModelSpec, MoE
 from kvcalc.engine.units import GiB, dtype
 
 #: vLLM 0.19's default ``--max-num-batched-tokens`` for the OpenAI server on an 80 GB-class GPU.
@@ -47,11 +47,24 @@ def non_torch_memory(tp: int, pp: int) -> int:
     return NON_TORCH_PP_STAGE if pp >= 2 else NON_TORCH_TP1
 
 
+def used_ffns(model: ModelSpec) -> list[DenseMLP | MoE]:
+    """The feed-forward blocks the layers use (the dense MLP, the MoE, or both), found by
+    identity: hashing the frozen blocks layer by layer is most of a whole-registry batch."""
+    seen: list[DenseMLP | MoE] = []
+    for i in range(model.num_layers):
+        ffn = model.ffn_at(i)
+        if not any(ffn is s for s in seen):
+            seen.append(ffn)
+            if len(seen) == 2:
+                break
+    return seen
+
+
 def dense_ffn_width(model: ModelSpec) -> int:
     """The widest dense FFN a token passes through in any layer (an MoE layer's shared experts
     run as a dense MLP), before TP."""
     widths = [0]
-    for ffn in {model.ffn_at(i) for i in range(model.num_layers)}:
+    for ffn in used_ffns(model):
         if isinstance(ffn, MoE):
             widths.append(ffn.shared_experts * ffn.shared_intermediate_size)
         else:
@@ -85,10 +98,9 @@ def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
     (M, top_k, max(N / 2, K)), workspace2 (M, top_k, max(N, K)) and the output (M, K), with N
     the gate/up width per rank and K the hidden size). Qwen3-30B-A3B logged 2.68 GiB, 0.49 above
     its sampler; this gives 0.53."""
-    moes = {model.ffn_at(i) for i in range(model.num_layers)} - {model.dense_mlp}
     k = model.hidden_size
     per_token = 0
-    for moe in moes:
+    for moe in used_ffns(model):
         if isinstance(moe, MoE):
             n = 2 * -(-moe.intermediate_size // tp)
             per_token = max(per_token, moe.top_k * (max(n // 2, k) + max(n, k)) + k)
