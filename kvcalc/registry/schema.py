@@ -414,7 +414,8 @@ class Weights(Strict):
         if name not in NAMED_FORMATS or checkpoint.experts != NAMED_FORMATS[name]:
             return None
         for applies_to in ("layers", "experts"):
-            weights = cls(format=name, applies_to=applies_to, source=source)  # type: ignore[arg-type]
+            data = {"format": name, "applies_to": applies_to, "source": source}
+            weights = cls.model_validate(data)
             if weights.to_format(model_dtype) == checkpoint:
                 return weights
         return None
