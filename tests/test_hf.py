@@ -20,7 +20,7 @@ from specs import registry_model
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
-from kvcalc.engine.weights import param_counts
+from kvcalc.engine.weights import param_counts, rotary_caches
 from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
 from kvcalc.registry.hf.importer import SHAPE_FIELDS
 from kvcalc.registry.load import RegistryError, resolve_model
@@ -565,3 +565,21 @@ def test_moonvit_tower_of_kimi_vl(tmp_path: Path) -> None:
     expected = 411_466_608 + 678_528 + 4_718_592 + 2304 + 2304 + 21_233_664 + 33_030_144
     assert param_counts(model).encoder == expected
     assert model.vision is not None and model.vision.tokens_per_image == 64 * 64 // 4
+
+
+@pytest.mark.parametrize(
+    ("fixture", "tables"),
+    [
+        ("jamba-v0.1", ()),  # no positional encoding
+        ("granite-4.0-h-micro", ()),  # position_embedding_type nope
+        ("qwen3-next-80b-a3b", ((262_144, 64),)),  # partial_rotary_factor 0.25 of 256
+        ("llama3-70b", ((8192, 128),)),  # one table of max_position_embeddings x head_dim
+    ],
+)
+def test_rope_tables_as_the_engine_builds_them(
+    fixture: str, tables: tuple[tuple[int, int], ...]
+) -> None:
+    model = load_hf_config(FIXTURES / fixture)
+    assert rotary_caches(model) == tables
+    # The registry entry of the same model states the same tables.
+    assert rotary_caches(registry_model(fixture)) == tables
