@@ -54,6 +54,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "check": "kvcalc.cli.check",
 }
 
 
@@ -193,6 +194,19 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
+class CheckFormat(str, Enum):
+    """The formats of `kvcalc check`: every ReportFormat, and the CI formats of a report of
+    test cases (`kvcalc.render.formats.CASE_FORMATS`), which no other command offers."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+    markdown = "markdown"
+    junit = "junit"
+    github = "github"
+
+
 ReportFormatOption = typer.Option(
     ReportFormat.table,
     "--format",
@@ -201,7 +215,7 @@ ReportFormatOption = typer.Option(
 )
 
 
-def emit_report(report: Report, fmt: ReportFormat) -> None:
+def emit_report(report: Report, fmt: ReportFormat | CheckFormat) -> None:
     """Print a command's report in the chosen format and end with its exit code."""
     from kvcalc.render.formats import emit
 

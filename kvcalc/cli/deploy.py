@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +68,17 @@ class DeploymentOptions:
     block_size: int
     prefix_shared: int
     max_num_batched_tokens: int | None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> DeploymentOptions:
+        """The options a spec file gives by field name (``kv_memory``), the others at their
+        command-line defaults, so a spec file and the command line build the same deployment."""
+        return cls(
+            **{
+                name: values.get(name, option.default)
+                for name, (_, option) in _PARAMETERS.items()
+            }
+        )
 
     def given(self, name: str) -> bool:
         """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
