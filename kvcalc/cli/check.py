@@ -9,6 +9,7 @@ requirement holds, 1 when any fails, 2 when the spec is invalid.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import dataclass, fields
@@ -30,6 +31,8 @@ from kvcalc.cli.deploy import DeploymentOptions, EngineChoice, SGLangFlags, opti
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.requirements import Outcome
+    from kvcalc.engine.sglang import SGLangPool, SGLangPoolTooSmall
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
     from kvcalc.registry.check_spec import Spec, SpecDeployment
     from kvcalc.render.capacity_check import CheckedDeployment
 
@@ -290,7 +293,7 @@ def _kv_fraction(entry: SpecDeployment, built: Built, required: float, batch: in
 
     per_replica = batch_per_replica(batch, built.dep.replicas)
     ctx: int = entry.values["ctx"]  # refuse_unused_keys: measured at a context
-    used = _refusing(entry, lambda: kv_fraction(built, per_replica, ctx))
+    used = _refusing(entry, lambda: ENGINE_CACHES[built.engine](built).fraction(per_replica, ctx))
     return evaluate("max_kv_fraction", required, used, _batch_note(batch, built.dep.replicas))
 
 
@@ -315,46 +318,12 @@ def _timed(
     return evaluate(key, required, measured, note)
 
 
-def kv_fraction(built: Built, batch_per_replica: int, ctx: int) -> float:
-    """The share of one replica's KV cache ``batch_per_replica`` sequences of ``ctx`` take, as
-    the engine pages it: the budget formula's blocks, vLLM's blocks per request over its pool,
-    SGLang's pages over its token pool(s)."""
-    import math
-
-    dep = built.dep
-    if built.engine == "vllm":
-        from kvcalc.engine.vllm import VLLMConfigError, VLLMKVCache, vllm_kv_cache_for
-
-        try:
-            result = vllm_kv_cache_for(dep, ctx)
-        except VLLMConfigError as exc:
-            raise InputError(str(exc)) from None
-        if not isinstance(result, VLLMKVCache):
-            return math.inf
-        return result.pool_fraction(batch_per_replica)
-    if built.engine == "sglang":
-        from kvcalc.engine.sglang import SGLangConfigError, SGLangPool, sglang_pool, sliding_window
-
-        try:
-            pool = sglang_pool(dep, built.sglang.options())
-        except SGLangConfigError as exc:
-            raise InputError(str(exc)) from None
-        if not isinstance(pool, SGLangPool):
-            return math.inf
-        return pool.pool_fraction(batch_per_replica, ctx, sliding_window(dep.model))
-    from kvcalc.engine.capacity import kv_budget_fraction, layout_of
-
-    return kv_budget_fraction(layout_of(dep), batch_per_replica, ctx)
-
-
 def _min_context(entry: SpecDeployment, built: Built, required: int) -> Outcome:
     """The longest sequence one replica holds at batch 1 as the engine sizes its cache, capped
     by the model's own maximum context."""
-    import math
-
     from kvcalc.engine.requirements import evaluate
 
-    longest = _refusing(entry, lambda: longest_context(built))
+    longest = _refusing(entry, lambda: ENGINE_CACHES[built.engine](built).longest_context())
     model_max = built.dep.model.max_context
     note = None
     if model_max is not None and (longest is None or longest > model_max):
@@ -363,28 +332,88 @@ def _min_context(entry: SpecDeployment, built: Built, required: int) -> Outcome:
     return evaluate("min_context", required, measured, note)
 
 
-def longest_context(built: Built) -> int | None:
-    """The longest single sequence (None: no limit below 2^30 tokens)."""
-    from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+class EngineCache:
+    """One replica's KV cache as an engine sizes it: the budget formula (``simple``); each
+    engine is a subclass with its own two formulas."""
 
-    dep = built.dep
-    if built.engine == "vllm":
-        from kvcalc.engine.vllm import VLLMConfigError, VLLMKVCache, vllm_kv_cache_for
+    def __init__(self, built: Built) -> None:
+        self.dep = built.dep
+        self.sglang = built.sglang
 
-        length = dep.model.max_context or MAX_CONTEXT_TOKENS
+    def fraction(self, batch_per_replica: int, ctx: int) -> float:
+        """The share of the cache ``batch_per_replica`` sequences of ``ctx`` take: whole
+        blocks (and the shared prefix) over the fullest stage's budget."""
+        from kvcalc.engine.capacity import kv_budget_fraction, layout_of
+
+        return kv_budget_fraction(layout_of(self.dep), batch_per_replica, ctx)
+
+    def longest_context(self) -> int | None:
+        """The longest single sequence (None: no limit below 2^30 tokens)."""
+        from kvcalc.engine.capacity import layout_of, max_context_at_batch_1
+
+        return max_context_at_batch_1(layout_of(self.dep))
+
+
+class VLLMCache(EngineCache):
+    """vLLM 0.19 started with ``--max-model-len`` = the context, as `batch --engine vllm`."""
+
+    def _start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+        from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
+
         try:
-            result = vllm_kv_cache_for(dep, length)
+            return vllm_kv_cache_for(self.dep, max_model_len)
         except VLLMConfigError as exc:
             raise InputError(str(exc)) from None
+
+    def fraction(self, batch_per_replica: int, ctx: int) -> float:
+        """Blocks per request x requests over the pool's blocks (vLLM refusing to start: inf)."""
+        from kvcalc.engine.vllm import VLLMKVCache
+
+        result = self._start(ctx)
+        if not isinstance(result, VLLMKVCache):
+            return math.inf
+        return result.pool_fraction(batch_per_replica)
+
+    def longest_context(self) -> int | None:
+        """The model's maximum (or 2^30) when vLLM starts with it, else the max_model_len vLLM
+        estimates when it refuses."""
+        from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+        from kvcalc.engine.vllm import VLLMKVCache
+
+        length = self.dep.model.max_context or MAX_CONTEXT_TOKENS
+        result = self._start(length)
         return length if isinstance(result, VLLMKVCache) else result.estimated_max_model_len
-    if built.engine == "sglang":
-        from kvcalc.engine.sglang import SGLangConfigError, SGLangPool, sglang_pool
+
+
+class SGLangCache(EngineCache):
+    """SGLang's token pool(s), with the spec's SGLang keys, as `batch --engine sglang`."""
+
+    def _pool(self) -> SGLangPool | SGLangPoolTooSmall:
+        from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
 
         try:
-            pool = sglang_pool(dep, built.sglang.options())
+            return sglang_pool(self.dep, self.sglang.options())
         except SGLangConfigError as exc:
             raise InputError(str(exc)) from None
-        return pool.max_req_len if isinstance(pool, SGLangPool) else 0
-    from kvcalc.engine.capacity import layout_of, max_context_at_batch_1
 
-    return max_context_at_batch_1(layout_of(dep))
+    def fraction(self, batch_per_replica: int, ctx: int) -> float:
+        from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+        pool = self._pool()
+        if not isinstance(pool, SGLangPool):
+            return math.inf
+        return pool.pool_fraction(batch_per_replica, ctx, sliding_window(self.dep.model))
+
+    def longest_context(self) -> int | None:
+        """The longest request the scheduler admits (``max_req_len``)."""
+        from kvcalc.engine.sglang import SGLangPool
+
+        pool = self._pool()
+        return pool.max_req_len if isinstance(pool, SGLangPool) else 0
+
+
+ENGINE_CACHES: dict[str, type[EngineCache]] = {
+    "simple": EngineCache,
+    "vllm": VLLMCache,
+    "sglang": SGLangCache,
+}
