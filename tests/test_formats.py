@@ -15,8 +15,8 @@ import yaml
 from report_check import invoke_report, missing_numbers, missing_payload_figures
 from typer.testing import CliRunner
 
-from kvcalc.cli.app import ReportFormat, app
-from kvcalc.render.formats import FORMATTERS, render
+from kvcalc.cli.app import CheckFormat, ReportFormat, app
+from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
 #: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
@@ -40,6 +40,7 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["check", str(Path(__file__).parent.parent / "examples" / "capacity.yaml")],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
@@ -50,7 +51,9 @@ def ids(args: list[str]) -> str:
 
 
 def test_every_format_has_a_formatter() -> None:
-    assert {f.value for f in ReportFormat} == set(FORMATTERS)
+    assert {f.value for f in ReportFormat} | set(CASE_FORMATS) == set(FORMATTERS)
+    assert {f.value for f in CheckFormat} == set(FORMATTERS)
+    assert not set(CASE_FORMATS) & {f.value for f in ReportFormat}
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=ids)
@@ -159,7 +162,8 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("command", [["size", "llama3-70b"], ["models"], ["gpus"],
                                      ["models", "--check"], ["gpus", "--check"],
                                      ["batch", "--gpus", "h100"],
-                                     ["decode", "llama3-8b", "--gpus", "h100"]], ids=ids)
+                                     ["decode", "llama3-8b", "--gpus", "h100"],
+                                     ["check", "capacity.yaml"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
     runner: CliRunner, command: list[str], fmt: str

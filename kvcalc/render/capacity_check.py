@@ -189,13 +189,11 @@ def deployment_line(checked: CheckedDeployment) -> str:
 
 def summary(payload: dict[str, Any]) -> str:
     total, failed = payload["requirements"], payload["failed"]
-    deployments = len(payload["deployments"])
+    count = len(payload["deployments"])
+    deployments = f"{count} deployment{'s' if count != 1 else ''}"
     if failed:
-        return (
-            f"{payload['spec']}: {failed} of {total} requirements fail "
-            f"({deployments} deployments)"
-        )
-    return f"{payload['spec']}: all {total} requirements hold ({deployments} deployments)"
+        return f"{payload['spec']}: {failed} of {total} requirements fail ({deployments})"
+    return f"{payload['spec']}: all {total} requirements hold ({deployments})"
 
 
 def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report:

@@ -1,0 +1,472 @@
+"""`kvcalc check SPEC`: requirements measured with the engines `batch` and `decode` use, the
+seed's figures, the CI formats, the example files, and every way a spec can be bad."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from specs import registry_deployment
+from typer.testing import CliRunner, Result
+
+from kvcalc.cli.app import app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "capacity.yaml"
+WORKFLOW = ROOT / "examples" / "github-workflow.yml"
+
+#: Seed 004's deployment: Llama-3-70B on 8x H100 80 GB, 140 GB of weights, 10% reserved.
+SEED = """\
+deployments:
+  - name: seed
+    model: llama3-70b
+    gpus: 8xH100
+    gpu_memory: 80GB
+    weights: 140GB
+    reserve: 0.1
+    ctx: 8k
+    require:
+      min_batch: {min_batch}
+      max_tpot_ms: {tpot}
+      min_tokens_per_second: 7000
+      max_kv_fraction: 1
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "capacity.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run(runner: CliRunner, path: Path | str, *args: str) -> Result:
+    return runner.invoke(app, ["check", str(path), *args])
+
+
+def run_json(runner: CliRunner, path: Path, code: int = 0) -> dict:
+    result = run(runner, path, "--format", "json")
+    assert result.exit_code == code, result.stderr
+    return json.loads(result.stdout)
+
+
+def requirements(payload: dict, deployment: int = 0) -> dict[str, dict]:
+    return {r["requirement"]: r for r in payload["deployments"][deployment]["requirements"]}
+
+
+# ------------------------------------------------------------------ measured figures
+
+
+def test_seed_figures(runner: CliRunner, tmp_path: Path) -> None:
+    out = run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=21.5)))
+    assert out["ok"] is True and out["failed"] == 0 and out["requirements"] == 4
+    req = requirements(out)
+    # Seed 004: 162 sequences of 8K fit (the README's batch example).
+    assert req["min_batch"]["measured"] == 162
+    assert req["min_batch"]["margin"] == 0
+    # The step reads the weights (about 5.2 ms) and 162 x 8,192 x 320 KiB of KV at 8 x 3.35 TB/s.
+    kv_ms = 162 * 8192 * 327_680 / (8 * 3.35e12) * 1000
+    assert req["max_tpot_ms"]["measured"] == pytest.approx(5.15 + kv_ms, abs=0.02)
+    assert req["min_tokens_per_second"]["measured"] == pytest.approx(
+        162 / (req["max_tpot_ms"]["measured"] / 1000)
+    )
+    # 162 sequences x 8,192 tokens x 40,960 bytes (one KV head per GPU) of a 54.5 GB budget.
+    assert req["max_kv_fraction"]["measured"] == pytest.approx(
+        162 * 8192 * 40_960 / 54_500_000_000
+    )
+    deployment = out["deployments"][0]
+    assert (deployment["batch"], deployment["context_tokens"], deployment["tp"]) == (162, 8192, 8)
+
+
+def test_a_failing_requirement_exits_1_with_its_shortfall(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = run_json(runner, write(tmp_path, SEED.format(min_batch=170, tpot=21.5)), code=1)
+    req = requirements(out)
+    assert out["ok"] is False and out["failed"] >= 1
+    assert (req["min_batch"]["passed"], req["min_batch"]["margin"]) == (False, 162 - 170)
+    assert req["min_batch"]["margin_ratio"] == pytest.approx(-8 / 170)
+    # 170 sequences do not fit the 54.5 GB budget: the fraction says by how much.
+    assert req["max_kv_fraction"]["measured"] == pytest.approx(
+        170 * 8192 * 40_960 / 54_500_000_000
+    )
+    assert req["max_kv_fraction"]["passed"] is False
+
+
+def test_tpot_is_timed_at_the_required_batch(runner: CliRunner, tmp_path: Path) -> None:
+    # 81 sequences emit fewer than the 7,000 tokens/s required: exit 1, still timed.
+    small = requirements(
+        run_json(runner, write(tmp_path, SEED.format(min_batch=81, tpot=50)), code=1)
+    )
+    big = requirements(run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=50))))
+    # Half the sequences read half the KV; the weights are read once either way.
+    kv_half = 81 * 8192 * 327_680 / (8 * 3.35e12) * 1000
+    assert big["max_tpot_ms"]["measured"] - small["max_tpot_ms"]["measured"] == pytest.approx(
+        kv_half, abs=0.01
+    )
+
+
+def test_vllm_engine_counts_whole_requests(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: v, model: llama3.1-8b, gpus: h100, engine: vllm, ctx: 8k,
+     require: {min_batch: 54, min_context: 128k}}
+"""
+    out = run_json(runner, write(tmp_path, spec), code=1)
+    req = requirements(out)
+    # vLLM 0.19 on one H100: 53 whole requests of 8k (the README's decode section).
+    assert (req["min_batch"]["measured"], req["min_batch"]["passed"]) == (53, False)
+    assert req["min_context"]["measured"] == 131_072  # the model's maximum, which vLLM serves
+    assert req["min_context"]["passed"] is True
+
+
+def test_replicas_split_the_batch(runner: CliRunner, tmp_path: Path) -> None:
+    one = """\
+deployments:
+  - {name: r, model: llama3.1-8b, gpus: GPUS, tp: 1, ctx: 8k, require: {min_batch: 100,
+     max_tpot_ms: 1000}}
+"""
+    # One H100 holds fewer than 100 sequences of 8k: exit 1, still measured.
+    single = requirements(run_json(runner, write(tmp_path, one.replace("GPUS", "h100")), 1))
+    eight = run_json(runner, write(tmp_path, one.replace("GPUS", "8xH100")))
+    req = requirements(eight)
+    assert eight["deployments"][0]["replicas"] == 8
+    assert req["min_batch"]["measured"] == 8 * single["min_batch"]["measured"]
+    # 100 sequences over 8 replicas: each steps 13 of them.
+    from kvcalc.engine.decode import decode_step_for
+
+    step = decode_step_for(registry_deployment("llama3.1-8b", "8xH100", tp=1), batch=13,
+                           context_tokens=8192)
+    assert req["max_tpot_ms"]["measured"] == pytest.approx(step.tpot_seconds * 1000)
+    assert "13 per replica" in req["max_tpot_ms"]["note"]
+
+
+def test_min_context_at_batch_1_is_capped_by_the_model(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: seed, model: llama3-70b, gpus: 8xH100, gpu_memory: 80GB, weights: 140GB,
+     reserve: 0.1, require: {min_context: 8k}}
+  - {name: big, model: llama3.1-70b, gpus: 8xH100, require: {min_context: 1m}}
+"""
+    out = run_json(runner, write(tmp_path, spec), code=1)
+    # Seed: 1,330,560 tokens fit one sequence, but Llama-3 was trained to 8,192.
+    seed = requirements(out, 0)["min_context"]
+    assert (seed["measured"], seed["note"]) == (8192, "the model's maximum context")
+    big = requirements(out, 1)["min_context"]
+    assert (big["measured"], big["passed"]) == (131_072, False)
+
+
+def test_nothing_fits_fails_every_requirement_at_the_context(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    spec = """\
+deployments:
+  - {name: tiny, model: llama3.1-70b, gpus: 1xL4, ctx: 8k,
+     require: {min_batch: 1, max_tpot_ms: 100, max_kv_fraction: 0.9}}
+"""
+    out = run_json(runner, write(tmp_path, spec), code=1)
+    assert out["deployments"][0]["reason"]
+    for req in requirements(out).values():
+        assert req["passed"] is False
+    assert requirements(out)["min_batch"]["measured"] == 0
+
+
+def test_defaults_are_merged_and_keep_their_lines(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+defaults:
+  gpus: 8xH100
+  ctx: 32k
+  require:
+    max_kv_fraction: 0.95
+    min_batch: 1
+deployments:
+  - name: a
+    model: llama3.1-70b
+    require:
+      min_batch: 2
+  - name: b
+    model: llama3.1-8b
+    gpus: h100
+"""
+    out = run_json(runner, write(tmp_path, spec))
+    a, b = requirements(out, 0), requirements(out, 1)
+    assert (a["min_batch"]["required"], a["min_batch"]["line"]) == (2, 11)
+    assert (b["min_batch"]["required"], b["min_batch"]["line"]) == (1, 6)
+    assert a["max_kv_fraction"]["line"] == b["max_kv_fraction"]["line"] == 5
+    assert out["deployments"][1]["gpus"].startswith("1x")
+    assert [d["line"] for d in out["deployments"]] == [8, 12]
+
+
+@given(
+    st.sampled_from(["min_batch", "max_tpot_ms", "min_tokens_per_second", "max_kv_fraction"]),
+    st.floats(0.01, 1e6),
+    st.floats(0, 1e6),
+)
+def test_a_requirement_holds_exactly_when_its_margin_is_not_negative(
+    key: str, required: float, measured: float
+) -> None:
+    from kvcalc.engine.requirements import evaluate
+
+    outcome = evaluate(key, required, measured)
+    assert outcome.margin is not None
+    assert outcome.passed == (outcome.margin >= 0)
+
+
+# ------------------------------------------------------------------ formats
+
+
+def test_junit_has_a_testcase_per_requirement(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, SEED.format(min_batch=170, tpot=21.5))
+    result = run(runner, path, "--format", "junit")
+    assert result.exit_code == 1
+    root = ET.fromstring(result.stdout)
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name", "").split()[0] for c in cases] == [
+        "min_batch", "max_tpot_ms", "min_tokens_per_second", "max_kv_fraction"
+    ]
+    assert suite.get("tests") == "4" and root.get("failures") == suite.get("failures")
+    failure = cases[0].find("failure")
+    assert failure is not None
+    assert "measured 162 seq" in failure.get("message", "")
+    assert ">= 170 seq" in failure.get("message", "")
+    assert (cases[0].get("file"), cases[0].get("line")) == (str(path), "10")
+    assert cases[2].find("failure") is None  # 170 / TPOT still beats 7,000 tokens/s
+
+
+def test_github_annotates_the_failing_requirement_line(runner: CliRunner, tmp_path: Path) -> None:
+    path = write(tmp_path, SEED.format(min_batch=170, tpot=21.5))
+    result = run(runner, path, "--format", "github")
+    assert result.exit_code == 1
+    errors = [line for line in result.stdout.splitlines() if line.startswith("::error ")]
+    assert errors[0].startswith(f"::error file={path},line=10,title=seed%3A min_batch >= 170 seq::")
+    assert "measured 162 seq" in errors[0]
+    assert len(errors) == json.loads(run(runner, path, "-f", "json").stdout)["failed"]
+    assert result.stdout.splitlines()[-1].endswith("requirements fail (1 deployment)")
+
+
+def test_github_data_is_escaped() -> None:
+    from kvcalc.render.formats import github_annotation
+
+    line = github_annotation("a,b:c.yaml", 3, "50% of\nit")
+    assert line == "::error file=a%2Cb%3Ac.yaml,line=3::50%25 of%0Ait"
+
+
+@pytest.mark.parametrize("fmt", ["junit", "github"])
+@pytest.mark.parametrize(
+    "command", [["size", "llama3-70b"], ["batch", "llama3-70b", "--gpus", "8xH100"], ["models"]]
+)
+def test_only_check_offers_the_ci_formats(
+    runner: CliRunner, command: list[str], fmt: str
+) -> None:
+    result = runner.invoke(app, [*command, "--format", fmt])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "--format" in line
+
+
+# ------------------------------------------------------------------ the example files
+
+
+def test_the_example_spec_holds_and_the_readme_shows_it(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    result = run(runner, "examples/capacity.yaml")
+    assert result.exit_code == 0, result.stderr
+    out = run_json(runner, EXAMPLE)
+    assert out["ok"] is True
+    names = [d["name"] for d in out["deployments"]]
+    readme = (ROOT / "README.md").read_text()
+    assert "$ kvcalc check examples/capacity.yaml\n" in readme
+    assert EXAMPLE.read_text() in readme  # the README shows the file it runs
+    for name in names:
+        assert name in result.stdout
+
+
+def test_the_example_workflow_installs_kvcalc_and_runs_the_check() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    assert workflow["name"]
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert triggers
+    steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
+    runs = [s.get("run", "") for s in steps]
+    install = next(i for i, r in enumerate(runs) if re.search(r"pip install .*kvcalc", r))
+    check = next(i for i, r in enumerate(runs) if "kvcalc check" in r)
+    assert install < check
+    assert "examples/capacity.yaml" in runs[check] or "capacity.yaml" in runs[check]
+    assert any(s.get("uses", "").startswith("actions/checkout") for s in steps)
+    assert "--format github" in runs[check] or "-f github" in runs[check]
+
+
+# ------------------------------------------------------------------ bad specs
+
+
+BAD_SPECS = [
+    # (spec text, line, words the one line must contain)
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, ctx: 8k, require: {min_batch: 1},\n"
+     "     tpp: 2}\n", 3, ["deployments[0].tpp", "unknown key"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n    require:\n"
+     "      min_bach: 1\n", 6, ["require.min_bach", "unknown requirement", "min_batch"]),
+    ("deployments:\n  - gpus: h100\n    ctx: 8k\n    require: {min_batch: 1}\n", 2,
+     ["model: missing"]),
+    ("deployments:\n  - model: llama3-8b\n    ctx: 8k\n    require: {min_batch: 1}\n", 2,
+     ["gpus: missing"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n    require:\n"
+     "      max_ttft_ms: 200\n", 6, ["max_ttft_ms", "prefill"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require:\n      min_batch: 4\n",
+     5, ["ctx: missing", "min_batch"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n"
+     "    require: {min_context: 8k}\n", 4, ["ctx:", "no requirement"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    mbu: 0.8\n"
+     "    require: {min_context: 8k}\n", 4, ["mbu", "max_tpot_ms"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require: {}\n", 2,
+     ["at least one requirement"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    gpus: h200\n"
+     "    require: {min_context: 8k}\n", 4, ["gpus", "duplicate key"]),
+    ("deployments:\n  - model: nosuch-model\n    gpus: h100\n    require: {min_context: 8k}\n",
+     2, ["model:", "unknown model"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: 2xNOPE\n    require: {min_context: 8k}\n",
+     3, ["gpus:", "unknown gpu"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: 8xH100\n    tp: 3\n"
+     "    require: {min_context: 8k}\n", 4, ["tp and pp", "cannot be split"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: sglang\n"
+     "    prefix_shared: 64\n    require: {min_context: 8k}\n", 5,
+     ["prefix_shared:", "SGLang"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    kv_memory: 20\n"
+     "    require: {min_context: 8k}\n", 4, ["kv_memory:"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8x\n"
+     "    require: {min_batch: 1}\n", 4, ["deployments[0].ctx", "invalid context"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: trtllm\n"
+     "    require: {min_context: 8k}\n", 4, ["deployments[0].engine", "simple"]),
+    ("deployments:\n  - {name: a, model: llama3-8b, gpus: h100, require: {min_context: 8k}}\n"
+     "  - {name: a, model: llama3-8b, gpus: h200, require: {min_context: 8k}}\n", 3,
+     ["name", "already"]),
+    ("defaults: {name: x}\ndeployments:\n  - {model: llama3-8b, gpus: h100,"
+     " require: {min_context: 8k}}\n", 1, ["defaults:", "name belongs to one deployment"]),
+    ("deployments: []\n", 1, ["at least one deployment"]),
+    ("- just a list\n", 1, ["expected a mapping"]),
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, require: {min_context: 8k}}\n"
+     "deploy: 1\n", 3, ["deploy", "unknown key"]),
+    ("", 1, ["empty"]),
+    ("deployments:\n  - model: [unclosed\n", 3, ["invalid YAML"]),
+    ("a: 1\n---\nb: 2\n", 2, ["invalid YAML"]),
+    # Hostile YAML: an anchor bomb, explicit tags (the unsafe loader's Python objects among them).
+    ("a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n", 1, ["anchors and aliases"]),
+    ("deployments: !!python/object/apply:os.system ['true']\n", 1, ["tags"]),
+    ("deployments:\n  - model: !!str llama3-8b\n", 2, ["tags"]),
+    ("deployments:\n  - {? [a, b] : 1}\n", 2, ["keys must be plain words"]),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "words"), BAD_SPECS, ids=lambda v: repr(v)[:40])
+def test_a_bad_spec_is_one_line_per_problem_and_exit_2(
+    runner: CliRunner, tmp_path: Path, text: str, line: int, words: list[str]
+) -> None:
+    path = write(tmp_path, text)
+    result = run(runner, path)
+    assert result.exit_code == 2, result.stdout
+    assert result.stdout == ""
+    (problem,) = result.stderr.splitlines()
+    assert problem.startswith(f"Error: {path}:{line}: "), problem
+    for word in words:
+        assert word in problem
+    assert "Traceback" not in result.stderr
+
+
+def test_every_problem_gets_its_own_line(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {model: nosuch-model, gpus: h100, require: {min_context: 8k}}
+  - {model: llama3-8b, gpus: h100, require: {min_contxt: 8k}}
+  - {model: llama3-8b, gpus: h100, tp: two, require: {min_context: 8k}}
+"""
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert [re.findall(r":(\d+): ", p)[0] for p in lines] == ["3", "4"]  # schema first
+    github = run(runner, write(tmp_path, spec), "--format", "github")
+    assert github.stdout.splitlines()[0].startswith("::error file=")
+    assert ",line=3::deployments[1].require.min_contxt: unknown requirement" in github.stdout
+
+
+def test_the_error_names_the_spec_key_not_the_option(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - model: llama3-8b
+    gpus: h100
+    reserve: 0.1
+    gpu_util: 0.8
+    require: {min_context: 8k}
+"""
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2
+    assert ":4: deployments[0] (llama3-8b on h100): reserve and gpu_util:" in result.stderr
+    assert "--" not in result.stderr
+
+
+def test_a_huge_file_is_refused_before_parsing(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("# " + "x" * (1 << 20) + "\n")
+    result = run(runner, path)
+    assert result.exit_code == 2
+    assert "too large" in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+def test_a_non_regular_file_is_refused_without_reading(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)  # reading it would block forever
+    result = run(runner, fifo)
+    assert result.exit_code == 2
+    assert "not a regular file" in result.stderr
+    result = run(runner, tmp_path)
+    assert (result.exit_code, "not a regular file" in result.stderr) == (2, True)
+    result = run(runner, tmp_path / "missing.yaml")
+    assert (result.exit_code, "file not found" in result.stderr) == (2, True)
+
+
+def test_a_config_path_is_relative_to_the_spec(runner: CliRunner, tmp_path: Path) -> None:
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+        "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16",
+    }
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    spec = "deployments:\n  - {model: m/config.json, gpus: h100, require: {min_context: 8k}}\n"
+    out = run_json(runner, write(tmp_path, spec))
+    assert requirements(out)["min_context"]["measured"] == 8192
+
+
+def test_spec_keys_are_the_command_line_options() -> None:
+    from dataclasses import fields
+
+    from kvcalc.cli.deploy import DeploymentOptions, EngineChoice, SGLangFlags
+    from kvcalc.registry.check_spec import DeploymentEntry
+
+    options = {f.name for cls in (DeploymentOptions, SGLangFlags, EngineChoice)
+               for f in fields(cls)}
+    assert options <= set(DeploymentEntry.model_fields)
+    assert set(DeploymentEntry.model_fields) - options == {
+        "name", "model", "ctx", "mbu", "require"
+    }
+
+
+def test_unbounded_is_not_a_number() -> None:
+    from kvcalc.render.capacity_check import quantity, signed
+
+    assert quantity(math.inf, "tokens") == "unbounded"
+    assert signed(None, "ms") == "n/a"
+    assert quantity(0.5, "fraction") == "50.0%"
