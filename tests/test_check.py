@@ -395,7 +395,11 @@ deployments:
     assert [re.findall(r":(\d+): ", p)[0] for p in lines] == ["3", "4"]  # schema first
     github = run(runner, write(tmp_path, spec), "--format", "github")
     assert github.stdout.splitlines()[0].startswith("::error file=")
-    assert ",line=3::deployments[1].require.min_contxt: unknown requirement" in github.stdout
+    first = github.stdout.splitlines()[0]
+    assert ",line=3," in first
+    assert first.endswith("::deployments[1].require.min_contxt: unknown requirement; choose "
+                          "min_batch, min_context, max_tpot_ms, max_ttft_ms, "
+                          "min_tokens_per_second, max_kv_fraction")
 
 
 def test_the_error_names_the_spec_key_not_the_option(runner: CliRunner, tmp_path: Path) -> None:
@@ -470,3 +474,68 @@ def test_unbounded_is_not_a_number() -> None:
     assert quantity(math.inf, "tokens") == "unbounded"
     assert signed(None, "ms") == "n/a"
     assert quantity(0.5, "fraction") == "50.0%"
+
+
+@pytest.mark.parametrize("fmt", ["junit", "github"])
+def test_the_ci_formats_report_an_invalid_spec_too(
+    runner: CliRunner, tmp_path: Path, fmt: str
+) -> None:
+    spec = "deployments:\n  - model: llama3-8b\n    gpus: h100\n    require: {min_contxt: 8k}\n"
+    path = write(tmp_path, spec)
+    result = run(runner, path, "--format", fmt)
+    assert result.exit_code == 2
+    assert "min_contxt" in result.stderr
+    if fmt == "github":
+        assert result.stdout.startswith(f"::error file={path},line=4,")
+        return
+    case = ET.fromstring(result.stdout).find("testsuite/testcase")
+    assert case is not None and case.get("line") == "4"
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "invalid spec"
+
+
+def test_defaults_nobody_reads_are_refused(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+defaults:
+  mbu: 0.8
+deployments:
+  - {model: llama3-8b, gpus: h100, ctx: 8k, require: {min_batch: 1}}
+"""
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert ":2: defaults.mbu: " in line
+
+
+@pytest.mark.parametrize("value", ["yes", "1.5", "[8k]", "{a: 1}", "-1", "0", "null"])
+def test_a_context_must_be_tokens(runner: CliRunner, tmp_path: Path, value: str) -> None:
+    spec = f"deployments:\n  - {{model: llama3-8b, gpus: h100, ctx: {value},\n" \
+        "     require: {min_batch: 1}}\n"
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2
+    assert "ctx" in result.stderr and "Traceback" not in result.stderr
+
+
+KEYS = ["name", "model", "gpus", "ctx", "tp", "pp", "engine", "kv_dtype", "weights", "reserve",
+        "gpu_util", "block_size", "page_size", "mbu", "require", "bogus"]
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True),
+    st.sampled_from(["llama3-8b", "h100", "8xH100", "8k", "vllm", "sglang", "fp8", "80GB", ""]),
+    st.lists(st.integers(), max_size=2), st.dictionaries(
+        st.sampled_from(["min_batch", "min_context", "max_kv_fraction", "max_tpot_ms", "x"]),
+        st.one_of(st.integers(-1, 100), st.floats(0, 2), st.text(max_size=3)), max_size=3),
+)
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6), max_size=3))
+def test_no_spec_gives_a_traceback(entries: list[dict]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "spec.yaml"
+        path.write_text(yaml.safe_dump({"deployments": entries}))
+        result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code in (0, 1, 2), result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    if result.exit_code == 2:
+        assert all(line.startswith(f"Error: {path}") for line in result.stderr.splitlines())

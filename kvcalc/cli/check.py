@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
     from kvcalc.registry.check_spec import Spec, SpecDeployment
     from kvcalc.render.capacity_check import CheckedDeployment
+    from kvcalc.render.report import Case
 
 command_app = command_typer()
 
@@ -70,19 +71,28 @@ def check(
 
 
 def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
-    """Exit 2 with one line per problem on stderr (and, for github, an annotation on its
-    line, so a pull request shows the bad key where it is)."""
-    if fmt is CheckFormat.github:
-        from kvcalc.render.formats import github_annotation
+    """Exit 2 with one line per problem on stderr. The CI formats also print them as they print
+    failures (an annotation on the line, a failed JUnit test), so a pipeline that only reads
+    stdout still shows why the spec is bad."""
+    if fmt in (CheckFormat.github, CheckFormat.junit):
+        from kvcalc.render.formats import render
+        from kvcalc.render.report import Report
 
-        for problem in problems:
-            located = _LINE.match(problem)
-            line = int(located.group(1)) if located else None
-            message = problem[located.end():] if located else problem
-            sys.stdout.write(github_annotation(str(spec), line, message) + "\n")
+        cases = [_spec_problem_case(problem, spec) for problem in problems]
+        sys.stdout.write(render(Report(payload={}, cases=cases), fmt.value, 0))
     for problem in problems:
         sys.stderr.write(f"Error: {problem}\n")
     raise typer.Exit(EXIT_USAGE)
+
+
+def _spec_problem_case(problem: str, spec: Path) -> Case:
+    from kvcalc.render.report import Case
+
+    located = _LINE.match(problem)
+    line = int(located.group(1)) if located else None
+    message = problem[located.end():] if located else problem
+    name = f"line {line}" if line else "file"
+    return Case("invalid spec", name, False, message, str(spec), line, kind="invalid spec")
 
 
 _LINE = re.compile(r"^.*?:(\d+): ")
@@ -94,7 +104,7 @@ def check_all(spec: Spec) -> list[CheckedDeployment]:
     from kvcalc.registry.check_spec import SpecError
 
     checked: list[CheckedDeployment] = []
-    problems: list[str] = []
+    problems = refuse_unread_defaults(spec)
     for entry in spec.deployments:
         try:
             checked.append(check_deployment(entry, spec.path.parent))
@@ -118,9 +128,6 @@ _TEXT_KEYS = (
     "free_after_load",
     "context_length",
 )
-#: The requirements measured at ``ctx``; ``min_context`` is measured at batch 1 and needs none.
-_AT_CONTEXT = ("min_batch", "max_tpot_ms", "min_tokens_per_second", "max_kv_fraction")
-_TIMED = ("max_tpot_ms", "min_tokens_per_second")
 
 
 _SGLANG_KEYS = tuple(f.name for f in fields(SGLangFlags))
@@ -157,22 +164,41 @@ def refuse_unused_keys(entry: SpecDeployment) -> None:
             "require.max_ttft_ms: needs a prefill (time-to-first-token) estimate, which this "
             "kvcalc does not have yet; remove it (max_tpot_ms checks decode)",
         )
-    if "ctx" not in entry.values and any(k in req for k in _AT_CONTEXT):
-        first = next(k for k in _AT_CONTEXT if k in req)
+    from kvcalc.engine.requirements import OPTIONAL_SETTINGS, readers
+
+    needing = readers("ctx", req)
+    if "ctx" not in entry.values and needing:
         raise _problem(
             entry,
-            f"require.{first}",
-            f"ctx: missing; require.{first} is measured at a context, e.g. ctx: 32k",
+            f"require.{needing[0]}",
+            f"ctx: missing; require.{needing[0]} is measured at a context, e.g. ctx: 32k",
         )
-    if "ctx" in entry.own and not any(k in req for k in _AT_CONTEXT):
-        raise _problem(
-            entry, "ctx", "ctx: no requirement is measured at a context (min_context is at "
-            "batch 1); remove it or add min_batch, max_tpot_ms, ..."
-        )
-    if "mbu" in entry.own and not any(k in req for k in _TIMED):
-        raise _problem(
-            entry, "mbu", "mbu: only max_tpot_ms and min_tokens_per_second use it; remove it"
-        )
+    for setting in OPTIONAL_SETTINGS:
+        if setting in entry.own and not readers(setting, req):
+            raise _problem(entry, setting, f"{setting}: {_UNREAD[setting]}; remove it")
+
+
+_UNREAD = {
+    "ctx": "no requirement here is measured at a context (min_context is at batch 1)",
+    "mbu": "only max_tpot_ms and min_tokens_per_second read it, and none is required here",
+}
+
+
+def refuse_unread_defaults(spec: Spec) -> list[str]:
+    """A setting of ``defaults:`` that no deployment taking it reads."""
+    from kvcalc.engine.requirements import OPTIONAL_SETTINGS, REQUIREMENTS, readers
+
+    problems = []
+    for setting in OPTIONAL_SETTINGS:
+        takers = [d for d in spec.deployments if setting in d.values and setting not in d.own]
+        if takers and not any(readers(setting, d.requirements) for d in takers):
+            line = takers[0].line_of(setting)
+            using = ", ".join(k for k, r in REQUIREMENTS.items() if setting in r.reads)
+            problems.append(
+                f"{spec.file}:{line}: defaults.{setting}: no deployment that takes it requires "
+                f"{using}, which read it; remove it"
+            )
+    return problems
 
 
 def build(entry: SpecDeployment, base: Path) -> Built:
@@ -292,7 +318,7 @@ def _kv_fraction(entry: SpecDeployment, built: Built, required: float, batch: in
     from kvcalc.engine.requirements import batch_per_replica, evaluate
 
     per_replica = batch_per_replica(batch, built.dep.replicas)
-    ctx: int = entry.values["ctx"]  # refuse_unused_keys: measured at a context
+    ctx: int = entry.values["ctx"]  # refuse_unused_keys: it reads ctx
     used = _refusing(entry, lambda: ENGINE_CACHES[built.engine](built).fraction(per_replica, ctx))
     return evaluate("max_kv_fraction", required, used, _batch_note(batch, built.dep.replicas))
 

@@ -14,6 +14,7 @@ SGLang, decode) and this module decides pass or fail and the margin. Conventions
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -29,6 +30,8 @@ class Requirement:
     quantity: str
     bound: Literal["min", "max"]
     unit: str
+    reads: tuple[str, ...] = ()
+    """The deployment settings its measurement depends on beyond the deployment itself."""
 
     @property
     def operator(self) -> str:
@@ -38,12 +41,17 @@ class Requirement:
 REQUIREMENTS: dict[str, Requirement] = {
     r.key: r
     for r in (
-        Requirement("min_batch", "sequences of ctx that fit", "min", "sequences"),
+        Requirement("min_batch", "sequences of ctx that fit", "min", "sequences", ("ctx",)),
+        # At batch 1: the longest sequence, whatever ctx says.
         Requirement("min_context", "tokens of one sequence", "min", "tokens"),
-        Requirement("max_tpot_ms", "time per output token", "max", "ms"),
-        Requirement("max_ttft_ms", "time to first token", "max", "ms"),
-        Requirement("min_tokens_per_second", "output tokens per second", "min", "tokens/s"),
-        Requirement("max_kv_fraction", "share of the KV budget used", "max", "fraction"),
+        Requirement("max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mbu")),
+        Requirement("max_ttft_ms", "time to first token", "max", "ms", ("ctx",)),
+        Requirement(
+            "min_tokens_per_second", "output tokens per second", "min", "tokens/s", ("ctx", "mbu")
+        ),
+        Requirement(
+            "max_kv_fraction", "share of the KV budget used", "max", "fraction", ("ctx",)
+        ),
     )
 }
 
@@ -82,6 +90,16 @@ class Outcome:
         """The margin as a share of the required value."""
         margin = self.margin
         return None if margin is None else margin / self.required
+
+
+#: Settings only some requirements read: a deployment that gives one none of its requirements
+#: reads is refused, never silently ignored.
+OPTIONAL_SETTINGS = ("ctx", "mbu")
+
+
+def readers(setting: str, keys: Iterable[str]) -> list[str]:
+    """The requirements among ``keys`` whose measurement reads ``setting``."""
+    return [k for k in keys if setting in REQUIREMENTS[k].reads]
 
 
 def evaluate(key: str, required: float, measured: float | None, note: str | None = None) -> Outcome:

@@ -41,13 +41,13 @@ Size = str | int | float
 Context = str | int
 
 
-def context_tokens(value: Context | None) -> int | None:
+def context_tokens(value: object) -> int | None:
     """A context as tokens (``32k`` -> 32,768), parsed as the command line parses ``--ctx``."""
     from kvcalc.engine.units import UnitError, parse_context
 
     if value is None:
         return None
-    if isinstance(value, bool):
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
         raise ValueError("give a context such as 32k or 32768")
     try:
         return parse_context(str(value))
@@ -79,7 +79,7 @@ class Requirements(_Strict):
         None, description="share of the KV budget the batch at ctx takes"
     )
 
-    @field_validator("min_context")
+    @field_validator("min_context", mode="before")
     @classmethod
     def _tokens(cls, value: Context | None) -> int | None:
         return context_tokens(value)
@@ -126,7 +126,7 @@ class DeploymentEntry(_Strict):
     swa_full_tokens_ratio: float | None = None
     require: Requirements | None = None
 
-    @field_validator("ctx", "context_length")
+    @field_validator("ctx", "context_length", mode="before")
     @classmethod
     def _tokens(cls, value: Context | None) -> int | None:
         return context_tokens(value)

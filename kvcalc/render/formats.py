@@ -120,7 +120,7 @@ def _testcase(case: Case) -> Any:
         attributes["line"] = str(case.line)
     element = ET.Element("testcase", attributes)
     if not case.passed:
-        failure = ET.SubElement(element, "failure", message=case.message, type="requirement")
+        failure = ET.SubElement(element, "failure", message=case.message, type=case.kind)
         failure.text = case.message
     return element
 

@@ -106,6 +106,8 @@ class Case:
     message: str
     file: str | None = None
     line: int | None = None
+    kind: str = "requirement"
+    """What a failure is (JUnit's failure ``type``): a requirement not met, an invalid spec."""
 
 
 @dataclass(eq=False)
