@@ -364,6 +364,18 @@ BAD_SPECS = [
     ("deployments: !!python/object/apply:os.system ['true']\n", 1, ["tags"]),
     ("deployments:\n  - model: !!str llama3-8b\n", 2, ["tags"]),
     ("deployments:\n  - {? [a, b] : 1}\n", 2, ["keys must be plain words"]),
+    ("deployments: " + "[" * 20_000 + "]" * 20_000 + "\n", 0, ["nested too deeply"]),
+    # The number rule and the ranges of the command line's options hold in a spec too.
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, tp: 1" + "0" * 80
+     + ", require: {min_context: 8k}}\n", 2, ["deployments[0].tp", "longer than any number"]),
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, reserve: .nan,"
+     " require: {min_context: 8k}}\n", 2, ["deployments[0].reserve", "finite"]),
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, ctx: 8k,"
+     " require: {max_tpot_ms: .inf}}\n", 2, ["max_tpot_ms", "finite"]),
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, tp: 5000,"
+     " require: {min_context: 8k}}\n", 2, ["tp: 5000 is out of range", "from 1 to 4096"]),
+    ("deployments:\n  - {model: llama3-8b, gpus: h100, engine: sglang, page_size: 100000,"
+     " require: {min_context: 8k}}\n", 2, ["page_size", "from 1 to 65536"]),
 ]
 
 
@@ -376,7 +388,8 @@ def test_a_bad_spec_is_one_line_per_problem_and_exit_2(
     assert result.exit_code == 2, result.stdout
     assert result.stdout == ""
     (problem,) = result.stderr.splitlines()
-    assert problem.startswith(f"Error: {path}:{line}: "), problem
+    where = f"{path}:{line}: " if line else f"{path}: "
+    assert problem.startswith(f"Error: {where}"), problem
     for word in words:
         assert word in problem
     assert "Traceback" not in result.stderr
@@ -539,3 +552,15 @@ def test_no_spec_gives_a_traceback(entries: list[dict]) -> None:
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
     if result.exit_code == 2:
         assert all(line.startswith(f"Error: {path}") for line in result.stderr.splitlines())
+
+
+def test_a_context_beyond_the_model_warns(runner: CliRunner, tmp_path: Path) -> None:
+    spec = "deployments:\n  - {name: x, model: llama3-8b, gpus: h100, ctx: 32k,\n" \
+        "     require: {min_batch: 1}}\n"
+    path = write(tmp_path, spec)
+    result = run(runner, path, "-f", "json")
+    assert result.exit_code == 0
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning.startswith("x: llama3-8b: context 32,768 is beyond its maximum context of 8,192")
+    assert result.stderr == f"warning: {warning}\n"
+    assert run(runner, path).stdout.startswith(f"{path}: the requirement holds (1 deployment)")

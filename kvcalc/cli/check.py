@@ -26,7 +26,13 @@ from kvcalc.cli.app import (
     emit_report,
     load_model,
 )
-from kvcalc.cli.deploy import DeploymentOptions, EngineChoice, SGLangFlags, option_name
+from kvcalc.cli.deploy import (
+    DeploymentOptions,
+    EngineChoice,
+    SGLangFlags,
+    option_bounds,
+    option_name,
+)
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -201,8 +207,24 @@ def refuse_unread_defaults(spec: Spec) -> list[str]:
     return problems
 
 
+def check_bounds(entry: SpecDeployment) -> None:
+    """Each number within the range its command-line option allows (``tp`` as ``--tp``)."""
+    for key, value in entry.values.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        low, high = option_bounds(key)
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = (
+                f"at least {low:g}" if high is None
+                else f"at most {high:g}" if low is None
+                else f"from {low:g} to {high:g}"
+            )
+            raise _problem(entry, key, f"{key}: {value:g} is out of range; give {span}")
+
+
 def build(entry: SpecDeployment, base: Path) -> Built:
     """The deployment the entry describes, through the command line's options and factory."""
+    check_bounds(entry)
     values: dict[str, Any] = {
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
     }

@@ -462,6 +462,13 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
 assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 
 
+def option_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) the command line allows for a deployment or SGLang option, so that a
+    spec file giving the same field is held to the same range."""
+    option = {**_PARAMETERS, **_SGLANG_PARAMETERS}.get(name, (None, None))[1]
+    return getattr(option, "min", None), getattr(option, "max", None)
+
+
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
     return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)

@@ -1,6 +1,6 @@
 """The capacity spec file of `kvcalc check`: deployments and the requirements each must meet.
 
-Reading is hostile-input safe: only regular files up to :data:`MAX_FILE_BYTES`, parsed with
+Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader), parsed with
 PyYAML's safe loader (``yaml.SafeLoader``: never a constructor that builds Python objects), with
 anchors, aliases, explicit tags and duplicate keys refused before any value is built. The file is
 composed into nodes (``yaml.compose`` with the safe loader) so that every key keeps its line,
@@ -14,8 +14,6 @@ is merged requirement by requirement).
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kvcalc.registry.load import MAX_FILE_BYTES
+from kvcalc.engine.units import number_text_problem, shown
 
 if TYPE_CHECKING:
     import yaml
@@ -64,7 +62,8 @@ class SpecError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No infinity or NaN: `reserve: .nan` is no fraction, `max_tpot_ms: .inf` checks nothing.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Requirements(_Strict):
@@ -358,7 +357,7 @@ def _message(error: Mapping[str, Any], loc: Loc) -> str:
     msg = str(error["msg"]).removeprefix("Value error, ")
     value = error.get("input")
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        return f"{msg} (got {value!r})"
+        return f"{msg} (got {shown(repr(value))})"
     return msg
 
 
@@ -380,34 +379,21 @@ def read_spec_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
         return _value(node, (), lines, loader, str(path)), lines
     except yaml.YAMLError as exc:
         raise SpecError([_yaml_problem(path, exc)]) from None
+    except RecursionError:
+        raise SpecError([f"{path}: invalid YAML: nested too deeply for a spec file"]) from None
     finally:
         loader.dispose()
 
 
 def _read_regular_file(path: Path) -> str:
-    """The file's text; refuses what is not a regular file (a FIFO or device would block or
-    never end) and files over :data:`MAX_FILE_BYTES` before reading a byte."""
+    """The file's text, through the registry's reader: a regular file of at most
+    ``MAX_FILE_BYTES``, refused from its type (a FIFO, a device) before a byte is read."""
+    from kvcalc.registry.load import RegistryError, read_text
+
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise SpecError([f"{path}: file not found"]) from None
-    except OSError as exc:
-        raise SpecError([f"{path}: cannot read: {exc.strerror}"]) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise SpecError([f"{path}: not a regular file; give the path of a YAML spec file"])
-    if st.st_size > MAX_FILE_BYTES:
-        raise SpecError(
-            [f"{path}: {st.st_size:,} bytes is too large for a spec file "
-             f"(the limit is {MAX_FILE_BYTES:,})"]
-        )
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(MAX_FILE_BYTES + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([f"{path}: cannot read: {exc}"]) from None
-    if len(text) > MAX_FILE_BYTES:  # grew while being read
-        raise SpecError([f"{path}: too large for a spec file (the limit is {MAX_FILE_BYTES:,})"])
-    return text
+        return read_text(path, "a spec file")
+    except RegistryError as exc:
+        raise SpecError([str(exc)]) from None
 
 
 def _refuse_unsafe_events(text: str, path: Path) -> None:
@@ -461,4 +447,13 @@ def _value(
             lines[here] = item.start_mark.line + 1
             items.append(_value(item, here, lines, loader, file))
         return items
+    if node.tag in _NUMBER_TAGS:
+        problem = number_text_problem(str(node.value))
+        if problem is not None:
+            line = node.start_mark.line + 1
+            raise SpecError([f"{file}:{line}: {dotted(loc)}: {shown(str(node.value))}: {problem}"])
     return loader.construct_object(node)
+
+
+#: The number rule of every input (units.number_text_problem) holds in a spec file too.
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")

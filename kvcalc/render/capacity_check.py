@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.report import Case, Column, Record, Report, Section, number, text
+from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -193,7 +194,8 @@ def summary(payload: dict[str, Any]) -> str:
     deployments = f"{count} deployment{'s' if count != 1 else ''}"
     if failed:
         return f"{payload['spec']}: {failed} of {total} requirements fail ({deployments})"
-    return f"{payload['spec']}: all {total} requirements hold ({deployments})"
+    held = "the requirement holds" if total == 1 else f"all {total} requirements hold"
+    return f"{payload['spec']}: {held} ({deployments})"
 
 
 def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report:
@@ -230,5 +232,11 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
             )
         ],
         cases=cases,
+        warnings=[
+            f"{c.name}: {w}"
+            for c in checked
+            if c.context_tokens is not None
+            for w in max_context_warnings(c.dep.model, [c.context_tokens])
+        ],
         exit_code=1 if failed else 0,
     )

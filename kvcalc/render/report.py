@@ -15,8 +15,10 @@ command gets every format for free. Converting a command takes three steps:
    - ``lines``, ``sections``: what people read (the table and markdown formats). A `Section` has a
      title, `Column`s that say how a record becomes a cell, the rows (usually the same records),
      optional totals rows and notes printed under the table.
-   - ``diagnostics``: lines for stderr in every format (warnings, validation problems), and
+   - ``diagnostics``: lines for stderr in every format (validation problems), and
      ``exit_code`` (1 = does not fit, 2 = failed check), so data stays on stdout.
+   - ``warnings``: answers that hold but rest on an unusual input; stderr in every format and a
+     ``warnings`` list in JSON/YAML (:mod:`kvcalc.render.warnings`).
    - ``cases``: for a command that checks requirements, one `Case` per test; the CI formats
      (``junit``, ``github``) render these, and only such a command offers them.
 
@@ -124,6 +126,14 @@ class Report:
     cases: Sequence[Case] = ()
     """The tests of a checking command (`kvcalc check`); only such a report offers the CI
     formats, junit and github."""
+    warnings: Sequence[str] = ()
+    """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
+
+    def document(self) -> Mapping[str, Any]:
+        """The JSON/YAML document: the payload, plus ``warnings`` when there are any."""
+        if not self.warnings:
+            return self.payload
+        return {**self.payload, "warnings": list(self.warnings)}
 
     def csv_fields(self) -> list[str]:
         if self.fields:
