@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from specs import registry_deployment
 from typer.testing import CliRunner, Result
@@ -341,6 +341,9 @@ BAD_SPECS = [
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: sglang\n"
      "    prefix_shared: 64\n    require: {min_context: 8k}\n", 5,
      ["prefix_shared:", "SGLang"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n"
+     "    prefix_shared: 8192\n    require: {min_batch: 1}\n", 5,
+     ["prefix_shared: 8,192 shared tokens leave nothing"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    kv_memory: 20\n"
      "    require: {min_context: 8k}\n", 4, ["kv_memory:"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8x\n"
@@ -529,27 +532,74 @@ def test_a_context_must_be_tokens(runner: CliRunner, tmp_path: Path, value: str)
     assert "ctx" in result.stderr and "Traceback" not in result.stderr
 
 
-KEYS = ["name", "model", "gpus", "ctx", "tp", "pp", "engine", "kv_dtype", "weights", "reserve",
-        "gpu_util", "block_size", "page_size", "mbu", "require", "bogus"]
-VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True),
-    st.sampled_from(["llama3-8b", "h100", "8xH100", "8k", "vllm", "sglang", "fp8", "80GB", ""]),
-    st.lists(st.integers(), max_size=2), st.dictionaries(
-        st.sampled_from(["min_batch", "min_context", "max_kv_fraction", "max_tpot_ms", "x"]),
-        st.one_of(st.integers(-1, 100), st.floats(0, 2), st.text(max_size=3)), max_size=3),
+#: Plausible values of each key (valid somewhere, or on an edge), and chaos for any key.
+PLAUSIBLE: dict[str, list[object]] = {
+    "name": ["a", "b", ""],
+    "model": ["llama3-8b", "llama3-70b", "jamba-v0.1", "gemma3-27b", "deepseek-v3", "nope", ""],
+    "gpus": ["h100", "8xH100", "2xMI300X", "0xH100", "x", 8],
+    "ctx": ["8k", "32k", "1m", 4096, 0, "1024m"],
+    "tp": [1, 2, 8, 3, 0], "pp": [1, 2, 0], "engine": ["simple", "vllm", "sglang", "trtllm"],
+    "kv_dtype": ["fp8", "bf16", "int4", ""], "weights": ["140GB", "1GB", 80],
+    "reserve": [0.1, 0, 1, -0.5], "gpu_util": [0.9, 0.5, 1.5], "kv_memory": ["20GiB", "0GB"],
+    "block_size": [16, 1, 0], "page_size": [1, 64], "mbu": [0.8, 1, 0],
+    "prefix_shared": [0, 1024, 100_000], "mem_fraction_static": [0.8, 2],
+}
+REQUIREMENT_VALUES: dict[str, list[object]] = {
+    "min_batch": [1, 8, 64, 500], "min_context": ["8k", 131_072, "1m"],
+    "max_kv_fraction": [0.5, 0.9, 1], "max_tpot_ms": [10, 50.5],
+    "min_tokens_per_second": [100, 5000.0],
+}
+REQUIRE = st.lists(st.sampled_from(sorted(REQUIREMENT_VALUES)), min_size=1, max_size=3).flatmap(
+    lambda keys: st.fixed_dictionaries({k: st.sampled_from(REQUIREMENT_VALUES[k]) for k in keys})
+)
+CHAOS_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**13), st.floats(),
+    st.text(max_size=6), st.lists(st.integers(), max_size=2),
 )
 
 
-@given(st.lists(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6), max_size=3))
-def test_no_spec_gives_a_traceback(entries: list[dict]) -> None:
+@st.composite
+def deployment_entries(draw: st.DrawFn) -> dict:
+    """Mostly plausible deployments (model, gpus and requirements usually there), with
+    arbitrary keys and values mixed in."""
+    entry: dict = {}
+    for key in draw(st.lists(st.sampled_from(sorted(PLAUSIBLE)), unique=True, max_size=3)):
+        entry[key] = draw(st.sampled_from(PLAUSIBLE[key]))
+    for key, values in (
+        ("model", PLAUSIBLE["model"][:4]), ("gpus", PLAUSIBLE["gpus"][:3]), ("ctx", ["8k", "32k"])
+    ):
+        if draw(st.integers(0, 9)) > 0:
+            entry[key] = draw(st.sampled_from(values))
+    if draw(st.integers(0, 9)) > 0:
+        entry["require"] = draw(REQUIRE)
+    if draw(st.integers(0, 9)) == 0:
+        entry[draw(st.sampled_from([*PLAUSIBLE, "bogus"]))] = draw(CHAOS_VALUES)
+    if draw(st.integers(0, 9)) == 0:
+        entry.setdefault("require", {})[draw(st.sampled_from(["max_ttft_ms", "x"]))] = draw(
+            CHAOS_VALUES
+        )
+    return entry
+
+
+@settings(max_examples=1000 if os.environ.get("CI") else 100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(deployment_entries(), min_size=1, max_size=2), st.booleans())
+def test_no_spec_gives_a_traceback(entries: list[dict], json_format: bool) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "spec.yaml"
         path.write_text(yaml.safe_dump({"deployments": entries}))
-        result = CliRunner().invoke(app, ["check", str(path)])
-    assert result.exit_code in (0, 1, 2), result.stderr
-    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+        args = ["check", str(path), *(["--format", "json"] if json_format else [])]
+        result = CliRunner().invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        entries, repr(result.exception)
+    )
+    assert result.exit_code in (0, 1, 2), (entries, result.stderr)
+    assert "Traceback" not in result.stderr
+    event(f"exit {result.exit_code}")
+    if json_format and result.exit_code in (0, 1):
+        json.loads(result.stdout)
     if result.exit_code == 2:
         assert all(line.startswith(f"Error: {path}") for line in result.stderr.splitlines())
 

@@ -147,8 +147,14 @@ class Built:
 
 
 def check_deployment(entry: SpecDeployment, base: Path) -> CheckedDeployment:
+    from kvcalc.engine.deployment import DeploymentError
+
     refuse_unused_keys(entry)
-    return measure(entry, build(entry, base))
+    built = build(entry, base)
+    try:
+        return measure(entry, built)
+    except DeploymentError as exc:  # a rule between the deployment and its ctx (the prefix)
+        raise _problem(entry, exc.fields[0], exc.worded(str)) from None
 
 
 def _problem(entry: SpecDeployment, key: str | None, message: str) -> Exception:
