@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,14 +95,16 @@ def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
 def _spec_problem_case(problem: str, spec: Path) -> Case:
     from kvcalc.render.report import Case
 
-    located = _LINE.match(problem)
+    # Problems read "<spec>:<line>: <message>", or "<spec>: <message>" for the whole file.
+    rest = problem.removeprefix(f"{spec}:")
+    located = _LINE.match(rest)
     line = int(located.group(1)) if located else None
-    message = problem[located.end():] if located else problem
+    message = rest[located.end():] if located else rest.strip()
     name = f"line {line}" if line else "file"
     return Case("invalid spec", name, False, message, str(spec), line, kind="invalid spec")
 
 
-_LINE = re.compile(r"^.*?:(\d+): ")
+_LINE = re.compile(r"^(\d+): ")
 
 
 def check_all(spec: Spec) -> list[CheckedDeployment]:
@@ -260,8 +263,10 @@ def _step(entry: SpecDeployment, key: str, run: Any) -> Any:
 
 def model_path(model: str, base: Path) -> str:
     """A config path is relative to the spec file's folder; a name is looked up as given."""
+    from kvcalc.registry.load import is_dir
+
     local = base / model
-    return str(local) if model.endswith(".json") or local.is_dir() else model
+    return str(local) if model.endswith(".json") or is_dir(local) else model
 
 
 _OPTION = re.compile(r"--([a-z][a-z-]*)")
@@ -290,42 +295,152 @@ def spec_wording(message: str) -> tuple[str | None, str]:
 
 
 def measure(entry: SpecDeployment, built: Built) -> CheckedDeployment:
-    from kvcalc.cli.decode import max_batches_by_engine
-    from kvcalc.engine.requirements import evaluate
+    """Every requirement of ``entry``, each measured by its own function (:data:`MEASURES`)."""
     from kvcalc.render.capacity_check import CheckedDeployment
 
-    dep, req = built.dep, entry.requirements
-    ctx: int | None = entry.values.get("ctx")
-    fits, reason, batch = 0, None, None
-    if ctx is not None:
-        per_replica, reason = _refusing(entry, lambda: max_batches_by_engine(
-            dep, built.engine, built.sglang, [ctx]))
-        fits = per_replica[0] * dep.replicas
-        reason = reason or (None if fits else f"no sequence of {ctx:,} tokens fits")
-        batch = req.get("min_batch", fits) or None
-    outcomes: list[Outcome] = []
-    for key, required in req.items():
-        if key == "min_batch":
-            outcomes.append(evaluate(key, required, fits, reason))
-        elif key == "min_context":
-            outcomes.append(_min_context(entry, built, required))
-        elif batch is None:
-            outcomes.append(evaluate(key, required, None, f"nothing to measure: {reason}"))
-        elif key == "max_kv_fraction":
-            outcomes.append(_kv_fraction(entry, built, required, batch))
-        else:
-            outcomes.append(_timed(key, required, built, batch, entry))
+    m = _refusing(entry, lambda: Measuring.start(entry, built))
+    outcomes = tuple(
+        _refusing(entry, lambda key=key, required=required: MEASURES[key](m, required))
+        for key, required in entry.requirements.items()
+    )
     return CheckedDeployment(
         name=entry.name,
         line=entry.line,
-        dep=dep,
+        dep=built.dep,
         engine=built.engine,
-        context_tokens=ctx,
-        batch=batch,
-        reason=reason,
-        outcomes=tuple(outcomes),
-        lines=tuple(entry.line_of(f"require.{k}") for k in req),
+        context_tokens=m.ctx,
+        batch=m.batch,
+        reason=m.reason,
+        outcomes=outcomes,
+        lines=tuple(entry.line_of(f"require.{k}") for k in entry.requirements),
     )
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """One deployment being measured: its cache as its engine sizes it, and the batch the
+    requirements at ``ctx`` are measured at."""
+
+    entry: SpecDeployment
+    built: Built
+    cache: EngineCache
+    ctx: int | None
+    fits: int
+    """Sequences of ``ctx`` that fit, all replicas (0 without a ctx)."""
+    reason: str | None
+    batch: int | None
+    """``min_batch`` when required, else what fits; None when nothing fits (or no ctx)."""
+
+    @classmethod
+    def start(cls, entry: SpecDeployment, built: Built) -> Measuring:
+        cache = ENGINE_CACHES[built.engine](built)
+        ctx: int | None = entry.values.get("ctx")
+        if ctx is None:
+            return cls(entry, built, cache, None, 0, None, None)
+        per_replica, reason = cache.fits(ctx)
+        fits = per_replica * built.dep.replicas
+        reason = reason or (None if fits else f"no sequence of {ctx:,} tokens fits")
+        batch = entry.requirements.get("min_batch", fits) or None
+        return cls(entry, built, cache, ctx, fits, reason, batch)
+
+    @property
+    def per_replica(self) -> int:
+        from kvcalc.engine.requirements import batch_per_replica
+
+        assert self.batch is not None
+        return batch_per_replica(self.batch, self.built.dep.replicas)
+
+    @property
+    def at_batch(self) -> str:
+        per = f" ({self.per_replica:,} per replica)" if self.built.dep.replicas > 1 else ""
+        return f"at batch {self.batch:,}{per}"
+
+    @property
+    def mbu(self) -> float:
+        return float(self.entry.values.get("mbu", 1.0))
+
+    def tpot_seconds(self, ctx: int) -> float:
+        from kvcalc.engine.requirements import measured_tpot_seconds
+
+        return measured_tpot_seconds(self.built.dep, self.per_replica, ctx, self.mbu)
+
+    @property
+    def timed_note(self) -> str:
+        return self.at_batch + (f", mbu {self.mbu:g}" if self.mbu != 1 else "")
+
+
+Measure = Callable[[Measuring, Any], "Outcome"]
+
+
+def at_batch(key: str) -> Callable[[Callable[[Measuring, Any, int], Outcome]], Measure]:
+    """The requirement ``key``, measured at the batch and ``ctx``: it fails, unmeasured, when
+    nothing fits (there is no batch to measure)."""
+
+    def wrap(measure: Callable[[Measuring, Any, int], Outcome]) -> Measure:
+        def measured(m: Measuring, required: Any) -> Outcome:
+            from kvcalc.engine.requirements import evaluate
+
+            if m.batch is None or m.ctx is None:  # refuse_unused_keys: a ctx is given
+                return evaluate(key, required, None, f"nothing to measure: {m.reason}")
+            return measure(m, required, m.ctx)
+
+        return measured
+
+    return wrap
+
+
+def measure_min_batch(m: Measuring, required: int) -> Outcome:
+    from kvcalc.engine.requirements import evaluate
+
+    return evaluate("min_batch", required, m.fits, m.reason)
+
+
+def measure_min_context(m: Measuring, required: int) -> Outcome:
+    """The longest sequence one replica holds at batch 1 as the engine sizes its cache, capped
+    by the model's own maximum context."""
+    from kvcalc.engine.requirements import evaluate
+
+    longest = m.cache.longest_context()
+    model_max = m.built.dep.model.max_context
+    note = None
+    if model_max is not None and (longest is None or longest > model_max):
+        longest, note = model_max, "the model's maximum context"
+    measured = math.inf if longest is None else longest
+    return evaluate("min_context", required, measured, note)
+
+
+@at_batch("max_kv_fraction")
+def measure_kv_fraction(m: Measuring, required: float, ctx: int) -> Outcome:
+    from kvcalc.engine.requirements import evaluate
+
+    used = m.cache.fraction(m.per_replica, ctx)
+    return evaluate("max_kv_fraction", required, used, m.at_batch)
+
+
+@at_batch("max_tpot_ms")
+def measure_tpot(m: Measuring, required: float, ctx: int) -> Outcome:
+    from kvcalc.engine.requirements import evaluate
+
+    return evaluate("max_tpot_ms", required, m.tpot_seconds(ctx) * 1000, m.timed_note)
+
+
+@at_batch("min_tokens_per_second")
+def measure_tokens_per_second(m: Measuring, required: float, ctx: int) -> Outcome:
+    from kvcalc.engine.requirements import evaluate, tokens_per_second
+
+    assert m.batch is not None
+    rate = tokens_per_second(m.batch, m.tpot_seconds(ctx))
+    return evaluate("min_tokens_per_second", required, rate, m.timed_note)
+
+
+#: Requirement -> how it is measured (max_ttft_ms is refused until a prefill estimate lands).
+MEASURES: dict[str, Measure] = {
+    "min_batch": measure_min_batch,
+    "min_context": measure_min_context,
+    "max_tpot_ms": measure_tpot,
+    "min_tokens_per_second": measure_tokens_per_second,
+    "max_kv_fraction": measure_kv_fraction,
+}
 
 
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
@@ -337,55 +452,6 @@ def _refusing(entry: SpecDeployment, run: Any) -> Any:
         raise _problem(entry, key, message) from None
 
 
-def _batch_note(batch: int, replicas: int) -> str:
-    per = f" ({-(-batch // replicas):,} per replica)" if replicas > 1 else ""
-    return f"at batch {batch:,}{per}"
-
-
-def _kv_fraction(entry: SpecDeployment, built: Built, required: float, batch: int) -> Outcome:
-    from kvcalc.engine.requirements import batch_per_replica, evaluate
-
-    per_replica = batch_per_replica(batch, built.dep.replicas)
-    ctx: int = entry.values["ctx"]  # refuse_unused_keys: it reads ctx
-    used = _refusing(entry, lambda: ENGINE_CACHES[built.engine](built).fraction(per_replica, ctx))
-    return evaluate("max_kv_fraction", required, used, _batch_note(batch, built.dep.replicas))
-
-
-def _timed(
-    key: str, required: float, built: Built, batch: int, entry: SpecDeployment
-) -> Outcome:
-    """TPOT (ms) or output tokens per second of ``batch`` sequences at ``ctx``."""
-    from kvcalc.engine.requirements import (
-        batch_per_replica,
-        evaluate,
-        measured_tpot_seconds,
-        tokens_per_second,
-    )
-
-    ctx: int = entry.values["ctx"]  # refuse_unused_keys: a timed requirement needs it
-    mbu = float(entry.values.get("mbu", 1.0))
-    tpot = measured_tpot_seconds(
-        built.dep, batch_per_replica(batch, built.dep.replicas), ctx, mbu
-    )
-    measured = tpot * 1000 if key == "max_tpot_ms" else tokens_per_second(batch, tpot)
-    note = _batch_note(batch, built.dep.replicas) + (f", mbu {mbu:g}" if mbu != 1 else "")
-    return evaluate(key, required, measured, note)
-
-
-def _min_context(entry: SpecDeployment, built: Built, required: int) -> Outcome:
-    """The longest sequence one replica holds at batch 1 as the engine sizes its cache, capped
-    by the model's own maximum context."""
-    from kvcalc.engine.requirements import evaluate
-
-    longest = _refusing(entry, lambda: ENGINE_CACHES[built.engine](built).longest_context())
-    model_max = built.dep.model.max_context
-    note = None
-    if model_max is not None and (longest is None or longest > model_max):
-        longest, note = model_max, "the model's maximum context"
-    measured = math.inf if longest is None else longest
-    return evaluate("min_context", required, measured, note)
-
-
 class EngineCache:
     """One replica's KV cache as an engine sizes it: the budget formula (``simple``); each
     engine is a subclass with its own two formulas."""
@@ -393,6 +459,16 @@ class EngineCache:
     def __init__(self, built: Built) -> None:
         self.dep = built.dep
         self.sglang = built.sglang
+
+    def fits(self, ctx: int) -> tuple[int, str | None]:
+        """Sequences of ``ctx`` one replica holds, and why none does, as `kvcalc decode`
+        sizes its default batch with the same engine."""
+        from kvcalc.cli.decode import max_batches_by_engine
+
+        batches, reason = max_batches_by_engine(self.dep, self.engine, self.sglang, [ctx])
+        return batches[0], reason
+
+    engine = "simple"
 
     def fraction(self, batch_per_replica: int, ctx: int) -> float:
         """The share of the cache ``batch_per_replica`` sequences of ``ctx`` take: whole
@@ -410,6 +486,8 @@ class EngineCache:
 
 class VLLMCache(EngineCache):
     """vLLM 0.19 started with ``--max-model-len`` = the context, as `batch --engine vllm`."""
+
+    engine = "vllm"
 
     def _start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
         from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
@@ -441,6 +519,8 @@ class VLLMCache(EngineCache):
 
 class SGLangCache(EngineCache):
     """SGLang's token pool(s), with the spec's SGLang keys, as `batch --engine sglang`."""
+
+    engine = "sglang"
 
     def _pool(self) -> SGLangPool | SGLangPoolTooSmall:
         from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
