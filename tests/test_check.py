@@ -614,3 +614,33 @@ def test_a_context_beyond_the_model_warns(runner: CliRunner, tmp_path: Path) -> 
     assert warning.startswith("x: llama3-8b: context 32,768 is beyond its maximum context of 8,192")
     assert result.stderr == f"warning: {warning}\n"
     assert run(runner, path).stdout.startswith(f"{path}: the requirement holds (1 deployment)")
+
+
+def test_sglang_engine_measures_its_token_pool(runner: CliRunner, tmp_path: Path) -> None:
+    from kvcalc.engine.sglang import SGLangOptions, SGLangPool, sglang_pool
+
+    spec = """\
+deployments:
+  - {name: s, model: llama3.1-8b, gpus: h100, engine: sglang, ctx: 8k,
+     require: {min_batch: 4, max_kv_fraction: 0.9, min_context: 8k}}
+"""
+    req = requirements(run_json(runner, write(tmp_path, spec)))
+    pool = sglang_pool(registry_deployment("llama3.1-8b"), SGLangOptions())
+    assert isinstance(pool, SGLangPool)
+    assert req["min_batch"]["measured"] == pool.concurrency(8192)
+    # Four requests of 8,192 tokens in 1-token pages out of the pool's tokens.
+    assert req["max_kv_fraction"]["measured"] == pytest.approx(
+        4 * 8192 / pool.max_total_num_tokens
+    )
+    assert req["min_context"]["measured"] == pool.max_req_len
+
+
+def test_no_kv_cache_is_not_a_fraction(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: v, model: llama3.1-70b, gpus: l4, engine: vllm, ctx: 8k,
+     require: {min_batch: 2, max_kv_fraction: 0.9}}
+"""
+    req = requirements(run_json(runner, write(tmp_path, spec), code=1))
+    assert req["max_kv_fraction"]["measured"] is None
+    assert req["max_kv_fraction"]["note"]  # vLLM's own words for why it does not start

@@ -405,8 +405,9 @@ def measure_min_context(m: Measuring, required: int) -> Outcome:
     note = None
     if model_max is not None and (longest is None or longest > model_max):
         longest, note = model_max, "the model's maximum context"
-    measured = math.inf if longest is None else longest
-    return evaluate("min_context", required, measured, note)
+    if longest is None:
+        return evaluate("min_context", required, math.inf, "no limit below 2^30 tokens")
+    return evaluate("min_context", required, longest, note)
 
 
 @at_batch("max_kv_fraction")
@@ -414,6 +415,8 @@ def measure_kv_fraction(m: Measuring, required: float, ctx: int) -> Outcome:
     from kvcalc.engine.requirements import evaluate
 
     used = m.cache.fraction(m.per_replica, ctx)
+    if math.isinf(used):  # no budget at all, or the engine refuses to start
+        return evaluate("max_kv_fraction", required, None, m.reason or "no KV cache")
     return evaluate("max_kv_fraction", required, used, m.at_batch)
 
 

@@ -62,7 +62,7 @@ def quantity(value: float | None, unit: str) -> str:
     return f"{value:,.0f} {_SUFFIXES[unit]}"
 
 
-_SUFFIXES = {"sequences": "seq", "tokens": "tokens", "tokens/s": "tokens/s"}
+_SUFFIXES = {"sequences": "seq", "tokens": "tokens", "tokens/s": "tok/s"}
 
 
 def signed(value: float | None, unit: str) -> str:
@@ -164,7 +164,6 @@ def _unit_cell(key: str, show: Any) -> Column:
 
 
 COLUMNS = [
-    text("deployment", "deployment", "name"),
     text("requirement", "requirement", "name"),
     number("line", "line"),
     _unit_cell("measured", quantity),
@@ -224,12 +223,8 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
         records=records(payload),
         lines=(summary(payload),),
         sections=[
-            Section(
-                "requirements: measured, required, margin (+: room to spare)",
-                COLUMNS,
-                rows,
-                notes=[deployment_line(c) for c in checked],
-            )
+            Section(deployment_line(c), COLUMNS, [r for r in rows if r["deployment"] == c.name])
+            for c in checked
         ],
         cases=cases,
         warnings=[
