@@ -293,6 +293,7 @@ def test_the_example_spec_holds_and_the_readme_shows_it(
 
 
 def test_the_example_workflow_installs_kvcalc_and_runs_the_check() -> None:
+    assert WORKFLOW.read_text() in (ROOT / "README.md").read_text()
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert workflow["name"]
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
