@@ -40,6 +40,14 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["size", "gemma3-27b", "--ctx", "8k,128k", "--sinks", "4", "--recent", "1020"],
+    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
+     "--gen", "4k"],
+    ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "32k,128k", "--keep-ratio", "0.25"],
+    ["plan", "llama3-70b", "--users", "100", "--ctx", "16k", "--max-tpot", "50ms",
+     "--max-ttft", "2s", "--max-gpus", "16"],
+    ["plan", "qwen3-30b-a3b", "--users", "8", "--gpus", "h100,h200,mi300x", "--price",
+     "h100=2.5,h200=3.1,mi300x=2", "--kv-dtype", "bf16,fp8", "--roofline"],
     ["check", str(Path(__file__).parent.parent / "examples" / "capacity.yaml")],
 ]
 WIDTHS = [80, 120, 200]
@@ -63,7 +71,8 @@ def test_json_and_yaml_carry_the_same_payload(
     result, report = invoke_report(monkeypatch, args, fmt="json")
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
-    assert isinstance(payload, dict)
+    # An object, or a list of objects for a ranking (`plan`).
+    assert isinstance(payload, dict) or all(isinstance(row, dict) for row in payload)
     assert payload == json.loads(json.dumps(report.document()))
     result, _ = invoke_report(monkeypatch, args, fmt="yaml")
     assert result.exit_code == 0, result.stderr
