@@ -51,8 +51,8 @@ def run(runner: CliRunner, path: Path | str, *args: str) -> Result:
     return runner.invoke(app, ["check", str(path), *args])
 
 
-def run_json(runner: CliRunner, path: Path, code: int = 0) -> dict:
-    result = run(runner, path, "--format", "json")
+def run_json(runner: CliRunner, path: Path, code: int = 0, *args: str) -> dict:
+    result = run(runner, path, "--format", "json", *args)
     assert result.exit_code == code, result.stderr
     return json.loads(result.stdout)
 
@@ -65,7 +65,7 @@ def requirements(payload: dict, deployment: int = 0) -> dict[str, dict]:
 
 
 def test_seed_figures(runner: CliRunner, tmp_path: Path) -> None:
-    out = run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=21.5)))
+    out = run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=21.5)), 0, "--roofline")
     assert out["ok"] is True and out["failed"] == 0 and out["requirements"] == 4
     req = requirements(out)
     # Seed 004: 162 sequences of 8K fit (the README's batch example).
@@ -103,9 +103,11 @@ def test_a_failing_requirement_exits_1_with_its_shortfall(
 def test_tpot_is_timed_at_the_required_batch(runner: CliRunner, tmp_path: Path) -> None:
     # 81 sequences emit fewer than the 7,000 tokens/s required: exit 1, still timed.
     small = requirements(
-        run_json(runner, write(tmp_path, SEED.format(min_batch=81, tpot=50)), code=1)
+        run_json(runner, write(tmp_path, SEED.format(min_batch=81, tpot=50)), 1, "--roofline")
     )
-    big = requirements(run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=50))))
+    big = requirements(
+        run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=50)), 0, "--roofline")
+    )
     # Half the sequences read half the KV; the weights are read once either way.
     kv_half = 81 * 8192 * 327_680 / (8 * 3.35e12) * 1000
     assert big["max_tpot_ms"]["measured"] - small["max_tpot_ms"]["measured"] == pytest.approx(
@@ -141,10 +143,13 @@ deployments:
     assert req["min_batch"]["measured"] == 8 * single["min_batch"]["measured"]
     # 100 sequences over 8 replicas: each steps 13 of them.
     from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.latency import tpot_estimate
 
-    step = decode_step_for(registry_deployment("llama3.1-8b", "8xH100", tp=1), batch=13,
-                           context_tokens=8192)
+    dep = registry_deployment("llama3.1-8b", "8xH100", tp=1)
+    step = tpot_estimate(dep, batch=13, context_tokens=8192)
     assert req["max_tpot_ms"]["measured"] == pytest.approx(step.tpot_seconds * 1000)
+    bound = decode_step_for(dep, batch=13, context_tokens=8192)
+    assert step.tpot_seconds > bound.tpot_seconds  # the estimate pays what the bound does not
     assert "13 per replica" in req["max_tpot_ms"]["note"]
 
 
@@ -224,7 +229,7 @@ def test_a_requirement_holds_exactly_when_its_margin_is_not_negative(
 
 def test_junit_has_a_testcase_per_requirement(runner: CliRunner, tmp_path: Path) -> None:
     path = write(tmp_path, SEED.format(min_batch=170, tpot=21.5))
-    result = run(runner, path, "--format", "junit")
+    result = run(runner, path, "--format", "junit", "--roofline")
     assert result.exit_code == 1
     root = ET.fromstring(result.stdout)
     assert root.tag == "testsuites"
@@ -244,12 +249,13 @@ def test_junit_has_a_testcase_per_requirement(runner: CliRunner, tmp_path: Path)
 
 def test_github_annotates_the_failing_requirement_line(runner: CliRunner, tmp_path: Path) -> None:
     path = write(tmp_path, SEED.format(min_batch=170, tpot=21.5))
-    result = run(runner, path, "--format", "github")
+    result = run(runner, path, "--format", "github", "--roofline")
     assert result.exit_code == 1
     errors = [line for line in result.stdout.splitlines() if line.startswith("::error ")]
     assert errors[0].startswith(f"::error file={path},line=10,title=seed%3A min_batch >= 170 seq::")
     assert "measured 162 seq" in errors[0]
-    assert len(errors) == json.loads(run(runner, path, "-f", "json").stdout)["failed"]
+    failed = json.loads(run(runner, path, "-f", "json", "--roofline").stdout)["failed"]
+    assert len(errors) == failed
     assert result.stdout.splitlines()[-1].endswith("requirements fail (1 deployment)")
 
 
@@ -321,14 +327,14 @@ BAD_SPECS = [
      ["model: missing"]),
     ("deployments:\n  - model: llama3-8b\n    ctx: 8k\n    require: {min_batch: 1}\n", 2,
      ["gpus: missing"]),
-    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n    require:\n"
-     "      max_ttft_ms: 200\n", 6, ["max_ttft_ms", "prefill"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require:\n      min_batch: 4\n",
      5, ["ctx: missing", "min_batch"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n"
      "    require: {min_context: 8k}\n", 4, ["ctx:", "no requirement"]),
-    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    mbu: 0.8\n"
-     "    require: {min_context: 8k}\n", 4, ["mbu", "max_tpot_ms"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    mfu: 0.8\n"
+     "    require: {min_context: 8k}\n", 4, ["mfu", "max_tpot_ms"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require:\n"
+     "      max_ttft_ms: 200\n", 5, ["ctx: missing", "max_ttft_ms"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require: {}\n", 2,
      ["at least one requirement"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    gpus: h200\n"
@@ -481,7 +487,7 @@ def test_spec_keys_are_the_command_line_options() -> None:
                for f in fields(cls)}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {
-        "name", "model", "ctx", "mbu", "require"
+        "name", "model", "ctx", "mfu", "require"
     }
 
 
@@ -514,14 +520,14 @@ def test_the_ci_formats_report_an_invalid_spec_too(
 def test_defaults_nobody_reads_are_refused(runner: CliRunner, tmp_path: Path) -> None:
     spec = """\
 defaults:
-  mbu: 0.8
+  mfu: 0.8
 deployments:
   - {model: llama3-8b, gpus: h100, ctx: 8k, require: {min_batch: 1}}
 """
     result = run(runner, write(tmp_path, spec))
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
-    assert ":2: defaults.mbu: " in line
+    assert ":2: defaults.mfu: " in line
 
 
 @pytest.mark.parametrize("value", ["yes", "1.5", "[8k]", "{a: 1}", "-1", "0", "null"])
@@ -542,11 +548,11 @@ PLAUSIBLE: dict[str, list[object]] = {
     "tp": [1, 2, 8, 3, 0], "pp": [1, 2, 0], "engine": ["simple", "vllm", "sglang", "trtllm"],
     "kv_dtype": ["fp8", "bf16", "int4", ""], "weights": ["140GB", "1GB", 80],
     "reserve": [0.1, 0, 1, -0.5], "gpu_util": [0.9, 0.5, 1.5], "kv_memory": ["20GiB", "0GB"],
-    "block_size": [16, 1, 0], "page_size": [1, 64], "mbu": [0.8, 1, 0],
+    "block_size": [16, 1, 0], "page_size": [1, 64], "mfu": [0.8, 1, 0],
     "prefix_shared": [0, 1024, 100_000], "mem_fraction_static": [0.8, 2],
 }
 REQUIREMENT_VALUES: dict[str, list[object]] = {
-    "min_batch": [1, 8, 64, 500], "min_context": ["8k", 131_072, "1m"],
+    "min_batch": [1, 8, 64, 500], "min_context": ["8k", 131_072, "1m"], "max_ttft_ms": [500, 5],
     "max_kv_fraction": [0.5, 0.9, 1], "max_tpot_ms": [10, 50.5],
     "min_tokens_per_second": [100, 5000.0],
 }
@@ -645,3 +651,50 @@ deployments:
     req = requirements(run_json(runner, write(tmp_path, spec), code=1))
     assert req["max_kv_fraction"]["measured"] is None
     assert req["max_kv_fraction"]["note"]  # vLLM's own words for why it does not start
+
+
+def test_times_are_decodes_estimates(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: e, model: llama3-70b, gpus: 8xH100, ctx: 8k,
+     require: {min_batch: 100, max_tpot_ms: 100, max_ttft_ms: 5000,
+               min_tokens_per_second: 1}}
+"""
+    req = requirements(run_json(runner, write(tmp_path, spec)))
+    decode = runner.invoke(app, ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k",
+                                 "--batch", "100", "--format", "json"])
+    (step,) = json.loads(decode.stdout)["steps"]
+    assert req["max_tpot_ms"]["measured"] == pytest.approx(step["tpot_estimate_seconds"] * 1000)
+    assert req["max_ttft_ms"]["measured"] == pytest.approx(step["ttft_estimate_seconds"] * 1000)
+    assert req["min_tokens_per_second"]["measured"] == pytest.approx(
+        step["tokens_per_second_estimate"]
+    )
+    assert "estimate" in req["max_tpot_ms"]["note"]
+    bound = requirements(run_json(runner, write(tmp_path, spec), 0, "--roofline"))
+    assert bound["max_tpot_ms"]["measured"] == pytest.approx(step["tpot_seconds"] * 1000)
+    assert bound["max_ttft_ms"]["measured"] < req["max_ttft_ms"]["measured"]
+
+
+def test_mfu_sets_the_prefill_rate(runner: CliRunner, tmp_path: Path) -> None:
+    spec = "deployments:\n  - {{model: llama3-70b, gpus: 8xH100, ctx: 8k, {mfu}" \
+        "require: {{max_ttft_ms: 5000}}}}\n"
+    base = requirements(run_json(runner, write(tmp_path, spec.format(mfu=""))))
+    half = requirements(run_json(runner, write(tmp_path, spec.format(mfu="mfu: 0.25, "))))
+    assert half["max_ttft_ms"]["measured"] > base["max_ttft_ms"]["measured"]
+    assert "mfu 0.25" in half["max_ttft_ms"]["note"]
+    result = run(runner, write(tmp_path, spec.format(mfu="mfu: 0.25, ")), "--roofline")
+    assert result.exit_code == 2
+    assert "mfu: the roofline holds prefill to the dense peak" in result.stderr
+
+
+def test_unknown_link_speed_cannot_be_estimated(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: m, model: llama3-8b, gpus: 2xapple-m2-ultra, ctx: 8k,
+     require: {min_batch: 1, max_tpot_ms: 1000}}
+"""
+    path = write(tmp_path, spec)
+    req = requirements(run_json(runner, path, 1))
+    assert req["max_tpot_ms"]["measured"] is None and req["max_tpot_ms"]["passed"] is False
+    assert "--roofline" in req["max_tpot_ms"]["note"]
+    assert requirements(run_json(runner, path, 0, "--roofline"))["max_tpot_ms"]["passed"]

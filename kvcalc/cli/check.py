@@ -61,17 +61,21 @@ SpecArgument = typer.Argument(..., help="capacity spec file (YAML), e.g. capacit
 @command_app.command()
 def check(
     spec: Path = SpecArgument,
+    roofline: bool = typer.Option(
+        False, "--roofline", help="hold the time requirements to the roofline bound, not the "
+        "realistic estimate"
+    ),
     fmt: CheckFormat = CheckFormatOption,
 ) -> None:
     """Check every deployment of SPEC against its requirements (min_batch, min_context,
-    max_tpot_ms, min_tokens_per_second, max_kv_fraction): exit 0 when all hold, 1 when any
-    fails, 2 when the spec is invalid (one line per problem, with its file and line)."""
+    max_tpot_ms, max_ttft_ms, min_tokens_per_second, max_kv_fraction): exit 0 when all hold, 1
+    when any fails, 2 when the spec is invalid (one line per problem, with its file and line)."""
     from kvcalc.registry.check_spec import SpecError, load_spec
     from kvcalc.render.capacity_check import check_spec_report
 
     try:
         loaded = load_spec(spec)
-        checked = check_all(loaded)
+        checked = check_all(loaded, roofline)
     except SpecError as exc:
         refuse(exc.problems, spec, fmt)
     emit_report(check_spec_report(str(spec), checked), fmt)
@@ -107,7 +111,7 @@ def _spec_problem_case(problem: str, spec: Path) -> Case:
 _LINE = re.compile(r"^(\d+): ")
 
 
-def check_all(spec: Spec) -> list[CheckedDeployment]:
+def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     """Every deployment measured; raises SpecError naming every deployment that cannot be
     built (unknown model or GPU, an option its engine does not use, ...)."""
     from kvcalc.registry.check_spec import SpecError
@@ -116,7 +120,7 @@ def check_all(spec: Spec) -> list[CheckedDeployment]:
     problems = refuse_unread_defaults(spec)
     for entry in spec.deployments:
         try:
-            checked.append(check_deployment(entry, spec.path.parent))
+            checked.append(check_deployment(entry, spec.path.parent, roofline))
         except SpecError as exc:
             problems += [f"{spec.file}:{p}" for p in exc.problems]
     if problems:
@@ -149,13 +153,18 @@ class Built:
     sglang: SGLangFlags
 
 
-def check_deployment(entry: SpecDeployment, base: Path) -> CheckedDeployment:
+def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> CheckedDeployment:
     from kvcalc.engine.deployment import DeploymentError
 
     refuse_unused_keys(entry)
+    if roofline and "mfu" in entry.values:
+        raise _problem(
+            entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
+            "--roofline"
+        )
     built = build(entry, base)
     try:
-        return measure(entry, built)
+        return measure(entry, built, roofline)
     except DeploymentError as exc:  # a rule between the deployment and its ctx (the prefix)
         raise _problem(entry, exc.fields[0], exc.worded(str)) from None
 
@@ -170,15 +179,8 @@ def _problem(entry: SpecDeployment, key: str | None, message: str) -> Exception:
 
 
 def refuse_unused_keys(entry: SpecDeployment) -> None:
-    """Refuse requirements this version cannot measure and keys no requirement would read."""
+    """Refuse a requirement at a context without ``ctx``, and keys no requirement reads."""
     req = entry.requirements
-    if "max_ttft_ms" in req:
-        raise _problem(
-            entry,
-            "require.max_ttft_ms",
-            "require.max_ttft_ms: needs a prefill (time-to-first-token) estimate, which this "
-            "kvcalc does not have yet; remove it (max_tpot_ms checks decode)",
-        )
     from kvcalc.engine.requirements import OPTIONAL_SETTINGS, readers
 
     needing = readers("ctx", req)
@@ -195,7 +197,8 @@ def refuse_unused_keys(entry: SpecDeployment) -> None:
 
 _UNREAD = {
     "ctx": "no requirement here is measured at a context (min_context is at batch 1)",
-    "mbu": "only max_tpot_ms and min_tokens_per_second read it, and none is required here",
+    "mfu": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
+    "required here",
 }
 
 
@@ -294,11 +297,11 @@ def spec_wording(message: str) -> tuple[str | None, str]:
 # ------------------------------------------------------------------ measuring
 
 
-def measure(entry: SpecDeployment, built: Built) -> CheckedDeployment:
+def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> CheckedDeployment:
     """Every requirement of ``entry``, each measured by its own function (:data:`MEASURES`)."""
     from kvcalc.render.capacity_check import CheckedDeployment
 
-    m = _refusing(entry, lambda: Measuring.start(entry, built))
+    m = _refusing(entry, lambda: Measuring.start(entry, built, roofline))
     outcomes = tuple(
         _refusing(entry, lambda key=key, required=required: MEASURES[key](m, required))
         for key, required in entry.requirements.items()
@@ -330,18 +333,20 @@ class Measuring:
     reason: str | None
     batch: int | None
     """``min_batch`` when required, else what fits; None when nothing fits (or no ctx)."""
+    roofline: bool = False
+    """Times at the roofline bound instead of the realistic estimate (``--roofline``)."""
 
     @classmethod
-    def start(cls, entry: SpecDeployment, built: Built) -> Measuring:
+    def start(cls, entry: SpecDeployment, built: Built, roofline: bool = False) -> Measuring:
         cache = ENGINE_CACHES[built.engine](built)
         ctx: int | None = entry.values.get("ctx")
         if ctx is None:
-            return cls(entry, built, cache, None, 0, None, None)
+            return cls(entry, built, cache, None, 0, None, None, roofline)
         per_replica, reason = cache.fits(ctx)
         fits = per_replica * built.dep.replicas
         reason = reason or (None if fits else f"no sequence of {ctx:,} tokens fits")
         batch = entry.requirements.get("min_batch", fits) or None
-        return cls(entry, built, cache, ctx, fits, reason, batch)
+        return cls(entry, built, cache, ctx, fits, reason, batch, roofline)
 
     @property
     def per_replica(self) -> int:
@@ -356,17 +361,36 @@ class Measuring:
         return f"at batch {self.batch:,}{per}"
 
     @property
-    def mbu(self) -> float:
-        return float(self.entry.values.get("mbu", 1.0))
+    def mfu(self) -> float | None:
+        value = self.entry.values.get("mfu")
+        return None if value is None else float(value)
 
-    def tpot_seconds(self, ctx: int) -> float:
+    def tpot_seconds(self, ctx: int) -> float | None:
         from kvcalc.engine.requirements import measured_tpot_seconds
 
-        return measured_tpot_seconds(self.built.dep, self.per_replica, ctx, self.mbu)
+        return measured_tpot_seconds(
+            self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu
+        )
+
+    def ttft_seconds(self, ctx: int) -> float | None:
+        from kvcalc.engine.requirements import measured_ttft_seconds
+
+        return measured_ttft_seconds(self.built.dep, ctx, roofline=self.roofline, mfu=self.mfu)
 
     @property
-    def timed_note(self) -> str:
-        return self.at_batch + (f", mbu {self.mbu:g}" if self.mbu != 1 else "")
+    def timing(self) -> str:
+        """How times are measured, for the notes."""
+        if self.roofline:
+            return "roofline"
+        return "estimate" + (f", mfu {self.mfu:g}" if self.mfu is not None else "")
+
+    @property
+    def untimed(self) -> str:
+        gpus = self.built.dep.gpus
+        return (
+            f"{gpus.accelerator.name} publishes no link speed, so the estimate cannot time "
+            "tp/pp; check with --roofline"
+        )
 
 
 Measure = Callable[[Measuring, Any], "Outcome"]
@@ -424,7 +448,10 @@ def measure_kv_fraction(m: Measuring, required: float, ctx: int) -> Outcome:
 def measure_tpot(m: Measuring, required: float, ctx: int) -> Outcome:
     from kvcalc.engine.requirements import evaluate
 
-    return evaluate("max_tpot_ms", required, m.tpot_seconds(ctx) * 1000, m.timed_note)
+    tpot = m.tpot_seconds(ctx)
+    if tpot is None:
+        return evaluate("max_tpot_ms", required, None, m.untimed)
+    return evaluate("max_tpot_ms", required, tpot * 1000, f"{m.at_batch}, {m.timing}")
 
 
 @at_batch("min_tokens_per_second")
@@ -432,15 +459,32 @@ def measure_tokens_per_second(m: Measuring, required: float, ctx: int) -> Outcom
     from kvcalc.engine.requirements import evaluate, tokens_per_second
 
     assert m.batch is not None
-    rate = tokens_per_second(m.batch, m.tpot_seconds(ctx))
-    return evaluate("min_tokens_per_second", required, rate, m.timed_note)
+    tpot = m.tpot_seconds(ctx)
+    if tpot is None:
+        return evaluate("min_tokens_per_second", required, None, m.untimed)
+    rate = tokens_per_second(m.batch, tpot)
+    return evaluate("min_tokens_per_second", required, rate, f"{m.at_batch}, {m.timing}")
 
 
-#: Requirement -> how it is measured (max_ttft_ms is refused until a prefill estimate lands).
+def measure_ttft(m: Measuring, required: float) -> Outcome:
+    """The prefill of one prompt of ``ctx`` tokens on one replica (batch 1: it does not depend
+    on what fits)."""
+    from kvcalc.engine.requirements import evaluate
+
+    assert m.ctx is not None  # refuse_unused_keys: max_ttft_ms reads ctx
+    ttft = m.ttft_seconds(m.ctx)
+    if ttft is None:
+        return evaluate("max_ttft_ms", required, None, m.untimed)
+    note = f"one prompt of {m.ctx:,} tokens, {m.timing}"
+    return evaluate("max_ttft_ms", required, ttft * 1000, note)
+
+
+#: Requirement -> how it is measured.
 MEASURES: dict[str, Measure] = {
     "min_batch": measure_min_batch,
     "min_context": measure_min_context,
     "max_tpot_ms": measure_tpot,
+    "max_ttft_ms": measure_ttft,
     "min_tokens_per_second": measure_tokens_per_second,
     "max_kv_fraction": measure_kv_fraction,
 }

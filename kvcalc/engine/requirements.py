@@ -6,6 +6,8 @@ SGLang, decode) and this module decides pass or fail and the margin. Conventions
 
 - the *batch* a deployment is timed at is ``min_batch`` when given, else the most sequences of
   ``ctx`` that fit; a batch of B over R data-parallel replicas runs ceil(B / R) per replica;
+- times are the realistic estimates of `kvcalc decode` (or, with ``--roofline``, the bound):
+  TPOT of one replica's step at the batch, TTFT of one prompt of ``ctx`` tokens;
 - ``min_tokens_per_second`` is B / TPOT: every replica emits one token per sequence per step;
 - ``max_kv_fraction`` is the share of one replica's KV budget its ceil(B / R) sequences of
   ``ctx`` take, in whole blocks (pages), on the fullest GPU.
@@ -44,10 +46,11 @@ REQUIREMENTS: dict[str, Requirement] = {
         Requirement("min_batch", "sequences of ctx that fit", "min", "sequences", ("ctx",)),
         # At batch 1: the longest sequence, whatever ctx says.
         Requirement("min_context", "tokens of one sequence", "min", "tokens"),
-        Requirement("max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mbu")),
-        Requirement("max_ttft_ms", "time to first token", "max", "ms", ("ctx",)),
+        Requirement("max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mfu")),
+        # The prefill of one prompt of ctx tokens: batch 1, whatever fits.
+        Requirement("max_ttft_ms", "time to first token", "max", "ms", ("ctx", "mfu")),
         Requirement(
-            "min_tokens_per_second", "output tokens per second", "min", "tokens/s", ("ctx", "mbu")
+            "min_tokens_per_second", "output tokens per second", "min", "tokens/s", ("ctx", "mfu")
         ),
         Requirement(
             "max_kv_fraction", "share of the KV budget used", "max", "fraction", ("ctx",)
@@ -94,7 +97,7 @@ class Outcome:
 
 #: Settings only some requirements read: a deployment that gives one none of its requirements
 #: reads is refused, never silently ignored.
-OPTIONAL_SETTINGS = ("ctx", "mbu")
+OPTIONAL_SETTINGS = ("ctx", "mfu")
 
 
 def readers(setting: str, keys: Iterable[str]) -> list[str]:
@@ -112,14 +115,37 @@ def batch_per_replica(batch: int, replicas: int) -> int:
 
 
 def measured_tpot_seconds(
-    dep: Deployment, batch_per_replica: int, context_tokens: int, mbu: float
-) -> float:
-    """The TPOT `max_tpot_ms` is checked against. The one place to switch estimates: today the
-    decode roofline of :func:`kvcalc.engine.decode.decode_step_for` (as `kvcalc decode`)."""
-    from kvcalc.engine.decode import decode_step_for
+    dep: Deployment,
+    batch_per_replica: int,
+    context_tokens: int,
+    *,
+    roofline: bool = False,
+    mfu: float | None = None,
+) -> float | None:
+    """The TPOT `max_tpot_ms` and `min_tokens_per_second` are held to: the realistic estimate
+    of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`), or with ``roofline`` the
+    bound, as `kvcalc plan` holds its targets. None when a replica spans GPUs whose link speed
+    is unknown, so its all-reduces cannot be timed (the roofline needs no link)."""
+    from kvcalc.engine.latency import can_time_communication, tpot_seconds
 
-    step = decode_step_for(dep, batch=batch_per_replica, context_tokens=context_tokens, mbu=mbu)
-    return step.tpot_seconds
+    if not roofline and not can_time_communication(dep):
+        return None
+    return tpot_seconds(
+        dep, batch=batch_per_replica, context_tokens=context_tokens, roofline=roofline, mfu=mfu
+    )
+
+
+def measured_ttft_seconds(
+    dep: Deployment, context_tokens: int, *, roofline: bool = False, mfu: float | None = None
+) -> float | None:
+    """The TTFT `max_ttft_ms` is held to: the prefill of one prompt of ``context_tokens`` (an
+    eviction policy's own prompt aside), estimated or at the bound as for TPOT."""
+    from kvcalc.engine.latency import can_time_communication, prompt_tokens_at, ttft_seconds
+
+    if not roofline and not can_time_communication(dep):
+        return None
+    prompt = prompt_tokens_at(dep, context_tokens)
+    return ttft_seconds(dep, prompt_tokens=prompt, roofline=roofline, mfu=mfu)
 
 
 def tokens_per_second(batch: int, tpot_seconds: float) -> float:

@@ -7,7 +7,7 @@ composed into nodes (``yaml.compose`` with the safe loader) so that every key ke
 and every problem -- of YAML or of the schema -- is reported as ``file:line: field: message``.
 
 A deployment's keys are the command-line options of `kvcalc batch` and `kvcalc decode` spelled
-with underscores (``kv_memory`` for ``--kv-memory``), plus ``model``, ``ctx``, ``mbu`` and
+with underscores (``kv_memory`` for ``--kv-memory``), plus ``model``, ``ctx``, ``mfu`` and
 ``require``; a top-level ``defaults:`` gives keys shared by every deployment (its ``require``
 is merged requirement by requirement).
 """
@@ -96,7 +96,7 @@ class DeploymentEntry(_Strict):
     model: str | None = None
     gpus: str | None = None
     ctx: Context | None = None
-    mbu: Annotated[float, Field(gt=0, le=1)] | None = None
+    mfu: Annotated[float, Field(gt=0, le=1)] | None = None
     engine: Literal["simple", "vllm", "sglang"] | None = None
     # The deployment options (kvcalc.cli.deploy.DeploymentOptions), named as there.
     tp: PosInt | None = None
