@@ -3,8 +3,9 @@
 Each deployment is built from the same options and the same factory as `kvcalc batch` and
 `kvcalc decode` (:class:`~kvcalc.cli.deploy.DeploymentOptions`, ``--engine`` and SGLang's
 flags), and measured with the same engines: sequences that fit as ``--engine`` sizes the cache
-(:func:`~kvcalc.cli.decode.max_batches_by_engine`), the decode step for TPOT. Exit 0 when every
-requirement holds, 1 when any fails, 2 when the spec is invalid.
+(:func:`~kvcalc.cli.decode.max_batches_by_engine`), decode's realistic TPOT and TTFT estimates
+(or the roofline bound with ``--roofline``). Exit 0 when every requirement holds, 1 when any
+fails, 2 when the spec is invalid.
 """
 
 from __future__ import annotations
