@@ -335,6 +335,16 @@ BAD_SPECS = [
      "    require: {min_context: 8k}\n", 4, ["mfu", "max_tpot_ms"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require:\n"
      "      max_ttft_ms: 200\n", 5, ["ctx: missing", "max_ttft_ms"]),
+    # Eviction as the command line takes it.
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    window: 1000\n"
+     "    require: {min_context: 8k}\n", 4, ["window: an eviction policy is sized at a context"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: vllm\n    ctx: 8k\n"
+     "    window: 1000\n    require: {min_batch: 1}\n", 6, ["window:", "does not evict"]),
+    ("deployments:\n  - model: llama3-70b\n    gpus: 8xH100\n    snapkv_budget: 1024\n"
+     "    prompt: 32k\n    gen: 1k\n    ctx: 8k\n    require: {min_batch: 1}\n", 7,
+     ["ctx: with snapkv_budget the context is prompt + gen"]),
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8k\n    window: 100000\n"
+     "    require: {min_batch: 1}\n", 5, ["window:", "no eviction happens"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    require: {}\n", 2,
      ["at least one requirement"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    gpus: h200\n"
@@ -481,9 +491,10 @@ def test_spec_keys_are_the_command_line_options() -> None:
     from dataclasses import fields
 
     from kvcalc.cli.deploy import DeploymentOptions, EngineChoice, SGLangFlags
+    from kvcalc.cli.eviction import EvictionOptions
     from kvcalc.registry.check_spec import DeploymentEntry
 
-    options = {f.name for cls in (DeploymentOptions, SGLangFlags, EngineChoice)
+    options = {f.name for cls in (DeploymentOptions, SGLangFlags, EngineChoice, EvictionOptions)
                for f in fields(cls)}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {
@@ -698,3 +709,42 @@ deployments:
     assert req["max_tpot_ms"]["measured"] is None and req["max_tpot_ms"]["passed"] is False
     assert "--roofline" in req["max_tpot_ms"]["note"]
     assert requirements(run_json(runner, path, 0, "--roofline"))["max_tpot_ms"]["passed"]
+
+
+def test_eviction_keys_size_the_cache_as_batch_does(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - name: stream
+    model: llama3.1-70b
+    gpus: 8xH100
+    gpu_memory: 80GB
+    weights: 140GB
+    reserve: 0.1
+    ctx: 128k
+    sinks: 4
+    recent: 1020
+    require: {min_batch: 1299}
+  - name: snap
+    model: llama3-70b
+    gpus: 8xH100
+    snapkv_budget: 1024
+    prompt: 32k
+    gen: 1k
+    require: {min_batch: 1, max_ttft_ms: 100000}
+"""
+    out = run_json(runner, write(tmp_path, spec))
+    # The README's eviction example: 1,299 sequences of 1,024 kept tokens on the seed's budget.
+    stream = out["deployments"][0]
+    assert requirements(out, 0)["min_batch"]["measured"] == 1299
+    assert stream["eviction"]["policy"] == "streamingllm"
+    assert stream["eviction"]["parameters"] == {"sinks": 4, "recent": 1020}
+    snap = out["deployments"][1]
+    assert snap["context_tokens"] == 32_768 + 1024  # SnapKV's context is prompt + gen
+    assert "one prompt of 32,768 tokens" in requirements(out, 1)["max_ttft_ms"]["note"]
+    decode = runner.invoke(app, ["decode", "llama3-70b", "--gpus", "8xH100", "--snapkv-budget",
+                                 "1024", "--prompt", "32k", "--gen", "1k", "--format", "json"])
+    (step,) = json.loads(decode.stdout)["steps"]
+    assert requirements(out, 1)["min_batch"]["measured"] == step["batch"]
+    assert requirements(out, 1)["max_ttft_ms"]["measured"] == pytest.approx(
+        step["ttft_estimate_seconds"] * 1000
+    )

@@ -35,6 +35,7 @@ from kvcalc.cli.deploy import (
     option_bounds,
     option_name,
 )
+from kvcalc.cli.eviction import EvictionOptions, eviction_option_bounds
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -141,10 +142,13 @@ _TEXT_KEYS = (
     "free_before_load",
     "free_after_load",
     "context_length",
+    "prompt",
+    "gen",
 )
 
 
 _SGLANG_KEYS = tuple(f.name for f in fields(SGLangFlags))
+_EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,10 @@ class Built:
     dep: Deployment
     engine: str
     sglang: SGLangFlags
+    ctx: int | None = None
+    """The context the requirements at a context are measured at: ``ctx``, or SnapKV's
+    prompt + gen."""
+    warnings: tuple[str, ...] = ()
 
 
 def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> CheckedDeployment:
@@ -185,13 +193,17 @@ def refuse_unused_keys(entry: SpecDeployment) -> None:
     from kvcalc.engine.requirements import OPTIONAL_SETTINGS, readers
 
     needing = readers("ctx", req)
-    if "ctx" not in entry.values and needing:
+    # SnapKV fixes the context itself (prompt + gen).
+    if "ctx" not in entry.values and "snapkv_budget" not in entry.values and needing:
         raise _problem(
             entry,
             f"require.{needing[0]}",
             f"ctx: missing; require.{needing[0]} is measured at a context, e.g. ctx: 32k",
         )
+    evicting = any(k in entry.values for k in _EVICTION_KEYS)
     for setting in OPTIONAL_SETTINGS:
+        if setting == "ctx" and evicting:
+            continue  # the policy is sized at ctx (build refuses it without one)
         if setting in entry.own and not readers(setting, req):
             raise _problem(entry, setting, f"{setting}: {_UNREAD[setting]}; remove it")
 
@@ -225,7 +237,9 @@ def check_bounds(entry: SpecDeployment) -> None:
     for key, value in entry.values.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        low, high = option_bounds(key)
+        low, high = option_bounds(key) if key not in _EVICTION_KEYS else (
+            eviction_option_bounds(key)
+        )
         if (low is not None and value < low) or (high is not None and value > high):
             span = (
                 f"at least {low:g}" if high is None
@@ -243,15 +257,32 @@ def build(entry: SpecDeployment, base: Path) -> Built:
     }
     deploy = DeploymentOptions.from_values(values)
     flags = SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS})
+    evict = EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS})
     try:
         engine = EngineChoice(values.get("engine", "simple")).checked(deploy, flags)
+        evict.check_applies(engine)
         gpus = _step(entry, "gpus", deploy.resolve_gpus)
         model = _step(entry, "model", lambda: load_model(model_path(values["model"], base),
                                                          None, None, None))
-        return Built(deploy.build(model, gpus, engine), engine, flags)
+        ctx = _context(evict, values.get("ctx"))
+        if ctx is None and evict.given():
+            raise _problem(entry, evict.given()[0], f"{evict.given()[0]}: an eviction policy "
+                           "is sized at a context; give ctx")
+        policy, notes = evict.checked(model, [ctx]) if ctx and evict.given() else (None, [])
+        dep = deploy.build(model, gpus, engine, policy)
+        return Built(dep, engine, flags, ctx, tuple(f"{entry.name}: {n}" for n in notes))
     except InputError as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None
+
+
+def _context(evict: EvictionOptions, ctx: int | None) -> int | None:
+    """``ctx``, or with SnapKV the sequence at its end (prompt + gen), as the command line's
+    ``--ctx`` is read with the eviction options."""
+    if not evict.given():
+        return ctx
+    contexts = evict.contexts(None if ctx is None else str(ctx), lambda: [])
+    return contexts[0] if contexts else None
 
 
 def _step(entry: SpecDeployment, key: str, run: Any) -> Any:
@@ -317,6 +348,7 @@ def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> Chec
         reason=m.reason,
         outcomes=outcomes,
         lines=tuple(entry.line_of(f"require.{k}") for k in entry.requirements),
+        warnings=built.warnings,
     )
 
 
@@ -340,7 +372,7 @@ class Measuring:
     @classmethod
     def start(cls, entry: SpecDeployment, built: Built, roofline: bool = False) -> Measuring:
         cache = ENGINE_CACHES[built.engine](built)
-        ctx: int | None = entry.values.get("ctx")
+        ctx = built.ctx
         if ctx is None:
             return cls(entry, built, cache, None, 0, None, None, roofline)
         per_replica, reason = cache.fits(ctx)
@@ -476,7 +508,10 @@ def measure_ttft(m: Measuring, required: float) -> Outcome:
     ttft = m.ttft_seconds(m.ctx)
     if ttft is None:
         return evaluate("max_ttft_ms", required, None, m.untimed)
-    note = f"one prompt of {m.ctx:,} tokens, {m.timing}"
+    from kvcalc.engine.latency import prompt_tokens_at
+
+    prompt = prompt_tokens_at(m.built.dep, m.ctx)  # SnapKV prefills its prompt, not the context
+    note = f"one prompt of {prompt:,} tokens, {m.timing}"
     return evaluate("max_ttft_ms", required, ttft * 1000, note)
 
 

@@ -123,9 +123,19 @@ class DeploymentEntry(_Strict):
     free_before_load: Size | None = None
     free_after_load: Size | None = None
     swa_full_tokens_ratio: float | None = None
+    # The eviction and bounding options (kvcalc.cli.eviction.EvictionOptions), named as there.
+    window: PosInt | None = None
+    sinks: NonNegInt | None = None
+    recent: PosInt | None = None
+    h2o_budget: PosInt | None = None
+    snapkv_budget: PosInt | None = None
+    observation_window: PosInt | None = None
+    prompt: Context | None = None
+    gen: Context | None = None
+    keep_ratio: float | None = None
     require: Requirements | None = None
 
-    @field_validator("ctx", "context_length", mode="before")
+    @field_validator("ctx", "context_length", "prompt", "gen", mode="before")
     @classmethod
     def _tokens(cls, value: Context | None) -> int | None:
         return context_tokens(value)

@@ -2,7 +2,8 @@
 
 JSON (documented in the README): ``spec``, ``ok``, ``requirements`` and ``failed`` (counts),
 and ``deployments``, each with its layout (``name``, ``line``, ``model``, ``gpus``, ``engine``,
-``tp``, ``pp``, ``replicas``, ``kv_dtype``, ``weight_dtype``), ``context_tokens`` and ``batch``
+``tp``, ``pp``, ``replicas``, ``kv_dtype``, ``weight_dtype``, ``eviction`` as every report
+states it), ``context_tokens`` and ``batch``
 (the batch timed, or null), ``reason`` (why nothing fits, else null), ``ok`` and
 ``requirements``: one entry per requirement with ``requirement``, ``bound``, ``unit``,
 ``required``, ``measured``, ``margin``, ``margin_ratio``, ``passed``, ``line`` and ``note``.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.report import Case, Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings
 
@@ -40,6 +42,8 @@ class CheckedDeployment:
     """Why no sequence of ``context_tokens`` fits, else None."""
     outcomes: tuple[Outcome, ...]
     lines: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
+    """Answers that hold but rest on an unusual input (an eviction policy evicting nothing)."""
 
     @property
     def ok(self) -> bool:
@@ -126,6 +130,7 @@ def deployment_payload(checked: CheckedDeployment) -> dict[str, Any]:
         "replicas": dep.replicas,
         "kv_dtype": dep.kv_dtype.name,
         "weight_dtype": precision_name(dep.weights),
+        "eviction": eviction_payload(dep.eviction),
         "context_tokens": checked.context_tokens,
         "batch": checked.batch,
         "reason": checked.reason,
@@ -146,6 +151,7 @@ def records(payload: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "deployment": d["name"],
             **{k: d[k] for k in SETUP_FIELDS},
+            "eviction": d["eviction"]["policy"],
             **{k: r[k] for k in ("requirement", "unit", "required", "measured", "margin")},
             "passed": r["passed"],
             "line": r["line"],
@@ -183,7 +189,7 @@ def deployment_line(checked: CheckedDeployment) -> str:
     return (
         f"{checked.name}: {dep.model.name} ({dep.model.id}) on {dep.gpus}, tp {dep.tp}, "
         f"pp {dep.pp}{replicas}, engine {checked.engine}, weights {precision_name(dep.weights)}, "
-        f"KV {dep.kv_dtype.name}{at}{batch}"
+        f"KV {dep.kv_dtype.name}{eviction_title(dep.eviction)}{at}{batch}"
     )
 
 
@@ -223,15 +229,23 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
         records=records(payload),
         lines=(summary(payload),),
         sections=[
-            Section(deployment_line(c), COLUMNS, [r for r in rows if r["deployment"] == c.name])
+            Section(
+                deployment_line(c),
+                COLUMNS,
+                [r for r in rows if r["deployment"] == c.name],
+                notes=eviction_notes(c.dep.eviction),
+            )
             for c in checked
         ],
         cases=cases,
         warnings=[
-            f"{c.name}: {w}"
-            for c in checked
-            if c.context_tokens is not None
-            for w in max_context_warnings(c.dep.model, [c.context_tokens])
+            *(
+                f"{c.name}: {w}"
+                for c in checked
+                if c.context_tokens is not None
+                for w in max_context_warnings(c.dep.model, [c.context_tokens])
+            ),
+            *(w for c in checked for w in c.warnings),
         ],
         exit_code=1 if failed else 0,
     )
