@@ -561,6 +561,8 @@ PLAUSIBLE: dict[str, list[object]] = {
     "reserve": [0.1, 0, 1, -0.5], "gpu_util": [0.9, 0.5, 1.5], "kv_memory": ["20GiB", "0GB"],
     "block_size": [16, 1, 0], "page_size": [1, 64], "mfu": [0.8, 1, 0],
     "prefix_shared": [0, 1024, 100_000], "mem_fraction_static": [0.8, 2],
+    "window": [1024, 100_000], "sinks": [4], "recent": [1020], "keep_ratio": [0.5, 2],
+    "snapkv_budget": [1024], "prompt": ["32k"], "gen": ["1k"], "roofline": [True],
 }
 REQUIREMENT_VALUES: dict[str, list[object]] = {
     "min_batch": [1, 8, 64, 500], "min_context": ["8k", 131_072, "1m"], "max_ttft_ms": [500, 5],
