@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvcalc.engine.units import number_text_problem, shown
 
 if TYPE_CHECKING:
     import yaml
-    from pydantic import ValidationError
 
 #: A YAML path: keys and list indexes from the top of the document.
 Loc = tuple[str | int, ...]
@@ -205,11 +204,7 @@ def load_spec(path: Path) -> Spec:
         raise SpecError([where.line((), "expected a mapping with a 'deployments:' list")])
     try:
         spec = SpecFile.model_validate(data)
-    except Exception as exc:  # pydantic's ValidationError, imported lazily
-        from pydantic import ValidationError
-
-        if not isinstance(exc, ValidationError):
-            raise
+    except ValidationError as exc:
         raise SpecError(validation_problems(exc, where)) from None
     deployments = merged_deployments(spec, lines)
     problems = [
