@@ -19,6 +19,7 @@ from kvcalc.cli.app import CheckFormat, ReportFormat, app
 from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
+HF_FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 #: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
 #: several contexts, filtered registry, checks).
 COMMANDS = [
@@ -40,6 +41,12 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--gpus", "4xH100", "--ctx",
+     "4k..1m"],
+    ["sweep", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,128k", "--batch", "1..64:4"],
+    ["sweep", "gemma3-27b", "--gpus", "h100", "--ctx", "1k..1024m:5", "--kv-dtype", "fp8"],
+    ["import-hf", str(HF_FIXTURES / "gemma3-27b"), "--hf-repo", "google/gemma-3-27b-it"],
+    ["import-hf", str(HF_FIXTURES / "deepseek-v3"), "--hf-repo", "deepseek-ai/DeepSeek-V3"],
     ["size", "gemma3-27b", "--ctx", "8k,128k", "--sinks", "4", "--recent", "1020"],
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
      "--gen", "4k"],
@@ -172,6 +179,7 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
                                      ["models", "--check"], ["gpus", "--check"],
                                      ["batch", "--gpus", "h100"],
                                      ["decode", "llama3-8b", "--gpus", "h100"],
+                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")],
                                      ["check", "capacity.yaml"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
@@ -198,7 +206,7 @@ def test_bare_kvcalc_prints_the_help(runner: CliRunner) -> None:
     assert result.exit_code == 0
     assert result.stdout == runner.invoke(app, ["--help"]).stdout
     assert result.stdout.startswith("Usage: kvcalc")
-    for command in ("size", "models", "gpus", "batch", "decode"):
+    for command in ("size", "models", "gpus", "batch", "decode", "import-hf"):
         assert re.search(rf"^  {command} ", result.stdout, re.MULTILINE)
 
 

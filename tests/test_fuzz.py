@@ -24,6 +24,8 @@ MODELS = [
     "llama4-scout", "minimax-m1", "qwen3-next-80b-a3b", "mistral-7b-v0.1", "llama3.1-405b",
     "meta-llama/Meta-Llama-3-70B", "LLAMA3-70B", "llama3", "model_configs", "README.md",
     "x.json", "/dev/null", "",
+    "Qwen/Qwen2.5-7B-Instruct", "org/m@main", "org/bad--id", "org/m@../x",
+    "tests/fixtures/hf/qwen3-8b",
 ]
 GPU_SETS = [
     "8xH100", "1xh100", "h200", "4xMI300X", "2 x a100-80gb", "8xb200", "2xl4", "0xH100", "x",
@@ -56,6 +58,18 @@ BATCH_OPTIONS = {
     "--swa-full-tokens-ratio": FRACTIONS,
 }
 DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+RANGES = ["4k..1m", "1..1024m", "4k..1m:5", "1m..4k", "4k..", "..", "4k..4k", "1..10:10",
+          "4k..1m:65", "4k..1m:0", "8k..32k,64k"]
+SWEEP_OPTIONS = {
+    **DEPLOY_OPTIONS, "--ctx": CONTEXTS + RANGES, "--batch": [*COUNTS, "1..256", "1..1000000:3",
+    "256..1", "8,64", "1..", "1..2000000"], "--mbu": FRACTIONS,
+    # Never a writable file: the fuzz must not leave plots behind.
+    "--plot": ["/nonexistent/s.png", "s.pdf", "/dev/null", "", "/", "/proc/s.svg"],
+}
+IMPORT_OPTIONS = {
+    "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
+    "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
+}
 LIST_OPTIONS = {"--registry": ["model_configs", "/nonexistent", "/dev/zero", "."]}
 TIMES = ["50ms", "2s", "0.5s", "800us", "0ms", "50", "1e3ms", "9" * 400 + "ms"]
 PLAN_GPUS = ["h100", "H100,H200", "mi300x,b200", "apple-m4-max,h100", "foo", "h100,,h200", ","]
@@ -68,9 +82,13 @@ PLAN_OPTIONS = {
 }
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
-    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "plan": PLAN_OPTIONS,
+    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "sweep": SWEEP_OPTIONS,
+    "plan": PLAN_OPTIONS, "import-hf": IMPORT_OPTIONS,
 }
-ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
+#: Any option with any value, except --plot, which would write arbitrary text as a file name.
+ALL_OPTIONS = sorted(
+    ({o for options in COMMANDS.values() for o in options} | {"--format"}) - {"--plot"}
+)
 FLAGS = ["--check", "--help", "--version"]
 #: Values from nowhere: the edges that used to lie or crash, and arbitrary text.
 EDGE_VALUES = ["８", "１２８", "٣", "9" * 5000, "9" * 70, "a" * 300, "", " ", "-", "--", "1e400"]
@@ -93,8 +111,10 @@ def argvs(draw: st.DrawFn) -> list[str]:
         argv.append(draw(st.one_of(st.sampled_from(MODELS), TEXT)))
     if command == "gpus" and draw(st.booleans()):
         argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
-    if command in ("batch", "decode") and draw(st.integers(0, 9)) > 0:
+    if command in ("batch", "decode", "sweep") and draw(st.integers(0, 9)) > 0:
         argv += ["--gpus", draw(st.one_of(st.sampled_from(GPU_SETS), TEXT))]
+    if command == "sweep" and draw(st.integers(0, 3)) == 0:  # several models and GPU sets
+        argv += [draw(st.sampled_from(MODELS)), "--gpus", draw(st.sampled_from(GPU_SETS))]
     if command == "plan" and draw(st.integers(0, 9)) > 0:
         # Mostly a few GPUs: a whole-registry search per example would slow the suite down.
         argv += ["--users", draw(st.sampled_from(PLAN_OPTIONS["--users"]))]

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from kvcalc.render.chart import Chart
 
 #: "number": a figure, right-aligned, never wrapped or cut. "name": an identifier (model or GPU
 #: id), left-aligned, never wrapped or cut, so it stays greppable. "text": prose that may wrap at
@@ -127,6 +130,8 @@ class Report:
     cases: Sequence[Case] = ()
     """The tests of a checking command (`kvcalc check`); only such a report offers the CI
     formats, junit and github."""
+    charts: Sequence[Chart] = ()
+    """Drawn under the sections by the table format only (data, not layout, for the others)."""
     warnings: Sequence[str] = ()
     """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
 
