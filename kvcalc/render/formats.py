@@ -96,7 +96,7 @@ def render_junit(report: Report, width: int, color: bool = False) -> str:
     suites: dict[str, list[Case]] = {}
     for case in report.cases:
         suites.setdefault(case.suite, []).append(case)
-    root = ET.Element("testsuites", _counts(report.cases), name="kvcalc check")
+    root = ET.Element("testsuites", _counts(report.cases), name="kvcalc")
     for suite, cases in suites.items():
         element = ET.SubElement(root, "testsuite", _counts(cases), name=suite)
         for case in cases:
