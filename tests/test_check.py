@@ -181,6 +181,10 @@ deployments:
     for req in requirements(out).values():
         assert req["passed"] is False
     assert requirements(out)["min_batch"]["measured"] == 0
+    # Nothing runs, so nothing is timed, even at the batch min_batch asks for.
+    assert requirements(out)["max_tpot_ms"]["measured"] is None
+    assert requirements(out)["max_tpot_ms"]["note"].startswith("nothing to measure: weights")
+    assert out["deployments"][0]["batch"] is None
 
 
 def test_defaults_are_merged_and_keep_their_lines(runner: CliRunner, tmp_path: Path) -> None:

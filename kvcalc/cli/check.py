@@ -378,7 +378,9 @@ class Measuring:
         per_replica, reason = cache.fits(ctx)
         fits = per_replica * built.dep.replicas
         reason = reason or (None if fits else f"no sequence of {ctx:,} tokens fits")
-        batch = entry.requirements.get("min_batch", fits) or None
+        # Nothing runs when nothing fits; a min_batch above what fits is timed as asked (a
+        # what-if, as `decode --batch`), its own requirement failing.
+        batch = entry.requirements.get("min_batch", fits) if fits else None
         return cls(entry, built, cache, ctx, fits, reason, batch, roofline)
 
     @property
