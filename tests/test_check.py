@@ -638,6 +638,8 @@ def test_a_context_beyond_the_model_warns(runner: CliRunner, tmp_path: Path) -> 
     assert warning.startswith("x: llama3-8b: context 32,768 is beyond its maximum context of 8,192")
     assert result.stderr == f"warning: {warning}\n"
     assert run(runner, path).stdout.startswith(f"{path}: the requirement holds (1 deployment)")
+    github = run(runner, path, "-f", "github").stdout.splitlines()
+    assert github[0] == f"::warning::{warning}"
 
 
 def test_sglang_engine_measures_its_token_pool(runner: CliRunner, tmp_path: Path) -> None:

@@ -127,12 +127,14 @@ def _testcase(case: Case) -> Any:
 
 def render_github(report: Report, width: int, color: bool = False) -> str:
     """GitHub Actions workflow commands: an ``::error`` annotation on the line of each failing
-    case, then the report's summary lines as plain log lines."""
+    case, a ``::warning`` per warning, then the report's summary lines as plain log lines."""
     out = [
         github_annotation(c.file, c.line, c.message, f"{c.suite}: {c.name}")
         for c in report.cases
         if not c.passed
     ]
+    # Warnings (also on stderr) as warning annotations, which the run's summary lists.
+    out += [f"::warning::{_github_data(w)}" for w in report.warnings]
     out += report.lines
     return "".join(f"{line}\n" for line in out)
 
