@@ -3,10 +3,11 @@
 JSON (documented in the README): ``spec``, ``ok``, ``requirements`` and ``failed`` (counts),
 and ``deployments``, each with its layout (``name``, ``line``, ``model``, ``gpus``, ``engine``,
 ``tp``, ``pp``, ``replicas``, ``kv_dtype``, ``weight_dtype``, ``eviction`` as every report
-states it), ``context_tokens`` and ``batch``
-(the batch timed, or null), ``reason`` (why nothing fits, else null), ``ok`` and
-``requirements``: one entry per requirement with ``requirement``, ``bound``, ``unit``,
-``required``, ``measured``, ``margin``, ``margin_ratio``, ``passed``, ``line`` and ``note``.
+states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
+nothing fits, else null), ``ok`` and ``requirements``: one entry per requirement with
+``requirement``, ``bound``, ``unit``, ``required``, ``measured``, ``margin``, ``margin_ratio``,
+``passed``, ``line`` and ``note``. The human formats show one table per deployment, titled
+with its set-up; the CI formats (junit, github) render its ``cases``.
 """
 
 from __future__ import annotations
