@@ -756,3 +756,11 @@ deployments:
     assert requirements(out, 1)["max_ttft_ms"]["measured"] == pytest.approx(
         step["ttft_estimate_seconds"] * 1000
     )
+
+
+@pytest.mark.parametrize("name", ["\r", "a\nb.yaml", "x\ty.yaml"])
+def test_a_path_with_line_breaks_is_still_one_line(runner: CliRunner, name: str) -> None:
+    result = run(runner, name)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: ") and line.endswith("file not found")

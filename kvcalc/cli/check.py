@@ -93,8 +93,8 @@ def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
 
         cases = [_spec_problem_case(problem, spec) for problem in problems]
         sys.stdout.write(render(Report(payload={}, cases=cases), fmt.value, 0))
-    for problem in problems:
-        sys.stderr.write(f"Error: {problem}\n")
+    for problem in problems:  # one line each, whatever a path or value holds (as _error_line)
+        sys.stderr.write(f"Error: {' '.join(problem.split())}\n")
     raise typer.Exit(EXIT_USAGE)
 
 
