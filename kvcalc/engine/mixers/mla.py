@@ -16,10 +16,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
-from kvcalc.engine.tensors import Tensor, replicated
+from kvcalc.engine.tensors import CacheVectors, Tensor, replicated
+
+if TYPE_CHECKING:
+    from kvcalc.engine.mixers.base import Mixer
+    from kvcalc.engine.variant import AttentionVariant
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class MultiHeadLatentAttention(AttentionMixer):
 
     def cache_elements_per_token(self) -> int:
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return (CacheVectors("latent", 1, self.cache_elements_per_token()),)
 
     def tokens_held(self, context_tokens: int) -> int:
         return context_tokens
@@ -81,3 +88,30 @@ class MultiHeadLatentAttention(AttentionMixer):
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> MultiHeadLatentAttention:
         return self  # the latent has no KV heads to change
+
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        from kvcalc.engine.variant import VariantError
+
+        qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if variant.kind != "mla":
+            # Plain attention over the query heads, keys of the full query width (nope + RoPE)
+            # and values of v_head_dim (seed 004's MHA counterpart of DeepSeek-V3).
+            from kvcalc.engine.mixers.attention import FullAttention
+
+            return FullAttention(
+                kv_heads=variant.kv_heads_for(self.q_heads),
+                head_dim_k=qk_head_dim,
+                head_dim_v=self.v_head_dim,
+                q_heads=self.q_heads,
+            )
+        if variant.rope > qk_head_dim:
+            raise VariantError(
+                f"a RoPE key of {variant.rope} is wider than the {qk_head_dim}-wide query heads; "
+                f"use at most {qk_head_dim}"
+            )
+        return replace(
+            self,
+            kv_lora_rank=variant.latent,
+            qk_rope_head_dim=variant.rope,
+            qk_nope_head_dim=qk_head_dim - variant.rope,
+        )
