@@ -567,6 +567,7 @@ PLAUSIBLE: dict[str, list[object]] = {
     "prefix_shared": [0, 1024, 100_000], "mem_fraction_static": [0.8, 2],
     "window": [1024, 100_000], "sinks": [4], "recent": [1020], "keep_ratio": [0.5, 2],
     "snapkv_budget": [1024], "prompt": ["32k"], "gen": ["1k"], "roofline": [True],
+    "kv_group": [32, 0], "kv_quant": ["kivi", "x"], "kv_bits": [2, 3], "kv_zero_point": [True],
 }
 REQUIREMENT_VALUES: dict[str, list[object]] = {
     "min_batch": [1, 8, 64, 500], "min_context": ["8k", 131_072, "1m"], "max_ttft_ms": [500, 5],
@@ -764,3 +765,27 @@ def test_a_path_with_line_breaks_is_still_one_line(runner: CliRunner, name: str)
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("Error: ") and line.endswith("file not found")
+
+
+def test_kv_format_keys_size_the_cache_as_batch_does(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {name: int4, model: llama3.1-70b, gpus: 8xH100, ctx: 32k, kv_dtype: int4, kv_group: 32,
+     kv_zero_point: true, require: {min_batch: 1}}
+  - {name: kivi, model: llama3.1-70b, gpus: 8xH100, ctx: 32k, kv_quant: kivi, kv_bits: 2,
+     require: {min_batch: 1}}
+"""
+    out = run_json(runner, write(tmp_path, spec))
+    for index, options in enumerate(
+        (["--kv-dtype", "int4", "--kv-group", "32", "--kv-zero-point"],
+         ["--kv-quant", "kivi", "--kv-bits", "2"])
+    ):
+        batch = runner.invoke(app, ["batch", "llama3.1-70b", "--gpus", "8xH100", "--ctx", "32k",
+                                    *options, "--format", "json"])
+        expected = json.loads(batch.stdout)["contexts"][0]["max_batch"]
+        assert requirements(out, index)["min_batch"]["measured"] == expected
+    assert out["deployments"][0]["kv_dtype"] != "bf16"
+    bad = "deployments:\n  - {model: llama3.1-70b, gpus: 8xH100, ctx: 32k, kv_quant: kivi,\n" \
+        "     kv_bits: 3, require: {min_batch: 1}}\n"
+    result = run(runner, write(tmp_path, bad))
+    assert result.exit_code == 2 and "kv_bits: KIVI stores 2 or 4 bits" in result.stderr

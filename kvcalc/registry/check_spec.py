@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+)
 
 from kvcalc.engine.units import number_text_problem, shown
 
@@ -97,7 +104,8 @@ class DeploymentEntry(_Strict):
     ctx: Context | None = None
     mfu: Annotated[float, Field(gt=0, le=1)] | None = None
     engine: Literal["simple", "vllm", "sglang"] | None = None
-    # The deployment options (kvcalc.cli.deploy.DeploymentOptions), named as there.
+    # The deployment options (kvcalc.cli.deploy.DeploymentOptions, the KV format options
+    # included), named as there.
     tp: PosInt | None = None
     pp: PosInt | None = None
     gpu_util: float | None = None
@@ -108,6 +116,12 @@ class DeploymentEntry(_Strict):
     kv_memory: Size | None = None
     weight_dtype: str | None = None
     kv_dtype: str | None = None
+    kv_group: PosInt | None = None
+    kv_scale_dtype: str | None = None
+    kv_zero_point: StrictBool | None = None
+    kv_quant: str | None = None
+    kv_bits: PosInt | None = None
+    kv_residual: NonNegInt | None = None
     block_size: PosInt | None = None
     prefix_shared: NonNegInt | None = None
     max_num_batched_tokens: PosInt | None = None
