@@ -15,7 +15,8 @@ import yaml
 from report_check import invoke_report, missing_numbers, missing_payload_figures
 from typer.testing import CliRunner
 
-from kvcalc.cli.app import CheckFormat, ReportFormat, app
+from kvcalc.cli.app import ReportFormat, app
+from kvcalc.cli.check import CheckFormat
 from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 

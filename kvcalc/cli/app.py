@@ -387,19 +387,6 @@ class ReportFormat(str, Enum):
     markdown = "markdown"
 
 
-class CheckFormat(str, Enum):
-    """The formats of `kvcalc check`: every ReportFormat, and the CI formats of a report of
-    test cases (`kvcalc.render.formats.CASE_FORMATS`), which no other command offers."""
-
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-    csv = "csv"
-    markdown = "markdown"
-    junit = "junit"
-    github = "github"
-
-
 ReportFormatOption = typer.Option(
     ReportFormat.table,
     "--format",
@@ -409,10 +396,10 @@ ReportFormatOption = typer.Option(
 
 
 def emit_report(
-    report: Report, fmt: ReportFormat | CheckFormat, warnings: Sequence[str] = ()
+    report: Report, fmt: Enum, warnings: Sequence[str] = ()
 ) -> None:
-    """Print a command's report in the chosen format, with ``warnings`` added to its own, and
-    end with its exit code."""
+    """Print a command's report in the chosen format (a ReportFormat, or `check`'s
+    CheckFormat), with ``warnings`` added to its own, and end with its exit code."""
     from kvcalc.render.formats import emit
 
     if warnings:

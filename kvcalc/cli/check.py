@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,6 @@ import typer
 
 from kvcalc.cli.app import (
     EXIT_USAGE,
-    CheckFormat,
     InputError,
     command_typer,
     emit_report,
@@ -47,6 +47,20 @@ if TYPE_CHECKING:
     from kvcalc.render.report import Case
 
 command_app = command_typer()
+
+class CheckFormat(str, Enum):
+    """The formats of `kvcalc check`: every ReportFormat, and the CI formats of a report of
+    test cases (`kvcalc.render.formats.CASE_FORMATS`), which no other command offers. Defined
+    here, not beside ReportFormat, so other commands' start-up does not build it."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+    markdown = "markdown"
+    junit = "junit"
+    github = "github"
+
 
 CheckFormatOption = typer.Option(
     CheckFormat.table,
