@@ -213,7 +213,12 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     "weight_dtype": (
         str | None,
         typer.Option(
-            None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
+            None,
+            "--weight-dtype",
+            help=(
+                "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
+                "[default: as released]"
+            ),
         ),
     ),
     **KV_PARAMETERS,

@@ -161,16 +161,17 @@ def split_list(text: str, option: str, example: str) -> list[str]:
 
 
 def dtype_list(text: str | None, option: str) -> list[str | None]:
-    """The weight dtypes to try (None: as the checkpoint ships), each checked by name,
-    duplicates refused."""
-    from kvcalc.engine.units import WEIGHT_DTYPES, UnitError, dtype
+    """The weight dtypes to try (None: as the checkpoint ships), each checked by name (a flat
+    dtype or a format with its scales), duplicates refused."""
+    from kvcalc.engine.quant import weight_format
+    from kvcalc.engine.units import UnitError
 
     if text is None:
         return [None]
     names = []
     for item in split_list(text, option, "bf16,fp8"):
         try:
-            names.append(dtype(item, WEIGHT_DTYPES).name)
+            names.append(weight_format(item).name)
         except UnitError as exc:
             fail(f"{option}: {exc}")
     if len(set(names)) != len(names):

@@ -318,12 +318,14 @@ def deployment(
     **figures: int | None,
 ) -> Deployment:
     """Build a deployment from names and figures, filling in what a practitioner would assume:
-    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`),
-    the KV cache and recurrent states at the model's dtype. ``kv_dtype`` is a format name
+    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`:
+    the model's released format unless ``weight_dtype`` overrides it), the KV cache and recurrent
+    states at the model's dtype. ``kv_dtype`` is a format name
     (:data:`~kvcalc.engine.kvformat.PRESETS`) or a built format. ``figures`` are the remaining
     :class:`Deployment` fields (``block_size``, ``kv_memory_bytes``, ...); None keeps a default."""
     from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
-    from kvcalc.engine.units import WEIGHT_DTYPES, UnitError, dtype
+    from kvcalc.engine.quant import weight_format
+    from kvcalc.engine.units import UnitError
     from kvcalc.engine.weights import checkpoint_precision
 
     # None is "not given"; an empty name is refused like any unknown one, never the default.
@@ -337,7 +339,9 @@ def deployment(
     except KVFormatError as exc:
         raise DeploymentError(("kv_dtype",), str(exc).removeprefix("--kv-dtype: ")) from None
     try:
-        chosen = None if weight_dtype is None else dtype(weight_dtype, WEIGHT_DTYPES)
+        # None: the format the checkpoint ships in (the registry's ``weights:``, or the
+        # config.json's quantization_config), else the model dtype.
+        chosen = None if weight_dtype is None else weight_format(weight_dtype)
         weights = checkpoint_precision(model, chosen)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None

@@ -18,7 +18,15 @@ import math
 from typing import Literal, NamedTuple
 
 Role = Literal[
-    "embedding", "lm_head", "mixer", "mlp", "routed_experts", "shared_experts", "router", "norm"
+    "embedding",
+    "lm_head",
+    "mixer",
+    "mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "norm",
+    "encoder",
 ]
 
 
@@ -27,11 +35,19 @@ class Tensor(NamedTuple):
 
     ``units`` is the dimension tensor parallelism splits (heads, intermediate rows, d_inner,
     vocabulary rows); a replicated tensor has ``units == 1``. Each unit holds ``per_unit`` values.
+
+    A linear weight also states its matrix shape, which block and group scales depend on:
+    ``cols`` is the input features of one unit's slice (its rows are ``per_unit // cols``
+    outputs) and ``split_cols`` whether TP splits the inputs (a row-parallel layer: o_proj,
+    down_proj) rather than the outputs (column-parallel: q/k/v, gate/up). A tensor without a
+    shape (norms, convolutions, embedding tables) is sized as ``units`` rows of ``per_unit``.
     """
 
     role: Role
     units: int
     per_unit: int
+    cols: int | None = None
+    split_cols: bool = False
 
     @property
     def params(self) -> int:
@@ -40,6 +56,26 @@ class Tensor(NamedTuple):
     def params_per_rank(self, tp: int) -> int:
         """Values on the most loaded of ``tp`` ranks: ceil(units / tp) units."""
         return -(-self.units // tp) * self.per_unit
+
+    def rank_matrix(self, tp: int) -> tuple[int, int]:
+        """The ``[rows, cols]`` matrix the most loaded of ``tp`` ranks holds."""
+        n = -(-self.units // tp)
+        if self.cols is None:
+            return n, self.per_unit
+        rows = self.per_unit // self.cols
+        return (rows, n * self.cols) if self.split_cols else (n * rows, self.cols)
+
+
+def linear(role: Role, units: int, rows: int, cols: int) -> Tensor:
+    """A column-parallel linear weight: ``units`` slices of ``[rows, cols]`` stacked on the
+    outputs (q/k/v by head, gate/up by intermediate row); ``units == 1`` is replicated."""
+    return Tensor(role, units, rows * cols, cols)
+
+
+def row_parallel(role: Role, units: int, rows: int, cols: int) -> Tensor:
+    """A row-parallel linear weight ``[rows, units x cols]``: TP splits the inputs (o_proj by
+    head, down_proj by intermediate row)."""
+    return Tensor(role, units, rows * cols, cols, split_cols=True)
 
 
 def replicated(role: Role, params: int) -> Tensor:

@@ -710,7 +710,7 @@ def profile_kv_memory(
             requested_bytes=requested,
             weights_bytes=w,
             activation_peak_bytes=activation_peak(
-                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1
+                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1, pp=pp
             ),
             non_torch_bytes=non_torch_memory(tp, pp),
         )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
+from kvcalc.render.hint import fit_hint
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.report import Column, Record, Report, Section, number, text
@@ -149,6 +150,9 @@ def capacity_report(cap: Capacity) -> Report:
         *eviction_notes(cap.deployment.eviction),
         *([] if cap.fits else [f"does not fit: {cap.reason}"]),
     ]
+    hint = fit_hint(cap)
+    if hint is not None:
+        notes.append(hint)
     contexts = [c.context_tokens for c in cap.contexts]
     return Report(
         payload=capacity_payload(cap),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, PageLayout, split_heads
-from kvcalc.engine.tensors import CacheVectors, Tensor
+from kvcalc.engine.tensors import CacheVectors, Tensor, linear, row_parallel
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.base import Mixer
@@ -46,10 +46,10 @@ class FullAttention(AttentionMixer):
 
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
         return (
-            Tensor("mixer", self.q_heads, hidden * self.head_dim_k),  # q_proj
-            Tensor("mixer", self.kv_heads, hidden * self.head_dim_k),  # k_proj
-            Tensor("mixer", self.kv_heads, hidden * self.head_dim_v),  # v_proj
-            Tensor("mixer", self.q_heads, self.head_dim_v * hidden),  # o_proj
+            linear("mixer", self.q_heads, self.head_dim_k, hidden),  # q_proj
+            linear("mixer", self.kv_heads, self.head_dim_k, hidden),  # k_proj
+            linear("mixer", self.kv_heads, self.head_dim_v, hidden),  # v_proj
+            row_parallel("mixer", self.q_heads, hidden, self.head_dim_v),  # o_proj
         )
 
     def attention_flops_per_held_token(self) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
-from kvcalc.engine.tensors import CacheVectors, Tensor, replicated
+from kvcalc.engine.tensors import CacheVectors, Tensor, linear, replicated, row_parallel
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.base import Mixer
@@ -50,20 +50,20 @@ class MultiHeadLatentAttention(AttentionMixer):
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
         qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if self.q_lora_rank is None:
-            queries: tuple[Tensor, ...] = (Tensor("mixer", self.q_heads, hidden * qk_head_dim),)
+            queries: tuple[Tensor, ...] = (linear("mixer", self.q_heads, qk_head_dim, hidden),)
         else:
             queries = (
-                replicated("mixer", hidden * self.q_lora_rank),  # q_a_proj
+                linear("mixer", 1, self.q_lora_rank, hidden),  # q_a_proj
                 replicated("norm", self.q_lora_rank),  # q_a_layernorm
-                Tensor("mixer", self.q_heads, self.q_lora_rank * qk_head_dim),  # q_b_proj
+                linear("mixer", self.q_heads, qk_head_dim, self.q_lora_rank),  # q_b_proj
             )
-        kv_b_per_head = self.kv_lora_rank * (self.qk_nope_head_dim + self.v_head_dim)
+        kv_b_rows = self.qk_nope_head_dim + self.v_head_dim
         return (
             *queries,
-            replicated("mixer", hidden * self.cache_elements_per_token()),  # kv_a_proj_with_mqa
+            linear("mixer", 1, self.cache_elements_per_token(), hidden),  # kv_a_proj_with_mqa
             replicated("norm", self.kv_lora_rank),  # kv_a_layernorm
-            Tensor("mixer", self.q_heads, kv_b_per_head),  # kv_b_proj
-            Tensor("mixer", self.q_heads, self.v_head_dim * hidden),  # o_proj
+            linear("mixer", self.q_heads, kv_b_rows, self.kv_lora_rank),  # kv_b_proj
+            row_parallel("mixer", self.q_heads, hidden, self.v_head_dim),  # o_proj
         )
 
     def attention_flops_per_held_token(self) -> int:
