@@ -116,15 +116,18 @@ def test_tpot_is_timed_at_the_required_batch(runner: CliRunner, tmp_path: Path) 
 
 
 def test_vllm_engine_counts_whole_requests(runner: CliRunner, tmp_path: Path) -> None:
-    spec = """\
+    # vLLM 0.19 on one H100: decode's default batch is the whole requests of its concurrency.
+    decode = runner.invoke(app, ["decode", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm",
+                                 "--ctx", "8k", "--format", "json"])
+    whole = json.loads(decode.stdout)["steps"][0]["batch"]
+    spec = f"""\
 deployments:
-  - {name: v, model: llama3.1-8b, gpus: h100, engine: vllm, ctx: 8k,
-     require: {min_batch: 54, min_context: 128k}}
+  - {{name: v, model: llama3.1-8b, gpus: h100, engine: vllm, ctx: 8k,
+     require: {{min_batch: {whole + 1}, min_context: 128k}}}}
 """
     out = run_json(runner, write(tmp_path, spec), code=1)
     req = requirements(out)
-    # vLLM 0.19 on one H100: 53 whole requests of 8k (the README's decode section).
-    assert (req["min_batch"]["measured"], req["min_batch"]["passed"]) == (53, False)
+    assert (req["min_batch"]["measured"], req["min_batch"]["passed"]) == (whole, False)
     assert req["min_context"]["measured"] == 131_072  # the model's maximum, which vLLM serves
     assert req["min_context"]["passed"] is True
 
