@@ -49,7 +49,8 @@ def input_error(exc: DeploymentError) -> InputError:
 # ------------------------------------------------------------------ the deployment
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class DeploymentOptions(KvFormatOptions):
     """The deployment options as given on the command line (None: not given), the KV format
     options included."""
@@ -272,7 +273,8 @@ def _per_gpu_set(gpus: list[str], **options: Any) -> list[DeploymentOptions]:
 # ------------------------------------------------------------------ SGLang
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class SGLangFlags:
     """SGLang's server arguments as given on the command line (None: not given), named as
     SGLang names them; :meth:`options` turns them into the engine's
@@ -481,7 +483,8 @@ def sglang_options(command: F) -> F:
 ENGINES = ("simple", "vllm", "sglang")
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class EngineChoice:
     """``--engine`` as given: which engine's rule sizes the KV cache."""
 

@@ -29,7 +29,8 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class EvictionOptions:
     """The eviction and bounding options as given (None: not given); :meth:`policy` turns them
     into the engine's one :class:`~kvcalc.engine.eviction.Eviction`."""

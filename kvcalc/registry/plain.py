@@ -208,11 +208,26 @@ def _resolve_class(tag: str, base: type) -> type:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
+class _ModuleNames(dict[str, Any]):
+    """A module's names as its attributes, so that an annotation naming a class the module
+    re-exports lazily (through its ``__getattr__``, as spec.py does) evaluates too."""
+
+    def __init__(self, module: types.ModuleType | None) -> None:
+        super().__init__()
+        self.module = module
+
+    def __missing__(self, name: str) -> Any:
+        try:
+            return getattr(self.module, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+
 def _hints(cls: type) -> dict[str, Any]:
     """The evaluated annotations of ``cls`` (memoised: a spec holds the same classes often)."""
     if cls not in _HINTS:
         try:
-            _HINTS[cls] = get_type_hints(cls)
+            _HINTS[cls] = get_type_hints(cls, localns=_ModuleNames(sys.modules.get(cls.__module__)))
         except Exception as exc:  # noqa: BLE001 - an annotation that does not evaluate
             raise PlainError(f"{cls.__name__}: annotations do not evaluate: {exc}") from None
     return _HINTS[cls]
