@@ -16,7 +16,8 @@ from report_check import invoke_report, missing_numbers, missing_payload_figures
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import ReportFormat, app
-from kvcalc.render.formats import FORMATTERS, render
+from kvcalc.cli.check import CheckFormat
+from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
 HF_FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -60,6 +61,7 @@ COMMANDS = [
      "--max-ttft", "2s", "--max-gpus", "16"],
     ["plan", "qwen3-30b-a3b", "--users", "8", "--gpus", "h100,h200,mi300x", "--price",
      "h100=2.5,h200=3.1,mi300x=2", "--kv-dtype", "bf16,fp8", "--roofline"],
+    ["check", str(Path(__file__).parent.parent / "examples" / "capacity.yaml")],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
@@ -70,7 +72,9 @@ def ids(args: list[str]) -> str:
 
 
 def test_every_format_has_a_formatter() -> None:
-    assert {f.value for f in ReportFormat} == set(FORMATTERS)
+    assert {f.value for f in ReportFormat} | set(CASE_FORMATS) == set(FORMATTERS)
+    assert {f.value for f in CheckFormat} == set(FORMATTERS)
+    assert not set(CASE_FORMATS) & {f.value for f in ReportFormat}
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=ids)
@@ -181,7 +185,8 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
                                      ["models", "--check"], ["gpus", "--check"],
                                      ["batch", "--gpus", "h100"],
                                      ["decode", "llama3-8b", "--gpus", "h100"],
-                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")]], ids=ids)
+                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")],
+                                     ["check", "capacity.yaml"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
     runner: CliRunner, command: list[str], fmt: str

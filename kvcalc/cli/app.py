@@ -119,6 +119,7 @@ COMMANDS = {
     "sweep": "kvcalc.cli.sweep",
     "plan": "kvcalc.cli.plan",
     "import-hf": "kvcalc.cli.import_hf",
+    "check": "kvcalc.cli.check",
 }
 
 
@@ -394,9 +395,11 @@ ReportFormatOption = typer.Option(
 )
 
 
-def emit_report(report: Report, fmt: ReportFormat, warnings: Sequence[str] = ()) -> None:
-    """Print a command's report in the chosen format, with ``warnings`` added to its own, and
-    end with its exit code."""
+def emit_report(
+    report: Report, fmt: Enum, warnings: Sequence[str] = ()
+) -> None:
+    """Print a command's report in the chosen format (a ReportFormat, or `check`'s
+    CheckFormat), with ``warnings`` added to its own, and end with its exit code."""
     from kvcalc.render.formats import emit
 
     if warnings:

@@ -10,7 +10,7 @@ no command holds domain logic: defaults and validation live in the engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +68,17 @@ class DeploymentOptions(KvFormatOptions):
     block_size: int
     prefix_shared: int
     max_num_batched_tokens: int | None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> DeploymentOptions:
+        """The options a spec file gives by field name (``kv_memory``), the others at their
+        command-line defaults, so a spec file and the command line build the same deployment."""
+        return cls(
+            **{
+                name: values.get(name, option.default)
+                for name, (_, option) in _PARAMETERS.items()
+            }
+        )
 
     def given(self, name: str) -> bool:
         """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
@@ -453,6 +464,13 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
     ),
 }
 assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
+
+
+def option_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) the command line allows for a deployment or SGLang option, so that a
+    spec file giving the same field is held to the same range."""
+    option = {**_PARAMETERS, **_SGLANG_PARAMETERS}.get(name, (None, None))[1]
+    return getattr(option, "min", None), getattr(option, "max", None)
 
 
 def sglang_options(command: F) -> F:

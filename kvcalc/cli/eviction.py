@@ -251,6 +251,13 @@ _EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = {
 assert set(_EVICTION_PARAMETERS) == {f.name for f in fields(EvictionOptions)}
 
 
+def eviction_option_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) the command line allows for an eviction option (a spec file's field is
+    held to the same range)."""
+    option = _EVICTION_PARAMETERS.get(name, (None, None))[1]
+    return getattr(option, "min", None), getattr(option, "max", None)
+
+
 def eviction_options(command: F) -> F:
     """Add the eviction options to ``command``, which receives them as ``evict``."""
     return grouped_options(command, "evict", EvictionOptions, _EVICTION_PARAMETERS)
