@@ -311,7 +311,7 @@ def as_precision(precision: DType | WeightFormat | CheckpointFormat) -> Checkpoi
     return CheckpointFormat.uniform(as_format(precision))
 
 
-Bits = dict[WeightFormat, Fraction]
+Bits = dict[WeightFormat, int | Fraction]
 
 
 def add_tensor_bits(
@@ -321,12 +321,12 @@ def add_tensor_bits(
     format, to ``bits`` (kept per format, so each is rounded to bytes once)."""
     fmt = precision.format_for(tensor.role)
     rows, cols = tensor.rank_matrix(tp)
-    bits[fmt] = bits.get(fmt, Fraction(0)) + times * fmt.matrix_bits(rows, cols)
+    bits[fmt] = bits.get(fmt, 0) + times * fmt.matrix_bits(rows, cols)
 
 
 def bytes_of(bits: Bits) -> int:
     """Bytes of tensors summed per format: each format's bits rounded up to bytes once."""
-    return sum(math.ceil(b / 8) for b in bits.values())
+    return sum(-(-b // 8) for b in bits.values())
 
 
 def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> dict[Role, int]:

@@ -37,6 +37,8 @@ FIELD_INDENT = "  "
 
 
 def cell_width(text: str) -> int:
+    if text.isascii() and text.isprintable():
+        return len(text)  # most cells: one cell per character, no need to ask rich
     from rich.cells import cell_len
 
     return max((cell_len(line) for line in text.splitlines()), default=0)
