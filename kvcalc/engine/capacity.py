@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Stage:
     """One pipeline stage: its layers and the KV budget of one of its GPUs."""
 
@@ -44,7 +44,7 @@ class Stage:
     kv_budget_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Layout:
     """What one GPU of each stage stores for a sequence: the per-rank model, its stages, the cache
     format and the paging."""
@@ -64,7 +64,7 @@ class Layout:
         return tuple(layer_groups(self, stage) for stage in self.stages)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class LayerGroup:
     """The layers of one stage that share a mixer, with what each of them stores."""
 
@@ -206,7 +206,7 @@ def _bracket(layout: Layout, guess: int) -> tuple[int, int]:
 # A deployment's answer: sequences that fit at each context
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class ContextCapacity:
     context_tokens: int
     max_batch: int
@@ -219,7 +219,7 @@ class ContextCapacity:
     """Tokens of the sequence the eviction policy keeps (the context when none evicts)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Capacity:
     deployment: Deployment
     weights_bytes_per_gpu: int

@@ -130,7 +130,7 @@ class Accelerator:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class GpuSet:
     """``count`` identical accelerators serving one model replica (e.g. 8x H100 SXM)."""
 
