@@ -8,7 +8,9 @@ of a whole matrix from its shape, with one formula:
 - :class:`Plain`: every value at ``bits`` (bf16, fp16, fp32, or a bare 8/4-bit what-if);
 - :class:`TensorScaled`: one scale per tensor (FP8 per-tensor, compressed-tensors ``tensor``);
 - :class:`ChannelScaled`: one scale per output row (compressed-tensors ``channel``: the RedHat
-  ``w8a8`` and ``FP8-dynamic`` checkpoints; bitsandbytes LLM.int8's per-row absmax);
+  ``w8a8`` and ``FP8-dynamic`` checkpoints; bitsandbytes LLM.int8's per-row absmax). These two
+  only come from a config.json's ``quantization_config``, so they live in
+  :mod:`kvcalc.engine.quant_rows` and load when one is read (re-exported here);
 - :class:`GroupScaled`: one scale (and optionally one zero point) per ``group`` consecutive inputs
   of a row, values packed into words (GPTQ / AWQ / compressed-tensors ``group``: int4 packed in
   int32, scales at the model dtype, zeros packed 8 per int32; MXFP4: E2M1 pairs in a byte and one
@@ -31,11 +33,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 # The interface and the per-role type live in the light module a spec imports; re-exported.
 from kvcalc.engine.checkpoint import CheckpointFormat as CheckpointFormat
 from kvcalc.engine.checkpoint import WeightFormat as WeightFormat
 from kvcalc.engine.units import DType, UnitError, canonical_dtype_name, dtype
+
+if TYPE_CHECKING:
+    from kvcalc.engine.quant_rows import ChannelScaled as ChannelScaled
+    from kvcalc.engine.quant_rows import TensorScaled as TensorScaled
+
+#: Re-exported on first use (see the module docstring).
+_ROW_FORMATS = ("TensorScaled", "ChannelScaled")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ROW_FORMATS:
+        from kvcalc.engine import quant_rows
+
+        return getattr(quant_rows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -64,38 +82,6 @@ class Plain(WeightFormat):
     @property
     def element_bits(self) -> int:
         return math.ceil(self.bits)
-
-
-@dataclass(frozen=True)
-class TensorScaled(WeightFormat):
-    """One ``scale_bits`` scale per tensor (per TP shard: vLLM keeps one per loaded shard)."""
-
-    name: str
-    bits: int
-    scale_bits: int = 32
-
-    def matrix_bits(self, rows: int, cols: int) -> int:
-        return rows * cols * self.bits + self.scale_bits
-
-    @property
-    def element_bits(self) -> int:
-        return self.bits
-
-
-@dataclass(frozen=True)
-class ChannelScaled(WeightFormat):
-    """One ``scale_bits`` scale per output row (``weight_scale`` of shape ``[rows, 1]``)."""
-
-    name: str
-    bits: int
-    scale_bits: int
-
-    def matrix_bits(self, rows: int, cols: int) -> int:
-        return rows * (cols * self.bits + self.scale_bits)
-
-    @property
-    def element_bits(self) -> int:
-        return self.bits
 
 
 @dataclass(frozen=True)
