@@ -54,6 +54,8 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "compare": "kvcalc.cli.compare",
+    "offload": "kvcalc.cli.offload",
 }
 
 

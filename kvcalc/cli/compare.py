@@ -1,0 +1,259 @@
+"""`kvcalc compare`: one row per KV-cache technique (kvcalc/cli/techniques.py), for one model or
+several side by side, each row computed from its option preset by the factories every command
+uses."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kvcalc.cli.app import (
+    BatchOption,
+    ContextsOption,
+    HeadDimOption,
+    KvHeadsOption,
+    LayersOption,
+    ReportFormat,
+    ReportFormatOption,
+    cache_format_option,
+    command_typer,
+    emit_report,
+    fail,
+    load_model,
+    parse_ctx_list,
+)
+from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
+from kvcalc.cli.techniques import TECHNIQUES, Technique, technique_names
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+
+if TYPE_CHECKING:
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.render.compare import CompareRow, ModelComparison
+
+#: Row overrides that change the model (the what-ifs of `kvcalc size`), by option name.
+MODEL_OPTIONS = {"kv_heads": "kv_heads", "head_dim": "head_dim", "layers": "num_layers"}
+#: Options a comparison without --gpus still applies.
+WITHOUT_GPUS = ("kv_dtype", "prefix_shared")
+
+command_app = command_typer()
+
+ModelsArgument = typer.Argument(
+    ..., help="one or more registry names or config.json paths, compared side by side"
+)
+
+
+class Skip(Exception):
+    """A row that does not apply to a model (the reason is shown under its table)."""
+
+
+@command_app.command()
+@optional_deployment_options
+def compare(
+    models: list[str] = ModelsArgument,
+    ctx: str = ContextsOption,
+    batch: int = BatchOption,
+    only: str = typer.Option(
+        None, "--only", help=f"rows to show, comma-separated: {', '.join(technique_names())}"
+    ),
+    prompt: int = typer.Option(
+        None, "--prompt", min=0, max=MAX_CONTEXT_TOKENS, help="no-cache row: prompt tokens L"
+    ),
+    gen: int = typer.Option(
+        None, "--gen", min=1, max=MAX_CONTEXT_TOKENS, help="no-cache row: generated tokens N"
+    ),
+    kv_heads: int = KvHeadsOption,
+    head_dim: int = HeadDimOption,
+    layers: int = LayersOption,
+    fmt: ReportFormat = ReportFormatOption,
+    *,
+    deploy: DeploymentOptions,
+) -> None:
+    """KV-cache techniques side by side at one --ctx (default: the smallest maximum context of
+    the models): bytes per token and per sequence, reduction vs the baseline, and with --gpus
+    the sequences that fit and the decode TPOT. --prompt L --gen N add the no-cache row."""
+    from kvcalc.render.compare import NoCache, compare_report
+
+    deploy.refuse_without_gpus(keep=WITHOUT_GPUS)
+    if deploy.gpus is None and deploy.given("prefix_shared") and batch is None:
+        fail("--prefix-shared: a shared prefix saves memory across sequences; give --batch N "
+             "or --gpus")
+    if (prompt is None) != (gen is None):
+        fail("--prompt and --gen: give both (the no-cache row needs the prompt and the answer)")
+    no_cache = None if prompt is None or gen is None else NoCache(prompt, gen)
+    techniques = chosen_techniques(only, deploy, no_cache is not None)
+    specs = distinct_models(models, kv_heads, head_dim, layers)
+    context = one_context(ctx, specs)
+    gpus = deploy.resolve_gpus() if deploy.gpus is not None else None
+    comparisons = [
+        compare_model(spec, techniques, deploy, context, batch, gpus) for spec in specs
+    ]
+    emit_report(compare_report(comparisons, context, gpus, batch, no_cache), fmt)
+
+
+def chosen_techniques(
+    only: str | None, deploy: DeploymentOptions, no_cache: bool
+) -> list[Technique]:
+    """The rows of --only (default: every row whose option is given), in the table's order."""
+    available = [t for t in TECHNIQUES if row_available(t, deploy, no_cache)]
+    if only is None:
+        return available
+    names = [n.strip().lower() for n in only.split(",") if n.strip()]
+    if not names:
+        fail(f"--only: name at least one row: {', '.join(technique_names())}")
+    for name in names:
+        if name not in technique_names():
+            fail(f"--only: unknown row {name!r}; choose from {', '.join(technique_names())}")
+    for technique in TECHNIQUES:
+        if technique.name in names and technique not in available:
+            fail(f"--only {technique.name}: give {row_needs(technique)} for this row")
+    return [t for t in TECHNIQUES if t.name in names]
+
+
+def row_available(technique: Technique, deploy: DeploymentOptions, no_cache: bool) -> bool:
+    if not technique.cached:
+        return no_cache
+    return technique.option is None or deploy.given(technique.option)
+
+
+def row_needs(technique: Technique) -> str:
+    if not technique.cached:
+        return "--prompt and --gen"
+    return "--" + (technique.option or "").replace("_", "-")
+
+
+def distinct_models(
+    names: list[str], kv_heads: int | None, head_dim: int | None, layers: int | None
+) -> list[ModelSpec]:
+    specs: list[ModelSpec] = []
+    for name in names:
+        spec = load_model(name, kv_heads, head_dim, layers)
+        if any(s.id == spec.id for s in specs):
+            fail(f"MODEL: {name} is {spec.id}, given twice; name each model once")
+        specs.append(spec)
+    return specs
+
+
+def one_context(ctx: str | None, specs: list[ModelSpec]) -> int:
+    if ctx is not None:
+        contexts = parse_ctx_list(ctx)
+        if len(contexts) != 1:
+            fail("--ctx: compare sets techniques side by side at one context, e.g. --ctx 128k")
+        return contexts[0]
+    maxima = [s.max_context for s in specs if s.max_context is not None]
+    if len(maxima) < len(specs):
+        fail("--ctx: a model states no maximum context; give one, e.g. --ctx 128k")
+    return min(maxima)
+
+
+def compare_model(
+    spec: ModelSpec,
+    techniques: list[Technique],
+    deploy: DeploymentOptions,
+    context: int,
+    batch: int | None,
+    gpus: GpuSet | None,
+) -> ModelComparison:
+    """Every chosen row of one model, with the baseline its reductions are relative to."""
+    from kvcalc.render.compare import ModelComparison
+
+    base = replace(deploy, prefix_shared=0)
+    try:
+        baseline = technique_row(TECHNIQUES[0], spec, base, deploy, context, batch, gpus)
+    except Skip as exc:
+        fail(str(exc))
+    rows: list[CompareRow] = []
+    skipped: list[tuple[str, str]] = []
+    for technique in techniques:
+        if technique == TECHNIQUES[0]:
+            rows.append(baseline)
+            continue
+        try:
+            rows.append(technique_row(technique, spec, base, deploy, context, batch, gpus))
+        except Skip as exc:
+            skipped.append((technique.name, str(exc)))
+    return ModelComparison(spec, baseline, rows, skipped)
+
+
+def technique_row(
+    technique: Technique,
+    spec: ModelSpec,
+    base: DeploymentOptions,
+    given: DeploymentOptions,
+    context: int,
+    batch: int | None,
+    gpus: GpuSet | None,
+) -> CompareRow:
+    """One row: the technique's overrides applied to the options, then the cache sized (and,
+    on GPUs, the capacity and decode step) as `size`, `batch` and `decode` compute them."""
+    from kvcalc.engine.compare import cache_cost
+    from kvcalc.render.compare import CompareRow
+
+    overrides = dict(technique.overrides)
+    if technique.option is not None:
+        overrides[technique.option] = getattr(given, technique.option)
+    model = model_with(spec, {k: v for k, v in overrides.items() if k in MODEL_OPTIONS})
+    options = replace(base, **{k: v for k, v in overrides.items() if k not in MODEL_OPTIONS})
+    cache = cache_format_option(options.kv_dtype, model)
+    named = (technique.name, technique.category, technique.note, technique.cached)
+    if not technique.cached:
+        return CompareRow(*named, cache.name, 0, 0)
+    sequences = tpot = None
+    n = batch or 1
+    if gpus is not None:
+        sequences, per_replica, tpot = on_gpus(options, model, gpus, context, batch)
+        n = batch or max(per_replica, 1)
+    cost = cache_cost(
+        model, cache, context, prefix_shared_tokens=options.prefix_shared, batch=n
+    )
+    return CompareRow(
+        *named, cache.name, cost.bytes_per_token, cost.bytes_per_sequence, sequences, n, tpot
+    )
+
+
+def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
+    """``spec`` with a row's what-ifs; a what-if that cannot apply or would not reduce the
+    cache skips the row."""
+    if not overrides:
+        return spec
+    if "kv_heads" in overrides or "head_dim" in overrides:
+        if not spec.accepts_head_overrides():
+            raise Skip(f"{spec.id} has no KV heads to change (its layers are MLA or states)")
+        heads = max(m.kv_head_count() or 0 for m in spec.mixer_pattern)
+        wanted = overrides.get("kv_heads")
+        if wanted is not None and wanted >= heads:
+            raise Skip(f"{spec.id} has {heads} KV heads per layer already")
+    try:
+        return spec.with_overrides(**{MODEL_OPTIONS[k]: v for k, v in overrides.items()})
+    except ValueError as exc:
+        raise Skip(str(exc)) from None
+
+
+def on_gpus(
+    options: DeploymentOptions, model: ModelSpec, gpus: GpuSet, context: int, batch: int | None
+) -> tuple[int, int, float | None]:
+    """(sequences that fit on all replicas, on one replica, TPOT at --batch or that many)."""
+    from kvcalc.engine.capacity import capacity
+    from kvcalc.engine.decode import decode_step_for
+
+    try:
+        dep = options.build(model, gpus)
+    except LayoutError as exc:
+        raise Skip(str(exc)) from None
+    fit = capacity(dep, [context]).contexts[0]
+    n = batch or fit.max_batch_per_replica
+    tpot = decode_step_for(dep, batch=n, context_tokens=context).tpot_seconds if n else None
+    return fit.max_batch, fit.max_batch_per_replica, tpot
+
+
+def check_techniques() -> list[str]:
+    """Override keys no option spells (for the tests: a typo would otherwise fail at run time)."""
+    known = set(MODEL_OPTIONS) | {f.name for f in fields(DeploymentOptions)}
+    return [
+        f"{t.name}: {key}"
+        for t in TECHNIQUES
+        for key in [*t.overrides, *([t.option] if t.option else [])]
+        if key not in known
+    ]

@@ -1,0 +1,60 @@
+"""The rows of `kvcalc compare`: each a technique (or a combination) as a preset of the options
+every other command takes, so a row is computed by the same loading and deployment factories as
+`kvcalc size` / `batch` / `decode` given those options.
+
+Adding a technique is one line: a name, its category and its overrides, keyed by option name as
+the command line spells it without dashes (``kv_dtype`` for ``--kv-dtype``, ``kv_heads`` for
+``--kv-heads``). A row whose ``option`` is set appears only when the user gives that option, and
+takes the user's value (``--prefix-shared 4000`` adds the prefix-sharing row); the other rows
+leave that option at its default so the baseline stays the model as `kvcalc size` sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: lossless: the same outputs; lossy: an approximation at inference time; needs retraining: an
+#: architecture change the checkpoint must be trained (or up-trained) for.
+Category = Literal["lossless", "lossy", "needs retraining"]
+CATEGORIES: tuple[Category, ...] = ("lossless", "lossy", "needs retraining")
+
+
+@dataclass(frozen=True)
+class Technique:
+    name: str
+    category: Category
+    note: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    option: str | None = None
+    """The user option this row takes its value from (the row exists only when it is given)."""
+    cached: bool = True
+    """False for the row without any cache (it exists only with --prompt and --gen)."""
+
+
+TECHNIQUES: tuple[Technique, ...] = (
+    Technique("baseline", "lossless", "the model as configured (= kvcalc size)"),
+    Technique(
+        "paged", "lossless", "16-token blocks: no reduction, no fragmentation", {"block_size": 16}
+    ),
+    Technique("fp8", "lossy", "8-bit float KV", {"kv_dtype": "fp8"}),
+    Technique("int8", "lossy", "8-bit integer KV, scales not counted", {"kv_dtype": "int8"}),
+    Technique("int4", "lossy", "4-bit KV, scales not counted", {"kv_dtype": "int4"}),
+    Technique("as-gqa-8", "needs retraining", "8 KV heads per layer", {"kv_heads": 8}),
+    Technique("as-mqa", "needs retraining", "one KV head per layer", {"kv_heads": 1}),
+    Technique(
+        "fp8+as-gqa-8", "needs retraining", "8 KV heads in fp8", {"kv_dtype": "fp8", "kv_heads": 8}
+    ),
+    Technique(
+        "prefix-shared",
+        "lossless",
+        "--prefix-shared tokens stored once for the batch",
+        option="prefix_shared",
+    ),
+    Technique("no-cache", "lossless", "recompute every token at every step", cached=False),
+)
+
+
+def technique_names() -> list[str]:
+    return [t.name for t in TECHNIQUES]
