@@ -131,7 +131,8 @@ def distinct_models(
     for name in names:
         spec = load_model(name, kv_heads, head_dim, layers)
         if any(s.id == spec.id for s in specs):
-            fail(f"MODEL: {name} is {spec.id}, given twice; name each model once")
+            same = name if name == spec.id else f"{name} ({spec.id})"
+            fail(f"MODEL: {same} is given twice; name each model once")
         specs.append(spec)
     return specs
 
