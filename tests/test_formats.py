@@ -40,6 +40,11 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["compare", "llama3-70b", "--ctx", "128k"],
+    ["compare", "llama3-70b", "gemma3-27b", "deepseek-v3", "--ctx", "32k", "--gpus", "8xH100",
+     "--prompt", "1000", "--gen", "1000", "--prefix-shared", "1024"],
+    ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "32k"],
+    ["offload", "mistral-7b-v0.1", "--gpus", "a10g", "--tier", "tape:1TB@1MB/s"],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
@@ -120,6 +125,8 @@ NOT_IN_TABLE = {
     # The registry listings show parameters and memory in their units (B, TB/s, TFLOPS).
     "models": None,
     "gpus": None,
+    # The table shows rates in their units (GB/s, TFLOPS).
+    "offload": frozenset({"bandwidth_bytes_per_s", "prefill_flops_per_second"}),
 }
 
 
@@ -159,7 +166,9 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("command", [["size", "llama3-70b"], ["models"], ["gpus"],
                                      ["models", "--check"], ["gpus", "--check"],
                                      ["batch", "--gpus", "h100"],
-                                     ["decode", "llama3-8b", "--gpus", "h100"]], ids=ids)
+                                     ["decode", "llama3-8b", "--gpus", "h100"],
+                                     ["compare", "llama3-8b"],
+                                     ["offload", "llama3-8b", "--gpus", "h100"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
     runner: CliRunner, command: list[str], fmt: str
@@ -185,7 +194,7 @@ def test_bare_kvcalc_prints_the_help(runner: CliRunner) -> None:
     assert result.exit_code == 0
     assert result.stdout == runner.invoke(app, ["--help"]).stdout
     assert result.stdout.startswith("Usage: kvcalc")
-    for command in ("size", "models", "gpus", "batch", "decode"):
+    for command in ("size", "models", "gpus", "batch", "decode", "compare", "offload"):
         assert re.search(rf"^  {command} ", result.stdout, re.MULTILINE)
 
 

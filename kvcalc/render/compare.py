@@ -79,9 +79,17 @@ def row_payload(row: CompareRow, baseline: CompareRow, no_cache: NoCache | None)
         "max_sequences": row.max_sequences,
         "batch": row.batch,
         "tpot_seconds": row.tpot_seconds,
+        "tokens_per_second": tokens_per_second(row),
         "token_passes": passes,
         "note": row.note,
     }
+
+
+def tokens_per_second(row: CompareRow) -> float | None:
+    """Decode throughput of one replica at the row's batch."""
+    if row.tpot_seconds is None or row.batch is None:
+        return None
+    return row.batch / row.tpot_seconds
 
 
 def model_payload(comparison: ModelComparison, no_cache: NoCache | None) -> dict[str, Any]:
@@ -132,6 +140,7 @@ def compare_columns(on_gpus: bool, passes: bool) -> list[Column]:
         number("sequences", "max_sequences"),
         number("batch", "batch"),
         Column("TPOT ms", tpot_ms),
+        number("tokens/s", "tokens_per_second", ",.0f"),
     ]
     return [
         text("technique", "technique", "name"),

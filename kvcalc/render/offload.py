@@ -77,7 +77,10 @@ def gib(key: str) -> Column:
 
 def rate(record: Record) -> str:
     value = record["bandwidth_bytes_per_s"]
-    return "" if value is None else f"{value / GB:,.1f}"
+    if value is None:
+        return ""
+    # Three significant figures below 1 GB/s, so a slow tier never shows as 0.0.
+    return f"{value / GB:,.1f}" if value >= GB else f"{value / GB:.3g}"
 
 
 def ms(key: str, header: str) -> Column:
