@@ -1,8 +1,10 @@
 """The validated-spec cache: a hit gives the same spec, any edit misses, bad entries are ignored,
-and errors are never cached."""
+errors are never cached, and an entry is plain JSON checked on the way back in."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +25,7 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def entries(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "cache").glob("*.pickle"))
+    return sorted((tmp_path / "cache").glob("*.json"))
 
 
 def test_hit_returns_the_same_spec(registry: Path, tmp_path: Path) -> None:
@@ -53,7 +55,7 @@ def test_errors_are_never_cached(registry: Path, tmp_path: Path) -> None:
 def test_a_corrupt_entry_is_rebuilt(registry: Path, tmp_path: Path) -> None:
     spec = resolve_model("llama3-70b")
     for entry in entries(tmp_path):
-        entry.write_bytes(b"not a pickle")
+        entry.write_bytes(b"{\"@type\": trunc")
     assert resolve_model("llama3-70b") == spec
 
 
@@ -91,7 +93,7 @@ def test_a_registry_name_reads_only_its_own_file(
 
 
 def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
-    # A cached spec is a pickle of engine objects: an edit to any of their modules must miss.
+    # A cached spec is rebuilt into engine objects: an edit to any of their modules must miss.
     import sys
 
     from specs import registry_model
@@ -107,3 +109,123 @@ def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
         for obj in (model, *model.mixer_pattern, *model.layers[0].__dict__.values()):
             source = Path(sys.modules[type(obj).__module__].__file__ or "").resolve()
             assert source in covered, f"{type(obj).__name__} comes from {source}"
+
+
+# ---------------------------------------------------------------- safe by construction
+
+
+def only_entry(tmp_path: Path) -> Path:
+    [entry] = entries(tmp_path)
+    return entry
+
+
+def test_an_entry_is_plain_json_of_the_spec(registry: Path, tmp_path: Path) -> None:
+    spec = resolve_model("llama3-70b")
+    data = json.loads(only_entry(tmp_path).read_text())
+    assert data["@type"] == "kvcalc.engine.spec:ModelSpec"
+    assert data["num_layers"] == spec.num_layers == 80
+    assert data["mixer_pattern"][0]["@type"] == "kvcalc.engine.mixers.attention:FullAttention"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: {**d, "num_layers": "80"},  # a string where an int belongs
+        lambda d: {**d, "num_layers": True},  # a bool is not an int
+        lambda d: {**d, "num_layers": -80},  # no count is negative
+        lambda d: {**d, "hidden_size": 8192.5},
+        lambda d: {**d, "extra": 1},  # a field the class does not have
+        lambda d: {k: v for k, v in d.items() if k != "vocab_size"},  # a missing field
+        lambda d: {**d, "@type": "os:system"},  # only kvcalc's engine classes are built
+        lambda d: {**d, "@type": "kvcalc.engine.hardware:Accelerator"},  # not a ModelSpec
+        lambda d: {**d, "mixer_pattern": [{"@type": "builtins:eval"}]},
+        lambda d: [d],
+    ],
+)
+def test_an_entry_of_the_wrong_shape_is_a_miss(
+    registry: Path, tmp_path: Path, edit: object
+) -> None:
+    spec = resolve_model("llama3-70b")
+    entry = only_entry(tmp_path)
+    entry.write_text(json.dumps(edit(json.loads(entry.read_text()))))  # type: ignore[operator]
+    assert resolve_model("llama3-70b") == spec
+    assert json.loads(entry.read_text())["num_layers"] == 80  # rewritten by the rebuild
+
+
+@pytest.mark.parametrize("cut", [0, 1, 100, -1])
+def test_a_truncated_entry_is_a_miss(registry: Path, tmp_path: Path, cut: int) -> None:
+    spec = resolve_model("llama3-70b")
+    entry = only_entry(tmp_path)
+    entry.write_bytes(entry.read_bytes()[:cut])
+    assert resolve_model("llama3-70b") == spec
+
+
+def test_non_finite_numbers_are_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvcalc.registry.cache import cache_key, cached
+
+    monkeypatch.setenv("KVCALC_CACHE_DIR", str(tmp_path))
+    key = cache_key(b"x", "test")
+    (tmp_path / f"{key}.json").write_text("NaN")
+    assert cached(b"x", lambda: 1.5, "test", float) == 1.5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_entry_is_a_miss_and_never_blocks(registry: Path, tmp_path: Path) -> None:
+    spec = resolve_model("llama3-70b")
+    entry = only_entry(tmp_path)
+    entry.unlink()
+    os.mkfifo(entry)  # opening it for reading would wait forever for a writer
+    assert resolve_model("llama3-70b") == spec
+
+
+def test_a_directory_entry_is_a_miss(registry: Path, tmp_path: Path) -> None:
+    spec = resolve_model("llama3-70b")
+    entry = only_entry(tmp_path)
+    entry.unlink()
+    entry.mkdir()
+    assert resolve_model("llama3-70b") == spec
+
+
+def keep_size_and_mtime(path: Path, old: str, new: str) -> None:
+    assert len(old) == len(new)
+    before = path.stat()
+    path.write_text(path.read_text().replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+
+
+def test_the_alias_index_is_keyed_by_content(registry: Path) -> None:
+    from kvcalc.registry.load import UnknownNameError
+
+    path = registry / "models" / "llama3-70b.yaml"
+    assert "meta-llama/Meta-Llama-3-70B" in path.read_text()
+    assert resolve_model("meta-llama/Meta-Llama-3-70B").id == "llama3-70b"
+    keep_size_and_mtime(path, "meta-llama/Meta-Llama-3-70B", "meta-llama/Meta-Llama-3-71B")
+    assert resolve_model("meta-llama/Meta-Llama-3-71B").id == "llama3-70b"
+    with pytest.raises(UnknownNameError):
+        resolve_model("meta-llama/Meta-Llama-3-70B")
+
+
+def test_the_whole_registry_is_keyed_by_content(registry: Path) -> None:
+    from kvcalc.registry.load import all_model_specs
+
+    path = registry / "models" / "llama3-70b.yaml"
+    assert {s.id: s.num_layers for s in all_model_specs()}["llama3-70b"] == 80
+    keep_size_and_mtime(path, "num_layers: 80", "num_layers: 81")
+    assert {s.id: s.num_layers for s in all_model_specs()}["llama3-70b"] == 81
+
+
+def test_every_registry_spec_round_trips_through_plain_json() -> None:
+    # A type added to the specs without a plain form would silently never be cached.
+    from kvcalc.engine.hardware import Accelerator
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.registry.gpus import gpu_paths, load_gpu_file
+    from kvcalc.registry.load import load_model_file, model_paths
+    from kvcalc.registry.plain import from_plain, to_plain
+
+    for path in model_paths():
+        spec = load_model_file(path).to_spec()
+        assert from_plain(json.loads(json.dumps(to_plain(spec))), ModelSpec) == spec, path.name
+    for path in gpu_paths():
+        gpu = load_gpu_file(path).to_accelerator()
+        assert from_plain(json.loads(json.dumps(to_plain(gpu))), Accelerator) == gpu, path.name

@@ -85,7 +85,7 @@ def test_context_forms_echo_exact_tokens(runner: CliRunner, text: str, tokens: i
 
 @pytest.mark.parametrize("ctx", ["8k", "8k,128k", "8k,32k,128k"])
 def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: str) -> None:
-    result = run(runner, "size", "llama3-70b", "--ctx", ctx, "--format", "json")
+    result = run(runner, "size", "llama3.1-70b", "--ctx", ctx, "--format", "json")
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
     assert list(out) == ["model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "contexts"]

@@ -66,7 +66,7 @@ def test_json_and_yaml_carry_the_same_payload(
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert isinstance(payload, dict)
-    assert payload == json.loads(json.dumps(report.payload))
+    assert payload == json.loads(json.dumps(report.document()))
     result, _ = invoke_report(monkeypatch, args, fmt="yaml")
     assert result.exit_code == 0, result.stderr
     assert yaml.safe_load(result.stdout) == payload

@@ -20,6 +20,7 @@ from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
 from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
+from kvcalc.registry.hf.importer import SHAPE_FIELDS
 from kvcalc.registry.load import RegistryError, resolve_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -55,6 +56,7 @@ def test_every_registry_family_has_a_fixture() -> None:
         "mixtral-8x7b", "qwen2.5-7b", "qwen3-8b", "qwen3-235b-a22b", "qwen3-next-80b-a3b",
         "deepseek-v2-lite", "deepseek-v3", "kimi-k2", "gemma2-9b", "gemma3-27b", "gpt-oss-20b",
         "gpt-oss-120b", "phi3-mini", "falcon-7b", "falcon-40b", "jamba-v0.1",
+        "deepseek-v3.2-exp", "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
     }  # fmt: skip
     assert wanted <= set(REGISTRY_ID)
 
@@ -94,6 +96,10 @@ GOLDEN_BYTES_PER_TOKEN = {
     "falcon-40b": 2 * 60 * 8 * 64 * 2,  # 8 KV groups with new_decoder_architecture
     "jamba-v0.1": 2 * 4 * 8 * 128 * 2,  # attention on 4 of 32 layers
     "qwen3-next-80b-a3b": 2 * 12 * 2 * 256 * 2,  # gated attention on every 4th layer
+    # MLA latent + RoPE key, plus the indexer's 128 fp8 keys and one fp32 scale
+    "deepseek-v3.2-exp": 61 * ((512 + 64) * 2 + 128 + 4),
+    "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # attention at layers 5, 15, 25, 35
+    "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,
 }
 
 
@@ -181,6 +187,52 @@ def test_jamba_auto_dt_rank(tmp_path: Path) -> None:
     data = {k: v for k, v in fixture_data("jamba-v0.1").items() if k != "mamba_dt_rank"}
     model = load_hf_config(write_config(tmp_path, data))
     assert model.mixer_at(0).dt_rank == 4096 // 16  # JambaConfig "auto": ceil(hidden / 16)
+
+
+def test_granite_layers_and_mamba2_shape() -> None:
+    model = load_hf_config(FIXTURES / "granite-4.0-h-small")
+    assert [i for i, m in enumerate(layers(model)) if m.kind == "full"] == [5, 15, 25, 35]
+    assert model.mixer_at(0) == spec.Mamba2(
+        n_heads=128, head_dim=64, n_groups=1, d_state=128, d_conv=4
+    )
+    assert model.moe == spec.MoE(72, 10, 768, shared_experts=1, shared_intermediate_size=1536)
+    assert all(model.ffn_at(i) is model.moe for i in range(40))
+
+
+def test_granite_without_routed_experts_is_dense_on_its_shared_mlp() -> None:
+    model = load_hf_config(FIXTURES / "granite-4.0-h-micro")
+    assert model.moe is None and model.dense_mlp == spec.DenseMLP(8192)
+
+
+@pytest.mark.parametrize(
+    ("key", "names"),
+    [
+        ("layer_types", ("linear_attention", "full_attention")),  # transformers 5 names
+        ("layers_block_type", ("mamba", "attention")),  # the attribute_map alias
+    ],
+)
+def test_granite_layer_type_spellings(tmp_path: Path, key: str, names: tuple[str, str]) -> None:
+    data = fixture_data("granite-4.0-h-small")
+    types = [names[1] if t == "attention" else names[0] for t in data.pop("layer_types")]
+    model = load_hf_config(write_config(tmp_path, data | {key: types}))
+    assert layers(model) == layers(load_hf_config(FIXTURES / "granite-4.0-h-small"))
+
+
+def test_granite_defaults_auto_head_dim_and_all_mamba(tmp_path: Path) -> None:
+    data = fixture_data("granite-4.0-h-small")
+    del data["layer_types"], data["mamba_d_head"]
+    model = load_hf_config(write_config(tmp_path, data))
+    # No layer_types: every layer is Mamba-2; "auto" head dim: 2 x 4096 / 128 heads.
+    assert {m.kind for m in layers(model)} == {"mamba2"}
+    assert model.mixer_at(0).head_dim == 64
+
+
+def test_deepseek_v32_indexer_defaults(tmp_path: Path) -> None:
+    data = {k: v for k, v in fixture_data("deepseek-v3.2-exp").items() if not k.startswith("index")}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert layers(model) == layers(load_hf_config(FIXTURES / "deepseek-v3.2-exp"))
+    mla = model.mixer_at(0)
+    assert (mla.index_heads, mla.index_head_dim, mla.index_topk) == (64, 128, 2048)
 
 
 def test_qwen3_moe_mlp_only_layers_prefix_becomes_dense(tmp_path: Path) -> None:
@@ -359,7 +411,12 @@ def test_dropping_keys_equal_to_their_default_changes_nothing(
     text = config.get("text_config", config)
     model_type = "gemma3_text" if config["model_type"] == "gemma3" else text["model_type"]
     defaults = DEFAULTS.get({"llama4": "llama4_text"}.get(model_type, model_type), {})
-    redundant = sorted(k for k, v in text.items() if k in defaults and defaults[k] == v)
+    # save_pretrained writes every top-level key a config class adds; it may omit only those
+    # of a nested text_config (and one stating no shape field at all is refused).
+    kept = set(SHAPE_FIELDS) if text is config else set()
+    redundant = sorted(
+        k for k, v in text.items() if k in defaults and defaults[k] == v and k not in kept
+    )
     drop = data.draw(
         st.lists(st.sampled_from(redundant), unique=True) if redundant else st.just([])
     )

@@ -14,6 +14,7 @@ from kvcalc.cli.app import app
 from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import dtype
 from kvcalc.registry.hf import ADAPTERS, DEFAULTS, SUPPORTED_MODEL_TYPES, WRAPPERS, load_hf_config
+from kvcalc.registry.hf.importer import SHAPE_FIELDS
 from kvcalc.registry.load import RegistryError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -55,18 +56,41 @@ def test_every_adapter_declares_a_default_for_every_key(model_type: str) -> None
     assert config_class.model_validate({}).model_dump() == DEFAULTS[model_type]
 
 
+def shape_of(model_type: str) -> dict[str, object]:
+    """The shape fields a saved config.json always states, at the family's defaults."""
+    return {"model_type": model_type, **{k: DEFAULTS[model_type][k] for k in SHAPE_FIELDS}}
+
+
+@pytest.mark.parametrize("model_type", sorted(ADAPTERS))
+def test_a_config_with_no_shape_field_is_refused(tmp_path: Path, model_type: str) -> None:
+    # {"model_type": "llama"} alone was sized as the class defaults (a 32-layer Llama).
+    message = error_of(write_config(tmp_path, {"model_type": model_type}))
+    assert "hidden_size, num_hidden_layers, num_attention_heads: missing" in message
+
+
 @pytest.mark.parametrize("model_type", sorted(t for t in ADAPTERS if t != "deepseek_v2"))
-def test_defaults_only_config_imports(tmp_path: Path, model_type: str) -> None:
-    model = load_hf_config(write_config(tmp_path, {"model_type": model_type}))
+def test_defaults_fill_what_a_config_leaves_out(tmp_path: Path, model_type: str) -> None:
+    model = load_hf_config(write_config(tmp_path, shape_of(model_type)))
     defaults = DEFAULTS[model_type]
     assert model.vocab_size == defaults["vocab_size"]
     assert model.max_context == defaults["max_position_embeddings"]
     assert model.default_dtype == "bf16"  # no dtype stated
 
 
+def test_one_shape_field_is_enough_to_take_the_defaults(tmp_path: Path) -> None:
+    model = load_hf_config(write_config(tmp_path, {"model_type": "llama", "num_hidden_layers": 40}))
+    assert model.num_layers == 40
+    assert model.hidden_size == DEFAULTS["llama"]["hidden_size"]
+
+
+def test_falcon_shape_fields_count_under_their_old_names(tmp_path: Path) -> None:
+    model = load_hf_config(write_config(tmp_path, {"model_type": "falcon", "n_layer": 7}))
+    assert model.num_layers == 7
+
+
 def test_deepseek_v2_defaults_leave_the_router_unset(tmp_path: Path) -> None:
     # DeepseekV2Config's num_experts_per_tok is None: 64 routed experts and no top-k.
-    message = error_of(write_config(tmp_path, {"model_type": "deepseek_v2"}))
+    message = error_of(write_config(tmp_path, shape_of("deepseek_v2")))
     assert "num_experts_per_tok: must be an integer, not null" in message
 
 
@@ -145,6 +169,18 @@ def test_null_where_transformers_allows_it_means_derived(tmp_path: Path) -> None
         ("qwen3-8b", {"use_sliding_window": 1}, "use_sliding_window: must be true or false, got 1"),
         ("falcon-7b-rw", {"n_head": 0}, "n_head: must be at least 1, got 0"),
         ("deepseek-v3", {"num_experts_per_tok": None}, "num_experts_per_tok: must be an integer"),
+        ("deepseek-v3.2-exp", {"index_head_dim": 0}, "index_head_dim: must be at least 1, got 0"),
+        (
+            "deepseek-v3.2-exp",
+            {"layer_types": ["full_attention"] * 61},
+            "layer_types[0]: unsupported entry 'full_attention'",
+        ),
+        ("deepseek-v3.2-exp", {"layer_types": []}, "layer_types: must be a list of 61"),
+        ("granite-4.0-h-small", {"mamba_d_head": 48}, "mamba_d_head: x mamba_n_heads must equal"),
+        ("granite-4.0-h-small", {"mamba_n_heads": 96}, "mamba_n_heads: must divide mamba_expand"),
+        ("granite-4.0-h-small", {"layer_types": ["mamba"] * 39}, "layer_types: must be a list of"),
+        ("granite-4.0-h-small", {"layer_types": ["moe"] * 40}, "layer_types[0]: unsupported"),
+        ("granite-4.0-h-small", {"num_experts_per_tok": 73}, "num_experts_per_tok: must be betw"),
     ],
 )
 def test_error_names_the_field(
@@ -181,6 +217,10 @@ def nested(key: str, value: Any) -> dict[str, Any]:
         ({"model_type": "llama4", "text_config": "llama"}, ["text_config: must be a JSON object"]),
         (nested("num_hidden_layers", 0), ["text_config.num_hidden_layers: must be at least 1"]),
         (nested("head_dim", 1.5), ["text_config.head_dim: must be an integer, got 1.5"]),
+        (
+            fixture_data("granite-4.0-h-tiny") | {"mamba_n_groups": 0},
+            ["mamba_n_groups: must be at least 1, got 0"],
+        ),
     ],
 )
 def test_bad_config_through_the_cli_is_one_line_and_exit_2(

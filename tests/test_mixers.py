@@ -13,7 +13,7 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, get_args
 
 import pytest
@@ -22,19 +22,22 @@ from hypothesis import strategies as st
 from specs import registry_model
 
 import kvcalc.engine.mixers as mixers_package
-from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, RecurrentMixer
+from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, ParallelismError, RecurrentMixer
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
     DenseMLP,
     FullAttention,
     GatedDeltaNet,
+    IndexedLatentAttention,
     LightningAttention,
     Mamba,
+    Mamba2,
     ModelSpec,
     MultiHeadLatentAttention,
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.engine.units import DType, dtype
 from kvcalc.registry.load import model_paths
 from kvcalc.registry.schema import MixerSchema
 
@@ -82,8 +85,11 @@ def test_the_member_list_covers_the_interface() -> None:
 
 
 def test_every_kind_is_found() -> None:
-    # The seven kinds of the registry; more may be added, none may disappear.
-    expected = {"full", "sliding", "chunked", "mla", "mamba", "gated_deltanet", "lightning"}
+    # The kinds of the registry; more may be added, none may disappear.
+    expected = {
+        "full", "sliding", "chunked", "mla", "mla_indexed",
+        "mamba", "mamba2", "gated_deltanet", "lightning",
+    }  # fmt: skip
     assert expected <= set(KINDS)
 
 
@@ -166,6 +172,10 @@ def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
         assert m.state_elements() > 0 and m.state_flops_per_token() > 0
 
 
+#: vLLM has no spec type of its own for an indexed (sparse) MLA layer: it is an MLAAttentionSpec.
+VLLM_PAGE_KIND = {"mla_indexed": "mla"}
+
+
 @given(any_mixer())
 @settings(max_examples=200, deadline=None)
 def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
@@ -173,7 +183,7 @@ def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
     if not m.holds_tokens:
         assert layout is None
         return
-    assert layout is not None and layout.kind == m.kind
+    assert layout is not None and layout.kind == VLLM_PAGE_KIND.get(m.kind, m.kind)
     # vLLM's page holds kv_heads x (head_size_k + head_size_v) values per token.
     width = layout.kv_heads * (layout.head_size_k + layout.head_size_v)
     assert width == m.cache_elements_per_token()
@@ -254,10 +264,30 @@ def _mla(m: MultiHeadLatentAttention, context: int) -> Expected:
     return Expected(r + rope, context, 0, 0, 2 * q * (r + rope + r), 0, f"latent {r} + rope {rope}")
 
 
+def _mla_indexed(m: IndexedLatentAttention, context: int) -> Expected:
+    mla = _mla(m, context)
+    # The indexer scores every held token with index_heads q.k products of index_head_dim.
+    indexer = 2 * m.index_heads * m.index_head_dim
+    detail = f"{mla.detail}, indexer {m.index_heads}x{m.index_head_dim} top-{m.index_topk:,}"
+    return replace(
+        mla,
+        attention_flops_per_held_token=mla.attention_flops_per_held_token + indexer,
+        detail=detail,
+    )
+
+
 def _mamba(m: Mamba, context: int) -> Expected:
     d, n, k = m.d_inner, m.d_state, m.d_conv
     # vLLM MambaSpec: conv (d_inner, d_conv - 1), SSM (d_inner, d_state).
     return Expected(0, 0, d * (k - 1), d * n, 0, 4 * d * n, f"d_inner {d}, d_state {n}, conv {k}")
+
+
+def _mamba2(m: Mamba2, context: int) -> Expected:
+    h, p, g, n, k = m.n_heads, m.head_dim, m.n_groups, m.d_state, m.d_conv
+    # vLLM mamba2_state_shape: conv over x, B and C (d_inner + 2 g n, d_conv - 1); SSM (h, p, n).
+    conv = (h * p + 2 * g * n) * (k - 1)
+    detail = f"{h} heads x {p}, d_state {n}, groups {g}, conv {k}"
+    return Expected(0, 0, conv, h * p * n, 0, 4 * h * p * n, detail)
 
 
 def _deltanet(m: GatedDeltaNet, context: int) -> Expected:
@@ -278,7 +308,9 @@ EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "sliding": _sliding,
     "chunked": _chunked,
     "mla": _mla,
+    "mla_indexed": _mla_indexed,
     "mamba": _mamba,
+    "mamba2": _mamba2,
     "gated_deltanet": _deltanet,
     "lightning": _lightning,
 }
@@ -330,6 +362,11 @@ GOLDEN_LAYERS = {
     "qwen3-next-80b-a3b": (0, 0, 0, 8192 * 3 + 32 * 128 * 128, 0, 6 * 32 * 128 * 128),
     # lightning (layer 0): 64 heads x 128 x 128; 4 x 64 x 128 x 128
     "minimax-text-01": (0, 0, 0, 64 * 128 * 128, 0, 4 * 64 * 128 * 128),
+    # Mamba-2 (layer 0): 128 heads x 64, one group, d_state 128, conv 4: conv (8192 + 2 x 128)
+    # x 3 + SSM 128 x 64 x 128; 4 x 128 x 64 x 128
+    "granite-4.0-h-small": (0, 0, 0, (8192 + 2 * 128) * 3 + 128 * 64 * 128, 0, 4 * 128 * 64 * 128),
+    # MLA + indexer: latent 512 + RoPE 64; MLA's FLOPs plus the indexer's 2 x 64 heads x 128
+    "deepseek-v3.2-exp": (0, 512 + 64, 10**6, 0, 2 * 128 * 1088 + 2 * 64 * 128, 0),
 }
 
 
@@ -349,3 +386,46 @@ def test_golden_layer_of_a_real_model(model_id: str, golden: tuple[int, ...]) ->
         m.attention_flops_per_held_token(),
         m.state_flops_per_token(),
     ] == figures
+
+
+# Bytes per token: the main entry at the KV dtype, side caches at their own format
+
+KV_DTYPES = [dtype(name) for name in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")]
+
+
+@given(any_mixer(), st.sampled_from(KV_DTYPES))
+@settings(max_examples=300, deadline=None)
+def test_token_bytes_are_the_main_entry_plus_side_caches(m: Mixer, kv: DType) -> None:
+    sides = sum(s.bytes_per_token for s in m.side_caches())
+    assert m.token_bytes(kv) == m.main_token_bytes(kv) + sides
+    if m.kind != "mla_indexed":  # the one kind with a mixed-format entry and a side cache
+        assert m.main_token_bytes(kv) == kv.bytes_for(m.cache_elements_per_token())
+        assert sides == 0
+
+
+def test_deepseek_v32_indexer_entry() -> None:
+    m = IndexedLatentAttention(
+        512, 64, 128, 128, 128, 1536, index_heads=64, index_head_dim=128, index_topk=2048
+    )
+    # model-configs-2025.yaml: 128 x float8_e4m3fn + 1 x float32 scale = 132 bytes.
+    assert [(s.name, s.bytes_per_token) for s in m.side_caches()] == [("indexer keys", 132)]
+    assert m.token_bytes(dtype("bf16")) == (512 + 64) * 2 + 132
+    # fp8: DeepSeek's sparse-MLA entry, 512 fp8 + 4 fp32 scales + 64 bf16 RoPE = 656 bytes.
+    assert m.main_token_bytes(dtype("fp8")) == 512 + 4 * 4 + 64 * 2 == 656
+    assert m.token_bytes(dtype("fp32")) == (512 + 64) * 4 + 132
+    # The indexer is replicated: TP splits only the query heads.
+    assert m.per_rank(8).side_caches() == m.side_caches()
+    assert m.per_rank(8).q_heads == 16
+
+
+def test_mamba2_groups_under_tensor_parallelism() -> None:
+    m = Mamba2(n_heads=128, head_dim=64, n_groups=8, d_state=128, d_conv=4)
+    assert m.per_rank(4) == Mamba2(32, 64, 2, 128, 4)  # groups split with the heads
+    single = replace(m, n_groups=1)
+    assert single.per_rank(8).n_groups == 1  # one group: a copy on every rank (vLLM)
+    with pytest.raises(ParallelismError, match="6 Mamba-2 groups"):
+        replace(m, n_groups=6).per_rank(4)
+    # Weights: B and C of a replicated group are whole on every rank, the rest splits by heads.
+    hidden = 4096
+    b_c = next(t for t in single.weight_tensors(hidden) if t.units == 1)
+    assert b_c.params_per_rank(8) == b_c.params == 2 * 128 * hidden

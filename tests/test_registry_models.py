@@ -4,7 +4,8 @@ reference values.
 Golden figures are written as arithmetic from the reference (model-configs.yaml and the seed
 texts), not computed by the code under test: for attention,
 2 (K and V) x layers x kv_heads x head_dim x 2 bytes (bf16); for MLA,
-(kv_lora_rank + qk_rope_head_dim) x layers x 2 bytes (seed 004).
+(kv_lora_rank + qk_rope_head_dim) x layers x 2 bytes (seed 004); DeepSeek-V3.2's indexer adds
+index_head_dim fp8 values and one fp32 scale per 128 of them per layer (model-configs-2025.yaml).
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ KV_BYTES_PER_TOKEN = {
     "qwen3-coder-480b-a35b": 2 * 62 * 8 * 128 * 2,
     "qwq-32b": 2 * 64 * 8 * 128 * 2,
     "minimax-m2": 2 * 62 * 8 * 128 * 2,  # all 62 layers softmax, unlike minimax-m1
+    # MLA latent + RoPE key at bf16, plus the indexer's 128 fp8 keys and one fp32 scale
+    "deepseek-v3.2-exp": (512 + 64) * 61 * 2 + 61 * (128 * 1 + 4),
+    "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # 4 attention layers; 36 Mamba-2 hold a state
+    "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
+    "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -112,6 +118,8 @@ KV_BYTES_PER_TOKEN = {
 # Mamba state: d_inner x (d_conv - 1) conv + d_inner x d_state SSM (vLLM MambaSpec).
 # Gated DeltaNet: v_heads x k_dim x v_dim + (2 x k_heads x k_dim + v_heads x v_dim) x (kernel - 1).
 # Lightning: heads x head_dim x head_dim.
+# Mamba-2: (n_heads x head_dim + 2 x n_groups x d_state) x (d_conv - 1) conv + n_heads x head_dim
+# x d_state SSM (vLLM mamba2_state_shape).
 KV_BYTES_AT_128K = {
     "llama4-scout": 2 * 12 * 8 * 128 * 2 * K128 + 2 * 36 * 8 * 128 * 2 * 8192,
     "llama4-maverick": 2 * 12 * 8 * 128 * 2 * K128 + 2 * 36 * 8 * 128 * 2 * 8192,
@@ -131,6 +139,12 @@ KV_BYTES_AT_128K = {
     "gemma3-1b": 2 * 4 * 1 * 256 * 2 * K128 + 2 * 22 * 1 * 256 * 2 * 512,
     "gemma3-4b": 2 * 5 * 4 * 256 * 2 * K128 + 2 * 29 * 4 * 256 * 2 * 1024,
     "gemma3-12b": 2 * 8 * 8 * 256 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
+    "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2 * K128
+    + 36 * ((128 * 64 + 2 * 1 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
+    "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2 * K128
+    + 36 * ((48 * 64 + 2 * 1 * 128) * (4 - 1) + 48 * 64 * 128) * 2,
+    "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2 * K128
+    + 36 * ((64 * 64 + 2 * 1 * 128) * (4 - 1) + 64 * 64 * 128) * 2,
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -150,6 +164,9 @@ HYBRID_LAYERS = {
     "gemma3-1b": ("full", [5, 11, 17, 23]),
     "gemma3-4b": ("full", [5, 11, 17, 23, 29]),
     "gemma3-12b": ("full", list(range(5, 48, 6))),
+    "granite-4.0-h-small": ("full", [5, 15, 25, 35]),
+    "granite-4.0-h-tiny": ("full", [5, 15, 25, 35]),
+    "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -165,6 +182,7 @@ MOE_LAYERS = {
     "deepseek-v3.1": list(range(3, 61)),
     "kimi-k2-thinking": list(range(1, 61)),
     "glm-4.6": list(range(3, 92)),
+    "deepseek-v3.2-exp": list(range(3, 61)),
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -180,7 +198,9 @@ VERIFICATION = {
         "jamba-v0.1", "minimax-m1", "minimax-text-01",
         "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-30b-a3b", "qwen3-coder-480b-a35b",
     },
-    "official_partial": {"deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking"},
+    "official_partial": {
+        "deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking", "deepseek-v3.2-exp",
+    },
     "derived_copies": {
         "llama2-7b", "llama2-70b", "llama3-8b", "mistral-7b-v0.1", "mistral-small-24b",
         "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b", "phi3-mini", "falcon-7b",
@@ -192,6 +212,9 @@ VERIFICATION = {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
         "deepseek-r1-distill-qwen-7b", "deepseek-r1-distill-qwen-14b",
         "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-llama-8b", "gemma3-4b", "qwq-32b",
+        # model-configs-2025.yaml: Granite-4.0-H-Small is secondary; Tiny and Micro were sourced
+        # the same way (copies of the config.json, not the file).
+        "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
     },
 }  # fmt: skip
 
@@ -226,6 +249,8 @@ TYPED_NAMES = {
     "Qwen3-Coder": "qwen3-coder-480b-a35b",
     "QwQ-32B": "qwq-32b",
     "MiniMaxAI/MiniMax-M2": "minimax-m2",
+    "deepseek-ai/DeepSeek-V3.2-Exp": "deepseek-v3.2-exp",
+    "IBM-Granite/Granite-4.0-H-Small": "granite-4.0-h-small",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and
@@ -369,7 +394,7 @@ def test_kv_bytes_per_sequence_at_128k_windowed_and_state_models(model_id: str) 
 def test_full_attention_models_grow_linearly(model_id: str) -> None:
     spec = registry_model(model_id)
     kinds = {spec.mixer_at(i).kind for i in range(spec.num_layers)}
-    assert kinds <= {"full", "mla"}
+    assert kinds <= {"full", "mla", "mla_indexed"}
     assert kv_bytes_per_sequence(spec, K128, BF16) == KV_BYTES_PER_TOKEN[model_id] * K128
 
 

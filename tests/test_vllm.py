@@ -36,6 +36,7 @@ from kvcalc.engine.vllm import (
     pipeline_stage_layers,
     profile_kv_memory,
     requested_memory,
+    stage_cache_layers,
     vllm_kv_cache,
 )
 
@@ -218,6 +219,88 @@ def test_kimi_k2_tp8_46_80_gib_715072_tokens() -> None:
     k16 = blocks_of("kimi-k2", tp=8, max_model_len=131_072)
     assert_block_range(k16, low, high, 44_692)
     assert run("kimi-k2", low, tp=8, max_model_len=131_072).kv_cache_size_tokens == 715_072
+
+
+# ---------------------------------------------------------------- DeepSeek-V3.2 (indexer layers)
+
+# Per layer and token: the 576-wide MLA latent at bf16, and the indexer's own cache of
+# 128 fp8 keys + 128 // 128 x 4 scale bytes (DeepseekV32IndexerCache: MLAAttentionSpec, 1 head of
+# 132 uint8). Each is a vLLM layer: 122 specs, one uniform-type group, a block costs their sum.
+V32_LATENT = 576 * 2
+V32_INDEXER = 128 + 4
+
+
+def test_deepseek_v32_indexer_is_a_layer_spec_of_its_own() -> None:
+    specs = layer_cache_specs(registry_model("deepseek-v3.2-exp"), 8, BF16, 64, 8192)
+    assert len(specs) == 2 * 61
+    latent, indexer = specs[0], specs[1]
+    assert (latent.kind, latent.kv_heads, latent.head_size_k) == ("mla", 1, 576)
+    assert latent.page_bytes == 64 * V32_LATENT  # not split by TP 8
+    assert (indexer.kind, indexer.kv_heads, indexer.head_size_k) == ("mla", 1, 132)
+    assert indexer.page_bytes == 64 * V32_INDEXER
+    assert specs[2 * 60 : 2 * 61] == (latent, indexer)
+
+
+def test_deepseek_v32_blocks_sum_both_pages() -> None:
+    r = run("deepseek-v3.2-exp", 40 * GiB, tp=8, block_size=64, max_model_len=163_840)
+    assert r.grouping.kind == "uniform_type" and len(r.grouping.groups) == 1
+    block = 61 * 64 * (V32_LATENT + V32_INDEXER)
+    assert r.stages[0].bytes_per_block == block
+    assert r.num_blocks == 40 * GiB // block
+    assert r.kv_cache_size_tokens == r.num_blocks * 64
+    assert r.blocks_per_request == 163_840 // 64
+
+
+def test_deepseek_v32_fp8_is_the_656_byte_sparse_mla_format() -> None:
+    # vLLM "fp8_ds_mla": 512 fp8 + 4 fp32 scales + 64 bf16 RoPE = 656; the indexer stays 132.
+    r = run("deepseek-v3.2-exp", 40 * GiB, kv_dtype=FP8, block_size=64)
+    assert [s.page_bytes for s in r.layer_specs[:2]] == [64 * 656, 64 * 132]
+    assert r.stages[0].bytes_per_block == 61 * 64 * (656 + 132)
+
+
+def test_deepseek_v32_pipeline_stages_own_their_indexer_layers() -> None:
+    m = registry_model("deepseek-v3.2-exp")
+    stages = pipeline_stage_layers(61, 2)
+    cache = [stage_cache_layers(m, s) for s in stages]
+    assert [len(s) for s in stages] == [31, 30]
+    assert cache == [range(0, 62), range(62, 122)]
+    r = run("deepseek-v3.2-exp", 20 * GiB, pp=2, block_size=64)
+    assert [s.bytes_per_block for s in r.stages] == [
+        n * 64 * (V32_LATENT + V32_INDEXER) for n in (31, 30)
+    ]
+
+
+# ---------------------------------------------------------------- Granite-4.0-H (Mamba-2)
+
+# One Mamba-2 layer of Granite-4.0-H-Small at bf16 (vLLM mamba2_state_shape): conv
+# (128 x 64 + 2 x 1 x 128) x 3 and SSM 128 x 64 x 128 values.
+GRANITE_SMALL_STATE = ((128 * 64 + 2 * 128) * 3 + 128 * 64 * 128) * 2
+
+
+def test_granite_h_small_attention_block_holds_one_mamba_state() -> None:
+    specs = layer_cache_specs(registry_model("granite-4.0-h-small"), 1, BF16, 16, 32_768)
+    state, attn = specs[0], specs[5]
+    assert state.kind == "mamba" and state.state_bytes == GRANITE_SMALL_STATE == 2_147_840
+    # Attention: 8 KV heads x 128 x 2 x 2 = 4,096 bytes/token -> 16 x ceil(2,147,840 / 65,536)
+    # = 528 tokens, one of the block sizes in the reference's logs.
+    assert attn.kind == "full" and attn.block_size == 528
+    assert state.page_bytes == attn.page_bytes == 528 * 4096
+
+
+def test_granite_h_small_tp8_replicates_the_single_group() -> None:
+    specs = layer_cache_specs(registry_model("granite-4.0-h-small"), 8, BF16, 16, 32_768)
+    # vLLM pads 1 group to 8 (extra_groups_for_head_shards): conv (8,192 + 2 x 8 x 128) / 8 per
+    # rank = 1,280 channels; SSM 128 / 8 = 16 heads.
+    assert specs[0].state_bytes == (1280 * 3 + 16 * 64 * 128) * 2
+
+
+def test_mamba2_groups_that_tp_neither_divides_nor_replicates_are_refused() -> None:
+    m = spec.ModelSpec(
+        "g", "g", 2, 512, 100, False,
+        (spec.Mamba2(8, 64, 3, 16, 4), spec.FullAttention(4, 64, 64, 8)), spec.DenseMLP(512),
+    )  # fmt: skip
+    with pytest.raises(VLLMConfigError, match="3 Mamba-2 groups"):
+        layer_cache_specs(m, 2, BF16, 16, 4096)
 
 
 # ---------------------------------------------------------------- TP heads, sliding-only
@@ -458,6 +541,8 @@ MODELS = {
     "qwen2.5-7b": (1, 2, 4),
     "jamba-v0.1": (1, 2, 4),
     "qwen3-next-80b-a3b": (1, 2, 4),
+    "deepseek-v3.2-exp": (1, 2, 8),
+    "granite-4.0-h-tiny": (1, 2, 4),
 }
 
 
@@ -523,7 +608,7 @@ def test_feasibility_and_estimated_length_agree(s: dict, memory: int, length: in
     assert r.needed_bytes > r.available_bytes
     est = r.estimated_max_model_len
     assert 0 <= est < length
-    stage = r.stage.layers
+    stage = r.stage.cache_layers
     mnbt = s["max_num_batched_tokens"]
     if est:
         assert needed_bytes(r.grouping, stage, est, mnbt) <= memory
@@ -537,6 +622,7 @@ def test_groups_cover_every_layer_once(s: dict) -> None:
     specs = layer_cache_specs(m, s["tp"], BF16, s["block_size"], 4096)
     g = group_layers(specs)
     layers = sorted(i for grp in g.groups for i in grp.layers)
-    assert layers == list(range(m.num_layers))
+    assert layers == list(range(len(specs)))
+    assert stage_cache_layers(m, range(m.num_layers)) == range(len(specs))
     assert len({grp.spec.page_bytes for grp in g.groups}) == 1 or g.kind == "uniform_type"
     assert all(len(grp.layers) <= g.group_size for grp in g.groups)

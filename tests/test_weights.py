@@ -234,6 +234,15 @@ KNOWN_GAPS = {
     ("qwen3-30b-a3b", "active"): (
         "3.3B activated (model card): we count 3.35B with embeddings, head and routers, 1.6% above"
     ),
+    ("deepseek-v3.2-exp", "active"): (
+        "37B is V3.1-Terminus's figure, not restated for Exp: we count 38.40B, DeepSeek-V3's "
+        "37.55B plus the indexer's 0.85B (wq_b, wk, weights_proj on 61 layers)"
+    ),
+    ("granite-4.0-h-tiny", "active"): (
+        "the announcement's '~1B active': we count 1.47B, 1.31B without the tied embedding table"
+    ),
+    ("granite-4.0-h-micro", "total"): "the announcement's '3B': we count 3.19B",
+    ("granite-4.0-h-micro", "active"): "dense: active is the total, 3.19B",
     ("qwen3-next-80b-a3b", "active"): (
         "the 'A3B' label: we count 3.77B, 3.15B without embedding and head (the gated-attention "
         "output gate, ~0.1B, is not in the spec)"

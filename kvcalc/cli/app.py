@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import sys
 from enum import Enum
@@ -9,6 +11,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 if TYPE_CHECKING:
     from kvcalc.engine.kv import CacheFormat
@@ -29,8 +34,58 @@ def fail(message: str) -> NoReturn:
     raise InputError(message)
 
 
+#: A word of an error line longer than this is cut: the line names a value, it does not echo
+#: a megabyte of it.
+_MAX_WORD_CHARS = 200
+
+
 def _error_line(message: str) -> None:
-    sys.stderr.write(f"Error: {' '.join(str(message).split())}\n")
+    words = (
+        w if len(w) <= _MAX_WORD_CHARS else w[: _MAX_WORD_CHARS - 3] + "..."
+        for w in str(message).split()
+    )
+    try:
+        sys.stderr.write(f"Error: {' '.join(words)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or full: the exit code still tells
+        pass
+
+
+#: Errors writing the output that are the destination's, not kvcalc's: a full disk or quota, a
+#: file too large, an I/O error of the device.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush of what is still
+    buffered cannot fail a second time (and print a traceback) after the error was reported."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a test runner's stdout has no descriptor
+        pass
+
+
+def _closed_pipe() -> NoReturn:
+    """End quietly when the reader closed the pipe (`kvcalc models | head -1`): it has what it
+    wanted. Caught before click, which would exit 1, the code of "does not fit" here."""
+    _discard_stdout()
+    raise typer.Exit(EXIT_OK) from None
+
+
+def _deployment_error_line(exc: Exception) -> str | None:
+    """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
+    of the contexts) worded with the options at fault; None for any other exception."""
+    if "kvcalc.engine.deployment" not in sys.modules:
+        return None  # not imported, so not raised
+    from kvcalc.engine.deployment import DeploymentError
+
+    if not isinstance(exc, DeploymentError):
+        return None
+    from kvcalc.cli.deploy import option_name
+
+    return exc.worded(option_name)
 
 
 def _is_click_error(exc: Exception) -> bool:
@@ -77,27 +132,54 @@ class KvcalcGroup(TyperGroup):
         module = importlib.import_module(COMMANDS[cmd_name])
         return typer.main.get_command(module.command_app)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:  # `kvcalc --help` prints while the context is made
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _closed_pipe()
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _closed_pipe()
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         from kvcalc.engine.units import UnitError
         from kvcalc.registry.load import RegistryError
 
         kwargs["standalone_mode"] = False
         try:
-            rv = super().main(*args, **kwargs)
-        except typer.Exit as exc:  # raised outside a context
-            sys.exit(exc.exit_code)
+            try:
+                rv = super().main(*args, **kwargs)
+            except typer.Exit as exc:  # raised outside a context
+                rv = exc.exit_code
+            sys.stdout.flush()  # a full disk or closed pipe shows here, not at interpreter exit
         except (InputError, RegistryError, UnitError) as exc:
             _error_line(str(exc))
             sys.exit(EXIT_USAGE)
         except typer.Abort:
             _error_line("aborted")
             sys.exit(1)
-        except BrokenPipeError:
+        except BrokenPipeError:  # at the last flush; see invoke
+            _discard_stdout()
             sys.exit(EXIT_OK)
+        except OSError as exc:
+            if exc.errno not in _OUTPUT_ERRNOS:
+                raise
+            # Exit 2, not 1: 1 means "does not fit", and a script must not read a full disk as
+            # an answer; the fix is the destination's, as for a bad input.
+            _discard_stdout()
+            _error_line(f"cannot write the output: {exc.strerror}; free space or write elsewhere")
+            sys.exit(EXIT_USAGE)
         except Exception as exc:  # never show a traceback to the user
             if _is_click_error(exc):  # option parsing
                 _error_line(exc.format_message())  # type: ignore[attr-defined]
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+            worded = _deployment_error_line(exc)
+            if worded is not None:
+                _error_line(worded)
+                sys.exit(EXIT_USAGE)
             if os.environ.get("KVCALC_DEBUG"):
                 raise
             _error_line(
@@ -147,7 +229,14 @@ def _root(
 
 class OnceCommand(TyperCommand):
     """A command that refuses an option given twice: click would silently keep the last value,
-    and `--ctx 8k --ctx 32k` would then answer for 32k alone."""
+    and `--ctx 8k --ctx 32k` would then answer for 32k alone. Its integer and float options
+    follow the number rule of every number kvcalc reads (:func:`strict_number_type`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.type.name in _NUMBER_TYPES:
+                param.type = strict_number_type(param.type)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for param in self.params:
@@ -158,6 +247,36 @@ class OnceCommand(TyperCommand):
             if len(given) > 1:
                 fail(f"{max(names, key=len)}: given {len(given)} times; give it once")
         return super().parse_args(ctx, args)
+
+
+#: click's names of its number types (plain and with a range).
+_NUMBER_TYPES = frozenset({"integer", "int range", "float", "float range"})
+_STRICT_TYPES: dict[type, type] = {}
+
+
+def strict_number_type(inner: Any) -> Any:
+    """``inner`` (a click number type) refusing what kvcalc refuses in every number: non-ASCII
+    digits (``int("８")`` is 8 to Python), more than 64 characters (Python's int() fails past
+    4,300 digits), and, for floats, infinity and NaN."""
+    base = type(inner)
+    if base not in _STRICT_TYPES:
+        _STRICT_TYPES[base] = type(f"Strict{base.__name__}", (base,), {"convert": _strict_convert})
+    strict: Any = object.__new__(_STRICT_TYPES[base])  # the same settings, stricter text
+    strict.__dict__.update(inner.__dict__)
+    return strict
+
+
+def _strict_convert(self: Any, value: Any, param: Any, ctx: Any) -> Any:
+    from kvcalc.engine.units import number_text_problem, shown
+
+    if isinstance(value, str):
+        problem = number_text_problem(value)
+        if problem is not None:
+            self.fail(f"{shown(value)!r}: {problem}", param, ctx)
+    result = super(type(self), self).convert(value, param, ctx)
+    if isinstance(result, float) and not math.isfinite(result):
+        self.fail(f"{value!r} is not a finite number", param, ctx)
+    return result
 
 
 def _options_before_separator(args: list[str]) -> list[str]:
@@ -203,10 +322,13 @@ ReportFormatOption = typer.Option(
 )
 
 
-def emit_report(report: Report, fmt: ReportFormat) -> None:
-    """Print a command's report in the chosen format and end with its exit code."""
+def emit_report(report: Report, fmt: ReportFormat, warnings: Sequence[str] = ()) -> None:
+    """Print a command's report in the chosen format, with ``warnings`` added to its own, and
+    end with its exit code."""
     from kvcalc.render.formats import emit
 
+    if warnings:
+        report.warnings = [*report.warnings, *warnings]
     code = emit(report, fmt.value)
     if code:
         raise typer.Exit(code)
@@ -240,7 +362,9 @@ def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
     from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
 
     try:
-        return cache_format(model, dtype(text or model.default_dtype, KV_DTYPES))
+        # None is "not given"; an empty name is refused like any unknown one, never the default.
+        name = model.default_dtype if text is None else text
+        return cache_format(model, dtype(name, KV_DTYPES))
     except UnitError as exc:
         fail(f"--kv-dtype: {exc}")
 

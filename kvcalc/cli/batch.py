@@ -92,7 +92,8 @@ def _whole_registry(
     from kvcalc.render.batch import registry_report, registry_row
 
     rows = []
-    for spec in all_model_specs():
+    specs = all_model_specs()
+    for spec in specs:
         layout = None
         try:
             dep = deploy.build(spec, gpu_set)
@@ -106,7 +107,7 @@ def _whole_registry(
             why = str(exc).removeprefix("--tp: ")
             layout = f"tp {tp} x {dep.replicas} replicas ({why})"
         rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
-    emit_report(registry_report(rows, gpu_set, contexts), fmt)
+    emit_report(registry_report(rows, gpu_set, contexts, specs), fmt)
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:

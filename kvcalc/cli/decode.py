@@ -52,11 +52,11 @@ def decode(
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache)."""
-    from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.decode import MIN_MBU, decode_step_for, mbu_in_range
     from kvcalc.render.decode import decode_report
 
-    if not 0 < mbu <= 1:
-        fail(f"--mbu: {mbu} is not a fraction in (0, 1], e.g. 0.8")
+    if not mbu_in_range(mbu):
+        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
     name = engine.checked(deploy, sglang)
     gpu_set = deploy.resolve_gpus()
     dep = deploy.build(load_model(model, None, None, None), gpu_set, name)

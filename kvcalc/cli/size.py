@@ -41,6 +41,7 @@ def size(
     and for --batch sequences (default 1)."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
+    from kvcalc.render.warnings import max_context_warnings
 
     spec = load_model(model, kv_heads, head_dim, layers)
     if ctx is None:
@@ -50,5 +51,5 @@ def size(
     else:
         contexts = parse_ctx_list(ctx)
     cache = cache_format_option(kv_dtype, spec)
-    sizes = [kv_size(spec, c, cache, batch or 1) for c in contexts]
-    emit_report(size_report(sizes, spec.name), fmt)
+    report = size_report([kv_size(spec, c, cache, batch or 1) for c in contexts], spec.name)
+    emit_report(report, fmt, warnings=max_context_warnings(spec, contexts))

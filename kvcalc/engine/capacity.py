@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.deployment import check_context
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
+from kvcalc.engine.mixers.base import Mixer
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, GiB
 
@@ -45,6 +48,34 @@ class Layout:
     block_size: int = 16
     prefix_shared_tokens: int = 0
 
+    @cached_property
+    def groups(self) -> tuple[tuple[LayerGroup, ...], ...]:
+        """Each stage's layer groups, worked out once: a capacity search asks for the same
+        stage at some thirty contexts per model."""
+        return tuple(layer_groups(self, stage) for stage in self.stages)
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """The layers of one stage that share a mixer, with what each of them stores."""
+
+    mixer: Mixer
+    layers: int
+    bytes_per_token: int
+    state_bytes: int
+
+
+def layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
+    return tuple(
+        LayerGroup(
+            mixer,
+            layers,
+            layer_bytes_per_token(mixer, layout.cache),
+            layer_state_bytes(mixer, layout.cache),
+        )
+        for mixer, layers in mixer_counts(layout.model, stage.layers)
+    )
+
 
 def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) -> tuple[int, int]:
     """(bytes each sequence adds, bytes shared by all sequences) on one GPU of ``stage``.
@@ -56,14 +87,13 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
     unique = shared = 0
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
-    for mixer, layers in mixer_counts(layout.model, stage.layers):
-        per_token = layer_bytes_per_token(mixer, layout.cache)
-        held = mixer.tokens_held(context_tokens)
+    for group in layout.groups[stage.index]:
+        per_token = group.bytes_per_token
+        held = group.mixer.tokens_held(context_tokens)
         blocks_tokens = -(-held // block) * block
-        state = layer_state_bytes(mixer, layout.cache)
         common = shared_tokens if held == context_tokens and per_token else 0
-        unique += ((blocks_tokens - common) * per_token + state) * layers
-        shared += common * per_token * layers
+        unique += ((blocks_tokens - common) * per_token + group.state_bytes) * group.layers
+        shared += common * per_token * group.layers
     return unique, shared
 
 
@@ -87,10 +117,7 @@ def kv_tokens_capacity(layout: Layout) -> int:
     bytes (before any window caps them), minimum over stages."""
     capacities = []
     for stage in layout.stages:
-        per_token = sum(
-            layer_bytes_per_token(m, layout.cache) * n
-            for m, n in mixer_counts(layout.model, stage.layers)
-        )
+        per_token = sum(g.bytes_per_token * g.layers for g in layout.groups[stage.index])
         if per_token == 0 or stage.kv_budget_bytes <= 0:
             capacities.append(0 if stage.kv_budget_bytes <= 0 else MAX_CONTEXT_TOKENS)
             continue
@@ -170,6 +197,8 @@ def layout_of(dep: Deployment) -> Layout:
 
 def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     """Sequences that fit at each context, and the budget behind the answer."""
+    for ctx in contexts:
+        check_context(dep, ctx)
     layout = layout_of(dep)
     tight = dep.tightest_stage
     per_context = []

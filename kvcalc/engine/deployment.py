@@ -194,6 +194,7 @@ def check_deployment(dep: Deployment) -> None:
     """Every rule a deployment must satisfy, in one place; raises :class:`DeploymentError`."""
     _check_positive(dep)
     _check_memory_inputs(dep)
+    _check_kv_memory(dep)
     _check_layout(dep.model, dep.gpus.count, dep.tp, dep.pp)
 
 
@@ -207,6 +208,30 @@ def _check_positive(dep: Deployment) -> None:
         value = getattr(dep, name)
         if value is not None and (value < 0 or (value == 0 and name != "overhead_bytes")):
             raise DeploymentError((name.removesuffix("_bytes"),), f"must be positive, not {value}")
+
+
+def _check_kv_memory(dep: Deployment) -> None:
+    # The KV budget is per GPU: more than the GPU holds is a typo (or a total over all GPUs).
+    memory = dep.gpus.accelerator.memory_bytes
+    if dep.kv_memory_bytes is not None and dep.kv_memory_bytes > memory:
+        raise DeploymentError(
+            ("kv_memory",),
+            f"{dep.kv_memory_bytes:,} B is more than the {memory:,} B of one "
+            f"{dep.gpus.accelerator.name}; give the KV budget of one GPU",
+        )
+
+
+def check_context(dep: Deployment, context_tokens: int) -> None:
+    """Rules between a deployment and a context it is asked about: the shared prefix is part
+    of every sequence, so each sequence must have at least one token of its own (at a prefix of
+    the whole context, no sequence costs anything and the batch would be unbounded)."""
+    if dep.prefix_shared_tokens >= context_tokens:
+        raise DeploymentError(
+            ("prefix_shared",),
+            f"{dep.prefix_shared_tokens:,} shared tokens leave nothing of a "
+            f"{context_tokens:,}-token context to each sequence; give a prefix shorter "
+            "than every context",
+        )
 
 
 def _check_memory_inputs(dep: Deployment) -> None:
@@ -287,12 +312,13 @@ def deployment(
     from kvcalc.engine.units import KV_DTYPES, WEIGHT_DTYPES, UnitError, dtype
     from kvcalc.engine.weights import checkpoint_precision
 
+    # None is "not given"; an empty name is refused like any unknown one, never the default.
     try:
-        kv = dtype(kv_dtype or model.default_dtype, KV_DTYPES)
+        kv = dtype(model.default_dtype if kv_dtype is None else kv_dtype, KV_DTYPES)
     except UnitError as exc:
         raise DeploymentError(("kv_dtype",), str(exc)) from None
     try:
-        chosen = dtype(weight_dtype, WEIGHT_DTYPES) if weight_dtype else None
+        chosen = None if weight_dtype is None else dtype(weight_dtype, WEIGHT_DTYPES)
         weights = checkpoint_precision(model, chosen)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None

@@ -13,7 +13,7 @@ Conventions (gpu-notes.md in the reference):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kvcalc.engine.units import UnitError, canonical_dtype_name
@@ -80,11 +80,6 @@ class Accelerator:
         if any(r is not None and r <= 0 for r in rates.values()):
             raise ValueError(f"{self.id}: dense_flops must be positive or None")
         object.__setattr__(self, "dense_flops", MappingProxyType(rates))
-
-    def __reduce__(self) -> tuple:
-        # A read-only mapping cannot be pickled; rebuild from a plain dict (validated again).
-        values = [getattr(self, f.name) for f in fields(self)]
-        return (type(self), tuple(dict(v) if isinstance(v, Mapping) else v for v in values))
 
     def dense_flops_for(self, dtype: str) -> int | None:
         """Dense FLOP/s for matmuls in ``dtype``, falling back to a wider published rate.

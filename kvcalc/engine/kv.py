@@ -7,6 +7,7 @@ rounded up to whole bytes, then multiplied by the tokens the layer holds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -38,8 +39,9 @@ class CacheFormat:
         return self.kv.name
 
     def token_bytes(self, mixer: Mixer) -> int:
-        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes)."""
-        return self.kv.bytes_for(mixer.cache_elements_per_token())
+        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes), side
+        caches at their own fixed format included."""
+        return mixer.token_bytes(self.kv)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
@@ -170,3 +172,11 @@ def kv_size(
         for mixer, n in layer_groups(model)
     )
     return KVSize(model.id, context_tokens, batch, fmt.name, groups)
+
+
+def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:
+    """The contexts longer than the model's stated maximum (the positions it was trained for).
+    The cache of such a context is still what it is, so commands answer and warn."""
+    if model.max_context is None:
+        return []
+    return [c for c in contexts if c > model.max_context]

@@ -78,7 +78,7 @@ class SGLangVersion:
         return f"{self.major}.{self.minor}.{self.patch}{post}"
 
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$")
+_VERSION_RE = re.compile(r"^v?([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(?:\.post([0-9]{1,4}))?$")
 #: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.18 (Aug 2026), the
 #: newest tag the reference read. The v0.4 series ended at v0.4.10 (reference section 0).
 OLDEST = SGLangVersion(0, 4, 0)

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from kvcalc.engine.mixers.deltanet import GatedDeltaNet
     from kvcalc.engine.mixers.lightning import LightningAttention
     from kvcalc.engine.mixers.mamba import Mamba
+    from kvcalc.engine.mixers.mamba2 import Mamba2
     from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
+    from kvcalc.engine.mixers.mla_indexed import IndexedLatentAttention
 
 #: Re-exported kind -> its module. Imported on first use: a command loading a cached Llama spec
 #: needs the attention module only (each module's dataclasses cost start-up time to create).
@@ -35,7 +37,9 @@ _KINDS = {
     "SlidingWindowAttention": "attention",
     "ChunkedLocalAttention": "attention",
     "MultiHeadLatentAttention": "mla",
+    "IndexedLatentAttention": "mla_indexed",
     "Mamba": "mamba",
+    "Mamba2": "mamba2",
     "GatedDeltaNet": "deltanet",
     "LightningAttention": "lightning",
 }
@@ -52,9 +56,11 @@ __all__ = [
     "DenseMLP",
     "FullAttention",
     "GatedDeltaNet",
+    "IndexedLatentAttention",
     "Layer",
     "LightningAttention",
     "Mamba",
+    "Mamba2",
     "Mixer",
     "ModelSpec",
     "MoE",

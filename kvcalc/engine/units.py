@@ -29,6 +29,36 @@ class UnitError(ValueError):
     """A quantity could not be parsed; the message names the input and the accepted forms."""
 
 
+#: The longest number kvcalc reads, in characters. Far longer than any real figure (2^63 has
+#: 19 digits) and far below the 4,300 digits Python's int() refuses to convert.
+MAX_NUMBER_CHARS = 64
+
+
+def number_text_problem(text: str) -> str | None:
+    """Why ``text`` is not a number kvcalc reads, or None. One rule for every number, on every
+    option and in every file: ASCII only (Python would read full-width or Arabic-Indic digits
+    as numbers, so ``１２８`` would be 128 in one place and refused in another) and at most
+    :data:`MAX_NUMBER_CHARS` characters."""
+    if not text.isascii():
+        return "use ASCII digits (0-9)"
+    if len(text.strip()) > MAX_NUMBER_CHARS:
+        return f"{len(text.strip()):,} characters is longer than any number kvcalc reads"
+    return None
+
+
+def check_number_text(text: str, what: str) -> None:
+    """Raise UnitError naming ``what`` when ``text`` breaks :func:`number_text_problem`."""
+    problem = number_text_problem(text)
+    if problem is not None:
+        raise UnitError(f"invalid {what} {shown(text)!r}: {problem}")
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters for an error message (a value can be megabytes)."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 @dataclass(frozen=True)
 class DType:
     """A storage data type, as bits per element (scale overhead included where it is fixed)."""
@@ -89,7 +119,7 @@ def dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:
     return _DTYPES[key]
 
 
-_CTX_RE = re.compile(r"^\s*(\d+)\s*([km]?)\s*$", re.IGNORECASE)
+_CTX_RE = re.compile(r"^\s*([0-9]+)\s*([km]?)\s*$", re.IGNORECASE)
 _CTX_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20}
 
 
@@ -98,6 +128,7 @@ def parse_context(text: str) -> int:
 
     ``k`` and ``m`` are binary (2^10, 2^20), as context lengths are quoted in the field.
     """
+    check_number_text(text, "context")
     match = _CTX_RE.match(text)
     if not match:
         raise UnitError(
@@ -114,7 +145,7 @@ def parse_context(text: str) -> int:
     return tokens
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)
 _SIZE_SCALE = {
     "b": 1,
     "kb": KB,
@@ -133,6 +164,7 @@ def parse_bytes(text: str) -> int:
 
     A bare number is refused: "80" could be GB or GiB, a 7% difference on an H100.
     """
+    check_number_text(text, "size")
     match = _SIZE_RE.match(text)
     if not match:
         raise UnitError(

@@ -14,9 +14,17 @@ H100 start-up logs). Step numbers below refer to that text:
 5. "GPU KV cache size: N tokens" = ``num_blocks // groups x min_block_size`` (step 5, 0.19 row);
 6. "Maximum concurrency" = ``num_blocks / blocks_per_request`` (step 6).
 
+Side caches (DeepSeek-V3.2's indexer keys) are vLLM layers of their own: each decoder layer
+contributes its main spec and then one spec per side cache, so the specs, groups and pages below
+count vLLM's cache layers, and a pipeline stage's decoder layers map to the run of cache layers
+they own (:func:`stage_cache_layers`).
+
 Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
 ``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
-the CUDA-graph estimate that v0.21+ subtracts by default.
+the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
+the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
+indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
+profiled activations) and the multi-token-prediction layer's own latent and indexer specs.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
-from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes
+from kvcalc.engine.kv import CacheFormat, layer_state_bytes
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -124,12 +132,14 @@ def vllm_kv_dtype(kv_dtype: DType) -> DType:
 
 
 def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
-    """Bytes one token adds to one attention layer on one rank (``mixer`` already per rank).
+    """Bytes one token adds to one attention layer's own spec on one rank (``mixer`` already
+    per rank); side caches have specs of their own (:func:`side_cache_specs`).
 
     Full/sliding/chunked: kv_heads x (head_size_k + head_size_v); MLA: one latent of
-    kv_lora_rank + qk_rope_head_dim with no factor 2 (MLAAttentionSpec, num_kv_heads 1).
+    kv_lora_rank + qk_rope_head_dim with no factor 2 (MLAAttentionSpec, num_kv_heads 1), or
+    DeepSeek's 656-byte "fp8_ds_mla" entry for an fp8 cache of an indexed (sparse) MLA layer.
     """
-    return layer_bytes_per_token(mixer, kv_dtype)
+    return mixer.main_token_bytes(kv_dtype)
 
 
 def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCacheSpec:
@@ -147,6 +157,34 @@ def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCache
         window=layout.window,
         chunk=layout.chunk,
     )
+
+
+def side_cache_specs(mixer: Mixer, block_size: int) -> tuple[LayerCacheSpec, ...]:
+    """One spec per side cache of a per-rank layer, at the attention block size: vLLM's
+    ``DeepseekV32IndexerCache`` reports an MLAAttentionSpec of one head of head_size uint8, the
+    head being the entry's bytes (index_head_dim fp8 values + their fp32 scales, 132)."""
+    return tuple(
+        LayerCacheSpec(
+            "mla",
+            block_size,
+            block_size * side.bytes_per_token,
+            kv_heads=1,
+            head_size_k=side.bytes_per_token,
+        )
+        for side in mixer.side_caches()
+    )
+
+
+def cache_layers_of(mixer: Mixer) -> int:
+    """vLLM cache layers one decoder layer of ``mixer`` registers: its own and its side caches."""
+    return 1 + len(mixer.side_caches())
+
+
+def stage_cache_layers(model: ModelSpec, stage: range) -> range:
+    """The cache layers (indices into the layer specs) of a stage's decoder layers: every decoder
+    layer owns a contiguous run, its own spec first, in layer order."""
+    start = sum(cache_layers_of(model.mixer_at(i)) for i in range(stage.start))
+    return range(start, start + sum(cache_layers_of(model.mixer_at(i)) for i in stage))
 
 
 def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
@@ -202,7 +240,8 @@ def layer_cache_specs(
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
 ) -> tuple[LayerCacheSpec, ...]:
-    """Every layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up.
+    """Every cache layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up:
+    a decoder layer's own spec, then one per side cache (:func:`stage_cache_layers`).
 
     ``max_model_len`` is the block size vLLM gives Mamba-type specs (prefix caching off); it
     only matters for the token line of a Mamba hybrid.
@@ -236,6 +275,7 @@ def layer_cache_specs(
     for mixer in mixers:
         if mixer.holds_tokens:
             specs.append(attention_spec(mixer, kv_dtype, block_size))
+            specs.extend(side_cache_specs(mixer, block_size))
             continue
         real = state_bytes(mixer, conv_dtype, ssm_dtype)
         # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size).
@@ -354,7 +394,8 @@ def pipeline_stage_layers(num_layers: int, pp: int) -> tuple[range, ...]:
 
 
 def stage_bytes_per_block(grouping: LayerGrouping, stage: range) -> int:
-    """Bytes one block id costs on a worker holding ``stage``: its layers' summed page for a
+    """Bytes one block id costs on a worker holding ``stage`` (its cache layers,
+    :func:`stage_cache_layers`): its layers' summed page for a
     uniform type, else page x group size, the group size being the most layers this worker
     has in any one group (it allocates that many shared tensors)."""
     if grouping.kind == "uniform_type":
@@ -441,6 +482,10 @@ class StageKV:
 
     stage: int
     layers: range
+    """The stage's decoder layers."""
+    cache_layers: range
+    """Its vLLM cache layers (indices into the layer specs; the decoder layers, plus side
+    caches when a layer has any)."""
     available_bytes: int
     bytes_per_block: int
     num_blocks: int
@@ -563,10 +608,12 @@ def vllm_kv_cache(
     per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens)
     stages = []
     for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
-        per_block = stage_bytes_per_block(grouping, layers)
+        cache_layers = stage_cache_layers(model, layers)
+        per_block = stage_bytes_per_block(grouping, cache_layers)
         stage = StageKV(
             index,
             layers,
+            cache_layers,
             memory,
             per_block,
             blocks_in_pool(memory, per_block),
@@ -575,7 +622,7 @@ def vllm_kv_cache(
         if memory <= 0 or stage.needed_bytes > memory:
             estimate = (
                 estimate_max_model_len(
-                    grouping, layers, memory, max_model_len, max_num_batched_tokens
+                    grouping, cache_layers, memory, max_model_len, max_num_batched_tokens
                 )
                 if memory > 0
                 else 0

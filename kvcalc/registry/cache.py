@@ -4,18 +4,24 @@ Importing pydantic's BaseModel and building the registry schema costs about 100 
 the rest of a `kvcalc size` run. A file's validated spec depends only on its bytes and on the
 code that validates it, so the spec is cached under a key made of both (the YAML bytes, the
 schema and spec sources, the kvcalc version): any edit to the file or to the schema misses the
-cache and is validated again. The cache lives in $KVCALC_CACHE_DIR, else $XDG_CACHE_HOME/kvcalc,
-else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it off. An unwritable or corrupt cache is ignored.
+cache and is validated again. Every key is made of content, never of sizes or modification
+times, so an edit that keeps both still misses. The cache lives in $KVCALC_CACHE_DIR, else
+$XDG_CACHE_HOME/kvcalc, else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it off.
+
+Safe by construction: an entry is plain JSON (:mod:`kvcalc.registry.plain`), never a pickle, so
+a writable cache cannot run code; what is read back is checked against the declared type of the
+value, and an entry that is not a regular file, is too large, truncated, or of the wrong shape
+is a miss (rebuilt from the registry file), never an error. An unwritable cache is ignored.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
+import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import kvcalc
 
@@ -32,6 +38,7 @@ _CODE_FILES = (
     "registry/load.py",
     "engine/spec.py",
     "engine/hardware.py",
+    "registry/plain.py",
 )
 #: Folders whose every module is code the cached specs depend on: the mixer kinds, one module
 #: each, so that a new or edited kind misses the cache without being listed here.
@@ -72,35 +79,117 @@ def cache_key(data: bytes, kind: str) -> str:
     return _hash(_code_digest() + kind.encode() + b"\0" + data).hexdigest()
 
 
-def cached_spec(path: Path, build: Callable[[], T], kind: str = "model") -> T:
-    """``build()``'s result for the file at ``path``, from the cache when the file and the code
-    are unchanged. Errors from ``build`` are never cached: a bad file fails every time."""
+#: An entry larger than this is not one kvcalc wrote (the whole registry's specs take ~200 KB).
+MAX_ENTRY_BYTES = 16 << 20
+
+
+def cached_spec(path: Path, build: Callable[[], T], hint: Any, kind: str = "model") -> T:
+    """``build()``'s result (of type ``hint``) for the file at ``path``, from the cache when the
+    file and the code are unchanged. Errors from ``build`` are never cached: a bad file fails
+    every time."""
+    from kvcalc.registry.load import RegistryError, read_bytes
+
     try:
-        data = path.read_bytes()
-    except OSError:
-        return build()
-    return cached(data, build, kind)
+        data = read_bytes(path)
+    except RegistryError:
+        return build()  # build() reads the file again and reports the problem
+    return cached(data, build, kind, hint)
 
 
-def cached(data: bytes, build: Callable[[], T], kind: str) -> T:
-    """``build()``'s result, cached under the content ``data`` it is derived from."""
+def cached(data: bytes, build: Callable[[], T], kind: str, hint: Any) -> T:
+    """``build()``'s result, of type ``hint``, cached under the content ``data`` it is derived
+    from."""
     directory = cache_dir()
     if directory is None:
         return build()
-    key = cache_key(data, kind)
-    entry = directory / f"{key}.pickle"
-    try:
-        with entry.open("rb") as fh:
-            hit: T = pickle.load(fh)  # our own cache, written below
-            return hit
-    except Exception:  # noqa: BLE001 - a missing or corrupt entry just means "rebuild"
-        pass
+    entry = directory / f"{cache_key(data, kind)}.json"
+    hit = _read_entry(entry, hint)
+    if hit is not None:
+        value: T = hit[0]
+        return value
     value = build()
+    _write_entry(directory, entry, value)
+    return value
+
+
+def _read_entry(entry: Path, hint: Any) -> tuple[Any] | None:
+    """(the cached value,) or None for a miss: absent, not a regular file, too large, not
+    JSON, or not of type ``hint``."""
+    import json
+
+    from kvcalc.registry.plain import PlainError, from_plain
+
+    raw = _regular_file_bytes(entry)
+    if raw is None:
+        return None
+    try:
+        return (from_plain(json.loads(raw, parse_constant=_refuse_constant), hint),)
+    except (ValueError, RecursionError, PlainError):  # JSONDecodeError and UnicodeError too
+        return None
+
+
+def _regular_file_bytes(entry: Path) -> bytes | None:
+    # O_NONBLOCK: opening a FIFO planted at the entry's name would otherwise wait for a writer.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(entry, flags)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number kvcalc caches")
+
+
+def _write_entry(directory: Path, entry: Path, value: Any) -> None:
+    """Store ``value`` as plain JSON; a value without a plain form, or an unwritable cache,
+    just stays uncached."""
+    import json
+
+    from kvcalc.registry.plain import PlainError, to_plain
+
+    try:
+        text = json.dumps(to_plain(value), separators=(",", ":"), allow_nan=False)
+    except (PlainError, ValueError, RecursionError):
+        return
+    tmp = entry.with_name(f"{entry.stem}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        # O_EXCL | O_NOFOLLOW: never write through a file or link someone else put there.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(tmp, flags, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
         os.replace(tmp, entry)
     except OSError:
-        pass
-    return value
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def files_content(paths: list[Path]) -> bytes:
+    """What a cache entry derived from several files is keyed by: each file's name, length and
+    bytes. Reading a few dozen small files costs far less than parsing them, and unlike sizes
+    and modification times it changes with every edit. An unreadable file is keyed by its
+    name alone (building the entry then reports it)."""
+    from kvcalc.registry.load import RegistryError, read_bytes
+
+    parts = []
+    for path in paths:
+        try:
+            data = read_bytes(path)
+        except RegistryError:
+            data = b"\xff unreadable"
+        parts.append(b"%s\0%d\0%s" % (os.fsencode(os.path.abspath(path)), len(data), data))
+    return b"\0".join(parts)

@@ -14,8 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvcalc.engine.hardware import Accelerator
 from kvcalc.engine.units import GB, TB, GiB, MiB
 
-PosInt = Annotated[int, Field(gt=0, strict=True)]
-PosNumber = Annotated[float, Field(gt=0)]
+# Every number of an accelerator file is bounded: whole figures (bytes, MiB, lanes, watts)
+# below 2^50 and decimal figures (GB, TB/s, TFLOPS, GB/s) finite and below 10^9 in their unit,
+# far beyond any datasheet, so that no file can make the engine's arithmetic absurd.
+MAX_WHOLE = 1 << 50
+MAX_DECIMAL = 1e9
+PosInt = Annotated[int, Field(gt=0, le=MAX_WHOLE, strict=True)]
+PosNumber = Annotated[float, Field(gt=0, le=MAX_DECIMAL, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):

@@ -24,6 +24,7 @@ from kvcalc.registry.load import (
     find_path,
     load_entry,
     registry_root,
+    require_files,
 )
 
 # ---------------------------------------------------------------- lookup
@@ -61,7 +62,9 @@ def find_accelerator(name: str, root: Path | None = None) -> Accelerator:
     from kvcalc.registry.cache import cached_spec
 
     path = find_gpu_path(name, root)
-    return cached_spec(path, lambda: load_gpu_file(path).to_accelerator(), kind="gpu")
+    return cached_spec(
+        path, lambda: load_gpu_file(path).to_accelerator(), Accelerator, kind="gpu"
+    )
 
 
 def all_gpus(root: Path | None = None) -> list[GpuFile]:
@@ -70,7 +73,7 @@ def all_gpus(root: Path | None = None) -> list[GpuFile]:
 
 def check_gpus(root: Path | None = None) -> list[str]:
     """Validate every accelerator file; one message per problem (empty when all are good)."""
-    return check_entries(gpu_paths(root), load_gpu_file)
+    return check_entries(require_files(gpu_paths(root), gpus_dir(root)), load_gpu_file)
 
 
 # ---------------------------------------------------------------- GPU sets
@@ -121,8 +124,12 @@ def _shown(text: str) -> str:
 
 
 def _parse_count(raw: str, text: str) -> int:
+    from kvcalc.engine.units import number_text_problem
+
     where = f"{_shown(raw)} in {_shown(text)}"
-    if not raw.lstrip("+-").isdigit() or not raw.isascii() or raw.count("-") + raw.count("+") > 1:
+    if not raw.isascii():  # the number rule of every input; length is bounded below
+        raise GpuSetError(f"invalid GPU count {where}: {number_text_problem(raw)}")
+    if not raw.lstrip("+-").isdigit() or raw.count("-") + raw.count("+") > 1:
         raise GpuSetError(f"invalid GPU count {where}: the count is a whole number")
     digits = raw.lstrip("+-").lstrip("0")
     if raw.startswith("-") or not digits:

@@ -6,11 +6,15 @@ other files are read only to resolve an alias or to suggest close names after a 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from kvcalc.engine.units import shown
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -33,7 +37,9 @@ class UnknownNameError(RegistryError):
 
     def __init__(self, what: str, name: str, suggestions: list[str]) -> None:
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {what} {name!r}{hint} (list them with `kvcalc {what}s`)")
+        super().__init__(
+            f"unknown {what} {shown(name, 100)!r}{hint} (list them with `kvcalc {what}s`)"
+        )
         self.name = name
         self.suggestions = suggestions
 
@@ -49,20 +55,67 @@ def registry_root() -> Path:
     return packaged if packaged.is_dir() else here.parent / "model_configs"
 
 
-def read_text(path: Path, what: str = "a registry file") -> str:
-    """A file's text, refusing missing, unreadable and oversized files with one line."""
+def read_bytes(path: Path, what: str = "a registry file", limit: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes, refusing with one line what is not a regular file of at most ``limit``
+    bytes: a device (/dev/zero, /dev/urandom) would fill memory, a FIFO would block, so both
+    are refused from their type before any byte is read."""
+    # O_NONBLOCK: opening a FIFO (even behind a symlink) would otherwise wait for a writer.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        size = path.stat().st_size
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise RegistryError(f"{path}: file not found") from None
     except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    if size > MAX_FILE_BYTES:
-        raise RegistryError(f"{path}: {size:,} bytes is too large for {what}")
+        raise RegistryError(f"{shown(str(path), 200)}: cannot read: {exc.strerror}") from None
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RegistryError(f"{path}: cannot read: {exc}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RegistryError(
+                f"{path}: not a regular file ({_file_type(info.st_mode)}); give {what}"
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(limit + 1)  # a file that grows while read is still bounded
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise RegistryError(f"{path}: more than {limit:,} bytes is too large for {what}")
+    return data
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket or special file"
+
+
+def read_text(path: Path, what: str = "a registry file") -> str:
+    """A file's UTF-8 text, refusing missing, unreadable, special and oversized files."""
+    try:
+        return read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` names an existing file; False for a name the system cannot even look up
+    (too long, invalid), which then gets the error of an unknown name."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def read_yaml(path: Path) -> Any:
@@ -70,13 +123,53 @@ def read_yaml(path: Path) -> Any:
     import yaml
 
     text = read_text(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(text, Loader=loader)  # a safe loader, never yaml.Loader
+        data = yaml.load(text, Loader=_strict_loader())  # a safe loader, never yaml.Loader
     except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: invalid YAML: {_one_line(exc)}") from None
+    except (ValueError, RecursionError) as exc:  # a value the safe constructors cannot build
         raise RegistryError(f"{path}: invalid YAML: {_one_line(exc)}") from None
     _refuse_aliases(path, data)
     return data
+
+
+@functools.lru_cache(maxsize=1)
+def _strict_loader() -> type:
+    """The safe loader (C-accelerated where available), refusing a key given twice in one
+    mapping (YAML keeps the last silently, so a pasted duplicate would change a number) and
+    integers that break the number rule of every input (:func:`number_text_problem`)."""
+    import yaml
+
+    from kvcalc.engine.units import number_text_problem
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor refuses it
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+        return base.construct_mapping(loader, node, deep)
+
+    def construct_int(loader: Any, node: Any) -> Any:
+        problem = number_text_problem(str(node.value))
+        if problem is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"number {shown(str(node.value))}: {problem}", node.start_mark
+            )
+        return base.construct_yaml_int(loader, node)
+
+    loader = type("StrictSafeLoader", (base,), {"construct_mapping": construct_mapping})
+    loader.add_constructor("tag:yaml.org,2002:int", construct_int)  # type: ignore[attr-defined]
+    return loader
 
 
 def _refuse_aliases(path: Path, data: Any) -> None:
@@ -135,6 +228,17 @@ def load_entry(path: Path, schema: type[M]) -> M:
     return entry
 
 
+def require_files(paths: list[Path], directory: Path) -> list[Path]:
+    """``paths``, refusing an empty list: nothing checked is not "all valid" (a mistyped
+    --registry would pass CI)."""
+    if not paths:
+        raise RegistryError(
+            f"{directory}: no registry files (*.yaml) to check; point --registry at the folder "
+            "holding models/ and gpus/"
+        )
+    return paths
+
+
 def check_entries(paths: list[Path], load: Callable[[Path], Any]) -> list[str]:
     """Validate registry files: one message per bad file, and one per name (id or alias) that
     two files claim. Empty when all are good."""
@@ -170,13 +274,15 @@ def model_paths(root: Path | None = None) -> list[Path]:
 def _name_index(directory: Path) -> dict[str, Path]:
     """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file.
 
-    Cached under the directory's listing with each file's size and modification time, so an
-    alias lookup does not parse every file on every run; any edit rebuilds it.
+    Cached under the content of every file of the directory, so an alias lookup does not parse
+    every file on every run; any edit rebuilds it.
     """
-    from kvcalc.registry.cache import cached
+    from kvcalc.registry.cache import cached, files_content
 
     paths = sorted(directory.glob("*.yaml"))
-    return cached(_listing(paths), lambda: _build_name_index(paths), "names")
+    return cached(
+        files_content(paths), lambda: _build_name_index(paths), "names", dict[str, Path]
+    )
 
 
 def _build_name_index(paths: list[Path]) -> dict[str, Path]:
@@ -198,15 +304,23 @@ def find_model_path(name: str, root: Path | None = None) -> Path:
 
 
 _FILE_KEY = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+#: Longer than any registry name or alias (the longest Hugging Face repo ids are ~100): a longer
+#: name is refused before it reaches the file system, which refuses names over 255 bytes.
+MAX_NAME_CHARS = 200
 
 
 def find_path(what: str, name: str, directory: Path) -> Path:
     """The file of ``name`` in a registry directory: ``<name>.yaml`` directly (reading nothing
     else), else through the name index of ids and aliases; a miss suggests the closest names."""
     key = name.strip().lower()
+    if len(key) > MAX_NAME_CHARS:
+        raise RegistryError(
+            f"unknown {what} {shown(key, 100)!r}: {len(key):,} characters is longer than any "
+            f"registry name (at most {MAX_NAME_CHARS}); list them with `kvcalc {what}s`"
+        )
     if _FILE_KEY.match(key):
         direct = directory / f"{key}.yaml"
-        if direct.is_file():
+        if is_file(direct):
             return direct
     if not directory.is_dir():
         raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
@@ -245,36 +359,44 @@ def all_models(root: Path | None = None) -> list[ModelFile]:
 
 def check_models(root: Path | None = None) -> list[str]:
     """Validate every model file; returns one message per problem (empty when all are good)."""
-    return check_entries(model_paths(root), load_model_file)
+    return check_entries(require_files(model_paths(root), models_dir(root)), load_model_file)
 
 
 def resolve_model(name: str) -> ModelSpec:
     """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
+    from kvcalc.engine.spec import ModelSpec
+
     path = Path(name)
-    if name.endswith(".json") or path.is_dir() or path.is_file():
+    if name.endswith(".json") or is_dir(path) or exists_at(path):
         from kvcalc.registry.hf import load_hf_config
 
         return load_hf_config(path)
     from kvcalc.registry.cache import cached_spec
 
     path = find_model_path(name)
-    return cached_spec(path, lambda: load_model_file(path).to_spec())
+    return cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
+
+
+def exists_at(path: Path) -> bool:
+    """Whether anything (a file, a FIFO, a device, a dangling link) is at ``path``: such a MODEL
+    is read as a config.json path, and refused by its type if it is not a regular file."""
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def all_model_specs(root: Path | None = None) -> list[ModelSpec]:
-    """Every registry model as an engine spec, cached as one entry under the directory listing
-    (names, sizes, modification times): one cache read instead of one per file."""
-    from kvcalc.registry.cache import cached
+    """Every registry model as an engine spec, cached as one entry under the content of every
+    model file: one cache read instead of one per file."""
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.registry.cache import cached, files_content
 
     paths = model_paths(root)
     return cached(
-        _listing(paths), lambda: [load_model_file(p).to_spec() for p in paths], "all-models"
+        files_content(paths),
+        lambda: [load_model_file(p).to_spec() for p in paths],
+        "all-models",
+        list[ModelSpec],
     )
-
-
-def _listing(paths: list[Path]) -> bytes:
-    lines = []
-    for path in paths:
-        st = path.stat()
-        lines.append(f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}")
-    return "\n".join(lines).encode()

@@ -12,9 +12,20 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvcalc.engine import spec
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
-PosInt = Annotated[int, Field(gt=0, strict=True)]
-NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+# Every number of a model file is bounded, so that no file can make the engine's arithmetic
+# absurd: a dimension or count below 2^31 (no tensor dimension of any model comes near), at most
+# MAX_LAYERS layers (the bound config.json imports have), a context within kvcalc's limit of
+# 2^30 tokens, and finite parameter counts below 10^15 (the largest models have ~2 x 10^12).
+MAX_DIMENSION = (1 << 31) - 1
+MAX_LAYERS = 100_000
+MAX_PARAMS = 1e15
+PosInt = Annotated[int, Field(gt=0, le=MAX_DIMENSION, strict=True)]
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_DIMENSION, strict=True)]
+LayerCount = Annotated[int, Field(gt=0, le=MAX_LAYERS, strict=True)]
+ContextTokens = Annotated[int, Field(gt=0, le=MAX_CONTEXT_TOKENS, strict=True)]
+ParamCount = Annotated[float, Field(gt=0, le=MAX_PARAMS, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):
@@ -87,6 +98,29 @@ class MLAttention(Strict):
         )
 
 
+class IndexedMLAttention(MLAttention):
+    """MLA plus DeepSeek Sparse Attention's indexer (config.json index_n_heads, index_head_dim,
+    index_topk)."""
+
+    kind: Literal["mla_indexed"]  # type: ignore[assignment]
+    index_heads: PosInt
+    index_head_dim: PosInt
+    index_topk: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.IndexedLatentAttention(
+            kv_lora_rank=self.kv_lora_rank,
+            qk_rope_head_dim=self.qk_rope_head_dim,
+            qk_nope_head_dim=self.qk_nope_head_dim,
+            v_head_dim=self.v_head_dim,
+            q_heads=self.q_heads or arch.num_attention_heads,
+            q_lora_rank=self.q_lora_rank,
+            index_heads=self.index_heads,
+            index_head_dim=self.index_head_dim,
+            index_topk=self.index_topk,
+        )
+
+
 class MambaMixer(Strict):
     kind: Literal["mamba"]
     d_state: PosInt
@@ -101,6 +135,26 @@ class MambaMixer(Strict):
             d_state=self.d_state,
             d_conv=self.d_conv,
             dt_rank=self.dt_rank,
+        )
+
+
+class Mamba2Mixer(Strict):
+    """Mamba-2: d_inner is n_heads x head_dim (config.json mamba_n_heads x mamba_d_head)."""
+
+    kind: Literal["mamba2"]
+    n_heads: PosInt
+    head_dim: PosInt
+    n_groups: PosInt
+    d_state: PosInt
+    d_conv: PosInt
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.Mamba2(
+            n_heads=self.n_heads,
+            head_dim=self.head_dim,
+            n_groups=self.n_groups,
+            d_state=self.d_state,
+            d_conv=self.d_conv,
         )
 
 
@@ -136,7 +190,9 @@ MixerSchema = Annotated[
     | SlidingAttention
     | ChunkedAttention
     | MLAttention
+    | IndexedMLAttention
     | MambaMixer
+    | Mamba2Mixer
     | GatedDeltaNetMixer
     | LightningMixer,
     Field(discriminator="kind"),
@@ -177,7 +233,7 @@ class MoESchema(Strict):
 
 class Architecture(Strict):
     hidden_size: PosInt
-    num_layers: PosInt
+    num_layers: LayerCount
     vocab_size: PosInt
     tied_embeddings: bool
     num_attention_heads: PosInt
@@ -268,10 +324,10 @@ Verification = Literal["official_verbatim", "official_partial", "derived_copies"
 
 
 class Params(Strict):
-    total: Annotated[float, Field(gt=0)] | None = Field(
+    total: ParamCount | None = Field(
         None, description="officially stated total parameters; null when no source states it"
     )
-    active: Annotated[float, Field(gt=0)] | None = None
+    active: ParamCount | None = None
     stated: str = Field(description="the official wording and where it is stated")
 
 
@@ -288,7 +344,7 @@ class ModelFile(Strict):
     source: list[str] = Field(min_length=1)
     notes: str | None = None
     dtype: Literal["bf16", "fp16", "fp32"]
-    max_context: PosInt
+    max_context: ContextTokens
     params: Params
     architecture: Architecture
 

@@ -9,17 +9,20 @@ JSON shapes (documented in the README):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.spec import ModelSpec
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 BAR_WIDTH = 40
@@ -131,12 +134,14 @@ def capacity_report(cap: Capacity) -> Report:
         bar(records),
     ]
     notes = [] if cap.fits else [f"does not fit: {cap.reason}"]
+    contexts = [c.context_tokens for c in cap.contexts]
     return Report(
         payload=capacity_payload(cap),
         records=records,
         lines=capacity_lines(cap),
         sections=[Section("sequences that fit", columns, records, notes=notes)],
         exit_code=0 if cap.fits else 1,
+        warnings=max_context_warnings(cap.deployment.model, contexts),
     )
 
 
@@ -195,7 +200,14 @@ def gib_cell(key: str) -> Column:
     return Column(header, cell)
 
 
-def registry_report(rows: list[dict[str, Any]], gpus: GpuSet, contexts: list[int]) -> Report:
+def registry_report(
+    rows: list[dict[str, Any]],
+    gpus: GpuSet,
+    contexts: list[int],
+    models: Sequence[ModelSpec] = (),
+) -> Report:
+    """The whole-registry table; ``models`` (the specs of the rows) name those whose maximum
+    context some context exceeds."""
     records = [registry_record(r, contexts) for r in rows]
     # The reasons are long; as numbered notes under the table they never squeeze the figures.
     reasons = [r for r in records if not r["fits"] or r["layout"]]
@@ -225,6 +237,7 @@ def registry_report(rows: list[dict[str, Any]], gpus: GpuSet, contexts: list[int
         payload={"gpus": str(gpus), "context_tokens": contexts, "models": rows},
         records=records,
         sections=[Section(title, columns, records, notes=notes)],
+        warnings=registry_context_warnings(models, contexts),
     )
 
 
@@ -322,10 +335,12 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         f"pp {dep.pp}, KV {dep.kv_dtype.name}, block {dep.block_size}"
     )
     too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
+    lengths = [r.setup.max_model_len for r in results]
     return Report(
         payload=payload,
         records=records,
         fields=VLLM_FIELDS,
         lines=[header, *(line for r in results for line in vllm_lines(r))],
         exit_code=1 if too_small else 0,
+        warnings=max_context_warnings(dep.model, lengths),
     )

@@ -105,13 +105,21 @@ def decode_report(
     warnings: list[str],
     engine: str = "simple",
 ) -> Report:
-    """``warnings`` go to stderr in every format (a batch timed beyond what fits)."""
+    """``warnings`` (a batch timed beyond what fits) follow the convention of every command
+    (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
+    from kvcalc.render.warnings import max_context_warnings
+
     payload = decode_payload(dep, steps, mbu, reason, engine)
     setup = {
         k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")
     }
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
-    diagnostics = [*warnings, *([f"does not fit: {reason}"] if reason else [])]
+    diagnostics = [f"does not fit: {reason}"] if reason else []
+    contexts = [s.context_tokens for s in steps]
+    warned = [
+        *(w.removeprefix("warning: ") for w in warnings),
+        *max_context_warnings(dep.model, contexts),
+    ]
     sections = (
         [
             Section(decode_title(dep, mbu, engine), COLUMNS, records),
@@ -127,4 +135,5 @@ def decode_report(
         sections=sections,
         diagnostics=diagnostics,
         exit_code=0 if reason is None else 1,
+        warnings=warned,
     )

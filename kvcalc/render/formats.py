@@ -18,13 +18,13 @@ from kvcalc.render.report import Report, Section
 def render_json(report: Report, width: int, color: bool = False) -> str:
     from kvcalc.render.json import dumps
 
-    return dumps(report.payload)
+    return dumps(report.document())
 
 
 def render_yaml(report: Report, width: int, color: bool = False) -> str:
     import yaml
 
-    return yaml.safe_dump(finite(report.payload), sort_keys=False, allow_unicode=True)
+    return yaml.safe_dump(finite(report.document()), sort_keys=False, allow_unicode=True)
 
 
 def csv_value(value: Any) -> Any:
@@ -109,6 +109,6 @@ def emit(report: Report, fmt: str) -> int:
 
     width, color = output_target()
     sys.stdout.write(render(report, fmt, width, color))
-    for line in report.diagnostics:
+    for line in [*(f"warning: {w}" for w in report.warnings), *report.diagnostics]:
         sys.stderr.write(f"{line}\n")
     return report.exit_code

@@ -15,8 +15,10 @@ command gets every format for free. Converting a command takes three steps:
    - ``lines``, ``sections``: what people read (the table and markdown formats). A `Section` has a
      title, `Column`s that say how a record becomes a cell, the rows (usually the same records),
      optional totals rows and notes printed under the table.
-   - ``diagnostics``: lines for stderr in every format (warnings, validation problems), and
+   - ``diagnostics``: lines for stderr in every format (validation problems), and
      ``exit_code`` (1 = does not fit, 2 = failed check), so data stays on stdout.
+   - ``warnings``: answers that hold but rest on an unusual input; stderr in every format and a
+     ``warnings`` list in JSON/YAML (:mod:`kvcalc.render.warnings`).
 
 2. Describe the columns once, with `number` for figures and `Column(kind="name"|"text")` for the
    rest. A "number" or "name" cell is never wrapped or cut: the table formatter wraps text
@@ -103,6 +105,14 @@ class Report:
     sections: Sequence[Section] = ()
     diagnostics: Sequence[str] = ()
     exit_code: int = 0
+    warnings: Sequence[str] = ()
+    """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
+
+    def document(self) -> Mapping[str, Any]:
+        """The JSON/YAML document: the payload, plus ``warnings`` when there are any."""
+        if not self.warnings:
+            return self.payload
+        return {**self.payload, "warnings": list(self.warnings)}
 
     def csv_fields(self) -> list[str]:
         if self.fields:

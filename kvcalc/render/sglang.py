@@ -166,6 +166,7 @@ def sglang_report(
     dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
 ) -> Report:
     from kvcalc.engine.sglang import SGLangPool
+    from kvcalc.render.warnings import max_context_warnings
 
     payload = sglang_payload(dep, result, contexts)
     rows = payload["contexts"] or [{"context_tokens": c, "concurrency": 0} for c in contexts]
@@ -176,4 +177,5 @@ def sglang_report(
         fields=SGLANG_FIELDS,
         lines=sglang_lines(dep, result, contexts),
         exit_code=0 if isinstance(result, SGLangPool) else 1,
+        warnings=max_context_warnings(dep.model, contexts),
     )

@@ -11,8 +11,10 @@ Layout, decided once here for every command, from the widest to the narrowest:
 
 Titles and summary lines break between phrases (after ``:``, ``,`` or ``;``), notes at word
 boundaries; no line is ever broken inside a word.
-Column widths are computed here rather than by rich, which both guarantees the rule above and
-spares rich from measuring every cell (most of the time of a long table).
+Column widths are computed here rather than by rich, which guarantees the rule above, and the
+table is drawn here with rich's box characters: rich's Table would measure and lay out every cell
+again, which was most of the time of the whole-registry ``batch`` (61 rows). tests/
+test_table_drawing.py holds the drawing identical to what rich's Table prints.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from typing import TYPE_CHECKING
 from kvcalc.render.report import Column, Report, Section
 
 if TYPE_CHECKING:
+    from rich.box import Box
     from rich.console import Console
-    from rich.table import Table
 
 #: Longest word a text column must show unbroken; longer words (paths, URLs) fold inside it.
 LONGEST_UNBROKEN_WORD = 20
@@ -86,30 +88,20 @@ def fitted_widths(
     return widths
 
 
-def new_table(columns: Sequence[Column], widths: list[int], compact: bool) -> Table:
+def table_box(compact: bool) -> Box:
     """A boxed table, or a compact one (a rule under the header, no borders, two spaces between
     columns) that is narrower by one to two characters per column."""
     from rich import box
-    from rich.table import Table
 
-    if compact:
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    else:
-        table = Table()
-    for col, width in zip(columns, widths, strict=True):
-        # Cells fit their width by construction; fold (never an ellipsis) is for the text
-        # columns' over-long words and for headers wider than their numbers.
-        table.add_column(col.header, justify=col.justify, width=width, overflow="fold")
-    return table
+    return box.SIMPLE_HEAD if compact else box.HEAVY_HEAD
 
 
-def table_chrome(console: Console, columns: Sequence[Column], compact: bool) -> int:
-    """Width the table's borders and padding add to its columns (measured by rich itself)."""
-    from rich.measure import Measurement
-
-    table = new_table(columns, [1] * len(columns), compact)
-    options = console.options.update_width(1 << 20)
-    return Measurement.get(console, options, table).maximum - len(columns)
+def table_chrome(columns: Sequence[Column], compact: bool) -> int:
+    """Width the table's borders and padding add to its columns: a boxed table has one rule per
+    column plus one and a space each side of every cell; a compact one, two spaces between
+    columns."""
+    n = len(columns)
+    return 2 * (n - 1) if compact else 3 * n + 1
 
 
 #: Where a title or line may break first: after the punctuation that ends a phrase.
@@ -161,16 +153,88 @@ def print_paragraph(console: Console, text: str, width: int) -> None:
     print_lines(console, wrap_words(text, width, "", "") or [""])
 
 
+def cell_lines(console: Console, text: str, width: int, wrap: bool) -> list[str]:
+    """A cell's lines: numbers and names fit by construction; text and headers are wrapped
+    by rich at word boundaries, folding only a word wider than the column."""
+    if not wrap and cell_width(text) <= width:
+        return text.splitlines() or [""]
+    from rich.text import Text
+
+    return [line.plain.rstrip() for line in Text(text).wrap(console, width, overflow="fold")]
+
+
+def justified(line: str, width: int, justify: str) -> str:
+    pad = " " * (width - cell_width(line))
+    return pad + line if justify == "right" else line + pad
+
+
+def table_row_lines(console: Console, cells: list[str], columns: Sequence[Column],
+                    widths: list[int], header: bool) -> list[list[str]]:
+    """Each cell of one row as lines of exactly its column's width, all as tall as the
+    tallest; headers sit at the bottom of their row, values at the top (as rich aligns them)."""
+    blocks = [
+        [justified(line, width, col.justify) for line in
+         cell_lines(console, text, width, wrap=header or col.kind == "text")]
+        for text, col, width in zip(cells, columns, widths, strict=True)
+    ]
+    height = max(map(len, blocks))
+    for block, width in zip(blocks, widths, strict=True):
+        blank = [" " * width] * (height - len(block))
+        block[:] = blank + block if header else block + blank
+    return blocks
+
+
 def print_table(console: Console, section: Section, cells: list[list[str]],
                 widths: list[int], compact: bool) -> None:
-    table = new_table(section.columns, widths, compact)
-    for row in cells[: len(section.rows)]:
-        table.add_row(*row)
-    if section.totals:
-        table.add_section()
-        for row in cells[len(section.rows):]:
-            table.add_row(*row)
-    console.print(table)
+    """The table drawn with rich's box characters (``Box.get_top``/``get_row``/``get_bottom``)
+    around cells laid out here. rich's own Table would lay out every cell again, which for the
+    whole registry cost most of the command's time; tests hold the two outputs identical."""
+    from rich.text import Text
+
+    box = table_box(compact).substitute(console.options)
+    # Cell padding: one space each side in the boxed table; in the compact one, one space
+    # after every column but the last (rich's pad_edge=False, collapse_padding=True).
+    last = len(widths) - 1
+    pads = [("", " " if i < last else "") if compact else (" ", " ") for i in range(len(widths))]
+    outer = [len(left) + w + len(right) for w, (left, right) in zip(widths, pads, strict=True)]
+
+    def rows(row_cells: list[str], header: bool, edges: tuple[str, str, str]) -> list[Text]:
+        left, vertical, right = edges if not compact else ("", edges[1], "")
+        blocks = table_row_lines(console, row_cells, section.columns, widths, header)
+        out = []
+        for n in range(len(blocks[0])):
+            line = Text(left)
+            for i, block in enumerate(blocks):
+                if i:
+                    line.append(vertical)
+                style = "table.header" if header else ""
+                line.append(pads[i][0], style)
+                line.append(block[n], style)
+                line.append(pads[i][1], style)
+            line.append(right)
+            out.append(line)
+        return out
+
+    lines: list[Text | str] = []
+    if not compact:
+        lines.append(box.get_top(outer))
+    lines += rows([c.header for c in section.columns], True,
+                  (box.head_left, box.head_vertical, box.head_right))
+    lines.append(box.get_row(outer, "head", edge=not compact))
+    body = cells[: len(section.rows)]
+    totals = cells[len(section.rows):] if section.totals else []
+    every = [*body, *totals]
+    for n, row in enumerate(every):
+        final = n == len(every) - 1
+        edges = ((box.foot_left, box.foot_vertical, box.foot_right) if final
+                 else (box.mid_left, box.mid_vertical, box.mid_right))
+        lines += rows(row, False, edges)
+        if totals and n == len(body) - 1 and not final:
+            lines.append(box.get_row(outer, "row", edge=not compact))
+    if not compact:
+        lines.append(box.get_bottom(outer))
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def print_records(console: Console, section: Section, cells: list[list[str]], width: int) -> None:
@@ -200,7 +264,7 @@ def print_section(console: Console, section: Section, width: int) -> None:
     natural = natural_widths(section, cells)
     minimum = minimum_widths(section, cells)
     for compact in (False, True):
-        room = width - table_chrome(console, section.columns, compact)
+        room = width - table_chrome(section.columns, compact)
         text_first = [c.kind == "text" for c in section.columns]
         widths = fitted_widths(natural, minimum, room, text_first)
         if widths is not None:

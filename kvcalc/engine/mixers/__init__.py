@@ -1,6 +1,6 @@
-"""Mixer kinds, one module each: attention (full, sliding, chunked), mla, mamba, deltanet,
-lightning. The interface is :class:`kvcalc.engine.mixers.base.Mixer`; the kinds are re-exported
-by :mod:`kvcalc.engine.spec`.
+"""Mixer kinds, one module each: attention (full, sliding, chunked), mla, mla_indexed, mamba,
+mamba2, deltanet, lightning. The interface is :class:`kvcalc.engine.mixers.base.Mixer`; the
+kinds are re-exported by :mod:`kvcalc.engine.spec`.
 
 A new kind is one new module here (a frozen dataclass implementing :class:`Mixer`, which
 registers it in :data:`MIXER_KINDS`) plus its entry in the registry schema
@@ -14,6 +14,7 @@ from kvcalc.engine.mixers.base import (
     PageLayout,
     ParallelismError,
     RecurrentMixer,
+    SideCache,
     split_heads,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "PageLayout",
     "ParallelismError",
     "RecurrentMixer",
+    "SideCache",
     "split_heads",
 ]

@@ -6,7 +6,8 @@ that depends on the kind is a member of its type, so the sums over a model (kv.p
 flops.py, vllm.py) and the tables never branch on the kind:
 
 - cache: ``cache_elements_per_token``, ``tokens_held``, ``state_tensors`` (``state_elements``
-  is their sum), ``holds_tokens``;
+  is their sum), ``holds_tokens``; ``token_bytes`` (the main entry at the KV dtype plus any
+  ``side_caches`` kept at a fixed format, e.g. DeepSeek-V3.2's indexer keys);
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.engine.units import DType
 
 
 class ParallelismError(ValueError):
@@ -65,6 +67,17 @@ class PageLayout:
     chunk: int = 0
 
 
+@dataclass(frozen=True)
+class SideCache:
+    """A per-token cache a layer keeps beside its main one, stored at a fixed format whatever the
+    KV dtype. DeepSeek-V3.2's sparse-attention indexer keeps its keys this way (fp8 values plus an
+    fp32 scale per 128); vLLM gives each such cache a layer spec of its own (an MLAAttentionSpec
+    of one "head" of ``bytes_per_token`` uint8, ``DeepseekV32IndexerCache``)."""
+
+    name: str
+    bytes_per_token: int
+
+
 #: Every concrete mixer type, by its ``kind`` (the name the registry files and tables use).
 MIXER_KINDS: dict[str, type[Mixer]] = {}
 
@@ -89,6 +102,19 @@ class Mixer(ABC):
     @abstractmethod
     def cache_elements_per_token(self) -> int:
         """Values one token adds to this layer's cache (0 for a fixed state)."""
+
+    def main_token_bytes(self, kv: DType) -> int:
+        """Bytes one token adds to the layer's main cache at KV dtype ``kv``, rounded up. A kind
+        whose entry mixes formats (a quantized latent with its scales) overrides this."""
+        return kv.bytes_for(self.cache_elements_per_token())
+
+    def side_caches(self) -> tuple[SideCache, ...]:
+        """Fixed-format per-token caches beside the main one (none for most kinds)."""
+        return ()
+
+    def token_bytes(self, kv: DType) -> int:
+        """Bytes one token adds to the layer: its main entry plus every side cache's."""
+        return self.main_token_bytes(kv) + sum(s.bytes_per_token for s in self.side_caches())
 
     @abstractmethod
     def tokens_held(self, context_tokens: int) -> int:

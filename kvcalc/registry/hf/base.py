@@ -26,9 +26,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kvcalc.registry.load import RegistryError
-
-#: More layers than any model has: the per-layer lists built here stay small.
-MAX_LAYERS = 100_000
+from kvcalc.registry.schema import MAX_LAYERS  # more than any model has: per-layer lists stay small
 
 #: torch dtype names in config.json -> kvcalc dtype names.
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

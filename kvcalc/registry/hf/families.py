@@ -6,9 +6,11 @@ from typing import Any
 
 from kvcalc.registry.hf.base import Adapter
 from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
+from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text
 from kvcalc.registry.hf.gpt_oss import GptOss
+from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
@@ -25,8 +27,8 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Llama, Mistral, Mixtral, Phi, Phi3,
     Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next,
     Gemma, Gemma2, Gemma3Text,
-    DeepseekV2, DeepseekV3,
-    GptOss, Llama4Text, Falcon, Jamba,
+    DeepseekV2, DeepseekV3, DeepseekV32,
+    GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import AliasChoices
+
 from kvcalc.engine.spec import ModelSpec
-from kvcalc.registry.hf.base import Adapter, Where
+from kvcalc.engine.units import MAX_CONTEXT_TOKENS, number_text_problem, shown
+from kvcalc.registry.hf.base import Adapter, HFConfig, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
 from kvcalc.registry.hf.wrappers import WrapperConfig
-from kvcalc.registry.load import RegistryError, read_text, validate
+from kvcalc.registry.load import RegistryError, exists_at, is_dir, read_text, validate
 
 #: The engine's default KV dtype when a config names none (gpt-oss ships no torch_dtype).
 DEFAULT_DTYPE = "bf16"
@@ -19,23 +23,53 @@ DEFAULT_DTYPE = "bf16"
 
 def read_config_json(path: Path) -> tuple[Path, dict[str, Any]]:
     """Locate and parse a config.json (a file, or a folder holding one); returns the file path."""
-    if path.is_dir():
+    if is_dir(path):
         folder = path
         path = path / "config.json"
-        if not path.is_file():
+        if not exists_at(path):
             raise RegistryError(f"{folder}: no config.json in this folder")
     text = read_text(path, "a config.json")
     try:
-        data = json.loads(text)
+        data = json.loads(
+            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+        )
     except json.JSONDecodeError as exc:
         raise RegistryError(
             f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    except (OSError, UnicodeDecodeError, RecursionError) as exc:
+    except _NumberError as exc:
+        raise RegistryError(f"{path}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: invalid JSON: nested too deeply") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise RegistryError(f"{path}: cannot read: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise RegistryError(f"{path}: expected a JSON object at the top level")
     return path, data
+
+
+class _NumberError(ValueError):
+    """A number in a config.json that kvcalc does not read."""
+
+
+def _json_int(text: str) -> int:
+    # The number rule of every input (units.number_text_problem): int() of more than 4,300
+    # digits would fail with Python's own error, not a line naming the file.
+    problem = number_text_problem(text)
+    if problem is not None:
+        raise _NumberError(f"number {shown(text)}: {problem}")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or number_text_problem(text) is not None:
+        raise _NumberError(f"number {shown(text)} is not a finite number kvcalc reads")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise _NumberError(f"{name} is not a number kvcalc reads")
 
 
 def model_type(where: Where, value: Any) -> str:
@@ -52,10 +86,47 @@ def model_type(where: Where, value: Any) -> str:
     return value
 
 
-def text_adapter(where: Where, data: dict[str, Any], text_type: str) -> Adapter[Any]:
+#: The keys that give a model its size. transformers' save_pretrained writes every top-level
+#: key a model's config class adds (``to_diff_dict`` drops only keys of the base
+#: PretrainedConfig), so a top-level config stating none of them describes no checkpoint, and
+#: the family defaults alone would size some other model (a bare ``{"model_type": "llama"}``
+#: has Llama-7B's 32 layers). A wrapper's ``text_config`` is diffed against the class's own
+#: defaults, so there a missing key is legitimate and takes the default.
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+
+
+def text_adapter(
+    where: Where, data: dict[str, Any], text_type: str, top_level: bool = True
+) -> Adapter[Any]:
     """The adapter of a language model config, its keys validated with the family defaults."""
     adapter = ADAPTERS[text_type]
+    if top_level:
+        require_shape(where, adapter.config_class, data)
     return adapter(where.parse(adapter.config_class, data), where)
+
+
+def require_shape(where: Where, config_class: type[HFConfig], data: dict[str, Any]) -> None:
+    """Refuse a config stating none of :data:`SHAPE_FIELDS` (under any key its family reads
+    them from); a config stating some takes the family defaults for the rest, as transformers
+    does."""
+    keys = [key for name in SHAPE_FIELDS for key in _keys_read(config_class, name)]
+    if keys and not any(key in data for key in keys):
+        where.fail(
+            ", ".join(SHAPE_FIELDS),
+            "missing: the config states none of the fields that size the model; "
+            "give the checkpoint's own config.json",
+        )
+
+
+def _keys_read(config_class: type[HFConfig], name: str) -> list[str]:
+    """The config.json keys a field is read from: its name, or its alias choices."""
+    info = config_class.model_fields.get(name)
+    if info is None:
+        return []
+    alias = info.validation_alias
+    if isinstance(alias, AliasChoices):
+        return [c for c in alias.choices if isinstance(c, str)]
+    return [alias] if isinstance(alias, str) else [name]
 
 
 def wrapped_text_type(where: Where, wrapper: WrapperConfig) -> str:
@@ -96,11 +167,23 @@ def load_hf_config(path: Path | str) -> ModelSpec:
     else:
         wrapper = where.parse(wrapper_class, top)
         inner = where.nested("text_config")
-        adapter = text_adapter(inner, wrapper.text_config, wrapped_text_type(inner, wrapper))
+        text_type = wrapped_text_type(inner, wrapper)
+        adapter = text_adapter(inner, wrapper.text_config, text_type, top_level=False)
         tied = wrapper.tied_embeddings(adapter.config)
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
     arch = validate(path, adapter.architecture(tied), Architecture)
     model_id, name = _names(path, top)
-    return arch.to_spec(
-        model_id, name, dtype or DEFAULT_DTYPE, adapter.config.max_position_embeddings
-    )
+    return arch.to_spec(model_id, name, dtype or DEFAULT_DTYPE, max_context(adapter))
+
+
+def max_context(adapter: Adapter[Any]) -> int:
+    """The model's maximum context, within kvcalc's limit on every context (a registry file's
+    ``max_context`` has the same bound): `kvcalc size` sizes it when no --ctx is given."""
+    tokens: int = adapter.config.max_position_embeddings
+    if tokens > MAX_CONTEXT_TOKENS:
+        adapter.where.fail(
+            "max_position_embeddings",
+            f"must be at most {MAX_CONTEXT_TOKENS:,} tokens (kvcalc's context limit), "
+            f"got {tokens:,}",
+        )
+    return tokens

@@ -1,0 +1,224 @@
+"""Engine specs as plain JSON data and back, checked against their type annotations.
+
+The validated-spec cache stores this form instead of a pickle: reading it back can only build
+kvcalc's own frozen dataclasses, field by field, from JSON scalars whose types match the
+annotations of those fields. Anything else -- a wrong type, an unknown or missing field, a class
+outside kvcalc's engine, a non-finite float, a number out of range -- raises :class:`PlainError`,
+which the cache treats as a miss.
+
+Form: a dataclass is an object of its ``init`` fields plus ``"@type": "module:Class"``; a tuple
+or list is an array; a mapping is an object with string keys; a Path is its string; a Fraction
+is ``[numerator, denominator]``. The declared type of a field picks the decoding, so a list is
+turned back into a tuple where the field says tuple.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+
+T = TypeVar("T")
+
+#: The key naming a dataclass's class in its plain form.
+TYPE_KEY = "@type"
+#: Only dataclasses of these packages are built from a cache entry: kvcalc's own engine types.
+_TRUSTED_PREFIX = "kvcalc.engine."
+#: Every integer a spec holds is a count or a size: cached numbers outside this range are
+#: corrupt (and would make the engine's arithmetic absurd), so they miss.
+_MAX_INT = 1 << 63
+
+
+class PlainError(ValueError):
+    """A plain value that does not match the type it is read as."""
+
+
+# ---------------------------------------------------------------- to plain data
+
+
+def to_plain(value: Any) -> Any:
+    """``value`` as JSON-compatible data (see the module docstring for the form)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PlainError(f"non-finite float {value!r}")
+        return value
+    if isinstance(value, Fraction):
+        return [value.numerator, value.denominator]
+    if isinstance(value, Path):
+        return str(value)
+    if is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        plain = {TYPE_KEY: f"{cls.__module__}:{cls.__qualname__}"}
+        plain.update({f.name: to_plain(getattr(value, f.name)) for f in fields(cls) if f.init})
+        return plain
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise PlainError("mapping keys must be strings")
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    raise PlainError(f"{type(value).__name__} has no plain form")
+
+
+# ---------------------------------------------------------------- from plain data
+
+
+def from_plain(data: Any, hint: Any) -> Any:
+    """The value of type ``hint`` that ``data`` is the plain form of; PlainError otherwise."""
+    origin = get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return _union(data, get_args(hint))
+    if origin is typing.Literal:
+        if data not in get_args(hint) or isinstance(data, bool) != any(
+            isinstance(a, bool) for a in get_args(hint)
+        ):
+            raise PlainError(f"{data!r} is not one of {get_args(hint)}")
+        return data
+    if origin is tuple:
+        return tuple(_sequence(data, get_args(hint)))
+    if origin is list:
+        return list(_sequence(data, (*get_args(hint), ...)))
+    if origin is dict or origin is Mapping:
+        return _mapping(data, get_args(hint))
+    if origin is not None:
+        raise PlainError(f"no plain form for {hint!r}")
+    return _scalar_or_class(data, hint)
+
+
+def _union(data: Any, options: tuple[Any, ...]) -> Any:
+    for option in options:
+        try:
+            return from_plain(data, option)
+        except PlainError:
+            continue
+    raise PlainError(f"{_shown(data)} matches none of {options}")
+
+
+def _sequence(data: Any, args: tuple[Any, ...]) -> list[Any]:
+    if not isinstance(data, list):
+        raise PlainError(f"expected an array, got {_shown(data)}")
+    if len(args) == 2 and args[1] is Ellipsis:
+        return [from_plain(v, args[0]) for v in data]
+    if len(args) != len(data):
+        raise PlainError(f"expected {len(args)} items, got {len(data)}")
+    return [from_plain(v, a) for v, a in zip(data, args, strict=True)]
+
+
+def _mapping(data: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    key_type, value_type = args
+    if key_type is not str or not isinstance(data, dict):
+        raise PlainError(f"expected an object, got {_shown(data)}")
+    return {k: from_plain(v, value_type) for k, v in data.items()}
+
+
+def _scalar_or_class(data: Any, hint: Any) -> Any:
+    if hint is type(None) or hint is None:
+        if data is not None:
+            raise PlainError(f"expected null, got {_shown(data)}")
+        return None
+    if hint is bool or hint is str:
+        if type(data) is not hint:
+            raise PlainError(f"expected {hint.__name__}, got {_shown(data)}")
+        return data
+    if hint is int:
+        return _int(data)
+    if hint is float:
+        if type(data) not in (int, float) or not math.isfinite(data):
+            raise PlainError(f"expected a finite number, got {_shown(data)}")
+        return float(data)
+    if hint is Fraction:
+        numerator, denominator = _sequence(data, (int, int))
+        if denominator == 0:
+            raise PlainError("a fraction with a zero denominator")
+        return Fraction(numerator, denominator)
+    if isinstance(hint, type) and issubclass(hint, Path):
+        if type(data) is not str:
+            raise PlainError(f"expected a path, got {_shown(data)}")
+        return hint(data)
+    if isinstance(hint, type):
+        return _dataclass(data, hint)
+    raise PlainError(f"no plain form for {hint!r}")
+
+
+def _int(data: Any) -> int:
+    if type(data) is not int or not 0 <= data < _MAX_INT:
+        raise PlainError(f"expected a whole number in [0, 2^63), got {_shown(data)}")
+    return data
+
+
+def _dataclass(data: Any, base: type) -> Any:
+    if not isinstance(data, dict) or not isinstance(data.get(TYPE_KEY), str):
+        raise PlainError(f"expected a {base.__name__} object, got {_shown(data)}")
+    cls = _trusted_class(data[TYPE_KEY], base)
+    init = [f for f in fields(cls) if f.init]
+    given = set(data) - {TYPE_KEY}
+    if given != {f.name for f in init}:
+        raise PlainError(f"{cls.__name__}: fields {sorted(given)} differ from the class's")
+    hints = _hints(cls)
+    kwargs = {f.name: from_plain(data[f.name], hints[f.name]) for f in init}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError, ArithmeticError) as exc:  # the class's own invariants
+        raise PlainError(f"{cls.__name__}: {exc}") from None
+
+
+_CLASSES: dict[tuple[str, type], type] = {}
+
+
+def _trusted_class(tag: str, base: type) -> type:
+    """The class ``module:Class`` names, if it is a dataclass of kvcalc's engine deriving from
+    ``base`` (the declared type of the field); imports only kvcalc's own modules."""
+    key = (tag, base)
+    if key not in _CLASSES:
+        _CLASSES[key] = _resolve_class(tag, base)
+    return _CLASSES[key]
+
+
+def _resolve_class(tag: str, base: type) -> type:
+    module_name, _, name = tag.partition(":")
+    if not module_name.startswith(_TRUSTED_PREFIX) or not name.isidentifier():
+        raise PlainError(f"untrusted type {tag!r}")
+    module = sys.modules.get(module_name)
+    if module is None:
+        import importlib
+
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            raise PlainError(f"unknown module {module_name!r}") from None
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and is_dataclass(cls) and issubclass(cls, base)):
+        raise PlainError(f"{tag!r} is not a {base.__name__}")
+    return cls
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The evaluated annotations of ``cls`` (memoised: a spec holds the same classes often)."""
+    if cls not in _HINTS:
+        try:
+            _HINTS[cls] = get_type_hints(cls)
+        except Exception as exc:  # noqa: BLE001 - an annotation that does not evaluate
+            raise PlainError(f"{cls.__name__}: annotations do not evaluate: {exc}") from None
+    return _HINTS[cls]
+
+
+def _shown(data: Any) -> str:
+    text = repr(data)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def decode(data: Any, hint: type[T] | Any) -> T:
+    """Typed alias of :func:`from_plain` for callers that know the result type."""
+    value: T = from_plain(data, hint)
+    return value

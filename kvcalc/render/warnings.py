@@ -1,0 +1,48 @@
+"""Warnings: answers that still hold but rest on an input the user should know is unusual.
+
+One convention for every command: each warning is one line on stderr (``warning: ...``) in every
+format, and JSON and YAML add a ``warnings`` list of the same texts to the payload, present only
+when there is one (so an answer without warnings keeps its documented shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvcalc.engine.spec import ModelSpec
+
+
+def max_context_warnings(model: ModelSpec, contexts: Iterable[int]) -> list[str]:
+    """One warning naming the contexts beyond ``model``'s maximum context, or none."""
+    from kvcalc.engine.kv import beyond_max_context
+
+    beyond = beyond_max_context(model, contexts)
+    if not beyond:
+        return []
+    listed = [f"{c:,}" for c in dict.fromkeys(beyond)]
+    which = (
+        f"context {listed[0]} is"
+        if len(listed) == 1
+        else f"contexts {', '.join(listed[:-1])} and {listed[-1]} are"
+    )
+    return [
+        f"{model.id}: {which} beyond its maximum context of {model.max_context:,} tokens; "
+        "sized as asked, but the model was not trained that long"
+    ]
+
+
+def registry_context_warnings(models: Iterable[ModelSpec], contexts: list[int]) -> list[str]:
+    """One warning for the whole registry naming each model some context exceeds."""
+    from kvcalc.engine.kv import beyond_max_context
+
+    over = [
+        f"{m.id} ({m.max_context:,})" for m in models if beyond_max_context(m, contexts)
+    ]
+    if not over:
+        return []
+    return [
+        f"some contexts are beyond the maximum context of {', '.join(over)}; "
+        "their rows are sized as asked"
+    ]

@@ -1,0 +1,121 @@
+"""Fuzzing the command line: whatever the argv, kvcalc answers (0), says it does not fit (1) or
+refuses in one line (2); it never shows a traceback or exits 3, and `--format json` always
+prints valid JSON when it answers.
+
+Thousands of examples when CI is set (``CI=true``), a few hundred otherwise so that the local
+suite stays fast. A failure prints the argv to replay with ``kvcalc ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+
+EXAMPLES = 3000 if os.environ.get("CI") else 300
+
+MODELS = [
+    "llama3-70b", "llama3-8b", "deepseek-v3", "jamba-v0.1", "gemma3-27b", "gpt-oss-120b",
+    "llama4-scout", "minimax-m1", "qwen3-next-80b-a3b", "mistral-7b-v0.1", "llama3.1-405b",
+    "meta-llama/Meta-Llama-3-70B", "LLAMA3-70B", "llama3", "model_configs", "README.md",
+    "x.json", "/dev/null", "",
+]
+GPU_SETS = [
+    "8xH100", "1xh100", "h200", "4xMI300X", "2 x a100-80gb", "8xb200", "2xl4", "0xH100", "x",
+    "8x",
+]
+CONTEXTS = ["1", "512", "4096", "8k", "32k", "128k", "1m", "8k,32k,128k", "1024m", "0", ","]
+FRACTIONS = ["0.9", "0.5", "1", "0.01", "0", "1.5", "1e-320", "inf", "nan", "-0.1"]
+SIZES = ["80GB", "5GiB", "512MiB", "0GB", "1000GB", "1e3GB", "80", "0.5TB"]
+COUNTS = ["1", "2", "4", "8", "16", "64", "0", "-1", "3"]
+DTYPES = ["fp8", "bf16", "fp16", "fp32", "int8", "int4", "int2", "mxfp4", "fp4", ""]
+#: Each command's options, with values that are valid somewhere or sit on an edge.
+SIZE_OPTIONS = {
+    "--ctx": CONTEXTS, "--batch": COUNTS, "--kv-dtype": DTYPES, "--kv-heads": COUNTS,
+    "--head-dim": ["64", "128", "0"], "--layers": COUNTS,
+}
+DEPLOY_OPTIONS = {
+    "--tp": COUNTS, "--pp": COUNTS, "--gpu-util": FRACTIONS, "--reserve": FRACTIONS,
+    "--overhead": SIZES, "--gpu-memory": SIZES, "--weights": SIZES, "--kv-memory": SIZES,
+    "--weight-dtype": DTYPES, "--kv-dtype": DTYPES, "--block-size": ["16", "32", "1", "0"],
+    "--prefix-shared": ["0", "1024", "8192", "100000"],
+    "--max-num-batched-tokens": ["8192", "2048", "0"],
+}
+BATCH_OPTIONS = {
+    **DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--engine": ["simple", "vllm", "sglang", "trtllm"],
+    "--max-model-len": CONTEXTS, "--sglang-version": ["0.5.6", "0.4.0", "0.5.10", "v0.5.9"],
+    "--mem-fraction-static": FRACTIONS, "--page-size": ["1", "16", "64"],
+    "--context-length": CONTEXTS, "--chunked-prefill-size": ["8192", "0"],
+    "--cuda-graph-max-bs": ["160", "0"], "--max-total-tokens": ["100000", "0"],
+    "--free-before-load": ["78.43", "10GB", "0"], "--free-after-load": ["63.41", "1"],
+    "--swa-full-tokens-ratio": FRACTIONS,
+}
+DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+LIST_OPTIONS = {"--registry": ["model_configs", "/nonexistent", "/dev/zero", "."]}
+COMMANDS = {
+    "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
+    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS,
+}
+ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
+FLAGS = ["--check", "--help", "--version"]
+#: Values from nowhere: the edges that used to lie or crash, and arbitrary text.
+EDGE_VALUES = ["８", "１２８", "٣", "9" * 5000, "9" * 70, "a" * 300, "", " ", "-", "--", "1e400"]
+# argv cannot hold NUL characters (the OS passes C strings); anything else can reach kvcalc.
+TEXT = st.text(st.characters(blacklist_characters="\x00"), max_size=12)
+CHAOS = st.one_of(
+    st.sampled_from(EDGE_VALUES), TEXT, st.integers(-(10**6), 10**13).map(str),
+    st.floats().map(repr),
+)
+
+
+@st.composite
+def argvs(draw: st.DrawFn) -> list[str]:
+    """Mostly plausible command lines (each command's own options, values near valid ones),
+    with arbitrary options and values mixed in."""
+    command = draw(st.sampled_from(sorted(COMMANDS)))
+    options = COMMANDS[command]
+    argv = [command]
+    if command not in ("models", "gpus") and draw(st.integers(0, 9)) > 0:
+        argv.append(draw(st.one_of(st.sampled_from(MODELS), TEXT)))
+    if command == "gpus" and draw(st.booleans()):
+        argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
+    if command in ("batch", "decode") and draw(st.integers(0, 9)) > 0:
+        argv += ["--gpus", draw(st.one_of(st.sampled_from(GPU_SETS), TEXT))]
+    most = 1 if command in ("models", "gpus") else 3
+    for option in draw(st.lists(st.sampled_from(sorted(options)), unique=True, max_size=most)):
+        argv += [option, draw(st.sampled_from(options[option]))]
+    if draw(st.integers(0, 3)) == 0:
+        argv += [draw(st.sampled_from(ALL_OPTIONS)), draw(CHAOS)]
+    if draw(st.integers(0, 9)) == 0:
+        argv.append(draw(st.sampled_from(FLAGS)))
+    if draw(st.booleans()):
+        argv += ["--format", "json"]
+    return argv
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(argv=argvs())
+def test_any_argv_answers_refuses_in_one_line_or_does_not_fit(argv: list[str]) -> None:
+    result = CliRunner().invoke(app, argv)
+    where = f"kvcalc {' '.join(repr(a) if ' ' in a or not a else a for a in argv)}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        where,
+        repr(result.exception),
+    )
+    assert result.exit_code in (0, 1, 2), (where, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr, where
+    if result.exit_code == 2:
+        assert len(result.stderr.splitlines()) <= 1, (where, result.stderr)
+    event(f"exit {result.exit_code}")
+    asks_json = argv[-2:] == ["--format", "json"] and not {"--help", "--version"} & set(argv)
+    if asks_json and result.exit_code in (0, 1):
+        json.loads(result.stdout)
