@@ -29,6 +29,7 @@ from kvcalc.cli.techniques import TECHNIQUES, Technique, technique_names
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
 if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.render.compare import CompareRow, ModelComparison
@@ -197,14 +198,17 @@ def technique_row(
         overrides[technique.option] = getattr(given, technique.option)
     model = model_with(spec, {k: v for k, v in overrides.items() if k in MODEL_OPTIONS})
     options = replace(base, **{k: v for k, v in overrides.items() if k not in MODEL_OPTIONS})
-    cache = cache_format_option(options.kv_dtype, model)
     named = (technique.name, technique.category, technique.note, technique.cached)
     if not technique.cached:
-        return CompareRow(*named, cache.name, 0, 0)
+        return CompareRow(*named, None, 0, 0)
     sequences = tpot = None
-    n = batch or 1
-    if gpus is not None:
-        sequences, per_replica, tpot = on_gpus(options, model, gpus, context, batch)
+    if gpus is None:
+        cache = cache_format_option(options.kv_dtype, model)  # as `kvcalc size` builds it
+        n = batch or 1
+    else:
+        dep = deployment_of(options, model, gpus)
+        cache = dep.cache
+        sequences, per_replica, tpot = on_gpus(dep, context, batch)
         n = batch or max(per_replica, 1)
     cost = cache_cost(
         model, cache, context, prefix_shared_tokens=options.prefix_shared, batch=n
@@ -232,17 +236,20 @@ def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         raise Skip(str(exc)) from None
 
 
-def on_gpus(
-    options: DeploymentOptions, model: ModelSpec, gpus: GpuSet, context: int, batch: int | None
-) -> tuple[int, int, float | None]:
+def deployment_of(options: DeploymentOptions, model: ModelSpec, gpus: GpuSet) -> Deployment:
+    """The row's deployment, as `batch` and `decode` build it; a layout the row's model cannot
+    take (heads tp does not split) skips the row."""
+    try:
+        return options.build(model, gpus)
+    except LayoutError as exc:
+        raise Skip(str(exc)) from None
+
+
+def on_gpus(dep: Deployment, context: int, batch: int | None) -> tuple[int, int, float | None]:
     """(sequences that fit on all replicas, on one replica, TPOT at --batch or that many)."""
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.decode import decode_step_for
 
-    try:
-        dep = options.build(model, gpus)
-    except LayoutError as exc:
-        raise Skip(str(exc)) from None
     fit = capacity(dep, [context]).contexts[0]
     n = batch or fit.max_batch_per_replica
     tpot = decode_step_for(dep, batch=n, context_tokens=context).tpot_seconds if n else None

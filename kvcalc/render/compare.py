@@ -47,7 +47,7 @@ class CompareRow:
     note: str
     cached: bool
     """False for the row without a cache."""
-    kv_dtype: str
+    kv_dtype: str | None
     bytes_per_token: int
     bytes_per_sequence: int
     max_sequences: int | None = None
@@ -72,7 +72,7 @@ def row_payload(row: CompareRow, baseline: CompareRow, no_cache: NoCache | None)
     return {
         "technique": row.technique,
         "category": row.category,
-        "kv_dtype": row.kv_dtype if row.cached else None,
+        "kv_dtype": row.kv_dtype,
         "bytes_per_token": row.bytes_per_token,
         "bytes_per_sequence": row.bytes_per_sequence,
         "reduction": reduction(baseline.bytes_per_sequence, row.bytes_per_sequence),
