@@ -197,6 +197,19 @@ def test_mqa_under_tensor_parallelism_is_replicated_per_rank(runner: CliRunner) 
     assert table["as-gqa-8"]["bytes_per_sequence"] == 8 * table["as-mqa"]["bytes_per_sequence"]
 
 
+def test_a_row_that_does_not_fit_says_why(runner: CliRunner) -> None:
+    # fp8 weights of Llama-3-70B leave 0.02 GiB of an H100's 71.26 usable GiB (see above).
+    args = ("llama3-70b", "--gpus", "h100", "--ctx", "8k", "--weight-dtype", "fp8")
+    table = rows(runner, *args, "--only", "baseline,int4")
+    for row in table.values():
+        assert row["max_sequences"] == 0
+        assert row["batch"] is None and row["tpot_seconds"] is None
+        assert "> KV budget 0.02 GiB" in row["does_not_fit"]
+    result = runner.invoke(app, ["compare", *args, "--only", "int4"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "int4: does not fit, one sequence of 8,192 tokens needs 0.62 GiB" in result.stdout
+
+
 # ------------------------------------------------------------------ prefix sharing
 
 

@@ -5,7 +5,7 @@ uses."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
@@ -201,20 +201,25 @@ def technique_row(
     named = (technique.name, technique.category, technique.note, technique.cached)
     if not technique.cached:
         return CompareRow(*named, None, 0, 0)
-    sequences = tpot = None
     if gpus is None:
         cache = cache_format_option(options.kv_dtype, model)  # as `kvcalc size` builds it
-        n = batch or 1
+        fit = OnGpus(None, batch or 1, None, None)
     else:
         dep = deployment_of(options, model, gpus)
         cache = dep.cache
-        sequences, per_replica, tpot = on_gpus(dep, context, batch)
-        n = batch or max(per_replica, 1)
+        fit = on_gpus(dep, context, batch)
     cost = cache_cost(
-        model, cache, context, prefix_shared_tokens=options.prefix_shared, batch=n
+        model, cache, context, prefix_shared_tokens=options.prefix_shared, batch=fit.batch or 1
     )
     return CompareRow(
-        *named, cache.name, cost.bytes_per_token, cost.bytes_per_sequence, sequences, n, tpot
+        *named,
+        cache.name,
+        cost.bytes_per_token,
+        cost.bytes_per_sequence,
+        fit.sequences,
+        fit.batch,
+        fit.tpot_seconds,
+        fit.reason,
     )
 
 
@@ -245,15 +250,29 @@ def deployment_of(options: DeploymentOptions, model: ModelSpec, gpus: GpuSet) ->
         raise Skip(str(exc)) from None
 
 
-def on_gpus(dep: Deployment, context: int, batch: int | None) -> tuple[int, int, float | None]:
-    """(sequences that fit on all replicas, on one replica, TPOT at --batch or that many)."""
+class OnGpus(NamedTuple):
+    sequences: int | None
+    """Sequences of the context that fit on all replicas."""
+    batch: int | None
+    """The batch timed (--batch, or what one replica fits); None when nothing fits."""
+    tpot_seconds: float | None
+    reason: str | None
+    """Why no sequence fits."""
+
+
+def on_gpus(dep: Deployment, context: int, batch: int | None) -> OnGpus:
+    """The sequences that fit (as `batch`) and the decode step (as `decode`) at --batch or at
+    what one replica fits."""
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.decode import decode_step_for
 
-    fit = capacity(dep, [context]).contexts[0]
+    cap = capacity(dep, [context])
+    fit = cap.contexts[0]
     n = batch or fit.max_batch_per_replica
-    tpot = decode_step_for(dep, batch=n, context_tokens=context).tpot_seconds if n else None
-    return fit.max_batch, fit.max_batch_per_replica, tpot
+    if not n:
+        return OnGpus(0, None, None, cap.reason)
+    tpot = decode_step_for(dep, batch=n, context_tokens=context).tpot_seconds
+    return OnGpus(fit.max_batch, n, tpot, cap.reason)
 
 
 def check_techniques() -> list[str]:

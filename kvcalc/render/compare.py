@@ -55,6 +55,8 @@ class CompareRow:
     batch: int | None = None
     """The batch the TPOT is for and the shared prefix is spread over."""
     tpot_seconds: float | None = None
+    reason: str | None = None
+    """Why no sequence fits on the GPUs."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def row_payload(row: CompareRow, baseline: CompareRow, no_cache: NoCache | None)
         "tpot_seconds": row.tpot_seconds,
         "tokens_per_second": tokens_per_second(row),
         "token_passes": passes,
+        "does_not_fit": row.reason,
         "note": row.note,
     }
 
@@ -162,6 +165,7 @@ def compare_title(model: ModelSpec, context: int, gpus: GpuSet | None) -> str:
 
 def compare_notes(comparison: ModelComparison, no_cache: NoCache | None) -> list[str]:
     notes = [f"{name}: left out, {why}" for name, why in comparison.skipped]
+    notes += [f"{r.technique}: does not fit, {r.reason}" for r in comparison.rows if r.reason]
     if no_cache is not None:
         notes.append(
             f"no cache: {no_cache.without_cache:,} token passes for a {no_cache.prompt_tokens:,}"
