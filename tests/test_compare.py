@@ -9,13 +9,23 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.cli.compare import check_techniques
 from kvcalc.cli.techniques import CATEGORIES, TECHNIQUES
-from kvcalc.engine.compare import token_passes_with_cache, token_passes_without_cache
+from kvcalc.engine.compare import (
+    cache_cost,
+    token_passes_with_cache,
+    token_passes_without_cache,
+)
+from kvcalc.engine.deployment import deployment
+from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.units import GiB
+from kvcalc.registry.gpus import parse_gpu_set
+from kvcalc.registry.load import resolve_model
 
 #: Llama-3-70B stores 80 layers x 8 KV heads x 128 x (K and V) x 2 bytes per token in bf16.
 LLAMA3_70B_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2
@@ -317,3 +327,35 @@ def test_rows_that_do_not_apply_are_left_out_with_the_reason(runner: CliRunner) 
 )
 def test_bad_input_is_one_line_and_exit_2(runner: CliRunner, args: list[str], needle: str) -> None:
     assert needle in refused(runner, "compare", *args)
+
+
+# ------------------------------------------------------------------ properties
+
+
+@given(prompt=st.integers(0, 10**6), gen=st.integers(1, 10**4))
+def test_no_cache_never_costs_fewer_passes(prompt: int, gen: int) -> None:
+    with_cache = token_passes_with_cache(prompt, gen)
+    without = token_passes_without_cache(prompt, gen)
+    assert without >= with_cache
+    assert without - with_cache == (gen - 1) * prompt + gen * (gen - 1) // 2
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    context=st.integers(1, 1 << 20),
+    share=st.floats(0, 1),
+    batch=st.integers(1, 1000),
+    model_id=st.sampled_from(["llama3.1-8b", "gemma3-27b", "jamba-v0.1", "deepseek-v3"]),
+)
+def test_sharing_a_prefix_never_costs_more(
+    context: int, share: float, batch: int, model_id: str
+) -> None:
+    model = resolve_model(model_id)
+    cache = deployment(model, parse_gpu_set("h100")).cache
+    prefix = int(context * share)
+    plain = cache_cost(model, cache, context)
+    shared = cache_cost(model, cache, context, prefix_shared_tokens=prefix, batch=batch)
+    assert plain.bytes_per_sequence == kv_bytes_per_sequence(model, context, cache)
+    assert shared.bytes_per_sequence <= plain.bytes_per_sequence
+    if batch == 1:
+        assert shared.bytes_per_sequence == plain.bytes_per_sequence
