@@ -42,7 +42,10 @@ WITHOUT_GPUS = ("kv_dtype", "prefix_shared")
 command_app = command_typer()
 
 ModelsArgument = typer.Argument(
-    ..., help="one or more registry names or config.json paths, compared side by side"
+    ...,
+    metavar="MODEL",
+    help="one or more registry names or config.json paths, compared side by side",
+    show_default=False,
 )
 
 
