@@ -4,7 +4,8 @@ uses."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
@@ -47,6 +48,35 @@ ModelsArgument = typer.Argument(
     help="one or more registry names or config.json paths, compared side by side",
     show_default=False,
 )
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """The option groups a row may override, as the commands declare them: each override goes
+    to the group that has the field, so another group (eviction, say) is one more field here."""
+
+    deploy: DeploymentOptions
+
+    def overridden(self, overrides: Mapping[str, Any]) -> RowOptions:
+        changes: dict[str, dict[str, Any]] = {}
+        for key, value in overrides.items():
+            group = next(g.name for g in fields(self) if key in _field_names(getattr(self, g.name)))
+            changes.setdefault(group, {})[key] = value
+        return replace(
+            self, **{g: replace(getattr(self, g), **kw) for g, kw in changes.items()}
+        )
+
+    @classmethod
+    def names(cls) -> set[str]:
+        """Every option a group of this class spells."""
+        import typing
+
+        hints = typing.get_type_hints(cls)
+        return {n for g in fields(cls) for n in _field_names(hints[g.name])}
+
+
+def _field_names(group: Any) -> set[str]:
+    return {f.name for f in fields(group)}
 
 
 class Skip(Exception):
@@ -199,8 +229,11 @@ def technique_row(
     overrides = dict(technique.overrides)
     if technique.option is not None:
         overrides[technique.option] = getattr(given, technique.option)
-    model = model_with(spec, {k: v for k, v in overrides.items() if k in MODEL_OPTIONS})
-    options = replace(base, **{k: v for k, v in overrides.items() if k not in MODEL_OPTIONS})
+    what_ifs = {k: v for k, v in overrides.items() if k in MODEL_OPTIONS}
+    model = model_with(spec, what_ifs)
+    options = RowOptions(base).overridden(
+        {k: v for k, v in overrides.items() if k not in what_ifs}
+    ).deploy
     named = (technique.name, technique.category, technique.note, technique.cached)
     if not technique.cached:
         return CompareRow(*named, None, 0, 0)
@@ -280,7 +313,7 @@ def on_gpus(dep: Deployment, context: int, batch: int | None) -> OnGpus:
 
 def check_techniques() -> list[str]:
     """Override keys no option spells (for the tests: a typo would otherwise fail at run time)."""
-    known = set(MODEL_OPTIONS) | {f.name for f in fields(DeploymentOptions)}
+    known = set(MODEL_OPTIONS) | RowOptions.names()
     return [
         f"{t.name}: {key}"
         for t in TECHNIQUES
