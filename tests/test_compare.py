@@ -279,6 +279,12 @@ def test_no_cache_row_and_json(runner: CliRunner) -> None:
 # ------------------------------------------------------------------ models side by side, --only
 
 
+def test_prompt_and_gen_read_lengths_as_ctx_does(runner: CliRunner) -> None:
+    out = run_json(runner, "compare", "llama3-70b", "--ctx", "8k", "--prompt", "1k", "--gen", "2")
+    assert (out["prompt_tokens"], out["generated_tokens"]) == (1024, 2)
+    assert out["token_passes_without_cache"] == (1024 + 1) + (1024 + 2)
+
+
 def test_models_side_by_side_have_the_same_rows(runner: CliRunner) -> None:
     out = run_json(runner, "compare", "llama3-70b", "llama3.1-8b", "--ctx", "8k",
                    "--only", "baseline,int4")
@@ -318,6 +324,9 @@ def test_rows_that_do_not_apply_are_left_out_with_the_reason(runner: CliRunner) 
         (["llama3-70b", "llama3-70b"], "given twice"),
         (["llama3-70b", "meta-llama/Meta-Llama-3-70B"], "given twice"),
         (["llama3-70b", "--prompt", "1000"], "--prompt and --gen: give both"),
+        (["llama3-70b", "--prompt", "1k,2k", "--gen", "1"], "--prompt: give one length"),
+        (["llama3-70b", "--prompt", "0", "--gen", "1"], "--prompt: invalid context '0'"),
+        (["llama3-70b", "--prompt", "1", "--gen", "x"], "--gen: invalid context 'x'"),
         (["llama3-70b", "--tp", "2"], "--tp: it describes the GPUs; give --gpus too"),
         (["llama3-70b", "--weight-dtype", "fp8"], "--weight-dtype: it describes the GPUs"),
         (["llama3-70b", "--ctx", "8k,32k"], "--ctx: compare sets techniques side by side"),

@@ -27,7 +27,6 @@ from kvcalc.cli.app import (
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
 from kvcalc.cli.techniques import TECHNIQUES, Technique, technique_names
-from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -92,12 +91,10 @@ def compare(
     only: str = typer.Option(
         None, "--only", help=f"rows to show, comma-separated: {', '.join(technique_names())}"
     ),
-    prompt: int = typer.Option(
-        None, "--prompt", min=0, max=MAX_CONTEXT_TOKENS, help="no-cache row: prompt tokens L"
+    prompt: str = typer.Option(
+        None, "--prompt", help="no-cache row: prompt tokens L, e.g. 1000 or 32k"
     ),
-    gen: int = typer.Option(
-        None, "--gen", min=1, max=MAX_CONTEXT_TOKENS, help="no-cache row: generated tokens N"
-    ),
+    gen: str = typer.Option(None, "--gen", help="no-cache row: generated tokens N, e.g. 1000"),
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
@@ -116,7 +113,9 @@ def compare(
              "or --gpus")
     if (prompt is None) != (gen is None):
         fail("--prompt and --gen: give both (the no-cache row needs the prompt and the answer)")
-    no_cache = None if prompt is None or gen is None else NoCache(prompt, gen)
+    no_cache = None
+    if prompt is not None and gen is not None:
+        no_cache = NoCache(one_length(prompt, "--prompt"), one_length(gen, "--gen"))
     techniques = chosen_techniques(only, deploy, no_cache is not None)
     specs = distinct_models(models, kv_heads, head_dim, layers)
     context = one_context(ctx, specs)
@@ -169,6 +168,14 @@ def distinct_models(
             fail(f"MODEL: {same} is given twice; name each model once")
         specs.append(spec)
     return specs
+
+
+def one_length(text: str, option: str) -> int:
+    """A token count as --ctx spells it (1000, 32k), one only."""
+    lengths = parse_ctx_list(text, option)
+    if len(lengths) != 1:
+        fail(f"{option}: give one length, e.g. 1000 or 32k")
+    return lengths[0]
 
 
 def one_context(ctx: str | None, specs: list[ModelSpec]) -> int:
