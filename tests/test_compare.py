@@ -331,6 +331,7 @@ def test_rows_that_do_not_apply_are_left_out_with_the_reason(runner: CliRunner) 
         (["llama3-70b", "--weight-dtype", "fp8"], "--weight-dtype: it describes the GPUs"),
         (["llama3-70b", "--ctx", "8k,32k"], "--ctx: compare sets techniques side by side"),
         (["llama3-70b", "--prefix-shared", "100"], "--prefix-shared: a shared prefix saves"),
+        (["llama3-70b", "--batch", "8"], "--batch: without --gpus it only spreads"),
         (["deepseek-v3", "--kv-heads", "8"], "--kv-heads: deepseek-v3 has no KV heads"),
     ],
 )

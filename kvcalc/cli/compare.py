@@ -108,9 +108,7 @@ def compare(
     from kvcalc.render.compare import NoCache, compare_report
 
     deploy.refuse_without_gpus(keep=WITHOUT_GPUS)
-    if deploy.gpus is None and deploy.given("prefix_shared") and batch is None:
-        fail("--prefix-shared: a shared prefix saves memory across sequences; give --batch N "
-             "or --gpus")
+    check_batch(deploy, batch)
     if (prompt is None) != (gen is None):
         fail("--prompt and --gen: give both (the no-cache row needs the prompt and the answer)")
     no_cache = None
@@ -124,6 +122,18 @@ def compare(
         compare_model(spec, techniques, deploy, context, batch, gpus) for spec in specs
     ]
     emit_report(compare_report(comparisons, context, gpus, batch, no_cache), fmt)
+
+
+def check_batch(deploy: DeploymentOptions, batch: int | None) -> None:
+    """Without GPUs the batch only spreads a shared prefix: one needs the other."""
+    if deploy.gpus is not None:
+        return
+    if deploy.given("prefix_shared") and batch is None:
+        fail("--prefix-shared: a shared prefix saves memory across sequences; give --batch N "
+             "or --gpus")
+    if batch is not None and not deploy.given("prefix_shared"):
+        fail("--batch: without --gpus it only spreads a --prefix-shared prefix over the "
+             "sequences; give --gpus or --prefix-shared")
 
 
 def chosen_techniques(
