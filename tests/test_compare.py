@@ -369,3 +369,10 @@ def test_sharing_a_prefix_never_costs_more(
     assert shared.bytes_per_sequence <= plain.bytes_per_sequence
     if batch == 1:
         assert shared.bytes_per_sequence == plain.bytes_per_sequence
+
+
+def test_a_context_beyond_a_models_maximum_is_warned_of(runner: CliRunner) -> None:
+    out = run_json(runner, "compare", "llama3-70b", "llama3.1-8b", "--ctx", "128k")
+    (warning,) = out["warnings"]
+    assert warning.startswith("llama3-70b: context 131,072 is beyond its maximum context of 8,192")
+    assert "warnings" not in run_json(runner, "compare", "llama3.1-8b", "--ctx", "128k")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.compare import reduction, token_passes_with_cache, token_passes_without_cache
 from kvcalc.engine.units import GiB
 from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.hardware import GpuSet
@@ -198,4 +199,5 @@ def compare_report(
         payload=payload,
         records=[r for records in per_model for r in records],
         sections=sections,
+        warnings=[w for c in comparisons for w in max_context_warnings(c.model, [context])],
     )

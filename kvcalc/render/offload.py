@@ -14,6 +14,7 @@ from kvcalc.engine.offload import TierFit, prefill_flops_per_second
 from kvcalc.engine.units import GB, GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
@@ -145,4 +146,5 @@ def offload_report(cap: Capacity, fits: list[TierFit]) -> Report:
         payload=payload,
         records=records,
         sections=[Section(offload_title(cap), COLUMNS, records, (), offload_notes(payload))],
+        warnings=max_context_warnings(cap.deployment.model, [payload["context_tokens"]]),
     )
