@@ -158,3 +158,17 @@ def test_one_prefix_length(runner: CliRunner) -> None:
     result = runner.invoke(app, ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"])
     assert result.exit_code == 2
     assert "--ctx: give one prefix length" in result.stderr
+
+
+def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
+    from dataclasses import replace
+
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.offload import default_tiers
+
+    h100 = parse_gpu_set("h100").accelerator
+    bare = GpuSet(replace(h100, pcie_bytes_per_s=None), 2)
+    cpu, ssd = default_tiers(deployment(resolve_model("llama3.1-8b"), bare))
+    assert cpu.bandwidth_bytes_per_s == 2 * 64 * 10**9  # one way of PCIe 5.0 x16, per GPU
+    assert cpu.capacity_bytes == 2 * 2 * h100.memory_bytes
+    assert (ssd.capacity_bytes, ssd.bandwidth_bytes_per_s) == (2 * 4 * 10**12, 2 * 7 * 10**9)
