@@ -166,9 +166,12 @@ def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.offload import default_tiers
 
-    h100 = parse_gpu_set("h100").accelerator
-    bare = GpuSet(replace(h100, pcie_bytes_per_s=None), 2)
-    cpu, ssd = default_tiers(deployment(resolve_model("llama3.1-8b"), bare))
+    llama = resolve_model("llama3.1-8b")
+    a100 = parse_gpu_set("a100").accelerator
+    (listed, _) = default_tiers(deployment(llama, GpuSet(a100, 2)))
+    assert listed.bandwidth_bytes_per_s == 2 * 32 * 10**9  # PCIe 4.0 x16 one way, per GPU
+    bare = GpuSet(replace(a100, pcie_bytes_per_s=None), 2)
+    cpu, ssd = default_tiers(deployment(llama, bare))
     assert cpu.bandwidth_bytes_per_s == 2 * 64 * 10**9  # one way of PCIe 5.0 x16, per GPU
-    assert cpu.capacity_bytes == 2 * 2 * h100.memory_bytes
+    assert cpu.capacity_bytes == 2 * 2 * a100.memory_bytes
     assert (ssd.capacity_bytes, ssd.bandwidth_bytes_per_s) == (2 * 4 * 10**12, 2 * 7 * 10**9)
