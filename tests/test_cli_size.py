@@ -88,13 +88,19 @@ def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: 
     result = run(runner, "size", "llama3.1-70b", "--ctx", ctx, "--format", "json")
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
-    assert list(out) == ["model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "contexts"]
+    assert list(out) == [
+        "model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "eviction", "contexts"
+    ]
+    assert out["eviction"] == {
+        "policy": "none", "lossy": False, "consequence": None, "parameters": {}
+    }
     assert out["kv_bytes_per_token"] == 327_680
     contexts = out["contexts"]
     assert len(contexts) == len(ctx.split(","))
     for context in contexts:
-        assert list(context) == ["context_tokens", "kv_bytes_per_sequence", "kv_bytes_total",
-                                 "groups"]
+        assert list(context) == ["context_tokens", "tokens_held", "kv_bytes_per_sequence",
+                                 "kv_bytes_total", "groups"]
+        assert context["tokens_held"] == context["context_tokens"]
         assert context["kv_bytes_per_sequence"] == 327_680 * context["context_tokens"]
 
 

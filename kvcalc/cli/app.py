@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import errno
+import functools
+import inspect
 import math
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -415,3 +418,30 @@ KvDtypeOption = typer.Option(
     help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
 )
 
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def grouped_options(
+    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
+) -> F:
+    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
+    passed as ``argument``."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != argument]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        for name, (kind, option) in parameters.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        options = group(**{name: kwargs.pop(name) for name in parameters})
+        return command(**{argument: options}, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: kind for name, (kind, _) in parameters.items()},
+    }
+    return wrapper  # type: ignore[return-value]

@@ -25,6 +25,7 @@ from kvcalc.cli.deploy import (
     deployment_options,
     engine_options,
 )
+from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -40,6 +41,7 @@ command_app = command_typer()
 @command_app.command()
 @deployment_options
 @engine_options
+@eviction_options
 def batch(
     model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
     ctx: str = ContextsOption,
@@ -51,10 +53,12 @@ def batch(
     deploy: DeploymentOptions,
     engine: EngineChoice,
     sglang: SGLangFlags,
+    evict: EvictionOptions,
 ) -> None:
     """Sequences that fit at each context (default 8k,32k,128k; SGLang 8k; vLLM the model's
-    maximum): memory budget, KV capacity, max context at batch 1."""
+    maximum; SnapKV --prompt + --gen): memory budget, KV capacity, max context at batch 1."""
     name = engine.checked(deploy, sglang)
+    evict.check_applies(name)
     if name != "vllm" and max_model_len is not None:
         fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
     if deploy.given("kv_memory"):
@@ -64,23 +68,29 @@ def batch(
         if name != "simple":
             fail(f"--engine {name} needs a MODEL")
         deploy.refuse("weights", because="it is one model's weights; name the MODEL")
+        if evict.given():
+            fail(f"{evict.flags()}: an eviction policy is sized for one model; name the MODEL")
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
         return
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
+    spec = load_model(model, None, None, None)
+    if name == "simple":
+        contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXTS))
+        policy, notes = evict.checked(spec, contexts)
+        _simple(deploy.build(spec, gpu_set, name, policy), contexts, notes, fmt)
+        return
+    dep = deploy.build(spec, gpu_set, name)
     if name == "vllm":
         _vllm(dep, ctx, max_model_len, fmt)
         return
     if name == "sglang":
         _sglang(dep, sglang, parse_ctx_list(ctx or DEFAULT_SGLANG_CONTEXT), fmt)
-        return
-    _simple(dep, parse_ctx_list(ctx or DEFAULT_CONTEXTS), fmt)
 
 
-def _simple(dep: Deployment, contexts: list[int], fmt: ReportFormat) -> None:
+def _simple(dep: Deployment, contexts: list[int], notes: list[str], fmt: ReportFormat) -> None:
     from kvcalc.engine.capacity import capacity
     from kvcalc.render.batch import capacity_report
 
-    emit_report(capacity_report(capacity(dep, contexts)), fmt)
+    emit_report(capacity_report(capacity(dep, contexts)), fmt, warnings=notes)
 
 
 def _whole_registry(

@@ -25,6 +25,7 @@ from kvcalc.cli.deploy import (
     deployment_options,
     engine_options,
 )
+from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -37,6 +38,7 @@ command_app = command_typer()
 @command_app.command()
 @deployment_options
 @engine_options
+@eviction_options
 def decode(
     model: str = typer.Argument(..., help="registry name or config.json path"),
     ctx: str = ContextsOption,
@@ -49,21 +51,26 @@ def decode(
     deploy: DeploymentOptions,
     engine: EngineChoice,
     sglang: SGLangFlags,
+    evict: EvictionOptions,
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
-    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache)."""
+    tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
+    an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen)."""
     from kvcalc.engine.decode import MIN_MBU, decode_step_for, mbu_in_range
     from kvcalc.render.decode import decode_report
 
     if not mbu_in_range(mbu):
         fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
     name = engine.checked(deploy, sglang)
+    evict.check_applies(name)
     gpu_set = deploy.resolve_gpus()
-    dep = deploy.build(load_model(model, None, None, None), gpu_set, name)
-    contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
+    spec = load_model(model, None, None, None)
+    contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXT))
+    policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, name, policy)
     max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
     steps = []
-    warnings = []
+    warnings = list(notes)
     reason = None
     for context, fits in zip(contexts, max_batches, strict=True):
         if fits < 1:

@@ -1,6 +1,7 @@
 """The deployment and engine options, declared once for every command that takes them
 (`batch`, `decode`), and their parsing into the engine's
-:class:`~kvcalc.engine.deployment.Deployment`.
+:class:`~kvcalc.engine.deployment.Deployment` (the eviction options, which `size` takes too,
+are in :mod:`kvcalc.cli.eviction`).
 
 A command opts in with :func:`deployment_options`: the options are added to its signature and
 reach it as one :class:`DeploymentOptions` value, so no command repeats the option block and
@@ -9,20 +10,19 @@ no command holds domain logic: defaults and validation live in the engine.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, KvDtypeOption, fail, parse_size
+from kvcalc.cli.app import InputError, KvDtypeOption, fail, grouped_options, parse_size
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
     from kvcalc.engine.deployment import Deployment, DeploymentError
+    from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.sglang import SGLangOptions
     from kvcalc.engine.spec import ModelSpec
@@ -131,14 +131,22 @@ class DeploymentOptions:
             "max_num_batched_tokens", because="SGLang's step is --chunked-prefill-size"
         )
 
-    def build(self, model: ModelSpec, gpus: GpuSet, engine: str = "simple") -> Deployment:
+    def build(
+        self,
+        model: ModelSpec,
+        gpus: GpuSet,
+        engine: str = "simple",
+        eviction: Eviction | None = None,
+    ) -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
-        ``engine`` (``simple``: the budget formula, or ``vllm``)."""
+        ``engine`` (``simple``: the budget formula, or ``vllm``), keeping the tokens
+        ``eviction`` keeps (None: every token)."""
         from kvcalc.engine.deployment import DeploymentError, deployment
+        from kvcalc.engine.eviction import KEEP_ALL
 
         self.check_applies(engine)
 
-        sizes = {
+        sizes: dict[str, Any] = {
             f"{name}_bytes": parse_size(text, option_name(name)) if text else None
             for name, text in (
                 ("overhead", self.overhead),
@@ -160,6 +168,7 @@ class DeploymentOptions:
                 block_size=self.block_size,
                 prefix_shared_tokens=self.prefix_shared,
                 max_num_batched_tokens=self.max_num_batched_tokens,
+                eviction=eviction or KEEP_ALL,
                 **sizes,
             )
         except DeploymentError as exc:
@@ -237,7 +246,7 @@ assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 def deployment_options(command: F) -> F:
     """Add the deployment options to ``command``, which receives them as ``deploy``."""
-    return _grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
+    return grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
 
 
 _OPTIONAL_GPUS = typer.Option(
@@ -248,32 +257,7 @@ _OPTIONAL_GPUS = typer.Option(
 def optional_deployment_options(command: F) -> F:
     """The deployment options with --gpus optional (``deploy.gpus`` is then None)."""
     parameters = {**_PARAMETERS, "gpus": (str | None, _OPTIONAL_GPUS)}
-    return _grouped_options(command, "deploy", DeploymentOptions, parameters)
-
-
-def _grouped_options(
-    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
-) -> F:
-    """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
-    passed as ``argument``."""
-    signature = inspect.signature(command)
-    own = [p for p in signature.parameters.values() if p.name != argument]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-        for name, (kind, option) in parameters.items()
-    ]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        options = group(**{name: kwargs.pop(name) for name in parameters})
-        return command(**{argument: options}, **kwargs)
-
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in own},
-        **{name: kind for name, (kind, _) in parameters.items()},
-    }
-    return wrapper  # type: ignore[return-value]
+    return grouped_options(command, "deploy", DeploymentOptions, parameters)
 
 
 # ------------------------------------------------------------------ SGLang
@@ -473,7 +457,7 @@ assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
-    return _grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
+    return grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
 
 
 # ------------------------------------------------------------------ the engine
@@ -513,4 +497,4 @@ assert set(_ENGINE_PARAMETERS) == {f.name for f in fields(EngineChoice)}
 def engine_options(command: F) -> F:
     """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
     (an :class:`EngineChoice`) and ``sglang``."""
-    return sglang_options(_grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
+    return sglang_options(grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))

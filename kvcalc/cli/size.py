@@ -18,13 +18,14 @@ from kvcalc.cli.app import (
     emit_report,
     fail,
     load_model,
-    parse_ctx_list,
 )
+from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 command_app = command_typer()
 
 
 @command_app.command()
+@eviction_options
 def size(
     model: str = typer.Argument(
         ..., help="registry name (see `kvcalc models`) or config.json path"
@@ -36,20 +37,25 @@ def size(
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
     fmt: ReportFormat = ReportFormatOption,
+    *,
+    evict: EvictionOptions,
 ) -> None:
     """KV-cache bytes per token, per sequence at --ctx (default: the model's maximum context),
-    and for --batch sequences (default 1)."""
+    and for --batch sequences (default 1), keeping what an eviction policy keeps."""
     from kvcalc.engine.kv import kv_size
     from kvcalc.render.size import size_report
     from kvcalc.render.warnings import max_context_warnings
 
     spec = load_model(model, kv_heads, head_dim, layers)
-    if ctx is None:
+
+    def model_maximum() -> list[int]:
         if spec.max_context is None:
             fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
-        contexts = [spec.max_context]
-    else:
-        contexts = parse_ctx_list(ctx)
+        return [spec.max_context]
+
+    contexts = evict.contexts(ctx, model_maximum)
+    policy, notes = evict.checked(spec, contexts)
     cache = cache_format_option(kv_dtype, spec)
-    report = size_report([kv_size(spec, c, cache, batch or 1) for c in contexts], spec.name)
-    emit_report(report, fmt, warnings=max_context_warnings(spec, contexts))
+    sizes = [kv_size(spec, c, cache, batch or 1, policy) for c in contexts]
+    report = size_report(sizes, spec.name)
+    emit_report(report, fmt, warnings=[*max_context_warnings(spec, contexts), *notes])

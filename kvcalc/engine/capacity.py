@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.deployment import check_context
+from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.mixers.base import Mixer
 from kvcalc.engine.spec import ModelSpec
@@ -47,6 +48,7 @@ class Layout:
     cache: CacheFormat
     block_size: int = 16
     prefix_shared_tokens: int = 0
+    eviction: Eviction = KEEP_ALL
 
     @cached_property
     def groups(self) -> tuple[tuple[LayerGroup, ...], ...]:
@@ -89,7 +91,7 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
     for group in layout.groups[stage.index]:
         per_token = group.bytes_per_token
-        held = group.mixer.tokens_held(context_tokens)
+        held = layer_tokens_held(group.mixer, context_tokens, layout.eviction)
         blocks_tokens = -(-held // block) * block
         common = shared_tokens if held == context_tokens and per_token else 0
         unique += ((blocks_tokens - common) * per_token + group.state_bytes) * group.layers
@@ -156,6 +158,8 @@ class ContextCapacity:
     """Sequences of this context that fit on one replica (what one decode step serves)."""
     bytes_per_sequence_per_gpu: int
     """KV bytes one sequence costs on a GPU of the tightest stage (blocks included)."""
+    tokens_held: int
+    """Tokens of the sequence the eviction policy keeps (the context when none evicts)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,7 @@ def layout_of(dep: Deployment) -> Layout:
         cache=dep.cache,
         block_size=dep.block_size,
         prefix_shared_tokens=dep.prefix_shared_tokens,
+        eviction=dep.eviction,
     )
 
 
@@ -210,6 +215,7 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
                 per_replica * dep.replicas,
                 per_replica,
                 sum(stage_bytes_per_sequence(layout, layout.stages[tight], ctx)),
+                dep.eviction.tokens_held(ctx),
             )
         )
     weights = max(dep.weights_per_stage)

@@ -3,7 +3,8 @@ and compute, on a roofline.
 
 Bytes read per step (seed 004): the weights once for the whole batch (MoE: only the experts the
 batch touches, :func:`kvcalc.engine.weights.decode_weight_bytes`) plus every sequence's cache at
-its context (windows capped, fixed states included). Time = bytes / (bandwidth x mbu), with mbu
+its context (windows capped, fixed states included; under an eviction policy, only the tokens it
+keeps are read and attended to). Time = bytes / (bandwidth x mbu), with mbu
 (memory-bandwidth utilisation) 1.0 giving the roofline bound. Compute time = FLOPs / dense peak
 FLOPS. The step takes the longer of the two (TPOT), and is memory- or compute-bound accordingly.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.flops import decode_flops
 from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence
 from kvcalc.engine.spec import ModelSpec
@@ -45,6 +47,8 @@ class DecodeStep:
     kv_bytes_read: int
     """KV bytes one step reads, summed over the tp ranks (replicated heads counted per rank)."""
     flops: int
+    tokens_held: int
+    """Tokens of each sequence the eviction policy keeps (the context when none evicts)."""
     weight_read_seconds: float
     kv_read_seconds: float
     compute_seconds: float | None
@@ -101,6 +105,7 @@ def decode_step(
     flops_per_gpu: int | None,
     mbu: float = 1.0,
     weights_total_bytes: int | None = None,
+    eviction: Eviction = KEEP_ALL,
 ) -> DecodeStep:
     """One decode step of ``batch`` sequences at ``context_tokens`` on one replica.
 
@@ -114,8 +119,9 @@ def decode_step(
         full = weight_bytes(model, precision)
         read_fraction = Fraction(decode_weight_bytes(model, batch, precision, 1), full)
         per_rank_weights = int(weights_total_bytes * read_fraction / tp)
-    per_rank_kv = kv_bytes_per_sequence(model.per_rank(tp), context_tokens, kv_dtype) * batch
-    flops = decode_flops(model, batch, context_tokens).total
+    per_rank = model.per_rank(tp)
+    per_rank_kv = kv_bytes_per_sequence(per_rank, context_tokens, kv_dtype, eviction) * batch
+    flops = decode_flops(model, batch, context_tokens, eviction).total
     rate = bandwidth_per_gpu * mbu
     compute = None if flops_per_gpu is None else flops / (flops_per_gpu * tp)
     return DecodeStep(
@@ -127,6 +133,7 @@ def decode_step(
         weight_bytes_read=per_rank_weights * tp,
         kv_bytes_read=per_rank_kv * tp,
         flops=flops,
+        tokens_held=eviction.tokens_held(context_tokens),
         weight_read_seconds=per_rank_weights / rate,
         kv_read_seconds=per_rank_kv / rate,
         compute_seconds=compute,
@@ -151,4 +158,5 @@ def decode_step_for(
         flops_per_gpu=accelerator.dense_flops_for(compute_dtype(dep.weights)),
         mbu=mbu,
         weights_total_bytes=dep.weights_total_bytes,
+        eviction=dep.eviction,
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.hardware import GpuSet
 from kvcalc.engine.kv import CacheFormat, cache_format
 from kvcalc.engine.overhead import (
@@ -101,6 +102,8 @@ class Deployment:
     """The scheduler's step (vLLM ``--max-num-batched-tokens``): it sizes the activation peak of
     the overhead estimate and, for vLLM, the sliding-window charge."""
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    eviction: Eviction = KEEP_ALL
+    """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
     per_rank: ModelSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -204,6 +207,13 @@ def _check_positive(dep: Deployment) -> None:
             raise DeploymentError((name,), f"must be at least 1, not {getattr(dep, name)}")
     if dep.prefix_shared_tokens < 0:
         raise DeploymentError(("prefix_shared",), "must not be negative")
+    if dep.prefix_shared_tokens and dep.eviction.lossy:
+        # Each sequence evicts its own tokens, so the blocks of a common prefix part ways.
+        raise DeploymentError(
+            ("prefix_shared", *dep.eviction.fields),
+            f"under {dep.eviction.describe()} each sequence evicts its own tokens, so no "
+            "prompt prefix stays shared; give one or the other",
+        )
     for name in ("overhead_bytes", "gpu_memory_bytes", "weights_total_bytes", "kv_memory_bytes"):
         value = getattr(dep, name)
         if value is not None and (value < 0 or (value == 0 and name != "overhead_bytes")):
@@ -303,6 +313,7 @@ def deployment(
     kv_dtype: str | None = None,
     gpu_util: float | Fraction | None = None,
     reserve: float | Fraction | None = None,
+    eviction: Eviction = KEEP_ALL,
     **figures: int | None,
 ) -> Deployment:
     """Build a deployment from names and figures, filling in what a practitioner would assume:
@@ -332,6 +343,7 @@ def deployment(
         cache=cache_format(model, kv),
         gpu_util=None if gpu_util is None else as_fraction(gpu_util),
         reserve=None if reserve is None else as_fraction(reserve),
+        eviction=eviction,
         **given,
     )
 

@@ -8,10 +8,11 @@ Three parts, each for the whole batch:
   Routed experts count top_k per token, whatever the batch. The few elementwise mixer parameters
   (Mamba A and D, Gated DeltaNet A_log and dt_bias, the depthwise convolutions) are counted at
   2 FLOPs each too: one multiply-add per value per token.
-- attention: scores and weighted sum over the tokens each attention layer holds (windows and
-  chunks capped by ``tokens_held``), the layer's ``attention_flops_per_held_token`` per held
-  token (softmax attention 2 x q_heads x (head_dim_k + head_dim_v); MLA in the absorbed form
-  vLLM decodes with, whose up-projections are then in the matmul part);
+- attention: scores and weighted sum over the tokens each attention layer holds (windows,
+  chunks and an eviction policy capped by ``layer_tokens_held``), the layer's
+  ``attention_flops_per_held_token`` per held token (softmax attention 2 x q_heads x
+  (head_dim_k + head_dim_v); MLA in the absorbed form vLLM decodes with, whose up-projections
+  are then in the matmul part);
 - state: the recurrent update of state mixers, the layer's ``state_flops_per_token``, a few
   FLOPs per state element. Exponentials, gating and the discretisation are not counted; the
   convolution is in the matmul part.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
 from kvcalc.engine.kv import layer_groups
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.weights import param_counts
@@ -49,8 +51,11 @@ def matmul_params_per_token(model: ModelSpec) -> int:
     return counts.active - counts.embedding - counts.norms + tied_head
 
 
-def decode_flops(model: ModelSpec, batch: int, context_tokens: int) -> DecodeFlops:
-    """FLOPs of one decode step: ``batch`` sequences, each attending to ``context_tokens``."""
+def decode_flops(
+    model: ModelSpec, batch: int, context_tokens: int, eviction: Eviction = KEEP_ALL
+) -> DecodeFlops:
+    """FLOPs of one decode step: ``batch`` sequences, each attending to the tokens its layers
+    hold of ``context_tokens`` (an eviction policy attends over what it keeps)."""
     if batch < 1 or context_tokens < 1:
         raise ValueError(
             f"batch and context must be at least 1 (got batch={batch}, context={context_tokens})"
@@ -59,7 +64,7 @@ def decode_flops(model: ModelSpec, batch: int, context_tokens: int) -> DecodeFlo
     state = 0
     for i in range(model.num_layers):
         mixer = model.mixer_at(i)
-        held = mixer.tokens_held(context_tokens)
+        held = layer_tokens_held(mixer, context_tokens, eviction)
         attention += mixer.attention_flops_per_held_token() * held
         state += mixer.state_flops_per_token()
     return DecodeFlops(

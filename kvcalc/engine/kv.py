@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, dtype
 
@@ -74,7 +75,7 @@ class GroupKV:
     bytes_per_token: int
     """Bytes one token adds across the group's layers, while no window is full."""
     tokens_held: int
-    """Tokens of the sequence each layer keeps (the context, or a window / chunk)."""
+    """Tokens of the sequence each layer keeps (the context, or a window / chunk / policy)."""
     state_bytes: int
     """Fixed per-sequence state across the group's layers (recurrent + conv), else 0."""
     bytes: int
@@ -90,6 +91,7 @@ class KVSize:
     batch: int
     kv_dtype: str
     groups: tuple[GroupKV, ...]
+    eviction: Eviction = KEEP_ALL
 
     @property
     def bytes_per_token(self) -> int:
@@ -132,9 +134,11 @@ def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | DType) -> int:
     return as_cache_format(fmt).state_bytes(mixer)
 
 
-def layer_bytes_per_sequence(mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType) -> int:
+def layer_bytes_per_sequence(
+    mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType, eviction: Eviction = KEEP_ALL
+) -> int:
     """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
-    held = mixer.tokens_held(context_tokens)
+    held = layer_tokens_held(mixer, context_tokens, eviction)
     return layer_bytes_per_token(mixer, fmt) * held + layer_state_bytes(mixer, fmt)
 
 
@@ -144,16 +148,25 @@ def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | DType) -> int:
 
 
 def kv_bytes_per_sequence(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType
+    model: ModelSpec,
+    context_tokens: int,
+    dtype: CacheFormat | DType,
+    eviction: Eviction = KEEP_ALL,
 ) -> int:
-    """Bytes of cache for one sequence at ``context_tokens``: windows capped, states included."""
+    """Bytes of cache for one sequence at ``context_tokens``: windows (and an eviction policy)
+    capped, states included."""
     return sum(
-        layer_bytes_per_sequence(m, context_tokens, dtype) * n for m, n in layer_groups(model)
+        layer_bytes_per_sequence(m, context_tokens, dtype, eviction) * n
+        for m, n in layer_groups(model)
     )
 
 
 def kv_size(
-    model: ModelSpec, context_tokens: int, dtype: CacheFormat | DType, batch: int = 1
+    model: ModelSpec,
+    context_tokens: int,
+    dtype: CacheFormat | DType,
+    batch: int = 1,
+    eviction: Eviction = KEEP_ALL,
 ) -> KVSize:
     """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
     if context_tokens < 1 or batch < 1:
@@ -165,13 +178,13 @@ def kv_size(
             mixer=mixer,
             layers=n,
             bytes_per_token=layer_bytes_per_token(mixer, fmt) * n,
-            tokens_held=mixer.tokens_held(context_tokens),
+            tokens_held=layer_tokens_held(mixer, context_tokens, eviction),
             state_bytes=layer_state_bytes(mixer, fmt) * n,
-            bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt) * n,
+            bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt, eviction) * n,
         )
         for mixer, n in layer_groups(model)
     )
-    return KVSize(model.id, context_tokens, batch, fmt.name, groups)
+    return KVSize(model.id, context_tokens, batch, fmt.name, groups, eviction)
 
 
 def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:

@@ -702,6 +702,11 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
 
 def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
     """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
+    if dep.eviction.lossy:
+        raise SGLangConfigError(
+            f"{dep.eviction.describe()}: SGLang keeps every token of a request (it does not "
+            "evict); size an evicting cache with the budget formula (--engine simple)"
+        )
     cells = rank_cells(dep, opts)
     memory = resolve_memory(dep, opts)
     context_length = opts.context_length or dep.model.max_context

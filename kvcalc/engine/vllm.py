@@ -703,6 +703,11 @@ def profile_kv_memory(
 def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
     """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
     profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
+    if dep.eviction.lossy:
+        raise VLLMConfigError(
+            f"{dep.eviction.describe()}: vLLM keeps every token of a request (it does not "
+            "evict); size an evicting cache with the budget formula (--engine simple)"
+        )
     return vllm_kv_cache(
         dep.model,
         dep.kv_budget_per_stage,

@@ -2,7 +2,8 @@
 
 JSON shapes (documented in the README):
 
-- one model: the deployment and its budget at the top, one entry per context under ``contexts``;
+- one model: the deployment, its ``eviction`` policy and its budget at the top, one entry per
+  context under ``contexts`` (with ``tokens_held``, the tokens the policy keeps);
 - the registry: ``gpus``, ``context_tokens`` and one row per model under ``models``;
 - ``--engine vllm``: the set-up at the top, one entry per request length under ``results``.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
@@ -50,6 +52,7 @@ def capacity_payload(cap: Capacity) -> dict[str, Any]:
     dep = cap.deployment
     return {
         **deployment_payload(dep),
+        "eviction": eviction_payload(dep.eviction),
         "gpu_memory_bytes": dep.memory_bytes_per_gpu,
         "usable_bytes_per_gpu": dep.usable_bytes_per_gpu,
         "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
@@ -63,6 +66,7 @@ def capacity_payload(cap: Capacity) -> dict[str, Any]:
         "contexts": [
             {
                 "context_tokens": c.context_tokens,
+                "tokens_held": c.tokens_held,
                 "max_batch": c.max_batch,
                 "kv_bytes_per_sequence_per_gpu": c.bytes_per_sequence_per_gpu,
             }
@@ -74,8 +78,9 @@ def capacity_payload(cap: Capacity) -> dict[str, Any]:
 def capacity_lines(cap: Capacity) -> list[str]:
     dep = cap.deployment
     dp = f", {dep.replicas} replicas" if dep.replicas > 1 else ""
+    capped_by = "eviction caps" if dep.eviction.lossy else "windows and states cap"
     ctx1 = (
-        "unbounded (windows and states cap the cache)"
+        f"unbounded ({capped_by} the cache)"
         if cap.max_context_at_batch_1 is None
         else f"{cap.max_context_at_batch_1:,} tokens"
     )
@@ -83,7 +88,7 @@ def capacity_lines(cap: Capacity) -> list[str]:
     return [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
         f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
-        f"blocks of {dep.block_size} tokens",
+        f"blocks of {dep.block_size} tokens{eviction_title(dep.eviction)}",
         f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
         f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
         f"weights per GPU:    {exact_and_units(cap.weights_bytes_per_gpu)}",
@@ -107,7 +112,9 @@ def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
+        "eviction": dep.eviction.policy,
         "context_tokens": c.context_tokens,
+        "tokens_held": c.tokens_held,
         "max_batch": c.max_batch,
         "kv_bytes_per_sequence_per_gpu": c.bytes_per_sequence_per_gpu,
         "fits": c.max_batch > 0,
@@ -127,13 +134,18 @@ def bar(records: list[dict[str, Any]]) -> Column:
 
 def capacity_report(cap: Capacity) -> Report:
     records = [capacity_record(cap, i) for i in range(len(cap.contexts))]
+    evicting = cap.deployment.eviction.lossy
     columns = [
         number("context", "context_tokens"),
+        *([number("tokens held", "tokens_held")] if evicting else []),
         Column("KV/sequence per GPU", lambda r: format_binary(r["kv_bytes_per_sequence_per_gpu"])),
         number("max sequences", "max_batch"),
         bar(records),
     ]
-    notes = [] if cap.fits else [f"does not fit: {cap.reason}"]
+    notes = [
+        *eviction_notes(cap.deployment.eviction),
+        *([] if cap.fits else [f"does not fit: {cap.reason}"]),
+    ]
     contexts = [c.context_tokens for c in cap.contexts]
     return Report(
         payload=capacity_payload(cap),

@@ -1,7 +1,8 @@
 """The report of `kvcalc decode`: one decode step per context.
 
-JSON: one object whatever the number of contexts; the deployment at the top, ``fits`` and
-``reason`` (why nothing fits), and one entry per context that fits under ``steps``.
+JSON: one object whatever the number of contexts; the deployment and its ``eviction`` policy at the
+top, ``fits`` and ``reason`` (why nothing fits), and one entry per context that fits under
+``steps`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 #: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
 STEP_FIELDS = (
     "context_tokens",
+    "tokens_held",
     "batch",
     "weight_bytes_read",
     "kv_bytes_read",
@@ -49,6 +52,7 @@ def decode_payload(
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "mbu": mbu,
+        "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
         "steps": [step_payload(s) for s in steps],
@@ -61,6 +65,7 @@ def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
         f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}{sized}"
+        f"{eviction_title(dep.eviction)}"
     )
 
 
@@ -88,6 +93,11 @@ COLUMNS = [
 ]
 
 
+def reads(evicting: bool) -> list[Column]:
+    held = [number("tokens held", "tokens_held")] if evicting else []
+    return [*READS[:1], *held, *READS[1:]]
+
+
 READS = [
     number("context", "context_tokens"),
     number("batch", "batch"),
@@ -113,6 +123,7 @@ def decode_report(
     setup = {
         k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")
     }
+    setup["eviction"] = dep.eviction.policy
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
     diagnostics = [f"does not fit: {reason}"] if reason else []
     contexts = [s.context_tokens for s in steps]
@@ -122,8 +133,17 @@ def decode_report(
     ]
     sections = (
         [
-            Section(decode_title(dep, mbu, engine), COLUMNS, records),
-            Section("what one step reads and computes (all GPUs of a replica)", READS, records),
+            Section(
+                decode_title(dep, mbu, engine),
+                COLUMNS,
+                records,
+                notes=eviction_notes(dep.eviction),
+            ),
+            Section(
+                "what one step reads and computes (all GPUs of a replica)",
+                reads(dep.eviction.lossy),
+                records,
+            ),
         ]
         if records
         else []

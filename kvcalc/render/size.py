@@ -1,7 +1,8 @@
 """The report of `kvcalc size`: KV bytes per token, per sequence and per batch, by layer group.
 
 JSON: one object whatever the number of contexts; what does not depend on the context (model,
-dtype, batch, bytes per token) at the top, and one entry per context under ``contexts``.
+dtype, batch, bytes per token, the ``eviction`` policy) at the top, and one entry per context under
+``contexts`` (with ``tokens_held``, the tokens the policy keeps).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from kvcalc.engine.kv import GroupKV, KVSize
 from kvcalc.engine.units import GiB
+from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import both_units, format_binary
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
@@ -28,6 +30,7 @@ def group_payload(group: GroupKV) -> dict[str, Any]:
 def context_payload(size: KVSize) -> dict[str, Any]:
     return {
         "context_tokens": size.context_tokens,
+        "tokens_held": size.eviction.tokens_held(size.context_tokens),
         "kv_bytes_per_sequence": size.bytes_per_sequence,
         "kv_bytes_total": size.bytes_total,
         "groups": [group_payload(g) for g in size.groups],
@@ -43,6 +46,7 @@ def size_payload(sizes: list[KVSize], name: str) -> dict[str, Any]:
         "kv_dtype": first.kv_dtype,
         "batch": first.batch,
         "kv_bytes_per_token": first.bytes_per_token,
+        "eviction": eviction_payload(first.eviction),
         "contexts": [context_payload(s) for s in sizes],
     }
 
@@ -54,6 +58,7 @@ def group_record(size: KVSize, group: GroupKV) -> dict[str, Any]:
         "kv_dtype": size.kv_dtype,
         "batch": size.batch,
         "context_tokens": size.context_tokens,
+        "eviction": size.eviction.policy,
         "kind": group.kind,
         "detail": group.mixer.detail(),
         **{k: v for k, v in group_payload(group).items() if k != "kind"},
@@ -97,13 +102,16 @@ def size_summary(size: KVSize) -> list[str]:
         lines.append(
             f"batch of {size.batch:,}: {size.bytes_total:,} B = {both_units(size.bytes_total)}"
         )
-    return lines
+    if size.eviction.lossy:
+        held = size.eviction.tokens_held(size.context_tokens)
+        lines.append(f"tokens held:  {held:,} of {size.context_tokens:,}")
+    return [*lines, *eviction_notes(size.eviction)]
 
 
 def size_section(size: KVSize, name: str, records: list[dict[str, Any]]) -> Section:
     title = (
         f"{name} ({size.model_id}): KV cache at {size.context_tokens:,} tokens, "
-        f"batch {size.batch:,}, {size.kv_dtype}"
+        f"batch {size.batch:,}, {size.kv_dtype}{eviction_title(size.eviction)}"
     )
     with_state = any(g.state_bytes for g in size.groups)
     totals = [total_record(size)] if len(size.groups) > 1 else []
