@@ -129,19 +129,17 @@ def test_seed_000_combination_llama3_70b_at_1m_in_int8_holds_160_gib(runner: Cli
 
 
 def test_a_20_gib_cache_fits_one_gpu_with_the_weights_at_these_dtypes(runner: CliRunner) -> None:
-    # Seed 000's "1M+ tokens feasible on single GPU": Llama-3-70B with a 128K window in int8 holds
-    # 128K tokens of 160 KiB, 20 GiB, as one 128K-token sequence does. `batch` answers which GPU
-    # holds weights (131.42 GiB in bf16, 67.67 GiB in fp8, 35.79 GiB in int4) plus that cache.
+    # Seed 000's "1M+ tokens feasible on single GPU": Llama-3-70B at 1M tokens with a 128K window
+    # in int8 holds 20 GiB. `batch` answers which GPU holds the weights (131.42 GiB in bf16,
+    # 67.67 GiB in fp8, 35.79 GiB in int4) plus that cache.
     def fits(gpu: str, weights: str) -> int:
-        result = runner.invoke(app, ["batch", "llama3-70b", "--gpus", gpu, "--ctx", "128k",
-                                     "--kv-dtype", "int8", "--weight-dtype", weights,
-                                     "--format", "json"])
+        result = runner.invoke(app, ["batch", "llama3-70b", "--gpus", gpu, "--ctx", "1m",
+                                     "--kv-dtype", "int8", "--window", "131072",
+                                     "--weight-dtype", weights, "--format", "json"])
         assert result.exit_code in (0, 1), result.stderr  # 1: does not fit
         batch: int = json.loads(result.stdout)["contexts"][0]["max_batch"]
         return batch
 
-    assert rows(runner, "llama3-70b", "--ctx", "128k", "--only", "int8")["int8"][
-        "bytes_per_sequence"] == 20 * GiB
     assert fits("h100", "bf16") == fits("h100", "fp8") == 0
     assert fits("h100", "int4") == 1
     assert fits("h200", "bf16") == 0
@@ -150,10 +148,10 @@ def test_a_20_gib_cache_fits_one_gpu_with_the_weights_at_these_dtypes(runner: Cl
     assert fits("b200", "bf16") >= 1
 
 
-NEEDS_KVFMT_EVICT = pytest.mark.xfail(strict=True, reason="needs branch kvfmt/evict")
+NEEDS_KVFMT = pytest.mark.xfail(strict=True, reason="needs branch kvfmt")
 
 
-@NEEDS_KVFMT_EVICT
+@NEEDS_KVFMT
 def test_int4_with_group_32_fp16_scales_and_zero_points_is_3_2x(runner: CliRunner) -> None:
     # 4 bits + (16-bit scale + 16-bit zero point) / 32 values = 5 bits: 16 / 5 = 3.2x.
     table = rows(runner, "llama3-70b", "--ctx", "128k", "--only", "int4-g32")
@@ -161,7 +159,6 @@ def test_int4_with_group_32_fp16_scales_and_zero_points_is_3_2x(runner: CliRunne
     assert table["int4-g32"]["reduction"] == 3.2
 
 
-@NEEDS_KVFMT_EVICT
 def test_sliding_window_and_streaming_llm_are_bounded(runner: CliRunner) -> None:
     at_128k = rows(runner, "llama3-70b", "--ctx", "128k", "--only", "window,streamingllm")
     at_1m = rows(runner, "llama3-70b", "--ctx", "1m", "--only", "window,streamingllm")
@@ -170,10 +167,68 @@ def test_sliding_window_and_streaming_llm_are_bounded(runner: CliRunner) -> None
         assert at_1m[name]["reduction"] > at_128k[name]["reduction"]
 
 
-@NEEDS_KVFMT_EVICT
 def test_seed_000_combination_with_a_128k_window_holds_20_gib(runner: CliRunner) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "1m", "--only", "int8+window-128k")
     assert table["int8+window-128k"]["bytes_per_sequence"] == 20 * GiB
+
+
+@pytest.mark.parametrize(
+    ("row", "options"),
+    [
+        ("window", ["--window", "4096"]),
+        ("streamingllm", ["--sinks", "4", "--recent", "4096"]),
+        ("h2o", ["--h2o-budget", "4096"]),
+        ("keep-half", ["--keep-ratio", "0.5"]),
+        ("fp8+window", ["--kv-dtype", "fp8", "--window", "4096"]),
+    ],
+)
+def test_eviction_rows_are_what_size_reports_with_their_options(
+    runner: CliRunner, row: str, options: list[str]
+) -> None:
+    for model in ("llama3-70b", "gemma3-27b"):
+        size = run_json(runner, "size", model, "--ctx", "128k", *options)
+        table = rows(runner, model, "--ctx", "128k", "--only", row)
+        assert table[row]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+        assert table[row]["category"] == "lossy"
+
+
+def test_snapkv_row_compresses_the_prompt(runner: CliRunner) -> None:
+    args = ("llama3.1-8b", "--ctx", "36k", "--prompt", "32k", "--gen", "4k")
+    size = run_json(runner, "size", "llama3.1-8b", "--snapkv-budget", "4096",
+                    "--prompt", "32k", "--gen", "4k")
+    table = rows(runner, *args, "--only", "snapkv")
+    # 4,096 prompt tokens kept and the 4,096 generated ones.
+    assert table["snapkv"]["bytes_per_sequence"] == 8192 * LLAMA31_8B_BYTES_PER_TOKEN
+    assert table["snapkv"]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+
+
+def test_a_users_eviction_policy_is_the_baselines(runner: CliRunner) -> None:
+    size = run_json(runner, "size", "llama3-70b", "--ctx", "32k", "--window", "8192")
+    table = rows(runner, "llama3-70b", "--ctx", "32k", "--window", "8192", "--only",
+                 "baseline,fp8,h2o")
+    per_sequence = size["contexts"][0]["kv_bytes_per_sequence"]
+    assert table["baseline"]["bytes_per_sequence"] == per_sequence == 8192 * 327_680
+    assert table["fp8"]["bytes_per_sequence"] == per_sequence // 2
+    # A row of another policy replaces the user's: H2O keeps 4,096 tokens, not the window.
+    assert table["h2o"]["bytes_per_sequence"] == 4096 * 327_680
+
+
+def test_a_policy_that_evicts_nothing_leaves_its_row_out(runner: CliRunner) -> None:
+    (model,) = run_json(runner, "compare", "llama3-70b", "--ctx", "4k")["models"]
+    skipped = {s["technique"]: s["reason"] for s in model["skipped"]}
+    assert "keeps every token of a 4,096-token context" in skipped["window"]
+    assert "window" not in [r["technique"] for r in model["rows"]]
+    # Gemma-3-27B's global layers hold the whole context, so pruning half evicts there.
+    assert "keep-half" in rows(runner, "gemma3-27b", "--ctx", "4k")
+
+
+def test_eviction_rows_on_gpus_fit_what_batch_fits(runner: CliRunner) -> None:
+    args = ("llama3-70b", "--gpus", "8xH100", "--ctx", "128k")
+    table = rows(runner, *args, "--only", "window")
+    batch = run_json(runner, "batch", *args, "--window", "4096")
+    decode = run_json(runner, "decode", *args, "--window", "4096")
+    assert table["window"]["max_sequences"] == batch["contexts"][0]["max_batch"]
+    assert table["window"]["tpot_seconds"] == decode["steps"][0]["tpot_seconds"]
 
 
 # ------------------------------------------------------------------ rows on GPUs = batch, decode
@@ -320,6 +375,9 @@ def test_rows_that_do_not_apply_are_left_out_with_the_reason(runner: CliRunner) 
         (["llama3-70b", "--only", "int3"], "--only: unknown row 'int3'"),
         (["llama3-70b", "--only", ","], "--only: name at least one row"),
         (["llama3-70b", "--only", "no-cache"], "--only no-cache: give --prompt and --gen"),
+        (["llama3-70b", "--only", "snapkv"], "--only snapkv: give --prompt and --gen"),
+        (["llama3-70b", "--window", "2048", "--h2o-budget", "9"], "different eviction policies"),
+        (["llama3-70b", "--ctx", "8k", "--window", "9000"], "keeps every token"),
         (["llama3-70b", "--only", "prefix-shared"], "--only prefix-shared: give --prefix-shared"),
         (["llama3-70b", "llama3-70b"], "given twice"),
         (["llama3-70b", "meta-llama/Meta-Llama-3-70B"], "given twice"),

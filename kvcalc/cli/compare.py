@@ -14,6 +14,7 @@ from kvcalc.cli.app import (
     BatchOption,
     ContextsOption,
     HeadDimOption,
+    InputError,
     KvHeadsOption,
     LayersOption,
     ReportFormat,
@@ -26,10 +27,12 @@ from kvcalc.cli.app import (
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
+from kvcalc.cli.eviction import EvictionOptions, eviction_options
 from kvcalc.cli.techniques import TECHNIQUES, Technique, technique_names
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.render.compare import CompareRow, ModelComparison
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 MODEL_OPTIONS = {"kv_heads": "kv_heads", "head_dim": "head_dim", "layers": "num_layers"}
 #: Options a comparison without --gpus still applies.
 WITHOUT_GPUS = ("kv_dtype", "prefix_shared")
+#: The eviction options that describe the request rather than choose a policy.
+REQUEST = ("prompt", "gen")
 
 command_app = command_typer()
 
@@ -55,15 +60,22 @@ class RowOptions:
     to the group that has the field, so another group (eviction, say) is one more field here."""
 
     deploy: DeploymentOptions
+    evict: EvictionOptions
 
     def overridden(self, overrides: Mapping[str, Any]) -> RowOptions:
         changes: dict[str, dict[str, Any]] = {}
         for key, value in overrides.items():
             group = next(g.name for g in fields(self) if key in _field_names(getattr(self, g.name)))
             changes.setdefault(group, {})[key] = value
-        return replace(
-            self, **{g: replace(getattr(self, g), **kw) for g, kw in changes.items()}
-        )
+        groups = {g: getattr(self, g) for g in changes}
+        if "evict" in groups:  # a row's policy replaces the user's
+            groups["evict"] = without_policy(groups["evict"])
+        return replace(self, **{g: replace(groups[g], **kw) for g, kw in changes.items()})
+
+    def given(self, name: str) -> bool:
+        if name in _field_names(self.deploy):
+            return self.deploy.given(name)
+        return getattr(self.evict, name) is not None
 
     @classmethod
     def names(cls) -> set[str]:
@@ -78,12 +90,26 @@ def _field_names(group: Any) -> set[str]:
     return {f.name for f in fields(group)}
 
 
+def without_policy(evict: EvictionOptions) -> EvictionOptions:
+    """The eviction options with no policy chosen: the request (--prompt, --gen) stays."""
+    return replace(evict, **{n: None for n in _field_names(evict) if n not in REQUEST})
+
+
+def row_policy(evict: EvictionOptions) -> Eviction:
+    """The policy of a row's eviction options. Without a SnapKV budget --prompt and --gen only
+    describe the request (for the no-cache row), so they choose no policy."""
+    if evict.snapkv_budget is None:
+        evict = replace(evict, **dict.fromkeys(REQUEST))
+    return evict.policy()
+
+
 class Skip(Exception):
     """A row that does not apply to a model (the reason is shown under its table)."""
 
 
 @command_app.command()
 @optional_deployment_options
+@eviction_options
 def compare(
     models: list[str] = ModelsArgument,
     ctx: str = ContextsOption,
@@ -91,36 +117,36 @@ def compare(
     only: str = typer.Option(
         None, "--only", help=f"rows to show, comma-separated: {', '.join(technique_names())}"
     ),
-    prompt: str = typer.Option(
-        None, "--prompt", help="no-cache row: prompt tokens L, e.g. 1000 or 32k"
-    ),
-    gen: str = typer.Option(None, "--gen", help="no-cache row: generated tokens N, e.g. 1000"),
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,
     layers: int = LayersOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
+    evict: EvictionOptions,
 ) -> None:
     """KV-cache techniques side by side at one --ctx (default: the smallest maximum context of
     the models): bytes per token and per sequence, reduction vs the baseline, and with --gpus
-    the sequences that fit and the decode TPOT. --prompt L --gen N add the no-cache row."""
+    the sequences that fit and the decode TPOT. --prompt L --gen N add the no-cache and SnapKV
+    rows; eviction options apply to every row but those of another policy."""
     from kvcalc.render.compare import NoCache, compare_report
 
     deploy.refuse_without_gpus(keep=WITHOUT_GPUS)
     check_batch(deploy, batch)
-    if (prompt is None) != (gen is None):
-        fail("--prompt and --gen: give both (the no-cache row needs the prompt and the answer)")
+    if (evict.prompt is None) != (evict.gen is None):
+        fail("--prompt and --gen: give both (the request's prompt and answer lengths)")
     no_cache = None
-    if prompt is not None and gen is not None:
-        no_cache = NoCache(one_length(prompt, "--prompt"), one_length(gen, "--gen"))
-    techniques = chosen_techniques(only, deploy, no_cache is not None)
+    if evict.prompt is not None and evict.gen is not None:
+        no_cache = NoCache(one_length(evict.prompt, "--prompt"), one_length(evict.gen, "--gen"))
+    given = RowOptions(deploy, evict)
+    techniques = chosen_techniques(only, given)
     specs = distinct_models(models, kv_heads, head_dim, layers)
-    context = one_context(ctx, specs)
+    if evict.snapkv_budget is not None:  # SnapKV sizes the sequence at --prompt + --gen
+        (context,) = evict.contexts(ctx, lambda: [])
+    else:
+        context = one_context(ctx, specs)
     gpus = deploy.resolve_gpus() if deploy.gpus is not None else None
-    comparisons = [
-        compare_model(spec, techniques, deploy, context, batch, gpus) for spec in specs
-    ]
+    comparisons = [compare_model(spec, techniques, given, context, batch, gpus) for spec in specs]
     emit_report(compare_report(comparisons, context, gpus, batch, no_cache), fmt)
 
 
@@ -136,11 +162,9 @@ def check_batch(deploy: DeploymentOptions, batch: int | None) -> None:
              "sequences; give --gpus or --prefix-shared")
 
 
-def chosen_techniques(
-    only: str | None, deploy: DeploymentOptions, no_cache: bool
-) -> list[Technique]:
-    """The rows of --only (default: every row whose option is given), in the table's order."""
-    available = [t for t in TECHNIQUES if row_available(t, deploy, no_cache)]
+def chosen_techniques(only: str | None, given: RowOptions) -> list[Technique]:
+    """The rows of --only (default: every row whose options are given), in the table's order."""
+    available = [t for t in TECHNIQUES if row_available(t, given)]
     if only is None:
         return available
     names = [n.strip().lower() for n in only.split(",") if n.strip()]
@@ -151,20 +175,18 @@ def chosen_techniques(
             fail(f"--only: unknown row {name!r}; choose from {', '.join(technique_names())}")
     for technique in TECHNIQUES:
         if technique.name in names and technique not in available:
-            fail(f"--only {technique.name}: give {row_needs(technique)} for this row")
+            needs = " and ".join("--" + n.replace("_", "-") for n in row_needs(technique))
+            fail(f"--only {technique.name}: give {needs} for this row")
     return [t for t in TECHNIQUES if t.name in names]
 
 
-def row_available(technique: Technique, deploy: DeploymentOptions, no_cache: bool) -> bool:
-    if not technique.cached:
-        return no_cache
-    return technique.option is None or deploy.given(technique.option)
+def row_needs(technique: Technique) -> list[str]:
+    """The options a row exists only with."""
+    return [*technique.requires, *([technique.option] if technique.option else [])]
 
 
-def row_needs(technique: Technique) -> str:
-    if not technique.cached:
-        return "--prompt and --gen"
-    return "--" + (technique.option or "").replace("_", "-")
+def row_available(technique: Technique, given: RowOptions) -> bool:
+    return all(given.given(name) for name in row_needs(technique))
 
 
 def distinct_models(
@@ -203,7 +225,7 @@ def one_context(ctx: str | None, specs: list[ModelSpec]) -> int:
 def compare_model(
     spec: ModelSpec,
     techniques: list[Technique],
-    deploy: DeploymentOptions,
+    given: RowOptions,
     context: int,
     batch: int | None,
     gpus: GpuSet | None,
@@ -211,9 +233,9 @@ def compare_model(
     """Every chosen row of one model, with the baseline its reductions are relative to."""
     from kvcalc.render.compare import ModelComparison
 
-    base = replace(deploy, prefix_shared=0)
+    base = replace(given, deploy=replace(given.deploy, prefix_shared=0))
     try:
-        baseline = technique_row(TECHNIQUES[0], spec, base, deploy, context, batch, gpus)
+        baseline = technique_row(TECHNIQUES[0], spec, base, given, context, batch, gpus)
     except Skip as exc:
         fail(str(exc))
     rows: list[CompareRow] = []
@@ -223,7 +245,7 @@ def compare_model(
             rows.append(baseline)
             continue
         try:
-            rows.append(technique_row(technique, spec, base, deploy, context, batch, gpus))
+            rows.append(technique_row(technique, spec, base, given, context, batch, gpus))
         except Skip as exc:
             skipped.append((technique.name, str(exc)))
     return ModelComparison(spec, baseline, rows, skipped)
@@ -232,8 +254,8 @@ def compare_model(
 def technique_row(
     technique: Technique,
     spec: ModelSpec,
-    base: DeploymentOptions,
-    given: DeploymentOptions,
+    base: RowOptions,
+    given: RowOptions,
     context: int,
     batch: int | None,
     gpus: GpuSet | None,
@@ -245,24 +267,29 @@ def technique_row(
 
     overrides = dict(technique.overrides)
     if technique.option is not None:
-        overrides[technique.option] = getattr(given, technique.option)
+        overrides[technique.option] = getattr(given.deploy, technique.option)
     what_ifs = {k: v for k, v in overrides.items() if k in MODEL_OPTIONS}
     model = model_with(spec, what_ifs)
-    options = RowOptions(base).overridden(
-        {k: v for k, v in overrides.items() if k not in what_ifs}
-    ).deploy
+    row = base.overridden({k: v for k, v in overrides.items() if k not in what_ifs})
+    options = row.deploy
     named = (technique.name, technique.category, technique.note, technique.cached)
     if not technique.cached:
         return CompareRow(*named, None, 0, 0)
+    policy = evicting_policy(row.evict, model, context)
     if gpus is None:
         cache = cache_format_option(options.kv_dtype, model)  # as `kvcalc size` builds it
         fit = OnGpus(None, batch or 1, None, None)
     else:
-        dep = deployment_of(options, model, gpus)
+        dep = deployment_of(options, model, gpus, policy)
         cache = dep.cache
         fit = on_gpus(dep, context, batch)
     cost = cache_cost(
-        model, cache, context, prefix_shared_tokens=options.prefix_shared, batch=fit.batch or 1
+        model,
+        cache,
+        context,
+        prefix_shared_tokens=options.prefix_shared,
+        batch=fit.batch or 1,
+        eviction=policy,
     )
     return CompareRow(
         *named,
@@ -294,11 +321,28 @@ def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
         raise Skip(str(exc)) from None
 
 
-def deployment_of(options: DeploymentOptions, model: ModelSpec, gpus: GpuSet) -> Deployment:
+def evicting_policy(evict: EvictionOptions, model: ModelSpec, context: int) -> Eviction:
+    """The row's eviction policy; one that cannot be built for the request, or that evicts
+    nothing of this model at the context (it would repeat the baseline), skips the row."""
+    from kvcalc.engine.eviction import no_eviction_reason
+
+    try:
+        policy = row_policy(evict)
+    except InputError as exc:
+        raise Skip(str(exc)) from None
+    reason = no_eviction_reason(model, [context], policy)
+    if reason is not None:
+        raise Skip(reason)
+    return policy
+
+
+def deployment_of(
+    options: DeploymentOptions, model: ModelSpec, gpus: GpuSet, policy: Eviction
+) -> Deployment:
     """The row's deployment, as `batch` and `decode` build it; a layout the row's model cannot
     take (heads tp does not split) skips the row."""
     try:
-        return options.build(model, gpus)
+        return options.build(model, gpus, "simple", policy)
     except LayoutError as exc:
         raise Skip(str(exc)) from None
 

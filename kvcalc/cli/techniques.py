@@ -6,7 +6,12 @@ Adding a technique is one line: a name, its category and its overrides, keyed by
 the command line spells it without dashes (``kv_dtype`` for ``--kv-dtype``, ``kv_heads`` for
 ``--kv-heads``). A row whose ``option`` is set appears only when the user gives that option, and
 takes the user's value (``--prefix-shared 4000`` adds the prefix-sharing row); the other rows
-leave that option at its default so the baseline stays the model as `kvcalc size` sees it.
+leave that option at its default so the baseline stays the model as `kvcalc size` sees it. A row
+that ``requires`` options appears only when they are given (SnapKV and no cache need the
+request's --prompt and --gen). An eviction override replaces the user's eviction policy.
+
+The eviction bounds follow seed 000 (a 4,096-token window; StreamingLLM's 4 sinks and 4,096
+recent tokens; pruning at half) and its long-context example (a 128K window in int8).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ class Technique:
     option: str | None = None
     """The user option this row takes its value from (the row exists only when it is given)."""
     cached: bool = True
-    """False for the row without any cache (it exists only with --prompt and --gen)."""
+    """False for the row without any cache."""
+    requires: tuple[str, ...] = ()
+    """Options that must be given for the row to exist."""
 
 
 TECHNIQUES: tuple[Technique, ...] = (
@@ -46,13 +53,41 @@ TECHNIQUES: tuple[Technique, ...] = (
     Technique(
         "fp8+as-gqa-8", "needs retraining", "8 KV heads in fp8", {"kv_dtype": "fp8", "kv_heads": 8}
     ),
+    Technique("window", "lossy", "only the last 4,096 tokens kept", {"window": 4096}),
+    Technique(
+        "streamingllm", "lossy", "4 attention sinks + the last 4,096", {"sinks": 4, "recent": 4096}
+    ),
+    Technique("h2o", "lossy", "4,096 heavy-hitter and recent tokens", {"h2o_budget": 4096}),
+    Technique(
+        "snapkv",
+        "lossy",
+        "the --prompt compressed to 4,096 tokens",
+        {"snapkv_budget": 4096},
+        requires=("prompt", "gen"),
+    ),
+    Technique("keep-half", "lossy", "token pruning: half of the tokens kept", {"keep_ratio": 0.5}),
+    Technique(
+        "fp8+window", "lossy", "fp8 and the last 4,096 tokens", {"kv_dtype": "fp8", "window": 4096}
+    ),
+    Technique(
+        "int8+window-128k",
+        "lossy",
+        "int8 and the last 131,072 tokens",
+        {"kv_dtype": "int8", "window": 131072},
+    ),
     Technique(
         "prefix-shared",
         "lossless",
         "--prefix-shared tokens stored once for the batch",
         option="prefix_shared",
     ),
-    Technique("no-cache", "lossless", "recompute every token at every step", cached=False),
+    Technique(
+        "no-cache",
+        "lossless",
+        "recompute every token at every step",
+        cached=False,
+        requires=("prompt", "gen"),
+    ),
 )
 
 

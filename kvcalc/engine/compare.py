@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from kvcalc.engine.capacity import Layout, Stage, stage_bytes_per_sequence
+from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.kv import CacheFormat, kv_bytes_per_token
 from kvcalc.engine.spec import ModelSpec
 
@@ -66,10 +67,11 @@ def cache_cost(
     *,
     prefix_shared_tokens: int = 0,
     batch: int = 1,
+    eviction: Eviction = KEEP_ALL,
 ) -> CacheCost:
-    """The cache of one sequence of ``model`` at ``context_tokens``: capacity's per-sequence
-    formula on one stage of every layer with one-token blocks, i.e. the bytes of `kvcalc size`
-    when nothing is shared."""
+    """The cache of one sequence of ``model`` at ``context_tokens``, keeping what ``eviction``
+    keeps: capacity's per-sequence formula on one stage of every layer with one-token blocks,
+    i.e. the bytes of `kvcalc size` when nothing is shared."""
     if batch < 1:
         raise ValueError(f"batch must be at least 1, not {batch}")
     layout = Layout(
@@ -78,6 +80,7 @@ def cache_cost(
         cache=cache,
         block_size=1,
         prefix_shared_tokens=prefix_shared_tokens,
+        eviction=eviction,
     )
     unique, shared = stage_bytes_per_sequence(layout, layout.stages[0], context_tokens)
     return CacheCost(kv_bytes_per_token(model, cache), unique, shared, batch)
