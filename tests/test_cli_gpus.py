@@ -27,6 +27,7 @@ JSON_KEYS = {
     "interconnect_bytes_per_s",
     "pcie_bytes_per_s",
     "tdp_w",
+    "efficiency",
     "status",
     "unverified",
 }
@@ -133,3 +134,16 @@ def test_bad_registry_file_exits_2_when_listing(runner: CliRunner, tmp_path: Pat
     assert result.exit_code == 2
     assert "h200.yaml: invalid YAML" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_json_carries_the_decode_efficiency(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "h100", "b200", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    rows = {row["id"]: row["efficiency"] for row in json.loads(result.stdout)["gpus"]}
+    assert rows["h100-sxm"] == {
+        "bandwidth_fraction": 0.82,
+        "step_overhead_seconds": 0.001,
+        "link_latency_seconds": 1.5e-05,
+        "matmul_fraction": 0.803,
+    }
+    assert set(rows["b200"].values()) == {None}

@@ -44,6 +44,10 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
      "--gen", "4k"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "32k,128k", "--keep-ratio", "0.25"],
+    ["plan", "llama3-70b", "--users", "100", "--ctx", "16k", "--max-tpot", "50ms",
+     "--max-ttft", "2s", "--max-gpus", "16"],
+    ["plan", "qwen3-30b-a3b", "--users", "8", "--gpus", "h100,h200,mi300x", "--price",
+     "h100=2.5,h200=3.1,mi300x=2", "--kv-dtype", "bf16,fp8", "--roofline"],
     ["compare", "llama3-70b", "--ctx", "128k"],
     ["compare", "llama3-70b", "gemma3-27b", "deepseek-v3", "--ctx", "32k", "--gpus", "8xH100",
      "--prompt", "1000", "--gen", "1000", "--prefix-shared", "1024"],
@@ -69,7 +73,8 @@ def test_json_and_yaml_carry_the_same_payload(
     result, report = invoke_report(monkeypatch, args, fmt="json")
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
-    assert isinstance(payload, dict)
+    # An object, or a list of objects for a ranking (`plan`).
+    assert isinstance(payload, dict) or all(isinstance(row, dict) for row in payload)
     assert payload == json.loads(json.dumps(report.document()))
     result, _ = invoke_report(monkeypatch, args, fmt="yaml")
     assert result.exit_code == 0, result.stderr

@@ -57,9 +57,18 @@ BATCH_OPTIONS = {
 }
 DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
 LIST_OPTIONS = {"--registry": ["model_configs", "/nonexistent", "/dev/zero", "."]}
+TIMES = ["50ms", "2s", "0.5s", "800us", "0ms", "50", "1e3ms", "9" * 400 + "ms"]
+PLAN_GPUS = ["h100", "H100,H200", "mi300x,b200", "apple-m4-max,h100", "foo", "h100,,h200", ","]
+PLAN_OPTIONS = {
+    "--users": [*COUNTS, "100", "100000"], "--ctx": CONTEXTS, "--max-tpot": TIMES,
+    "--max-ttft": TIMES, "--gpus": PLAN_GPUS, "--max-gpus": COUNTS,
+    "--weight-dtype": [*DTYPES, "bf16,fp8", "fp8,fp8"], "--kv-dtype": [*DTYPES, "bf16,fp8"],
+    "--engine": ["simple", "vllm", "sglang"], "--mfu": FRACTIONS, "--top": COUNTS,
+    "--price": ["h100=2.5", "h100=2.5,h200=3", "h100=x", "=1", "h100=1e400", "h100"],
+}
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
-    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS,
+    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "plan": PLAN_OPTIONS,
 }
 ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
 FLAGS = ["--check", "--help", "--version"]
@@ -86,6 +95,10 @@ def argvs(draw: st.DrawFn) -> list[str]:
         argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
     if command in ("batch", "decode") and draw(st.integers(0, 9)) > 0:
         argv += ["--gpus", draw(st.one_of(st.sampled_from(GPU_SETS), TEXT))]
+    if command == "plan" and draw(st.integers(0, 9)) > 0:
+        # Mostly a few GPUs: a whole-registry search per example would slow the suite down.
+        argv += ["--users", draw(st.sampled_from(PLAN_OPTIONS["--users"]))]
+        argv += ["--gpus", draw(st.one_of(st.sampled_from(PLAN_GPUS), TEXT))]
     most = 1 if command in ("models", "gpus") else 3
     for option in draw(st.lists(st.sampled_from(sorted(options)), unique=True, max_size=most)):
         argv += [option, draw(st.sampled_from(options[option]))]

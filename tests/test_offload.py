@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.engine.deployment import deployment
-from kvcalc.engine.flops import causal_held_tokens, prefill_flops
+from kvcalc.engine.flops import attended_tokens_in_prefill, prefill_flops
 from kvcalc.engine.offload import Tier, break_even_tokens
 from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.load import resolve_model
@@ -52,9 +52,9 @@ def test_prefill_flops_are_2_params_tokens_plus_causal_attention() -> None:
 
 
 def test_causal_attention_of_a_window_is_capped() -> None:
-    assert causal_held_tokens(4, 4) == 1 + 2 + 3 + 4
-    assert causal_held_tokens(4, 6) == 1 + 2 + 3 + 4 + 4 + 4
-    assert causal_held_tokens(0, 6) == 0  # a recurrent layer holds no tokens
+    assert attended_tokens_in_prefill(4, 4) == 1 + 2 + 3 + 4
+    assert attended_tokens_in_prefill(4, 6) == 1 + 2 + 3 + 4 + 4 + 4
+    assert attended_tokens_in_prefill(0, 6) == 0  # a recurrent layer holds no tokens
 
 
 def test_each_tier_holds_its_capacity_over_the_bytes_per_token_and_sequence(

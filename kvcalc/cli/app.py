@@ -112,6 +112,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "plan": "kvcalc.cli.plan",
     "compare": "kvcalc.cli.compare",
     "offload": "kvcalc.cli.offload",
 }
@@ -417,6 +418,21 @@ KvDtypeOption = typer.Option(
     "--kv-dtype",
     help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
 )
+
+
+#: The prefill efficiency of the TTFT estimate, shared by `decode` and `plan`.
+MfuOption = typer.Option(
+    None,
+    "--mfu",
+    help="share of the dense peak prefill matmuls reach [default: the GPU's measured matmul "
+    "ceiling (stas00 MAMF), else 0.5]",
+    show_default=False,
+)
+
+
+def check_mfu(mfu: float | None) -> None:
+    if mfu is not None and not 0 < mfu <= 1:
+        fail(f"--mfu: {mfu} is not a fraction in (0, 1], e.g. 0.5")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,8 +10,10 @@ import typer
 from kvcalc.cli.app import (
     BatchOption,
     ContextsOption,
+    MfuOption,
     ReportFormat,
     ReportFormatOption,
+    check_mfu,
     command_typer,
     emit_report,
     fail,
@@ -29,6 +31,7 @@ from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.render.decode import TimedStep
 
 DEFAULT_CONTEXT = "8k"
 
@@ -46,6 +49,7 @@ def decode(
     mbu: float = typer.Option(
         1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
     ),
+    mfu: float = MfuOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
     deploy: DeploymentOptions,
@@ -55,12 +59,14 @@ def decode(
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
-    an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen)."""
-    from kvcalc.engine.decode import MIN_MBU, decode_step_for, mbu_in_range
+    an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen); beside the
+    roofline, a realistic TPOT and TTFT estimate term by term."""
+    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
     from kvcalc.render.decode import decode_report
 
     if not mbu_in_range(mbu):
         fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
+    check_mfu(mfu)
     name = engine.checked(deploy, sglang)
     evict.check_applies(name)
     gpu_set = deploy.resolve_gpus()
@@ -83,8 +89,32 @@ def decode(
                 f"warning: --batch {n:,} exceeds the {fits:,} sequences of "
                 f"{context:,} tokens that fit in the KV budget"
             )
-        steps.append(decode_step_for(dep, batch=n, context_tokens=context, mbu=mbu))
+        steps.append(timed_step(dep, n, context, mbu, mfu))
     emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
+
+
+def timed_step(
+    dep: Deployment, batch: int, context: int, mbu: float, mfu: float | None
+) -> TimedStep:
+    """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
+    TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
+    from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.latency import (
+        can_time_communication,
+        prefill_estimate,
+        prompt_tokens_at,
+        tpot_estimate,
+    )
+    from kvcalc.render.decode import TimedStep
+
+    roofline = decode_step_for(dep, batch=batch, context_tokens=context, mbu=mbu)
+    if not can_time_communication(dep):
+        return TimedStep(roofline, None, None)
+    return TimedStep(
+        roofline,
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
+        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
+    )
 
 
 def max_batches_by_engine(

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
-from kvcalc.engine.kv import layer_groups
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.weights import param_counts
 
@@ -74,31 +73,33 @@ def decode_flops(
     )
 
 
-def causal_held_tokens(held_at_prompt: int, prompt_tokens: int) -> int:
-    """Tokens a causal prefill of ``prompt_tokens`` attends to, summed over its positions.
-
-    Every kind holds min(t, W) tokens at position t, W being what it holds at the whole prompt
-    (the prompt itself for full attention, its window or chunk otherwise), so the sum is
-    W(W+1)/2 + (P - W) W: P(P+1)/2 for full attention. A chunked layer counted as a window of
-    its chunk is an upper bound (its first positions of each chunk attend to fewer tokens)."""
+def attended_tokens_in_prefill(held_at_prompt: int, prompt_tokens: int) -> int:
+    """Tokens a causal prefill of ``prompt_tokens`` attends to, summed over its positions:
+    position t attends to min(t, W) tokens, W the tokens the layer holds at the full prompt
+    (the prompt itself for full attention: P(P+1)/2). A chunked layer is counted as a sliding
+    window of its chunk, an upper bound."""
     window = held_at_prompt
     return window * (window + 1) // 2 + (prompt_tokens - window) * window
 
 
 def prefill_flops(model: ModelSpec, prompt_tokens: int) -> DecodeFlops:
-    """FLOPs of prefilling one prompt: ~2 x params x tokens in the matmuls, plus causal attention
-    over the positions before each token and the recurrent state updates of every token."""
+    """FLOPs of prefilling one prompt: every token through the matmuls (2 x weights it is
+    multiplied with), causal attention over the positions before it, and the state updates.
+
+    Attention per attended token is the decode count of each kind. For MLA that is the absorbed
+    form decode runs (scores over the latent), which prefill engines avoid by expanding keys and
+    values first: an upper bound there, about 3x the expanded form's attention FLOPs."""
     if prompt_tokens < 1:
         raise ValueError(f"prompt must be at least 1 token (got {prompt_tokens})")
     attention = 0
     state = 0
-    for mixer, layers in layer_groups(model):
-        attended = causal_held_tokens(mixer.tokens_held(prompt_tokens), prompt_tokens)
-        attention += mixer.attention_flops_per_held_token() * attended * layers
-        state += mixer.state_flops_per_token() * prompt_tokens * layers
+    for i in range(model.num_layers):
+        mixer = model.mixer_at(i)
+        attended = attended_tokens_in_prefill(mixer.tokens_held(prompt_tokens), prompt_tokens)
+        attention += mixer.attention_flops_per_held_token() * attended
+        state += mixer.state_flops_per_token() * prompt_tokens
     return DecodeFlops(
         matmul=2 * matmul_params_per_token(model) * prompt_tokens,
         attention=attention,
         state=state,
     )
-

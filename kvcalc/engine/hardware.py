@@ -52,6 +52,31 @@ def compute_dtype(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Efficiency:
+    """What a real decode step achieves on a GPU family, from published measurements (the
+    registry file's ``efficiency`` block cites them); :mod:`kvcalc.engine.latency` applies it."""
+
+    bandwidth_fraction: float
+    """Share of peak DRAM bandwidth a decode step's reads achieve."""
+    step_overhead_seconds: float
+    """Fixed time per step beyond the reads: kernel launches, sampling, scheduling."""
+    link_latency_seconds: float
+    """Latency of one small all-reduce between the GPUs of a tensor-parallel group."""
+    matmul_fraction: float | None = None
+    """Share of the dense peak a large matmul achieves (the default prefill --mfu)."""
+    measured: bool = True
+    """False for the generic figures used where the registry has none for the part."""
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth_fraction", "matmul_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], not {value}")
+        if self.step_overhead_seconds < 0 or self.link_latency_seconds < 0:
+            raise ValueError("step overhead and link latency must not be negative")
+
+
+@dataclass(frozen=True)
 class Accelerator:
     """One device as software sees it (one GCD of an MI250X, one GPU of a GB200 superchip)."""
 
@@ -67,6 +92,16 @@ class Accelerator:
     smi_memory_bytes: int | None = None
     """The nvidia-smi ``memory.total``, where known: SGLang sizes its default memory share from it
     (``get_nvgpu_memory_capacity``), not from the CUDA total in ``memory_bytes``."""
+    tdp_watts: int | None = None
+    efficiency: Efficiency | None = None
+    """Measured decode efficiency of the part's family; None: none is in the registry."""
+
+    @property
+    def link_bytes_per_s(self) -> int | None:
+        """One direction of the GPU-to-GPU link tensor parallelism uses: the scale-up
+        interconnect (NVLink, Infinity Fabric), else PCIe; None when neither is known."""
+        both_ways = self.interconnect_bytes_per_s or self.pcie_bytes_per_s
+        return None if both_ways is None else both_ways // 2
 
     def __post_init__(self) -> None:
         if self.memory_bytes <= 0:

@@ -177,3 +177,26 @@ def parse_bytes(text: str) -> int:
     if value > 1 << 60:
         raise UnitError(f"invalid size {text!r}: larger than any accelerator (1 EiB)")
     return math.floor(value)
+
+
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(us|µs|ms|s)\s*$", re.IGNORECASE)
+_TIME_SCALE = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a latency target into seconds: ``50ms``, ``2s``, ``0.5s``, ``800us``. The unit is
+    required: a bare 50 could be milliseconds or seconds."""
+    match = _TIME_RE.match(text)
+    if not match:
+        raise UnitError(
+            f"invalid time {_quoted(text)}: give a number with its unit, e.g. 50ms or 2s"
+        )
+    seconds = float(match.group(1)) * _TIME_SCALE[match.group(2).lower()]
+    if not 0 < seconds < math.inf:
+        raise UnitError(f"invalid time {_quoted(text)}: give a number above 0 such as 50ms")
+    return seconds
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for an error line, shortened when it is long (a pasted 400-digit value)."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")

@@ -170,8 +170,10 @@ class ParamCounts:
         return self.active - self.embedding - self.lm_head
 
 
+@lru_cache(maxsize=64)
 def param_counts(model: ModelSpec) -> ParamCounts:
-    """Count the parameters of ``model`` by component."""
+    """Count the parameters of ``model`` by component. Cached: a plan search times hundreds of
+    layouts of one model, and the count depends on the (frozen) model alone."""
     by_role: dict[str, int] = {}
     for tensor in model_tensors(model):
         by_role[tensor.role] = by_role.get(tensor.role, 0) + tensor.params
@@ -353,10 +355,12 @@ def stage_params_by_role(
     return out
 
 
+@lru_cache(maxsize=256)
 def weights_per_gpu(
     model: ModelSpec, precision: DType | WeightPrecision, tp: int = 1, pp: int = 1
 ) -> tuple[StageWeights, ...]:
-    """Weights on one GPU of each pipeline stage, under ``tp``-way tensor parallelism.
+    """Weights on one GPU of each pipeline stage, under ``tp``-way tensor parallelism. Cached:
+    a pure function of frozen values, and a plan search asks it again for every accelerator.
 
     The embedding lives on the first stage, the final norm and LM head on the last. A caller
     sizing a deployment takes the stage with the most bytes (see :func:`max_weight_bytes_per_gpu`).
@@ -412,10 +416,12 @@ def expected_distinct_experts(experts: int, top_k: int, batch: int) -> Fraction:
 _NEGLIGIBLE_BITS = 96
 
 
+@lru_cache(maxsize=256)
 def decode_weight_bytes(
     model: ModelSpec, batch: int, precision: DType | WeightPrecision, tp: int = 1
 ) -> int:
-    """Weight bytes read per decode step of ``batch`` tokens, per GPU of ``tp``-way TP.
+    """Weight bytes read per decode step of ``batch`` tokens, per GPU of ``tp``-way TP (cached,
+    as :func:`weights_per_gpu`).
 
     Every weight is read once per step, except:
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kvcalc.engine.hardware import Accelerator
+from kvcalc.engine.hardware import Accelerator, Efficiency
 from kvcalc.engine.units import GB, TB, GiB, MiB
 
 # Every number of an accelerator file is bounded: whole figures (bytes, MiB, lanes, watts)
@@ -117,6 +117,33 @@ class Pcie(_Strict):
     bidirectional_gb_per_s: PosNumber | None = Field(description="Gen5 x16 = 128, Gen4 x16 = 64")
 
 
+class DecodeEfficiency(_Strict):
+    """What real decode steps achieve on this part (or its family), fitted to or read from the
+    published measurements in ``source``; kvcalc's realistic TPOT/TTFT estimate applies it."""
+
+    bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="share of the peak DRAM bandwidth a decode step's weight and KV reads reach"
+    )
+    step_overhead_ms: Annotated[float, Field(ge=0)] = Field(
+        description="fixed time per decode step beyond the reads (kernel launches, sampling)"
+    )
+    link_latency_us: Annotated[float, Field(ge=0)] = Field(
+        description="latency of one small tensor-parallel all-reduce over the GPU's link"
+    )
+    matmul_fraction: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="measured share of the dense peak a large matmul reaches (prefill)"
+    )
+    source: list[str] = Field(min_length=1)
+
+    def to_engine(self) -> Efficiency:
+        return Efficiency(
+            bandwidth_fraction=self.bandwidth_fraction,
+            step_overhead_seconds=self.step_overhead_ms / 1000,
+            link_latency_seconds=self.link_latency_us / 1_000_000,
+            matmul_fraction=self.matmul_fraction,
+        )
+
+
 Status = Literal["verified", "partial", "unverified"]
 
 _TOP_FIELDS = (
@@ -145,6 +172,7 @@ class GpuFile(_Strict):
     interconnect: Link | None = None
     pcie: Pcie | None = None
     tdp_w: PosInt | None = None
+    efficiency: DecodeEfficiency | None = None
 
     @model_validator(mode="after")
     def _check(self) -> GpuFile:
@@ -183,6 +211,8 @@ class GpuFile(_Strict):
             smi_memory_bytes=self.memory.nvidia_smi_mib * MiB
             if self.memory.nvidia_smi_mib
             else None,
+            tdp_watts=self.tdp_w,
+            efficiency=self.efficiency.to_engine() if self.efficiency else None,
         )
 
 

@@ -2,11 +2,15 @@
 
 JSON: one object whatever the number of contexts; the deployment and its ``eviction`` policy at the
 top, ``fits`` and ``reason`` (why nothing fits), and one entry per context that fits under
-``steps`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy).
+``steps`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy). Each
+step has the roofline (``tpot_seconds``) and the realistic estimate beside it
+(``tpot_estimate_seconds`` and its terms, ``ttft_estimate_seconds`` for a prompt of the context's
+length; null when the GPU's link speed is unknown and the replica spans several GPUs).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
@@ -16,6 +20,7 @@ from kvcalc.render.report import Column, Record, Report, Section, number, text
 if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.latency import PrefillEstimate, TpotEstimate
 
 
 #: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
@@ -36,12 +41,49 @@ STEP_FIELDS = (
 )
 
 
-def step_payload(step: DecodeStep) -> dict[str, Any]:
-    return {key: getattr(step, key) for key in STEP_FIELDS}
+#: The realistic estimate's keys beside the roofline's (TpotEstimate / PrefillEstimate).
+ESTIMATE_FIELDS = (
+    "memory_estimate_seconds",
+    "compute_estimate_seconds",
+    "communication_seconds",
+    "step_overhead_seconds",
+    "tpot_estimate_seconds",
+    "tokens_per_second_estimate",
+    "ttft_estimate_seconds",
+)
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """One context's decode step: the roofline, and the realistic estimates when they can be
+    made (None: the link speed a multi-GPU replica needs is unknown)."""
+
+    roofline: DecodeStep
+    tpot: TpotEstimate | None
+    prefill: PrefillEstimate | None
+
+
+def estimate_payload(tpot: TpotEstimate | None, prefill: PrefillEstimate | None) -> dict[str, Any]:
+    if tpot is None or prefill is None:
+        return dict.fromkeys(ESTIMATE_FIELDS)
+    return {
+        "memory_estimate_seconds": tpot.memory_seconds,
+        "compute_estimate_seconds": tpot.compute_seconds,
+        "communication_seconds": tpot.communication_seconds,
+        "step_overhead_seconds": tpot.overhead_seconds,
+        "tpot_estimate_seconds": tpot.tpot_seconds,
+        "tokens_per_second_estimate": tpot.tokens_per_second,
+        "ttft_estimate_seconds": prefill.ttft_seconds,
+    }
+
+
+def step_payload(timed: TimedStep) -> dict[str, Any]:
+    roofline = {key: getattr(timed.roofline, key) for key in STEP_FIELDS}
+    return {**roofline, **estimate_payload(timed.tpot, timed.prefill)}
 
 
 def decode_payload(
-    dep: Deployment, steps: list[DecodeStep], mbu: float, reason: str | None, engine: str
+    dep: Deployment, steps: list[TimedStep], mbu: float, reason: str | None, engine: str
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
@@ -52,6 +94,7 @@ def decode_payload(
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "mbu": mbu,
+        "efficiency": efficiency_basis(dep),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
@@ -70,6 +113,22 @@ def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
 
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def efficiency_basis(dep: Deployment) -> str:
+    """``measured`` when the registry holds the part's efficiency figures, else ``generic``."""
+    return "measured" if dep.gpus.accelerator.efficiency is not None else "generic"
+
+
+def estimate_title(dep: Deployment) -> str:
+    basis = efficiency_basis(dep)
+    figures = (
+        f"{dep.gpus.accelerator.id}'s measured efficiency"
+        if basis == "measured"
+        else "generic efficiency (no measured figures for this GPU in the registry)"
+    )
+    prompt = "SnapKV's prompt" if dep.eviction.fixed_context else "one prompt of the context"
+    return f"realistic estimate ({figures}); TTFT for {prompt}"
 
 
 def ms(key: str, header: str) -> Column:
@@ -93,6 +152,19 @@ COLUMNS = [
 ]
 
 
+ESTIMATE = [
+    number("context", "context_tokens"),
+    number("batch", "batch"),
+    ms("memory_estimate_seconds", "reads ms"),
+    ms("compute_estimate_seconds", "compute ms"),
+    ms("communication_seconds", "all-reduce ms"),
+    ms("step_overhead_seconds", "overhead ms"),
+    ms("tpot_estimate_seconds", "est. TPOT ms"),
+    number("est. tokens/s", "tokens_per_second_estimate", ",.0f"),
+    ms("ttft_estimate_seconds", "est. TTFT ms"),
+]
+
+
 def reads(evicting: bool) -> list[Column]:
     held = [number("tokens held", "tokens_held")] if evicting else []
     return [*READS[:1], *held, *READS[1:]]
@@ -109,7 +181,7 @@ READS = [
 
 def decode_report(
     dep: Deployment,
-    steps: list[DecodeStep],
+    steps: list[TimedStep],
     mbu: float,
     reason: str | None,
     warnings: list[str],
@@ -126,11 +198,17 @@ def decode_report(
     setup["eviction"] = dep.eviction.policy
     records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
     diagnostics = [f"does not fit: {reason}"] if reason else []
-    contexts = [s.context_tokens for s in steps]
+    contexts = [s.roofline.context_tokens for s in steps]
     warned = [
         *(w.removeprefix("warning: ") for w in warnings),
         *max_context_warnings(dep.model, contexts),
     ]
+    unknown_link = any(s.tpot is None for s in steps)
+    notes = (
+        [f"{dep.gpus.accelerator.id}: no link speed in the registry, so tp x pp > 1 is not timed"]
+        if unknown_link
+        else []
+    )
     sections = (
         [
             Section(
@@ -139,6 +217,7 @@ def decode_report(
                 records,
                 notes=eviction_notes(dep.eviction),
             ),
+            Section(estimate_title(dep), ESTIMATE, records, notes=notes),
             Section(
                 "what one step reads and computes (all GPUs of a replica)",
                 reads(dep.eviction.lossy),
@@ -151,7 +230,7 @@ def decode_report(
     return Report(
         payload=payload,
         records=records,
-        fields=[*setup, "mbu", *STEP_FIELDS],
+        fields=[*setup, "mbu", *STEP_FIELDS, *ESTIMATE_FIELDS],
         sections=sections,
         diagnostics=diagnostics,
         exit_code=0 if reason is None else 1,

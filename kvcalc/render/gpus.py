@@ -1,6 +1,8 @@
 """The report of `kvcalc gpus`: the accelerator registry, one record per device.
 
-JSON: ``{"gpus": [...]}``, one object per accelerator with raw numbers (bytes, bytes/s, FLOP/s).
+JSON: ``{"gpus": [...]}``, one object per accelerator with raw numbers (bytes, bytes/s, FLOP/s),
+and ``efficiency``: the measured decode figures of the realistic estimate (all null where the
+registry has none and the generic figures apply).
 """
 
 from __future__ import annotations
@@ -40,8 +42,21 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
         "interconnect_bytes_per_s": acc.interconnect_bytes_per_s,
         "pcie_bytes_per_s": acc.pcie_bytes_per_s,
         "tdp_w": gpu.tdp_w,
+        "efficiency": efficiency_row(gpu),
         "status": gpu.status,
         "unverified": list(gpu.unverified),
+    }
+
+
+def efficiency_row(gpu: GpuFile) -> dict[str, float | None]:
+    """The registry's decode efficiency in seconds and fractions; the same keys, all null, when
+    there is none (so every CSV row has the same columns)."""
+    eff = gpu.efficiency
+    return {
+        "bandwidth_fraction": eff.bandwidth_fraction if eff else None,
+        "step_overhead_seconds": eff.step_overhead_ms / 1000 if eff else None,
+        "link_latency_seconds": eff.link_latency_us / 1_000_000 if eff else None,
+        "matmul_fraction": eff.matmul_fraction if eff else None,
     }
 
 

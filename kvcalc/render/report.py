@@ -98,7 +98,8 @@ class Section:
 class Report:
     """Everything one command invocation outputs, in every format."""
 
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    """An object, or a list of objects for a command whose answer is a ranking (`plan`)."""
     records: Sequence[Record] = ()
     fields: Sequence[str] = ()
     lines: Sequence[str] = ()
@@ -108,9 +109,10 @@ class Report:
     warnings: Sequence[str] = ()
     """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
 
-    def document(self) -> Mapping[str, Any]:
-        """The JSON/YAML document: the payload, plus ``warnings`` when there are any."""
-        if not self.warnings:
+    def document(self) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        """The JSON/YAML document: the payload, plus ``warnings`` when there are any. A list
+        payload (a ranking) has no key to hold them: its warnings are on stderr only."""
+        if not self.warnings or not isinstance(self.payload, Mapping):
             return self.payload
         return {**self.payload, "warnings": list(self.warnings)}
 

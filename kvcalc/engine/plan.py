@@ -1,0 +1,309 @@
+"""Capacity planning: the fewest GPUs that serve ``users`` sequences of ``context`` tokens within
+latency targets.
+
+The search walks every accelerator given, every weight and KV dtype allowed, and GPU counts in
+ascending order; at each count every tensor/pipeline split whose product divides the count, the
+rest of the count being data-parallel replicas. A layout is kept when the users fit (the same
+budget as `batch`: :func:`kvcalc.engine.capacity.max_batch`, or vLLM's block count) and, with
+the users spread evenly over the replicas, the TPOT of one replica's step and the TTFT of one
+prompt of ``context`` tokens meet the targets (:mod:`kvcalc.engine.latency`). The first count
+that works ends the search for that accelerator and dtype pair: one GPU fewer of that kind did
+not work, so every answer is minimal.
+
+Pruning keeps the whole registry under a second: a split whose weights alone exceed the usable
+memory (:func:`weights_cannot_fit`), or whose memory left after the weights cannot hold the
+users' caches even unsharded and unpaged (:func:`users_cannot_fit`), is skipped before a
+deployment is built; both are lower bounds, so no layout that fits is skipped.
+
+Ranking: GPU count, then the tie-break (``price``: count x price per GPU-hour when prices are
+given, else ``watts``: count x the board power, unknown last), then TPOT.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
+from kvcalc.engine.hardware import Accelerator, GpuSet
+from kvcalc.engine.kv import kv_bytes_per_sequence
+from kvcalc.engine.latency import can_time_communication, tpot_seconds, ttft_seconds
+from kvcalc.engine.spec import ModelSpec
+from kvcalc.engine.weights import weight_bytes
+
+#: Sequences one replica of a deployment runs at once at a context (the engine's rule).
+MaxBatch = Callable[[Deployment, int], int]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    model: ModelSpec
+    users: int
+    context_tokens: int
+    accelerators: Sequence[Accelerator]
+    max_gpus: int
+    weight_dtypes: Sequence[str | None] = (None,)
+    """None: the checkpoint's precision."""
+    kv_dtypes: Sequence[str | None] = (None,)
+    """None: the model's dtype."""
+    max_tpot_seconds: float | None = None
+    max_ttft_seconds: float | None = None
+    roofline: bool = False
+    """Hold the targets to the roofline bound instead of the realistic estimate."""
+    mfu: float | None = None
+    """Prefill efficiency of the TTFT estimate; None: each GPU's measured matmul ceiling."""
+    prices: Mapping[str, float] | None = None
+    """Accelerator id -> price per GPU-hour; the tie-break when given (else watts)."""
+
+    def __post_init__(self) -> None:
+        if self.users < 1:
+            raise ValueError(f"users must be at least 1, not {self.users}")
+        if self.max_gpus < 1:
+            raise ValueError(f"max_gpus must be at least 1, not {self.max_gpus}")
+
+
+@dataclass(frozen=True)
+class PlannedLayout:
+    """One layout the search evaluated, with its answer."""
+
+    deployment: Deployment = field(repr=False)
+    max_batch: int
+    """Sequences of the context that fit across all replicas."""
+    tpot_seconds: float | None = None
+    """Of one replica's step at ``batch_per_replica``; None when the users do not fit."""
+    ttft_seconds: float | None = None
+    """None when the users do not fit or the TPOT already misses its target."""
+    batch_per_replica: int = 0
+
+    @property
+    def accelerator(self) -> Accelerator:
+        return self.deployment.gpus.accelerator
+
+    @property
+    def label(self) -> str:
+        """The GPU set as ``4xH200`` (what ``--gpus`` of the other commands accepts)."""
+        return f"{self.count}x{self.accelerator.id.upper()}"
+
+    @property
+    def count(self) -> int:
+        return self.deployment.gpus.count
+
+    @property
+    def watts(self) -> int | None:
+        tdp = self.accelerator.tdp_watts
+        return None if tdp is None else tdp * self.count
+
+    def price_per_hour(self, prices: Mapping[str, float] | None) -> float | None:
+        if prices is None or self.accelerator.id not in prices:
+            return None
+        return prices[self.accelerator.id] * self.count
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    layouts: tuple[PlannedLayout, ...]
+    """Every layout that meets the targets at its accelerator's smallest count, best first."""
+    closest: PlannedLayout | None
+    """When none meets the targets: the one that comes closest (None when nothing was built)."""
+    evaluated: int
+    weights_fit: bool
+    """Whether any layout searched could hold the weights (else nothing was evaluated)."""
+
+    @property
+    def tie_break(self) -> str:
+        return "price" if self.request.prices else "watts"
+
+
+def splits(count: int, num_layers: int) -> Iterator[tuple[int, int, int]]:
+    """(tp, pp, replicas) with tp x pp x replicas = count: widest tensor parallelism first."""
+    for per_replica in range(count, 0, -1):
+        if count % per_replica:
+            continue
+        for tp in range(per_replica, 0, -1):
+            if per_replica % tp == 0 and per_replica // tp <= num_layers:
+                yield tp, per_replica // tp, count // per_replica
+
+
+def usable_per_gpu(accelerator: Accelerator) -> int:
+    from kvcalc.engine.deployment import DEFAULT_GPU_UTIL, usable_bytes
+
+    return usable_bytes(accelerator.memory_bytes, DEFAULT_GPU_UTIL)
+
+
+def weights_cannot_fit(weights: int, accelerator: Accelerator, per_replica: int) -> bool:
+    """The weights spread evenly over a replica's GPUs exceed one GPU's usable memory."""
+    return weights / per_replica > usable_per_gpu(accelerator)
+
+
+def users_cannot_fit(
+    bounds: tuple[int, int], accelerator: Accelerator, count: int, per_replica: int, users: int
+) -> bool:
+    """The memory of all ``count`` GPUs, less a copy of the weights per replica, is short of
+    ``users`` caches of one sequence each, unsharded (tensor parallelism only adds replicated
+    heads, paging only rounds up). ``bounds``: total weight bytes, one sequence's KV bytes."""
+    weights, per_sequence = bounds
+    replicas = count // per_replica
+    return usable_per_gpu(accelerator) * count - weights * replicas < users * per_sequence
+
+
+def meets(layout: PlannedLayout, request: PlanRequest) -> bool:
+    if layout.tpot_seconds is None or layout.ttft_seconds is None:
+        return False
+    if request.max_tpot_seconds is not None and layout.tpot_seconds > request.max_tpot_seconds:
+        return False
+    return request.max_ttft_seconds is None or layout.ttft_seconds <= request.max_ttft_seconds
+
+
+def shortfall(layout: PlannedLayout, request: PlanRequest) -> float:
+    """How far a layout is from the targets: the largest ratio of time to target (1 = met);
+    layouts where the users do not fit rank after every layout where they do, by users held."""
+    if layout.tpot_seconds is None:
+        return math.inf if layout.max_batch == 0 else 1e9 + request.users / layout.max_batch
+    ratios = [1.0]
+    if request.max_tpot_seconds is not None:
+        ratios.append(layout.tpot_seconds / request.max_tpot_seconds)
+    if request.max_ttft_seconds is not None and layout.ttft_seconds is not None:
+        ratios.append(layout.ttft_seconds / request.max_ttft_seconds)
+    return max(ratios)
+
+
+def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> PlannedLayout:
+    """The users that fit on ``dep`` and, when they all do, its TPOT and (when the TPOT meets
+    its target) its TTFT."""
+    per_replica = max_batch(dep, request.context_tokens)
+    fits = per_replica * dep.replicas
+    if fits < request.users or not can_time_communication(dep):
+        return PlannedLayout(dep, fits)
+    batch = -(-request.users // dep.replicas)
+    context = request.context_tokens
+    tpot = tpot_seconds(
+        dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu
+    )
+    if request.max_tpot_seconds is not None and tpot > request.max_tpot_seconds:
+        return PlannedLayout(dep, fits, tpot, None, batch)  # the prefill need not be timed
+    ttft = ttft_seconds(dep, prompt_tokens=context, roofline=request.roofline, mfu=request.mfu)
+    return PlannedLayout(dep, fits, tpot, ttft, batch)
+
+
+def build(
+    model: ModelSpec, accelerator: Accelerator, count: int, tp: int, pp: int,
+    weight_dtype: str | None, kv_dtype: str | None,
+) -> Deployment | None:
+    try:
+        return deployment(
+            model, GpuSet(accelerator, count), tp=tp, pp=pp,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+        )
+    except DeploymentError as exc:
+        if exc.model_specific:
+            return None  # this model's heads or layers do not split this way
+        raise
+
+
+@dataclass
+class _Search:
+    request: PlanRequest
+    max_batch: MaxBatch
+    found: list[PlannedLayout] = field(default_factory=list)
+    closest: PlannedLayout | None = None
+    evaluated: int = 0
+    weights_fit: bool = False
+
+    def note(self, layout: PlannedLayout) -> None:
+        self.evaluated += 1
+        if self.closest is None or shortfall(layout, self.request) < shortfall(
+            self.closest, self.request
+        ):
+            self.closest = layout
+
+    def smallest_count(
+        self, accelerator: Accelerator, weight_dtype: str | None, kv_dtype: str | None
+    ) -> PlannedLayout | None:
+        """The best layout at the smallest count that meets the targets, or None."""
+        request = self.request
+        model = request.model
+        probe = build(model, accelerator, 1, 1, 1, weight_dtype, kv_dtype)
+        if probe is None:
+            return None
+        bounds = (
+            weight_bytes(model, probe.weights),
+            kv_bytes_per_sequence(model, request.context_tokens, probe.cache),
+        )
+        for count in range(1, request.max_gpus + 1):
+            best: PlannedLayout | None = None
+            for tp, pp, _ in splits(count, model.num_layers):
+                if weights_cannot_fit(bounds[0], accelerator, tp * pp):
+                    continue
+                self.weights_fit = True
+                if users_cannot_fit(bounds, accelerator, count, tp * pp, request.users):
+                    continue
+                dep = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype)
+                if dep is None:
+                    continue
+                layout = evaluate(dep, request, self.max_batch)
+                self.note(layout)
+                if meets(layout, request) and (best is None or _faster(layout, best)):
+                    best = layout
+            if best is not None:
+                return best
+        return None
+
+
+def _faster(a: PlannedLayout, b: PlannedLayout) -> bool:
+    assert a.tpot_seconds is not None and b.tpot_seconds is not None
+    return a.tpot_seconds < b.tpot_seconds
+
+
+def rank_key(layout: PlannedLayout, request: PlanRequest) -> tuple[int, float, float]:
+    """GPU count, then the tie-break (price or watts; unknown last), then TPOT."""
+    if request.prices:
+        cost = layout.price_per_hour(request.prices)
+    else:
+        watts = layout.watts
+        cost = None if watts is None else float(watts)
+    return layout.count, math.inf if cost is None else cost, layout.tpot_seconds or math.inf
+
+
+def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
+    """Every accelerator and dtype pair's smallest layout that meets the targets, ranked."""
+    search = _Search(request, max_batch)
+    for accelerator in request.accelerators:
+        for weight_dtype in request.weight_dtypes:
+            for kv_dtype in request.kv_dtypes:
+                best = search.smallest_count(accelerator, weight_dtype, kv_dtype)
+                if best is not None:
+                    search.found.append(best)
+    ranked = sorted(search.found, key=lambda layout: rank_key(layout, request))
+    return Plan(
+        request=request,
+        layouts=tuple(ranked),
+        closest=None if ranked else search.closest,
+        evaluated=search.evaluated,
+        weights_fit=search.weights_fit,
+    )
+
+
+def budget_max_batch(dep: Deployment, context_tokens: int) -> int:
+    """Sequences one replica holds by the budget formula (what `batch` reports per replica)."""
+    from kvcalc.engine.capacity import layout_of, max_batch
+
+    return max_batch(layout_of(dep), context_tokens)
+
+
+def vllm_max_batch(dep: Deployment, context_tokens: int) -> int:
+    """Whole requests of ``context_tokens`` vLLM's block pool holds at once (its "Maximum
+    concurrency", floored), 0 when the pool is too small or vLLM would refuse the layout."""
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
+
+    try:
+        result = vllm_kv_cache_for(dep, context_tokens)
+    except VLLMConfigError:
+        return 0
+    if isinstance(result, KVCacheTooSmall):
+        return 0
+    return math.floor(result.max_concurrency)
+
+
+MAX_BATCH_RULES: dict[str, MaxBatch] = {"simple": budget_max_batch, "vllm": vllm_max_batch}

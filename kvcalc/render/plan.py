@@ -1,0 +1,126 @@
+"""The report of `kvcalc plan`: the layouts that meet the targets, best first.
+
+JSON: a list of layouts, best first, each with ``gpus`` (``4xH200``), ``gpu`` (registry id),
+``count``, ``tp``, ``pp``, ``replicas``, ``weight_dtype``, ``kv_dtype``, ``max_batch``
+(sequences of the context that fit across the replicas), ``batch_per_replica`` (the users one
+replica serves), ``tpot_seconds`` and ``ttft_seconds`` (the realistic estimate, or the roofline
+with --roofline: ``latency`` says which), ``watts`` (count x board power, null when unknown) and
+``price_per_hour`` (null without --price).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.weights import precision_name
+from kvcalc.render.decode import ms
+from kvcalc.render.report import Column, Record, Report, Section, number, text
+
+if TYPE_CHECKING:
+    from kvcalc.engine.plan import Plan, PlannedLayout
+
+FIELDS = (
+    "gpus",
+    "gpu",
+    "count",
+    "tp",
+    "pp",
+    "replicas",
+    "weight_dtype",
+    "kv_dtype",
+    "max_batch",
+    "batch_per_replica",
+    "tpot_seconds",
+    "ttft_seconds",
+    "latency",
+    "watts",
+    "price_per_hour",
+)
+
+
+def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
+    dep = layout.deployment
+    return {
+        "gpus": layout.label,
+        "gpu": layout.accelerator.id,
+        "count": layout.count,
+        "tp": dep.tp,
+        "pp": dep.pp,
+        "replicas": dep.replicas,
+        "weight_dtype": precision_name(dep.weights),
+        "kv_dtype": dep.kv_dtype.name,
+        "max_batch": layout.max_batch,
+        "batch_per_replica": layout.batch_per_replica,
+        "tpot_seconds": layout.tpot_seconds,
+        "ttft_seconds": layout.ttft_seconds,
+        "latency": "roofline" if result.request.roofline else "estimate",
+        "watts": layout.watts,
+        "price_per_hour": layout.price_per_hour(result.request.prices),
+    }
+
+
+def price(record: Record) -> str:
+    value = record["price_per_hour"]
+    return "" if value is None else f"{value:,.2f}"
+
+
+def columns(result: Plan) -> list[Column]:
+    priced = [Column("$/hour", price)] if result.tie_break == "price" else []
+    return [
+        text("GPUs", "gpus", "name"),
+        number("tp", "tp"),
+        number("pp", "pp"),
+        number("replicas", "replicas"),
+        text("weights", "weight_dtype", "name"),
+        text("KV", "kv_dtype", "name"),
+        number("max batch", "max_batch"),
+        number("batch/replica", "batch_per_replica"),
+        ms("tpot_seconds", "TPOT ms"),
+        ms("ttft_seconds", "TTFT ms"),
+        number("watts", "watts"),
+        *priced,
+    ]
+
+
+def plan_title(result: Plan, engine: str) -> str:
+    request = result.request
+    model = request.model
+    wanted = [f"{request.users:,} users at {request.context_tokens:,} tokens"]
+    if request.max_tpot_seconds is not None:
+        wanted.append(f"TPOT <= {request.max_tpot_seconds * 1000:g} ms")
+    if request.max_ttft_seconds is not None:
+        wanted.append(f"TTFT <= {request.max_ttft_seconds * 1000:g} ms")
+    sized = "" if engine == "simple" else ", cache as vLLM sizes it"
+    return f"{model.name} ({model.id}) plan: {', '.join(wanted)}{sized}"
+
+
+def plan_notes(result: Plan) -> list[str]:
+    basis = (
+        "roofline bound (--roofline)"
+        if result.request.roofline
+        else "realistic estimate (see `kvcalc decode`)"
+    )
+    order = "price per hour" if result.tie_break == "price" else "fewest watts"
+    return [
+        f"times: {basis}; ranked by GPU count, then {order}, then TPOT",
+        f"{len(result.layouts)} accelerator/dtype choices meet the targets; "
+        f"{result.evaluated:,} layouts evaluated",
+    ]
+
+
+def plan_report(result: Plan, top: int, engine: str) -> Report:
+    """A context beyond the model's maximum is warned about on stderr (the convention of every
+    command, :mod:`kvcalc.render.warnings`); the JSON list has no key for it."""
+    from kvcalc.render.warnings import max_context_warnings
+
+    rows = [layout_payload(layout, result) for layout in result.layouts[:top]]
+    request = result.request
+    return Report(
+        warnings=max_context_warnings(request.model, [request.context_tokens]),
+        payload=rows,
+        records=rows,
+        fields=FIELDS,
+        sections=[
+            Section(plan_title(result, engine), columns(result), rows, notes=plan_notes(result))
+        ],
+    )
