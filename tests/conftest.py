@@ -29,6 +29,10 @@ SESSION_UNSET = (
     "KVCALC_DEBUG",
     "XDG_CACHE_HOME",
     "FORCE_COLOR",
+    "HF_HOME",
+    "HF_TOKEN",
+    "HUGGINGFACE_HUB_CACHE",
+    "TRANSFORMERS_OFFLINE",
 )
 
 _session = pytest.MonkeyPatch()
@@ -37,6 +41,10 @@ _session = pytest.MonkeyPatch()
 def pytest_configure(config: pytest.Config) -> None:
     cache = tempfile.mkdtemp(prefix="kvcalc-test-cache-")
     _session.setenv("KVCALC_CACHE_DIR", cache)
+    # Hugging Face repo ids resolve against an empty hub cache inside it, offline: no test reads
+    # the caller's cache or reaches the network unless it sets these itself.
+    _session.setenv("HF_HUB_CACHE", os.path.join(cache, "hf-hub"))
+    _session.setenv("HF_HUB_OFFLINE", "1")
     for name, value in SESSION_ENV.items():
         _session.setenv(name, value)
     for name in SESSION_UNSET:

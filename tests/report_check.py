@@ -21,9 +21,10 @@ from kvcalc.cli.app import app
 from kvcalc.render import formats
 from kvcalc.render.report import Report
 
-#: A figure as people read it: digits with optional thousands separators and decimals. A number
-#: cut or wrapped anywhere ("42,949,67…", "42,949,\n672,960") no longer matches as a whole.
-NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+#: A figure as people read it: digits with optional thousands separators and decimals, not part
+#: of a word (the 27 of "gemma3-27b" is a name, which a text column may fold like any long word).
+#: A number cut or wrapped anywhere ("42,949,67…", "42,949,\n672,960") no longer matches whole.
+NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d+(?:,\d{3})*(?:\.\d+)?(?![A-Za-z0-9_])")
 
 
 def invoke_report(

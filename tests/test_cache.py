@@ -195,14 +195,15 @@ def keep_size_and_mtime(path: Path, old: str, new: str) -> None:
 
 
 def test_the_alias_index_is_keyed_by_content(registry: Path) -> None:
-    from kvcalc.registry.load import UnknownNameError
+    from kvcalc.registry.load import RegistryError
 
     path = registry / "models" / "llama3-70b.yaml"
     assert "meta-llama/Meta-Llama-3-70B" in path.read_text()
     assert resolve_model("meta-llama/Meta-Llama-3-70B").id == "llama3-70b"
     keep_size_and_mtime(path, "meta-llama/Meta-Llama-3-70B", "meta-llama/Meta-Llama-3-71B")
     assert resolve_model("meta-llama/Meta-Llama-3-71B").id == "llama3-70b"
-    with pytest.raises(UnknownNameError):
+    # No longer a registry name, the repo id falls through to the (empty, offline) hub cache.
+    with pytest.raises(RegistryError, match="not a registry name"):
         resolve_model("meta-llama/Meta-Llama-3-70B")
 
 

@@ -19,6 +19,7 @@ from kvcalc.cli.app import ReportFormat, app
 from kvcalc.render.formats import FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
+HF_FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 #: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
 #: several contexts, filtered registry, checks).
 COMMANDS = [
@@ -40,6 +41,8 @@ COMMANDS = [
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    ["import-hf", str(HF_FIXTURES / "gemma3-27b"), "--hf-repo", "google/gemma-3-27b-it"],
+    ["import-hf", str(HF_FIXTURES / "deepseek-v3"), "--hf-repo", "deepseek-ai/DeepSeek-V3"],
     ["size", "gemma3-27b", "--ctx", "8k,128k", "--sinks", "4", "--recent", "1020"],
     ["batch", "jamba-v0.1", "--gpus", "2xH100", "--snapkv-budget", "2048", "--prompt", "128k",
      "--gen", "4k"],
@@ -177,7 +180,8 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
                                      ["batch", "--gpus", "h100"],
                                      ["decode", "llama3-8b", "--gpus", "h100"],
                                      ["compare", "llama3-8b"],
-                                     ["offload", "llama3-8b", "--gpus", "h100"]], ids=ids)
+                                     ["offload", "llama3-8b", "--gpus", "h100"],
+                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
     runner: CliRunner, command: list[str], fmt: str
@@ -203,7 +207,8 @@ def test_bare_kvcalc_prints_the_help(runner: CliRunner) -> None:
     assert result.exit_code == 0
     assert result.stdout == runner.invoke(app, ["--help"]).stdout
     assert result.stdout.startswith("Usage: kvcalc")
-    for command in ("size", "models", "gpus", "batch", "decode", "compare", "offload"):
+    for command in ("size", "models", "gpus", "batch", "decode", "compare", "offload",
+                    "import-hf"):
         assert re.search(rf"^  {command} ", result.stdout, re.MULTILINE)
 
 

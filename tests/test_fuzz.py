@@ -24,6 +24,8 @@ MODELS = [
     "llama4-scout", "minimax-m1", "qwen3-next-80b-a3b", "mistral-7b-v0.1", "llama3.1-405b",
     "meta-llama/Meta-Llama-3-70B", "LLAMA3-70B", "llama3", "model_configs", "README.md",
     "x.json", "/dev/null", "",
+    "Qwen/Qwen2.5-7B-Instruct", "org/m@main", "org/bad--id", "org/m@../x",
+    "tests/fixtures/hf/qwen3-8b",
 ]
 GPU_SETS = [
     "8xH100", "1xh100", "h200", "4xMI300X", "2 x a100-80gb", "8xb200", "2xl4", "0xH100", "x",
@@ -56,6 +58,10 @@ BATCH_OPTIONS = {
     "--swa-full-tokens-ratio": FRACTIONS,
 }
 DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+IMPORT_OPTIONS = {
+    "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
+    "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
+}
 LIST_OPTIONS = {"--registry": ["model_configs", "/nonexistent", "/dev/zero", "."]}
 TIMES = ["50ms", "2s", "0.5s", "800us", "0ms", "50", "1e3ms", "9" * 400 + "ms"]
 PLAN_GPUS = ["h100", "H100,H200", "mi300x,b200", "apple-m4-max,h100", "foo", "h100,,h200", ","]
@@ -69,6 +75,7 @@ PLAN_OPTIONS = {
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
     "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "plan": PLAN_OPTIONS,
+    "import-hf": IMPORT_OPTIONS,
 }
 ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
 FLAGS = ["--check", "--help", "--version"]

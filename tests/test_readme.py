@@ -20,7 +20,15 @@ BLOCK = re.compile(r"```console\n\$ (kvcalc [^\n]*)\n(.*?)```", re.DOTALL)
 
 #: The environment of every example, set for the one run and restored after it (CliRunner's
 #: ``env``; None removes a variable), so neither the caller's shell nor other tests change it.
-EXAMPLE_ENV: dict[str, str | None] = {"NO_COLOR": "1", "COLUMNS": "160", "KVCALC_REGISTRY": None}
+#: Hugging Face repo ids resolve offline from the fixture hub cache (Qwen/Qwen2.5-7B-Instruct).
+EXAMPLE_ENV: dict[str, str | None] = {
+    "NO_COLOR": "1",
+    "COLUMNS": "160",
+    "KVCALC_REGISTRY": None,
+    "HF_HUB_CACHE": str(Path(__file__).parent / "fixtures" / "hub"),
+    "HF_HUB_OFFLINE": "1",
+    "HF_TOKEN": None,
+}
 
 
 def run_example(command: str) -> tuple[str, int]:

@@ -115,6 +115,7 @@ COMMANDS = {
     "plan": "kvcalc.cli.plan",
     "compare": "kvcalc.cli.compare",
     "offload": "kvcalc.cli.offload",
+    "import-hf": "kvcalc.cli.import_hf",
 }
 
 
@@ -373,10 +374,18 @@ def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
         fail(f"--kv-dtype: {exc}")
 
 
+#: What MODEL may be, in the help of every command that takes one.
+MODEL_HELP = (
+    "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
+    "or config.json path"
+)
+
+
 def load_model(
     name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
 ) -> ModelSpec:
-    """Resolve MODEL (registry name or config.json path) and apply what-if overrides."""
+    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply what-if
+    overrides."""
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)

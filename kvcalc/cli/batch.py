@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     ContextsOption,
     ReportFormat,
     ReportFormatOption,
@@ -43,7 +44,7 @@ command_app = command_typer()
 @engine_options
 @eviction_options
 def batch(
-    model: str = typer.Argument(None, help="registry name or config.json [default: every model]"),
+    model: str = typer.Argument(None, help=f"{MODEL_HELP} [default: every model]"),
     ctx: str = ContextsOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"

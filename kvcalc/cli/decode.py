@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     BatchOption,
     ContextsOption,
     MfuOption,
@@ -43,7 +44,7 @@ command_app = command_typer()
 @engine_options
 @eviction_options
 def decode(
-    model: str = typer.Argument(..., help="registry name or config.json path"),
+    model: str = typer.Argument(..., help=MODEL_HELP),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
     mbu: float = typer.Option(

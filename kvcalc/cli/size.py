@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     BatchOption,
     ContextsOption,
     HeadDimOption,
@@ -27,9 +28,7 @@ command_app = command_typer()
 @command_app.command()
 @eviction_options
 def size(
-    model: str = typer.Argument(
-        ..., help="registry name (see `kvcalc models`) or config.json path"
-    ),
+    model: str = typer.Argument(..., help=MODEL_HELP),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
     kv_dtype: str = KvDtypeOption,

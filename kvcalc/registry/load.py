@@ -362,18 +362,33 @@ def check_models(root: Path | None = None) -> list[str]:
     return check_entries(require_files(model_paths(root), models_dir(root)), load_model_file)
 
 
+def is_config_path(name: str) -> bool:
+    """Whether MODEL names a config.json (or the folder holding one) rather than a name:
+    anything at the path counts, and is refused by its type if it is not a regular file."""
+    path = Path(name)
+    return name.endswith(".json") or is_dir(path) or exists_at(path)
+
+
 def resolve_model(name: str) -> ModelSpec:
-    """MODEL as the CLI takes it: a registry name, or a path to a config.json (or its folder)."""
+    """MODEL as the CLI takes it: a path to a config.json (or its folder), a registry name, or
+    else a Hugging Face repo id (``org/name[@revision]``). Registry names win over repo ids:
+    a repo the registry lists resolves to its reviewed entry, with no cache or network read."""
     from kvcalc.engine.spec import ModelSpec
 
-    path = Path(name)
-    if name.endswith(".json") or is_dir(path) or exists_at(path):
+    if is_config_path(name):
         from kvcalc.registry.hf import load_hf_config
 
-        return load_hf_config(path)
+        return load_hf_config(name)
     from kvcalc.registry.cache import cached_spec
 
-    path = find_model_path(name)
+    try:
+        path = find_model_path(name)
+    except UnknownNameError:
+        from kvcalc.registry.hub import is_repo_id_like
+
+        if not is_repo_id_like(name):
+            raise
+        return hub_model(name)
     return cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
 
 
@@ -385,6 +400,16 @@ def exists_at(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def hub_model(name: str) -> ModelSpec:
+    """A Hub repo's config.json as a spec, named after the repo (``Qwen/Qwen2.5-7B-Instruct``,
+    id ``qwen2.5-7b-instruct``) rather than its snapshot folder."""
+    from kvcalc.registry.hf import load_hf_config, slug
+    from kvcalc.registry.hub import hub_config
+
+    found = hub_config(name, registry_checked=True)
+    return load_hf_config(found.path, slug(found.repo.name), str(found.repo))
 
 
 def all_model_specs(root: Path | None = None) -> list[ModelSpec]:

@@ -320,7 +320,11 @@ class Architecture(Strict):
 
 # ---------------------------------------------------------------- model file
 
-Verification = Literal["official_verbatim", "official_partial", "derived_copies", "secondary"]
+#: How well a file's values are confirmed, best first. "unreviewed": written by `kvcalc import-hf`
+#: from one config.json and not yet checked against the model card by a person.
+Verification = Literal[
+    "official_verbatim", "official_partial", "derived_copies", "secondary", "unreviewed"
+]
 
 
 class Params(Strict):

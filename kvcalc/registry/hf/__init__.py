@@ -10,15 +10,21 @@ without an adapter is refused, never guessed.
 The architecture an adapter builds is validated by the registry schema (:class:`Architecture`),
 the same checks a registry file passes, and turned into a ModelSpec by the same code.
 
-Imported only when MODEL is a path (``kvcalc.registry.load.resolve_model``): pydantic and the
-family modules cost start-up time a registry name does not need.
+Imported only when MODEL is a path or a Hub repo id (``kvcalc.registry.load.resolve_model``):
+pydantic and the family modules cost start-up time a registry name does not need.
 """
 
 from __future__ import annotations
 
 from kvcalc.registry.hf.base import MAX_LAYERS, moe_layout, shortest_cycle
 from kvcalc.registry.hf.families import ADAPTERS, DEFAULTS, SUPPORTED_MODEL_TYPES, WRAPPERS
-from kvcalc.registry.hf.importer import load_hf_config, read_config_json
+from kvcalc.registry.hf.importer import (
+    ImportedConfig,
+    import_hf_config,
+    load_hf_config,
+    read_config_json,
+    slug,
+)
 
 #: The transformers release whose configuration_*.py files the family defaults were read from.
 TRANSFORMERS_VERSION = "5.24.0"
@@ -26,12 +32,15 @@ TRANSFORMERS_VERSION = "5.24.0"
 __all__ = [
     "ADAPTERS",
     "DEFAULTS",
+    "ImportedConfig",
     "MAX_LAYERS",
     "SUPPORTED_MODEL_TYPES",
     "TRANSFORMERS_VERSION",
     "WRAPPERS",
+    "import_hf_config",
     "load_hf_config",
     "moe_layout",
     "read_config_json",
     "shortest_cycle",
+    "slug",
 ]

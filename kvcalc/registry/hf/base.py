@@ -9,6 +9,7 @@ An adapter turns one validated config into the ``architecture`` mapping of a reg
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,6 +268,17 @@ class Adapter(ABC, Generic[C]):
     model_types: ClassVar[tuple[str, ...]]
     #: The pydantic model holding the family's transformers defaults.
     config_class: ClassVar[type[TextConfig]]
+    #: The registry ``family`` when the model_type does not spell it (see :meth:`family_of`).
+    family: ClassVar[str | None] = None
+
+    @classmethod
+    def family_of(cls, model_type: str) -> str:
+        """The registry family of a config: the adapter's own, else the letters its model_type
+        starts with (qwen3_moe -> qwen, gemma3 -> gemma, kimi_vl -> kimi)."""
+        if cls.family:
+            return cls.family
+        letters = re.match(r"[a-z]+", model_type.lower())
+        return letters.group(0) if letters else model_type.lower()
 
     def __init__(self, config: C, where: Where) -> None:
         self.config = config

@@ -47,6 +47,7 @@ class FalconConfig(AttentionConfig):
 class Falcon(AttentionAdapter[FalconConfig]):
     model_types = ("falcon", "RefinedWebModel", "RefinedWeb")
     config_class = FalconConfig
+    family = "falcon"  # the old RefinedWeb* model_types do not spell it
 
     def kv_heads(self) -> int:
         # modeling_falcon: grouped KV heads with the new decoder, one with multi_query, else MHA.

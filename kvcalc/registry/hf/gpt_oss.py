@@ -34,6 +34,7 @@ class GptOssConfig(WindowConfig):
 
 class GptOss(WindowAdapter[GptOssConfig]):
     model_types = ("gpt_oss",)
+    family = "gpt-oss"
     config_class = GptOssConfig
 
     def default_layer_kinds(self) -> list[str]:

@@ -73,6 +73,7 @@ class GraniteMoeHybridConfig(DecoderConfig):
 
 class GraniteMoeHybrid(DecoderAdapter[GraniteMoeHybridConfig]):
     model_types = ("granitemoehybrid",)
+    family = "granite"
     config_class = GraniteMoeHybridConfig
 
     def mamba_head_dim(self) -> int:

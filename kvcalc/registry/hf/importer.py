@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices
 
@@ -16,6 +17,9 @@ from kvcalc.registry.hf.base import Adapter, HFConfig, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
 from kvcalc.registry.hf.wrappers import WrapperConfig
 from kvcalc.registry.load import RegistryError, exists_at, is_dir, read_text, validate
+
+if TYPE_CHECKING:
+    from kvcalc.registry.schema import Architecture
 
 #: The engine's default KV dtype when a config names none (gpt-oss ships no torch_dtype).
 DEFAULT_DTYPE = "bf16"
@@ -140,19 +144,54 @@ def wrapped_text_type(where: Where, wrapper: WrapperConfig) -> str:
     return stated
 
 
-def _names(path: Path, top: dict[str, Any]) -> tuple[str, str]:
-    """id from the folder name (or the file name when it is not config.json), name from
-    ``_name_or_path`` when it is a Hub repo id ("org/model"), else the same folder name."""
-    stem = path.parent.resolve().name if path.name == "config.json" else path.stem
-    model_id = re.sub(r"[^a-z0-9.\-]+", "-", stem.lower()).strip(".-") or "hf-model"
+def slug(text: str) -> str:
+    """A registry id made of ``text``: lowercase letters, digits, '.' and '-'."""
+    return re.sub(r"[^a-z0-9.\-]+", "-", text.lower()).strip(".-") or "hf-model"
+
+
+def stated_repo(top: dict[str, Any]) -> str | None:
+    """``_name_or_path`` when it is a Hub repo id ("org/model"), else None."""
     repo = top.get("_name_or_path")
     if isinstance(repo, str) and re.fullmatch(r"[\w.\-]+/[\w.\-]+", repo):
-        return model_id, repo
-    return model_id, stem
+        return repo
+    return None
 
 
-def load_hf_config(path: Path | str) -> ModelSpec:
-    """Import a Hugging Face config.json (or a folder holding one) as a ModelSpec."""
+def _names(path: Path, top: dict[str, Any]) -> tuple[str, str]:
+    """id and name: those of the repo for a file in the Hugging Face cache (as a repo id
+    names it), else the id from the folder name (or the file name when it is not config.json)
+    and the name from ``_name_or_path`` when it is a Hub repo id, else the same folder name."""
+    from kvcalc.registry.hub import cache_origin
+
+    origin = cache_origin(path)
+    if origin is not None:
+        return slug(origin.repo.name), origin.repo.repo
+    stem = path.parent.resolve().name if path.name == "config.json" else path.stem
+    return slug(stem), stated_repo(top) or stem
+
+
+@dataclass(frozen=True)
+class ImportedConfig:
+    """A config.json read through its family's adapter: the validated architecture and the
+    model-level facts a registry entry or a spec needs besides it."""
+
+    path: Path
+    family: str
+    architecture: Architecture
+    dtype: str
+    max_context: int
+    model_id: str
+    name: str
+    repo: str | None
+
+    def to_spec(self, model_id: str | None = None, name: str | None = None) -> ModelSpec:
+        return self.architecture.to_spec(
+            model_id or self.model_id, name or self.name, self.dtype, self.max_context
+        )
+
+
+def import_hf_config(path: Path | str) -> ImportedConfig:
+    """Read a Hugging Face config.json (or a folder holding one) through its family adapter."""
     from kvcalc.registry.schema import Architecture
 
     path, top = read_config_json(Path(path))
@@ -173,7 +212,24 @@ def load_hf_config(path: Path | str) -> ModelSpec:
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
     arch = validate(path, adapter.architecture(tied), Architecture)
     model_id, name = _names(path, top)
-    return arch.to_spec(model_id, name, dtype or DEFAULT_DTYPE, max_context(adapter))
+    return ImportedConfig(
+        path=path,
+        family=type(adapter).family_of(top_type),
+        architecture=arch,
+        dtype=dtype or DEFAULT_DTYPE,
+        max_context=max_context(adapter),
+        model_id=model_id,
+        name=name,
+        repo=stated_repo(top),
+    )
+
+
+def load_hf_config(
+    path: Path | str, model_id: str | None = None, name: str | None = None
+) -> ModelSpec:
+    """Import a Hugging Face config.json (or a folder holding one) as a ModelSpec; the id and
+    name default to the folder's (see :func:`_names`)."""
+    return import_hf_config(path).to_spec(model_id, name)
 
 
 def max_context(adapter: Adapter[Any]) -> int:

@@ -65,6 +65,7 @@ class MixtralConfig(MistralConfig):
 
 class Mixtral(Mistral):
     model_types = ("mixtral",)
+    family = "mistral"
     config_class = MixtralConfig
     config: MixtralConfig
 

@@ -1,0 +1,43 @@
+"""`kvcalc import-hf`: a config.json path or a Hub repo id as a registry file for review."""
+
+from __future__ import annotations
+
+import typer
+
+from kvcalc.cli.app import ReportFormat, command_typer, emit_report
+
+command_app = command_typer()
+
+#: YAML by default: the output is a registry file (`> model_configs/models/NAME.yaml`).
+ImportFormatOption = typer.Option(
+    ReportFormat.yaml,
+    "--format",
+    "-f",
+    help="yaml: the registry file; json: the same entry; csv, table, markdown: its fields",
+)
+
+
+@command_app.command(name="import-hf")
+def import_hf(
+    config_or_id: str = typer.Argument(
+        ...,
+        metavar="CONFIG_OR_ID",
+        help="config.json path (or its folder), or Hugging Face repo id org/name[@revision]",
+    ),
+    name: str = typer.Option(
+        None, "--name", help="the entry's id and file name [default: the repo name, lowercased]"
+    ),
+    hf_repo: str = typer.Option(
+        None,
+        "--hf-repo",
+        help="the repo (org/name) of a config.json path that states no _name_or_path",
+    ),
+    fmt: ReportFormat = ImportFormatOption,
+) -> None:
+    """Write a registry entry (verification: unreviewed) for a config.json, to review and
+    commit: kvcalc import-hf ORG/NAME > model_configs/models/NAME.yaml"""
+    from kvcalc.registry.hf.entry import import_entry, registry_clashes
+    from kvcalc.render.import_hf import import_report
+
+    entry = import_entry(config_or_id, name, hf_repo)
+    emit_report(import_report(entry, registry_clashes(entry)), fmt)

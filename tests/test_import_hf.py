@@ -1,0 +1,188 @@
+"""`kvcalc import-hf`: the registry entry it writes loads back to the imported spec, and its
+refusals are one line each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.engine.spec import ModelSpec
+from kvcalc.registry.hf import load_hf_config
+from kvcalc.registry.load import load_model_file, resolve_model
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HF_FIXTURES = sorted(p.name for p in (FIXTURES / "hf").iterdir() if (p / "config.json").is_file())
+HUB_CACHE = FIXTURES / "hub"
+QWEN_INSTRUCT = "Qwen/Qwen2.5-7B-Instruct"
+QWEN_COMMIT = "a09a35458c702b33eeacc393d103063234e8bc28"
+
+
+def import_hf(runner: CliRunner, *args: str) -> Any:
+    return runner.invoke(app, ["import-hf", *args])
+
+
+def write_entry(directory: Path, text: str) -> Path:
+    """Save import-hf's YAML as a registry file, named by its id as the registry requires."""
+    entry = yaml.safe_load(text)
+    path = directory / "models" / f"{entry['id']}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def same_model(spec: ModelSpec, model_id: str, name: str) -> ModelSpec:
+    return replace(spec, id=model_id, name=name)
+
+
+@pytest.fixture()
+def fixture_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HF_HUB_CACHE", str(HUB_CACHE))
+    return HUB_CACHE
+
+
+@pytest.mark.parametrize("folder", HF_FIXTURES)
+def test_written_entry_loads_to_the_imported_spec(
+    runner: CliRunner, tmp_path: Path, folder: str
+) -> None:
+    config = FIXTURES / "hf" / folder
+    result = import_hf(runner, str(config), "--hf-repo", "org/Some-Model", "--name", "imported")
+    assert result.exit_code == 0, result.output
+    path = write_entry(tmp_path, result.stdout)
+    assert path.name == "imported.yaml"
+    loaded = load_model_file(path)
+    assert loaded.verification == "unreviewed"
+    assert loaded.source == [str(config / "config.json")]
+    assert loaded.to_spec() == load_hf_config(config, "imported", "Some-Model")
+    check = runner.invoke(app, ["models", "--check", "--registry", str(tmp_path)])
+    assert check.exit_code == 0, check.output
+
+
+def test_repo_id_entry_is_pinned_to_the_commit(
+    runner: CliRunner, tmp_path: Path, fixture_cache: Path
+) -> None:
+    result = import_hf(runner, QWEN_INSTRUCT)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # the Instruct repo is not a registry name
+    path = write_entry(tmp_path, result.stdout)
+    loaded = load_model_file(path)
+    assert (loaded.id, loaded.name, loaded.hf_repo) == (
+        "qwen2.5-7b-instruct",
+        "Qwen2.5-7B-Instruct",
+        QWEN_INSTRUCT,
+    )
+    assert loaded.source == [
+        f"https://huggingface.co/{QWEN_INSTRUCT}/blob/{QWEN_COMMIT}/config.json"
+    ]
+    assert loaded.family == "qwen"
+    assert loaded.max_context == 32_768
+    hub = resolve_model(QWEN_INSTRUCT)
+    assert loaded.to_spec() == same_model(hub, loaded.id, loaded.name)
+
+
+def test_name_sets_the_id(runner: CliRunner, fixture_cache: Path) -> None:
+    result = import_hf(runner, f"{QWEN_INSTRUCT}@main", "--name", "qwen2.5-7b-it", "-f", "json")
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout)
+    assert entry["id"] == "qwen2.5-7b-it"
+    assert entry["hf_repo"] == QWEN_INSTRUCT
+
+
+def test_json_is_the_yaml_entry(runner: CliRunner, fixture_cache: Path) -> None:
+    as_json = json.loads(import_hf(runner, QWEN_INSTRUCT, "-f", "json").stdout)
+    assert as_json == yaml.safe_load(import_hf(runner, QWEN_INSTRUCT).stdout)
+
+
+def test_the_name_or_path_a_config_states_is_its_repo(runner: CliRunner, tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "hf" / "qwen3-8b" / "config.json").read_text())
+    config = tmp_path / "local" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({**data, "_name_or_path": "someone/Qwen3-8B-Tuned"}))
+    entry = json.loads(import_hf(runner, str(config), "-f", "json").stdout)
+    assert (entry["id"], entry["name"], entry["hf_repo"]) == (
+        "qwen3-8b-tuned",
+        "Qwen3-8B-Tuned",
+        "someone/Qwen3-8B-Tuned",
+    )
+
+
+@pytest.mark.parametrize(
+    ("folder", "family"),
+    [("mixtral-8x7b", "mistral"), ("gpt-oss-20b", "gpt-oss"), ("falcon-7b-rw", "falcon"),
+     ("kimi-k2", "kimi"), ("gemma3-27b", "gemma"), ("qwen3-235b-a22b", "qwen"),
+     ("llama4-scout", "llama"), ("granite-4.0-h-tiny", "granite"),
+     ("deepseek-v3.2-exp", "deepseek")],
+)  # fmt: skip
+def test_family_is_the_registry_s(runner: CliRunner, folder: str, family: str) -> None:
+    config = FIXTURES / "hf" / folder
+    result = import_hf(runner, str(config), "--hf-repo", "org/m", "-f", "json")
+    assert json.loads(result.stdout)["family"] == family
+
+
+def test_a_registry_model_gets_a_warning(runner: CliRunner) -> None:
+    config = FIXTURES / "hf" / "qwen2.5-7b"
+    result = import_hf(runner, str(config), "--hf-repo", "Qwen/Qwen2.5-7B")
+    assert result.exit_code == 0
+    (line,) = result.stderr.splitlines()
+    assert "'qwen2.5-7b' and 'Qwen/Qwen2.5-7B' already name registry model qwen2.5-7b" in line
+
+
+def test_table_lists_every_field(runner: CliRunner, fixture_cache: Path) -> None:
+    result = runner.invoke(app, ["import-hf", QWEN_INSTRUCT, "-f", "table"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    for field in ("hf_repo", "architecture_mixers_full_kv_heads", "max_context"):
+        assert field in result.stdout
+    assert "32,768" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["llama3-70b"], ("neither a config.json path nor a Hugging Face repo id",)),
+        (["org/bad--id"], ("ORG/NAME",)),
+        (["org/uncached"], ("HF_HUB_OFFLINE",)),
+        ([str(FIXTURES / "hf" / "qwen2.5-7b")], ("--hf-repo", "_name_or_path")),
+        ([str(FIXTURES / "hf" / "qwen2.5-7b"), "--hf-repo", "a/b@main"], ("without @revision",)),
+        ([str(FIXTURES / "hf" / "qwen2.5-7b"), "--hf-repo", "a--b/c"], ("--hf-repo", "ORG/NAME")),
+        ([QWEN_INSTRUCT, "--hf-repo", "a/b"], ("--hf-repo: only for a config.json path",)),
+        ([QWEN_INSTRUCT, "--name", "Bad_Name"], ("--name", "lowercase")),
+        ([str(FIXTURES / "hf" / "missing"), "--hf-repo", "a/b"], ("no such file",)),
+    ],
+)
+def test_refusals_are_one_line(
+    runner: CliRunner, fixture_cache: Path, args: list[str], words: tuple[str, ...]
+) -> None:
+    result = import_hf(runner, *args)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert result.stdout == ""
+    for word in words:
+        assert word in line, line
+
+
+def test_a_cached_snapshot_path_is_its_repo_at_its_commit(runner: CliRunner) -> None:
+    config = HUB_CACHE / "models--Qwen--Qwen2.5-7B-Instruct" / "snapshots" / QWEN_COMMIT
+    entry = json.loads(import_hf(runner, str(config), "-f", "json").stdout)
+    assert entry["hf_repo"] == QWEN_INSTRUCT
+    assert entry["source"] == [
+        f"https://huggingface.co/{QWEN_INSTRUCT}/blob/{QWEN_COMMIT}/config.json"
+    ]
+    assert entry["id"] == "qwen2.5-7b-instruct"
+
+
+def test_a_registry_repo_id_is_imported_from_the_hub_not_the_registry(
+    runner: CliRunner, fixture_cache: Path
+) -> None:
+    # import-hf reads the repo's own config.json; the registry entry is not a source.
+    result = import_hf(runner, "meta-llama/Llama-3.3-70B-Instruct")
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "its config.json is not in the Hugging Face cache" in line
+    assert "not a registry name" not in line
