@@ -58,6 +58,14 @@ BATCH_OPTIONS = {
     "--swa-full-tokens-ratio": FRACTIONS,
 }
 DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+RANGES = ["4k..1m", "1..1024m", "4k..1m:5", "1m..4k", "4k..", "..", "4k..4k", "1..10:10",
+          "4k..1m:65", "4k..1m:0", "8k..32k,64k"]
+SWEEP_OPTIONS = {
+    **DEPLOY_OPTIONS, "--ctx": CONTEXTS + RANGES, "--batch": [*COUNTS, "1..256", "1..1000000:3",
+    "256..1", "8,64", "1..", "1..2000000"], "--mbu": FRACTIONS,
+    # Never a writable file: the fuzz must not leave plots behind.
+    "--plot": ["/nonexistent/s.png", "s.pdf", "/dev/null", "", "/", "/proc/s.svg"],
+}
 IMPORT_OPTIONS = {
     "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
     "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
@@ -74,10 +82,13 @@ PLAN_OPTIONS = {
 }
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
-    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "plan": PLAN_OPTIONS,
-    "import-hf": IMPORT_OPTIONS,
+    "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "sweep": SWEEP_OPTIONS,
+    "plan": PLAN_OPTIONS, "import-hf": IMPORT_OPTIONS,
 }
-ALL_OPTIONS = sorted({o for options in COMMANDS.values() for o in options} | {"--format"})
+#: Any option with any value, except --plot, which would write arbitrary text as a file name.
+ALL_OPTIONS = sorted(
+    ({o for options in COMMANDS.values() for o in options} | {"--format"}) - {"--plot"}
+)
 FLAGS = ["--check", "--help", "--version"]
 #: Values from nowhere: the edges that used to lie or crash, and arbitrary text.
 EDGE_VALUES = ["８", "１２８", "٣", "9" * 5000, "9" * 70, "a" * 300, "", " ", "-", "--", "1e400"]
@@ -100,8 +111,10 @@ def argvs(draw: st.DrawFn) -> list[str]:
         argv.append(draw(st.one_of(st.sampled_from(MODELS), TEXT)))
     if command == "gpus" and draw(st.booleans()):
         argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
-    if command in ("batch", "decode") and draw(st.integers(0, 9)) > 0:
+    if command in ("batch", "decode", "sweep") and draw(st.integers(0, 9)) > 0:
         argv += ["--gpus", draw(st.one_of(st.sampled_from(GPU_SETS), TEXT))]
+    if command == "sweep" and draw(st.integers(0, 3)) == 0:  # several models and GPU sets
+        argv += [draw(st.sampled_from(MODELS)), "--gpus", draw(st.sampled_from(GPU_SETS))]
     if command == "plan" and draw(st.integers(0, 9)) > 0:
         # Mostly a few GPUs: a whole-registry search per example would slow the suite down.
         argv += ["--users", draw(st.sampled_from(PLAN_OPTIONS["--users"]))]

@@ -1,7 +1,9 @@
-"""The README's console examples are real: each ```console block starting with `$ kvcalc ...`
-is run and must print exactly what the README shows.
+"""The README cannot drift from the CLI: each ```console block starting with `$ kvcalc ...` is
+run and must print exactly what the README shows, and the command reference between the
+REFERENCE markers is every command's --help (commands enumerated from COMMANDS in
+kvcalc/cli/app.py, so a new command appears after an update with no change here).
 
-Regenerate the blocks after a deliberate change with: python tests/test_readme.py --update
+Regenerate both after a deliberate change with: python tests/test_readme.py --update
 """
 
 from __future__ import annotations
@@ -40,6 +42,36 @@ def run_example(command: str) -> tuple[str, int]:
     return text + "\n", result.exit_code
 
 
+#: The generated reference sits between these lines (the update rewrites what is between them).
+REFERENCE_BEGIN = "<!-- BEGIN command reference (python tests/test_readme.py --update) -->"
+REFERENCE_END = "<!-- END command reference -->"
+REFERENCE = re.compile(re.escape(REFERENCE_BEGIN) + r"\n.*?" + re.escape(REFERENCE_END), re.DOTALL)
+#: --help is wrapped by the option parser at the terminal's width: fixed, so the reference is the
+#: same on every machine (click caps it at 80 and wraps two columns earlier).
+HELP_WIDTH = 80
+
+
+def help_text(args: list[str]) -> str:
+    """``kvcalc ARGS --help`` at a fixed width, without colour, trailing spaces dropped."""
+    from kvcalc.cli.app import app
+
+    env = {**EXAMPLE_ENV, "COLUMNS": str(HELP_WIDTH)}
+    result = CliRunner().invoke(app, [*args, "--help"], env=env, terminal_width=HELP_WIDTH)
+    assert result.exit_code == 0, result.stderr
+    return "\n".join(line.rstrip() for line in result.stdout.splitlines()) + "\n"
+
+
+def reference() -> str:
+    """The marked section: `kvcalc --help`, then each command's --help in COMMANDS order."""
+    from kvcalc.cli.app import COMMANDS
+
+    parts = [REFERENCE_BEGIN, ""]
+    for args in [[], *([name] for name in COMMANDS)]:
+        command = " ".join(["kvcalc", *args, "--help"])
+        parts += [f"### `{command}`", "", "```text", help_text(args).rstrip("\n"), "```", ""]
+    return "\n".join([*parts, REFERENCE_END])
+
+
 def examples() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in BLOCK.finditer(README.read_text())]
 
@@ -54,6 +86,38 @@ def test_readme_example_output(command: str, expected: str) -> None:
     assert output == expected, f"README block for `{command}` is stale; run --update"
 
 
+def test_readme_reference_is_every_commands_help() -> None:
+    found = REFERENCE.findall(README.read_text())
+    assert len(found) == 1, "README needs one REFERENCE_BEGIN ... REFERENCE_END section"
+    assert found[0] == reference(), "README command reference is stale; run --update"
+
+
+def test_reference_lists_every_command() -> None:
+    from kvcalc.cli.app import COMMANDS
+
+    headings = re.findall(r"^### `kvcalc (\w[\w-]*) --help`$", reference(), re.MULTILINE)
+    assert headings == list(COMMANDS)
+
+
+def test_help_width_is_the_generators_whatever_the_terminal() -> None:
+    from kvcalc.cli.app import app
+
+    # terminal_width reaches the subcommand's context: a narrow COLUMNS does not re-wrap it.
+    env = {**EXAMPLE_ENV, "COLUMNS": "40"}
+    narrow = CliRunner().invoke(app, ["sweep", "--help"], env=env, terminal_width=HELP_WIDTH)
+    text = "\n".join(line.rstrip() for line in narrow.stdout.splitlines()) + "\n"
+    assert text == help_text(["sweep"])
+    assert max(map(len, text.splitlines())) <= HELP_WIDTH
+
+
+def test_readme_documents_shell_completion() -> None:
+    section = README.read_text().split("## Shell completion", 1)[1].split("\n## ", 1)[0]
+    root_help = help_text([])
+    for option in ("--install-completion", "--show-completion"):
+        assert f"kvcalc {option}" in section
+        assert option in root_help
+
+
 def update() -> None:
     text = README.read_text()
 
@@ -61,7 +125,10 @@ def update() -> None:
         output, _ = run_example(match.group(1))
         return f"```console\n$ {match.group(1)}\n{output}```"
 
-    README.write_text(BLOCK.sub(replace, text))
+    text = BLOCK.sub(replace, text)
+    if not REFERENCE.search(text):
+        raise SystemExit(f"README.md has no {REFERENCE_BEGIN!r} ... {REFERENCE_END!r} section")
+    README.write_text(REFERENCE.sub(lambda _: reference(), text))
 
 
 if __name__ == "__main__" and "--update" in sys.argv:

@@ -112,6 +112,7 @@ COMMANDS = {
     "gpus": "kvcalc.cli.gpus",
     "batch": "kvcalc.cli.batch",
     "decode": "kvcalc.cli.decode",
+    "sweep": "kvcalc.cli.sweep",
     "plan": "kvcalc.cli.plan",
     "compare": "kvcalc.cli.compare",
     "offload": "kvcalc.cli.offload",
@@ -154,6 +155,10 @@ class KvcalcGroup(TyperGroup):
         from kvcalc.registry.load import RegistryError
 
         kwargs["standalone_mode"] = False
+        if os.environ.get(COMPLETE_VAR):  # the shell asks for completions (see _show_completion)
+            from typer.completion import completion_init
+
+            completion_init()
         try:
             try:
                 rv = super().main(*args, **kwargs)
@@ -198,7 +203,7 @@ class KvcalcGroup(TyperGroup):
 app = typer.Typer(
     cls=KvcalcGroup,
     name="kvcalc",
-    add_completion=False,
+    add_completion=False,  # kvcalc's own --install-completion/--show-completion: see below
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -217,11 +222,71 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
+#: The variable a shell's completion script sets when it asks kvcalc for completions.
+COMPLETE_VAR = "_KVCALC_COMPLETE"
+#: The shells typer writes completion scripts for.
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def completion_shell(option: str) -> str:
+    """The shell running kvcalc, as shellingham (typer's dependency) detects it."""
+    import shellingham  # type: ignore[import-untyped]  # typer's dependency, without stubs
+
+    try:
+        name = str(shellingham.detect_shell()[0])
+    except shellingham.ShellDetectionFailure:
+        name = "none"
+    if name not in SHELLS:
+        fail(
+            f"{option}: cannot tell which shell runs kvcalc (found {name}); "
+            f"run it from {', '.join(SHELLS[:-2])} or PowerShell"
+        )
+    return name
+
+
+# typer's own completion options (add_completion=True) print "Shell sh is not supported." to
+# stdout and exit 1; these are the same scripts and installers with kvcalc's error handling.
+def _show_completion(value: bool) -> None:
+    if value:
+        from typer.completion import get_completion_script
+
+        shell = completion_shell("--show-completion")
+        script = get_completion_script(prog_name="kvcalc", complete_var=COMPLETE_VAR, shell=shell)
+        typer.echo(script)
+        raise typer.Exit(EXIT_OK)
+
+
+def _install_completion(value: bool) -> None:
+    if value:
+        from typer.completion import install
+
+        shell = completion_shell("--install-completion")
+        _, path = install(shell=shell, prog_name="kvcalc", complete_var=COMPLETE_VAR)
+        typer.echo(f"{shell} completion installed in {path}; it takes effect in a new shell")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="print the version"
+    ),
+    install_completion: bool = typer.Option(
+        False,
+        "--install-completion",
+        callback=_install_completion,
+        is_eager=True,
+        expose_value=False,
+        help="install tab completion for your shell (bash, zsh, fish, PowerShell)",
+    ),
+    show_completion: bool = typer.Option(
+        False,
+        "--show-completion",
+        callback=_show_completion,
+        is_eager=True,
+        expose_value=False,
+        help="print the completion script for your shell, to install it yourself",
     ),
 ) -> None:
     """KV-cache calculator for LLM inference: bytes per token, sequences that fit, decode time."""
@@ -422,6 +487,19 @@ KvHeadsOption = typer.Option(
 )
 HeadDimOption = typer.Option(None, "--head-dim", min=1, max=65536, help="what-if: head dim")
 LayersOption = typer.Option(None, "--layers", min=1, max=100_000, help="what-if: layer count")
+MbuOption = typer.Option(
+    1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
+)
+
+
+def check_mbu(mbu: float) -> float:
+    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
+
+    if not mbu_in_range(mbu):
+        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
+    return mbu
+
+
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",

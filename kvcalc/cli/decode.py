@@ -11,9 +11,11 @@ from kvcalc.cli.app import (
     MODEL_HELP,
     BatchOption,
     ContextsOption,
+    MbuOption,
     MfuOption,
     ReportFormat,
     ReportFormatOption,
+    check_mbu,
     check_mfu,
     command_typer,
     emit_report,
@@ -47,9 +49,7 @@ def decode(
     model: str = typer.Argument(..., help=MODEL_HELP),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
-    mbu: float = typer.Option(
-        1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
-    ),
+    mbu: float = MbuOption,
     mfu: float = MfuOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
@@ -62,11 +62,9 @@ def decode(
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
     an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen); beside the
     roofline, a realistic TPOT and TTFT estimate term by term."""
-    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
     from kvcalc.render.decode import decode_report
 
-    if not mbu_in_range(mbu):
-        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
+    check_mbu(mbu)
     check_mfu(mfu)
     name = engine.checked(deploy, sglang)
     evict.check_applies(name)

@@ -260,6 +260,20 @@ def optional_deployment_options(command: F) -> F:
     return grouped_options(command, "deploy", DeploymentOptions, parameters)
 
 
+def deployment_sets_options(command: F) -> F:
+    """As :func:`deployment_options`, with ``--gpus`` repeatable: ``command`` receives
+    ``deploys``, one :class:`DeploymentOptions` per GPU set, in the order given."""
+    gpus = typer.Option(
+        ..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100; repeat for one line per GPU set"
+    )
+    parameters = {**_PARAMETERS, "gpus": (list[str], gpus)}
+    return grouped_options(command, "deploys", _per_gpu_set, parameters)
+
+
+def _per_gpu_set(gpus: list[str], **options: Any) -> list[DeploymentOptions]:
+    return [DeploymentOptions(gpus=g, **options) for g in gpus]
+
+
 # ------------------------------------------------------------------ SGLang
 
 

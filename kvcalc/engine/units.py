@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -200,3 +201,87 @@ def parse_duration(text: str) -> float:
 def _quoted(text: str) -> str:
     """``text`` quoted for an error line, shortened when it is long (a pasted 400-digit value)."""
     return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+#: The most points a sweep range may have: beyond this a table or chart is no longer readable
+#: (1..1024m in powers of two is 31 points).
+MAX_SWEEP_POINTS = 64
+
+
+def parse_count(text: str) -> int:
+    """A whole, positive count (sequences): ``1``, ``256``."""
+    check_number_text(text, "count")
+    stripped = text.strip()
+    if not stripped.isdigit() or int(stripped) < 1:
+        raise UnitError(
+            f"invalid count {shown(text)!r}: use a whole number of at least 1, such as 64"
+        )
+    return int(stripped)
+
+
+def parse_range(text: str, parse_point: Callable[[str], int] = parse_context) -> list[int]:
+    """Parse a log-spaced range: ``4k..1m`` is both ends and every power of two between them;
+    ``4k..1m:5`` is 5 points spaced evenly on a log scale, both ends included, each rounded to
+    a whole number (exact counts, so output can echo them).
+
+    ``parse_point`` reads each end (contexts by default; :func:`parse_count` for batches).
+    """
+    check_number_text(text, "range")
+    bounds, sep, count = text.partition(":")
+    start_text, dots, end_text = bounds.partition("..")
+    if not dots or not start_text.strip() or not end_text.strip():
+        raise UnitError(
+            f"invalid range {shown(text)!r}: give both ends as START..END, e.g. 4k..1m "
+            "(or START..END:N for N points)"
+        )
+    start, end = parse_point(start_text), parse_point(end_text)
+    if start >= end:
+        raise UnitError(
+            f"invalid range {shown(text)!r}: START must be below END, e.g. "
+            f"{end_text.strip()}..{start_text.strip()}"
+            if start > end
+            else f"invalid range {shown(text)!r}: both ends are {start:,}; give one value"
+        )
+    if sep:
+        points = log_points(start, end, _point_count(text, count))
+        if len(set(points)) != len(points):
+            raise UnitError(
+                f"invalid range {shown(text)!r}: {len(points)} log-spaced points between "
+                f"{start:,} and {end:,} repeat a whole number; give fewer points or a wider range"
+            )
+    else:
+        points = powers_between(start, end)
+    if len(points) > MAX_SWEEP_POINTS:
+        raise UnitError(
+            f"invalid range {shown(text)!r}: {len(points)} points, more than {MAX_SWEEP_POINTS}; "
+            "narrow it or give fewer with :N"
+        )
+    return points
+
+
+def _point_count(text: str, count: str) -> int:
+    if not count.strip().isdigit() or not 2 <= int(count) <= MAX_SWEEP_POINTS:
+        raise UnitError(
+            f"invalid range {shown(text)!r}: the number of points after ':' must be a whole "
+            f"number from 2 to {MAX_SWEEP_POINTS}"
+        )
+    return int(count)
+
+
+def powers_between(start: int, end: int) -> list[int]:
+    """``start``, every power of two strictly between, and ``end``."""
+    power = 1 << start.bit_length()  # the smallest power of two above start
+    inner = []
+    while power < end:
+        inner.append(power)
+        power <<= 1
+    return [start, *inner, end]
+
+
+def log_points(start: int, end: int, count: int) -> list[int]:
+    """``count`` whole numbers from ``start`` to ``end``, evenly spaced on a log scale (rounded,
+    so close ends can repeat a number: :func:`parse_range` refuses that rather than merge them
+    and answer with fewer points than asked)."""
+    ratio = end / start
+    inner = (round(start * ratio ** (i / (count - 1))) for i in range(1, count - 1))
+    return [start, *inner, end]

@@ -32,7 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from kvcalc.render.chart import Chart
 
 #: "number": a figure, right-aligned, never wrapped or cut. "name": an identifier (model or GPU
 #: id), left-aligned, never wrapped or cut, so it stays greppable. "text": prose that may wrap at
@@ -106,6 +109,8 @@ class Report:
     sections: Sequence[Section] = ()
     diagnostics: Sequence[str] = ()
     exit_code: int = 0
+    charts: Sequence[Chart] = ()
+    """Drawn under the sections by the table format only (data, not layout, for the others)."""
     warnings: Sequence[str] = ()
     """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
 

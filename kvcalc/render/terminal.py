@@ -292,4 +292,12 @@ def render_report(report: Report, width: int, color: bool) -> str:
         print_wrapped(console, line, width)
     for section in report.sections:
         print_section(console, section, width)
+    if report.charts:
+        from kvcalc.render.chart import chart_lines
+
+        for chart in report.charts:
+            lines = chart_lines(chart, width)
+            if lines:  # a quantity no point has (TPOT where nothing fits) draws nothing
+                console.print()
+                print_lines(console, lines)
     return out.getvalue()
