@@ -111,9 +111,32 @@ def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> Non
 
 
 def test_weights_that_do_not_fit_exit_1_with_numbers(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
+    # In bf16 (not as released) DeepSeek-V3 needs twice its FP8 release.
+    args = ["batch", "deepseek-v3", "--gpus", "8xH100", "--weight-dtype", "bf16"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 1
-    assert "does not fit: weights 157.92 GiB > 71.26 GiB usable per GPU" in result.stdout
+    assert "does not fit: weights 157.94 GiB > 71.26 GiB usable per GPU" in result.stdout
+    assert "hint: about 32x h100-sxm would fit" in result.stdout  # 157.94 / 2 > 71.26
+
+
+def test_the_hint_names_fp8_when_it_fits_on_the_same_gpus(runner: CliRunner) -> None:
+    # Llama-3-70B in bf16 needs 131 GiB on one H100; at fp8 about 66 GiB, under 71.26 usable.
+    result = runner.invoke(app, ["batch", "llama3-70b", "--gpus", "H100", "--ctx", "8k"])
+    assert result.exit_code == 1
+    assert "hint: --weight-dtype fp8 would fit on these GPUs" in result.stdout
+
+
+def test_released_formats_are_the_default(runner: CliRunner) -> None:
+    # DeepSeek-V3 ships FP8 with 128x128 block scales: 79.31 GiB per GPU at tp 8 (with its
+    # 163,840 x 64 RoPE table), more than an H100's 71.26 usable, less than an H200's 126.4;
+    # gpt-oss-120b's MXFP4 experts fit one H100.
+    h100 = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
+    assert h100.exit_code == 1
+    assert "weights 79.31 GiB > 71.26 GiB usable per GPU" in h100.stdout
+    h200 = invoke_json(runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--ctx", "8k")
+    assert h200["fits"] and h200["weight_dtype"] == "fp8-block+bf16"
+    oss = invoke_json(runner, "batch", "gpt-oss-120b", "--gpus", "H100", "--ctx", "8k")
+    assert oss["fits"] and oss["weight_dtype"] == "bf16+mxfp4"
 
 
 # ------------------------------------------------------------------ vLLM
@@ -328,9 +351,10 @@ def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
     overhead = invoke_json(runner, *base, "--overhead", "1GiB")["results"][0]
     simple = invoke_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
     # A reserve leaves memory x 0.8 - weights, as the budget formula computes it: the H100's
-    # 85,020,639,232 bytes x 0.8, rounded up, less 8,030,261,248 parameters x 2 bytes.
+    # 85,020,639,232 bytes x 0.8, rounded up, less 8,030,261,248 parameters x 2 bytes and the
+    # RoPE table vLLM builds with them, 131,072 positions x 128 x 2 bytes.
     assert reserved["available_bytes_per_gpu"] == simple["kv_budget_bytes_per_gpu"]
-    assert reserved["available_bytes_per_gpu"] == 68_016_511_386 - 16_060_522_496
+    assert reserved["available_bytes_per_gpu"] == 68_016_511_386 - 16_060_522_496 - 33_554_432
     assert reserved["available_bytes_per_gpu"] < profiled
     # An explicit overhead replaces the profiled activation peak and non-torch memory.
     assert overhead["available_bytes_per_gpu"] != profiled

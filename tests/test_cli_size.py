@@ -89,7 +89,14 @@ def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: 
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
     assert list(out) == [
-        "model", "name", "kv_dtype", "batch", "kv_bytes_per_token", "eviction", "contexts"
+        "model",
+        "name",
+        "kv_dtype",
+        "kv_bits_per_value",
+        "batch",
+        "kv_bytes_per_token",
+        "eviction",
+        "contexts",
     ]
     assert out["eviction"] == {
         "policy": "none", "lossy": False, "consequence": None, "parameters": {}

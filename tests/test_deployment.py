@@ -29,8 +29,9 @@ from kvcalc.engine.vllm import (
 
 # An H100's CUDA total (registry h100-sxm): 81,082 MiB = 85,020,639,232 bytes.
 H100_BYTES = 85_020_639_232
-# Llama-3.1-8B at bf16: 8,030,261,248 parameters (the official 8.03B) x 2 bytes.
-LLAMA31_8B_WEIGHTS = 16_060_522_496
+# Llama-3.1-8B at bf16: 8,030,261,248 parameters (the official 8.03B) x 2 bytes, and the RoPE
+# cos/sin table vLLM builds with the weights: 131,072 positions x 128 x 2 bytes = 33,554,432.
+LLAMA31_8B_WEIGHTS = 16_060_522_496 + 33_554_432
 
 
 # ------------------------------------------------------------------ memory
@@ -81,8 +82,12 @@ def test_a_reserve_replaces_the_overhead_and_an_overhead_replaces_the_estimate()
 def test_the_last_pipeline_stage_carries_the_sampler() -> None:
     d = dep("llama3.1-8b", "2xH100", pp=2)
     first, last = d.overhead_per_stage
-    # Two copies of 1,024 rows of fp32 logits over the 128,256-token vocabulary.
-    assert last - first == 2 * 1024 * 128_256 * 4
+    # The first stage peaks in the forward pass, 8192 tokens x (5 x 4096 hidden + 3 x 14,336 FFN)
+    # x 2 bytes = 1,040,187,392; the last in the sampler run, 3.72 copies of 1,024 rows of fp32
+    # logits over the 128,256-token vocabulary (1,954,252,063, rounded up) beside the 8192 x
+    # 4096 hidden states (67,108,864). The difference, 0.91 GiB, is the logged one (reference
+    # step 4: the PP2 stages peaked at 1.10 and 2.01 GiB).
+    assert last - first == 67_108_864 + 1_954_252_063 - 1_040_187_392
 
 
 # ------------------------------------------------------------------ agreement of the engines

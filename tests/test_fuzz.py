@@ -36,15 +36,24 @@ FRACTIONS = ["0.9", "0.5", "1", "0.01", "0", "1.5", "1e-320", "inf", "nan", "-0.
 SIZES = ["80GB", "5GiB", "512MiB", "0GB", "1000GB", "1e3GB", "80", "0.5TB"]
 COUNTS = ["1", "2", "4", "8", "16", "64", "0", "-1", "3"]
 DTYPES = ["fp8", "bf16", "fp16", "fp32", "int8", "int4", "int2", "mxfp4", "fp4", ""]
+#: The KV format and --as options every sizing command takes.
+FORMAT_OPTIONS = {
+    "--kv-dtype": [*DTYPES, "nvfp4", "kivi2", "kivi4", "fp8_per_token_head"],
+    "--kv-group": ["32", "128", "1", "0"], "--kv-scale-dtype": ["fp16", "fp32", "e8m0", "x"],
+    "--kv-quant": ["kivi", "gptq"], "--kv-bits": ["2", "4", "3"],
+    "--kv-residual": ["128", "0", "64"],
+    "--as": ["mha", "mqa", "gqa:8", "gqa:7", "gqa:0", "mla:512+64", "mla:512", "mla:x", ""],
+}
 #: Each command's options, with values that are valid somewhere or sit on an edge.
 SIZE_OPTIONS = {
-    "--ctx": CONTEXTS, "--batch": COUNTS, "--kv-dtype": DTYPES, "--kv-heads": COUNTS,
+    **FORMAT_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--kv-heads": COUNTS,
     "--head-dim": ["64", "128", "0"], "--layers": COUNTS,
 }
 DEPLOY_OPTIONS = {
+    **FORMAT_OPTIONS,
     "--tp": COUNTS, "--pp": COUNTS, "--gpu-util": FRACTIONS, "--reserve": FRACTIONS,
     "--overhead": SIZES, "--gpu-memory": SIZES, "--weights": SIZES, "--kv-memory": SIZES,
-    "--weight-dtype": DTYPES, "--kv-dtype": DTYPES, "--block-size": ["16", "32", "1", "0"],
+    "--weight-dtype": DTYPES, "--block-size": ["16", "32", "1", "0"],
     "--prefix-shared": ["0", "1024", "8192", "100000"],
     "--max-num-batched-tokens": ["8192", "2048", "0"],
 }
@@ -89,7 +98,7 @@ COMMANDS = {
 ALL_OPTIONS = sorted(
     ({o for options in COMMANDS.values() for o in options} | {"--format"}) - {"--plot"}
 )
-FLAGS = ["--check", "--help", "--version"]
+FLAGS = ["--check", "--help", "--version", "--kv-zero-point"]
 #: Values from nowhere: the edges that used to lie or crash, and arbitrary text.
 EDGE_VALUES = ["８", "１２８", "٣", "9" * 5000, "9" * 70, "a" * 300, "", " ", "-", "--", "1e400"]
 # argv cannot hold NUL characters (the OS passes C strings); anything else can reach kvcalc.

@@ -8,6 +8,7 @@ files; each must import to the same KV cache as its hand-written registry entry.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from specs import registry_model
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
+from kvcalc.engine.weights import param_counts, rotary_caches
 from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
 from kvcalc.registry.hf.importer import SHAPE_FIELDS
 from kvcalc.registry.load import RegistryError, resolve_model
@@ -292,7 +294,8 @@ def test_mistral3_wrapper_reads_its_mistral_text_config(tmp_path: Path) -> None:
     model = load_hf_config(write_config(tmp_path, data))
     assert kv_bytes_per_token(model, BF16) == 2 * 40 * 8 * 128 * 2
     assert model.vocab_size == DEFAULTS["mistral"]["vocab_size"]
-    assert model.tied_embeddings is True  # Mistral3Config's own default governs the lm_head
+    # Untied, as vLLM loads Mistral-Small-3.1 (its logged weights are the untied count).
+    assert model.tied_embeddings is False
 
 
 def test_ids_and_names(tmp_path: Path) -> None:
@@ -431,14 +434,152 @@ def test_dropping_keys_equal_to_their_default_changes_nothing(
 )
 @given(
     folder=st.sampled_from(sorted(REGISTRY_ID)),
-    quant=st.dictionaries(
-        st.sampled_from(["quant_method", "fmt", "bits"]),
-        st.sampled_from(["fp8", "mxfp4", "awq", "e4m3", 4, 8]),
+    quant=st.sampled_from(
+        [
+            {"quant_method": "fp8", "weight_block_size": [128, 128]},
+            {"quant_method": "fp8"},
+            {"quant_method": "mxfp4"},
+            {"quant_method": "awq", "bits": 4, "group_size": 128},
+            {"quant_method": "gptq", "bits": 8, "group_size": -1},
+            {"quant_method": "bitsandbytes", "load_in_4bit": True},
+        ]
     ),
 )
-def test_quantization_config_never_changes_the_kv_cache(
+def test_quantization_config_changes_the_weights_never_the_kv_cache(
     tmp_path_factory: pytest.TempPathFactory, folder: str, quant: dict[str, Any]
 ) -> None:
     config = fixture_data(folder) | {"quantization_config": quant}
     tmp = tmp_path_factory.mktemp("cfg")
-    assert load_hf_config(write_config(tmp, config, folder)) == load_hf_config(FIXTURES / folder)
+    quantized = load_hf_config(write_config(tmp, config, folder))
+    assert quantized.checkpoint is not None and quantized.checkpoint.is_quantized
+    unquantized = load_hf_config(FIXTURES / folder)
+    assert replace(quantized, checkpoint=None) == replace(unquantized, checkpoint=None)
+
+
+# ---------------------------------------------------------------- multimodal towers
+
+GEMMA3_SIGLIP = {  # google/gemma-3-27b-it vision_config (model-configs-2025.yaml)
+    "model_type": "siglip_vision_model",
+    "num_hidden_layers": 27,
+    "hidden_size": 1152,
+    "num_attention_heads": 16,
+    "intermediate_size": 4304,
+    "patch_size": 14,
+    "image_size": 896,
+    "vision_use_head": False,
+}
+LLAMA4_VISION = {  # meta-llama/Llama-4-Scout-17B-16E-Instruct vision_config
+    "hidden_size": 1408,
+    "image_size": 336,
+    "intermediate_size": 5632,
+    "model_type": "llama4_vision_model",
+    "multi_modal_projector_bias": False,
+    "num_attention_heads": 16,
+    "num_channels": 3,
+    "num_hidden_layers": 34,
+    "patch_size": 14,
+    "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 4096,
+    "projector_output_dim": 4096,
+    "vision_output_dim": 4096,
+}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "registry_id", "vision"),
+    [
+        ("gemma3-27b", "gemma3-27b", GEMMA3_SIGLIP),
+        ("llama4-scout", "llama4-scout", LLAMA4_VISION),
+        ("llama4-maverick", "llama4-maverick", LLAMA4_VISION),
+    ],
+)
+def test_vision_config_is_the_registry_tower(
+    tmp_path: Path, fixture: str, registry_id: str, vision: dict[str, Any]
+) -> None:
+    # The registry describes the towers by hand from the same vision_config: both paths agree.
+    data = fixture_data(fixture) | {"vision_config": vision}
+    imported = load_hf_config(write_config(tmp_path, data))
+    assert imported.vision is not None
+    assert imported.vision == registry_model(registry_id).vision
+    # Without vision_config (a text-only copy) the language model alone is imported.
+    assert load_hf_config(FIXTURES / fixture).vision is None
+
+
+def test_gemma3_rope_tables_follow_its_linear_scaling() -> None:
+    # rope_scaling {rope_type: linear, factor: 8}: the global table spans 8 x 131,072 positions.
+    assert load_hf_config(FIXTURES / "gemma3-27b").rotary_caches == (
+        (131_072, 128),
+        (1_048_576, 128),
+    )
+
+
+def test_pixtral_tower_of_mistral3(tmp_path: Path) -> None:
+    # Pixtral (Mistral-Small-3.1's vision_config): patch conv 3 x 14^2 x 1024 = 602,112, ln_pre
+    # 1024; per block q/k/v/o 4 x 1024^2, gated MLP 3 x 1024 x 4096, two RMSNorms 2 x 1024 =
+    # 16,779,264, x 24 = 402,702,336; projector RMSNorm 1024, patch merger 4096 x 1024 =
+    # 4,194,304, linear_1 1024 x 5120 = 5,242,880, linear_2 5120 x 5120 = 26,214,400.
+    vision = {
+        "hidden_size": 1024,
+        "image_size": 1540,
+        "intermediate_size": 4096,
+        "model_type": "pixtral",
+        "num_attention_heads": 16,
+        "num_channels": 3,
+        "num_hidden_layers": 24,
+        "patch_size": 14,
+    }
+    text = {"hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 32}
+    data = {"model_type": "mistral3", "text_config": text, "vision_config": vision}
+    model = load_hf_config(write_config(tmp_path, data))
+    expected = 602_112 + 1024 + 402_702_336 + 1024 + 4_194_304 + 5_242_880 + 26_214_400
+    assert param_counts(model).encoder == expected
+    # (1540 / 14 / 2)^2 = 3,025 merged patches and one [IMG_BREAK] per row of 55.
+    assert model.vision is not None and model.vision.tokens_per_image == 3080
+
+
+def test_a_bad_vision_config_is_named(tmp_path: Path) -> None:
+    data = fixture_data("llama4-scout") | {"vision_config": LLAMA4_VISION | {"hidden_size": 0}}
+    with pytest.raises(RegistryError, match="vision_config.hidden_size"):
+        load_hf_config(write_config(tmp_path, data))
+
+
+def test_moonvit_tower_of_kimi_vl(tmp_path: Path) -> None:
+    # MoonViT (Kimi-VL's vision_config, MoonViT-SO-400M): SigLIP-shaped blocks of 15,239,504
+    # x 27 = 411,466,608; patch conv 3 x 14^2 x 1152 + 1152 = 678,528; a learned 64 x 64 table
+    # 4,718,592; final LayerNorm 2304. Projector: LayerNorm 2304, 4 x 1152 -> 4608 (21,233,664)
+    # -> the text hidden, here Kimi-K2's 7168 (33,030,144).
+    vision = {
+        "hidden_size": 1152,
+        "init_pos_emb_height": 64,
+        "init_pos_emb_width": 64,
+        "intermediate_size": 4304,
+        "merge_kernel_size": [2, 2],
+        "model_type": "moonvit",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+    }
+    text = fixture_data("kimi-k2")
+    data = {"model_type": "kimi_vl", "text_config": text, "vision_config": vision}
+    model = load_hf_config(write_config(tmp_path, data))
+    expected = 411_466_608 + 678_528 + 4_718_592 + 2304 + 2304 + 21_233_664 + 33_030_144
+    assert param_counts(model).encoder == expected
+    assert model.vision is not None and model.vision.tokens_per_image == 64 * 64 // 4
+
+
+@pytest.mark.parametrize(
+    ("fixture", "tables"),
+    [
+        ("jamba-v0.1", ()),  # no positional encoding
+        ("granite-4.0-h-micro", ()),  # position_embedding_type nope
+        ("qwen3-next-80b-a3b", ((262_144, 64),)),  # partial_rotary_factor 0.25 of 256
+        ("llama3-70b", ((8192, 128),)),  # one table of max_position_embeddings x head_dim
+    ],
+)
+def test_rope_tables_as_the_engine_builds_them(
+    fixture: str, tables: tuple[tuple[int, int], ...]
+) -> None:
+    model = load_hf_config(FIXTURES / fixture)
+    assert rotary_caches(model) == tables
+    # The registry entry of the same model states the same tables.
+    assert rotary_caches(registry_model(fixture)) == tables

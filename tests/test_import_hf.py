@@ -186,3 +186,37 @@ def test_a_registry_repo_id_is_imported_from_the_hub_not_the_registry(
     (line,) = result.stderr.splitlines()
     assert "its config.json is not in the Hugging Face cache" in line
     assert "not a registry name" not in line
+
+
+def test_a_released_format_is_written_as_weights(runner: CliRunner) -> None:
+    # DeepSeek-V3's fp8 [128, 128] blocks and gpt-oss's MXFP4 experts have a registry form.
+    for folder, weights in (
+        ("deepseek-v3", {"format": "fp8-block"}),
+        ("gpt-oss-20b", {"format": "mxfp4", "applies_to": "experts"}),
+    ):
+        result = import_hf(runner, str(FIXTURES / "hf" / folder), "--hf-repo", "org/M")
+        assert result.exit_code == 0, result.output
+        entry = yaml.safe_load(result.stdout)
+        assert {k: v for k, v in entry["weights"].items() if k != "source"} == weights
+    args = (str(FIXTURES / "hf" / "qwen3-8b"), "--hf-repo", "org/M")
+    plain = yaml.safe_load(import_hf(runner, *args).stdout)
+    assert "weights" not in plain
+
+
+def test_a_format_without_a_registry_form_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    # Per-channel int8 (a RedHat w8a8 checkpoint) is sized from the config.json itself, but a
+    # registry file cannot state it: refused, never written as the bf16 model it is not.
+    data = json.loads((FIXTURES / "hf" / "qwen3-8b" / "config.json").read_text())
+    weights = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    data["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}},
+        "ignore": ["lm_head"],
+    }
+    folder = tmp_path / "w8a8"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(data))
+    result = import_hf(runner, str(folder), "--hf-repo", "org/M")
+    assert result.exit_code == 2
+    assert "has no registry weights: form" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -54,6 +54,7 @@ KINDS = all_kinds()
 CLASS_VARIABLES = ("kind", "holds_tokens")
 MEMBERS = (
     "cache_elements_per_token",
+    "cache_vectors",
     "tokens_held",
     "state_tensors",
     "state_elements",
@@ -67,6 +68,7 @@ MEMBERS = (
     "has_kv_heads",
     "per_rank",
     "with_heads",
+    "as_attention",
 )
 
 
@@ -163,11 +165,13 @@ def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
     assert 0 <= m.tokens_held(context) <= context
     if m.holds_tokens:
         assert m.cache_elements_per_token() > 0 and m.tokens_held(context) > 0
+        assert sum(v.elements for v in m.cache_vectors()) == m.cache_elements_per_token()
         assert m.attention_flops_per_held_token() > 0
         assert m.state_tensors() == () and m.state_elements() == 0
         assert m.state_flops_per_token() == 0
     else:
         assert m.cache_elements_per_token() == 0 and m.tokens_held(context) == 0
+        assert m.cache_vectors() == ()
         assert m.attention_flops_per_held_token() == 0
         assert m.state_elements() > 0 and m.state_flops_per_token() > 0
 

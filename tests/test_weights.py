@@ -8,6 +8,7 @@ officially stated figures.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specs import LLAMA2_7B, MIXTRAL_8X7B, registry_file, registry_model
 
+from kvcalc.engine.quant import MXFP4, GroupScaled, plain, weight_format
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
     DenseMLP,
@@ -37,12 +39,13 @@ from kvcalc.engine.weights import (
     max_weight_bytes_per_gpu,
     param_counts,
     pipeline_stages,
+    released_format,
     weight_bytes,
     weights_per_gpu,
 )
 from kvcalc.registry.load import model_paths
 
-BF16, FP8, MXFP4 = dtype("bf16"), dtype("fp8"), dtype("mxfp4")
+BF16, FP8 = dtype("bf16"), dtype("fp8")
 
 # --------------------------------------------------------------------------------------------
 # Golden parameter counts
@@ -202,9 +205,9 @@ ACTIVE_CONVENTION = {
 #: Stated figures our count does not reproduce, and why. Each is a strict xfail: the day the
 #: count or the figure changes so that they agree, the test fails until the entry is removed.
 KNOWN_GAPS = {
-    ("llama4-scout", "total"): (
-        "109B counts the vision encoder (~0.9B) of the multimodal checkpoint; the text model "
-        "is 107.77B"
+    ("gemma3-4b", "total"): (
+        "the name rounds down: 3.88B text model + 0.42B SigLIP tower and projector = 4.30B, "
+        "what the checkpoint holds"
     ),
     ("deepseek-v3", "active"): (
         "36.7B (README_WEIGHTS, 'incl. 0.9B embedding and 0.9B head') is 0.85B below our "
@@ -323,10 +326,102 @@ def test_gpt_oss_checkpoint_layout(gpt_oss_120b: ModelSpec) -> None:
     # experts 36 x 128 x 24,883,200 = 114,661,785,600 parameters x 17/32 bytes = 60,914,073,600
     # (a whole number here); the other 116,789,048,640 - 114,661,785,600 = 2,127,263,040
     # parameters x 2 bytes = 4,254,526,080. Total 65,168,599,680 bytes.
-    precision = WeightPrecision(experts=MXFP4, layers=BF16, other=BF16)
+    precision = WeightPrecision(experts=MXFP4, layers=plain(BF16), other=plain(BF16))
     assert weight_bytes(gpt_oss_120b, precision) == 65_168_599_680
     # about 60.7 GiB: it fits one 80 GB GPU, as the gpt-oss README says.
     assert 60 * 2**30 < 65_168_599_680 < 61 * 2**30
+
+
+def test_deepseek_v3_1_ships_fp8_with_128x128_block_scales() -> None:
+    # Kept at bf16: embedding and head 2 x 926,679,040, norms 1,006,592 and router 106,430,464:
+    # 1,960,795,136 parameters -> 3,921,590,272 bytes. The other 669,065,609,216 at one byte,
+    # plus one fp32 scale per 128x128 block (a partial block counts whole):
+    # - routed experts 58 x 256 x (gate, up 2 x 16 x 56 + down 56 x 16 = 2,688 blocks)
+    #   x 4 B = 159,645,696; the shared expert 58 x 10,752 = 623,616;
+    # - dense MLPs 3 x (2 x 144 x 56 + 56 x 144 = 24,192 blocks) x 4 B = 290,304;
+    # - MLA 61 x (q_a 12 x 56 + q_b 192 x 12 + kv_a ceil(576/128) x 56 + kv_b 256 x 4
+    #   + o 56 x 128 = 11,448 blocks) x 4 B = 2,793,312.
+    scales = 159_645_696 + 623_616 + 290_304 + 2_793_312
+    spec = registry_model("deepseek-v3.1")
+    assert weight_bytes(spec, released_format(spec)) == 3_921_590_272 + 669_065_609_216 + scales
+    assert released_format(spec) == released_format(registry_model("deepseek-v3"))
+
+
+def test_kimi_k2_thinking_ships_int4_group_32_experts() -> None:
+    # Routed experts 60 x 384 x 3 x 7168 x 2048 = 1,014,686,023,680 int4 values (half a byte:
+    # 507,343,011,840 B) and one bf16 scale per 32 inputs: gate and up 2 x 2048 x 224, down
+    # 7168 x 64 scales = 1,376,256 x 2 B = 2,752,512 B per expert, x 23,040 experts =
+    # 63,417,876,480 B. Everything else (attention, shared expert, the dense layer, embedding,
+    # head, norms, router: 11,722,185,728 parameters) stays bf16: 23,444,371,456 B. The total,
+    # 594.2 GB, is about half Kimi-K2's FP8 release.
+    spec = registry_model("kimi-k2-thinking")
+    expected = 507_343_011_840 + 63_417_876_480 + 23_444_371_456
+    assert weight_bytes(spec, released_format(spec)) == expected
+    assert released_format(spec).layers == released_format(spec).other == plain(BF16)
+
+
+def test_minimax_m2_ships_fp8_with_128x128_block_scales() -> None:
+    # Kept at bf16: embedding and head 2 x 614,596,608, norms 384,000, router 48,758,784:
+    # 1,278,336,000 parameters -> 2,556,672,000 B. The other 227,410,968,576 at one byte, plus
+    # fp32 block scales: experts 62 x 256 x (2 x 12 x 24 + 24 x 12 = 864 blocks) x 4 B =
+    # 54,853,632; attention 62 x (q 48 x 24 + k, v 2 x 8 x 24 + o 24 x 48 = 2,688) x 4 B = 666,624.
+    spec = registry_model("minimax-m2")
+    expected = 2_556_672_000 + 227_410_968_576 + 54_853_632 + 666_624
+    assert weight_bytes(spec, released_format(spec)) == expected
+
+
+def test_llama4_scout_counts_its_vision_encoder() -> None:
+    # The module table of the released checkpoint (109,676,279,296 parameters): per vision block
+    # q/k/v/o 4 x (1408^2 + 1408), fc1 and fc2 2 x 7,929,856 + 5632 + 1408, two LayerNorms
+    # 4 x 1408 = 23,807,872, x 34 = 809,467,648; patch linear 827,904, class embedding 1408,
+    # positions 577 x 1408 = 812,416, layernorm_pre/post 4 x 1408; vision_adapter
+    # 23,068,672 + 16,777,216; multi_modal_projector 20,971,520. Total 871,932,416.
+    counts = param_counts(registry_model("llama4-scout"))
+    assert counts.encoder == 809_467_648 + 827_904 + 1408 + 812_416 + 5632 + 39_845_888 + 20_971_520
+    assert counts.encoder == 871_932_416
+    # Not active: no text token passes through the vision tower.
+    assert counts.active == counts.non_expert + counts.routed_experts_active
+
+
+def test_gemma3_counts_its_siglip_tower() -> None:
+    # SigLIP so400m/14 at 896: per block 4 x (1152^2 + 1152) + 2 x 1152 x 4304 + 4304 + 1152
+    # + 4 x 1152 = 15,239,504, x 27 = 411,466,608; patch conv 3 x 14^2 x 1152 + 1152 = 678,528;
+    # positions 64^2 x 1152 = 4,718,592; post_layernorm 2304; projector RMSNorm 1152 and
+    # mm_input_projection 1152 x 5376 = 6,193,152. Total 423,060,336.
+    counts = param_counts(registry_model("gemma3-27b"))
+    assert counts.encoder == 411_466_608 + 678_528 + 4_718_592 + 2304 + 1152 + 6_193_152
+
+
+def test_the_vision_encoder_sits_on_the_first_stage_and_is_not_read_by_decode() -> None:
+    spec = registry_model("gemma3-27b")
+    text = replace(spec, vision=None)
+    first, last = weights_per_gpu(spec, BF16, pp=2)
+    text_first, text_last = weights_per_gpu(text, BF16, pp=2)
+    assert first.params_per_gpu - text_first.params_per_gpu == 423_060_336
+    assert last == text_last
+    assert decode_weight_bytes(spec, 1, BF16) == decode_weight_bytes(text, 1, BF16)
+
+
+#: Registry models whose official checkpoint is not 16-bit (config.json quantization_config or
+#: model card); every other entry's checkpoint ships at its dtype (their config.json have no
+#: quantization_config; their FP8 siblings are separate repositories).
+QUANTIZED_RELEASES = {
+    "deepseek-v3": "fp8-block",
+    "deepseek-r1": "fp8-block",
+    "deepseek-v3.1": "fp8-block",
+    "deepseek-v3.2-exp": "fp8-block",
+    "kimi-k2": "fp8-block",
+    "kimi-k2-thinking": "int4-g32",
+    "minimax-m2": "fp8-block",
+    "gpt-oss-20b": "mxfp4",
+    "gpt-oss-120b": "mxfp4",
+}
+
+
+def test_registry_states_every_quantized_release() -> None:
+    files = {path.stem: registry_file(path.stem) for path in model_paths()}
+    stated = {m: f.weights.format for m, f in files.items() if f.weights is not None}
+    assert stated == QUANTIZED_RELEASES
 
 
 def test_quantized_layers_keep_embeddings(llama3_70b: ModelSpec) -> None:
@@ -370,8 +465,9 @@ def test_pipeline_stages_hold_embedding_first_and_head_last(llama3_70b: ModelSpe
     assert first.params_per_gpu == 27 * per_layer + 1_050_673_152
     assert middle.params_per_gpu == 27 * per_layer
     assert last.params_per_gpu == 26 * per_layer + 1_050_673_152 + 8_192
-    # The heaviest stage is the first (the last has one layer less): 2 bytes x 24,153,341,952.
-    assert max_weight_bytes_per_gpu(m, BF16, pp=3) == 48_306_683_904
+    # The heaviest stage is the first (the last has one layer less): 2 bytes x 24,153,341,952,
+    # and every stage's RoPE table of 8,192 positions x 128 x 2 bytes = 2,097,152.
+    assert max_weight_bytes_per_gpu(m, BF16, pp=3) == 48_306_683_904 + 2_097_152
 
 
 def test_tied_head_is_copied_to_the_last_stage() -> None:
@@ -513,18 +609,25 @@ def models(draw: st.DrawFn) -> ModelSpec:
     )
 
 
-weight_dtypes = st.sampled_from(["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4"])
+weight_dtypes = st.sampled_from(
+    ["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "fp8-block", "int4-g128", "int4-g32"]
+)
 
 
 @settings(max_examples=150, deadline=None)
 @given(models(), st.integers(1, 64), weight_dtypes)
 def test_per_gpu_weights_times_tp_cover_the_model(m: ModelSpec, tp: int, name: str) -> None:
-    dt = dtype(name)
+    dt = weight_format(name)
+    # MXFP4 experts are padded as the engine loads them: the shipped bytes bound the rest.
+    shipped = replace(dt, expert_alignment=None) if isinstance(dt, GroupScaled) else dt
     total = weight_bytes(m, dt)
-    (stage,) = weights_per_gpu(m, dt, tp=tp)
+    (stage,) = weights_per_gpu(m, shipped, tp=tp)
+    (loaded,) = weights_per_gpu(m, dt, tp=tp)
     assert stage.bytes_per_gpu * tp >= total
     assert stage.params_per_gpu * tp >= param_counts(m).total
     assert stage.bytes_per_gpu <= total
+    assert loaded.bytes_per_gpu >= stage.bytes_per_gpu
+    assert loaded.params_per_gpu == stage.params_per_gpu
 
 
 @settings(max_examples=150, deadline=None)

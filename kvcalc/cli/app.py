@@ -18,9 +18,8 @@ from typer.core import TyperCommand, TyperGroup
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-if TYPE_CHECKING:
-    from kvcalc.engine.kv import CacheFormat
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.variant import AttentionVariant
     from kvcalc.render.report import Report
 
 EXIT_OK = 0
@@ -31,6 +30,11 @@ EXIT_INTERNAL = 3
 
 class InputError(Exception):
     """Bad input from the user: reported as one line on stderr with exit code 2."""
+
+
+class LayoutError(InputError):
+    """Valid options that this particular model cannot be split by (its heads or layers): the
+    registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
 def fail(message: str) -> NoReturn:
@@ -426,17 +430,27 @@ def parse_size(text: str, option: str) -> int:
         fail(f"{option}: {exc}")
 
 
-def cache_format_option(text: str | None, model: ModelSpec) -> CacheFormat:
-    """The cache format of ``--kv-dtype`` (default: the model's dtype) for ``model``."""
-    from kvcalc.engine.kv import cache_format
-    from kvcalc.engine.units import KV_DTYPES, UnitError, dtype
+def parse_attention_variant(text: str) -> AttentionVariant:
+    """``--as``: ``mha``, ``gqa:G``, ``mqa`` or ``mla:LATENT[+ROPE]`` (e.g. ``mla:512+64``)."""
+    from kvcalc.engine.units import number_text_problem, shown
+    from kvcalc.engine.variant import AttentionVariant, VariantError
 
+    kind, _, numbers = text.strip().lower().partition(":")
+    usage = "use mha, gqa:G (e.g. gqa:8), mqa or mla:LATENT[+ROPE] (e.g. mla:512+64)"
+    problem = number_text_problem(numbers)
+    if problem is not None:
+        fail(f"--as: {shown(text)!r}: {problem}")
     try:
-        # None is "not given"; an empty name is refused like any unknown one, never the default.
-        name = model.default_dtype if text is None else text
-        return cache_format(model, dtype(name, KV_DTYPES))
-    except UnitError as exc:
-        fail(f"--kv-dtype: {exc}")
+        if kind in ("mha", "mqa") and not numbers:
+            return AttentionVariant(kind)  # type: ignore[arg-type]
+        if kind == "gqa" and numbers.isdigit():
+            return AttentionVariant("gqa", kv_heads=int(numbers))
+        latent, _, rope = numbers.partition("+")
+        if kind == "mla" and latent.isdigit() and (rope.isdigit() or not rope):
+            return AttentionVariant("mla", latent=int(latent), rope=int(rope or 0))
+    except VariantError as exc:
+        fail(f"--as {shown(text)}: {exc}")
+    fail(f"--as: {shown(text)!r} is not an attention variant; {usage}")
 
 
 #: What MODEL may be, in the help of every command that takes one.
@@ -447,13 +461,27 @@ MODEL_HELP = (
 
 
 def load_model(
-    name: str, kv_heads: int | None, head_dim: int | None, layers: int | None
+    name: str,
+    kv_heads: int | None,
+    head_dim: int | None,
+    layers: int | None,
+    attention: str | None = None,
 ) -> ModelSpec:
-    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply what-if
-    overrides."""
+    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply the what-ifs:
+    ``--as`` first (another attention), then the head and layer overrides."""
     from kvcalc.registry.load import resolve_model
 
     model = resolve_model(name)
+    if attention is not None:
+        from kvcalc.engine.variant import VariantError, as_attention
+
+        variant = parse_attention_variant(attention)
+        if kv_heads is not None:
+            fail(f"--kv-heads: --as {variant.label} sets the KV heads; give one of the two")
+        try:
+            model = as_attention(model, variant)
+        except VariantError as exc:
+            fail(f"--as {variant.label}: {exc}")
     if (kv_heads or head_dim) and not model.accepts_head_overrides():
         option = "--kv-heads" if kv_heads else "--head-dim"
         fail(f"{option}: {model.id} has no KV heads to change (its layers are MLA or states)")
@@ -503,7 +531,14 @@ def check_mbu(mbu: float) -> float:
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",
-    help="KV cache dtype: fp32, bf16, fp16, fp8, int8, int4, int2 [default: the model's dtype]",
+    help="KV cache format: fp32, bf16, fp16, fp8, int8, int4, int2, nvfp4, mxfp4, "
+    "fp8_per_token_head, int8_per_token_head, kivi2, kivi4 [default: the model's dtype]",
+)
+AttentionOption = typer.Option(
+    None,
+    "--as",
+    help="what-if: the model with another attention, mha, gqa:G, mqa or mla:LATENT[+ROPE] "
+    "(other dimensions kept, cache re-derived)",
 )
 
 

@@ -9,6 +9,7 @@ import typer
 
 from kvcalc.cli.app import (
     MODEL_HELP,
+    AttentionOption,
     ContextsOption,
     ReportFormat,
     ReportFormatOption,
@@ -16,6 +17,7 @@ from kvcalc.cli.app import (
     emit_report,
     fail,
     load_model,
+    parse_attention_variant,
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import (
@@ -31,6 +33,7 @@ from kvcalc.cli.eviction import EvictionOptions, eviction_options
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.variant import AttentionVariant
 
 DEFAULT_CONTEXTS = "8k,32k,128k"
 #: The request length SGLang's concurrency is shown for when --ctx is not given.
@@ -46,6 +49,7 @@ command_app = command_typer()
 def batch(
     model: str = typer.Argument(None, help=f"{MODEL_HELP} [default: every model]"),
     ctx: str = ContextsOption,
+    attention: str = AttentionOption,
     max_model_len: str = typer.Option(
         None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
     ),
@@ -71,9 +75,10 @@ def batch(
         deploy.refuse("weights", because="it is one model's weights; name the MODEL")
         if evict.given():
             fail(f"{evict.flags()}: an eviction policy is sized for one model; name the MODEL")
-        _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt)
+        variant = parse_attention_variant(attention) if attention else None
+        _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt, variant)
         return
-    spec = load_model(model, None, None, None)
+    spec = load_model(model, None, None, None, attention)
     if name == "simple":
         contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXTS))
         policy, notes = evict.checked(spec, contexts)
@@ -95,17 +100,32 @@ def _simple(dep: Deployment, contexts: list[int], notes: list[str], fmt: ReportF
 
 
 def _whole_registry(
-    gpu_set: GpuSet, contexts: list[int], deploy: DeploymentOptions, fmt: ReportFormat
+    gpu_set: GpuSet,
+    contexts: list[int],
+    deploy: DeploymentOptions,
+    fmt: ReportFormat,
+    variant: AttentionVariant | None,
 ) -> None:
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.deployment import largest_tp
+    from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import all_model_specs
-    from kvcalc.render.batch import registry_report, registry_row
+    from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
 
     rows = []
     specs = all_model_specs()
+    kv_name = None
     for spec in specs:
         layout = None
+        try:
+            # A model that cannot take the what-if or the KV format is its row, not an error.
+            if variant is not None:
+                spec = as_attention(spec, variant)
+            kv = deploy.kv_format(spec)
+            kv_name = kv.name if deploy.format_given() else None
+        except (VariantError, LayoutError) as exc:
+            rows.append(registry_row(None, spec.id, str(exc)))
+            continue
         try:
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
@@ -118,7 +138,12 @@ def _whole_registry(
             why = str(exc).removeprefix("--tp: ")
             layout = f"tp {tp} x {dep.replicas} replicas ({why})"
         rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
-    emit_report(registry_report(rows, gpu_set, contexts, specs), fmt)
+    setting = RegistrySetting(
+        weight_dtype=deploy.weight_dtype,
+        kv_dtype=kv_name,
+        attention=None if variant is None else variant.label,
+    )
+    emit_report(registry_report(rows, gpu_set, contexts, specs, setting), fmt)
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:

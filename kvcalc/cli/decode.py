@@ -9,6 +9,7 @@ import typer
 
 from kvcalc.cli.app import (
     MODEL_HELP,
+    AttentionOption,
     BatchOption,
     ContextsOption,
     MbuOption,
@@ -48,6 +49,7 @@ command_app = command_typer()
 def decode(
     model: str = typer.Argument(..., help=MODEL_HELP),
     ctx: str = ContextsOption,
+    attention: str = AttentionOption,
     batch: int = BatchOption,
     mbu: float = MbuOption,
     mfu: float = MfuOption,
@@ -69,7 +71,7 @@ def decode(
     name = engine.checked(deploy, sglang)
     evict.check_applies(name)
     gpu_set = deploy.resolve_gpus()
-    spec = load_model(model, None, None, None)
+    spec = load_model(model, None, None, None, attention)
     contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXT))
     policy, notes = evict.checked(spec, contexts)
     dep = deploy.build(spec, gpu_set, name, policy)

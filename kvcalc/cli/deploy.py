@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, KvDtypeOption, fail, grouped_options, parse_size
+from kvcalc.cli.app import InputError, LayoutError, fail, grouped_options, parse_size
+from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class LayoutError(InputError):
-    """Valid options that this particular model cannot be split by (its heads or layers): the
-    registry-wide table reports it as that model's row; any other bad option stops the command."""
 
 
 #: Engine field -> option, where the option's name is not the field's with dashes.
@@ -50,9 +46,13 @@ def input_error(exc: DeploymentError) -> InputError:
     return cls(exc.worded(option_name))
 
 
+# ------------------------------------------------------------------ the deployment
+
+
 @dataclass(frozen=True)
-class DeploymentOptions:
-    """The deployment options as given on the command line (None: not given)."""
+class DeploymentOptions(KvFormatOptions):
+    """The deployment options as given on the command line (None: not given), the KV format
+    options included."""
 
     gpus: str | None
     """None only for a command whose GPUs are optional (`compare`)."""
@@ -65,7 +65,6 @@ class DeploymentOptions:
     weights: str | None
     kv_memory: str | None
     weight_dtype: str | None
-    kv_dtype: str | None
     block_size: int
     prefix_shared: int
     max_num_batched_tokens: int | None
@@ -162,7 +161,7 @@ class DeploymentOptions:
                 tp=self.tp,
                 pp=self.pp,
                 weight_dtype=self.weight_dtype,
-                kv_dtype=self.kv_dtype,
+                kv_dtype=self.kv_format(model),
                 gpu_util=self.gpu_util,
                 reserve=self.reserve,
                 block_size=self.block_size,
@@ -212,10 +211,15 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     "weight_dtype": (
         str | None,
         typer.Option(
-            None, "--weight-dtype", help="bf16, fp16, fp8, int8, int4, mxfp4 [default: model dtype]"
+            None,
+            "--weight-dtype",
+            help=(
+                "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
+                "[default: as released]"
+            ),
         ),
     ),
-    "kv_dtype": (str | None, KvDtypeOption),
+    **KV_PARAMETERS,
     "block_size": (
         int,
         typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),

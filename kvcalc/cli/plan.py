@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    AttentionOption,
     MfuOption,
     ReportFormat,
     ReportFormatOption,
@@ -22,6 +23,7 @@ from kvcalc.cli.app import (
 if TYPE_CHECKING:
     from kvcalc.engine.hardware import Accelerator
     from kvcalc.engine.plan import Plan, PlannedLayout, PlanRequest
+    from kvcalc.engine.spec import ModelSpec
 
 DEFAULT_CONTEXT = "8k"
 DEFAULT_MAX_GPUS = 8
@@ -55,6 +57,7 @@ def plan(
         help="time-to-first-token target for one prompt of --ctx tokens, e.g. 2s",
         show_default=False,
     ),
+    attention: str = AttentionOption,
     gpus: str = typer.Option(
         None,
         "--gpus",
@@ -74,7 +77,8 @@ def plan(
     kv_dtype: str = typer.Option(
         None,
         "--kv-dtype",
-        help="KV cache dtypes to try, e.g. bf16,fp8 [default: the model's dtype]",
+        help="KV cache formats to try, e.g. bf16,fp8,nvfp4,kivi2 (any --kv-dtype name) "
+        "[default: the model's dtype]",
         show_default=False,
     ),
     engine: str = typer.Option(
@@ -112,7 +116,7 @@ def plan(
         fail(f"--max-gpus: {max_gpus} is not between 1 and {MAX_MAX_GPUS}, e.g. 8")
     if top < 1:
         fail(f"--top: {top} must be at least 1")
-    spec = load_model(model, None, None, None)
+    spec = load_model(model, None, None, None, attention)
     contexts = parse_ctx_list(ctx or DEFAULT_CONTEXT)
     if len(contexts) != 1:
         fail("--ctx: plan serves one context length; give one, e.g. 16k")
@@ -123,8 +127,8 @@ def plan(
         context_tokens=contexts[0],
         accelerators=candidate_accelerators(gpus, prices),
         max_gpus=max_gpus,
-        weight_dtypes=dtype_list(weight_dtype, "--weight-dtype", "weights"),
-        kv_dtypes=dtype_list(kv_dtype, "--kv-dtype", "kv"),
+        weight_dtypes=dtype_list(weight_dtype, "--weight-dtype"),
+        kv_dtypes=kv_format_list(kv_dtype, spec, engine),
         max_tpot_seconds=duration(max_tpot, "--max-tpot"),
         max_ttft_seconds=duration(max_ttft, "--max-ttft"),
         roofline=roofline,
@@ -156,21 +160,45 @@ def split_list(text: str, option: str, example: str) -> list[str]:
     return items
 
 
-def dtype_list(text: str | None, option: str, kind: str) -> list[str | None]:
-    """The dtypes to try (None: the model's own), each checked by name, duplicates refused."""
-    from kvcalc.engine.units import KV_DTYPES, WEIGHT_DTYPES, UnitError, dtype
+def dtype_list(text: str | None, option: str) -> list[str | None]:
+    """The weight dtypes to try (None: as the checkpoint ships), each checked by name (a flat
+    dtype or a format with its scales), duplicates refused."""
+    from kvcalc.engine.quant import weight_format
+    from kvcalc.engine.units import UnitError
 
     if text is None:
         return [None]
-    allowed = KV_DTYPES if kind == "kv" else WEIGHT_DTYPES
     names = []
     for item in split_list(text, option, "bf16,fp8"):
         try:
-            names.append(dtype(item, allowed).name)
+            names.append(weight_format(item).name)
         except UnitError as exc:
             fail(f"{option}: {exc}")
     if len(set(names)) != len(names):
         fail(f"{option}: {text!r} names a dtype twice; give each once")
+    return list(names)
+
+
+def kv_format_list(text: str | None, model: ModelSpec, engine: str) -> list[str | None]:
+    """The KV formats to try, by name (None: the model's own), each one the engine stores and
+    the model's layers take, duplicates refused."""
+    from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
+    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_dtype
+
+    if text is None:
+        return [None]
+    names = []
+    for item in split_list(text, "--kv-dtype", "bf16,fp8"):
+        try:
+            fmt = kv_format(KVFormatRequest(item), model.default_dtype)
+            check_stores(fmt, model)
+            if engine == "vllm":
+                vllm_kv_dtype(fmt)
+        except (KVFormatError, VLLMConfigError) as exc:
+            fail(f"--kv-dtype: {str(exc).removeprefix('--kv-dtype: ')}")
+        names.append(fmt.name)
+    if len(set(names)) != len(names):
+        fail(f"--kv-dtype: {text!r} names a format twice; give each once")
     return list(names)
 
 

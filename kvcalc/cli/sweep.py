@@ -12,6 +12,7 @@ import typer
 
 from kvcalc.cli.app import (
     MAX_BATCH,
+    AttentionOption,
     MbuOption,
     ReportFormat,
     ReportFormatOption,
@@ -52,6 +53,7 @@ def sweep(
         "at each context]",
         show_default=False,
     ),
+    attention: str = AttentionOption,
     mbu: float = MbuOption,
     plot: str = typer.Option(
         None,
@@ -78,7 +80,7 @@ def sweep(
     refuse_repeats([d.gpus or "" for d in deploys], "--gpus")  # always given here
     if len(models) > 1:
         deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
-    specs = [load_model(name, None, None, None) for name in models]
+    specs = [load_model(name, None, None, None, attention) for name in models]
     results = [
         sweep_of(d.build(spec, d.resolve_gpus()), contexts, batches, mbu)
         for spec in specs

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 
 from kvcalc.engine.deployment import check_context
 from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
-from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
+from kvcalc.engine.kv import (
+    CacheFormat,
+    layer_bytes_per_token,
+    layer_state_bytes,
+    layer_tokens_bytes,
+    mixer_counts,
+)
 from kvcalc.engine.mixers.base import Mixer
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, GiB
@@ -65,6 +71,15 @@ class LayerGroup:
     layers: int
     bytes_per_token: int
     state_bytes: int
+    cache: CacheFormat
+    linear: bool
+    """Whether tokens take tokens x bytes_per_token (every format but KIVI)."""
+
+    def tokens_bytes(self, tokens: int) -> int:
+        """Bytes ``tokens`` tokens of one sequence take in one of these layers."""
+        if self.linear:
+            return tokens * self.bytes_per_token
+        return layer_tokens_bytes(self.mixer, tokens, self.cache)
 
 
 def layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
@@ -74,6 +89,8 @@ def layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
             layers,
             layer_bytes_per_token(mixer, layout.cache),
             layer_state_bytes(mixer, layout.cache),
+            layout.cache,
+            layout.cache.kv.linear,
         )
         for mixer, layers in mixer_counts(layout.model, stage.layers)
     )
@@ -84,7 +101,8 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
 
     Each layer holds ceil(tokens_held / block) blocks plus its fixed state. Layers that hold the
     whole context share the first floor(prefix / block) blocks; a window that has slid past the
-    prefix shares nothing.
+    prefix shares nothing. The shared blocks are the oldest tokens: under a format with a
+    full-precision recent part (KIVI) they are priced as the tokens they add to the sequence.
     """
     unique = shared = 0
     block = layout.block_size
@@ -94,8 +112,13 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
         held = layer_tokens_held(group.mixer, context_tokens, layout.eviction)
         blocks_tokens = -(-held // block) * block
         common = shared_tokens if held == context_tokens and per_token else 0
-        unique += ((blocks_tokens - common) * per_token + group.state_bytes) * group.layers
-        shared += common * per_token * group.layers
+        if group.linear:  # the capacity searches run this some thirty times per model
+            whole, own = blocks_tokens * per_token, (blocks_tokens - common) * per_token
+        else:
+            whole = group.tokens_bytes(blocks_tokens)
+            own = group.tokens_bytes(blocks_tokens - common)
+        unique += (own + group.state_bytes) * group.layers
+        shared += (whole - own) * group.layers
     return unique, shared
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.flops import decode_flops
 from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence
+from kvcalc.engine.kvformat import KVFormat
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import DType
 from kvcalc.engine.weights import (
@@ -97,7 +98,7 @@ def decode_step(
     *,
     batch: int,
     context_tokens: int,
-    kv_dtype: CacheFormat | DType,
+    kv_dtype: CacheFormat | KVFormat | DType,
     precision: WeightPrecision,
     tp: int,
     pp: int,

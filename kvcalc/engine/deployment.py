@@ -26,13 +26,13 @@ from functools import cached_property
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.hardware import GpuSet
 from kvcalc.engine.kv import CacheFormat, cache_format
+from kvcalc.engine.kvformat import KVFormat
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     estimated_overhead,
 )
 from kvcalc.engine.spec import ModelSpec, ParallelismError
-from kvcalc.engine.units import DType
 from kvcalc.engine.weights import WeightPrecision, pipeline_stages, weights_per_gpu
 
 #: The share of GPU memory a serving engine takes by default (vLLM ``--gpu-memory-utilization``).
@@ -113,7 +113,8 @@ class Deployment:
     # ------------------------------------------------------------------ layout
 
     @property
-    def kv_dtype(self) -> DType:
+    def kv_dtype(self) -> KVFormat:
+        """The KV cache's format (a dtype, or scales, groups, a full-precision part)."""
         return self.cache.kv
 
     @property
@@ -310,26 +311,37 @@ def deployment(
     tp: int | None = None,
     pp: int = 1,
     weight_dtype: str | None = None,
-    kv_dtype: str | None = None,
+    kv_dtype: str | KVFormat | None = None,
     gpu_util: float | Fraction | None = None,
     reserve: float | Fraction | None = None,
     eviction: Eviction = KEEP_ALL,
     **figures: int | None,
 ) -> Deployment:
     """Build a deployment from names and figures, filling in what a practitioner would assume:
-    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`),
-    the KV cache and recurrent states at the model's dtype. ``figures`` are the remaining
+    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`:
+    the model's released format unless ``weight_dtype`` overrides it), the KV cache and recurrent
+    states at the model's dtype. ``kv_dtype`` is a format name
+    (:data:`~kvcalc.engine.kvformat.PRESETS`) or a built format. ``figures`` are the remaining
     :class:`Deployment` fields (``block_size``, ``kv_memory_bytes``, ...); None keeps a default."""
-    from kvcalc.engine.units import KV_DTYPES, WEIGHT_DTYPES, UnitError, dtype
+    from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
+    from kvcalc.engine.quant import weight_format
+    from kvcalc.engine.units import UnitError
     from kvcalc.engine.weights import checkpoint_precision
 
     # None is "not given"; an empty name is refused like any unknown one, never the default.
     try:
-        kv = dtype(model.default_dtype if kv_dtype is None else kv_dtype, KV_DTYPES)
-    except UnitError as exc:
-        raise DeploymentError(("kv_dtype",), str(exc)) from None
+        kv = (
+            kv_dtype
+            if isinstance(kv_dtype, KVFormat)
+            else kv_format(KVFormatRequest(dtype=kv_dtype), model.default_dtype)
+        )
+        check_stores(kv, model)
+    except KVFormatError as exc:
+        raise DeploymentError(("kv_dtype",), str(exc).removeprefix("--kv-dtype: ")) from None
     try:
-        chosen = None if weight_dtype is None else dtype(weight_dtype, WEIGHT_DTYPES)
+        # None: the format the checkpoint ships in (the registry's ``weights:``, or the
+        # config.json's quantization_config), else the model dtype.
+        chosen = None if weight_dtype is None else weight_format(weight_dtype)
         weights = checkpoint_precision(model, chosen)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None

@@ -1,17 +1,20 @@
 """KV-cache size: bytes per token, per sequence and per batch, by layer group.
 
 The per-kind formulas live on the mixer types in :mod:`kvcalc.engine.mixers`; this module only sums
-them over the layers of a model. Bytes are exact integers: one layer's entry for one token is
-rounded up to whole bytes, then multiplied by the tokens the layer holds.
+them over the layers of a model, and the bytes of the tokens a layer holds come from the cache
+format (:mod:`kvcalc.engine.kvformat`). Bytes are exact integers: for a linear format one layer's
+entry for one token is rounded up to whole bytes, then multiplied by the tokens the layer holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
+from kvcalc.engine.kvformat import KVFormat, as_kv_format, model_effective_bits
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, dtype
 
@@ -22,27 +25,34 @@ class CacheFormat:
     an MLA latent), ``state`` for the fixed state of Mamba-like layers, and ``ssm_state`` for
     its temporal (SSM) part when an engine stores that apart (SGLang keeps it in fp32).
 
-    The KV and state dtypes differ on purpose: a quantized KV cache leaves the recurrent state at
-    the model's dtype (vLLM 0.19: ``--mamba-cache-dtype auto`` follows the model, not
-    ``--kv-cache-dtype``).
+    ``kv`` is a :class:`~kvcalc.engine.kvformat.KVFormat` (a dtype, or scales, groups and a
+    full-precision residual). The KV and state dtypes differ on purpose: a quantized KV cache
+    leaves the recurrent state at the model's dtype (vLLM 0.19: ``--mamba-cache-dtype auto``
+    follows the model, not ``--kv-cache-dtype``).
     """
 
-    kv: DType
+    kv: KVFormat
     state: DType
     ssm_state: DType | None = None
 
     @classmethod
     def uniform(cls, dtype: DType) -> CacheFormat:
-        return cls(dtype, dtype)
+        return cls(as_kv_format(dtype), dtype)
 
     @property
     def name(self) -> str:
         return self.kv.name
 
     def token_bytes(self, mixer: Mixer) -> int:
-        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes), side
-        caches at their own fixed format included."""
-        return mixer.token_bytes(self.kv)
+        """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes; the
+        long-context slope when the format is not linear in tokens), side caches at their own
+        fixed format included."""
+        return self.kv.token_bytes(mixer) + side_cache_bytes(mixer)
+
+    def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
+        """Bytes ``tokens`` tokens of one sequence occupy in one layer of ``mixer``, side caches
+        included: the one formula every engine sizes a layer's tokens with."""
+        return self.kv.tokens_bytes(mixer, tokens) + tokens * side_cache_bytes(mixer)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
@@ -54,15 +64,26 @@ class CacheFormat:
         )
 
 
-def cache_format(model: ModelSpec, kv: DType) -> CacheFormat:
+def side_cache_bytes(mixer: Mixer) -> int:
+    """Bytes one token adds to ``mixer``'s fixed-format side caches (DeepSeek-V3.2's indexer
+    keys), whatever the KV format."""
+    return sum(s.bytes_per_token for s in mixer.side_caches())
+
+
+def cache_format(model: ModelSpec, kv: KVFormat | DType) -> CacheFormat:
     """The cache of ``model`` with its KV entries in ``kv``: recurrent states stay at the model's
     dtype (see :class:`CacheFormat`)."""
-    return CacheFormat(kv, dtype(model.default_dtype))
+    return CacheFormat(as_kv_format(kv), dtype(model.default_dtype))
 
 
-def as_cache_format(fmt: CacheFormat | DType) -> CacheFormat:
-    """A bare dtype stores everything, states included, in that dtype."""
-    return fmt if isinstance(fmt, CacheFormat) else CacheFormat.uniform(fmt)
+def as_cache_format(fmt: CacheFormat | KVFormat | DType) -> CacheFormat:
+    """A bare dtype stores everything, states included, in that dtype; a bare KV format keeps
+    recurrent states at bf16 (use :func:`cache_format` for the model's own dtype)."""
+    if isinstance(fmt, CacheFormat):
+        return fmt
+    if isinstance(fmt, DType):
+        return CacheFormat.uniform(fmt)
+    return CacheFormat(fmt, dtype("bf16"))
 
 
 @dataclass(frozen=True)
@@ -91,11 +112,15 @@ class KVSize:
     batch: int
     kv_dtype: str
     groups: tuple[GroupKV, ...]
+    kv_bits: Fraction | None = None
+    """Bits per stored value at long context, scales included (None: no layer holds tokens)."""
+    kv_format: KVFormat | None = None
     eviction: Eviction = KEEP_ALL
 
     @property
     def bytes_per_token(self) -> int:
-        """Bytes one token adds to a sequence while no window is full (states excluded)."""
+        """Bytes one token adds to a sequence while no window is full (states excluded); for a
+        format not linear in tokens (KIVI) the long-context slope."""
         return sum(g.bytes_per_token for g in self.groups)
 
     @property
@@ -124,25 +149,33 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     return tuple(counts.items())
 
 
-def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | DType) -> int:
-    """Bytes one token adds to one layer's cache."""
+def layer_bytes_per_token(mixer: Mixer, fmt: CacheFormat | KVFormat | DType) -> int:
+    """Bytes one token adds to one layer's cache (the long-context slope for KIVI)."""
     return as_cache_format(fmt).token_bytes(mixer)
 
 
-def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | DType) -> int:
+def layer_tokens_bytes(mixer: Mixer, tokens: int, fmt: CacheFormat | KVFormat | DType) -> int:
+    """Bytes ``tokens`` tokens of one sequence occupy in one layer's cache."""
+    return as_cache_format(fmt).tokens_bytes(mixer, tokens)
+
+
+def layer_state_bytes(mixer: Mixer, fmt: CacheFormat | KVFormat | DType) -> int:
     """Bytes of one layer's fixed per-sequence state (0 for attention)."""
     return as_cache_format(fmt).state_bytes(mixer)
 
 
 def layer_bytes_per_sequence(
-    mixer: Mixer, context_tokens: int, fmt: CacheFormat | DType, eviction: Eviction = KEEP_ALL
+    mixer: Mixer,
+    context_tokens: int,
+    fmt: CacheFormat | KVFormat | DType,
+    eviction: Eviction = KEEP_ALL,
 ) -> int:
     """Bytes one layer keeps for one sequence of ``context_tokens`` tokens."""
     held = layer_tokens_held(mixer, context_tokens, eviction)
-    return layer_bytes_per_token(mixer, fmt) * held + layer_state_bytes(mixer, fmt)
+    return layer_tokens_bytes(mixer, held, fmt) + layer_state_bytes(mixer, fmt)
 
 
-def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | DType) -> int:
+def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | KVFormat | DType) -> int:
     """Bytes one token adds across all layers while no window is full (fixed states excluded)."""
     return sum(layer_bytes_per_token(m, dtype) * n for m, n in layer_groups(model))
 
@@ -150,7 +183,7 @@ def kv_bytes_per_token(model: ModelSpec, dtype: CacheFormat | DType) -> int:
 def kv_bytes_per_sequence(
     model: ModelSpec,
     context_tokens: int,
-    dtype: CacheFormat | DType,
+    dtype: CacheFormat | KVFormat | DType,
     eviction: Eviction = KEEP_ALL,
 ) -> int:
     """Bytes of cache for one sequence at ``context_tokens``: windows (and an eviction policy)
@@ -164,7 +197,7 @@ def kv_bytes_per_sequence(
 def kv_size(
     model: ModelSpec,
     context_tokens: int,
-    dtype: CacheFormat | DType,
+    dtype: CacheFormat | KVFormat | DType,
     batch: int = 1,
     eviction: Eviction = KEEP_ALL,
 ) -> KVSize:
@@ -184,7 +217,16 @@ def kv_size(
         )
         for mixer, n in layer_groups(model)
     )
-    return KVSize(model.id, context_tokens, batch, fmt.name, groups, eviction)
+    return KVSize(
+        model.id,
+        context_tokens,
+        batch,
+        fmt.name,
+        groups,
+        eviction=eviction,
+        kv_bits=model_effective_bits(fmt.kv, model),
+        kv_format=fmt.kv,
+    )
 
 
 def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:

@@ -7,9 +7,10 @@ simple capacity model, so the two agree.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
-from kvcalc.engine.spec import ModelSpec, MoE
+from kvcalc.engine.spec import DenseMLP, ModelSpec, MoE
 from kvcalc.engine.units import GiB, dtype
 
 #: vLLM 0.19's default ``--max-num-batched-tokens`` for the OpenAI server on an 80 GB-class GPU.
@@ -18,23 +19,24 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 1024
 
 #: Non-torch memory per worker (NCCL / custom all-reduce buffers, cuBLAS workspaces), from the
-#: vLLM 0.19.0 H100 logs summarised in the reference: 0.25-0.46 GiB at TP1 (midpoint taken),
-#: about 2.1 GiB with TP >= 2, 0.07 GiB on a pipeline stage without TP.
-NON_TORCH_TP1 = int(Fraction("0.35") * GiB)
+#: vLLM 0.19.0 H100 logs (llm-d-planner accuracy runs): 0.24-0.26 GiB at TP1 in 20 of 22 runs
+#: (Granite 0.46), 2.06-2.21 GiB with TP >= 2, 0.07 GiB on a pipeline stage without TP.
+NON_TORCH_TP1 = int(Fraction("0.25") * GiB)
 NON_TORCH_TP = int(Fraction("2.1") * GiB)
 NON_TORCH_PP_STAGE = int(Fraction("0.07") * GiB)
-#: Activation peak of the profile run, per token of max_num_batched_tokens: about 4 live tensors
-#: of (hidden + FFN width per rank) in the model dtype. Calibrated on the reference's Llama-3.1-8B
-#: PP2 run (non-KV 8.69 GiB on the first stage = 7.48 GiB of weights + 0.07 non-torch + 1.14
-#: activations; 4 x 8192 x (4096 + 14336) x 2 bytes = 1.125 GiB).
-ACTIVATION_TENSORS_PER_TOKEN = 4
-#: The last stage also runs the sampler on max_num_seqs rows of fp32 logits, about two copies
-#: (same run: the last stage's non-KV was 9.60 GiB, 0.91 GiB more; 2 x 1024 x 128256 x 4 bytes
-#: = 0.98 GiB). Cross-check: Qwen3-14B (hidden 5120, FFN 17408, vocab 151,936 per its config.json)
-#: logged 2.23 GiB on v0.17 (settings not in the reference); this gives 2.53 GiB at 8192 tokens and
-#: 1024 sequences, i.e. it errs towards less KV memory. Expect +-0.3 GiB; versions differ (the
-#: same model logged 5.64 GiB on v0.16).
-LOGIT_COPIES = 2
+#: The profile run's forward pass, per token of max_num_batched_tokens: the widest dense MLP's
+#: gate/up output and activation (3 x its width per rank) and about five hidden-sized tensors
+#: (residual, normed input, attention output, MLP output, a copy). Fitted on Llama-3.1-8B's
+#: first PP2 stage, where the forward is the peak (1.10 GiB logged with 0.125 of received
+#: tensors; this gives 1.09); CodeLlama-7B (FFN 11008, small vocabulary) logged 0.77 GiB, this
+#: gives 0.81; Granite-3.1-8B (FFN 12800) 0.85 and 0.90.
+FORWARD_HIDDEN_TENSORS = 5
+FORWARD_FFN_TENSORS = 3
+#: The sampler run on max_num_seqs rows of fp32 logits holds about 3.72 copies of them beside the
+#: forward's last hidden states: fitted on the vLLM 0.19 logs where it is the peak (Llama-3.1-8B
+#: 1.89 GiB, Qwen2.5-7B and Qwen3-8B 2.21, Gemma-2 2B/9B/27B 3.62-3.66, Phi-4 1.52, gpt-oss-20b
+#: 2.87, Qwen2.5-72B 2.29: 3.67-3.77 copies, 3.83 for 50k vocabularies).
+SAMPLER_LOGIT_COPIES = Fraction(372, 100)
 LOGIT_BYTES = 4
 
 
@@ -45,19 +47,85 @@ def non_torch_memory(tp: int, pp: int) -> int:
     return NON_TORCH_PP_STAGE if pp >= 2 else NON_TORCH_TP1
 
 
-def ffn_width_per_token(model: ModelSpec) -> int:
-    """The widest FFN activation a token produces in any layer (MoE: its routed top-k plus shared
-    experts)."""
-    widths = []
-    for ffn in {model.ffn_at(i) for i in range(model.num_layers)}:
+def used_ffns(model: ModelSpec) -> list[DenseMLP | MoE]:
+    """The feed-forward blocks the layers use (the dense MLP, the MoE, or both), found by
+    identity: hashing the frozen blocks layer by layer is most of a whole-registry batch."""
+    seen: list[DenseMLP | MoE] = []
+    for i in range(model.num_layers):
+        ffn = model.ffn_at(i)
+        if not any(ffn is s for s in seen):
+            seen.append(ffn)
+            if len(seen) == 2:
+                break
+    return seen
+
+
+def dense_ffn_width(model: ModelSpec) -> int:
+    """The widest dense FFN a token passes through in any layer (an MoE layer's shared experts
+    run as a dense MLP), before TP."""
+    widths = [0]
+    for ffn in used_ffns(model):
         if isinstance(ffn, MoE):
-            widths.append(
-                ffn.top_k * ffn.intermediate_size
-                + ffn.shared_experts * ffn.shared_intermediate_size
-            )
+            widths.append(ffn.shared_experts * ffn.shared_intermediate_size)
         else:
             widths.append(ffn.intermediate_size)
     return max(widths)
+
+
+def forward_peak(model: ModelSpec, tp: int, tokens: int) -> int:
+    """Live tensors of the profile run's forward pass over ``tokens`` (see the constants): the
+    FFN width is split by TP, the hidden state is not."""
+    act = dtype(model.default_dtype)
+    width = (
+        FORWARD_HIDDEN_TENSORS * model.hidden_size
+        + FORWARD_FFN_TENSORS * -(-dense_ffn_width(model) // tp)
+    )
+    return act.bytes_for(tokens * width)
+
+
+def sampler_peak(model: ModelSpec, tokens: int, max_num_seqs: int) -> int:
+    """The sampler run on the last stage: max_num_seqs rows of fp32 logits over the whole
+    vocabulary (gathered across TP), beside the forward's ``tokens`` hidden states."""
+    act = dtype(model.default_dtype)
+    logits = max_num_seqs * model.vocab_size * LOGIT_BYTES
+    return act.bytes_for(tokens * model.hidden_size) + math.ceil(SAMPLER_LOGIT_COPIES * logits)
+
+
+def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
+    """vLLM's fused-MoE workspaces for ``tokens``, kept by its workspace manager once the profile
+    run has sized them, so they are still held when the sampler peaks
+    (``TritonExperts.workspace_shapes`` in vllm/model_executor/layers/fused_moe: workspace1
+    (M, top_k, max(N / 2, K)), workspace2 (M, top_k, max(N, K)) and the output (M, K), with N
+    the gate/up width per rank and K the hidden size). Qwen3-30B-A3B logged 2.68 GiB, 0.49 above
+    its sampler; this gives 0.53."""
+    k = model.hidden_size
+    per_token = 0
+    for moe in used_ffns(model):
+        if isinstance(moe, MoE):
+            n = 2 * -(-moe.intermediate_size // tp)
+            per_token = max(per_token, moe.top_k * (max(n // 2, k) + max(n, k)) + k)
+    return dtype(model.default_dtype).bytes_for(tokens * per_token)
+
+
+def encoder_cache(model: ModelSpec, tokens: int) -> int:
+    """A multimodal model's profile run first encodes dummy images filling the encoder budget
+    (max(max_num_batched_tokens, tokens of one image), "Encoder cache will be initialized with
+    a budget of 8192 tokens" in the logs) and keeps their embeddings, then merges them into the
+    input embeddings: two budget x hidden tensors in the model dtype. Gemma-3 4B/12B/27B logged
+    0.27-0.33 GiB above Gemma-2's peak; this gives 0.08-0.16 of it (the rest is their larger
+    vocabulary's sampler)."""
+    if model.vision is None:
+        return 0
+    budget = max(tokens, model.vision.tokens_per_image)
+    return dtype(model.default_dtype).bytes_for(2 * budget * model.hidden_size)
+
+
+def pipeline_buffers(model: ModelSpec, pp: int, tokens: int) -> int:
+    """The hidden states and residual a pipeline stage receives (Llama-3.1-8B PP2's last stage
+    logged 2.01 GiB against 1.89 without PP: 2 x 8192 x 4096 x 2 bytes = 0.125)."""
+    if pp < 2:
+        return 0
+    return dtype(model.default_dtype).bytes_for(2 * tokens * model.hidden_size)
 
 
 def activation_peak(
@@ -66,14 +134,17 @@ def activation_peak(
     max_num_batched_tokens: int,
     max_num_seqs: int,
     last_stage: bool,
+    pp: int = 1,
 ) -> int:
-    """Estimated "PyTorch activation peak memory" of the profile run (see the constants): the
-    FFN width is split by TP, the hidden state is not; only the last stage samples."""
-    act = dtype(model.default_dtype)
-    width = model.hidden_size + ffn_width_per_token(model) // tp
-    body = act.bytes_for(ACTIVATION_TENSORS_PER_TOKEN * max_num_batched_tokens * width)
-    logits = LOGIT_COPIES * max_num_seqs * model.vocab_size * LOGIT_BYTES if last_stage else 0
-    return body + logits
+    """Estimated "PyTorch activation peak memory" of the profile run: the larger of the forward
+    pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces,
+    a multimodal model's encoder cache and a pipeline stage's received tensors."""
+    tokens = max_num_batched_tokens
+    body = forward_peak(model, tp, tokens)
+    if last_stage:
+        body = max(body, sampler_peak(model, tokens, max_num_seqs))
+    held = moe_workspace(model, tp, tokens) + pipeline_buffers(model, pp, tokens)
+    return body + held + encoder_cache(model, tokens)
 
 
 def estimated_overhead(
@@ -87,6 +158,5 @@ def estimated_overhead(
     """Runtime memory besides weights and KV on one GPU of pipeline ``stage``: what vLLM's
     profiler subtracts (activation peak + non-torch memory)."""
     last = stage == pp - 1
-    return activation_peak(model, tp, max_num_batched_tokens, max_num_seqs, last_stage=last) + (
-        non_torch_memory(tp, pp)
-    )
+    peak = activation_peak(model, tp, max_num_batched_tokens, max_num_seqs, last, pp)
+    return peak + non_torch_memory(tp, pp)

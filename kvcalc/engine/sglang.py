@@ -41,6 +41,7 @@ from functools import total_ordering
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
+from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -338,9 +339,12 @@ def estimated_free_before_load(memory_bytes: int, world_size: int) -> int:
 # --------------------------------------------------------------------------------------------
 # Step 3: what one token and one request cost on one rank (reference sections 2 and 4)
 
-#: ``--kv-cache-dtype`` values SGLang stores (section 2.5): ``auto`` is the model dtype, and
-#: fp8_e4m3 / fp8_e5m2 are one byte (uint8 storage).
-SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+#: ``--kv-cache-dtype`` values SGLang stores (section 2.5): ``auto`` is the model dtype,
+#: fp8_e4m3 / fp8_e5m2 are one byte (uint8 storage), and fp4_e2m1 is nvfp4 (section 2.3: half
+#: a byte per value plus one byte of scale per 16 values, the nvfp4 format's own bytes).
+SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "nvfp4")
+#: From this release an fp4 MHA cache also reserves an FP8 dequant workspace (section 2.3).
+FP4_WORKSPACE_SINCE = "0.5.18"
 #: ``--mamba-ssm-dtype`` default float32: the temporal state is 4 bytes per value (section 4).
 MAMBA_SSM_DTYPE = dtype("fp32")
 #: ``--mamba-full-memory-ratio`` default: the mamba pool gets r / (1 + r) of the budget.
@@ -349,13 +353,25 @@ MAMBA_FULL_MEMORY_RATIO = Fraction("0.9")
 DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
 
 
-def sglang_kv_dtype(kv: DType) -> DType:
+def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
     if kv.name not in SGLANG_KV_DTYPES:
         raise SGLangConfigError(
-            f"--kv-dtype: SGLang has no {kv.name} KV cache; use bf16, fp16 or fp8 "
-            "(fp8_e4m3 / fp8_e5m2, one byte)"
+            f"--kv-dtype: SGLang has no {kv.name} KV cache; use bf16, fp16, fp8 "
+            "(fp8_e4m3 / fp8_e5m2, one byte) or nvfp4 (fp4_e2m1)"
         )
     return kv
+
+
+def check_fp4_workspace(dep: Deployment, version: SGLangVersion) -> None:
+    """Refuse an fp4 cache of a model with per-head attention where SGLang adds a dequant
+    workspace to it (0.5.18+), which is not modelled."""
+    if dep.cache.kv.name != "nvfp4" or version < v(FP4_WORKSPACE_SINCE):
+        return
+    if any(m.has_kv_heads for m in dep.model.mixer_pattern):
+        raise SGLangConfigError(
+            f"--sglang-version: SGLang {version} adds an FP8 dequant workspace to an fp4 MHA "
+            "cache, which is not modelled; use 0.5.17 or an MLA model"
+        )
 
 
 def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
@@ -380,7 +396,7 @@ def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
     """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
     (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
     shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
-    return layer_state_bytes(mixer, CacheFormat(conv, conv, MAMBA_SSM_DTYPE))
+    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, MAMBA_SSM_DTYPE))
 
 
 @dataclass(frozen=True)
@@ -676,6 +692,7 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     """The cells of the stage whose rank stores the most per token (section 2.4: ``L`` is the
     PP slice)."""
     sglang_kv_dtype(dep.cache.kv)
+    check_fp4_workspace(dep, opts.version)
     split = opts.swa_full_tokens_ratio is not None
     if split and not is_hybrid_swa(dep.model):
         raise SGLangConfigError(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.checkpoint import CheckpointFormat
 from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
 
 if TYPE_CHECKING:
@@ -112,6 +113,45 @@ class MoELayout:
 
 
 @dataclass(frozen=True)
+class VisionEncoder:
+    """The image encoder of a multimodal checkpoint (a ViT: patch embedding, position table,
+    ``layers`` pre-norm blocks of attention and an MLP, two norms each) and the projector into
+    the text model, as the engine loads them beside the language model. The defaults describe
+    SigLIP and Llama-4's tower (LayerNorms with biases, biased attention and GELU MLP, a learned
+    position table); Pixtral has RMSNorms, no biases, a gated MLP and 2D RoPE instead.
+
+    ``projector`` lists the bias-free linears after the tower as (inputs, outputs): Llama-4's
+    pixel-shuffle MLP and multi_modal_projector; Gemma-3's mm_input_projection (after an RMSNorm
+    of ``projector_norm`` values). ``tokens_per_image`` is what one image costs the text model
+    (the encoder-cache entry vLLM's profiler holds)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    patch: int
+    image: int
+    tokens_per_image: int
+    channels: int = 3
+    patch_bias: bool = True
+    """SigLIP's patch convolution has a bias; Llama-4's unfold linear has none."""
+    class_token: bool = False
+    """Llama-4: a class embedding, and one more row of the position table."""
+    outer_norms: int = 1
+    """Norms around the block stack: SigLIP's post_layernorm; Llama-4's pre and post."""
+    projector: tuple[tuple[int, int], ...] = ()
+    projector_norm: int = 0
+    norm_bias: bool = True
+    """LayerNorms (weight and bias); False: RMSNorms (weight only)."""
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    gated_mlp: bool = False
+    """gate, up and down (Pixtral's SiLU MLP); False: fc1 and fc2."""
+    position_table: bool = True
+    """A learned position per patch; False: rotary positions (Pixtral's 2D RoPE)."""
+
+
+@dataclass(frozen=True)
 class Layer:
     mixer: Mixer
     ffn: FFN
@@ -141,6 +181,13 @@ class ModelSpec:
     moe_layout: MoELayout = field(default_factory=MoELayout)
     default_dtype: str = "bf16"
     max_context: int | None = None
+    checkpoint: CheckpointFormat | None = None
+    """The released weight format; None: every weight at ``default_dtype``."""
+    vision: VisionEncoder | None = None
+    """A multimodal checkpoint's image encoder and projector; None: text only."""
+    rotary_caches: tuple[tuple[int, int], ...] | None = None
+    """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
+    None: one table of ``max_context`` positions per rotary width of the attention kinds."""
 
     @cached_property
     def layers(self) -> tuple[Layer, ...]:

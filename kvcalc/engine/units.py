@@ -1,7 +1,7 @@
 """Units: data types, byte sizes and token counts.
 
 Bytes are exact integers everywhere in the engine. Data types are kept as a number of bits per
-element (a Fraction, so sub-byte types such as int4 and MXFP4 stay exact) and are turned into bytes
+element (a Fraction, so sub-byte types such as int4 and int2 stay exact) and are turned into bytes
 only when a whole tensor is sized, rounding up.
 """
 
@@ -74,8 +74,8 @@ class DType:
         return -(-elements * self.bits.numerator // (8 * self.bits.denominator))
 
 
-# MXFP4 (OCP microscaling): 4-bit E2M1 values plus one 8-bit E8M0 scale per block of 32,
-# i.e. 4 + 8/32 = 4.25 bits per element. gpt-oss ships its MoE experts this way.
+# Block-scaled weight formats (MXFP4, FP8 with 128x128 scales) are not a fixed number of bits
+# per element: they are kvcalc.engine.quant formats, sized from each tensor's shape.
 _DTYPES: dict[str, DType] = {
     d.name: d
     for d in (
@@ -86,7 +86,6 @@ _DTYPES: dict[str, DType] = {
         DType("int8", Fraction(8)),
         DType("int4", Fraction(4)),
         DType("int2", Fraction(2)),
-        DType("mxfp4", Fraction(17, 4)),
     )
 }
 _DTYPE_ALIASES = {
@@ -108,7 +107,6 @@ def canonical_dtype_name(name: str) -> str:
 
 
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
 
 
 def dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:

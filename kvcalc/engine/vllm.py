@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
 from kvcalc.engine.kv import CacheFormat, layer_state_bytes
+from kvcalc.engine.kvformat import KVFormat, as_kv_format, plain
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -50,9 +51,20 @@ from kvcalc.engine.weights import pipeline_stages
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
-#: KV dtypes vLLM 0.19 offers (``--kv-cache-dtype auto`` resolves to the model dtype; every
-#: ``fp8*`` variant stores one byte per value).
-VLLM_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+#: KV formats vLLM 0.19 stores (``--kv-cache-dtype auto`` resolves to the model dtype; every
+#: ``fp8*`` variant stores one byte per value with a per-tensor scale; the per_token_head modes
+#: add an fp32 scale per token, head and K/V; nvfp4 packs one fp8 scale per 16 values). The
+#: names are :data:`kvcalc.engine.kvformat.PRESETS` entries: a format customised with groups,
+#: scales or KIVI options gets another name, and is refused.
+VLLM_KV_DTYPES = (
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8",
+    "fp8_per_token_head",
+    "int8_per_token_head",
+    "nvfp4",
+)
 #: The attention block in a Mamba hybrid is a multiple of this (kernel_block_alignment_size for
 #: non-MLA attention in HybridAttentionMambaModelConfig.verify_and_update_config).
 HYBRID_BLOCK_ALIGNMENT = 16
@@ -122,16 +134,17 @@ class LayerCacheSpec:
         return math.ceil(max_model_len / self.block_size)
 
 
-def vllm_kv_dtype(kv_dtype: DType) -> DType:
-    """The KV dtype, refused unless vLLM 0.19 offers it."""
-    if kv_dtype.name not in VLLM_KV_DTYPES:
+def vllm_kv_dtype(kv_dtype: KVFormat | DType) -> KVFormat:
+    """The KV format, refused unless vLLM 0.19 stores it."""
+    fmt = as_kv_format(kv_dtype)
+    if fmt.name not in VLLM_KV_DTYPES:
         raise VLLMConfigError(
-            f"vLLM 0.19 has no {kv_dtype.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}"
+            f"vLLM 0.19 has no {fmt.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}"
         )
-    return kv_dtype
+    return fmt
 
 
-def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
+def attention_bytes_per_token(mixer: Mixer, kv_dtype: KVFormat | DType) -> int:
     """Bytes one token adds to one attention layer's own spec on one rank (``mixer`` already
     per rank); side caches have specs of their own (:func:`side_cache_specs`).
 
@@ -139,10 +152,10 @@ def attention_bytes_per_token(mixer: Mixer, kv_dtype: DType) -> int:
     kv_lora_rank + qk_rope_head_dim with no factor 2 (MLAAttentionSpec, num_kv_heads 1), or
     DeepSeek's 656-byte "fp8_ds_mla" entry for an fp8 cache of an indexed (sparse) MLA layer.
     """
-    return mixer.main_token_bytes(kv_dtype)
+    return as_kv_format(kv_dtype).token_bytes(mixer)
 
 
-def attention_spec(mixer: Mixer, kv_dtype: DType, block_size: int) -> LayerCacheSpec:
+def attention_spec(mixer: Mixer, kv_dtype: KVFormat | DType, block_size: int) -> LayerCacheSpec:
     """The spec of a per-rank attention mixer at ``block_size`` tokens per block."""
     layout = mixer.page_layout()
     if layout is None:
@@ -190,7 +203,7 @@ def stage_cache_layers(model: ModelSpec, stage: range) -> range:
 def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
     """MambaSpec page before padding: the sum over the mixer's state tensors (conv and temporal,
     as MambaStateShapeCalculator splits them) of elements x dtype bytes."""
-    return layer_state_bytes(mixer, CacheFormat(conv_dtype, conv_dtype, ssm_dtype))
+    return layer_state_bytes(mixer, CacheFormat(plain(conv_dtype), conv_dtype, ssm_dtype))
 
 
 def hybrid_attention_block_size(
@@ -234,7 +247,7 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
 def layer_cache_specs(
     model: ModelSpec,
     tp: int,
-    kv_dtype: DType,
+    kv_dtype: KVFormat | DType,
     block_size: int,
     max_model_len: int,
     conv_state_dtype: DType | None = None,
@@ -574,7 +587,7 @@ def vllm_kv_cache(
     kv_memory: int | Sequence[int],
     *,
     max_model_len: int,
-    kv_dtype: DType,
+    kv_dtype: KVFormat | DType,
     tp: int = 1,
     pp: int = 1,
     block_size: int = DEFAULT_BLOCK_SIZE,
@@ -692,7 +705,7 @@ def profile_kv_memory(
             requested_bytes=requested,
             weights_bytes=w,
             activation_peak_bytes=activation_peak(
-                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1
+                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1, pp=pp
             ),
             non_torch_bytes=non_torch_memory(tp, pp),
         )

@@ -18,7 +18,9 @@ QKV bias, gpt-oss attention and expert biases, Mamba conv/dt biases), per-head Q
 Gemma-3), extra sandwich norms (Gemma-2/3), Jamba's dt/B/C norms, gpt-oss attention-sink logits,
 DeepSeek's router correction bias, Qwen3-Next's shared-expert gate and the output gate of its
 gated-attention layers (an extra hidden x q_heads x head_dim per attention layer, which the spec
-does not describe). Vision towers and multi-token-prediction modules are not part of the spec.
+does not describe). Multi-token-prediction modules are not part of the spec. A multimodal
+checkpoint's vision tower and projector (:class:`VisionEncoder`) are counted on the first
+pipeline stage, never as active parameters nor as bytes read per decode step.
 
 Tensor parallelism (Megatron-style, as vLLM shards these layers): projections are split by heads
 (query heads, KV heads, value heads), MLPs and every expert by intermediate rows, Mamba by
@@ -33,13 +35,13 @@ splitting it, which changes a rank by fewer than 64 rows; we do not model that p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE
-from kvcalc.engine.tensors import Role, Tensor, replicated
+from kvcalc.engine.quant import MXFP4, CheckpointFormat, WeightFormat, as_format, plain
+from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE, VisionEncoder
+from kvcalc.engine.tensors import Role, Tensor, linear, replicated, row_parallel
 from kvcalc.engine.units import DType, dtype
 
 # --------------------------------------------------------------------------------------------
@@ -51,8 +53,22 @@ def mlp_matrices(gated: bool) -> int:
     return 3 if gated else 2
 
 
+def ffn_tensors(
+    role: Role, units: int, matrices: int, hidden: int, gated: bool
+) -> tuple[Tensor, ...]:
+    """``matrices`` MLPs of ``units`` intermediate rows: gate and up ``[rows, hidden]``
+    (column-parallel, one tensor per role so that every expert's rows stack) and down
+    ``[hidden, rows]`` (row-parallel), as vLLM's MergedColumnParallelLinear / RowParallelLinear
+    and FusedMoE split them by intermediate row."""
+    up = 2 if gated else 1
+    return (
+        linear(role, units, up * matrices, hidden),
+        row_parallel(role, units, matrices * hidden, 1),
+    )
+
+
 def dense_mlp_tensors(mlp: DenseMLP, hidden: int) -> tuple[Tensor, ...]:
-    return (Tensor("mlp", mlp.intermediate_size, mlp_matrices(mlp.gated) * hidden),)
+    return ffn_tensors("mlp", mlp.intermediate_size, 1, hidden, mlp.gated)
 
 
 def expert_params(moe: MoE, hidden: int) -> int:
@@ -61,15 +77,20 @@ def expert_params(moe: MoE, hidden: int) -> int:
 
 
 def moe_tensors(moe: MoE, hidden: int) -> tuple[Tensor, ...]:
-    per_row = mlp_matrices(moe.gated) * hidden
     tensors = [
         # Every expert split by intermediate rows across the TP ranks (vLLM FusedMoE without EP).
-        Tensor("routed_experts", moe.intermediate_size, moe.experts * per_row),
-        replicated("router", hidden * moe.experts),
+        *ffn_tensors("routed_experts", moe.intermediate_size, moe.experts, hidden, moe.gated),
+        linear("router", 1, moe.experts, hidden),
     ]
     if moe.shared_experts:
-        tensors.append(
-            Tensor("shared_experts", moe.shared_intermediate_size, moe.shared_experts * per_row)
+        tensors.extend(
+            ffn_tensors(
+                "shared_experts",
+                moe.shared_intermediate_size,
+                moe.shared_experts,
+                hidden,
+                moe.gated,
+            )
         )
     return tuple(tensors)
 
@@ -105,12 +126,45 @@ def head_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
     norm = replicated("norm", model.hidden_size)
     if model.tied_embeddings:
         return (norm,)
-    return (norm, Tensor("lm_head", model.vocab_size, model.hidden_size))
+    return (norm, linear("lm_head", model.vocab_size, 1, model.hidden_size))
+
+
+@lru_cache(maxsize=64)
+def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
+    """A vision tower and its projector, split as vLLM's SigLIP / Llama-4 vision modules split
+    them: attention by heads (q/k/v column-parallel, o row-parallel), the MLP by intermediate
+    rows; embeddings, norms, biases and the projector replicated (each well under 1% of it)."""
+    head_dim = enc.hidden // enc.heads
+    norm = (2 if enc.norm_bias else 1) * enc.hidden
+    positions = (enc.image // enc.patch) ** 2 + int(enc.class_token) if enc.position_table else 0
+    patch = enc.channels * enc.patch**2 * enc.hidden + (enc.hidden if enc.patch_bias else 0)
+    stem = patch + positions * enc.hidden + (enc.hidden if enc.class_token else 0)
+    mlp_in = 2 if enc.gated_mlp else 1
+    # Per block: the q/k/v/o biases, the MLP's biases, two norms.
+    block_small = (
+        (4 * enc.hidden if enc.attention_bias else 0)
+        + ((mlp_in * enc.intermediate + enc.hidden) if enc.mlp_bias else 0)
+        + 2 * norm
+    )
+    block = (
+        linear("encoder", enc.heads, 3 * head_dim, enc.hidden),
+        row_parallel("encoder", enc.heads, enc.hidden, head_dim),
+        linear("encoder", enc.intermediate, mlp_in, enc.hidden),
+        row_parallel("encoder", enc.intermediate, enc.hidden, 1),
+        replicated("encoder", block_small),
+    )
+    outer = stem + enc.outer_norms * norm + enc.projector_norm
+    return (
+        *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
+        replicated("encoder", outer),
+        *(linear("encoder", 1, outputs, inputs) for inputs, outputs in enc.projector),
+    )
 
 
 def model_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
     layers = (t for i in range(model.num_layers) for t in layer_tensors(model, i))
-    return (embedding_tensor(model), *layers, *head_tensors(model))
+    vision = encoder_tensors(model.vision) if model.vision else ()
+    return (*vision, embedding_tensor(model), *layers, *head_tensors(model))
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,6 +187,9 @@ class ParamCounts:
     shared_experts: int
     router: int
     norms: int
+    encoder: int = 0
+    """A multimodal checkpoint's vision tower and projector: stored and loaded, but no text
+    token passes through it, so it is not active."""
 
     @property
     def non_expert(self) -> int:
@@ -149,7 +206,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return self.non_expert + self.routed_experts
+        return self.non_expert + self.routed_experts + self.encoder
 
     @property
     def active(self) -> int:
@@ -192,6 +249,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
         shared_experts=by_role.get("shared_experts", 0),
         router=by_role.get("router", 0),
         norms=by_role.get("norm", 0),
+        encoder=by_role.get("encoder", 0),
     )
 
 
@@ -199,79 +257,72 @@ def param_counts(model: ModelSpec) -> ParamCounts:
 # Weight bytes
 
 
-@dataclass(frozen=True)
-class WeightPrecision:
-    """The storage dtype of each part of a model.
-
-    Quantized checkpoints rarely quantize everything: DeepSeek-V3's FP8 release keeps the
-    embedding, LM head, norms and router in bf16; gpt-oss stores only its routed experts in
-    MXFP4 and the rest in bf16. ``uniform`` stores everything in one dtype.
-    """
-
-    experts: DType
-    """Routed experts."""
-    layers: DType
-    """Mixer projections, dense MLPs and shared experts."""
-    other: DType
-    """Embedding, LM head, norms and router."""
-
-    @classmethod
-    def uniform(cls, dtype: DType) -> WeightPrecision:
-        return cls(dtype, dtype, dtype)
-
-    @classmethod
-    def quantized_layers(cls, dtype: DType, keep: DType) -> WeightPrecision:
-        """Layer matrices (experts included) in ``dtype``; embeddings, head, norms, router in
-        ``keep`` (the usual FP8 / INT8 / INT4 checkpoint layout)."""
-        return cls(dtype, dtype, keep)
-
-    def dtype_for(self, role: Role) -> DType:
-        if role == "routed_experts":
-            return self.experts
-        if role in ("mixer", "mlp", "shared_experts"):
-            return self.layers
-        return self.other
+#: The name other modules import; a checkpoint's format per role (:mod:`kvcalc.engine.quant`).
+WeightPrecision = CheckpointFormat
 
 
-def checkpoint_precision(model: ModelSpec, chosen: DType | None = None) -> WeightPrecision:
-    """How a model's weights are stored at ``chosen`` (None: the model dtype), following how
-    quantized checkpoints ship: 8- and 4-bit formats quantize the layer matrices and keep the
-    embeddings, LM head, norms and router at the model dtype; MXFP4 quantizes the routed experts
-    only (as gpt-oss ships), or the layers of a dense model; 16/32-bit dtypes apply to everything.
-    """
-    keep = dtype(model.default_dtype)
-    if chosen is None or chosen.bits >= 16:
-        return WeightPrecision.uniform(chosen or keep)
-    if chosen.name == "mxfp4" and model.moe is not None:
-        return WeightPrecision(experts=chosen, layers=keep, other=keep)
-    return WeightPrecision.quantized_layers(chosen, keep)
+def model_dtype_format(model: ModelSpec) -> WeightFormat:
+    return plain(dtype(model.default_dtype))
 
 
-def compute_dtype(precision: WeightPrecision) -> str:
-    """The dtype the matmuls run in: FP8 weights run FP8 GEMMs; other quantized weights are
-    dequantized to 16 bits by weight-only kernels, so they compute at the BF16 rate."""
-    return "fp8" if precision.layers.name == "fp8" else "bf16"
+def released_format(model: ModelSpec) -> CheckpointFormat:
+    """The format the checkpoint ships in: the spec's, else the model dtype throughout."""
+    if model.checkpoint is not None:
+        return model.checkpoint
+    return CheckpointFormat.uniform(model_dtype_format(model))
 
 
-def precision_name(precision: WeightPrecision) -> str:
-    """``bf16``, or the distinct dtypes from the layers outwards (``mxfp4+bf16`` for gpt-oss)."""
-    names = (precision.layers.name, precision.experts.name, precision.other.name)
-    return "+".join(dict.fromkeys(names))
+def checkpoint_precision(
+    model: ModelSpec, chosen: WeightFormat | DType | None = None
+) -> CheckpointFormat:
+    """How a model's weights are stored: as released (``chosen`` None), else at ``chosen``
+    following how quantized checkpoints ship: 8- and 4-bit formats quantize the layer matrices
+    and keep the embeddings, LM head, norms and router at the model dtype; MXFP4 quantizes the
+    routed experts only (as gpt-oss ships), or the layers of a dense model; 16/32-bit dtypes
+    apply to everything."""
+    if chosen is None:
+        return released_format(model)
+    fmt = as_format(chosen)
+    keep = model_dtype_format(model)
+    if fmt.element_bits >= 16:
+        return CheckpointFormat.uniform(fmt)
+    if fmt == MXFP4 and model.moe is not None:
+        return CheckpointFormat(experts=fmt, layers=keep, other=keep)
+    return CheckpointFormat.quantized_layers(fmt, keep)
 
 
-def as_precision(precision: DType | WeightPrecision) -> WeightPrecision:
-    if isinstance(precision, WeightPrecision):
+def compute_dtype(precision: CheckpointFormat) -> str:
+    """The dtype the matmuls run in (:attr:`WeightFormat.compute` of the layer matrices)."""
+    return precision.layers.compute
+
+
+def precision_name(precision: CheckpointFormat) -> str:
+    """``bf16``, or the distinct formats from the layers outwards (``mxfp4+bf16`` for gpt-oss)."""
+    return precision.name
+
+
+def as_precision(precision: DType | WeightFormat | CheckpointFormat) -> CheckpointFormat:
+    if isinstance(precision, CheckpointFormat):
         return precision
-    return WeightPrecision.uniform(precision)
+    return CheckpointFormat.uniform(as_format(precision))
 
 
-def bytes_of(params_by_role: Mapping[Role, Fraction | int], precision: WeightPrecision) -> int:
-    """Bytes of a set of parameters given per role: summed per dtype, rounded up once per dtype."""
-    bits_by_dtype: dict[DType, Fraction] = {}
-    for role, params in params_by_role.items():
-        dt = precision.dtype_for(role)
-        bits_by_dtype[dt] = bits_by_dtype.get(dt, Fraction(0)) + params * dt.bits
-    return sum(math.ceil(bits / 8) for bits in bits_by_dtype.values())
+Bits = dict[WeightFormat, Fraction]
+
+
+def add_tensor_bits(
+    bits: Bits, tensor: Tensor, precision: CheckpointFormat, tp: int, times: Fraction | int = 1
+) -> None:
+    """Add ``times`` copies of the bits of ``tensor``'s most loaded rank, under its role's
+    format, to ``bits`` (kept per format, so each is rounded to bytes once)."""
+    fmt = precision.format_for(tensor.role)
+    rows, cols = tensor.rank_matrix(tp)
+    bits[fmt] = bits.get(fmt, Fraction(0)) + times * fmt.matrix_bits(rows, cols)
+
+
+def bytes_of(bits: Bits) -> int:
+    """Bytes of tensors summed per format: each format's bits rounded up to bytes once."""
+    return sum(math.ceil(b / 8) for b in bits.values())
 
 
 def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> dict[Role, int]:
@@ -281,9 +332,13 @@ def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> d
     return out
 
 
-def weight_bytes(model: ModelSpec, precision: DType | WeightPrecision) -> int:
+def weight_bytes(model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat) -> int:
     """Bytes of all the weights of ``model`` (one copy, no parallelism)."""
-    return bytes_of(params_by_role(model_tensors(model)), as_precision(precision))
+    prec = as_precision(precision)
+    bits: Bits = {}
+    for tensor in model_tensors(model):
+        add_tensor_bits(bits, tensor, prec, 1)
+    return bytes_of(bits)
 
 
 def check_parallelism(model: ModelSpec, tp: int, pp: int) -> None:
@@ -326,57 +381,137 @@ def stage_tensors(model: ModelSpec, layers: range, first: bool, last: bool) -> l
     tensors = [t for i in layers for t in layer_tensors(model, i)]
     if first:
         tensors.append(embedding_tensor(model))
+        if model.vision is not None:  # vLLM builds the vision tower on the first PP rank
+            tensors.extend(encoder_tensors(model.vision))
     if last:
         tensors.extend(head_tensors(model))
         if model.tied_embeddings and not first:
             # A tied head on another stage than the embedding needs its own copy of the matrix
             # (vLLM builds embed_tokens on the last PP rank too when tie_word_embeddings is set).
-            tensors.append(Tensor("lm_head", model.vocab_size, model.hidden_size))
+            tensors.append(linear("lm_head", model.vocab_size, 1, model.hidden_size))
     return tensors
 
 
-def stage_params_by_role(
-    model: ModelSpec, layers: range, first: bool, last: bool, tp: int
-) -> dict[Role, int]:
-    """Parameters per role on one rank of a stage: :func:`stage_tensors` summed, with each
-    distinct layer described once and multiplied by how often it repeats."""
+def stage_tensor_counts(
+    model: ModelSpec, layers: range, first: bool, last: bool
+) -> list[tuple[Tensor, int]]:
+    """:func:`stage_tensors` as (tensor, how many times it occurs): each distinct layer is
+    described once and counted, since a model has a handful of distinct layers."""
     repeats: dict[tuple[Mixer, DenseMLP | MoE], int] = {}
     for i in layers:
         key = (model.mixer_at(i), model.ffn_at(i))
         repeats[key] = repeats.get(key, 0) + 1
-    out: dict[Role, int] = {}
-    for (mixer, ffn), n in repeats.items():
-        for role, params in params_by_role(
-            _layer_tensors(mixer, ffn, model.hidden_size), tp
-        ).items():
-            out[role] = out.get(role, 0) + params * n
-    for role, params in params_by_role(stage_tensors(model, range(0), first, last), tp).items():
-        out[role] = out.get(role, 0) + params
+    out = [
+        (tensor, n)
+        for (mixer, ffn), n in repeats.items()
+        for tensor in _layer_tensors(mixer, ffn, model.hidden_size)
+    ]
+    out.extend((tensor, 1) for tensor in stage_tensors(model, range(0), first, last))
     return out
+
+
+def padded_expert_tensors(
+    moe: MoE, hidden: int, tp: int, alignment: tuple[int, int]
+) -> tuple[Tensor, ...]:
+    """The routed experts of one layer as the engine allocates them on each of ``tp`` ranks:
+    the shard's intermediate rows and the hidden size rounded up to ``alignment``."""
+    rows_align, hidden_align = alignment
+    rows = _round_up(-(-moe.intermediate_size // tp), rows_align)
+    padded_hidden = _round_up(hidden, hidden_align)
+    return ffn_tensors("routed_experts", rows * tp, moe.experts, padded_hidden, moe.gated)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def loaded_tensor_counts(
+    model: ModelSpec,
+    layers: range,
+    counts: list[tuple[Tensor, int]],
+    experts: WeightFormat,
+    tp: int,
+) -> list[tuple[Tensor, int]]:
+    """A stage's :func:`stage_tensor_counts` as the engine holds them in memory: routed experts
+    in a format the engine pads on load (:attr:`WeightFormat.expert_alignment`) take their
+    padded shape; every other tensor is stored as shipped."""
+    alignment = experts.expert_alignment
+    if alignment is None:
+        return counts
+    moe_layers: dict[MoE, int] = {}
+    for i in layers:
+        ffn = model.ffn_at(i)
+        if isinstance(ffn, MoE):
+            moe_layers[ffn] = moe_layers.get(ffn, 0) + 1
+    out = [(t, n) for t, n in counts if t.role != "routed_experts"]
+    for moe, n in moe_layers.items():
+        padded = padded_expert_tensors(moe, model.hidden_size, tp, alignment)
+        out.extend((t, n) for t in padded)
+    return out
+
+
+def rotary_dims(mixer: Mixer) -> int | None:
+    """The width RoPE rotates in one attention kind: MLA's separate rope key, else the whole
+    key head (recurrent kinds have no RoPE)."""
+    from kvcalc.engine.spec import FullAttention, MultiHeadLatentAttention
+
+    if isinstance(mixer, MultiHeadLatentAttention):
+        return mixer.qk_rope_head_dim
+    if isinstance(mixer, FullAttention):
+        return mixer.head_dim_k
+    return None
+
+
+def rotary_caches(model: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """(positions, dims) of each RoPE cos/sin table: the spec's, else one of ``max_context``
+    positions per distinct rotary width."""
+    if model.rotary_caches is not None:
+        return model.rotary_caches
+    if model.max_context is None:
+        return ()
+    dims = {rotary_dims(m) for m in model.mixer_pattern} - {None}
+    return tuple((model.max_context, d) for d in sorted(d for d in dims if d is not None))
+
+
+def rotary_cache_bytes(model: ModelSpec) -> int:
+    """Bytes of the RoPE tables every rank holds beside its weights: vLLM's RotaryEmbedding
+    registers a ``cos_sin_cache`` buffer of positions x rotary dims in the model dtype while the
+    model is built, so "Model loading took" includes it (get_rope shares one table per
+    configuration). Llama-4-Scout's 10M positions x 128 are 2.5 GiB per GPU; Gemma-3's global
+    table, linearly scaled by 8, 1M positions x 256 are 0.5 GiB."""
+    act = dtype(model.default_dtype)
+    return sum(act.bytes_for(positions * dims) for positions, dims in rotary_caches(model))
 
 
 @lru_cache(maxsize=256)
 def weights_per_gpu(
-    model: ModelSpec, precision: DType | WeightPrecision, tp: int = 1, pp: int = 1
+    model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat, tp: int = 1, pp: int = 1
 ) -> tuple[StageWeights, ...]:
     """Weights on one GPU of each pipeline stage, under ``tp``-way tensor parallelism. Cached:
     a pure function of frozen values, and a plan search asks it again for every accelerator.
 
     The embedding lives on the first stage, the final norm and LM head on the last. A caller
     sizing a deployment takes the stage with the most bytes (see :func:`max_weight_bytes_per_gpu`).
+    Bytes are what the engine holds (routed experts padded as it loads them, and the RoPE
+    tables it builds with the weights, :func:`rotary_cache_bytes`); parameters are the model's
+    own.
     """
     check_parallelism(model, tp, pp)
     prec = as_precision(precision)
     stages = pipeline_stages(model.num_layers, pp)
     out = []
     for s, layers in enumerate(stages):
-        by_role = stage_params_by_role(model, layers, s == 0, s == pp - 1, tp)
-        out.append(StageWeights(s, layers, sum(by_role.values()), bytes_of(by_role, prec)))
+        counts = stage_tensor_counts(model, layers, s == 0, s == pp - 1)
+        bits: Bits = {}
+        for tensor, n in loaded_tensor_counts(model, layers, counts, prec.experts, tp):
+            add_tensor_bits(bits, tensor, prec, tp, n)
+        params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
+        out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary_cache_bytes(model)))
     return tuple(out)
 
 
 def max_weight_bytes_per_gpu(
-    model: ModelSpec, precision: DType | WeightPrecision, tp: int = 1, pp: int = 1
+    model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat, tp: int = 1, pp: int = 1
 ) -> int:
     """Weight bytes on the most loaded GPU: the tightest stage's most loaded rank."""
     return max(s.bytes_per_gpu for s in weights_per_gpu(model, precision, tp, pp))
@@ -418,15 +553,19 @@ _NEGLIGIBLE_BITS = 96
 
 @lru_cache(maxsize=256)
 def decode_weight_bytes(
-    model: ModelSpec, batch: int, precision: DType | WeightPrecision, tp: int = 1
+    model: ModelSpec,
+    batch: int,
+    precision: DType | WeightFormat | CheckpointFormat,
+    tp: int = 1,
 ) -> int:
     """Weight bytes read per decode step of ``batch`` tokens, per GPU of ``tp``-way TP (cached,
     as :func:`weights_per_gpu`).
 
-    Every weight is read once per step, except:
+    Every weight is read once per step, scales included, except:
 
     - the routed experts: each MoE layer reads only the distinct experts the batch touches
-      (:func:`expected_distinct_experts`, uniform routing assumed);
+      (:func:`expected_distinct_experts`, uniform routing assumed), that share of its experts'
+      bytes (every expert is stored alike);
     - an untied embedding table: the step looks up one row per token, min(batch, vocab) rows
       (per rank, at most the rank's vocabulary shard). A tied table is read whole by the head.
     """
@@ -434,22 +573,17 @@ def decode_weight_bytes(
     if batch < 1:
         raise ValueError(f"batch must be at least 1 (got {batch})")
     prec = as_precision(precision)
-    tensors = [t for i in range(model.num_layers) for t in layer_tensors(model, i)]
-    tensors.extend(head_tensors(model))
-    if model.tied_embeddings:
-        tensors.append(embedding_tensor(model))
-    read: dict[Role, Fraction | int] = dict(
-        params_by_role([t for t in tensors if t.role != "routed_experts"], tp)
-    )
-    if not model.tied_embeddings:
-        rows = min(batch, -(-model.vocab_size // tp))
-        read["embedding"] = rows * model.hidden_size
     moe = model.moe
-    moe_layers = sum(isinstance(model.ffn_at(i), MoE) for i in range(model.num_layers))
-    if moe is not None and moe_layers:
-        # Every MoE layer shares the one MoE spec, so the expectation is computed once.
-        expert_on_rank = -(-moe.intermediate_size // tp) * mlp_matrices(moe.gated)
-        expert_on_rank *= model.hidden_size
-        touched = expected_distinct_experts(moe.experts, moe.top_k, batch)
-        read["routed_experts"] = moe_layers * touched * expert_on_rank
-    return bytes_of(read, prec)
+    touched_share = (
+        expected_distinct_experts(moe.experts, moe.top_k, batch) / moe.experts
+        if moe is not None
+        else Fraction(1)
+    )
+    bits: Bits = {}
+    for tensor, n in stage_tensor_counts(model, range(model.num_layers), False, True):
+        share = touched_share if tensor.role == "routed_experts" else 1
+        add_tensor_bits(bits, tensor, prec, tp, n * share)
+    if not model.tied_embeddings:  # a tied table is read whole as the head, counted above
+        rows = min(batch, -(-model.vocab_size // tp))
+        add_tensor_bits(bits, Tensor("embedding", rows, model.hidden_size), prec, 1)
+    return bytes_of(bits)

@@ -6,10 +6,10 @@ annotations of those fields. Anything else -- a wrong type, an unknown or missin
 outside kvcalc's engine, a non-finite float, a number out of range -- raises :class:`PlainError`,
 which the cache treats as a miss.
 
-Form: a dataclass is an object of its ``init`` fields plus ``"@type": "module:Class"``; a tuple
-or list is an array; a mapping is an object with string keys; a Path is its string; a Fraction
-is ``[numerator, denominator]``. The declared type of a field picks the decoding, so a list is
-turned back into a tuple where the field says tuple.
+Form: a dataclass is an object of its ``init`` fields plus ``"@type": "module:Class"``; a tuple,
+list or frozenset is an array; a mapping is an object with string keys; a Path is its string; a
+Fraction is ``[numerator, denominator]``. The declared type of a field picks the decoding, so a
+list is turned back into a tuple where the field says tuple.
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ def to_plain(value: Any) -> Any:
         return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
+    if isinstance(value, frozenset):
+        # Sorted by text so that equal sets give the same entry (a checkpoint's kept roles).
+        return sorted((to_plain(v) for v in value), key=repr)
     raise PlainError(f"{type(value).__name__} has no plain form")
 
 
@@ -86,6 +89,8 @@ def from_plain(data: Any, hint: Any) -> Any:
         return tuple(_sequence(data, get_args(hint)))
     if origin is list:
         return list(_sequence(data, (*get_args(hint), ...)))
+    if origin is frozenset:
+        return frozenset(_sequence(data, (*get_args(hint), ...)))
     if origin is dict or origin is Mapping:
         return _mapping(data, get_args(hint))
     if origin is not None:

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kvcalc.engine import spec
+from kvcalc.engine import spec, units
+from kvcalc.engine.quant import NAMED_FORMATS, CheckpointFormat, plain
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
 # Every number of a model file is bounded, so that no file can make the engine's arithmetic
@@ -228,6 +229,53 @@ class MoESchema(Strict):
         return self
 
 
+class VisionSchema(Strict):
+    """A multimodal checkpoint's image encoder (config.json ``vision_config``) and projector."""
+
+    num_layers: LayerCount
+    hidden_size: PosInt
+    intermediate_size: PosInt
+    num_attention_heads: PosInt
+    patch_size: PosInt
+    image_size: PosInt
+    tokens_per_image: PosInt = Field(description="text tokens one image becomes")
+    num_channels: PosInt = 3
+    patch_bias: bool = True
+    class_token: bool = False
+    outer_norms: NonNegInt = 1
+    projector: list[tuple[PosInt, PosInt]] = Field(
+        [], description="bias-free linears after the tower, as [inputs, outputs]"
+    )
+    projector_norm: NonNegInt = 0
+    norm_bias: bool = Field(True, description="LayerNorms with biases; false: RMSNorms")
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    gated_mlp: bool = False
+    position_table: bool = Field(True, description="false: rotary positions (Pixtral)")
+
+    def to_spec(self) -> spec.VisionEncoder:
+        return spec.VisionEncoder(
+            layers=self.num_layers,
+            hidden=self.hidden_size,
+            intermediate=self.intermediate_size,
+            heads=self.num_attention_heads,
+            patch=self.patch_size,
+            image=self.image_size,
+            tokens_per_image=self.tokens_per_image,
+            channels=self.num_channels,
+            patch_bias=self.patch_bias,
+            class_token=self.class_token,
+            outer_norms=self.outer_norms,
+            projector=tuple(self.projector),
+            projector_norm=self.projector_norm,
+            norm_bias=self.norm_bias,
+            attention_bias=self.attention_bias,
+            mlp_bias=self.mlp_bias,
+            gated_mlp=self.gated_mlp,
+            position_table=self.position_table,
+        )
+
+
 # ---------------------------------------------------------------- architecture
 
 
@@ -244,6 +292,12 @@ class Architecture(Strict):
     )
     mlp: MLPSchema | None = None
     moe: MoESchema | None = None
+    vision: VisionSchema | None = None
+    rotary_caches: list[tuple[PosInt, PosInt]] | None = Field(
+        None,
+        description="[positions, rotary dims] of each RoPE cos/sin table vLLM builds (a linear "
+        "rope_scaling factor multiplies the positions); default: max_context x head dim",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Architecture:
@@ -275,9 +329,17 @@ class Architecture(Strict):
         layout = spec.MoELayout(self.moe.first_dense_layers, self.moe.period, self.moe.offset)
         return not all(layout.is_moe(i) for i in range(self.num_layers))
 
-    def to_spec(self, model_id: str, name: str, dtype: str, max_context: int) -> spec.ModelSpec:
+    def to_spec(
+        self,
+        model_id: str,
+        name: str,
+        dtype: str,
+        max_context: int,
+        checkpoint: CheckpointFormat | None = None,
+    ) -> spec.ModelSpec:
         """The engine spec of this architecture. The one conversion path: a registry file passes
-        its own id/name/dtype/max_context, an imported config.json the ones it derives."""
+        its own id/name/dtype/max_context/released format, an imported config.json the ones it
+        derives."""
         mixers = {key: m.to_spec(self) for key, m in self.mixers.items()}
         moe = self.moe
         return spec.ModelSpec(
@@ -306,6 +368,9 @@ class Architecture(Strict):
             else spec.MoELayout(),
             default_dtype=dtype,
             max_context=max_context,
+            checkpoint=checkpoint,
+            vision=self.vision.to_spec() if self.vision else None,
+            rotary_caches=None if self.rotary_caches is None else tuple(self.rotary_caches),
         )
 
     def pattern_names(self) -> list[str]:
@@ -319,6 +384,42 @@ class Architecture(Strict):
 
 
 # ---------------------------------------------------------------- model file
+
+class Weights(Strict):
+    """The weight format the checkpoint is released in, when it is not the model dtype.
+
+    ``format`` is a :mod:`kvcalc.engine.quant` format (``fp8-block``: FP8 e4m3 with one fp32
+    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32; ``int4-g128``,
+    ``int4-g32``: int4 with one 16-bit scale per 128 / 32 inputs); ``applies_to`` the matrices
+    it quantizes: ``layers`` (every layer matrix: attention, MLPs, shared and routed experts)
+    or ``experts`` (the routed experts only, as gpt-oss ships). Embeddings, LM head, norms and
+    router stay at the model dtype. ``source`` says where the format is stated (the config.json's
+    quantization_config, a model card)."""
+
+    format: Literal["fp8-block", "mxfp4", "int4-g128", "int4-g32"]
+    applies_to: Literal["layers", "experts"] = "layers"
+    source: str
+
+    def to_format(self, model_dtype: str) -> CheckpointFormat:
+        fmt = NAMED_FORMATS[self.format]
+        keep = plain(units.dtype(model_dtype))
+        layers = fmt if self.applies_to == "layers" else keep
+        return CheckpointFormat(experts=fmt, layers=layers, other=keep, source=self.source)
+
+    @classmethod
+    def of(cls, checkpoint: CheckpointFormat, model_dtype: str, source: str) -> Weights | None:
+        """The ``weights:`` block that loads back to ``checkpoint``, or None when a registry file
+        cannot state it (a format without a name here, an ignore list keeping some roles)."""
+        name = checkpoint.experts.name
+        if name not in NAMED_FORMATS or checkpoint.experts != NAMED_FORMATS[name]:
+            return None
+        for applies_to in ("layers", "experts"):
+            data = {"format": name, "applies_to": applies_to, "source": source}
+            weights = cls.model_validate(data)
+            if weights.to_format(model_dtype) == checkpoint:
+                return weights
+        return None
+
 
 #: How well a file's values are confirmed, best first. "unreviewed": written by `kvcalc import-hf`
 #: from one config.json and not yet checked against the model card by a person.
@@ -350,10 +451,16 @@ class ModelFile(Strict):
     dtype: Literal["bf16", "fp16", "fp32"]
     max_context: ContextTokens
     params: Params
+    weights: Weights | None = Field(
+        None, description="the released weight format; omitted: every weight at dtype"
+    )
     architecture: Architecture
 
     def to_spec(self) -> spec.ModelSpec:
-        return self.architecture.to_spec(self.id, self.name, self.dtype, self.max_context)
+        checkpoint = self.weights.to_format(self.dtype) if self.weights else None
+        return self.architecture.to_spec(
+            self.id, self.name, self.dtype, self.max_context, checkpoint
+        )
 
     def names(self) -> list[str]:
         """Every name this model answers to: id, HF repo id and aliases."""

@@ -11,12 +11,15 @@ JSON shapes (documented in the README):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
+from kvcalc.render.hint import fit_hint
 from kvcalc.render.humanize import exact_and_units, format_binary
+from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
 
@@ -43,6 +46,7 @@ def deployment_payload(dep: Deployment) -> dict[str, Any]:
         "pp": dep.pp,
         "replicas": dep.replicas,
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "weight_dtype": precision_name(dep.weights),
         "block_size": dep.block_size,
     }
@@ -87,7 +91,7 @@ def capacity_lines(cap: Capacity) -> list[str]:
     budget = max(0, cap.kv_budget_bytes_per_gpu)
     return [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
-        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
+        f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, "
         f"blocks of {dep.block_size} tokens{eviction_title(dep.eviction)}",
         f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
         f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
@@ -146,6 +150,9 @@ def capacity_report(cap: Capacity) -> Report:
         *eviction_notes(cap.deployment.eviction),
         *([] if cap.fits else [f"does not fit: {cap.reason}"]),
     ]
+    hint = fit_hint(cap)
+    if hint is not None:
+        notes.append(hint)
     contexts = [c.context_tokens for c in cap.contexts]
     return Report(
         payload=capacity_payload(cap),
@@ -212,14 +219,34 @@ def gib_cell(key: str) -> Column:
     return Column(header, cell)
 
 
+@dataclass(frozen=True)
+class RegistrySetting:
+    """What every row of the whole-registry table shares: the weight dtype and KV format given
+    (None: each model's own) and the attention what-if (``--as``), if any."""
+
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    attention: str | None = None
+
+    def text(self) -> str:
+        own = "at each model's dtype"
+        if self.weight_dtype is None and self.kv_dtype is None:
+            text = f"weights and KV {own}"
+        else:
+            text = f"weights {self.weight_dtype or own}, KV {self.kv_dtype or own}"
+        return text + (f", attention as {self.attention}" if self.attention else "")
+
+
 def registry_report(
     rows: list[dict[str, Any]],
     gpus: GpuSet,
     contexts: list[int],
     models: Sequence[ModelSpec] = (),
+    setting: RegistrySetting | None = None,
 ) -> Report:
     """The whole-registry table; ``models`` (the specs of the rows) name those whose maximum
     context some context exceeds."""
+    setting = setting or RegistrySetting()
     records = [registry_record(r, contexts) for r in rows]
     # The reasons are long; as numbered notes under the table they never squeeze the figures.
     reasons = [r for r in records if not r["fits"] or r["layout"]]
@@ -240,13 +267,17 @@ def registry_report(
         *(number(f"@{ctx:,}", f"max_batch_at_{ctx}") for ctx in contexts),
         Column("fits", fits, "text"),
     ]
-    title = (
-        f"Sequences that fit on {gpus}, per context (weights and KV at each model's dtype; "
-        "GiB per GPU)"
-    )
+    title = f"Sequences that fit on {gpus}, per context ({setting.text()}; GiB per GPU)"
     notes = [note(r) for r in reasons]
     return Report(
-        payload={"gpus": str(gpus), "context_tokens": contexts, "models": rows},
+        payload={
+            "gpus": str(gpus),
+            "weight_dtype": setting.weight_dtype,
+            "kv_dtype": setting.kv_dtype,
+            "attention": setting.attention,
+            "context_tokens": contexts,
+            "models": rows,
+        },
         records=records,
         sections=[Section(title, columns, records, notes=notes)],
         warnings=registry_context_warnings(models, contexts),
@@ -330,6 +361,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         "pp": dep.pp,
         "engine": "vllm",
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "block_size": dep.block_size,
         "max_num_batched_tokens": dep.max_num_batched_tokens,
     }
@@ -344,7 +376,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
     records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
     header = (
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM 0.19, tp {dep.tp}, "
-        f"pp {dep.pp}, KV {dep.kv_dtype.name}, block {dep.block_size}"
+        f"pp {dep.pp}, KV {kv_label(dep)}, block {dep.block_size}"
     )
     too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
     lengths = [r.setup.max_model_len for r in results]

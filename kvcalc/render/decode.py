@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
+from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ def decode_payload(
         "pp": dep.pp,
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "mbu": mbu,
         "efficiency": efficiency_basis(dep),
         "eviction": eviction_payload(dep.eviction),
@@ -107,7 +109,7 @@ def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
     sized = "" if engine == "simple" else f", batch as {ENGINE_NAMES[engine]} sizes it"
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
-        f"weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, mbu {mbu:g}{sized}"
+        f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, mbu {mbu:g}{sized}"
         f"{eviction_title(dep.eviction)}"
     )
 

@@ -128,17 +128,27 @@ class Report:
 
 
 def flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A payload row as one flat CSV record: nested objects become ``parent_child`` keys and lists
-    of scalars one ``;``-separated cell (aliases, unverified fields)."""
+    """A payload row as one flat CSV record: nested objects become ``parent_child`` keys, lists
+    of scalars one ``;``-separated cell (aliases, unverified fields), and lists of scalar pairs
+    or tuples ``x``-joined items of one (a registry file's ``[positions, dims]`` RoPE tables,
+    ``[inputs, outputs]`` projector linears: ``131072x128;1048576x128``)."""
     flat: dict[str, Any] = {}
     for key, value in row.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             flat.update(flatten(value, f"{name}_"))
         elif isinstance(value, (list, tuple)):
-            if any(isinstance(v, (Mapping, list, tuple)) for v in value):
-                raise TypeError(f"{name}: a list of objects has no flat CSV form; give it one")
-            flat[name] = ";".join(str(v) for v in value)
+            flat[name] = ";".join(_flat_item(name, v) for v in value)
         else:
             flat[name] = value
     return flat
+
+
+def _flat_item(name: str, value: Any) -> str:
+    if isinstance(value, (list, tuple)) and not any(
+        isinstance(v, (Mapping, list, tuple)) for v in value
+    ):
+        return "x".join(str(v) for v in value)
+    if isinstance(value, (Mapping, list, tuple)):
+        raise TypeError(f"{name}: a list of objects has no flat CSV form; give it one")
+    return str(value)

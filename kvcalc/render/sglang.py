@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
+from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.report import Report
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def sglang_payload(
         "engine": "sglang",
         "sglang_version": str(result.version),
         "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": kv_bits_per_value(dep),
         "gpu_memory_mib": memory.gpu_memory_mib,
         "mem_fraction_static": float(memory.mem_fraction_static),
         "chunked_prefill_size": memory.chunked_prefill_size,
@@ -105,7 +107,7 @@ def sglang_lines(
     )
     lines = [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "
-        f"tp {dep.tp}, pp {dep.pp}, KV {dep.kv_dtype.name}",
+        f"tp {dep.tp}, pp {dep.pp}, KV {kv_label(dep)}",
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
         f"Load weight begin. avail mem={_gib(memory.free_before_load_bytes)}"
         f"{_source(memory, 'free_before_load')}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.engine.kv import GroupKV, KVSize
+from kvcalc.engine.kvformat import format_bits
 from kvcalc.engine.units import GiB
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import both_units, format_binary
@@ -44,6 +45,7 @@ def size_payload(sizes: list[KVSize], name: str) -> dict[str, Any]:
         "model": first.model_id,
         "name": name,
         "kv_dtype": first.kv_dtype,
+        "kv_bits_per_value": None if first.kv_bits is None else float(first.kv_bits),
         "batch": first.batch,
         "kv_bytes_per_token": first.bytes_per_token,
         "eviction": eviction_payload(first.eviction),
@@ -93,8 +95,23 @@ def size_columns(with_state: bool) -> list[Column]:
     ]
 
 
+def format_lines(size: KVSize) -> list[str]:
+    """The effective bits of a format with scales or a full-precision part (int4, group 32,
+    fp16 scale and zero point: 5.0 bits, not 4), and what its per-token figure means."""
+    fmt, bits = size.kv_format, size.kv_bits
+    if fmt is None or bits is None or (bits == fmt.nominal_bits and fmt.linear):
+        return []
+    lines = [
+        f"KV format:    {size.kv_dtype} = {format_bits(bits)} bits per value "
+        f"({format_bits(fmt.nominal_bits)} + scales)"
+    ]
+    note = fmt.precision_note
+    return [*lines, f"              {note}"] if note else lines
+
+
 def size_summary(size: KVSize) -> list[str]:
     lines = [
+        *format_lines(size),
         f"per token:    {size.bytes_per_token:,} B ({format_binary(size.bytes_per_token)})",
         f"per sequence: {size.bytes_per_sequence:,} B = {both_units(size.bytes_per_sequence)}",
     ]

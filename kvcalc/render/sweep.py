@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.chart import Chart
+from kvcalc.render.kvformat import kv_label
 from kvcalc.render.report import Column, Record, Report, Section, number
 from kvcalc.render.warnings import max_context_warnings
 
@@ -77,7 +78,7 @@ def series_title(result: Sweep) -> str:
     replicas = f"{dep.replicas} replica{'s' if dep.replicas != 1 else ''}"
     return (
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
-        f"{replicas}, weights {precision_name(dep.weights)}, KV {dep.kv_dtype.name}, "
+        f"{replicas}, weights {precision_name(dep.weights)}, KV {kv_label(dep)}, "
         f"mbu {result.mbu:g}"
     )
 

@@ -12,10 +12,14 @@ chunked-local. The three share every formula except how many tokens a layer hold
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, PageLayout, split_heads
-from kvcalc.engine.tensors import Tensor
+from kvcalc.engine.tensors import CacheVectors, Tensor, linear, row_parallel
+
+if TYPE_CHECKING:
+    from kvcalc.engine.mixers.base import Mixer
+    from kvcalc.engine.variant import AttentionVariant
 
 
 @dataclass(frozen=True)
@@ -31,15 +35,21 @@ class FullAttention(AttentionMixer):
     def cache_elements_per_token(self) -> int:
         return self.kv_heads * (self.head_dim_k + self.head_dim_v)
 
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return (
+            CacheVectors("key", self.kv_heads, self.head_dim_k),
+            CacheVectors("value", self.kv_heads, self.head_dim_v),
+        )
+
     def tokens_held(self, context_tokens: int) -> int:
         return context_tokens
 
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
         return (
-            Tensor("mixer", self.q_heads, hidden * self.head_dim_k),  # q_proj
-            Tensor("mixer", self.kv_heads, hidden * self.head_dim_k),  # k_proj
-            Tensor("mixer", self.kv_heads, hidden * self.head_dim_v),  # v_proj
-            Tensor("mixer", self.q_heads, self.head_dim_v * hidden),  # o_proj
+            linear("mixer", self.q_heads, self.head_dim_k, hidden),  # q_proj
+            linear("mixer", self.kv_heads, self.head_dim_k, hidden),  # k_proj
+            linear("mixer", self.kv_heads, self.head_dim_v, hidden),  # v_proj
+            row_parallel("mixer", self.q_heads, hidden, self.head_dim_v),  # o_proj
         )
 
     def attention_flops_per_held_token(self) -> int:
@@ -82,6 +92,30 @@ class FullAttention(AttentionMixer):
             new = replace(new, head_dim_k=head_dim, head_dim_v=head_dim)
         return new
 
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        if variant.kind == "mla":
+            return self.as_latent(variant.latent, variant.rope)
+        return replace(self, kv_heads=variant.kv_heads_for(self.q_heads))
+
+    def as_latent(self, latent: int, rope: int) -> Mixer:
+        """MLA over the same query heads: the query head dim splits into ``rope`` RoPE values and
+        the rest; the values keep their head dim."""
+        from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
+        from kvcalc.engine.variant import VariantError
+
+        if rope > self.head_dim_k:
+            raise VariantError(
+                f"a RoPE key of {rope} is wider than the {self.head_dim_k}-wide query heads; "
+                f"use at most {self.head_dim_k}, e.g. mla:{latent}+{self.head_dim_k // 2}"
+            )
+        return MultiHeadLatentAttention(
+            kv_lora_rank=latent,
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=self.head_dim_k - rope,
+            v_head_dim=self.head_dim_v,
+            q_heads=self.q_heads,
+        )
+
 
 @dataclass(frozen=True)
 class SlidingWindowAttention(FullAttention):
@@ -99,6 +133,9 @@ class SlidingWindowAttention(FullAttention):
     def detail(self) -> str:
         return f"{super().detail()}, window {self.window:,}"
 
+    def as_latent(self, latent: int, rope: int) -> Mixer:
+        return self  # MLA replaces full attention; the window already bounds this cache
+
 
 @dataclass(frozen=True)
 class ChunkedLocalAttention(FullAttention):
@@ -115,3 +152,6 @@ class ChunkedLocalAttention(FullAttention):
 
     def detail(self) -> str:
         return f"{super().detail()}, chunk {self.chunk:,}"
+
+    def as_latent(self, latent: int, rope: int) -> Mixer:
+        return self  # MLA replaces full attention; the chunk already bounds this cache

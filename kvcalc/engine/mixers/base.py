@@ -5,14 +5,16 @@ that grows with the tokens it holds) or a recurrent state (fixed per sequence). 
 that depends on the kind is a member of its type, so the sums over a model (kv.py, weights.py,
 flops.py, vllm.py) and the tables never branch on the kind:
 
-- cache: ``cache_elements_per_token``, ``tokens_held``, ``state_tensors`` (``state_elements``
-  is their sum), ``holds_tokens``; ``token_bytes`` (the main entry at the KV dtype plus any
+- cache: ``cache_elements_per_token`` (``cache_vectors`` splits them into keys, values or a
+  latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements`` is
+  their sum), ``holds_tokens``; ``token_bytes`` (the main entry at the KV dtype plus any
   ``side_caches`` kept at a fixed format, e.g. DeepSeek-V3.2's indexer keys);
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
 - text: ``detail``, ``kv_head_count``, ``listed_head_dim``;
-- what-ifs: ``per_rank`` (tensor parallelism), ``with_heads`` (other KV heads / head dim).
+- what-ifs: ``per_rank`` (tensor parallelism), ``with_heads`` (other KV heads / head dim),
+  ``as_attention`` (another attention, ``--as``: :mod:`kvcalc.engine.variant`).
 
 A concrete kind sets the class variable ``kind`` and so registers itself in
 :data:`MIXER_KINDS`; abstract members left out make the type impossible to instantiate.
@@ -22,10 +24,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from kvcalc.engine.tensors import StateTensor, Tensor
+from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 from kvcalc.engine.units import DType
+
+if TYPE_CHECKING:
+    from kvcalc.engine.variant import AttentionVariant
 
 
 class ParallelismError(ValueError):
@@ -117,6 +122,10 @@ class Mixer(ABC):
         return self.main_token_bytes(kv) + sum(s.bytes_per_token for s in self.side_caches())
 
     @abstractmethod
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        """The vectors behind :meth:`cache_elements_per_token` (empty for a fixed state)."""
+
+    @abstractmethod
     def tokens_held(self, context_tokens: int) -> int:
         """How many of a sequence's ``context_tokens`` tokens the layer keeps."""
 
@@ -179,6 +188,11 @@ class Mixer(ABC):
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
         """The layer with other KV heads or head dim; unchanged when it has no KV heads."""
 
+    @abstractmethod
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        """The layer as ``variant`` would build it (unchanged when the variant does not apply
+        to this kind); raises :class:`~kvcalc.engine.variant.VariantError` when it cannot."""
+
 
 class AttentionMixer(Mixer):
     """A kind whose cache grows with the tokens it holds: no recurrent state."""
@@ -200,6 +214,9 @@ class RecurrentMixer(Mixer):
     def cache_elements_per_token(self) -> int:
         return 0
 
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return ()
+
     def tokens_held(self, context_tokens: int) -> int:
         return 0
 
@@ -217,3 +234,6 @@ class RecurrentMixer(Mixer):
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:
         return self
+
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        return self  # a recurrent state has no attention to re-derive

@@ -16,10 +16,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
-from kvcalc.engine.tensors import Tensor, replicated
+from kvcalc.engine.tensors import CacheVectors, Tensor, linear, replicated, row_parallel
+
+if TYPE_CHECKING:
+    from kvcalc.engine.mixers.base import Mixer
+    from kvcalc.engine.variant import AttentionVariant
 
 
 @dataclass(frozen=True)
@@ -37,26 +41,29 @@ class MultiHeadLatentAttention(AttentionMixer):
     def cache_elements_per_token(self) -> int:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
+    def cache_vectors(self) -> tuple[CacheVectors, ...]:
+        return (CacheVectors("latent", 1, self.cache_elements_per_token()),)
+
     def tokens_held(self, context_tokens: int) -> int:
         return context_tokens
 
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
         qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if self.q_lora_rank is None:
-            queries: tuple[Tensor, ...] = (Tensor("mixer", self.q_heads, hidden * qk_head_dim),)
+            queries: tuple[Tensor, ...] = (linear("mixer", self.q_heads, qk_head_dim, hidden),)
         else:
             queries = (
-                replicated("mixer", hidden * self.q_lora_rank),  # q_a_proj
+                linear("mixer", 1, self.q_lora_rank, hidden),  # q_a_proj
                 replicated("norm", self.q_lora_rank),  # q_a_layernorm
-                Tensor("mixer", self.q_heads, self.q_lora_rank * qk_head_dim),  # q_b_proj
+                linear("mixer", self.q_heads, qk_head_dim, self.q_lora_rank),  # q_b_proj
             )
-        kv_b_per_head = self.kv_lora_rank * (self.qk_nope_head_dim + self.v_head_dim)
+        kv_b_rows = self.qk_nope_head_dim + self.v_head_dim
         return (
             *queries,
-            replicated("mixer", hidden * self.cache_elements_per_token()),  # kv_a_proj_with_mqa
+            linear("mixer", 1, self.cache_elements_per_token(), hidden),  # kv_a_proj_with_mqa
             replicated("norm", self.kv_lora_rank),  # kv_a_layernorm
-            Tensor("mixer", self.q_heads, kv_b_per_head),  # kv_b_proj
-            Tensor("mixer", self.q_heads, self.v_head_dim * hidden),  # o_proj
+            linear("mixer", self.q_heads, kv_b_rows, self.kv_lora_rank),  # kv_b_proj
+            row_parallel("mixer", self.q_heads, hidden, self.v_head_dim),  # o_proj
         )
 
     def attention_flops_per_held_token(self) -> int:
@@ -81,3 +88,30 @@ class MultiHeadLatentAttention(AttentionMixer):
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> MultiHeadLatentAttention:
         return self  # the latent has no KV heads to change
+
+    def as_attention(self, variant: AttentionVariant) -> Mixer:
+        from kvcalc.engine.variant import VariantError
+
+        qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if variant.kind != "mla":
+            # Plain attention over the query heads, keys of the full query width (nope + RoPE)
+            # and values of v_head_dim (seed 004's MHA counterpart of DeepSeek-V3).
+            from kvcalc.engine.mixers.attention import FullAttention
+
+            return FullAttention(
+                kv_heads=variant.kv_heads_for(self.q_heads),
+                head_dim_k=qk_head_dim,
+                head_dim_v=self.v_head_dim,
+                q_heads=self.q_heads,
+            )
+        if variant.rope > qk_head_dim:
+            raise VariantError(
+                f"a RoPE key of {variant.rope} is wider than the {qk_head_dim}-wide query heads; "
+                f"use at most {qk_head_dim}"
+            )
+        return replace(
+            self,
+            kv_lora_rank=variant.latent,
+            qk_rope_head_dim=variant.rope,
+            qk_nope_head_dim=qk_head_dim - variant.rope,
+        )

@@ -117,10 +117,30 @@ def registry_entry(
         "dtype": imported.dtype,
         "max_context": imported.max_context,
         "params": {"total": None, "active": None, "stated": PARAMS_STATED},
+        **weights_mapping(imported),
         "architecture": architecture_mapping(imported.architecture),
     }
     validate(Path(f"{model_id}.yaml"), entry, ModelFile)
     return entry
+
+
+def weights_mapping(imported: ImportedConfig) -> dict[str, Any]:
+    """The ``weights:`` block of a quantized checkpoint (none for one at its dtype); a format a
+    registry file cannot state is refused rather than written as the dtype."""
+    from kvcalc.registry.schema import NAMED_FORMATS, Weights
+
+    if imported.checkpoint is None:
+        return {}
+    source = f"{imported.path} quantization_config"
+    weights = Weights.of(imported.checkpoint, imported.dtype, source)
+    if weights is None:
+        raise RegistryError(
+            f"{imported.path}: quantization_config: its format ({imported.checkpoint.name}) has "
+            f"no registry weights: form (one of {', '.join(NAMED_FORMATS)}, on every layer "
+            "matrix or the routed experts only); size the config.json itself, e.g. "
+            "`kvcalc batch PATH --gpus ...`"
+        )
+    return {"weights": weights.model_dump(mode="json", exclude_defaults=True)}
 
 
 def architecture_mapping(arch: Architecture) -> dict[str, Any]:

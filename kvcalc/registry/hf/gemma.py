@@ -5,6 +5,8 @@ Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvcalc.registry.hf.base import (
     DecoderAdapter,
     DecoderConfig,
@@ -67,11 +69,25 @@ class Gemma3TextConfig(WindowConfig):
     tie_word_embeddings: bool = True
     sliding_window: PosInt | None = 4096
     sliding_window_pattern: PosInt = 6
+    rope_scaling: dict[str, Any] | None = None
 
 
 class Gemma3Text(WindowAdapter[Gemma3TextConfig]):
     model_types = ("gemma3_text",)
     config_class = Gemma3TextConfig
+
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        # Two RoPE tables (local base 10k, global base 1M); vLLM's linear scaling stretches the
+        # global one's cos/sin table to factor x max_position_embeddings positions.
+        positions = self.config.max_position_embeddings
+        head_dim = self.config.head_dim or self.derived_head_dim()
+        scaling = self.config.rope_scaling or {}
+        factor = scaling.get("factor", 1) if scaling.get("rope_type") == "linear" else 1
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:
+            self.fail("rope_scaling.factor", f"must be a number of at least 1, got {factor!r}")
+        return super().architecture(tied_embeddings) | {
+            "rotary_caches": [[positions, head_dim], [int(positions * factor), head_dim]]
+        }
 
     def default_layer_kinds(self) -> list[str]:
         # Gemma3TextConfig: every sliding_window_pattern-th layer is global (5 local : 1 global).

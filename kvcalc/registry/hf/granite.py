@@ -44,6 +44,7 @@ class GraniteMoeHybridConfig(DecoderConfig):
     num_local_experts: NonNegInt = 8  # 0: no routed experts, only the shared MLP (H-Micro)
     num_experts_per_tok: NonNegInt = 2
     shared_intermediate_size: PosInt = 1024
+    position_embedding_type: str | None = None  # "rope", else none (Granite-4.0-H: "nope")
     # attribute_map: layers_block_type is the same field.
     layer_types: list[GraniteLayerType] | None = Field(  # type: ignore[assignment]
         None, validation_alias=AliasChoices("layer_types", "layers_block_type")
@@ -75,6 +76,13 @@ class GraniteMoeHybrid(DecoderAdapter[GraniteMoeHybridConfig]):
     model_types = ("granitemoehybrid",)
     family = "granite"
     config_class = GraniteMoeHybridConfig
+
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        # Only "rope" builds a RoPE table (GraniteMoeHybridModel); Granite-4.0-H says "nope".
+        arch = super().architecture(tied_embeddings)
+        if self.config.position_embedding_type != "rope":
+            arch["rotary_caches"] = []
+        return arch
 
     def mamba_head_dim(self) -> int:
         c = self.config

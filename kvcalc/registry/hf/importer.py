@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import AliasChoices
 
+from kvcalc.engine.quant import CheckpointFormat
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS, number_text_problem, shown
 from kvcalc.registry.hf.base import Adapter, HFConfig, Where
 from kvcalc.registry.hf.families import ADAPTERS, SUPPORTED_MODEL_TYPES, WRAPPERS
+from kvcalc.registry.hf.quantization import checkpoint_format
 from kvcalc.registry.hf.wrappers import WrapperConfig
 from kvcalc.registry.load import RegistryError, exists_at, is_dir, read_text, validate
 
@@ -183,10 +185,16 @@ class ImportedConfig:
     model_id: str
     name: str
     repo: str | None
+    checkpoint: CheckpointFormat | None = None
+    """The weight format its quantization_config states; None: every weight at ``dtype``."""
 
     def to_spec(self, model_id: str | None = None, name: str | None = None) -> ModelSpec:
         return self.architecture.to_spec(
-            model_id or self.model_id, name or self.name, self.dtype, self.max_context
+            model_id or self.model_id,
+            name or self.name,
+            self.dtype,
+            self.max_context,
+            self.checkpoint,
         )
 
 
@@ -210,17 +218,24 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         adapter = text_adapter(inner, wrapper.text_config, text_type, top_level=False)
         tied = wrapper.tied_embeddings(adapter.config)
         dtype = adapter.config.stated_dtype() or wrapper.stated_dtype()
-    arch = validate(path, adapter.architecture(tied), Architecture)
+    architecture = adapter.architecture(tied)
+    if wrapper_class is not None:
+        vision = wrapper.vision(where, adapter.config.hidden_size)
+        if vision is not None:
+            architecture["vision"] = vision
+    arch = validate(path, architecture, Architecture)
     model_id, name = _names(path, top)
+    model_dtype = dtype or DEFAULT_DTYPE
     return ImportedConfig(
         path=path,
         family=type(adapter).family_of(top_type),
         architecture=arch,
-        dtype=dtype or DEFAULT_DTYPE,
+        dtype=model_dtype,
         max_context=max_context(adapter),
         model_id=model_id,
         name=name,
         repo=stated_repo(top),
+        checkpoint=checkpoint_format(where, top.get("quantization_config"), model_dtype),
     )
 
 

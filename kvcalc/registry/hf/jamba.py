@@ -75,6 +75,10 @@ class Jamba(DecoderAdapter[JambaConfig]):
     model_types = ("jamba",)
     config_class = JambaConfig
 
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        # Jamba's attention has no positional encoding: the engine builds no RoPE table.
+        return super().architecture(tied_embeddings) | {"rotary_caches": []}
+
     def dt_rank(self) -> int:
         rank = self.config.mamba_dt_rank
         return -(-self.config.hidden_size // 16) if rank == "auto" else int(rank)

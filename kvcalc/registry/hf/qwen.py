@@ -110,6 +110,7 @@ class Qwen3NextConfig(QwenMoeConfig):
     num_attention_heads: PosInt = 16
     num_key_value_heads: PosInt | None = 2
     head_dim: PosInt | None = 256
+    partial_rotary_factor: float = 0.25
     max_position_embeddings: PosInt = 32768
     tie_word_embeddings: bool = False
     full_attention_interval: PosInt = 4
@@ -214,6 +215,15 @@ class Qwen3Next(QwenMoE[Qwen3NextConfig]):
 
     model_types = ("qwen3_next",)
     config_class = Qwen3NextConfig
+
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        # RoPE rotates partial_rotary_factor of each head (64 of 256): the table is that wide.
+        factor = self.config.partial_rotary_factor
+        if not 0 < factor <= 1:
+            self.fail("partial_rotary_factor", f"must be in (0, 1], got {factor}")
+        dims = int(self.head_dim() * factor)
+        positions = self.config.max_position_embeddings
+        return super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
 
     def shared_expert_size(self) -> int:
         return self.config.shared_expert_intermediate_size

@@ -1,0 +1,131 @@
+"""The KV cache format options, declared once for every command that sizes a cache (`size`
+directly, `batch` and `decode` through the deployment options), and their parsing into the
+engine's :class:`~kvcalc.engine.kvformat.KVFormat`.
+
+Kept apart from the deployment options so that `kvcalc size` does not pay for those at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+from kvcalc.cli.app import KvDtypeOption, LayoutError, fail, grouped_options
+
+if TYPE_CHECKING:
+    from kvcalc.engine.kv import CacheFormat
+    from kvcalc.engine.kvformat import KVFormat, KVFormatRequest
+    from kvcalc.engine.spec import ModelSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class KvFormatOptions:
+    """The KV cache format options as given (None / False: not given): ``--kv-dtype`` (a format
+    name) refined by ``--kv-group``, ``--kv-scale-dtype`` and ``--kv-zero-point``, or KIVI's
+    ``--kv-quant kivi --kv-bits --kv-group --kv-residual``. Every command that sizes a cache
+    takes them; the engine's :func:`~kvcalc.engine.kvformat.kv_format` decides what they mean."""
+
+    kv_dtype: str | None
+    kv_group: int | None
+    kv_scale_dtype: str | None
+    kv_zero_point: bool
+    kv_quant: str | None
+    kv_bits: int | None
+    kv_residual: int | None
+
+    def format_given(self) -> bool:
+        """Whether any KV format option was given (else every model keeps its own dtype)."""
+        return any(getattr(self, f.name) not in (None, False) for f in fields(KvFormatOptions))
+
+    def request(self) -> KVFormatRequest:
+        from kvcalc.engine.kvformat import KVFormatRequest
+
+        return KVFormatRequest(
+            dtype=self.kv_dtype,
+            group=self.kv_group,
+            scale_dtype=self.kv_scale_dtype,
+            zero_point=self.kv_zero_point,
+            quant=self.kv_quant,
+            bits=self.kv_bits,
+            residual=self.kv_residual,
+        )
+
+    def kv_format(self, model: ModelSpec) -> KVFormat:
+        """The format for ``model`` (default: its dtype); one line naming the option when the
+        options contradict each other or the format cannot store the model's layers."""
+        from kvcalc.engine.kvformat import KVFormatError, check_stores, kv_format
+
+        try:
+            fmt = kv_format(self.request(), model.default_dtype)
+        except KVFormatError as exc:
+            fail(str(exc))
+        try:
+            check_stores(fmt, model)
+        except KVFormatError as exc:
+            raise LayoutError(f"{exc} ({model.id})") from None
+        return fmt
+
+    def cache_format(self, model: ModelSpec) -> CacheFormat:
+        """The whole cache of ``model``: this KV format, recurrent states at the model's dtype."""
+        from kvcalc.engine.kv import cache_format
+
+        return cache_format(model, self.kv_format(model))
+
+
+KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
+    "kv_dtype": (str | None, KvDtypeOption),
+    "kv_group": (
+        int | None,
+        typer.Option(
+            None,
+            "--kv-group",
+            min=1,
+            max=1 << 20,
+            help="quantised KV: values per scale (KIVI: tokens per key scale) [KIVI: 32]",
+        ),
+    ),
+    "kv_scale_dtype": (
+        str | None,
+        typer.Option(
+            None,
+            "--kv-scale-dtype",
+            help="quantised KV: scale (and zero-point) dtype, fp16, bf16, fp32, fp8 or e8m0 "
+            "[fp16]",
+        ),
+    ),
+    "kv_zero_point": (
+        bool,
+        typer.Option(
+            False, "--kv-zero-point", help="quantised KV: asymmetric, a zero point per scale"
+        ),
+    ),
+    "kv_quant": (
+        str | None,
+        typer.Option(None, "--kv-quant", help="KV quantiser: kivi (with --kv-bits, --kv-residual)"),
+    ),
+    "kv_bits": (
+        int | None,
+        typer.Option(None, "--kv-bits", help="KIVI: bits per value, 2 or 4 [2]"),
+    ),
+    "kv_residual": (
+        int | None,
+        typer.Option(
+            None,
+            "--kv-residual",
+            min=0,
+            max=1 << 30,
+            help="KIVI: most recent tokens kept at full precision [128]",
+        ),
+    ),
+}
+assert set(KV_PARAMETERS) == {f.name for f in fields(KvFormatOptions)}
+
+
+def kv_format_options(command: F) -> F:
+    """Add the KV format options to ``command``, which receives them as ``kv``."""
+    return grouped_options(command, "kv", KvFormatOptions, KV_PARAMETERS)
