@@ -148,15 +148,44 @@ def test_a_20_gib_cache_fits_one_gpu_with_the_weights_at_these_dtypes(runner: Cl
     assert fits("b200", "bf16") >= 1
 
 
-NEEDS_KVFMT = pytest.mark.xfail(strict=True, reason="needs branch kvfmt")
 
 
-@NEEDS_KVFMT
 def test_int4_with_group_32_fp16_scales_and_zero_points_is_3_2x(runner: CliRunner) -> None:
     # 4 bits + (16-bit scale + 16-bit zero point) / 32 values = 5 bits: 16 / 5 = 3.2x.
     table = rows(runner, "llama3-70b", "--ctx", "128k", "--only", "int4-g32")
     assert table["int4-g32"]["bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 5 // 16
     assert table["int4-g32"]["reduction"] == 3.2
+
+
+@pytest.mark.parametrize(
+    ("row", "options"),
+    [
+        ("int4-g32", ["--kv-dtype", "int4", "--kv-group", "32", "--kv-scale-dtype", "fp16",
+                      "--kv-zero-point"]),
+        ("kivi-2", ["--kv-dtype", "kivi2"]),
+        ("as-mla", ["--as", "mla:512+64"]),
+        ("as-mqa", ["--as", "mqa"]),
+    ],
+)
+def test_format_and_attention_rows_are_what_size_reports(
+    runner: CliRunner, row: str, options: list[str]
+) -> None:
+    for model in ("llama3-70b", "qwen3-next-80b-a3b"):
+        size = run_json(runner, "size", model, "--ctx", "32k", *options)
+        table = rows(runner, model, "--ctx", "32k", "--only", row)
+        assert table[row]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+
+
+def test_format_options_apply_without_gpus_and_rows_that_cannot_store_a_model_are_left_out(
+    runner: CliRunner,
+) -> None:
+    table = rows(runner, "llama3-70b", "--ctx", "8k", "--kv-dtype", "int4", "--kv-group", "32",
+                 "--only", "baseline")
+    assert table["baseline"]["bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 9 // 32  # 4.5 bits
+    (model,) = run_json(runner, "compare", "deepseek-v3", "--ctx", "8k")["models"]
+    skipped = {s["technique"]: s["reason"] for s in model["skipped"]}
+    assert "an MLA latent is neither" in skipped["kivi-2"]
+    assert skipped["as-mla"] == "deepseek-v3 has mla:512+64 attention already"
 
 
 def test_sliding_window_and_streaming_llm_are_bounded(runner: CliRunner) -> None:
@@ -263,16 +292,20 @@ def test_mqa_under_tensor_parallelism_is_replicated_per_rank(runner: CliRunner) 
 
 
 def test_a_row_that_does_not_fit_says_why(runner: CliRunner) -> None:
-    # fp8 weights of Llama-3-70B leave 0.02 GiB of an H100's 71.26 usable GiB (see above).
+    # fp8 weights of Llama-3-70B (67.67 GiB) leave an H100 too little for an 8k sequence.
     args = ("llama3-70b", "--gpus", "h100", "--ctx", "8k", "--weight-dtype", "fp8")
+    result = runner.invoke(app, ["batch", *args, "--format", "json"])
+    assert result.exit_code == 1
+    reason = json.loads(result.stdout)["reason"]
+    assert reason.startswith("one sequence of 8,192 tokens needs 2.50 GiB per GPU > KV budget")
     table = rows(runner, *args, "--only", "baseline,int4")
-    for row in table.values():
-        assert row["max_sequences"] == 0
-        assert row["batch"] is None and row["tpot_seconds"] is None
-        assert "> KV budget 0.02 GiB" in row["does_not_fit"]
-    result = runner.invoke(app, ["compare", *args, "--only", "int4"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0
-    assert "int4: does not fit, one sequence of 8,192 tokens needs 0.62 GiB" in result.stdout
+    assert table["baseline"]["max_sequences"] == 0
+    assert table["baseline"]["batch"] is None and table["baseline"]["tpot_seconds"] is None
+    assert table["baseline"]["does_not_fit"] == reason
+    assert table["int4"]["max_sequences"] >= 1 and table["int4"]["does_not_fit"] is None
+    result = runner.invoke(app, ["compare", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    assert f"baseline: does not fit, {reason}" in result.stdout
 
 
 # ------------------------------------------------------------------ prefix sharing

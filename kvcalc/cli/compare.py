@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import typer
 
 from kvcalc.cli.app import (
+    AttentionOption,
     BatchOption,
     ContextsOption,
     HeadDimOption,
@@ -19,7 +20,6 @@ from kvcalc.cli.app import (
     LayersOption,
     ReportFormat,
     ReportFormatOption,
-    cache_format_option,
     command_typer,
     emit_report,
     fail,
@@ -28,19 +28,23 @@ from kvcalc.cli.app import (
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.cli.kvformat import KvFormatOptions
 from kvcalc.cli.techniques import TECHNIQUES, Technique, technique_names
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.kv import CacheFormat
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.render.compare import CompareRow, ModelComparison
 
 #: Row overrides that change the model (the what-ifs of `kvcalc size`), by option name.
 MODEL_OPTIONS = {"kv_heads": "kv_heads", "head_dim": "head_dim", "layers": "num_layers"}
-#: Options a comparison without --gpus still applies.
-WITHOUT_GPUS = ("kv_dtype", "prefix_shared")
+#: The row override that swaps the model's attention (`--as`), applied before the others.
+ATTENTION = "attention"
+#: Options a comparison without --gpus still applies: the KV cache format and the prefix.
+WITHOUT_GPUS = (*(f.name for f in fields(KvFormatOptions)), "prefix_shared")
 #: The eviction options that describe the request rather than choose a policy.
 REQUEST = ("prompt", "gen")
 
@@ -114,6 +118,7 @@ def compare(
     models: list[str] = ModelsArgument,
     ctx: str = ContextsOption,
     batch: int = BatchOption,
+    attention: str = AttentionOption,
     only: str = typer.Option(
         None, "--only", help=f"rows to show, comma-separated: {', '.join(technique_names())}"
     ),
@@ -140,7 +145,7 @@ def compare(
         no_cache = NoCache(one_length(evict.prompt, "--prompt"), one_length(evict.gen, "--gen"))
     given = RowOptions(deploy, evict)
     techniques = chosen_techniques(only, given)
-    specs = distinct_models(models, kv_heads, head_dim, layers)
+    specs = distinct_models(models, kv_heads, head_dim, layers, attention)
     if evict.snapkv_budget is not None:  # SnapKV sizes the sequence at --prompt + --gen
         (context,) = evict.contexts(ctx, lambda: [])
     else:
@@ -190,11 +195,15 @@ def row_available(technique: Technique, given: RowOptions) -> bool:
 
 
 def distinct_models(
-    names: list[str], kv_heads: int | None, head_dim: int | None, layers: int | None
+    names: list[str],
+    kv_heads: int | None,
+    head_dim: int | None,
+    layers: int | None,
+    attention: str | None,
 ) -> list[ModelSpec]:
     specs: list[ModelSpec] = []
     for name in names:
-        spec = load_model(name, kv_heads, head_dim, layers)
+        spec = load_model(name, kv_heads, head_dim, layers, attention)
         if any(s.id == spec.id for s in specs):
             same = name if name == spec.id else f"{name} ({spec.id})"
             fail(f"MODEL: {same} is given twice; name each model once")
@@ -268,7 +277,7 @@ def technique_row(
     overrides = dict(technique.overrides)
     if technique.option is not None:
         overrides[technique.option] = getattr(given.deploy, technique.option)
-    what_ifs = {k: v for k, v in overrides.items() if k in MODEL_OPTIONS}
+    what_ifs = {k: v for k, v in overrides.items() if k in MODEL_OPTIONS or k == ATTENTION}
     model = model_with(spec, what_ifs)
     row = base.overridden({k: v for k, v in overrides.items() if k not in what_ifs})
     options = row.deploy
@@ -277,7 +286,7 @@ def technique_row(
         return CompareRow(*named, None, 0, 0)
     policy = evicting_policy(row.evict, model, context)
     if gpus is None:
-        cache = cache_format_option(options.kv_dtype, model)  # as `kvcalc size` builds it
+        cache = cache_format_of(options, model)
         fit = OnGpus(None, batch or 1, None, None)
     else:
         dep = deployment_of(options, model, gpus, policy)
@@ -303,11 +312,23 @@ def technique_row(
     )
 
 
+def cache_format_of(options: KvFormatOptions, model: ModelSpec) -> CacheFormat:
+    """The row's cache format as `kvcalc size` builds it; one the model's layers cannot be
+    stored in skips the row."""
+    try:
+        return options.cache_format(model)
+    except LayoutError as exc:
+        raise Skip(str(exc)) from None
+
+
 def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
-    """``spec`` with a row's what-ifs; a what-if that cannot apply or would not reduce the
-    cache skips the row."""
+    """``spec`` with a row's what-ifs (``--as`` first, as `size` applies them); a what-if that
+    cannot apply or would not change the cache skips the row."""
     if not overrides:
         return spec
+    overrides = dict(overrides)
+    if ATTENTION in overrides:
+        spec = attention_variant(spec, overrides.pop(ATTENTION))
     if "kv_heads" in overrides or "head_dim" in overrides:
         if not spec.accepts_head_overrides():
             raise Skip(f"{spec.id} has no KV heads to change (its layers are MLA or states)")
@@ -334,6 +355,20 @@ def evicting_policy(evict: EvictionOptions, model: ModelSpec, context: int) -> E
     if reason is not None:
         raise Skip(reason)
     return policy
+
+
+def attention_variant(spec: ModelSpec, text: str) -> ModelSpec:
+    from kvcalc.cli.app import parse_attention_variant
+    from kvcalc.engine.variant import VariantError, as_attention
+
+    variant = parse_attention_variant(text)
+    try:
+        changed = as_attention(spec, variant)
+    except VariantError as exc:
+        raise Skip(f"--as {variant.label}: {exc}") from None
+    if changed.mixer_pattern == spec.mixer_pattern:
+        raise Skip(f"{spec.id} has {variant.label} attention already")
+    return changed
 
 
 def deployment_of(
@@ -374,7 +409,7 @@ def on_gpus(dep: Deployment, context: int, batch: int | None) -> OnGpus:
 
 def check_techniques() -> list[str]:
     """Override keys no option spells (for the tests: a typo would otherwise fail at run time)."""
-    known = set(MODEL_OPTIONS) | RowOptions.names()
+    known = {*MODEL_OPTIONS, ATTENTION} | RowOptions.names()
     return [
         f"{t.name}: {key}"
         for t in TECHNIQUES

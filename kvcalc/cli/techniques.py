@@ -48,8 +48,23 @@ TECHNIQUES: tuple[Technique, ...] = (
     Technique("fp8", "lossy", "8-bit float KV", {"kv_dtype": "fp8"}),
     Technique("int8", "lossy", "8-bit integer KV, scales not counted", {"kv_dtype": "int8"}),
     Technique("int4", "lossy", "4-bit KV, scales not counted", {"kv_dtype": "int4"}),
+    Technique(
+        "int4-g32",
+        "lossy",
+        "4-bit KV with an fp16 scale and zero point per 32 values",
+        {"kv_dtype": "int4", "kv_group": 32, "kv_scale_dtype": "fp16", "kv_zero_point": True},
+    ),
+    Technique(
+        "kivi-2", "lossy", "KIVI 2-bit: per-channel keys, per-token values", {"kv_dtype": "kivi2"}
+    ),
     Technique("as-gqa-8", "needs retraining", "8 KV heads per layer", {"kv_heads": 8}),
     Technique("as-mqa", "needs retraining", "one KV head per layer", {"kv_heads": 1}),
+    Technique(
+        "as-mla",
+        "needs retraining",
+        "a 512-value latent + 64 RoPE values per token (DeepSeek-V3's)",
+        {"attention": "mla:512+64"},
+    ),
     Technique(
         "fp8+as-gqa-8", "needs retraining", "8 KV heads in fp8", {"kv_dtype": "fp8", "kv_heads": 8}
     ),
