@@ -169,6 +169,8 @@ def check_batch(deploy: DeploymentOptions, batch: int | None) -> None:
 
 def chosen_techniques(only: str | None, given: RowOptions) -> list[Technique]:
     """The rows of --only (default: every row whose options are given), in the table's order."""
+    from kvcalc.engine.units import shown
+
     available = [t for t in TECHNIQUES if row_available(t, given)]
     if only is None:
         return available
@@ -177,7 +179,9 @@ def chosen_techniques(only: str | None, given: RowOptions) -> list[Technique]:
         fail(f"--only: name at least one row: {', '.join(technique_names())}")
     for name in names:
         if name not in technique_names():
-            fail(f"--only: unknown row {name!r}; choose from {', '.join(technique_names())}")
+            fail(
+                f"--only: unknown row {shown(name)!r}; choose from {', '.join(technique_names())}"
+            )
     for technique in TECHNIQUES:
         if technique.name in names and technique not in available:
             needs = " and ".join("--" + n.replace("_", "-") for n in row_needs(technique))
@@ -201,11 +205,13 @@ def distinct_models(
     layers: int | None,
     attention: str | None,
 ) -> list[ModelSpec]:
+    from kvcalc.engine.units import shown
+
     specs: list[ModelSpec] = []
     for name in names:
         spec = load_model(name, kv_heads, head_dim, layers, attention)
         if any(s.id == spec.id for s in specs):
-            same = name if name == spec.id else f"{name} ({spec.id})"
+            same = spec.id if name == spec.id else f"{shown(name)} ({spec.id})"
             fail(f"MODEL: {same} is given twice; name each model once")
         specs.append(spec)
     return specs

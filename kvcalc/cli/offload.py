@@ -63,30 +63,34 @@ def offload(
 
 
 def parse_tiers(texts: list[str]) -> list[Tier]:
+    from kvcalc.engine.units import shown
+
     tiers = [parse_tier(t) for t in texts]
     names = [t.name for t in tiers]
     for name in names:
         if names.count(name) > 1:
-            fail(f"--tier: {name} is given twice; name each tier once")
+            fail(f"--tier: {shown(name)} is given twice; name each tier once")
     return tiers
 
 
 def parse_tier(text: str) -> Tier:
     """``cpu:512GB@64GB/s`` -> a tier of 512 GB read at 64 GB/s."""
     from kvcalc.engine.offload import Tier
+    from kvcalc.engine.units import shown
 
     example = "e.g. cpu:512GB@64GB/s"
+    given = f"--tier {shown(text)}"
     name, colon, rest = text.partition(":")
     if not colon or not name.strip():
-        fail(f"--tier {text}: name the tier and its size, {example}")
+        fail(f"{given}: name the tier and its size, {example}")
     size, at, rate = rest.partition("@")
     if not at or not rate.strip():
-        fail(f"--tier {text}: give the bandwidth it is read back at, {example}")
+        fail(f"{given}: give the bandwidth it is read back at, {example}")
     rate = rate.strip()
     if not rate.lower().endswith("/s"):
-        fail(f"--tier {text}: give the bandwidth per second, {example}")
+        fail(f"{given}: give the bandwidth per second, {example}")
     return Tier(
         name.strip().lower(),
-        parse_size(size, f"--tier {text}"),
-        parse_size(rate[:-2], f"--tier {text}"),
+        parse_size(size, given),
+        parse_size(rate[:-2], given),
     )
