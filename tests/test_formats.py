@@ -16,7 +16,8 @@ from report_check import invoke_report, missing_numbers, missing_payload_figures
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import ReportFormat, app
-from kvcalc.render.formats import FORMATTERS, render
+from kvcalc.cli.check import CheckFormat
+from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
 from kvcalc.render.report import Column, Report, Section, flatten, number, text
 
 HF_FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -65,6 +66,7 @@ COMMANDS = [
      "--prompt", "1000", "--gen", "1000", "--prefix-shared", "1024"],
     ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "32k"],
     ["offload", "mistral-7b-v0.1", "--gpus", "a10g", "--tier", "tape:1TB@1MB/s"],
+    ["check", str(Path(__file__).parent.parent / "examples" / "capacity.yaml")],
 ]
 WIDTHS = [80, 120, 200]
 SEPARATOR = re.compile(r"^\|(?: -{3,}:? \|)+$")
@@ -75,7 +77,9 @@ def ids(args: list[str]) -> str:
 
 
 def test_every_format_has_a_formatter() -> None:
-    assert {f.value for f in ReportFormat} == set(FORMATTERS)
+    assert {f.value for f in ReportFormat} | set(CASE_FORMATS) == set(FORMATTERS)
+    assert {f.value for f in CheckFormat} == set(FORMATTERS)
+    assert not set(CASE_FORMATS) & {f.value for f in ReportFormat}
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=ids)
@@ -190,7 +194,8 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
                                      ["decode", "llama3-8b", "--gpus", "h100"],
                                      ["compare", "llama3-8b"],
                                      ["offload", "llama3-8b", "--gpus", "h100"],
-                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")]], ids=ids)
+                                     ["import-hf", str(HF_FIXTURES / "qwen3-8b")],
+                                     ["check", "capacity.yaml"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
 def test_unknown_format_is_one_line_and_exit_2(
     runner: CliRunner, command: list[str], fmt: str

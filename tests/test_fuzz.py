@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -75,6 +76,14 @@ SWEEP_OPTIONS = {
     # Never a writable file: the fuzz must not leave plots behind.
     "--plot": ["/nonexistent/s.png", "s.pdf", "/dev/null", "", "/", "/proc/s.svg"],
 }
+#: Spec files for `check`: the examples (one passes, one fails), YAML that is no spec, and
+#: what is no file.
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = [
+    str(ROOT / "examples" / name)
+    for name in ("capacity.yaml", "capacity-fails.yaml", "github-workflow.yml")
+] + [str(ROOT / "model_configs" / "models" / "llama3-8b.yaml"), "README.md", "/dev/null", "."]
+CHECK_OPTIONS = {"--format": ["junit", "github", "csv", "markdown"]}
 IMPORT_OPTIONS = {
     "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
     "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
@@ -92,7 +101,7 @@ PLAN_OPTIONS = {
 COMMANDS = {
     "size": SIZE_OPTIONS, "models": LIST_OPTIONS, "gpus": LIST_OPTIONS,
     "batch": BATCH_OPTIONS, "decode": DECODE_OPTIONS, "sweep": SWEEP_OPTIONS,
-    "plan": PLAN_OPTIONS, "import-hf": IMPORT_OPTIONS,
+    "plan": PLAN_OPTIONS, "import-hf": IMPORT_OPTIONS, "check": CHECK_OPTIONS,
 }
 #: Any option with any value, except --plot, which would write arbitrary text as a file name.
 ALL_OPTIONS = sorted(
@@ -116,7 +125,11 @@ def argvs(draw: st.DrawFn) -> list[str]:
     command = draw(st.sampled_from(sorted(COMMANDS)))
     options = COMMANDS[command]
     argv = [command]
-    if command not in ("models", "gpus") and draw(st.integers(0, 9)) > 0:
+    if command == "check":
+        argv.append(draw(st.one_of(st.sampled_from(SPECS), TEXT)))
+        if draw(st.booleans()):
+            argv.append("--roofline")
+    elif command not in ("models", "gpus") and draw(st.integers(0, 9)) > 0:
         argv.append(draw(st.one_of(st.sampled_from(MODELS), TEXT)))
     if command == "gpus" and draw(st.booleans()):
         argv.append(draw(st.sampled_from(["h100", "mi300x", "nope", "8xH100"])))
@@ -155,7 +168,9 @@ def test_any_argv_answers_refuses_in_one_line_or_does_not_fit(argv: list[str]) -
     )
     assert result.exit_code in (0, 1, 2), (where, result.stderr)
     assert "Traceback" not in result.stdout + result.stderr, where
-    if result.exit_code == 2:
+    if result.exit_code == 2 and argv[0] == "check":  # one line per problem of the spec
+        assert all(line.startswith("Error: ") for line in result.stderr.splitlines()), where
+    elif result.exit_code == 2:
         assert len(result.stderr.splitlines()) <= 1, (where, result.stderr)
     event(f"exit {result.exit_code}")
     asks_json = argv[-2:] == ["--format", "json"] and not {"--help", "--version"} & set(argv)

@@ -81,7 +81,10 @@ def test_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize(("command", "expected"), examples(), ids=lambda v: v[:40])
-def test_readme_example_output(command: str, expected: str) -> None:
+def test_readme_example_output(
+    command: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(README.parent)  # examples name files relative to the repository
     output, _ = run_example(command)
     assert output == expected, f"README block for `{command}` is stale; run --update"
 

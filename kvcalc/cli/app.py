@@ -121,6 +121,7 @@ COMMANDS = {
     "compare": "kvcalc.cli.compare",
     "offload": "kvcalc.cli.offload",
     "import-hf": "kvcalc.cli.import_hf",
+    "check": "kvcalc.cli.check",
 }
 
 
@@ -396,9 +397,11 @@ ReportFormatOption = typer.Option(
 )
 
 
-def emit_report(report: Report, fmt: ReportFormat, warnings: Sequence[str] = ()) -> None:
-    """Print a command's report in the chosen format, with ``warnings`` added to its own, and
-    end with its exit code."""
+def emit_report(
+    report: Report, fmt: Enum, warnings: Sequence[str] = ()
+) -> None:
+    """Print a command's report in the chosen format (a ReportFormat, or `check`'s
+    CheckFormat), with ``warnings`` added to its own, and end with its exit code."""
     from kvcalc.render.formats import emit
 
     if warnings:

@@ -10,7 +10,7 @@ no command holds domain logic: defaults and validation live in the engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -49,7 +49,8 @@ def input_error(exc: DeploymentError) -> InputError:
 # ------------------------------------------------------------------ the deployment
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class DeploymentOptions(KvFormatOptions):
     """The deployment options as given on the command line (None: not given), the KV format
     options included."""
@@ -68,6 +69,17 @@ class DeploymentOptions(KvFormatOptions):
     block_size: int
     prefix_shared: int
     max_num_batched_tokens: int | None
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> DeploymentOptions:
+        """The options a spec file gives by field name (``kv_memory``), the others at their
+        command-line defaults, so a spec file and the command line build the same deployment."""
+        return cls(
+            **{
+                name: values.get(name, option.default)
+                for name, (_, option) in _PARAMETERS.items()
+            }
+        )
 
     def given(self, name: str) -> bool:
         """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
@@ -281,7 +293,8 @@ def _per_gpu_set(gpus: list[str], **options: Any) -> list[DeploymentOptions]:
 # ------------------------------------------------------------------ SGLang
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class SGLangFlags:
     """SGLang's server arguments as given on the command line (None: not given), named as
     SGLang names them; :meth:`options` turns them into the engine's
@@ -473,6 +486,13 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
 assert set(_SGLANG_PARAMETERS) == {f.name for f in fields(SGLangFlags)}
 
 
+def option_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) the command line allows for a deployment or SGLang option, so that a
+    spec file giving the same field is held to the same range."""
+    option = {**_PARAMETERS, **_SGLANG_PARAMETERS}.get(name, (None, None))[1]
+    return getattr(option, "min", None), getattr(option, "max", None)
+
+
 def sglang_options(command: F) -> F:
     """Add SGLang's options to ``command``, which receives them as ``sglang``."""
     return grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
@@ -483,7 +503,8 @@ def sglang_options(command: F) -> F:
 ENGINES = ("simple", "vllm", "sglang")
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class EngineChoice:
     """``--engine`` as given: which engine's rule sizes the KV cache."""
 

@@ -29,7 +29,8 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class EvictionOptions:
     """The eviction and bounding options as given (None: not given); :meth:`policy` turns them
     into the engine's one :class:`~kvcalc.engine.eviction.Eviction`."""
@@ -248,6 +249,13 @@ _EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = {
     ),
 }
 assert set(_EVICTION_PARAMETERS) == {f.name for f in fields(EvictionOptions)}
+
+
+def eviction_option_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) the command line allows for an eviction option (a spec file's field is
+    held to the same range)."""
+    option = _EVICTION_PARAMETERS.get(name, (None, None))[1]
+    return getattr(option, "min", None), getattr(option, "max", None)
 
 
 def eviction_options(command: F) -> F:

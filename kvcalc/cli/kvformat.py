@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
+# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
+@dataclass(frozen=True, eq=False, repr=False)
 class KvFormatOptions:
     """The KV cache format options as given (None / False: not given): ``--kv-dtype`` (a format
     name) refined by ``--kv-group``, ``--kv-scale-dtype`` and ``--kv-zero-point``, or KIVI's

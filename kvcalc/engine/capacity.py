@@ -12,6 +12,7 @@ and shared by all sequences, in whole blocks, as prefix caching shares them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -131,6 +132,19 @@ def max_batch(layout: Layout, context_tokens: int) -> int:
         fits = 0 if room <= 0 else (room // unique if unique else MAX_BATCH_UNBOUNDED)
         best = fits if best is None else min(best, fits)
     return best or 0
+
+
+def kv_budget_fraction(layout: Layout, batch: int, context_tokens: int) -> float:
+    """The share of the KV budget ``batch`` sequences of ``context_tokens`` take on the fullest
+    stage: their blocks plus the shared prefix over the stage's budget, so that ``batch`` fits
+    exactly when this is at most 1 (:func:`max_batch`); infinite when a budget is empty."""
+    worst = 0.0
+    for stage in layout.stages:
+        unique, shared = stage_bytes_per_sequence(layout, stage, context_tokens)
+        if stage.kv_budget_bytes <= 0:
+            return math.inf
+        worst = max(worst, (shared + unique * batch) / stage.kv_budget_bytes)
+    return worst
 
 
 #: Reported when a stage holds no per-sequence bytes at all (never for a real model).

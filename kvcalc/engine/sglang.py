@@ -558,6 +558,16 @@ class SGLangPool:
         """The longest request the scheduler admits: ``min(context_len - 1, max_total - 1)``."""
         return min(self.context_length - 1, self.max_total_num_tokens - 1)
 
+    def pool_fraction(self, requests: int, tokens: int, window: int | None = None) -> float:
+        """The share of the token pool(s) ``requests`` requests of ``tokens`` tokens take, in
+        whole pages (the fuller pool of a sliding-window hybrid), as :meth:`concurrency`
+        counts them; above 1 when they do not fit."""
+        pages = math.ceil(tokens / self.page_size) * self.page_size
+        full = requests * pages / self.max_total_num_tokens
+        if self.swa_tokens is not None and window:
+            return max(full, requests * min(tokens, window) / self.swa_tokens)
+        return full
+
     def concurrency(self, tokens: int, window: int | None = None) -> int:
         """Requests of ``tokens`` tokens that run at once: the pages of the pool(s) they take,
         capped by ``max_running_requests``; 0 when the scheduler refuses such a request."""

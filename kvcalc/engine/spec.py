@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.mixers.mamba2 import Mamba2
     from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
     from kvcalc.engine.mixers.mla_indexed import IndexedLatentAttention
+    from kvcalc.engine.vision import VisionEncoder
 
 #: Re-exported kind -> its module. Imported on first use: a command loading a cached Llama spec
 #: needs the attention module only (each module's dataclasses cost start-up time to create).
@@ -46,9 +47,15 @@ _KINDS = {
 }
 
 
+#: Other re-exports loaded on first use: only multimodal checkpoints have a vision tower.
+_LAZY = {"VisionEncoder": "kvcalc.engine.vision"}
+
+
 def __getattr__(name: str) -> Any:
     if name in _KINDS:
         return getattr(importlib.import_module(f"kvcalc.engine.mixers.{_KINDS[name]}"), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -110,45 +117,6 @@ class MoELayout:
 
     def is_moe(self, layer: int) -> bool:
         return layer >= self.first_dense and (layer - self.offset) % self.period == 0
-
-
-@dataclass(frozen=True)
-class VisionEncoder:
-    """The image encoder of a multimodal checkpoint (a ViT: patch embedding, position table,
-    ``layers`` pre-norm blocks of attention and an MLP, two norms each) and the projector into
-    the text model, as the engine loads them beside the language model. The defaults describe
-    SigLIP and Llama-4's tower (LayerNorms with biases, biased attention and GELU MLP, a learned
-    position table); Pixtral has RMSNorms, no biases, a gated MLP and 2D RoPE instead.
-
-    ``projector`` lists the bias-free linears after the tower as (inputs, outputs): Llama-4's
-    pixel-shuffle MLP and multi_modal_projector; Gemma-3's mm_input_projection (after an RMSNorm
-    of ``projector_norm`` values). ``tokens_per_image`` is what one image costs the text model
-    (the encoder-cache entry vLLM's profiler holds)."""
-
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    patch: int
-    image: int
-    tokens_per_image: int
-    channels: int = 3
-    patch_bias: bool = True
-    """SigLIP's patch convolution has a bias; Llama-4's unfold linear has none."""
-    class_token: bool = False
-    """Llama-4: a class embedding, and one more row of the position table."""
-    outer_norms: int = 1
-    """Norms around the block stack: SigLIP's post_layernorm; Llama-4's pre and post."""
-    projector: tuple[tuple[int, int], ...] = ()
-    projector_norm: int = 0
-    norm_bias: bool = True
-    """LayerNorms (weight and bias); False: RMSNorms (weight only)."""
-    attention_bias: bool = True
-    mlp_bias: bool = True
-    gated_mlp: bool = False
-    """gate, up and down (Pixtral's SiLU MLP); False: fc1 and fc2."""
-    position_table: bool = True
-    """A learned position per patch; False: rotary positions (Pixtral's 2D RoPE)."""
 
 
 @dataclass(frozen=True)

@@ -535,6 +535,11 @@ class VLLMKVCache:
     kv_cache_size_tokens: int
     """The "GPU KV cache size: N tokens" line."""
 
+    def pool_fraction(self, requests: int) -> float:
+        """The share of the block pool ``requests`` requests of max_model_len reserve: the
+        inverse of the concurrency vLLM logs, scaled by the requests."""
+        return requests * self.blocks_per_request / self.num_blocks
+
 
 @dataclass(frozen=True)
 class KVCacheTooSmall:

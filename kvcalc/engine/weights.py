@@ -38,11 +38,15 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kvcalc.engine.quant import MXFP4, CheckpointFormat, WeightFormat, as_format, plain
-from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE, VisionEncoder
+from kvcalc.engine.spec import DenseMLP, Mixer, ModelSpec, MoE
 from kvcalc.engine.tensors import Role, Tensor, linear, replicated, row_parallel
 from kvcalc.engine.units import DType, dtype
+
+if TYPE_CHECKING:
+    from kvcalc.engine.vision import VisionEncoder
 
 # --------------------------------------------------------------------------------------------
 # Tensors of the feed-forward blocks

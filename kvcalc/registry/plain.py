@@ -76,81 +76,125 @@ def to_plain(value: Any) -> Any:
 
 def from_plain(data: Any, hint: Any) -> Any:
     """The value of type ``hint`` that ``data`` is the plain form of; PlainError otherwise."""
+    return _decoder(hint)(data)
+
+
+Decoder = typing.Callable[[Any], Any]
+#: One decoder per declared type, worked out from the type once: the whole registry's specs
+#: are some 3,500 values of a few dozen types, and inspecting each type for each value was most
+#: of the time a whole-registry command spent reading them back.
+_DECODERS: dict[Any, Decoder] = {}
+
+
+def _decoder(hint: Any) -> Decoder:
+    decoder = _DECODERS.get(hint)
+    if decoder is None:
+        decoder = _DECODERS[hint] = _new_decoder(hint)
+    return decoder
+
+
+def _new_decoder(hint: Any) -> Decoder:
     origin = get_origin(hint)
+    args = get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return _union(data, get_args(hint))
+        return _union_decoder(args)
     if origin is typing.Literal:
-        if data not in get_args(hint) or isinstance(data, bool) != any(
-            isinstance(a, bool) for a in get_args(hint)
-        ):
-            raise PlainError(f"{data!r} is not one of {get_args(hint)}")
-        return data
+        return _literal_decoder(args)
     if origin is tuple:
-        return tuple(_sequence(data, get_args(hint)))
+        return lambda data: tuple(_sequence(data, args))
     if origin is list:
-        return list(_sequence(data, (*get_args(hint), ...)))
+        return lambda data: list(_sequence(data, (*args, ...)))
     if origin is frozenset:
-        return frozenset(_sequence(data, (*get_args(hint), ...)))
+        return lambda data: frozenset(_sequence(data, (*args, ...)))
     if origin is dict or origin is Mapping:
-        return _mapping(data, get_args(hint))
+        return lambda data: _mapping(data, args)
     if origin is not None:
         raise PlainError(f"no plain form for {hint!r}")
-    return _scalar_or_class(data, hint)
+    return _scalar_or_class_decoder(hint)
 
 
-def _union(data: Any, options: tuple[Any, ...]) -> Any:
-    for option in options:
-        try:
-            return from_plain(data, option)
-        except PlainError:
-            continue
-    raise PlainError(f"{_shown(data)} matches none of {options}")
+def _union_decoder(options: tuple[Any, ...]) -> Decoder:
+    def decode_union(data: Any) -> Any:
+        for option in options:
+            try:
+                return _decoder(option)(data)
+            except PlainError:
+                continue
+        raise PlainError(f"{_shown(data)} matches none of {options}")
+
+    return decode_union
+
+
+def _literal_decoder(values: tuple[Any, ...]) -> Decoder:
+    has_bool = any(isinstance(a, bool) for a in values)
+
+    def decode_literal(data: Any) -> Any:
+        if data not in values or isinstance(data, bool) != has_bool:
+            raise PlainError(f"{data!r} is not one of {values}")
+        return data
+
+    return decode_literal
 
 
 def _sequence(data: Any, args: tuple[Any, ...]) -> list[Any]:
     if not isinstance(data, list):
         raise PlainError(f"expected an array, got {_shown(data)}")
     if len(args) == 2 and args[1] is Ellipsis:
-        return [from_plain(v, args[0]) for v in data]
+        item = _decoder(args[0])
+        return [item(v) for v in data]
     if len(args) != len(data):
         raise PlainError(f"expected {len(args)} items, got {len(data)}")
-    return [from_plain(v, a) for v, a in zip(data, args, strict=True)]
+    return [_decoder(a)(v) for v, a in zip(data, args, strict=True)]
 
 
 def _mapping(data: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     key_type, value_type = args
     if key_type is not str or not isinstance(data, dict):
         raise PlainError(f"expected an object, got {_shown(data)}")
-    return {k: from_plain(v, value_type) for k, v in data.items()}
+    value = _decoder(value_type)
+    return {k: value(v) for k, v in data.items()}
 
 
-def _scalar_or_class(data: Any, hint: Any) -> Any:
+def _scalar_or_class_decoder(hint: Any) -> Decoder:
     if hint is type(None) or hint is None:
-        if data is not None:
-            raise PlainError(f"expected null, got {_shown(data)}")
-        return None
+        return _none
     if hint is bool or hint is str:
-        if type(data) is not hint:
-            raise PlainError(f"expected {hint.__name__}, got {_shown(data)}")
-        return data
+        return lambda data: _exact(data, hint)
     if hint is int:
-        return _int(data)
+        return _int
     if hint is float:
-        if type(data) not in (int, float) or not math.isfinite(data):
-            raise PlainError(f"expected a finite number, got {_shown(data)}")
-        return float(data)
+        return _float
     if hint is Fraction:
-        numerator, denominator = _sequence(data, (int, int))
-        if denominator == 0:
-            raise PlainError("a fraction with a zero denominator")
-        return Fraction(numerator, denominator)
+        return _fraction
     if isinstance(hint, type) and issubclass(hint, Path):
-        if type(data) is not str:
-            raise PlainError(f"expected a path, got {_shown(data)}")
-        return hint(data)
+        return lambda data: hint(_exact(data, str))
     if isinstance(hint, type):
-        return _dataclass(data, hint)
+        return lambda data: _dataclass(data, hint)
     raise PlainError(f"no plain form for {hint!r}")
+
+
+def _none(data: Any) -> None:
+    if data is not None:
+        raise PlainError(f"expected null, got {_shown(data)}")
+
+
+def _exact(data: Any, kind: type) -> Any:
+    if type(data) is not kind:
+        raise PlainError(f"expected {kind.__name__}, got {_shown(data)}")
+    return data
+
+
+def _float(data: Any) -> float:
+    if type(data) not in (int, float) or not math.isfinite(data):
+        raise PlainError(f"expected a finite number, got {_shown(data)}")
+    return float(data)
+
+
+def _fraction(data: Any) -> Fraction:
+    numerator, denominator = _sequence(data, (int, int))
+    if denominator == 0:
+        raise PlainError("a fraction with a zero denominator")
+    return Fraction(numerator, denominator)
 
 
 def _int(data: Any) -> int:
@@ -162,17 +206,35 @@ def _int(data: Any) -> int:
 def _dataclass(data: Any, base: type) -> Any:
     if not isinstance(data, dict) or not isinstance(data.get(TYPE_KEY), str):
         raise PlainError(f"expected a {base.__name__} object, got {_shown(data)}")
-    cls = _trusted_class(data[TYPE_KEY], base)
-    init = [f for f in fields(cls) if f.init]
-    given = set(data) - {TYPE_KEY}
-    if given != {f.name for f in init}:
-        raise PlainError(f"{cls.__name__}: fields {sorted(given)} differ from the class's")
-    hints = _hints(cls)
-    kwargs = {f.name: from_plain(data[f.name], hints[f.name]) for f in init}
+    cls, names, decoders = _class_fields(data[TYPE_KEY], base)
+    if len(data) != len(names) + 1 or not all(name in data for name in names):
+        given = sorted(set(data) - {TYPE_KEY})
+        raise PlainError(f"{cls.__name__}: fields {given} differ from the class's")
+    kwargs = {name: decode(data[name]) for name, decode in zip(names, decoders, strict=True)}
     try:
         return cls(**kwargs)
     except (TypeError, ValueError, ArithmeticError) as exc:  # the class's own invariants
         raise PlainError(f"{cls.__name__}: {exc}") from None
+
+
+_FIELDS: dict[tuple[str, type], tuple[type, tuple[str, ...], tuple[Decoder, ...]]] = {}
+
+
+def _class_fields(tag: str, base: type) -> tuple[type, tuple[str, ...], tuple[Decoder, ...]]:
+    """The class ``tag`` names, its init fields and their decoders (decoders of nested types
+    are looked up when first used, so a type may contain itself)."""
+    key = (tag, base)
+    if key not in _FIELDS:
+        cls = _trusted_class(tag, base)
+        hints = _hints(cls)
+        names = tuple(f.name for f in fields(cls) if f.init)
+        decoders = tuple(_lazy_decoder(hints[name]) for name in names)
+        _FIELDS[key] = (cls, names, decoders)
+    return _FIELDS[key]
+
+
+def _lazy_decoder(hint: Any) -> Decoder:
+    return lambda data: _decoder(hint)(data)
 
 
 _CLASSES: dict[tuple[str, type], type] = {}
@@ -208,11 +270,26 @@ def _resolve_class(tag: str, base: type) -> type:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
+class _ModuleNames(dict[str, Any]):
+    """A module's names as its attributes, so that an annotation naming a class the module
+    re-exports lazily (through its ``__getattr__``, as spec.py does) evaluates too."""
+
+    def __init__(self, module: types.ModuleType | None) -> None:
+        super().__init__()
+        self.module = module
+
+    def __missing__(self, name: str) -> Any:
+        try:
+            return getattr(self.module, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+
 def _hints(cls: type) -> dict[str, Any]:
     """The evaluated annotations of ``cls`` (memoised: a spec holds the same classes often)."""
     if cls not in _HINTS:
         try:
-            _HINTS[cls] = get_type_hints(cls)
+            _HINTS[cls] = get_type_hints(cls, localns=_ModuleNames(sys.modules.get(cls.__module__)))
         except Exception as exc:  # noqa: BLE001 - an annotation that does not evaluate
             raise PlainError(f"{cls.__name__}: annotations do not evaluate: {exc}") from None
     return _HINTS[cls]

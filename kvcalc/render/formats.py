@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvcalc.render.json import finite
-from kvcalc.render.report import Report, Section
+from kvcalc.render.report import Case, Report, Section
 
 
 def render_json(report: Report, width: int, color: bool = False) -> str:
@@ -87,6 +87,77 @@ def render_table(report: Report, width: int, color: bool = False) -> str:
     return render_report(report, width, color)
 
 
+def render_junit(report: Report, width: int, color: bool = False) -> str:
+    """JUnit XML as CI systems read it (Jenkins, GitLab, GitHub test reporters): one
+    ``testsuite`` per suite of cases, one ``testcase`` per case, a ``failure`` with the figures
+    for each case that fails."""
+    import xml.etree.ElementTree as ET
+
+    suites: dict[str, list[Case]] = {}
+    for case in report.cases:
+        suites.setdefault(case.suite, []).append(case)
+    root = ET.Element("testsuites", _counts(report.cases), name="kvcalc")
+    for suite, cases in suites.items():
+        element = ET.SubElement(root, "testsuite", _counts(cases), name=suite)
+        for case in cases:
+            element.append(_testcase(case))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"
+
+
+def _counts(cases: Sequence[Case]) -> dict[str, str]:
+    failures = sum(not c.passed for c in cases)
+    return {"tests": str(len(cases)), "failures": str(failures), "errors": "0"}
+
+
+def _testcase(case: Case) -> Any:
+    import xml.etree.ElementTree as ET
+
+    attributes = {"classname": case.suite, "name": case.name}
+    if case.file is not None:
+        attributes["file"] = case.file
+    if case.line is not None:
+        attributes["line"] = str(case.line)
+    element = ET.Element("testcase", attributes)
+    if not case.passed:
+        failure = ET.SubElement(element, "failure", message=case.message, type=case.kind)
+        failure.text = case.message
+    return element
+
+
+def render_github(report: Report, width: int, color: bool = False) -> str:
+    """GitHub Actions workflow commands: an ``::error`` annotation on the line of each failing
+    case, a ``::warning`` per warning, then the report's summary lines as plain log lines."""
+    out = [
+        github_annotation(c.file, c.line, c.message, f"{c.suite}: {c.name}")
+        for c in report.cases
+        if not c.passed
+    ]
+    # Warnings (also on stderr) as warning annotations, which the run's summary lists.
+    out += [f"::warning::{_github_data(w)}" for w in report.warnings]
+    out += report.lines
+    return "".join(f"{line}\n" for line in out)
+
+
+def github_annotation(
+    file: str | None, line: int | None, message: str, title: str | None = None
+) -> str:
+    """One ``::error`` workflow command, which GitHub shows on ``file`` at ``line``."""
+    # Property values escape ':' and ',' too, as the runner splits on them (actions/toolkit
+    # command.ts, escapeProperty).
+    props = {"file": file, "line": line, "title": title}
+    fields = ",".join(
+        f"{k}={_github_data(str(v)).replace(':', '%3A').replace(',', '%2C')}"
+        for k, v in props.items()
+        if v is not None
+    )
+    return f"::error{' ' if fields else ''}{fields}::{_github_data(message)}"
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
 #: Format name -> formatter. `kvcalc.cli.app.ReportFormat` has exactly these names (tested).
 #: Each takes the report, the width tables must fit and whether to use colour.
 FORMATTERS: dict[str, Callable[[Report, int, bool], str]] = {
@@ -95,7 +166,11 @@ FORMATTERS: dict[str, Callable[[Report, int, bool], str]] = {
     "yaml": render_yaml,
     "csv": render_csv,
     "markdown": render_markdown,
+    "junit": render_junit,
+    "github": render_github,
 }
+#: The formats only a report of test cases (`kvcalc check`) offers.
+CASE_FORMATS = ("junit", "github")
 
 
 def render(report: Report, fmt: str, width: int, color: bool = False) -> str:

@@ -19,6 +19,8 @@ command gets every format for free. Converting a command takes three steps:
      ``exit_code`` (1 = does not fit, 2 = failed check), so data stays on stdout.
    - ``warnings``: answers that hold but rest on an unusual input; stderr in every format and a
      ``warnings`` list in JSON/YAML (:mod:`kvcalc.render.warnings`).
+   - ``cases``: for a command that checks requirements, one `Case` per test; the CI formats
+     (``junit``, ``github``) render these, and only such a command offers them.
 
 2. Describe the columns once, with `number` for figures and `Column(kind="name"|"text")` for the
    rest. A "number" or "name" cell is never wrapped or cut: the table formatter wraps text
@@ -98,6 +100,22 @@ class Section:
 
 
 @dataclass(eq=False)
+class Case:
+    """One pass/fail test of a report, for the CI formats (JUnit XML, GitHub annotations):
+    ``suite`` groups cases (a deployment), ``message`` states the figures in one line, and
+    ``file``/``line`` point at what the case tests (a requirement's line in a spec file)."""
+
+    suite: str
+    name: str
+    passed: bool
+    message: str
+    file: str | None = None
+    line: int | None = None
+    kind: str = "requirement"
+    """What a failure is (JUnit's failure ``type``): a requirement not met, an invalid spec."""
+
+
+@dataclass(eq=False)
 class Report:
     """Everything one command invocation outputs, in every format."""
 
@@ -109,6 +127,9 @@ class Report:
     sections: Sequence[Section] = ()
     diagnostics: Sequence[str] = ()
     exit_code: int = 0
+    cases: Sequence[Case] = ()
+    """The tests of a checking command (`kvcalc check`); only such a report offers the CI
+    formats, junit and github."""
     charts: Sequence[Chart] = ()
     """Drawn under the sections by the table format only (data, not layout, for the others)."""
     warnings: Sequence[str] = ()

@@ -233,8 +233,9 @@ def print_table(console: Console, section: Section, cells: list[list[str]],
             lines.append(box.get_row(outer, "row", edge=not compact))
     if not compact:
         lines.append(box.get_bottom(outer))
-    for line in lines:
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    # One print for the whole table: rich's per-call work is most of a long table's cost.
+    joined = Text("\n").join(line if isinstance(line, Text) else Text(line) for line in lines)
+    console.print(joined, soft_wrap=True, markup=False, highlight=False)
 
 
 def print_records(console: Console, section: Section, cells: list[list[str]], width: int) -> None:

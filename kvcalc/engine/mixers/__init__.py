@@ -11,10 +11,8 @@ from kvcalc.engine.mixers.base import (
     MIXER_KINDS,
     AttentionMixer,
     Mixer,
-    PageLayout,
     ParallelismError,
     RecurrentMixer,
-    SideCache,
     split_heads,
 )
 
@@ -22,9 +20,10 @@ __all__ = [
     "MIXER_KINDS",
     "AttentionMixer",
     "Mixer",
-    "PageLayout",
     "ParallelismError",
     "RecurrentMixer",
-    "SideCache",
     "split_heads",
 ]
+
+#: PageLayout and SideCache (kvcalc.engine.mixers.caches) are imported where an engine model
+#: reads them, not here: `size` never needs them.

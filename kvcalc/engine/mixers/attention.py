@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, PageLayout, split_heads
+from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, split_heads
 from kvcalc.engine.tensors import CacheVectors, Tensor, linear, row_parallel
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.base import Mixer
+    from kvcalc.engine.mixers.caches import PageLayout
     from kvcalc.engine.variant import AttentionVariant
 
 
@@ -56,6 +57,8 @@ class FullAttention(AttentionMixer):
         return 2 * self.q_heads * (self.head_dim_k + self.head_dim_v)
 
     def page_layout(self) -> PageLayout:
+        from kvcalc.engine.mixers.caches import PageLayout
+
         return PageLayout(self.kind, self.kv_heads, self.head_dim_k, self.head_dim_v)
 
     def detail(self) -> str:

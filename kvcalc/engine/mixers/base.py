@@ -23,13 +23,13 @@ A concrete kind sets the class variable ``kind`` and so registers itself in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 from kvcalc.engine.units import DType
 
 if TYPE_CHECKING:
+    from kvcalc.engine.mixers.caches import PageLayout, SideCache
     from kvcalc.engine.variant import AttentionVariant
 
 
@@ -57,30 +57,6 @@ def split_heads(heads: int, tp: int, what: str) -> int:
 #: The vLLM KV-cache spec an attention kind maps to (FullAttentionSpec, SlidingWindowSpec,
 #: ChunkedLocalAttentionSpec, MLAAttentionSpec).
 AttentionPageKind = Literal["full", "sliding", "chunked", "mla"]
-
-
-@dataclass(frozen=True)
-class PageLayout:
-    """What vLLM's spec of one attention layer records besides the block and page size: the
-    spec kind, the heads and head sizes one token stores, and the window or chunk."""
-
-    kind: AttentionPageKind
-    kv_heads: int
-    head_size_k: int
-    head_size_v: int = 0
-    window: int = 0
-    chunk: int = 0
-
-
-@dataclass(frozen=True)
-class SideCache:
-    """A per-token cache a layer keeps beside its main one, stored at a fixed format whatever the
-    KV dtype. DeepSeek-V3.2's sparse-attention indexer keeps its keys this way (fp8 values plus an
-    fp32 scale per 128); vLLM gives each such cache a layer spec of its own (an MLAAttentionSpec
-    of one "head" of ``bytes_per_token`` uint8, ``DeepseekV32IndexerCache``)."""
-
-    name: str
-    bytes_per_token: int
 
 
 #: Every concrete mixer type, by its ``kind`` (the name the registry files and tables use).

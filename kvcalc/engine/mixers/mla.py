@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.engine.mixers.base import AttentionMixer, PageLayout, split_heads
+from kvcalc.engine.mixers.base import AttentionMixer, split_heads
 from kvcalc.engine.tensors import CacheVectors, Tensor, linear, replicated, row_parallel
 
 if TYPE_CHECKING:
     from kvcalc.engine.mixers.base import Mixer
+    from kvcalc.engine.mixers.caches import PageLayout
     from kvcalc.engine.variant import AttentionVariant
 
 
@@ -72,6 +73,8 @@ class MultiHeadLatentAttention(AttentionMixer):
         return 2 * self.q_heads * (scores + values)
 
     def page_layout(self) -> PageLayout:
+        from kvcalc.engine.mixers.caches import PageLayout
+
         return PageLayout("mla", kv_heads=1, head_size_k=self.cache_elements_per_token())
 
     def detail(self) -> str:

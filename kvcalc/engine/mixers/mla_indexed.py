@@ -22,12 +22,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.engine.mixers.base import SideCache
 from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
 from kvcalc.engine.tensors import Tensor, replicated
 from kvcalc.engine.units import DType, dtype
+
+if TYPE_CHECKING:
+    from kvcalc.engine.mixers.caches import SideCache
 
 #: Values per fp32 scale in the indexer keys and in the fp8 sparse-MLA latent (vLLM
 #: quant_block_size / DeepSeek's block_size).
@@ -59,6 +61,8 @@ class IndexedLatentAttention(MultiHeadLatentAttention):
         return super().main_token_bytes(kv)
 
     def side_caches(self) -> tuple[SideCache, ...]:
+        from kvcalc.engine.mixers.caches import SideCache
+
         return (SideCache("indexer keys", scaled_fp8_bytes(self.index_head_dim)),)
 
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:

@@ -1,0 +1,45 @@
+"""The vision tower of a multimodal checkpoint, as the engine loads it beside the language
+model (:attr:`kvcalc.engine.spec.ModelSpec.vision`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VisionEncoder:
+    """The image encoder of a multimodal checkpoint (a ViT: patch embedding, position table,
+    ``layers`` pre-norm blocks of attention and an MLP, two norms each) and the projector into
+    the text model, as the engine loads them beside the language model. The defaults describe
+    SigLIP and Llama-4's tower (LayerNorms with biases, biased attention and GELU MLP, a learned
+    position table); Pixtral has RMSNorms, no biases, a gated MLP and 2D RoPE instead.
+
+    ``projector`` lists the bias-free linears after the tower as (inputs, outputs): Llama-4's
+    pixel-shuffle MLP and multi_modal_projector; Gemma-3's mm_input_projection (after an RMSNorm
+    of ``projector_norm`` values). ``tokens_per_image`` is what one image costs the text model
+    (the encoder-cache entry vLLM's profiler holds)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    patch: int
+    image: int
+    tokens_per_image: int
+    channels: int = 3
+    patch_bias: bool = True
+    """SigLIP's patch convolution has a bias; Llama-4's unfold linear has none."""
+    class_token: bool = False
+    """Llama-4: a class embedding, and one more row of the position table."""
+    outer_norms: int = 1
+    """Norms around the block stack: SigLIP's post_layernorm; Llama-4's pre and post."""
+    projector: tuple[tuple[int, int], ...] = ()
+    projector_norm: int = 0
+    norm_bias: bool = True
+    """LayerNorms (weight and bias); False: RMSNorms (weight only)."""
+    attention_bias: bool = True
+    mlp_bias: bool = True
+    gated_mlp: bool = False
+    """gate, up and down (Pixtral's SiLU MLP); False: fc1 and fc2."""
+    position_table: bool = True
+    """A learned position per patch; False: rotary positions (Pixtral's 2D RoPE)."""
