@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specs import registry_deployment, registry_model
 
-from kvcalc.engine.capacity import capacity
+from kvcalc.engine.capacity import Layout, capacity
 from kvcalc.engine.decode import decode_step
 from kvcalc.engine.deployment import Deployment, DeploymentError
 from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import GB, GiB, dtype
 from kvcalc.engine.weights import WeightPrecision
+from kvcalc.registry.load import model_paths
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
 H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
@@ -155,3 +156,38 @@ def test_decode_time_grows_with_batch_and_context(
     large = decode_step(model, batch=b_hi, context_tokens=c_hi, **common)
     assert large.tpot_seconds >= small.tpot_seconds
     assert large.kv_read_seconds >= small.kv_read_seconds
+
+
+def _bisected_max_context(layout: Layout) -> int | None:
+    """The reference: plain bisection over every context up to the limit."""
+    from kvcalc.engine.capacity import MAX_CONTEXT_TOKENS, max_batch
+
+    if max_batch(layout, 1) < 1:
+        return 0
+    if max_batch(layout, MAX_CONTEXT_TOKENS) >= 1:
+        return None
+    lo, hi = 1, MAX_CONTEXT_TOKENS
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if max_batch(layout, mid) >= 1 else (lo, mid)
+    return lo
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(sorted(p.stem for p in model_paths())),
+    st.integers(min_value=1, max_value=2**40),
+    st.sampled_from([1, 16, 64, 528]),
+    st.integers(min_value=0, max_value=5000),
+)
+def test_max_context_search_finds_what_bisection_finds(
+    model_id: str, budget: int, block: int, prefix: int
+) -> None:
+    from kvcalc.engine.capacity import Stage, max_context_at_batch_1
+    from kvcalc.engine.kv import cache_format
+
+    spec = registry_model(model_id)
+    kv = dtype(spec.default_dtype)
+    layout = Layout(spec, (Stage(0, range(spec.num_layers), budget),),
+                    cache_format(spec, kv), block, prefix)
+    assert max_context_at_batch_1(layout) == _bisected_max_context(layout)

@@ -49,9 +49,9 @@ def console_for(out: io.StringIO, width: int, color: bool):  # type: ignore[no-u
 
 def drawn_table_text(section: Section, cells: list[list[str]], widths: list[int],
                      compact: bool, color: bool, width: int) -> str:
-    out = io.StringIO()
-    terminal.print_table(console_for(out, width, color), section, cells, widths, compact)
-    return out.getvalue()
+    sink = terminal.Sink(width, color)
+    terminal.print_table(sink, section, cells, widths, compact)
+    return sink.value()
 
 
 def layouts(section: Section, width: int) -> list[tuple[list[list[str]], list[int], bool]]:
@@ -132,3 +132,15 @@ def sections(draw: st.DrawFn) -> Section:
 @given(sections(), st.integers(min_value=20, max_value=200), st.booleans())
 def test_any_table_is_what_rich_draws(section: Section, width: int, color: bool) -> None:
     assert_same_as_rich(section, width, color)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet="ab1 ,-\t", min_size=0, max_size=25), max_size=4).map("\n".join),
+       st.integers(min_value=1, max_value=30))
+def test_cells_wrap_as_rich_wraps_them(text: str, width: int) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    expected = [line.plain.rstrip()
+                for line in Text(text).wrap(Console(width=200), width, overflow="fold")]
+    assert terminal.cell_lines(text, width, wrap=True) == expected

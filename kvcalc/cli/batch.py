@@ -108,22 +108,27 @@ def _whole_registry(
 ) -> None:
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.deployment import largest_tp
-    from kvcalc.engine.variant import VariantError, as_attention
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
 
+    # A model that cannot take the what-if or the KV format is its row, not an error. (The
+    # what-if module loads only when one is asked for.)
+    refused: tuple[type[Exception], ...] = (LayoutError,)
+    if variant is not None:
+        from kvcalc.engine.variant import VariantError, as_attention
+
+        refused = (VariantError, LayoutError)
     rows = []
     specs = all_model_specs()
     kv_name = None
     for spec in specs:
         layout = None
         try:
-            # A model that cannot take the what-if or the KV format is its row, not an error.
             if variant is not None:
                 spec = as_attention(spec, variant)
             kv = deploy.kv_format(spec)
             kv_name = kv.name if deploy.format_given() else None
-        except (VariantError, LayoutError) as exc:
+        except refused as exc:
             rows.append(registry_row(None, spec.id, str(exc)))
             continue
         try:

@@ -172,14 +172,34 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
         return 0
     if max_batch(layout, MAX_CONTEXT_TOKENS) >= 1:
         return None
-    lo, hi = 1, MAX_CONTEXT_TOKENS  # fits at lo, not at hi
-    while hi - lo > 1:
+    lo, hi = _bracket(layout, kv_tokens_capacity(layout))
+    while hi - lo > 1:  # fits at lo, not at hi
         mid = (lo + hi) // 2
         if max_batch(layout, mid) >= 1:
             lo = mid
         else:
             hi = mid
     return lo
+
+
+def _bracket(layout: Layout, guess: int) -> tuple[int, int]:
+    """Contexts that fit (lo) and do not (hi) at batch 1, found by galloping from ``guess`` (the
+    pool's tokens at full per-token cost, usually within a block or two of the answer), so the
+    bisection that follows takes a few steps instead of thirty. Needs 1 to fit and the limit
+    not to."""
+    guess = min(max(guess, 1), MAX_CONTEXT_TOKENS)
+    step = layout.block_size
+    if max_batch(layout, guess) >= 1:
+        lo = guess
+        while (hi := min(lo + step, MAX_CONTEXT_TOKENS)) < MAX_CONTEXT_TOKENS and (
+            max_batch(layout, hi) >= 1
+        ):
+            lo, step = hi, step * 2
+        return lo, hi
+    hi = guess
+    while (lo := max(hi - step, 1)) > 1 and max_batch(layout, lo) < 1:
+        hi, step = lo, step * 2
+    return lo, hi
 
 
 # --------------------------------------------------------------------------------------------

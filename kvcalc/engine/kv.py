@@ -142,10 +142,16 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     """The distinct mixers of ``layers`` (e.g. one pipeline stage) with their layer counts.
 
     Cached: capacity searches ask for the same model and stage many times."""
-    counts: dict[Mixer, int] = {}
+    # Counted by identity first (layers share their mixer objects, and hashing a frozen mixer
+    # layer by layer is slow), then merged by equality, so equal mixers are one group.
+    by_identity: dict[int, tuple[Mixer, int]] = {}
     for i in layers:
         mixer = model.mixer_at(i)
-        counts[mixer] = counts.get(mixer, 0) + 1
+        seen = by_identity.get(id(mixer))
+        by_identity[id(mixer)] = (mixer, seen[1] + 1 if seen else 1)
+    counts: dict[Mixer, int] = {}
+    for mixer, n in by_identity.values():
+        counts[mixer] = counts.get(mixer, 0) + n
     return tuple(counts.items())
 
 

@@ -48,16 +48,18 @@ def non_torch_memory(tp: int, pp: int) -> int:
 
 
 def used_ffns(model: ModelSpec) -> list[DenseMLP | MoE]:
-    """The feed-forward blocks the layers use (the dense MLP, the MoE, or both), found by
-    identity: hashing the frozen blocks layer by layer is most of a whole-registry batch."""
-    seen: list[DenseMLP | MoE] = []
-    for i in range(model.num_layers):
-        ffn = model.ffn_at(i)
-        if not any(ffn is s for s in seen):
-            seen.append(ffn)
-            if len(seen) == 2:
-                break
-    return seen
+    """The feed-forward blocks the layers use: the MoE where any layer is MoE, the dense MLP
+    where any layer is not (read from the MoE layout, not layer by layer: this runs for every
+    model of a whole-registry batch)."""
+    layers = range(model.num_layers)
+    if model.moe is None:
+        return [model.ffn_at(0)] if model.num_layers else []
+    used: list[DenseMLP | MoE] = []
+    if any(model.moe_layout.is_moe(i) for i in layers):
+        used.append(model.moe)
+    if model.dense_mlp is not None and not all(model.moe_layout.is_moe(i) for i in layers):
+        used.append(model.dense_mlp)
+    return used
 
 
 def dense_ffn_width(model: ModelSpec) -> int:

@@ -56,7 +56,10 @@ class Plain(WeightFormat):
     bits: Fraction
 
     def matrix_bits(self, rows: int, cols: int) -> int | Fraction:
-        return rows * cols * self.bits
+        # Whole bits as an int: Fraction arithmetic is slow, and a whole-registry batch sums
+        # some thousand matrices.
+        bits = self.bits
+        return rows * cols * (bits.numerator if bits.denominator == 1 else bits)
 
     @property
     def element_bits(self) -> int:

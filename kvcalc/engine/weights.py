@@ -311,7 +311,7 @@ def as_precision(precision: DType | WeightFormat | CheckpointFormat) -> Checkpoi
     return CheckpointFormat.uniform(as_format(precision))
 
 
-Bits = dict[WeightFormat, Fraction]
+Bits = dict[WeightFormat, int | Fraction]
 
 
 def add_tensor_bits(
@@ -321,12 +321,12 @@ def add_tensor_bits(
     format, to ``bits`` (kept per format, so each is rounded to bytes once)."""
     fmt = precision.format_for(tensor.role)
     rows, cols = tensor.rank_matrix(tp)
-    bits[fmt] = bits.get(fmt, Fraction(0)) + times * fmt.matrix_bits(rows, cols)
+    bits[fmt] = bits.get(fmt, 0) + times * fmt.matrix_bits(rows, cols)
 
 
 def bytes_of(bits: Bits) -> int:
     """Bytes of tensors summed per format: each format's bits rounded up to bytes once."""
-    return sum(math.ceil(b / 8) for b in bits.values())
+    return sum(-(-b // 8) for b in bits.values())
 
 
 def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> dict[Role, int]:
@@ -401,13 +401,18 @@ def stage_tensor_counts(
 ) -> list[tuple[Tensor, int]]:
     """:func:`stage_tensors` as (tensor, how many times it occurs): each distinct layer is
     described once and counted, since a model has a handful of distinct layers."""
-    repeats: dict[tuple[Mixer, DenseMLP | MoE], int] = {}
+    # Grouped by identity: a spec's layers share their mixer and FFN objects, and hashing the
+    # frozen blocks layer by layer was a large part of a whole-registry batch. Two equal blocks
+    # that are distinct objects only make two groups of the same tensors: the sum is the same.
+    repeats: dict[tuple[int, int], tuple[Mixer, DenseMLP | MoE, int]] = {}
     for i in layers:
-        key = (model.mixer_at(i), model.ffn_at(i))
-        repeats[key] = repeats.get(key, 0) + 1
+        mixer, ffn = model.mixer_at(i), model.ffn_at(i)
+        key = (id(mixer), id(ffn))
+        seen = repeats.get(key)
+        repeats[key] = (mixer, ffn, seen[2] + 1 if seen else 1)
     out = [
         (tensor, n)
-        for (mixer, ffn), n in repeats.items()
+        for mixer, ffn, n in repeats.values()
         for tensor in _layer_tensors(mixer, ffn, model.hidden_size)
     ]
     out.extend((tensor, 1) for tensor in stage_tensors(model, range(0), first, last))

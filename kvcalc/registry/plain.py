@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin
 
 T = TypeVar("T")
 
@@ -286,13 +286,37 @@ class _ModuleNames(dict[str, Any]):
 
 
 def _hints(cls: type) -> dict[str, Any]:
-    """The evaluated annotations of ``cls`` (memoised: a spec holds the same classes often)."""
+    """The evaluated annotations of ``cls``'s fields (memoised: a spec holds the same classes
+    often). Only the fields' own annotations are evaluated, each in the module of the class that
+    declares it: ``typing.get_type_hints`` evaluates every annotation of every base, which took
+    longer than decoding the whole registry."""
     if cls not in _HINTS:
         try:
-            _HINTS[cls] = get_type_hints(cls, localns=_ModuleNames(sys.modules.get(cls.__module__)))
+            _HINTS[cls] = {f.name: _evaluated(f.type, _declaring_module(cls, f.name))
+                           for f in fields(cls)}
         except Exception as exc:  # noqa: BLE001 - an annotation that does not evaluate
             raise PlainError(f"{cls.__name__}: annotations do not evaluate: {exc}") from None
     return _HINTS[cls]
+
+
+def _declaring_module(cls: type, name: str) -> types.ModuleType | None:
+    for base in cls.__mro__:
+        if name in base.__dict__.get("__annotations__", {}):
+            return sys.modules.get(base.__module__)
+    return sys.modules.get(cls.__module__)
+
+
+_CODE: dict[str, types.CodeType] = {}
+
+
+def _evaluated(annotation: Any, module: types.ModuleType | None) -> Any:
+    """An annotation string (``from __future__ import annotations``) as the type it names."""
+    if not isinstance(annotation, str):
+        return annotation
+    code = _CODE.get(annotation)
+    if code is None:
+        code = _CODE[annotation] = compile(annotation, "<annotation>", "eval")
+    return eval(code, vars(module) if module else {}, _ModuleNames(module))
 
 
 def _shown(data: Any) -> str:

@@ -29,7 +29,6 @@ from kvcalc.render.report import Column, Report, Section
 
 if TYPE_CHECKING:
     from rich.box import Box
-    from rich.console import Console
 
 #: Longest word a text column must show unbroken; longer words (paths, URLs) fold inside it.
 LONGEST_UNBROKEN_WORD = 20
@@ -38,6 +37,8 @@ FIELD_INDENT = "  "
 
 
 def cell_width(text: str) -> int:
+    if text.isascii() and text.isprintable():
+        return len(text)  # most cells: one cell per character, no need to ask rich
     from rich.cells import cell_len
 
     return max((cell_len(line) for line in text.splitlines()), default=0)
@@ -137,30 +138,101 @@ def wrap_phrases(text: str, width: int, indent: str = "") -> list[str]:
     return lines
 
 
-def print_lines(console: Console, lines: list[str]) -> None:
-    # soft_wrap: the lines are already wrapped; rich must not wrap (or cut) them again.
+#: One piece of an output line and its rich style ("" for none; headers are "table.header").
+Part = tuple[str, str]
+
+
+class Sink:
+    """Where a report's lines go. Plain output is the lines' text: it needs nothing of rich's
+    console, whose import is most of a command's start-up. Colour output goes through rich's
+    console, which styles the parts (headers bold)."""
+
+    def __init__(self, width: int, color: bool) -> None:
+        self.width = width
+        self.color = color
+        self.lines: list[list[Part]] = []
+
+    def write(self, line: str = "") -> None:
+        self.lines.append([(line, "")])
+
+    def write_parts(self, parts: list[Part]) -> None:
+        self.lines.append(parts)
+
+    def value(self) -> str:
+        if not self.lines:
+            return ""
+        if not self.color:
+            return "".join("".join(text for text, _ in parts) + "\n" for parts in self.lines)
+        from rich.console import Console
+        from rich.text import Text
+
+        out = io.StringIO()
+        console = Console(file=out, width=self.width, force_terminal=True, highlight=False,
+                          emoji=False, legacy_windows=False)
+        text = Text("\n").join(Text.assemble(*parts) for parts in self.lines)
+        # soft_wrap: the lines are already wrapped; rich must not wrap (or cut) them again.
+        console.print(text, soft_wrap=True, markup=False, highlight=False)
+        return out.getvalue()
+
+
+def print_lines(sink: Sink, lines: list[str]) -> None:
     for line in lines:
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+        sink.write(line)
 
 
-def print_wrapped(console: Console, text: str, width: int, indent: str = "") -> None:
+def print_wrapped(sink: Sink, text: str, width: int, indent: str = "") -> None:
     """A title or a summary line: broken between phrases, continued with a hanging indent."""
-    print_lines(console, wrap_phrases(text, width, indent))
+    print_lines(sink, wrap_phrases(text, width, indent))
 
 
-def print_paragraph(console: Console, text: str, width: int) -> None:
+def print_paragraph(sink: Sink, text: str, width: int) -> None:
     """A note: prose filled at word boundaries."""
-    print_lines(console, wrap_words(text, width, "", "") or [""])
+    print_lines(sink, wrap_words(text, width, "", "") or [""])
 
 
-def cell_lines(console: Console, text: str, width: int, wrap: bool) -> list[str]:
+#: A word and the whitespace after it (rich's definition, which the cells must wrap by).
+WORD = re.compile(r"\s*\S+\s*")
+
+
+def break_offsets(line: str, width: int) -> list[int]:
+    """Where rich's word wrap (``rich.text.Text.wrap`` with ``overflow="fold"``) breaks one
+    line: before a word that does not fit what is left of the line; a word wider than the
+    whole width is folded into width-sized pieces. Restated so that plain output needs no rich
+    console; tests hold it to rich's own wrapping."""
+    from rich.cells import cell_len, chop_cells
+
+    breaks: list[int] = []
+    offset = 0
+    for match in WORD.finditer(line):
+        start, word = match.start(), match.group(0)
+        length = cell_len(word.rstrip())
+        if width - offset >= length:
+            offset += cell_len(word)
+        elif length > width:
+            pieces = chop_cells(word, width)
+            for n, piece in enumerate(pieces):
+                if start:
+                    breaks.append(start)
+                if n == len(pieces) - 1:
+                    offset = cell_len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = cell_len(word)
+    return breaks
+
+
+def cell_lines(text: str, width: int, wrap: bool) -> list[str]:
     """A cell's lines: numbers and names fit by construction; text and headers are wrapped
-    by rich at word boundaries, folding only a word wider than the column."""
+    at word boundaries as rich wraps them, folding only a word wider than the column."""
     if not wrap and cell_width(text) <= width:
         return text.splitlines() or [""]
-    from rich.text import Text
-
-    return [line.plain.rstrip() for line in Text(text).wrap(console, width, overflow="fold")]
+    lines = []
+    for line in text.expandtabs(8).split("\n"):
+        cuts = [0, *break_offsets(line, width), len(line)]
+        lines += [line[a:b].rstrip() for a, b in zip(cuts, cuts[1:], strict=False)]
+    return lines
 
 
 def justified(line: str, width: int, justify: str) -> str:
@@ -168,13 +240,13 @@ def justified(line: str, width: int, justify: str) -> str:
     return pad + line if justify == "right" else line + pad
 
 
-def table_row_lines(console: Console, cells: list[str], columns: Sequence[Column],
+def table_row_lines(cells: list[str], columns: Sequence[Column],
                     widths: list[int], header: bool) -> list[list[str]]:
     """Each cell of one row as lines of exactly its column's width, all as tall as the
     tallest; headers sit at the bottom of their row, values at the top (as rich aligns them)."""
     blocks = [
         [justified(line, width, col.justify) for line in
-         cell_lines(console, text, width, wrap=header or col.kind == "text")]
+         cell_lines(text, width, wrap=header or col.kind == "text")]
         for text, col, width in zip(cells, columns, widths, strict=True)
     ]
     height = max(map(len, blocks))
@@ -184,83 +256,72 @@ def table_row_lines(console: Console, cells: list[str], columns: Sequence[Column
     return blocks
 
 
-def print_table(console: Console, section: Section, cells: list[list[str]],
+def print_table(sink: Sink, section: Section, cells: list[list[str]],
                 widths: list[int], compact: bool) -> None:
     """The table drawn with rich's box characters (``Box.get_top``/``get_row``/``get_bottom``)
     around cells laid out here. rich's own Table would lay out every cell again, which for the
     whole registry cost most of the command's time; tests hold the two outputs identical."""
-    from rich.text import Text
-
-    box = table_box(compact).substitute(console.options)
+    box = table_box(compact)
     # Cell padding: one space each side in the boxed table; in the compact one, one space
     # after every column but the last (rich's pad_edge=False, collapse_padding=True).
     last = len(widths) - 1
     pads = [("", " " if i < last else "") if compact else (" ", " ") for i in range(len(widths))]
     outer = [len(left) + w + len(right) for w, (left, right) in zip(widths, pads, strict=True)]
 
-    def rows(row_cells: list[str], header: bool, edges: tuple[str, str, str]) -> list[Text]:
+    def rows(row_cells: list[str], header: bool, edges: tuple[str, str, str]) -> None:
         left, vertical, right = edges if not compact else ("", edges[1], "")
-        blocks = table_row_lines(console, row_cells, section.columns, widths, header)
-        out = []
+        style = "table.header" if header else ""
+        blocks = table_row_lines(row_cells, section.columns, widths, header)
         for n in range(len(blocks[0])):
-            line = Text(left)
+            parts: list[Part] = [(left, "")]
             for i, block in enumerate(blocks):
                 if i:
-                    line.append(vertical)
-                style = "table.header" if header else ""
-                line.append(pads[i][0], style)
-                line.append(block[n], style)
-                line.append(pads[i][1], style)
-            line.append(right)
-            out.append(line)
-        return out
+                    parts.append((vertical, ""))
+                parts += [(pads[i][0], style), (block[n], style), (pads[i][1], style)]
+            parts.append((right, ""))
+            sink.write_parts(parts)
 
-    lines: list[Text | str] = []
     if not compact:
-        lines.append(box.get_top(outer))
-    lines += rows([c.header for c in section.columns], True,
-                  (box.head_left, box.head_vertical, box.head_right))
-    lines.append(box.get_row(outer, "head", edge=not compact))
+        sink.write(box.get_top(outer))
+    rows([c.header for c in section.columns], True,
+         (box.head_left, box.head_vertical, box.head_right))
+    sink.write(box.get_row(outer, "head", edge=not compact))
     body = cells[: len(section.rows)]
     totals = cells[len(section.rows):] if section.totals else []
     every = [*body, *totals]
     for n, row in enumerate(every):
         final = n == len(every) - 1
-        edges = ((box.foot_left, box.foot_vertical, box.foot_right) if final
-                 else (box.mid_left, box.mid_vertical, box.mid_right))
-        lines += rows(row, False, edges)
+        rows(row, False, (box.foot_left, box.foot_vertical, box.foot_right) if final
+             else (box.mid_left, box.mid_vertical, box.mid_right))
         if totals and n == len(body) - 1 and not final:
-            lines.append(box.get_row(outer, "row", edge=not compact))
+            sink.write(box.get_row(outer, "row", edge=not compact))
     if not compact:
-        lines.append(box.get_bottom(outer))
-    # One print for the whole table: rich's per-call work is most of a long table's cost.
-    joined = Text("\n").join(line if isinstance(line, Text) else Text(line) for line in lines)
-    console.print(joined, soft_wrap=True, markup=False, highlight=False)
+        sink.write(box.get_bottom(outer))
 
 
-def print_records(console: Console, section: Section, cells: list[list[str]], width: int) -> None:
+def print_records(sink: Sink, section: Section, cells: list[list[str]], width: int) -> None:
     """The vertical layout: the first cell of each record as its heading, then one
     ``header  value`` line per non-empty cell."""
     headers = [c.header for c in section.columns]
     pad = max(map(cell_width, headers[1:]), default=0)
     for n, row in enumerate(cells):
         if n:
-            console.print()
-        print_lines(console, [row[0]])
+            sink.write()
+        print_lines(sink, [row[0]])
         for col, header, value in zip(section.columns[1:], headers[1:], row[1:], strict=True):
             if not value:
                 continue
             line = f"{header.ljust(pad)}  {value}"
             if col.kind == "text":
-                print_lines(console, wrap_words(line, width, FIELD_INDENT, FIELD_INDENT + "  "))
+                print_lines(sink, wrap_words(line, width, FIELD_INDENT, FIELD_INDENT + "  "))
             else:
-                print_lines(console, [FIELD_INDENT + line])
+                print_lines(sink, [FIELD_INDENT + line])
 
 
-def print_section(console: Console, section: Section, width: int) -> None:
+def print_section(sink: Sink, section: Section, width: int) -> None:
     """Title, table and notes, in the first layout of the module docstring that fits."""
     if section.title:
-        print_wrapped(console, section.title, width)
+        print_wrapped(sink, section.title, width)
     cells = section.cells([*section.rows, *section.totals])
     natural = natural_widths(section, cells)
     minimum = minimum_widths(section, cells)
@@ -269,36 +330,26 @@ def print_section(console: Console, section: Section, width: int) -> None:
         text_first = [c.kind == "text" for c in section.columns]
         widths = fitted_widths(natural, minimum, room, text_first)
         if widths is not None:
-            print_table(console, section, cells, widths, compact)
+            print_table(sink, section, cells, widths, compact)
             break
     else:
-        print_records(console, section, cells, width)
+        print_records(sink, section, cells, width)
     for note in section.notes:
-        print_paragraph(console, note, width)
+        print_paragraph(sink, note, width)
 
 
 def render_report(report: Report, width: int, color: bool) -> str:
-    from rich.console import Console
-
-    out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        legacy_windows=False,
-    )
+    sink = Sink(width, color)
     for line in report.lines:
-        print_wrapped(console, line, width)
+        print_wrapped(sink, line, width)
     for section in report.sections:
-        print_section(console, section, width)
+        print_section(sink, section, width)
     if report.charts:
         from kvcalc.render.chart import chart_lines
 
         for chart in report.charts:
             lines = chart_lines(chart, width)
             if lines:  # a quantity no point has (TPOT where nothing fits) draws nothing
-                console.print()
-                print_lines(console, lines)
-    return out.getvalue()
+                sink.write()
+                print_lines(sink, lines)
+    return sink.value()

@@ -25,5 +25,5 @@ __all__ = [
     "split_heads",
 ]
 
-#: PageLayout and SideCache (kvcalc.engine.mixers.caches) are imported where an engine model
-#: reads them, not here: `size` never needs them.
+#: PageLayout (kvcalc.engine.mixers.caches) and SideCache (kvcalc.engine.mixers.side_cache) are
+#: imported where they are read, not here: most commands never need them.

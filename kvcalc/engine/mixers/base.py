@@ -29,7 +29,8 @@ from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 from kvcalc.engine.units import DType
 
 if TYPE_CHECKING:
-    from kvcalc.engine.mixers.caches import PageLayout, SideCache
+    from kvcalc.engine.mixers.caches import PageLayout
+    from kvcalc.engine.mixers.side_cache import SideCache
     from kvcalc.engine.variant import AttentionVariant
 
 

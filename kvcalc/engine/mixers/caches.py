@@ -1,6 +1,6 @@
-"""What a layer's cache looks like to a serving engine: vLLM's page spec of an attention layer
-and the side caches a layer keeps beside its main one. Only the engine models read these, so
-they live apart from the mixer interface and load only when one of them runs."""
+"""What a layer's cache looks like to vLLM: the page spec of an attention layer. Only the engine
+models read it, so it lives apart from the mixer interface and loads only when one of them
+runs."""
 
 from __future__ import annotations
 
@@ -22,14 +22,3 @@ class PageLayout:
     head_size_v: int = 0
     window: int = 0
     chunk: int = 0
-
-
-@dataclass(frozen=True)
-class SideCache:
-    """A per-token cache a layer keeps beside its main one, stored at a fixed format whatever the
-    KV dtype. DeepSeek-V3.2's sparse-attention indexer keeps its keys this way (fp8 values plus an
-    fp32 scale per 128); vLLM gives each such cache a layer spec of its own (an MLAAttentionSpec
-    of one "head" of ``bytes_per_token`` uint8, ``DeepseekV32IndexerCache``)."""
-
-    name: str
-    bytes_per_token: int

@@ -29,7 +29,7 @@ from kvcalc.engine.tensors import Tensor, replicated
 from kvcalc.engine.units import DType, dtype
 
 if TYPE_CHECKING:
-    from kvcalc.engine.mixers.caches import SideCache
+    from kvcalc.engine.mixers.side_cache import SideCache
 
 #: Values per fp32 scale in the indexer keys and in the fp8 sparse-MLA latent (vLLM
 #: quant_block_size / DeepSeek's block_size).
@@ -61,7 +61,7 @@ class IndexedLatentAttention(MultiHeadLatentAttention):
         return super().main_token_bytes(kv)
 
     def side_caches(self) -> tuple[SideCache, ...]:
-        from kvcalc.engine.mixers.caches import SideCache
+        from kvcalc.engine.mixers.side_cache import SideCache
 
         return (SideCache("indexer keys", scaled_fp8_bytes(self.index_head_dim)),)
 
