@@ -145,10 +145,9 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     # Counted by identity first (layers share their mixer objects, and hashing a frozen mixer
     # layer by layer is slow), then merged by equality, so equal mixers are one group.
     by_identity: dict[int, tuple[Mixer, int]] = {}
-    for i in layers:
-        mixer = model.mixer_at(i)
+    for mixer, _, n in model.block_counts(layers):
         seen = by_identity.get(id(mixer))
-        by_identity[id(mixer)] = (mixer, seen[1] + 1 if seen else 1)
+        by_identity[id(mixer)] = (mixer, seen[1] + n if seen else n)
     counts: dict[Mixer, int] = {}
     for mixer, n in by_identity.values():
         counts[mixer] = counts.get(mixer, 0) + n

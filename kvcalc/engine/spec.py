@@ -158,6 +158,32 @@ class ModelSpec:
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""
 
     @cached_property
+    def block_runs(self) -> tuple[tuple[range, Mixer, FFN], ...]:
+        """Maximal runs of consecutive layers that share their mixer and FFN objects: what
+        counting the blocks of a range of layers walks instead of every layer (most models are
+        one run or a few)."""
+        runs: list[tuple[range, Mixer, FFN]] = []
+        for i in range(self.num_layers):
+            mixer, ffn = self.mixer_at(i), self.ffn_at(i)
+            if runs and runs[-1][1] is mixer and runs[-1][2] is ffn:
+                runs[-1] = (range(runs[-1][0].start, i + 1), mixer, ffn)
+            else:
+                runs.append((range(i, i + 1), mixer, ffn))
+        return tuple(runs)
+
+    def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
+        """The (mixer, FFN) objects of ``layers`` with how many layers use each pair, one entry
+        per run (equal blocks that are distinct objects are not merged)."""
+        if layers.step != 1:
+            return [(self.mixer_at(i), self.ffn_at(i), 1) for i in layers]
+        out = []
+        for run, mixer, ffn in self.block_runs:
+            n = len(range(max(run.start, layers.start), min(run.stop, layers.stop)))
+            if n > 0:
+                out.append((mixer, ffn, n))
+        return out
+
+    @cached_property
     def layers(self) -> tuple[Layer, ...]:
         return tuple(Layer(self.mixer_at(i), self.ffn_at(i)) for i in range(self.num_layers))
 

@@ -311,7 +311,10 @@ def as_precision(precision: DType | WeightFormat | CheckpointFormat) -> Checkpoi
     return CheckpointFormat.uniform(as_format(precision))
 
 
-Bits = dict[WeightFormat, int | Fraction]
+#: Bits per format object (by identity: hashing a format, Fractions included, for each of a
+#: model's tensors was a measurable part of a whole-registry batch); :func:`bytes_of` merges
+#: equal formats before rounding.
+Bits = dict[int, tuple[WeightFormat, int | Fraction]]
 
 
 def add_tensor_bits(
@@ -321,12 +324,17 @@ def add_tensor_bits(
     format, to ``bits`` (kept per format, so each is rounded to bytes once)."""
     fmt = precision.format_for(tensor.role)
     rows, cols = tensor.rank_matrix(tp)
-    bits[fmt] = bits.get(fmt, 0) + times * fmt.matrix_bits(rows, cols)
+    seen = bits.get(id(fmt))
+    total = seen[1] if seen else 0
+    bits[id(fmt)] = (fmt, total + times * fmt.matrix_bits(rows, cols))
 
 
 def bytes_of(bits: Bits) -> int:
     """Bytes of tensors summed per format: each format's bits rounded up to bytes once."""
-    return sum(-(-b // 8) for b in bits.values())
+    per_format: dict[WeightFormat, int | Fraction] = {}
+    for fmt, b in bits.values():
+        per_format[fmt] = per_format.get(fmt, 0) + b
+    return sum(-(-b // 8) for b in per_format.values())
 
 
 def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> dict[Role, int]:
@@ -405,11 +413,10 @@ def stage_tensor_counts(
     # frozen blocks layer by layer was a large part of a whole-registry batch. Two equal blocks
     # that are distinct objects only make two groups of the same tensors: the sum is the same.
     repeats: dict[tuple[int, int], tuple[Mixer, DenseMLP | MoE, int]] = {}
-    for i in layers:
-        mixer, ffn = model.mixer_at(i), model.ffn_at(i)
+    for mixer, ffn, n in model.block_counts(layers):
         key = (id(mixer), id(ffn))
         seen = repeats.get(key)
-        repeats[key] = (mixer, ffn, seen[2] + 1 if seen else 1)
+        repeats[key] = (mixer, ffn, seen[2] + n if seen else n)
     out = [
         (tensor, n)
         for mixer, ffn, n in repeats.values()
