@@ -61,6 +61,11 @@ COMMANDS = [
      "--max-ttft", "2s", "--max-gpus", "16"],
     ["plan", "qwen3-30b-a3b", "--users", "8", "--gpus", "h100,h200,mi300x", "--price",
      "h100=2.5,h200=3.1,mi300x=2", "--kv-dtype", "bf16,fp8", "--roofline"],
+    ["compare", "llama3-70b", "--ctx", "128k"],
+    ["compare", "llama3-70b", "gemma3-27b", "deepseek-v3", "--ctx", "32k", "--gpus", "8xH100",
+     "--prompt", "1000", "--gen", "1000", "--prefix-shared", "1024"],
+    ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "32k"],
+    ["offload", "mistral-7b-v0.1", "--gpus", "a10g", "--tier", "tape:1TB@1MB/s"],
     ["check", str(Path(__file__).parent.parent / "examples" / "capacity.yaml")],
 ]
 WIDTHS = [80, 120, 200]
@@ -145,6 +150,8 @@ NOT_IN_TABLE = {
     # The registry listings show parameters and memory in their units (B, TB/s, TFLOPS).
     "models": None,
     "gpus": None,
+    # The table shows rates in their units (GB/s, TFLOPS).
+    "offload": frozenset({"bandwidth_bytes_per_s", "prefill_flops_per_second"}),
 }
 
 
@@ -185,6 +192,8 @@ def test_a_narrow_terminal_gets_one_block_per_record(monkeypatch: pytest.MonkeyP
                                      ["models", "--check"], ["gpus", "--check"],
                                      ["batch", "--gpus", "h100"],
                                      ["decode", "llama3-8b", "--gpus", "h100"],
+                                     ["compare", "llama3-8b"],
+                                     ["offload", "llama3-8b", "--gpus", "h100"],
                                      ["import-hf", str(HF_FIXTURES / "qwen3-8b")],
                                      ["check", "capacity.yaml"]], ids=ids)
 @pytest.mark.parametrize("fmt", ["xml", "JSONL", "", "tabel"])
@@ -212,7 +221,8 @@ def test_bare_kvcalc_prints_the_help(runner: CliRunner) -> None:
     assert result.exit_code == 0
     assert result.stdout == runner.invoke(app, ["--help"]).stdout
     assert result.stdout.startswith("Usage: kvcalc")
-    for command in ("size", "models", "gpus", "batch", "decode", "import-hf"):
+    for command in ("size", "models", "gpus", "batch", "decode", "compare", "offload",
+                    "import-hf"):
         assert re.search(rf"^  {command} ", result.stdout, re.MULTILINE)
 
 

@@ -118,6 +118,8 @@ COMMANDS = {
     "decode": "kvcalc.cli.decode",
     "sweep": "kvcalc.cli.sweep",
     "plan": "kvcalc.cli.plan",
+    "compare": "kvcalc.cli.compare",
+    "offload": "kvcalc.cli.offload",
     "import-hf": "kvcalc.cli.import_hf",
     "check": "kvcalc.cli.check",
 }

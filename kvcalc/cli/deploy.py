@@ -55,7 +55,8 @@ class DeploymentOptions(KvFormatOptions):
     """The deployment options as given on the command line (None: not given), the KV format
     options included."""
 
-    gpus: str
+    gpus: str | None
+    """None only for a command whose GPUs are optional (`compare`)."""
     tp: int | None
     pp: int
     gpu_util: float | None
@@ -88,7 +89,15 @@ class DeploymentOptions(KvFormatOptions):
     def resolve_gpus(self) -> GpuSet:
         from kvcalc.registry.gpus import parse_gpu_set
 
+        if self.gpus is None:
+            fail("--gpus: give the GPUs, e.g. --gpus 8xH100")
         return parse_gpu_set(self.gpus)
+
+    def refuse_without_gpus(self, *, keep: tuple[str, ...]) -> None:
+        """Without --gpus, refuse every deployment option but ``keep``: it sizes the GPUs."""
+        if self.gpus is None:
+            others = [name for name in _PARAMETERS if name not in keep and name != "gpus"]
+            self.refuse(*others, because="it describes the GPUs; give --gpus too")
 
     def refuse(self, *names: str, because: str) -> None:
         """Refuse each of ``names`` that was given: it would not change the answer."""
@@ -254,6 +263,17 @@ assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 def deployment_options(command: F) -> F:
     """Add the deployment options to ``command``, which receives them as ``deploy``."""
     return grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
+
+
+_OPTIONAL_GPUS = typer.Option(
+    None, "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100 [default: no GPUs, bytes only]"
+)
+
+
+def optional_deployment_options(command: F) -> F:
+    """The deployment options with --gpus optional (``deploy.gpus`` is then None)."""
+    parameters = {**_PARAMETERS, "gpus": (str | None, _OPTIONAL_GPUS)}
+    return grouped_options(command, "deploy", DeploymentOptions, parameters)
 
 
 def deployment_sets_options(command: F) -> F:

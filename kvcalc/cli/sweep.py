@@ -77,7 +77,7 @@ def sweep(
     swept = swept_axis(contexts, batches) is not None
     target = plot_target(plot, swept) if plot is not None else None
     refuse_repeats(models, "MODEL")
-    refuse_repeats([d.gpus for d in deploys], "--gpus")
+    refuse_repeats([d.gpus or "" for d in deploys], "--gpus")  # always given here
     if len(models) > 1:
         deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
     specs = [load_model(name, None, None, None, attention) for name in models]
