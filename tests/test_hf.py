@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specs import registry_model
+from test_weights import stated_tolerance
 
 from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
@@ -42,7 +43,11 @@ def write_config(tmp_path: Path, data: Any, folder: str = "m") -> Path:
 
 
 def fixture_data(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name / "config.json").read_text(encoding="utf-8"))
+    return fixture_of(FIXTURES / name)
+
+
+def fixture_of(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "config.json").read_text(encoding="utf-8"))
 
 
 def layers(model: spec.ModelSpec) -> list[spec.Mixer]:
@@ -535,6 +540,54 @@ def test_pixtral_tower_of_mistral3(tmp_path: Path) -> None:
     assert param_counts(model).encoder == expected
     # (1540 / 14 / 2)^2 = 3,025 merged patches and one [IMG_BREAK] per row of 55.
     assert model.vision is not None and model.vision.tokens_per_image == 3080
+
+
+#: Qwen/Qwen2.5-VL-7B-Instruct's config.json (tests/fixtures/multimodal/README.md cites it).
+QWEN2_5_VL_7B = Path(__file__).parent / "fixtures" / "multimodal" / "qwen2.5-vl-7b-instruct"
+
+
+def test_qwen2_5_vl_tower_of_the_7b() -> None:
+    # Qwen2.5-VL's ViT: Conv3d patch embedding 3 x 2 frames x 14^2 x 1280 = 1,505,280, no bias;
+    # per block qkv 1280 x 3840 + 3840, proj 1280^2 + 1280, gated MLP 2 x (1280 x 3420 + 3420)
+    # + 3420 x 1280 + 1280, two RMSNorms 2,560 = 19,702,200, x 32 = 630,470,400. Patch merger:
+    # RMSNorm 1280, 5120 -> 5120 (26,219,520 with bias) -> 3584 (18,353,664 with bias).
+    model = load_hf_config(QWEN2_5_VL_7B)
+    expected = 1_505_280 + 630_470_400 + 1280 + 26_219_520 + 18_353_664
+    counts = param_counts(model)
+    assert counts.encoder == expected
+    # The model card's 8.29B (Qwen2.5-7B's language model and the tower), within the tolerance
+    # a three-digit stated figure supports.
+    assert abs(counts.total / 8.29e9 - 1) <= stated_tolerance(8.29e9)
+    # 3584-pixel images (max_pixels 12,845,056): 256 x 256 patches merged 2 x 2.
+    assert model.vision is not None and model.vision.tokens_per_image == 16_384
+    # The language model is Qwen2.5-7B's: 28 layers of 4 KV heads x 128.
+    assert kv_bytes_per_token(model, BF16) == 2 * 28 * 4 * 128 * 2
+    assert model.max_context == 128_000
+
+
+def test_qwen2_5_vl_reads_text_config_or_the_top_level(tmp_path: Path) -> None:
+    top = fixture_of(QWEN2_5_VL_7B)
+    own = ("model_type", "vision_config", "architectures")
+    text = {k: v for k, v in top.items() if k not in own}
+    nested = {k: top[k] for k in own} | {"text_config": text | {"model_type": "qwen2_5_vl_text"}}
+    flat_model = load_hf_config(QWEN2_5_VL_7B)
+    nested_model = load_hf_config(write_config(tmp_path, nested))
+    assert param_counts(nested_model) == param_counts(flat_model)
+    assert layers(nested_model) == layers(flat_model)
+    # A key neither states takes Qwen2_5_VLTextConfig's default, not Qwen2's (vocab 151936).
+    del text["vocab_size"]
+    sparse = load_hf_config(write_config(tmp_path, nested | {"text_config": text}, "sparse"))
+    assert sparse.vocab_size == 152_064
+
+
+def test_qwen2_5_vl_refusals_name_the_field(tmp_path: Path) -> None:
+    top = fixture_of(QWEN2_5_VL_7B)
+    wrong = top | {"vision_config": top["vision_config"] | {"out_hidden_size": 4096}}
+    with pytest.raises(RegistryError, match="vision_config.out_hidden_size"):
+        load_hf_config(write_config(tmp_path, wrong, "wrong"))
+    bare = {"model_type": "qwen2_5_vl", "vision_config": top["vision_config"]}
+    with pytest.raises(RegistryError, match="text_config"):
+        load_hf_config(write_config(tmp_path, bare, "bare"))
 
 
 def test_a_bad_vision_config_is_named(tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def test_wrapper_with_empty_text_config_takes_its_text_class_defaults(
     tmp_path: Path, wrapper: str
 ) -> None:
     model = load_hf_config(write_config(tmp_path, {"model_type": wrapper, "text_config": {}}))
-    text_defaults = DEFAULTS[WRAPPERS[wrapper].text_model_type]
+    text_defaults = DEFAULTS[WRAPPERS[wrapper].text_model_type] | WRAPPERS[wrapper].text_defaults
     assert model.num_layers == text_defaults["num_hidden_layers"]
     assert model.tied_embeddings is WRAPPERS[wrapper].model_fields["tie_word_embeddings"].default
 

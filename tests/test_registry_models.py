@@ -56,6 +56,7 @@ KV_BYTES_PER_TOKEN = {
     "llama4-maverick": 2 * 48 * 8 * 128 * 2,
     "mistral-7b-v0.1": 2 * 32 * 8 * 128 * 2,
     "mistral-small-24b": 2 * 40 * 8 * 128 * 2,  # explicit head_dim 128, not 5120 / 32
+    "mistral-small-3.1-24b": 2 * 40 * 8 * 128 * 2,  # 2501's text model; the Pixtral tower has no KV
     "mixtral-8x7b": 2 * 32 * 8 * 128 * 2,
     "mixtral-8x22b": 2 * 56 * 8 * 128 * 2,
     "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,
@@ -203,8 +204,8 @@ VERIFICATION = {
     },
     "derived_copies": {
         "llama2-7b", "llama2-70b", "llama3-8b", "mistral-7b-v0.1", "mistral-small-24b",
-        "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b", "phi3-mini", "falcon-7b",
-        "glm-4.5", "command-r",
+        "mistral-small-3.1-24b", "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b",
+        "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
     },
@@ -256,8 +257,8 @@ TYPED_NAMES = {
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and
 # context, so they resolve to it (issue 7). Releases whose config differs are deliberately absent:
 # Qwen2.5-7B/72B-Instruct (max_position_embeddings 32768), Mixtral-8x22B-Instruct (vocab 32768),
-# Command-R 08-2024 (8 KV heads), Mistral-Small-3.1-2503 (multimodal, 128k context),
-# Qwen3-4B/30B-A3B-2507 (262144 context), Kimi-K2-Instruct-0905 (256K context).
+# Command-R 08-2024 (8 KV heads), Qwen3-4B/30B-A3B-2507 (262144 context),
+# Kimi-K2-Instruct-0905 (256K context).
 INSTRUCT_RELEASES = {
     "meta-llama/Llama-2-7b-chat-hf": "llama2-7b",
     "meta-llama/Llama-2-70b-chat-hf": "llama2-70b",
@@ -270,6 +271,8 @@ INSTRUCT_RELEASES = {
     "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b-v0.1",
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
     "mistralai/Mistral-Small-24B-Instruct-2501": "mistral-small-24b",
+    # Its own entry, not 2501's: multimodal (Pixtral) with a 128k context (issue 7).
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503": "mistral-small-3.1-24b",
     "google/gemma-2-2b-it": "gemma2-2b",
     "google/gemma-2-9b-it": "gemma2-9b",
     "google/gemma-2-27b-it": "gemma2-27b",

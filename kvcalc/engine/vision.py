@@ -16,7 +16,8 @@ class VisionEncoder:
 
     ``projector`` lists the bias-free linears after the tower as (inputs, outputs): Llama-4's
     pixel-shuffle MLP and multi_modal_projector; Gemma-3's mm_input_projection (after an RMSNorm
-    of ``projector_norm`` values). ``tokens_per_image`` is what one image costs the text model
+    of ``projector_norm`` values); Qwen2.5-VL's patch merger (an RMSNorm, then a biased MLP over
+    2 x 2 merged patches). ``tokens_per_image`` is what one image costs the text model
     (the encoder-cache entry vLLM's profiler holds)."""
 
     layers: int
@@ -27,6 +28,9 @@ class VisionEncoder:
     image: int
     tokens_per_image: int
     channels: int = 3
+    temporal_patch: int = 1
+    """Frames one patch spans: Qwen2.5-VL's Conv3d patch embedding covers 2 (a still image is
+    repeated), so its kernel is ``temporal_patch`` times a 2D one."""
     patch_bias: bool = True
     """SigLIP's patch convolution has a bias; Llama-4's unfold linear has none."""
     class_token: bool = False
@@ -35,6 +39,9 @@ class VisionEncoder:
     """Norms around the block stack: SigLIP's post_layernorm; Llama-4's pre and post."""
     projector: tuple[tuple[int, int], ...] = ()
     projector_norm: int = 0
+    projector_bias: bool = False
+    """Biases on the projector's linears (Qwen2.5-VL's patch-merger MLP); off for Llama-4,
+    Gemma-3 and Mistral-3, whose projectors have none."""
     norm_bias: bool = True
     """LayerNorms (weight and bias); False: RMSNorms (weight only)."""
     attention_bias: bool = True

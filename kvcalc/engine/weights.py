@@ -141,7 +141,8 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     head_dim = enc.hidden // enc.heads
     norm = (2 if enc.norm_bias else 1) * enc.hidden
     positions = (enc.image // enc.patch) ** 2 + int(enc.class_token) if enc.position_table else 0
-    patch = enc.channels * enc.patch**2 * enc.hidden + (enc.hidden if enc.patch_bias else 0)
+    kernel = enc.channels * enc.temporal_patch * enc.patch**2
+    patch = kernel * enc.hidden + (enc.hidden if enc.patch_bias else 0)
     stem = patch + positions * enc.hidden + (enc.hidden if enc.class_token else 0)
     mlp_in = 2 if enc.gated_mlp else 1
     # Per block: the q/k/v/o biases, the MLP's biases, two norms.
@@ -157,7 +158,8 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
         row_parallel("encoder", enc.intermediate, enc.hidden, 1),
         replicated("encoder", block_small),
     )
-    outer = stem + enc.outer_norms * norm + enc.projector_norm
+    projector_bias = sum(out for _, out in enc.projector) if enc.projector_bias else 0
+    outer = stem + enc.outer_norms * norm + enc.projector_norm + projector_bias
     return (
         *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
         replicated("encoder", outer),

@@ -240,13 +240,15 @@ class VisionSchema(Strict):
     image_size: PosInt
     tokens_per_image: PosInt = Field(description="text tokens one image becomes")
     num_channels: PosInt = 3
+    temporal_patch_size: PosInt = Field(1, description="frames one patch spans (Qwen2.5-VL: 2)")
     patch_bias: bool = True
     class_token: bool = False
     outer_norms: NonNegInt = 1
     projector: list[tuple[PosInt, PosInt]] = Field(
-        [], description="bias-free linears after the tower, as [inputs, outputs]"
+        [], description="linears after the tower, as [inputs, outputs]"
     )
     projector_norm: NonNegInt = 0
+    projector_bias: bool = Field(False, description="biases on the projector's linears")
     norm_bias: bool = Field(True, description="LayerNorms with biases; false: RMSNorms")
     attention_bias: bool = True
     mlp_bias: bool = True
@@ -263,11 +265,13 @@ class VisionSchema(Strict):
             image=self.image_size,
             tokens_per_image=self.tokens_per_image,
             channels=self.num_channels,
+            temporal_patch=self.temporal_patch_size,
             patch_bias=self.patch_bias,
             class_token=self.class_token,
             outer_norms=self.outer_norms,
             projector=tuple(self.projector),
             projector_norm=self.projector_norm,
+            projector_bias=self.projector_bias,
             norm_bias=self.norm_bias,
             attention_bias=self.attention_bias,
             mlp_bias=self.mlp_bias,

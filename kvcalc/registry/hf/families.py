@@ -20,6 +20,7 @@ from kvcalc.registry.hf.wrappers import (
     KimiVLConfig,
     Llama4Config,
     Mistral3Config,
+    Qwen25VLConfig,
     WrapperConfig,
 )
 
@@ -39,7 +40,7 @@ ADAPTERS: dict[str, type[Adapter[Any]]] = {
 #: model_type -> the config of a multimodal wrapper holding a language model in text_config.
 WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
-    for wrapper in (Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig)
+    for wrapper in (Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig)
     for model_type in wrapper.model_types
 }
 

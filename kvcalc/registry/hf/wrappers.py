@@ -1,7 +1,8 @@
 """Multimodal wrappers whose language model is the nested ``text_config``: gemma3, llama4,
-mistral3, kimi_vl. Each declares its own defaults and which text model_type it holds, and reads
-its ``vision_config`` as the image encoder and projector the checkpoint carries (gemma3: SigLIP,
-llama4: its own ViT, mistral3: Pixtral, kimi_vl: MoonViT). A config.json without
+mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead). Each
+declares its own defaults and which text model_type it holds, and reads its ``vision_config`` as
+the image encoder and projector the checkpoint carries (gemma3: SigLIP, llama4: its own ViT,
+mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT). A config.json without
 ``vision_config`` (a text-only copy) imports the language model only.
 
 Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py (the wrapper classes and
@@ -14,7 +15,15 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from kvcalc.registry.hf.base import HFConfig, LayerCount, PosInt, TextConfig, Where, field_error
+from kvcalc.registry.hf.base import (
+    HFConfig,
+    LayerCount,
+    NonNegInt,
+    PosInt,
+    TextConfig,
+    Where,
+    field_error,
+)
 
 
 class WrapperConfig(HFConfig):
@@ -28,6 +37,9 @@ class WrapperConfig(HFConfig):
     #: True when the wrapper builds its text config with a fixed class, whatever model_type the
     #: text_config states (Gemma3Config, Llama4Config).
     fixed_text_class: ClassVar[bool]
+    #: The wrapper's text class defaults where they differ from ``text_model_type``'s adapter
+    #: (Qwen2_5_VLTextConfig against Qwen2Config), filled in for keys text_config leaves out.
+    text_defaults: ClassVar[dict[str, Any]] = {}
 
     text_config: dict[str, Any]
     tie_word_embeddings: bool
@@ -41,14 +53,27 @@ class WrapperConfig(HFConfig):
     @model_validator(mode="before")
     @classmethod
     def _text_config_stated(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        text = data.get("text_config")
+        if text is None:
+            text = cls.top_level_text(data)
         # The wrapper classes would build a default text config; a default model is no answer.
-        if isinstance(data, dict) and data.get("text_config") is None:
+        if text is None:
             raise field_error(
                 "text_config",
                 f"missing required field (a {data.get('model_type')} config holds its "
                 "language model there)",
             )
-        return data
+        if isinstance(text, dict) and cls.text_defaults:
+            text = cls.text_defaults | text
+        return data | {"text_config": text}
+
+    @classmethod
+    def top_level_text(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        """The language model's keys when a config states them beside the wrapper's own instead
+        of in text_config, else None."""
+        return None
 
     def tied_embeddings(self, text: TextConfig) -> bool:
         # The lm_head lives on the wrapper, so its flag governs; an explicit one in either place
@@ -250,4 +275,97 @@ class KimiVLConfig(WrapperConfig):
                 [merge * v.hidden_size, merge * v.hidden_size],
                 [merge * v.hidden_size, text_hidden],
             ],
+        }
+
+
+#: Qwen2_5_VLTextConfig's defaults where they differ from Qwen2Config's (transformers 5.24.0
+#: models/qwen2_5_vl/configuration_qwen2_5_vl.py: the 72B shape), filled in for a key the
+#: config does not state, as transformers does.
+QWEN2_5_VL_TEXT_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 152064,
+    "hidden_size": 8192,
+    "intermediate_size": 29568,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "max_window_layers": 80,
+}
+
+#: Top-level keys of a Qwen2.5-VL config.json that are not its language model's.
+_QWEN2_5_VL_OWN_KEYS = ("model_type", "text_config", "vision_config", "architectures")
+
+
+class Qwen25VisionConfig(HFConfig):
+    """Qwen2_5_VLVisionConfig (transformers 5.24.0 defaults; hidden_size 3584 is its default,
+    every released config states 1280)."""
+
+    depth: LayerCount = 32
+    hidden_size: PosInt = 3584
+    intermediate_size: PosInt = 3420
+    num_heads: PosInt = 16
+    in_channels: PosInt = 3
+    patch_size: PosInt = 14
+    spatial_merge_size: PosInt = 2
+    temporal_patch_size: PosInt = 2
+    out_hidden_size: PosInt = 3584
+    window_size: PosInt = 112
+    fullatt_block_indexes: list[NonNegInt] = Field(default=[7, 15, 23, 31])
+
+
+class Qwen25VLConfig(WrapperConfig):
+    model_types = ("qwen2_5_vl",)
+    # Qwen2_5_VLTextConfig is a Qwen2 decoder (M-RoPE changes positions, not shapes or caches).
+    text_model_type = "qwen2"
+    fixed_text_class = True
+    tie_word_embeddings: bool = False
+    #: Qwen2-VL's image processor max_pixels (12,845,056 = 3584^2): the largest image, 256 x 256
+    #: patches of 14, merged 2 x 2 into 16,384 tokens (vLLM's max tokens per image).
+    max_image_side: ClassVar[int] = 3584
+
+    text_defaults = QWEN2_5_VL_TEXT_DEFAULTS
+
+    @classmethod
+    def top_level_text(cls, data: dict[str, Any]) -> dict[str, Any] | None:
+        # Released Qwen2.5-VL configs (transformers 4.4x-4.53) state the language model at the
+        # top level; later saves nest it in text_config. A top level stating none of the
+        # importer's shape fields describes no checkpoint.
+        from kvcalc.registry.hf.importer import SHAPE_FIELDS
+
+        if not any(key in data for key in SHAPE_FIELDS):
+            return None
+        return {k: v for k, v in data.items() if k not in _QWEN2_5_VL_OWN_KEYS}
+
+    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
+        if self.vision_config is None:
+            return None
+        inner = where.nested("vision_config")
+        v = inner.parse(Qwen25VisionConfig, self.vision_config)
+        if v.out_hidden_size != text_hidden:
+            inner.fail("out_hidden_size", f"must equal the text hidden_size {text_hidden}")
+        if any(i >= v.depth for i in v.fullatt_block_indexes):
+            inner.fail("fullatt_block_indexes", f"must index blocks below depth {v.depth}")
+        merged = v.hidden_size * v.spatial_merge_size**2
+        side = self.max_image_side // v.patch_size // v.spatial_merge_size
+        # Qwen2_5_VisionTransformer: a bias-free Conv3d patch embedding over temporal_patch_size
+        # frames, 2D rotary positions, RMSNorms, biased qkv/proj and gated SiLU MLP. Window
+        # attention (window_size, fullatt_block_indexes) changes neither weights nor any cache.
+        # Qwen2_5_VLPatchMerger: an RMSNorm, then merged -> merged -> out_hidden_size, biased.
+        return {
+            "num_layers": v.depth,
+            "hidden_size": v.hidden_size,
+            "intermediate_size": v.intermediate_size,
+            "num_attention_heads": v.num_heads,
+            "patch_size": v.patch_size,
+            "image_size": self.max_image_side,
+            "num_channels": v.in_channels,
+            "temporal_patch_size": v.temporal_patch_size,
+            "tokens_per_image": side * side,
+            "patch_bias": False,
+            "outer_norms": 0,
+            "norm_bias": False,
+            "gated_mlp": True,
+            "position_table": False,
+            "projector_norm": v.hidden_size,
+            "projector": [[merged, merged], [merged, v.out_hidden_size]],
+            "projector_bias": True,
         }
