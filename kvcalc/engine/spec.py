@@ -162,6 +162,8 @@ class ModelSpec:
         """Maximal runs of consecutive layers that share their mixer and FFN objects: what
         counting the blocks of a range of layers walks instead of every layer (most models are
         one run or a few)."""
+        if len(self.mixer_pattern) == 1 and self.moe is None and self.num_layers:
+            return ((range(self.num_layers), self.mixer_at(0), self.ffn_at(0)),)  # one block
         runs: list[tuple[range, Mixer, FFN]] = []
         for i in range(self.num_layers):
             mixer, ffn = self.mixer_at(i), self.ffn_at(i)
