@@ -18,7 +18,13 @@ from kvcalc.registry.hf import load_hf_config
 from kvcalc.registry.load import load_model_file, resolve_model
 
 FIXTURES = Path(__file__).parent / "fixtures"
-HF_FIXTURES = sorted(p.name for p in (FIXTURES / "hf").iterdir() if (p / "config.json").is_file())
+#: Every config.json fixture, as "hf/<registry id>" or "multimodal/<name>".
+HF_FIXTURES = sorted(
+    f"{p.parent.name}/{p.name}"
+    for folder in ("hf", "multimodal")
+    for p in (FIXTURES / folder).iterdir()
+    if (p / "config.json").is_file()
+)
 HUB_CACHE = FIXTURES / "hub"
 QWEN_INSTRUCT = "Qwen/Qwen2.5-7B-Instruct"
 QWEN_COMMIT = "a09a35458c702b33eeacc393d103063234e8bc28"
@@ -51,7 +57,7 @@ def fixture_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_written_entry_loads_to_the_imported_spec(
     runner: CliRunner, tmp_path: Path, folder: str
 ) -> None:
-    config = FIXTURES / "hf" / folder
+    config = FIXTURES / folder
     result = import_hf(runner, str(config), "--hf-repo", "org/Some-Model", "--name", "imported")
     assert result.exit_code == 0, result.output
     path = write_entry(tmp_path, result.stdout)

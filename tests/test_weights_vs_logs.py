@@ -167,6 +167,21 @@ def test_weights_per_gpu_match_vllm_model_loading() -> None:
     assert statistics.median(errors) < 0.01, shown
 
 
+def test_the_mistral_small_3_1_entry_is_its_config_json() -> None:
+    # The registry entry (mistral-small-3.1-24b) describes the checkpoint whose config.json the
+    # vLLM runs above import: the same text layers, tower and weights per GPU.
+    imported = model_spec("mistral-small-3.1")
+    registry = resolve_model("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert registry.vision == imported.vision
+    assert registry.max_context == imported.max_context == 131_072
+    fields = ("num_layers", "hidden_size", "vocab_size", "tied_embeddings", "mixer_pattern")
+    assert [getattr(registry, f) for f in fields] == [getattr(imported, f) for f in fields]
+    for tp in (1, 2):
+        assert weights_per_gpu(registry, released_format(registry), tp) == weights_per_gpu(
+            imported, released_format(imported), tp
+        )
+
+
 def test_mxfp4_experts_are_padded_as_vllm_loads_them() -> None:
     # gpt-oss-20b at TP 2: each shard's 1440 intermediate rows padded to 1536 and the hidden
     # 2880 to 3072 (vLLM mxfp4.py). Per layer, 32 experts of gate/up [3072, 3072] and down
