@@ -72,7 +72,7 @@ class WrapperConfig(HFConfig):
     @classmethod
     def top_level_text(cls, data: dict[str, Any]) -> dict[str, Any] | None:
         """The language model's keys when a config states them beside the wrapper's own instead
-        of in text_config, else None."""
+        of in text_config; None when the wrapper never does (text_config is then required)."""
         return None
 
     def tied_embeddings(self, text: TextConfig) -> bool:
@@ -332,7 +332,11 @@ class Qwen25VLConfig(WrapperConfig):
         from kvcalc.registry.hf.importer import SHAPE_FIELDS
 
         if not any(key in data for key in SHAPE_FIELDS):
-            return None
+            raise field_error(
+                "text_config",
+                "missing: a qwen2_5_vl config states its language model in text_config or at "
+                f"the top level ({', '.join(SHAPE_FIELDS)}); give the checkpoint's own config.json",
+            )
         return {k: v for k, v in data.items() if k not in _QWEN2_5_VL_OWN_KEYS}
 
     def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
