@@ -590,6 +590,9 @@ def test_qwen2_5_vl_refusals_name_the_field(tmp_path: Path) -> None:
     wrong = top | {"vision_config": top["vision_config"] | {"out_hidden_size": 4096}}
     with pytest.raises(RegistryError, match="vision_config.out_hidden_size"):
         load_hf_config(write_config(tmp_path, wrong, "wrong"))
+    # A bad key of a top-level language model is named where it stands, not under text_config.
+    with pytest.raises(RegistryError, match=r"json: num_key_value_heads:"):
+        load_hf_config(write_config(tmp_path, top | {"num_key_value_heads": 0}, "kv"))
     bare = {"model_type": "qwen2_5_vl", "vision_config": top["vision_config"]}
     with pytest.raises(RegistryError, match="text_config"):
         load_hf_config(write_config(tmp_path, bare, "bare"))

@@ -213,7 +213,8 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         dtype = adapter.config.stated_dtype()
     else:
         wrapper = where.parse(wrapper_class, top)
-        inner = where.nested("text_config")
+        # A language model stated at the top level (released Qwen2.5-VL configs) is named there.
+        inner = where.nested("text_config") if "text_config" in top else where
         text_type = wrapped_text_type(inner, wrapper)
         adapter = text_adapter(inner, wrapper.text_config, text_type, top_level=False)
         tied = wrapper.tied_embeddings(adapter.config)
