@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvcalc.engine.deployment import check_context
 from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
@@ -64,8 +64,9 @@ class Layout:
         return tuple(layer_groups(self, stage) for stage in self.stages)
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
-class LayerGroup:
+# A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
+# start-up (every whole-registry batch loads this module).
+class LayerGroup(NamedTuple):
     """The layers of one stage that share a mixer, with what each of them stores."""
 
     mixer: Mixer
@@ -206,8 +207,9 @@ def _bracket(layout: Layout, guess: int) -> tuple[int, int]:
 # A deployment's answer: sequences that fit at each context
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
-class ContextCapacity:
+# A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
+# start-up (every whole-registry batch loads this module).
+class ContextCapacity(NamedTuple):
     context_tokens: int
     max_batch: int
     """Sequences of this context that fit across all replicas."""
@@ -219,8 +221,9 @@ class ContextCapacity:
     """Tokens of the sequence the eviction policy keeps (the context when none evicts)."""
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
-class Capacity:
+# A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
+# start-up (every whole-registry batch loads this module).
+class Capacity(NamedTuple):
     deployment: Deployment
     weights_bytes_per_gpu: int
     """On the most loaded GPU (the tightest pipeline stage)."""

@@ -11,8 +11,7 @@ JSON shapes (documented in the README):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
@@ -219,8 +218,9 @@ def gib_cell(key: str) -> Column:
     return Column(header, cell)
 
 
-@dataclass(frozen=True)
-class RegistrySetting:
+# A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
+# start-up (every whole-registry batch loads this module).
+class RegistrySetting(NamedTuple):
     """What every row of the whole-registry table shares: the weight dtype and KV format given
     (None: each model's own) and the attention what-if (``--as``), if any."""
 
