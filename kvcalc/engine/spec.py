@@ -164,14 +164,12 @@ class ModelSpec:
         one run or a few)."""
         if len(self.mixer_pattern) == 1 and self.moe is None and self.num_layers:
             return ((range(self.num_layers), self.mixer_at(0), self.ffn_at(0)),)  # one block
-        runs: list[tuple[range, Mixer, FFN]] = []
-        for i in range(self.num_layers):
-            mixer, ffn = self.mixer_at(i), self.ffn_at(i)
-            if runs and runs[-1][1] is mixer and runs[-1][2] is ffn:
-                runs[-1] = (range(runs[-1][0].start, i + 1), mixer, ffn)
-            else:
-                runs.append((range(i, i + 1), mixer, ffn))
-        return tuple(runs)
+        blocks = [(self.mixer_at(i), self.ffn_at(i)) for i in range(self.num_layers)]
+        starts = [i for i in range(len(blocks))
+                  if not i or blocks[i][0] is not blocks[i - 1][0]
+                  or blocks[i][1] is not blocks[i - 1][1]]
+        ends = [*starts[1:], len(blocks)]
+        return tuple((range(a, b), *blocks[a]) for a, b in zip(starts, ends, strict=True))
 
     def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         """The (mixer, FFN) objects of ``layers`` with how many layers use each pair, one entry
