@@ -271,8 +271,9 @@ def model_paths(root: Path | None = None) -> list[Path]:
     return sorted(directory.glob("*.yaml"))
 
 
-def _name_index(directory: Path) -> dict[str, Path]:
-    """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file.
+def _name_index(directory: Path) -> dict[str, str]:
+    """Every name (id, HF repo id, alias; lowercased) of a registry directory -> its file's name
+    in that directory (plain strings: a lookup builds one Path, not one per name).
 
     Cached under the content of every file of the directory, so an alias lookup does not parse
     every file on every run; any edit rebuilds it.
@@ -281,12 +282,12 @@ def _name_index(directory: Path) -> dict[str, Path]:
 
     paths = sorted(directory.glob("*.yaml"))
     return cached(
-        files_content(paths), lambda: _build_name_index(paths), "names", dict[str, Path]
+        files_content(paths), lambda: _build_name_index(paths), "names", dict[str, str]
     )
 
 
-def _build_name_index(paths: list[Path]) -> dict[str, Path]:
-    index: dict[str, Path] = {}
+def _build_name_index(paths: list[Path]) -> dict[str, str]:
+    index: dict[str, str] = {}
     for path in paths:
         data = read_yaml(path)
         if not isinstance(data, dict):
@@ -294,7 +295,7 @@ def _build_name_index(paths: list[Path]) -> dict[str, Path]:
         names = [path.stem, data.get("id"), data.get("hf_repo"), *(data.get("aliases") or [])]
         for name in names:
             if isinstance(name, str):
-                index.setdefault(name.strip().lower(), path)
+                index.setdefault(name.strip().lower(), path.name)
     return index
 
 
@@ -326,7 +327,7 @@ def find_path(what: str, name: str, directory: Path) -> Path:
         raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
     index = _name_index(directory)
     if key in index:
-        return index[key]
+        return directory / index[key]
     raise UnknownNameError(what, name, close_names(key, index))
 
 
@@ -335,19 +336,20 @@ def find_model(name: str, root: Path | None = None) -> ModelFile:
     return load_model_file(find_model_path(name, root))
 
 
-def close_names(key: str, index: dict[str, Path], n: int = 3) -> list[str]:
+def close_names(key: str, index: dict[str, str], n: int = 3) -> list[str]:
     """The closest registry names, by similarity of the lowercased strings."""
     import difflib
 
     candidates = difflib.get_close_matches(key, list(index), n=n * 3, cutoff=0.5)
     # Prefer the file id over its aliases, and do not list one model twice.
     out: list[str] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for cand in candidates:
-        path = index[cand]
-        if path not in seen:
-            seen.add(path)
-            out.append(path.stem if cand != path.stem and cand.count("/") else cand)
+        file = index[cand]
+        stem = file.removesuffix(".yaml")
+        if file not in seen:
+            seen.add(file)
+            out.append(stem if cand != stem and cand.count("/") else cand)
         if len(out) == n:
             break
     return out
