@@ -103,9 +103,8 @@ def capacity_lines(cap: Capacity) -> list[str]:
     ]
 
 
-def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
-    """One CSV row: the deployment at one context."""
-    dep, c = cap.deployment, cap.contexts[index]
+def deployment_setup(dep: Deployment) -> dict[str, Any]:
+    """The fields that name a deployment in a record (CSV row, series), in their stable order."""
     return {
         "model": dep.model.id,
         "gpus": str(dep.gpus),
@@ -114,6 +113,14 @@ def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
         "replicas": dep.replicas,
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
+    }
+
+
+def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
+    """One CSV row: the deployment at one context."""
+    dep, c = cap.deployment, cap.contexts[index]
+    return {
+        **deployment_setup(dep),
         "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "eviction": dep.eviction.policy,
         "context_tokens": c.context_tokens,

@@ -48,16 +48,9 @@ def point_payload(point: SweepPoint) -> dict[str, Any]:
 
 
 def series_setup(result: Sweep) -> dict[str, Any]:
-    dep = result.deployment
-    return {
-        "model": dep.model.id,
-        "gpus": str(dep.gpus),
-        "tp": dep.tp,
-        "pp": dep.pp,
-        "replicas": dep.replicas,
-        "weight_dtype": precision_name(dep.weights),
-        "kv_dtype": dep.kv_dtype.name,
-    }
+    from kvcalc.render.batch import deployment_setup
+
+    return deployment_setup(result.deployment)
 
 
 def series_payload(result: Sweep) -> dict[str, Any]:
