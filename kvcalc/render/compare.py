@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.compare import reduction, token_passes_with_cache, token_passes_without_cache
-from kvcalc.engine.units import GiB
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.report import Column, Record, Report, Section, gib, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -125,10 +124,6 @@ def compare_payload(
     }
 
 
-def gib(record: Record) -> str:
-    return f"{record['bytes_per_sequence'] / GiB:,.2f}"
-
-
 def times(record: Record) -> str:
     value = record["reduction"]
     return "no cache" if value is None else f"{value:,.2f}x"
@@ -151,7 +146,7 @@ def compare_columns(on_gpus: bool, passes: bool) -> list[Column]:
         text("category", "category"),
         number("bytes/token", "bytes_per_token"),
         number("bytes/sequence", "bytes_per_sequence"),
-        Column("GiB", gib),
+        gib("GiB", "bytes_per_sequence"),
         Column("reduction", times),
         *(gpu_columns if on_gpus else []),
         *([number("token passes", "token_passes")] if passes else []),

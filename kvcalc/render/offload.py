@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.offload import TierFit, prefill_flops_per_second
-from kvcalc.engine.units import GB, GiB
+from kvcalc.engine.units import GB
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.report import Column, Record, Report, Section, gib, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -69,13 +69,6 @@ def offload_payload(cap: Capacity, fits: list[TierFit]) -> dict[str, Any]:
     }
 
 
-def gib(key: str) -> Column:
-    def cell(record: Record) -> str:
-        return f"{record[key] / GiB:,.2f}"
-
-    return Column("GiB", cell)
-
-
 def rate(record: Record) -> str:
     value = record["bandwidth_bytes_per_s"]
     if value is None:
@@ -103,7 +96,7 @@ def break_even(record: Record) -> str:
 
 COLUMNS = [
     text("tier", "tier", "name"),
-    gib("capacity_bytes"),
+    gib("GiB", "capacity_bytes"),
     Column("GB/s", rate),
     number("tokens", "tokens"),
     number("sequences", "sequences"),

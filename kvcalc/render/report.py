@@ -75,6 +75,18 @@ def number(header: str, key: str, spec: str = ",") -> Column:
     return Column(header, cell, "number")
 
 
+def gib(header: str, key: str) -> Column:
+    """A figure column showing the bytes ``record[key]`` in GiB (2^30), two decimals; a missing
+    value (None) is an empty cell."""
+    from kvcalc.engine.units import GiB
+
+    def cell(record: Record) -> str:
+        value = record.get(key)
+        return "" if value is None else f"{value / GiB:,.2f}"
+
+    return Column(header, cell, "number")
+
+
 def text(header: str, key: str, kind: ColumnKind = "text") -> Column:
     """A column showing ``record[key]`` as it is (empty when None)."""
 

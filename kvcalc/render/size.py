@@ -11,10 +11,9 @@ from typing import Any
 
 from kvcalc.engine.kv import GroupKV, KVSize
 from kvcalc.engine.kvformat import format_bits
-from kvcalc.engine.units import GiB
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import both_units, format_binary
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.report import Column, Report, Section, gib, number, text
 
 
 def group_payload(group: GroupKV) -> dict[str, Any]:
@@ -77,10 +76,6 @@ def total_record(size: KVSize) -> dict[str, Any]:
     }
 
 
-def gib(record: Record) -> str:
-    return f"{record['bytes'] / GiB:,.2f}"
-
-
 def size_columns(with_state: bool) -> list[Column]:
     state = [number("state bytes", "state_bytes")] if with_state else []
     return [
@@ -91,7 +86,7 @@ def size_columns(with_state: bool) -> list[Column]:
         number("tokens held", "tokens_held"),
         *state,
         number("bytes/sequence", "bytes"),
-        Column("GiB", gib),
+        gib("GiB", "bytes"),
     ]
 
 

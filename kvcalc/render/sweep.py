@@ -15,7 +15,7 @@ from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.chart import Chart
 from kvcalc.render.kvformat import kv_label
-from kvcalc.render.report import Column, Record, Report, Section, number
+from kvcalc.render.report import Column, Record, Report, Section, gib, number
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -86,14 +86,10 @@ def optional(key: str, header: str, scale: float, spec: str) -> Column:
     return Column(header, cell)
 
 
-def gib(record: Record) -> str:
-    return f"{record['kv_bytes_per_sequence'] / GiB:,.2f}"
-
-
 COLUMNS = [
     number("context", "context_tokens"),
     number("KV bytes/sequence", "kv_bytes_per_sequence"),
-    Column("KV GiB", gib),
+    gib("KV GiB", "kv_bytes_per_sequence"),
     number("max batch", "max_batch"),
     number("batch", "batch"),
     optional("tpot_seconds", "TPOT ms", 1000, ",.2f"),
