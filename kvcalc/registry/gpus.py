@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.hardware import MAX_GPU_COUNT, Accelerator, GpuSet
+from kvcalc.engine.units import shown
 
 if TYPE_CHECKING:
     from kvcalc.registry.gpu_schema import GpuFile
@@ -119,8 +120,7 @@ def _is_gpu_name(name: str, root: Path | None) -> bool:
 
 
 def _shown(text: str) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= 40 else text[:37] + "...")
+    return repr(shown(text))
 
 
 def _parse_count(raw: str, text: str) -> int:

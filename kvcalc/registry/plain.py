@@ -24,6 +24,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
+from kvcalc.engine.units import shown
+
 T = TypeVar("T")
 
 #: The key naming a dataclass's class in its plain form.
@@ -320,8 +322,7 @@ def _evaluated(annotation: Any, module: types.ModuleType | None) -> Any:
 
 
 def _shown(data: Any) -> str:
-    text = repr(data)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return shown(repr(data))
 
 
 def decode(data: Any, hint: type[T] | Any) -> T:
