@@ -142,14 +142,9 @@ def mixer_counts(model: ModelSpec, layers: range) -> tuple[tuple[Mixer, int], ..
     """The distinct mixers of ``layers`` (e.g. one pipeline stage) with their layer counts.
 
     Cached: capacity searches ask for the same model and stage many times."""
-    # Counted by identity first (layers share their mixer objects, and hashing a frozen mixer
-    # layer by layer is slow), then merged by equality, so equal mixers are one group.
-    by_identity: dict[int, tuple[Mixer, int]] = {}
-    for mixer, _, n in model.block_counts(layers):
-        seen = by_identity.get(id(mixer))
-        by_identity[id(mixer)] = (mixer, seen[1] + n if seen else n)
+    # The spec's block counts, merged by equality: equal mixers are one group.
     counts: dict[Mixer, int] = {}
-    for mixer, n in by_identity.values():
+    for mixer, _, n in model.block_counts(layers):
         counts[mixer] = counts.get(mixer, 0) + n
     return tuple(counts.items())
 

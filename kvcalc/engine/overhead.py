@@ -48,17 +48,11 @@ def non_torch_memory(tp: int, pp: int) -> int:
 
 
 def used_ffns(model: ModelSpec) -> list[DenseMLP | MoE]:
-    """The feed-forward blocks the layers use: the MoE where any layer is MoE, the dense MLP
-    where any layer is not (read from the MoE layout, not layer by layer: this runs for every
-    model of a whole-registry batch)."""
-    layers = range(model.num_layers)
-    if model.moe is None:
-        return [model.ffn_at(0)] if model.num_layers else []
+    """The feed-forward blocks the layers use (the dense MLP, the MoE, or both)."""
     used: list[DenseMLP | MoE] = []
-    if any(model.moe_layout.is_moe(i) for i in layers):
-        used.append(model.moe)
-    if model.dense_mlp is not None and not all(model.moe_layout.is_moe(i) for i in layers):
-        used.append(model.dense_mlp)
+    for _, ffn, _ in model.block_counts(range(model.num_layers)):
+        if not any(ffn is u for u in used):
+            used.append(ffn)
     return used
 
 

@@ -172,16 +172,21 @@ class ModelSpec:
         return tuple((range(a, b), *blocks[a]) for a, b in zip(starts, ends, strict=True))
 
     def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
-        """The (mixer, FFN) objects of ``layers`` with how many layers use each pair, one entry
-        per run (equal blocks that are distinct objects are not merged)."""
+        """The distinct (mixer, FFN) pairs of ``layers``, in order of first appearance, with how
+        many layers use each. Pairs are told apart by identity (the layers share their block
+        objects, and hashing frozen blocks layer by layer is slow); callers that need equal
+        blocks merged merge these few entries."""
         if layers.step != 1:
-            return [(self.mixer_at(i), self.ffn_at(i), 1) for i in layers]
-        out = []
-        for run, mixer, ffn in self.block_runs:
+            runs = [(range(i, i + 1), self.mixer_at(i), self.ffn_at(i)) for i in layers]
+        else:
+            runs = list(self.block_runs)
+        counts: dict[tuple[int, int], tuple[Mixer, FFN, int]] = {}
+        for run, mixer, ffn in runs:
             n = len(range(max(run.start, layers.start), min(run.stop, layers.stop)))
             if n > 0:
-                out.append((mixer, ffn, n))
-        return out
+                seen = counts.get((id(mixer), id(ffn)))
+                counts[id(mixer), id(ffn)] = (mixer, ffn, n + (seen[2] if seen else 0))
+        return list(counts.values())
 
     @cached_property
     def layers(self) -> tuple[Layer, ...]:

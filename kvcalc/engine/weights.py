@@ -412,17 +412,11 @@ def stage_tensor_counts(
 ) -> list[tuple[Tensor, int]]:
     """:func:`stage_tensors` as (tensor, how many times it occurs): each distinct layer is
     described once and counted, since a model has a handful of distinct layers."""
-    # Grouped by identity: a spec's layers share their mixer and FFN objects, and hashing the
-    # frozen blocks layer by layer was a large part of a whole-registry batch. Two equal blocks
-    # that are distinct objects only make two groups of the same tensors: the sum is the same.
-    repeats: dict[tuple[int, int], tuple[Mixer, DenseMLP | MoE, int]] = {}
-    for mixer, ffn, n in model.block_counts(layers):
-        key = (id(mixer), id(ffn))
-        seen = repeats.get(key)
-        repeats[key] = (mixer, ffn, seen[2] + n if seen else n)
+    # Two equal blocks that are distinct objects make two entries of the same tensors: the sum
+    # is the same.
     out = [
         (tensor, n)
-        for mixer, ffn, n in repeats.values()
+        for mixer, ffn, n in model.block_counts(layers)
         for tensor in _layer_tensors(mixer, ffn, model.hidden_size)
     ]
     out.extend((tensor, 1) for tensor in stage_tensors(model, range(0), first, last))
