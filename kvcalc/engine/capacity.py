@@ -61,7 +61,7 @@ class Layout:
     def groups(self) -> tuple[tuple[LayerGroup, ...], ...]:
         """Each stage's layer groups, worked out once: a capacity search asks for the same
         stage at some thirty contexts per model."""
-        return tuple(layer_groups(self, stage) for stage in self.stages)
+        return tuple(stage_layer_groups(self, stage) for stage in self.stages)
 
 
 # A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
@@ -84,7 +84,7 @@ class LayerGroup(NamedTuple):
         return layer_tokens_bytes(self.mixer, tokens, self.cache)
 
 
-def layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
+def stage_layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
     return tuple(
         LayerGroup(
             mixer,
