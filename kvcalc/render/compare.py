@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.compare import reduction, token_passes_with_cache, token_passes_without_cache
-from kvcalc.render.report import Column, Record, Report, Section, gib, number, text
+from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -129,16 +129,11 @@ def times(record: Record) -> str:
     return "no cache" if value is None else f"{value:,.2f}x"
 
 
-def tpot_ms(record: Record) -> str:
-    seconds = record["tpot_seconds"]
-    return "" if seconds is None else f"{seconds * 1000:,.2f}"
-
-
 def compare_columns(on_gpus: bool, passes: bool) -> list[Column]:
     gpu_columns = [
         number("sequences", "max_sequences"),
         number("batch", "batch"),
-        Column("TPOT ms", tpot_ms),
+        ms("TPOT ms", "tpot_seconds"),
         number("tokens/s", "tokens_per_second", ",.0f"),
     ]
     return [

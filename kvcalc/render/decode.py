@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.report import Column, Report, Section, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
@@ -133,21 +133,13 @@ def estimate_title(dep: Deployment) -> str:
     return f"realistic estimate ({figures}); TTFT for {prompt}"
 
 
-def ms(key: str, header: str) -> Column:
-    def cell(record: Record) -> str:
-        seconds = record[key]
-        return "n/a" if seconds is None else f"{seconds * 1000:,.2f}"
-
-    return Column(header, cell)
-
-
 COLUMNS = [
     number("context", "context_tokens"),
     number("batch", "batch"),
-    ms("weight_read_seconds", "weights ms"),
-    ms("kv_read_seconds", "KV ms"),
-    ms("compute_seconds", "compute ms"),
-    ms("tpot_seconds", "TPOT ms"),
+    ms("weights ms", "weight_read_seconds", "n/a"),
+    ms("KV ms", "kv_read_seconds", "n/a"),
+    ms("compute ms", "compute_seconds", "n/a"),
+    ms("TPOT ms", "tpot_seconds", "n/a"),
     number("tokens/s", "tokens_per_second", ",.0f"),
     number("KV share", "kv_share", ".0%"),
     text("bound", "bound", "name"),
@@ -157,13 +149,13 @@ COLUMNS = [
 ESTIMATE = [
     number("context", "context_tokens"),
     number("batch", "batch"),
-    ms("memory_estimate_seconds", "reads ms"),
-    ms("compute_estimate_seconds", "compute ms"),
-    ms("communication_seconds", "all-reduce ms"),
-    ms("step_overhead_seconds", "overhead ms"),
-    ms("tpot_estimate_seconds", "est. TPOT ms"),
+    ms("reads ms", "memory_estimate_seconds", "n/a"),
+    ms("compute ms", "compute_estimate_seconds", "n/a"),
+    ms("all-reduce ms", "communication_seconds", "n/a"),
+    ms("overhead ms", "step_overhead_seconds", "n/a"),
+    ms("est. TPOT ms", "tpot_estimate_seconds", "n/a"),
     number("est. tokens/s", "tokens_per_second_estimate", ",.0f"),
-    ms("ttft_estimate_seconds", "est. TTFT ms"),
+    ms("est. TTFT ms", "ttft_estimate_seconds", "n/a"),
 ]
 
 

@@ -13,7 +13,7 @@ from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.offload import TierFit, prefill_flops_per_second
 from kvcalc.engine.units import GB
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.report import Column, Record, Report, Section, gib, number, text
+from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -77,14 +77,6 @@ def rate(record: Record) -> str:
     return f"{value / GB:,.1f}" if value >= GB else f"{value / GB:.3g}"
 
 
-def ms(key: str, header: str) -> Column:
-    def cell(record: Record) -> str:
-        seconds = record[key]
-        return "" if seconds is None else f"{seconds * 1000:,.2f}"
-
-    return Column(header, cell)
-
-
 def break_even(record: Record) -> str:
     if record["tier"] == "hbm":
         return ""
@@ -100,8 +92,8 @@ COLUMNS = [
     Column("GB/s", rate),
     number("tokens", "tokens"),
     number("sequences", "sequences"),
-    ms("load_seconds", "load ms"),
-    ms("recompute_seconds", "recompute ms"),
+    ms("load ms", "load_seconds"),
+    ms("recompute ms", "recompute_seconds"),
     text("faster", "faster", "name"),
     Column("break-even tokens", break_even),
 ]

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.decode import ms
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.report import Column, Record, Report, Section, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
@@ -75,8 +74,8 @@ def columns(result: Plan) -> list[Column]:
         text("KV", "kv_dtype", "name"),
         number("max batch", "max_batch"),
         number("batch/replica", "batch_per_replica"),
-        ms("tpot_seconds", "TPOT ms"),
-        ms("ttft_seconds", "TTFT ms"),
+        ms("TPOT ms", "tpot_seconds", "n/a"),
+        ms("TTFT ms", "ttft_seconds", "n/a"),
         number("watts", "watts"),
         *priced,
     ]

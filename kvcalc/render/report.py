@@ -87,6 +87,17 @@ def gib(header: str, key: str) -> Column:
     return Column(header, cell, "number")
 
 
+def ms(header: str, key: str, missing: str = "") -> Column:
+    """A figure column showing the seconds ``record[key]`` in milliseconds, two decimals;
+    ``missing`` when the value is None."""
+
+    def cell(record: Record) -> str:
+        value = record.get(key)
+        return missing if value is None else f"{value * 1000:,.2f}"
+
+    return Column(header, cell, "number")
+
+
 def text(header: str, key: str, kind: ColumnKind = "text") -> Column:
     """A column showing ``record[key]`` as it is (empty when None)."""
 
