@@ -223,3 +223,33 @@ def test_mla_latent_is_not_split_by_tp(deepseek_v3: spec.ModelSpec) -> None:
 def test_tp_that_splits_no_head_evenly_is_refused(llama3_70b: spec.ModelSpec) -> None:
     with pytest.raises(spec.ParallelismError, match="size 3 does not divide the 8 KV heads"):
         llama3_70b.per_rank(3)
+
+
+@st.composite
+def moe_models(draw: st.DrawFn) -> spec.ModelSpec:
+    model = draw(models())
+    if not draw(st.booleans()):
+        return model
+    layout = spec.MoELayout(
+        first_dense=draw(st.integers(0, model.num_layers + 2)),
+        period=draw(st.integers(1, 4)),
+        offset=draw(st.integers(0, 3)),
+    )
+    return replace(model, moe=spec.MoE(8, 2, 1024), moe_layout=layout)
+
+
+@given(moe_models(), st.data())
+def test_block_counts_match_a_walk_over_every_layer(
+    model: spec.ModelSpec, data: st.DataObject
+) -> None:
+    # block_counts counts residue classes; walking the layers one by one is the definition.
+    start = data.draw(st.integers(0, model.num_layers))
+    stop = data.draw(st.integers(start, model.num_layers))
+    step = data.draw(st.integers(1, 5))
+    layers = range(start, stop, step)
+    walked: dict[tuple[int, int], tuple[spec.Mixer, spec.FFN, int]] = {}
+    for i in layers:
+        mixer, ffn = model.mixer_at(i), model.ffn_at(i)
+        n = walked.get((id(mixer), id(ffn)), (mixer, ffn, 0))[2]
+        walked[id(mixer), id(ffn)] = (mixer, ffn, n + 1)
+    assert model.block_counts(layers) == list(walked.values())

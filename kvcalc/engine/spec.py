@@ -11,6 +11,7 @@ command. The kinds are re-exported here.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -157,35 +158,38 @@ class ModelSpec:
     """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""
 
-    @cached_property
-    def block_runs(self) -> tuple[tuple[range, Mixer, FFN], ...]:
-        """Maximal runs of consecutive layers that share their mixer and FFN objects: what
-        counting the blocks of a range of layers walks instead of every layer (most models are
-        one run or a few)."""
-        if len(self.mixer_pattern) == 1 and self.moe is None and self.num_layers:
-            return ((range(self.num_layers), self.mixer_at(0), self.ffn_at(0)),)  # one block
-        blocks = [(self.mixer_at(i), self.ffn_at(i)) for i in range(self.num_layers)]
-        starts = [i for i in range(len(blocks))
-                  if not i or blocks[i][0] is not blocks[i - 1][0]
-                  or blocks[i][1] is not blocks[i - 1][1]]
-        ends = [*starts[1:], len(blocks)]
-        return tuple((range(a, b), *blocks[a]) for a, b in zip(starts, ends, strict=True))
-
     def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         """The distinct (mixer, FFN) pairs of ``layers``, in order of first appearance, with how
         many layers use each. Pairs are told apart by identity (the layers share their block
-        objects, and hashing frozen blocks layer by layer is slow); callers that need equal
-        blocks merged merge these few entries."""
-        if layers.step != 1:
-            runs = [(range(i, i + 1), self.mixer_at(i), self.ffn_at(i)) for i in layers]
-        else:
-            runs = list(self.block_runs)
+        objects); callers that need equal blocks merged merge these few entries.
+
+        The blocks repeat: the mixer with the pattern's length, the FFN with the MoE layout's
+        period once past its dense layers. So each residue class of the combined period is
+        counted whole, and a model of any depth costs a few steps, not one per layer."""
         counts: dict[tuple[int, int], tuple[Mixer, FFN, int]] = {}
-        for run, mixer, ffn in runs:
-            n = len(range(max(run.start, layers.start), min(run.stop, layers.stop)))
-            if n > 0:
+
+        def count_every(first: int, stop: int, period: int, step: int) -> None:
+            for i in range(first, min(first + period * step, stop), step):
+                mixer, ffn = self.mixer_at(i), self.ffn_at(i)
+                n = len(range(i, stop, period * step))
                 seen = counts.get((id(mixer), id(ffn)))
                 counts[id(mixer), id(ffn)] = (mixer, ffn, n + (seen[2] if seen else 0))
+
+        if not layers:
+            return []
+        pattern = len(self.mixer_pattern)
+        # Past first_dense the block at layer i depends on i mod lcm(pattern, MoE period); a
+        # stride of ``step`` layers revisits a block every period / gcd(period, step) items.
+        moe_period = math.lcm(pattern, self.moe_layout.period) if self.moe is not None else pattern
+        split = layers.start
+        if self.moe is not None:
+            dense_items = len(range(layers.start, min(self.moe_layout.first_dense, layers.stop),
+                                    layers.step))
+            split = layers.start + dense_items * layers.step
+            if dense_items:
+                count_every(layers.start, split, _cycle(pattern, layers.step), layers.step)
+        if split < layers.stop:
+            count_every(split, layers.stop, _cycle(moe_period, layers.step), layers.step)
         return list(counts.values())
 
     @cached_property
@@ -227,3 +231,8 @@ class ModelSpec:
     def per_rank(self, tp: int) -> ModelSpec:
         """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""
         return replace(self, mixer_pattern=tuple(m.per_rank(tp) for m in self.mixer_pattern))
+
+
+def _cycle(period: int, step: int) -> int:
+    """After how many items a stride of ``step`` layers meets the same residue mod ``period``."""
+    return period // math.gcd(period, step)
