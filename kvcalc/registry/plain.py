@@ -116,8 +116,13 @@ def _new_decoder(hint: Any) -> Decoder:
 
 
 def _union_decoder(options: tuple[Any, ...]) -> Decoder:
+    optional = type(None) in options
+    others = tuple(o for o in options if o is not type(None))
+
     def decode_union(data: Any) -> Any:
-        for option in options:
+        if data is None and optional:  # most unions are ``X | None``: no failed X attempt
+            return None
+        for option in others:
             try:
                 return _decoder(option)(data)
             except PlainError:
@@ -223,20 +228,17 @@ _FIELDS: dict[tuple[str, type], tuple[type, tuple[str, ...], tuple[Decoder, ...]
 
 
 def _class_fields(tag: str, base: type) -> tuple[type, tuple[str, ...], tuple[Decoder, ...]]:
-    """The class ``tag`` names, its init fields and their decoders (decoders of nested types
-    are looked up when first used, so a type may contain itself)."""
+    """The class ``tag`` names, its init fields and their decoders."""
     key = (tag, base)
     if key not in _FIELDS:
         cls = _trusted_class(tag, base)
         hints = _hints(cls)
         names = tuple(f.name for f in fields(cls) if f.init)
-        decoders = tuple(_lazy_decoder(hints[name]) for name in names)
+        # Building a decoder inspects only its own type (a class's fields are looked up when a
+        # value of it is first decoded), so a type may contain itself.
+        decoders = tuple(_decoder(hints[name]) for name in names)
         _FIELDS[key] = (cls, names, decoders)
     return _FIELDS[key]
-
-
-def _lazy_decoder(hint: Any) -> Decoder:
-    return lambda data: _decoder(hint)(data)
 
 
 _CLASSES: dict[tuple[str, type], type] = {}
