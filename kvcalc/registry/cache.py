@@ -139,8 +139,9 @@ def _regular_file_bytes(entry: Path) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
             return None
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read(MAX_ENTRY_BYTES + 1)
+        from kvcalc.registry.load import read_at_most
+
+        return read_at_most(fd, MAX_ENTRY_BYTES + 1, info.st_size)
     except OSError:
         return None
     finally:

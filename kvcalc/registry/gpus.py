@@ -26,6 +26,7 @@ from kvcalc.registry.load import (
     load_entry,
     registry_root,
     require_files,
+    yaml_files,
 )
 
 # ---------------------------------------------------------------- lookup
@@ -45,7 +46,7 @@ def gpu_paths(root: Path | None = None) -> list[Path]:
     directory = gpus_dir(root)
     if not directory.is_dir():
         raise RegistryError(f"{directory}: registry directory not found (set KVCALC_REGISTRY)")
-    return sorted(directory.glob("*.yaml"))
+    return yaml_files(directory)
 
 
 def find_gpu_path(name: str, root: Path | None = None) -> Path:
