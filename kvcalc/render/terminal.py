@@ -226,8 +226,11 @@ def break_offsets(line: str, width: int) -> list[int]:
 def cell_lines(text: str, width: int, wrap: bool) -> list[str]:
     """A cell's lines: numbers and names fit by construction; text and headers are wrapped
     at word boundaries as rich wraps them, folding only a word wider than the column."""
-    if not wrap and cell_width(text) <= width:
-        return text.splitlines() or [""]
+    if cell_width(text) <= width:
+        if not wrap:
+            return text.splitlines() or [""]
+        if text.isprintable():  # one line (no newline or tab) that fits: nothing to break
+            return [text.rstrip()]
     lines = []
     for line in text.expandtabs(8).split("\n"):
         cuts = [0, *break_offsets(line, width), len(line)]
