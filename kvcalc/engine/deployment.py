@@ -108,7 +108,7 @@ class Deployment:
 
     def __post_init__(self) -> None:
         check_deployment(self)
-        object.__setattr__(self, "per_rank", self.model.per_rank(self.tp))
+        object.__setattr__(self, "per_rank", rank_model(self.model, self.tp))
 
     # ------------------------------------------------------------------ layout
 
@@ -195,7 +195,8 @@ class Deployment:
 
 
 def check_deployment(dep: Deployment) -> None:
-    """Every rule a deployment must satisfy, in one place; raises :class:`DeploymentError`."""
+    """Every rule a deployment must satisfy, in one place (but the heads tp must split, which
+    :func:`rank_model` checks as it splits them); raises :class:`DeploymentError`."""
     _check_positive(dep)
     _check_memory_inputs(dep)
     _check_kv_memory(dep)
@@ -291,8 +292,13 @@ def _check_layout(model: ModelSpec, gpu_count: int, tp: int, pp: int) -> None:
             f"{pp} stages exceed the {model.num_layers} layers of {model.id}",
             model_specific=True,
         )
+
+
+def rank_model(model: ModelSpec, tp: int) -> ModelSpec:
+    """What one tensor-parallel rank holds (:meth:`ModelSpec.per_rank`); heads that ``tp``
+    does not split are refused here, the last rule a deployment is checked by."""
     try:
-        model.per_rank(tp)
+        return model.per_rank(tp)
     except ParallelismError as exc:
         raise DeploymentError(("tp",), str(exc), model_specific=True) from None
 

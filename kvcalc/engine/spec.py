@@ -230,7 +230,13 @@ class ModelSpec:
 
     def per_rank(self, tp: int) -> ModelSpec:
         """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""
-        return replace(self, mixer_pattern=tuple(m.per_rank(tp) for m in self.mixer_pattern))
+        # Equal layers share one per-rank object: splitting each of Gemma-3's five equal
+        # sliding layers again was most of the cost, and shared objects group in block_counts.
+        ranks: dict[Mixer, Mixer] = {}
+        for mixer in self.mixer_pattern:
+            if mixer not in ranks:
+                ranks[mixer] = mixer.per_rank(tp)
+        return replace(self, mixer_pattern=tuple(ranks[m] for m in self.mixer_pattern))
 
 
 def _cycle(period: int, step: int) -> int:
