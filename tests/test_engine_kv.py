@@ -253,3 +253,14 @@ def test_block_counts_match_a_walk_over_every_layer(
         n = walked.get((id(mixer), id(ffn)), (mixer, ffn, 0))[2]
         walked[id(mixer), id(ffn)] = (mixer, ffn, n + 1)
     assert model.block_counts(layers) == list(walked.values())
+
+
+def test_equal_layers_of_a_pattern_are_one_block() -> None:
+    # A spec read back from the cache has a copy of each layer; equal copies must still be
+    # one block, or block_counts (which groups by identity) would size them separately.
+    sliding = spec.SlidingWindowAttention(8, 128, 128, 32, 4096)
+    full = spec.FullAttention(8, 128, 128, 32)
+    pattern = (sliding, replace(sliding), full, replace(sliding))
+    model = spec.ModelSpec("g", "g", 8, 4096, 32000, False, pattern, spec.DenseMLP(11008))
+    assert model.mixer_pattern[0] is model.mixer_pattern[1] is model.mixer_pattern[3]
+    assert [n for _, _, n in model.block_counts(range(8))] == [6, 2]

@@ -158,10 +158,18 @@ class ModelSpec:
     """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""
 
+    def __post_init__(self) -> None:
+        # Equal layers of the pattern become one object (a spec read back from the cache has a
+        # copy per layer), so that grouping blocks by identity, which is cheap, groups all
+        # equal ones: Gemma-3's five sliding layers are then one block to size and weigh.
+        shared: dict[Mixer, Mixer] = {}
+        pattern = tuple(shared.setdefault(m, m) for m in self.mixer_pattern)
+        object.__setattr__(self, "mixer_pattern", pattern)
+
     def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         """The distinct (mixer, FFN) pairs of ``layers``, in order of first appearance, with how
         many layers use each. Pairs are told apart by identity (the layers share their block
-        objects); callers that need equal blocks merged merge these few entries.
+        objects, and equal mixers are one object: ``__post_init__``).
 
         The blocks repeat: the mixer with the pattern's length, the FFN with the MoE layout's
         period once past its dense layers. So each residue class of the combined period is
@@ -230,8 +238,7 @@ class ModelSpec:
 
     def per_rank(self, tp: int) -> ModelSpec:
         """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""
-        # Equal layers share one per-rank object: splitting each of Gemma-3's five equal
-        # sliding layers again was most of the cost, and shared objects group in block_counts.
+        # Each distinct mixer is split once (a pattern repeats its objects: __post_init__).
         ranks: dict[Mixer, Mixer] = {}
         for mixer in self.mixer_pattern:
             if mixer not in ranks:
