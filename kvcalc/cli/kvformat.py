@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -39,6 +40,10 @@ class KvFormatOptions:
     kv_bits: int | None
     kv_residual: int | None
 
+    @cached_property
+    def _formats(self) -> dict[str, KVFormat]:
+        return {}
+
     def format_given(self) -> bool:
         """Whether any KV format option was given (else every model keeps its own dtype)."""
         return any(getattr(self, f.name) not in (None, False) for f in fields(KvFormatOptions))
@@ -61,10 +66,14 @@ class KvFormatOptions:
         options contradict each other or the format cannot store the model's layers."""
         from kvcalc.engine.kvformat import KVFormatError, check_stores, kv_format
 
-        try:
-            fmt = kv_format(self.request(), model.default_dtype)
-        except KVFormatError as exc:
-            fail(str(exc))
+        # One format per model dtype: a whole-registry batch asks for 66 models of two dtypes.
+        fmt = self._formats.get(model.default_dtype)
+        if fmt is None:
+            try:
+                fmt = kv_format(self.request(), model.default_dtype)
+            except KVFormatError as exc:
+                fail(str(exc))
+            self._formats[model.default_dtype] = fmt
         try:
             check_stores(fmt, model)
         except KVFormatError as exc:

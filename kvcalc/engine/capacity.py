@@ -35,11 +35,13 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
-class Stage:
+# A NamedTuple, not a frozen dataclass: a plain value, several times cheaper to create at
+# start-up (every whole-registry batch loads this module).
+class Stage(NamedTuple):
     """One pipeline stage: its layers and the KV budget of one of its GPUs."""
 
-    index: int
+    number: int
+    """Its place in the pipeline, from 0 (``index`` is taken by the tuple method)."""
     layers: range
     kv_budget_bytes: int
 
@@ -109,7 +111,7 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
     unique = shared = 0
     block = layout.block_size
     shared_tokens = min(layout.prefix_shared_tokens, context_tokens) // block * block
-    for group in layout.groups[stage.index]:
+    for group in layout.groups[stage.number]:
         per_token = group.bytes_per_token
         held = layer_tokens_held(group.mixer, context_tokens, layout.eviction)
         blocks_tokens = -(-held // block) * block
@@ -157,7 +159,7 @@ def kv_tokens_capacity(layout: Layout) -> int:
     bytes (before any window caps them), minimum over stages."""
     capacities = []
     for stage in layout.stages:
-        per_token = sum(g.bytes_per_token * g.layers for g in layout.groups[stage.index])
+        per_token = sum(g.bytes_per_token * g.layers for g in layout.groups[stage.number])
         if per_token == 0 or stage.kv_budget_bytes <= 0:
             capacities.append(0 if stage.kv_budget_bytes <= 0 else MAX_CONTEXT_TOKENS)
             continue
