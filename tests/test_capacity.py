@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +17,9 @@ from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import GB, GiB, dtype
 from kvcalc.engine.weights import WeightPrecision
 from kvcalc.registry.load import model_paths
+
+if TYPE_CHECKING:
+    from kvcalc.engine.eviction import Eviction
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
 H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
@@ -190,4 +196,71 @@ def test_max_context_search_finds_what_bisection_finds(
     kv = dtype(spec.default_dtype)
     layout = Layout(spec, (Stage(0, range(spec.num_layers), budget),),
                     cache_format(spec, kv), block, prefix)
+    assert max_context_at_batch_1(layout) == _bisected_max_context(layout)
+
+
+_policies = st.one_of(
+    st.none(),
+    st.integers(1, 1 << 17).map(lambda w: ("window", w)),
+    st.tuples(st.integers(1, 64), st.integers(1, 1 << 15)).map(lambda sr: ("streaming", sr)),
+    st.integers(1, 1 << 17).map(lambda b: ("h2o", b)),
+    st.fractions(min_value=Fraction(1, 100), max_value=1).map(lambda r: ("ratio", r)),
+)
+
+
+def _policy(choice: tuple[str, Any] | None) -> Eviction:
+    from kvcalc.engine.eviction import KEEP_ALL
+    from kvcalc.engine.eviction.policies import H2O, KeepRatio, SlidingWindow, StreamingLLM
+
+    if choice is None:
+        return KEEP_ALL
+    kind, value = choice
+    return {
+        "window": lambda: SlidingWindow(value),
+        "streaming": lambda: StreamingLLM(*value),
+        "h2o": lambda: H2O(value),
+        "ratio": lambda: KeepRatio(value),
+    }[kind]()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(sorted(p.stem for p in model_paths())),
+    st.sampled_from(["bf16", "fp8", "int4", "nvfp4", "kivi2", "kivi4"]),
+    _policies,
+    st.lists(st.integers(min_value=1, max_value=2**40), min_size=1, max_size=3),
+    st.sampled_from([1, 16, 64]),
+    st.integers(min_value=0, max_value=5000),
+)
+def test_max_context_search_matches_bisection_under_formats_policies_and_stages(
+    model_id: str,
+    kv_name: str,
+    choice: tuple[str, Any] | None,
+    budgets: list[int],
+    block: int,
+    prefix: int,
+) -> None:
+    # The search starts from a long-context estimate (exact for linear formats past every
+    # window); KIVI's non-linear bytes, evicting policies and uneven stages must still land
+    # where plain bisection does.
+    from kvcalc.engine.capacity import Stage, max_context_at_batch_1
+    from kvcalc.engine.kv import cache_format
+    from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
+    from kvcalc.engine.weights import pipeline_stages
+
+    spec = registry_model(model_id)
+    fmt = kv_format(KVFormatRequest(dtype=kv_name), spec.default_dtype)
+    try:
+        check_stores(fmt, spec)
+    except KVFormatError:
+        return  # the format cannot store this model's layers; nothing to search
+    policy = _policy(choice)
+    stages = tuple(
+        Stage(i, layers, budget)
+        for i, (layers, budget) in enumerate(
+            zip(pipeline_stages(spec.num_layers, len(budgets)), budgets, strict=True)
+        )
+    )
+    layout = Layout(spec, stages, cache_format(spec, fmt), block,
+                    0 if policy.lossy else prefix, policy)
     assert max_context_at_batch_1(layout) == _bisected_max_context(layout)

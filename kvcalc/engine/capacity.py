@@ -175,7 +175,11 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
         return 0
     if max_batch(layout, MAX_CONTEXT_TOKENS) >= 1:
         return None
-    lo, hi = _bracket(layout, kv_tokens_capacity(layout))
+    lo, hi = _bracket(layout, _long_context_tokens(layout))
+    if hi - lo > 1 and max_batch(layout, lo + 1) < 1:
+        # Costs step at whole blocks, so the answer is most often the block boundary the
+        # bracket starts from: one probe instead of a bisection over the block.
+        return lo
     while hi - lo > 1:  # fits at lo, not at hi
         mid = (lo + hi) // 2
         if max_batch(layout, mid) >= 1:
@@ -185,11 +189,32 @@ def max_context_at_batch_1(layout: Layout) -> int | None:
     return lo
 
 
+def _long_context_tokens(layout: Layout) -> int:
+    """Where the search for the longest context starts: the context one sequence reaches once
+    it is past every bound, with each bounded layer (a window, a chunk, an evicting policy) at
+    its bound, states whole and the other layers per token, in whole blocks. Exact when the
+    answer lies past every window (any model whose KV bytes are linear in tokens); elsewhere a
+    guess the bracket corrects."""
+    block = layout.block_size
+    tokens = []
+    for stage in layout.stages:
+        fixed = per_token = 0
+        for g in layout.groups[stage.number]:
+            bound = layer_tokens_held(g.mixer, MAX_CONTEXT_TOKENS, layout.eviction)
+            if bound == layer_tokens_held(g.mixer, MAX_CONTEXT_TOKENS // 2, layout.eviction):
+                fixed += (g.tokens_bytes(-(-bound // block) * block) + g.state_bytes) * g.layers
+            else:
+                fixed += g.state_bytes * g.layers
+                per_token += g.bytes_per_token * g.layers
+        room = max(stage.kv_budget_bytes - fixed, 0)
+        tokens.append(room // (per_token * block) * block if per_token else MAX_CONTEXT_TOKENS)
+    return min(tokens)
+
+
 def _bracket(layout: Layout, guess: int) -> tuple[int, int]:
-    """Contexts that fit (lo) and do not (hi) at batch 1, found by galloping from ``guess`` (the
-    pool's tokens at full per-token cost, usually within a block or two of the answer), so the
-    bisection that follows takes a few steps instead of thirty. Needs 1 to fit and the limit
-    not to."""
+    """Contexts that fit (lo) and do not (hi) at batch 1, found by galloping from ``guess``
+    (usually the answer or within a block or two of it), so the bisection that follows takes a
+    few steps instead of thirty. Needs 1 to fit and the limit not to."""
     guess = min(max(guess, 1), MAX_CONTEXT_TOKENS)
     step = layout.block_size
     if max_batch(layout, guess) >= 1:
