@@ -65,6 +65,7 @@ MEMBERS = (
     "detail",
     "kv_head_count",
     "listed_head_dim",
+    "rotary_dims",
     "has_kv_heads",
     "per_rank",
     "with_heads",

@@ -463,18 +463,6 @@ def loaded_tensor_counts(
     return out
 
 
-def rotary_dims(mixer: Mixer) -> int | None:
-    """The width RoPE rotates in one attention kind: MLA's separate rope key, else the whole
-    key head (recurrent kinds have no RoPE)."""
-    from kvcalc.engine.spec import FullAttention, MultiHeadLatentAttention
-
-    if isinstance(mixer, MultiHeadLatentAttention):
-        return mixer.qk_rope_head_dim
-    if isinstance(mixer, FullAttention):
-        return mixer.head_dim_k
-    return None
-
-
 def rotary_caches(model: ModelSpec) -> tuple[tuple[int, int], ...]:
     """(positions, dims) of each RoPE cos/sin table: the spec's, else one of ``max_context``
     positions per distinct rotary width."""
@@ -482,7 +470,7 @@ def rotary_caches(model: ModelSpec) -> tuple[tuple[int, int], ...]:
         return model.rotary_caches
     if model.max_context is None:
         return ()
-    dims = {rotary_dims(m) for m in model.mixer_pattern} - {None}
+    dims = {m.rotary_dims() for m in model.mixer_pattern} - {None}
     return tuple((model.max_context, d) for d in sorted(d for d in dims if d is not None))
 
 

@@ -72,6 +72,9 @@ class FullAttention(AttentionMixer):
     def listed_head_dim(self) -> int:
         return self.head_dim_k
 
+    def rotary_dims(self) -> int:
+        return self.head_dim_k  # the whole key head
+
     def per_rank(self, tp: int) -> FullAttention:
         # KV heads split across ranks; beyond kv_heads ranks, each holds one replicated head
         # (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)).

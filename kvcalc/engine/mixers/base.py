@@ -149,6 +149,11 @@ class Mixer(ABC):
     def listed_head_dim(self) -> int | None:
         """The head dim a model summary lists, or None when the kind has no single one."""
 
+    @abstractmethod
+    def rotary_dims(self) -> int | None:
+        """The width RoPE rotates in this kind (its cos/sin table's width), or None without
+        RoPE."""
+
     @property
     def has_kv_heads(self) -> bool:
         """Whether :meth:`with_heads` changes anything: only kinds with KV heads take the
@@ -207,6 +212,9 @@ class RecurrentMixer(Mixer):
         return None
 
     def listed_head_dim(self) -> int | None:
+        return None
+
+    def rotary_dims(self) -> int | None:
         return None
 
     def with_heads(self, kv_heads: int | None, head_dim: int | None) -> Mixer:

@@ -86,6 +86,9 @@ class MultiHeadLatentAttention(AttentionMixer):
     def listed_head_dim(self) -> None:
         return None
 
+    def rotary_dims(self) -> int:
+        return self.qk_rope_head_dim  # only the separate rope part of each key
+
     def per_rank(self, tp: int) -> MultiHeadLatentAttention:
         return replace(self, q_heads=split_heads(self.q_heads, tp, "query heads"))
 
