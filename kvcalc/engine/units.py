@@ -112,10 +112,11 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "int2")
 def dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:
     """Look up a data type by name (``bf16``, ``fp8``, ``bfloat16``, ...)."""
     key = canonical_dtype_name(name)
+    found = _DTYPES.get(key)
+    if found is not None and (allowed is None or key in allowed):
+        return found
     choices = allowed if allowed is not None else tuple(_DTYPES)
-    if key not in _DTYPES or key not in choices:
-        raise UnitError(f"unknown dtype {name!r}; choose one of {', '.join(choices)}")
-    return _DTYPES[key]
+    raise UnitError(f"unknown dtype {name!r}; choose one of {', '.join(choices)}")
 
 
 _CTX_RE = re.compile(r"^\s*([0-9]+)\s*([km]?)\s*$", re.IGNORECASE)
