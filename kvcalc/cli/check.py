@@ -161,7 +161,7 @@ _TEXT_KEYS = (
 )
 
 
-_SGLANG_KEYS = tuple(f.name for f in fields(SGLangFlags))
+_SGLANG_KEYS = SGLangFlags._fields
 _EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 
