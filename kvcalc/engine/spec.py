@@ -188,7 +188,7 @@ class ModelSpec:
         pattern = len(self.mixer_pattern)
         # Past first_dense the block at layer i depends on i mod lcm(pattern, MoE period); a
         # stride of ``step`` layers revisits a block every period / gcd(period, step) items.
-        moe_period = math.lcm(pattern, self.moe_layout.period) if self.moe is not None else pattern
+        combined = math.lcm(pattern, self.moe_layout.period) if self.moe is not None else pattern
         split = layers.start
         if self.moe is not None:
             dense_items = len(range(layers.start, min(self.moe_layout.first_dense, layers.stop),
@@ -197,7 +197,7 @@ class ModelSpec:
             if dense_items:
                 count_every(layers.start, split, _cycle(pattern, layers.step), layers.step)
         if split < layers.stop:
-            count_every(split, layers.stop, _cycle(moe_period, layers.step), layers.step)
+            count_every(split, layers.stop, _cycle(combined, layers.step), layers.step)
         return list(counts.values())
 
     @cached_property
