@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kvcalc.engine.capacity import Capacity
 from kvcalc.engine.quant import weight_format
-from kvcalc.engine.weights import checkpoint_precision, weights_per_gpu
+from kvcalc.engine.weights import checkpoint_precision, max_weight_bytes_per_gpu
 
 #: Never suggest more GPUs than this many times the ones given.
 _MAX_SCALE = 64
@@ -28,8 +28,8 @@ def fit_hint(cap: Capacity) -> str | None:
     usable, overhead = dep.usable_bytes_per_gpu, cap.overhead_bytes_per_gpu
     if dep.weights.layers.element_bits >= 16:
         fp8 = checkpoint_precision(dep.model, weight_format("fp8"))
-        stages = weights_per_gpu(dep.model, fp8, dep.tp, dep.pp)
-        if _leaves_kv_memory(max(s.bytes_per_gpu for s in stages), overhead, usable):
+        weights = max_weight_bytes_per_gpu(dep.model, fp8, dep.tp, dep.pp)
+        if _leaves_kv_memory(weights, overhead, usable):
             return "hint: --weight-dtype fp8 would fit on these GPUs"
     scale = 2
     while scale <= _MAX_SCALE:
