@@ -87,7 +87,7 @@ def decode(
         if n > fits:
             # A what-if beyond memory is still timed, but never silently.
             warnings.append(
-                f"warning: --batch {n:,} exceeds the {fits:,} sequences of "
+                f"--batch {n:,} exceeds the {fits:,} sequences of "
                 f"{context:,} tokens that fit in the KV budget"
             )
         steps.append(timed_step(dep, n, context, mbu, mfu))

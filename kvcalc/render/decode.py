@@ -194,7 +194,7 @@ def decode_report(
     diagnostics = [f"does not fit: {reason}"] if reason else []
     contexts = [s.roofline.context_tokens for s in steps]
     warned = [
-        *(w.removeprefix("warning: ") for w in warnings),
+        *warnings,
         *max_context_warnings(dep.model, contexts),
     ]
     unknown_link = any(s.tpot is None for s in steps)
