@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.report import Column, Record, Report, Section, ms, number, text
+from kvcalc.render.report import Column, Report, Section, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
@@ -58,13 +58,8 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
     }
 
 
-def price(record: Record) -> str:
-    value = record["price_per_hour"]
-    return "" if value is None else f"{value:,.2f}"
-
-
 def columns(result: Plan) -> list[Column]:
-    priced = [Column("$/hour", price)] if result.tie_break == "price" else []
+    priced = [number("$/hour", "price_per_hour", ",.2f")] if result.tie_break == "price" else []
     return [
         text("GPUs", "gpus", "name"),
         number("tp", "tp"),

@@ -64,13 +64,13 @@ class Column:
         return "right" if self.kind == "number" else "left"
 
 
-def number(header: str, key: str, spec: str = ",") -> Column:
+def number(header: str, key: str, spec: str = ",", missing: str = "") -> Column:
     """A figure column showing ``record[key]`` with a format spec (thousands separators by
-    default); a missing value (None) is an empty cell."""
+    default); ``missing`` when the value is None."""
 
     def cell(record: Record) -> str:
         value = record.get(key)
-        return "" if value is None else format(value, spec)
+        return missing if value is None else format(value, spec)
 
     return Column(header, cell, "number")
 

@@ -15,7 +15,7 @@ from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.chart import Chart
 from kvcalc.render.kvformat import kv_label
-from kvcalc.render.report import Column, Record, Report, Section, gib, number
+from kvcalc.render.report import Record, Report, Section, gib, ms, number
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -76,24 +76,15 @@ def series_title(result: Sweep) -> str:
     )
 
 
-def optional(key: str, header: str, scale: float, spec: str) -> Column:
-    """A figure scaled for reading, or ``n/a`` where the batch does not fit."""
-
-    def cell(record: Record) -> str:
-        value = record[key]
-        return "n/a" if value is None else format(value * scale, spec)
-
-    return Column(header, cell)
-
-
 COLUMNS = [
     number("context", "context_tokens"),
     number("KV bytes/sequence", "kv_bytes_per_sequence"),
     gib("KV GiB", "kv_bytes_per_sequence"),
     number("max batch", "max_batch"),
     number("batch", "batch"),
-    optional("tpot_seconds", "TPOT ms", 1000, ",.2f"),
-    optional("tokens_per_second", "tokens/s", 1, ",.0f"),
+    # n/a: the batch does not fit at that context, so it is not timed.
+    ms("TPOT ms", "tpot_seconds", "n/a"),
+    number("tokens/s", "tokens_per_second", ",.0f", "n/a"),
 ]
 
 NOT_TIMED = (
