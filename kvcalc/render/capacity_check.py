@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
@@ -174,8 +175,7 @@ COLUMNS = [
     text("requirement", "requirement", "name"),
     number("line", "line"),
     _unit_cell("measured", quantity),
-    Column("required", lambda r: f"{'>=' if r['bound'] == 'min' else '<='} "
-           f"{quantity(r['required'], r['unit'])}"),
+    Column("required", lambda r: f"{r['operator']} {quantity(r['required'], r['unit'])}"),
     _unit_cell("margin", signed),
     Column("result", lambda r: "pass" if r["passed"] else "FAIL", "name"),
     text("note", "note"),
@@ -216,10 +216,13 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
         "failed": failed,
         "deployments": deployments,
     }
+    flat = records(payload)
+    # Table rows carry the requirement's operator; the records (CSV) keep the payload's keys.
     rows = [
-        {**record, "bound": o.requirement.bound}
-        for record, o in zip(records(payload), outcomes, strict=True)
+        {**record, "operator": o.requirement.operator}
+        for record, o in zip(flat, outcomes, strict=True)
     ]
+    starts = list(accumulate((len(c.outcomes) for c in checked), initial=0))
     cases = [
         Case(c.name, requirement_name(o), o.passed, case_message(c, o), spec, line)
         for c in checked
@@ -227,16 +230,16 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
     ]
     return Report(
         payload=payload,
-        records=records(payload),
+        records=flat,
         lines=(summary(payload),),
         sections=[
             Section(
                 deployment_line(c),
                 COLUMNS,
-                [r for r in rows if r["deployment"] == c.name],
+                rows[start : start + len(c.outcomes)],
                 notes=eviction_notes(c.dep.eviction),
             )
-            for c in checked
+            for c, start in zip(checked, starts, strict=False)
         ],
         cases=cases,
         warnings=[
