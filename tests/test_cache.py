@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -92,23 +93,46 @@ def test_a_registry_name_reads_only_its_own_file(
     assert read == ["llama3-70b.yaml"]
 
 
+def _classes_within(value: object) -> Iterator[type]:
+    """The class of every dataclass object in ``value``, fields and containers walked."""
+    from dataclasses import fields, is_dataclass
+
+    if is_dataclass(value) and not isinstance(value, type):
+        yield type(value)
+        for f in fields(value):
+            yield from _classes_within(getattr(value, f.name))
+    elif isinstance(value, tuple | list | frozenset | set):
+        for item in value:
+            yield from _classes_within(item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _classes_within(item)
+
+
 def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
     # A cached spec is rebuilt into engine objects: an edit to any of their modules must miss.
+    # Every object of every registry model and accelerator counts (a checkpoint's weight
+    # formats, a vision tower), and every weight format a config.json can name.
     import sys
 
     from specs import registry_model
 
     import kvcalc
+    from kvcalc.engine.checkpoint import WeightFormat
+    from kvcalc.engine.quant_rows import ChannelScaled, TensorScaled
     from kvcalc.registry.cache import code_files
+    from kvcalc.registry.gpus import find_accelerator, gpu_paths
     from kvcalc.registry.load import model_paths
 
     package = Path(kvcalc.__file__).parent
     covered = {(package / name).resolve() for name in code_files(package)}
-    for path in model_paths():
-        model = registry_model(path.stem)
-        for obj in (model, *model.mixer_pattern, *model.layers[0].__dict__.values()):
-            source = Path(sys.modules[type(obj).__module__].__file__ or "").resolve()
-            assert source in covered, f"{type(obj).__name__} comes from {source}"
+    specs = [registry_model(path.stem) for path in model_paths()]
+    specs += [find_accelerator(path.stem) for path in gpu_paths()]
+    classes = {cls for spec in specs for cls in _classes_within(spec)}
+    classes |= {*WeightFormat.__subclasses__(), TensorScaled, ChannelScaled}
+    for cls in classes:
+        source = Path(sys.modules[cls.__module__].__file__ or "").resolve()
+        assert source in covered, f"{cls.__name__} comes from {source}"
 
 
 # ---------------------------------------------------------------- safe by construction

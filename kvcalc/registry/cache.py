@@ -38,6 +38,10 @@ _CODE_FILES = (
     "registry/load.py",
     "engine/spec.py",
     "engine/hardware.py",
+    "engine/checkpoint.py",
+    "engine/quant.py",
+    "engine/quant_rows.py",
+    "engine/vision.py",
     "registry/plain.py",
 )
 #: Folders whose every module is code the cached specs depend on: the mixer kinds, one module
