@@ -17,7 +17,6 @@ is a miss (rebuilt from the registry file), never an error. An unwritable cache 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -133,23 +132,14 @@ def _read_entry(entry: Path, hint: Any) -> tuple[Any] | None:
 
 
 def _regular_file_bytes(entry: Path) -> bytes | None:
-    # O_NONBLOCK: opening a FIFO planted at the entry's name would otherwise wait for a writer.
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(entry, flags)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-            return None
-        from kvcalc.registry.load import read_at_most
+    """The entry's bytes, or None for anything :func:`read_bytes` refuses (a FIFO or a link
+    planted at the entry's name, an oversized file)."""
+    from kvcalc.registry.load import RegistryError, read_bytes
 
-        return read_at_most(fd, MAX_ENTRY_BYTES + 1, info.st_size)
-    except OSError:
+    try:
+        return read_bytes(entry, "a cache entry", MAX_ENTRY_BYTES, follow_links=False)
+    except RegistryError:
         return None
-    finally:
-        os.close(fd)
 
 
 def _refuse_constant(name: str) -> float:

@@ -55,12 +55,21 @@ def registry_root() -> Path:
     return packaged if packaged.is_dir() else here.parent / "model_configs"
 
 
-def read_bytes(path: Path, what: str = "a registry file", limit: int = MAX_FILE_BYTES) -> bytes:
+def read_bytes(
+    path: Path,
+    what: str = "a registry file",
+    limit: int = MAX_FILE_BYTES,
+    *,
+    follow_links: bool = True,
+) -> bytes:
     """A file's bytes, refusing with one line what is not a regular file of at most ``limit``
     bytes: a device (/dev/zero, /dev/urandom) would fill memory, a FIFO would block, so both
-    are refused from their type before any byte is read."""
+    are refused from their type before any byte is read. ``follow_links=False`` refuses a
+    symbolic link too (a file kvcalc writes itself, such as a cache entry)."""
     # O_NONBLOCK: opening a FIFO (even behind a symlink) would otherwise wait for a writer.
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
@@ -73,17 +82,18 @@ def read_bytes(path: Path, what: str = "a registry file", limit: int = MAX_FILE_
             raise RegistryError(
                 f"{path}: not a regular file ({_file_type(info.st_mode)}); give {what}"
             )
-        data = read_at_most(fd, limit + 1, info.st_size)
+        # Refused by its size before reading, and by what was read if it grew meanwhile.
+        data = _read_at_most(fd, limit + 1, info.st_size) if info.st_size <= limit else None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
-    if len(data) > limit:
+    if data is None or len(data) > limit:
         raise RegistryError(f"{path}: more than {limit:,} bytes is too large for {what}")
     return data
 
 
-def read_at_most(fd: int, most: int, expected: int) -> bytes:
+def _read_at_most(fd: int, most: int, expected: int) -> bytes:
     """Up to ``most`` bytes of ``fd``: a file that grows while read is still bounded. Plain
     ``os.read`` calls, the first sized by ``fstat``: wrapping the descriptor in a buffered file
     cost more than the read itself, over the hundred-odd files a whole-registry command keys
