@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from specs import registry_model
 
 import kvcalc.engine.mixers as mixers_package
+from kvcalc.engine.kv import layer_bytes_per_token
 from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, ParallelismError, RecurrentMixer
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
@@ -402,7 +403,7 @@ KV_DTYPES = [dtype(name) for name in ("fp32", "bf16", "fp16", "fp8", "int8", "in
 @settings(max_examples=300, deadline=None)
 def test_token_bytes_are_the_main_entry_plus_side_caches(m: Mixer, kv: DType) -> None:
     sides = sum(s.bytes_per_token for s in m.side_caches())
-    assert m.token_bytes(kv) == m.main_token_bytes(kv) + sides
+    assert layer_bytes_per_token(m, kv) == m.main_token_bytes(kv) + sides
     if m.kind != "mla_indexed":  # the one kind with a mixed-format entry and a side cache
         assert m.main_token_bytes(kv) == kv.bytes_for(m.cache_elements_per_token())
         assert sides == 0
@@ -414,10 +415,10 @@ def test_deepseek_v32_indexer_entry() -> None:
     )
     # model-configs-2025.yaml: 128 x float8_e4m3fn + 1 x float32 scale = 132 bytes.
     assert [(s.name, s.bytes_per_token) for s in m.side_caches()] == [("indexer keys", 132)]
-    assert m.token_bytes(dtype("bf16")) == (512 + 64) * 2 + 132
+    assert layer_bytes_per_token(m, dtype("bf16")) == (512 + 64) * 2 + 132
     # fp8: DeepSeek's sparse-MLA entry, 512 fp8 + 4 fp32 scales + 64 bf16 RoPE = 656 bytes.
     assert m.main_token_bytes(dtype("fp8")) == 512 + 4 * 4 + 64 * 2 == 656
-    assert m.token_bytes(dtype("fp32")) == (512 + 64) * 4 + 132
+    assert layer_bytes_per_token(m, dtype("fp32")) == (512 + 64) * 4 + 132
     # The indexer is replicated: TP splits only the query heads.
     assert m.per_rank(8).side_caches() == m.side_caches()
     assert m.per_rank(8).q_heads == 16

@@ -163,7 +163,7 @@ def scale_dtype(name: str) -> DType:
 
 def _plain_preset(name: str) -> Callable[[DType], KVFormat]:
     d = dtype(name)
-    return lambda _full: LinearKV(d.name, d)
+    return lambda _full: plain(d)
 
 
 def _kivi_preset(bits: int) -> Callable[[DType], KVFormat]:
@@ -195,7 +195,6 @@ PRESETS = _presets()
 #: Other names of a preset: vLLM's default fp8 keeps one scale per tensor; SGLang calls nvfp4
 #: by its element type.
 PRESET_ALIASES = {"fp8_per_tensor": "fp8", "fp4_e2m1": "nvfp4"}
-KV_FORMAT_NAMES = tuple(PRESETS)
 
 
 class KVFormatRequest:

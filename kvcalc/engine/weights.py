@@ -339,13 +339,6 @@ def bytes_of(bits: Bits) -> int:
     return sum(-(-b // 8) for b in per_format.values())
 
 
-def params_by_role(tensors: tuple[Tensor, ...] | list[Tensor], tp: int = 1) -> dict[Role, int]:
-    out: dict[Role, int] = {}
-    for t in tensors:
-        out[t.role] = out.get(t.role, 0) + t.params_per_rank(tp)
-    return out
-
-
 def weight_bytes(model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat) -> int:
     """Bytes of all the weights of ``model`` (one copy, no parallelism)."""
     prec = as_precision(precision)

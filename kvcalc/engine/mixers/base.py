@@ -7,8 +7,9 @@ flops.py, vllm.py) and the tables never branch on the kind:
 
 - cache: ``cache_elements_per_token`` (``cache_vectors`` splits them into keys, values or a
   latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements`` is
-  their sum), ``holds_tokens``; ``token_bytes`` (the main entry at the KV dtype plus any
-  ``side_caches`` kept at a fixed format, e.g. DeepSeek-V3.2's indexer keys);
+  their sum), ``holds_tokens``; ``main_token_bytes`` (the main entry at the KV dtype) and
+  ``side_caches`` kept at a fixed format (DeepSeek-V3.2's indexer keys), which
+  :mod:`kvcalc.engine.kv` adds up;
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
@@ -93,10 +94,6 @@ class Mixer(ABC):
     def side_caches(self) -> tuple[SideCache, ...]:
         """Fixed-format per-token caches beside the main one (none for most kinds)."""
         return ()
-
-    def token_bytes(self, kv: DType) -> int:
-        """Bytes one token adds to the layer: its main entry plus every side cache's."""
-        return self.main_token_bytes(kv) + sum(s.bytes_per_token for s in self.side_caches())
 
     @abstractmethod
     def cache_vectors(self) -> tuple[CacheVectors, ...]:
