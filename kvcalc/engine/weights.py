@@ -102,14 +102,10 @@ def moe_tensors(moe: MoE, hidden: int) -> tuple[Tensor, ...]:
 # A whole model
 
 
-def layer_tensors(model: ModelSpec, layer: int) -> tuple[Tensor, ...]:
-    """The weights of one decoder layer: mixer, feed-forward and its two norms."""
-    return _layer_tensors(model.mixer_at(layer), model.ffn_at(layer), model.hidden_size)
-
-
 @lru_cache(maxsize=1024)
 def _layer_tensors(mixer: Mixer, ffn: DenseMLP | MoE, hidden: int) -> tuple[Tensor, ...]:
-    # Layers repeat (a model has a handful of distinct ones), so each is described once.
+    """The weights of one decoder layer: mixer, feed-forward and its two norms. Layers repeat
+    (a model has a handful of distinct ones), so each is described once."""
     ffn_tensors = (
         moe_tensors(ffn, hidden) if isinstance(ffn, MoE) else dense_mlp_tensors(ffn, hidden)
     )
@@ -166,10 +162,10 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     )
 
 
-def model_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
-    layers = (t for i in range(model.num_layers) for t in layer_tensors(model, i))
-    vision = encoder_tensors(model.vision) if model.vision else ()
-    return (*vision, embedding_tensor(model), *layers, *head_tensors(model))
+def model_tensor_counts(model: ModelSpec) -> list[tuple[Tensor, int]]:
+    """Every weight of ``model`` as (tensor, how many times it occurs): the whole model is one
+    stage that is both first and last."""
+    return stage_tensor_counts(model, range(model.num_layers), True, True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,11 +234,11 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     """Count the parameters of ``model`` by component. Cached: a plan search times hundreds of
     layouts of one model, and the count depends on the (frozen) model alone."""
     by_role: dict[str, int] = {}
-    for tensor in model_tensors(model):
-        by_role[tensor.role] = by_role.get(tensor.role, 0) + tensor.params
+    for tensor, n in model_tensor_counts(model):
+        by_role[tensor.role] = by_role.get(tensor.role, 0) + tensor.params * n
     active_experts = sum(
-        ffn.top_k * expert_params(ffn, model.hidden_size)
-        for ffn in (model.ffn_at(i) for i in range(model.num_layers))
+        ffn.top_k * expert_params(ffn, model.hidden_size) * n
+        for _, ffn, n in model.block_counts(range(model.num_layers))
         if isinstance(ffn, MoE)
     )
     return ParamCounts(
@@ -343,8 +339,8 @@ def weight_bytes(model: ModelSpec, precision: DType | WeightFormat | CheckpointF
     """Bytes of all the weights of ``model`` (one copy, no parallelism)."""
     prec = as_precision(precision)
     bits: Bits = {}
-    for tensor in model_tensors(model):
-        add_tensor_bits(bits, tensor, prec, 1)
+    for tensor, n in model_tensor_counts(model):
+        add_tensor_bits(bits, tensor, prec, 1, n)
     return bytes_of(bits)
 
 
@@ -385,8 +381,10 @@ class StageWeights(NamedTuple):
     bytes_per_gpu: int
 
 
-def stage_tensors(model: ModelSpec, layers: range, first: bool, last: bool) -> list[Tensor]:
-    tensors = [t for i in layers for t in layer_tensors(model, i)]
+def edge_tensors(model: ModelSpec, first: bool, last: bool) -> list[Tensor]:
+    """The weights outside the decoder layers that a stage holds: the embedding (and a vision
+    tower) on the first, the final norm and LM head on the last."""
+    tensors: list[Tensor] = []
     if first:
         tensors.append(embedding_tensor(model))
         if model.vision is not None:  # vLLM builds the vision tower on the first PP rank
@@ -403,16 +401,14 @@ def stage_tensors(model: ModelSpec, layers: range, first: bool, last: bool) -> l
 def stage_tensor_counts(
     model: ModelSpec, layers: range, first: bool, last: bool
 ) -> list[tuple[Tensor, int]]:
-    """:func:`stage_tensors` as (tensor, how many times it occurs): each distinct layer is
-    described once and counted, since a model has a handful of distinct layers."""
-    # Two equal blocks that are distinct objects make two entries of the same tensors: the sum
-    # is the same.
+    """The weights of a pipeline stage as (tensor, how many times it occurs): each distinct
+    layer is described once and counted, since a model has a handful of distinct layers."""
     out = [
         (tensor, n)
         for mixer, ffn, n in model.block_counts(layers)
         for tensor in _layer_tensors(mixer, ffn, model.hidden_size)
     ]
-    out.extend((tensor, 1) for tensor in stage_tensors(model, range(0), first, last))
+    out.extend((tensor, 1) for tensor in edge_tensors(model, first, last))
     return out
 
 
@@ -445,10 +441,9 @@ def loaded_tensor_counts(
     if alignment is None:
         return counts
     moe_layers: dict[MoE, int] = {}
-    for i in layers:
-        ffn = model.ffn_at(i)
+    for _, ffn, n in model.block_counts(layers):
         if isinstance(ffn, MoE):
-            moe_layers[ffn] = moe_layers.get(ffn, 0) + 1
+            moe_layers[ffn] = moe_layers.get(ffn, 0) + n
     out = [(t, n) for t, n in counts if t.role != "routed_experts"]
     for moe, n in moe_layers.items():
         padded = padded_expert_tensors(moe, model.hidden_size, tp, alignment)
@@ -493,6 +488,7 @@ def weights_per_gpu(
     check_parallelism(model, tp, pp)
     prec = as_precision(precision)
     stages = pipeline_stages(model.num_layers, pp)
+    rotary = rotary_cache_bytes(model)  # every rank builds the tables
     out = []
     for s, layers in enumerate(stages):
         counts = stage_tensor_counts(model, layers, s == 0, s == pp - 1)
@@ -500,7 +496,7 @@ def weights_per_gpu(
         for tensor, n in loaded_tensor_counts(model, layers, counts, prec.experts, tp):
             add_tensor_bits(bits, tensor, prec, tp, n)
         params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
-        out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary_cache_bytes(model)))
+        out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary))
     return tuple(out)
 
 
