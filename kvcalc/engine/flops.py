@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction, layer_tokens_held
+from kvcalc.engine.kv import layer_groups
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.weights import param_counts
 
@@ -61,11 +62,10 @@ def decode_flops(
         )
     attention = 0
     state = 0
-    for i in range(model.num_layers):
-        mixer = model.mixer_at(i)
+    for mixer, n in layer_groups(model):
         held = layer_tokens_held(mixer, context_tokens, eviction)
-        attention += mixer.attention_flops_per_held_token() * held
-        state += mixer.state_flops_per_token()
+        attention += mixer.attention_flops_per_held_token() * held * n
+        state += mixer.state_flops_per_token() * n
     return DecodeFlops(
         matmul=2 * matmul_params_per_token(model) * batch,
         attention=attention * batch,
@@ -93,11 +93,10 @@ def prefill_flops(model: ModelSpec, prompt_tokens: int) -> DecodeFlops:
         raise ValueError(f"prompt must be at least 1 token (got {prompt_tokens})")
     attention = 0
     state = 0
-    for i in range(model.num_layers):
-        mixer = model.mixer_at(i)
+    for mixer, n in layer_groups(model):
         attended = attended_tokens_in_prefill(mixer.tokens_held(prompt_tokens), prompt_tokens)
-        attention += mixer.attention_flops_per_held_token() * attended
-        state += mixer.state_flops_per_token() * prompt_tokens
+        attention += mixer.attention_flops_per_held_token() * attended * n
+        state += mixer.state_flops_per_token() * prompt_tokens * n
     return DecodeFlops(
         matmul=2 * matmul_params_per_token(model) * prompt_tokens,
         attention=attention,
