@@ -27,7 +27,6 @@ from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import DType
 from kvcalc.engine.weights import (
     WeightPrecision,
-    compute_dtype,
     decode_weight_bytes,
     weight_bytes,
 )
@@ -107,11 +106,14 @@ def decode_step(
     mbu: float = 1.0,
     weights_total_bytes: int | None = None,
     eviction: Eviction = KEEP_ALL,
+    per_rank: ModelSpec | None = None,
 ) -> DecodeStep:
     """One decode step of ``batch`` sequences at ``context_tokens`` on one replica.
 
     ``weights_total_bytes`` overrides the weight size computed from the architecture (the seed's
     "weights take 140 GB"); the fraction of it a step reads still comes from the architecture.
+    ``per_rank`` is ``model.per_rank(tp)`` when the caller holds it already (a deployment
+    does), so that timing many steps does not split the model again for each.
     """
     if not mbu_in_range(mbu):
         raise ValueError(f"mbu must be in [{MIN_MBU}, 1], not {mbu}")
@@ -120,7 +122,8 @@ def decode_step(
         full = weight_bytes(model, precision)
         read_fraction = Fraction(decode_weight_bytes(model, batch, precision, 1), full)
         per_rank_weights = int(weights_total_bytes * read_fraction / tp)
-    per_rank = model.per_rank(tp)
+    if per_rank is None:
+        per_rank = model.per_rank(tp)
     per_rank_kv = kv_bytes_per_sequence(per_rank, context_tokens, kv_dtype, eviction) * batch
     flops = decode_flops(model, batch, context_tokens, eviction).total
     rate = bandwidth_per_gpu * mbu
@@ -156,8 +159,9 @@ def decode_step_for(
         tp=dep.tp,
         pp=dep.pp,
         bandwidth_per_gpu=accelerator.bandwidth_bytes_per_s,
-        flops_per_gpu=accelerator.dense_flops_for(compute_dtype(dep.weights)),
+        flops_per_gpu=dep.dense_flops_per_gpu,
         mbu=mbu,
         weights_total_bytes=dep.weights_total_bytes,
         eviction=dep.eviction,
+        per_rank=dep.per_rank,
     )

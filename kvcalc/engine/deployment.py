@@ -33,7 +33,7 @@ from kvcalc.engine.overhead import (
     estimated_overhead,
 )
 from kvcalc.engine.spec import ModelSpec, ParallelismError
-from kvcalc.engine.weights import WeightPrecision, pipeline_stages, weights_per_gpu
+from kvcalc.engine.weights import WeightPrecision, compute_dtype, pipeline_stages, weights_per_gpu
 
 #: The share of GPU memory a serving engine takes by default (vLLM ``--gpu-memory-utilization``).
 DEFAULT_GPU_UTIL = Fraction(9, 10)
@@ -146,6 +146,11 @@ class Deployment:
         if self.reserve is not None:
             return 1 - self.reserve
         return self.gpu_util if self.gpu_util is not None else DEFAULT_GPU_UTIL
+
+    @property
+    def dense_flops_per_gpu(self) -> int | None:
+        """One GPU's dense matmul rate at the weights' compute dtype (None: none published)."""
+        return self.gpus.accelerator.dense_flops_for(compute_dtype(self.weights))
 
     @property
     def usable_bytes_per_gpu(self) -> int:

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.decode import DecodeStep, decode_step_for
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.hardware import Accelerator, Efficiency
-from kvcalc.engine.weights import compute_dtype
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -236,7 +235,7 @@ class PrefillEstimate:
 def prefill_compute_seconds(dep: Deployment, flops: int, mfu: float) -> float | None:
     """Prompt FLOPs over the replica's tp GPUs at ``mfu`` of their dense peak; the pp stages of
     one prompt run one after another, so pp adds no rate."""
-    peak = dep.gpus.accelerator.dense_flops_for(compute_dtype(dep.weights))
+    peak = dep.dense_flops_per_gpu
     return None if peak is None else flops / (peak * mfu * dep.tp)
 
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import GB, MAX_CONTEXT_TOKENS, TB
-from kvcalc.engine.weights import compute_dtype
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -94,16 +93,12 @@ class TierFit:
 def prefill_flops_per_second(dep: Deployment) -> int | None:
     """The dense peak a replica prefills at: its tp GPUs of a stage at the weights' compute
     dtype (pipeline stages of one prompt run one after another)."""
-    rate = dep.gpus.accelerator.dense_flops_for(compute_dtype(dep.weights))
+    rate = dep.dense_flops_per_gpu
     return None if rate is None else rate * dep.tp
 
 
 def recompute_seconds(model: ModelSpec, tokens: int, flops_per_s: int) -> float:
     return prefill_flops(model, tokens).total / flops_per_s
-
-
-def load_seconds(model: ModelSpec, cache: CacheFormat, tokens: int, tier: Tier) -> float:
-    return kv_bytes_per_sequence(model, tokens, cache) / tier.bandwidth_bytes_per_s
 
 
 def loading_wins(
@@ -148,7 +143,7 @@ def tier_fit(dep: Deployment, tier: Tier, context_tokens: int) -> TierFit:
         tokens=tier.capacity_bytes // per_token if per_token else 0,
         sequences=tier.capacity_bytes // per_sequence if per_sequence else 0,
         prefix_bytes=per_sequence,
-        load_seconds=load_seconds(model, cache, context_tokens, tier),
+        load_seconds=per_sequence / tier.bandwidth_bytes_per_s,
         recompute_seconds=None if rate is None else recompute_seconds(model, context_tokens, rate),
         break_even_tokens=None if rate is None else break_even_tokens(model, cache, tier, rate),
     )
