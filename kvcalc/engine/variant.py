@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from kvcalc.engine.spec import Mixer, ModelSpec
+    from kvcalc.engine.spec import ModelSpec
 
 VariantKind = Literal["mha", "gqa", "mqa", "mla"]
 MAX_KV_HEADS = 4096
@@ -85,18 +85,10 @@ def as_attention(spec: ModelSpec, variant: AttentionVariant) -> ModelSpec:
     """``spec`` with every attention layer turned into ``variant``; raises
     :class:`VariantError` when no layer takes it (a pure recurrent model, or mla on a model
     without full attention or MLA) or when a layer cannot (G not dividing its query heads)."""
-    if not any(takes(m, variant) for m in spec.mixer_pattern):
+    pattern = tuple(m.as_attention(variant) for m in spec.mixer_pattern)
+    # Each kind decides whether the variant applies to it; one that does not comes back as
+    # itself (a recurrent state; a window or chunk under mla).
+    if all(new is old for new, old in zip(pattern, spec.mixer_pattern, strict=True)):
         what = "full-attention or MLA" if variant.kind == "mla" else "attention"
         raise VariantError(f"{spec.id} has no {what} layers for {variant.label} to re-derive")
-    pattern = tuple(m.as_attention(variant) for m in spec.mixer_pattern)
     return replace(spec, mixer_pattern=pattern, name=f"{spec.name} as {variant.label}")
-
-
-def takes(mixer: Mixer, variant: AttentionVariant) -> bool:
-    """Whether ``variant`` re-derives ``mixer``: an MLA layer always; under mla a full-attention
-    layer (windows keep their heads); otherwise every layer with KV heads."""
-    from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
-
-    if isinstance(mixer, MultiHeadLatentAttention):
-        return True
-    return mixer.kind == "full" if variant.kind == "mla" else mixer.has_kv_heads

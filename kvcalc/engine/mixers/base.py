@@ -169,8 +169,9 @@ class Mixer(ABC):
 
     @abstractmethod
     def as_attention(self, variant: AttentionVariant) -> Mixer:
-        """The layer as ``variant`` would build it (unchanged when the variant does not apply
-        to this kind); raises :class:`~kvcalc.engine.variant.VariantError` when it cannot."""
+        """The layer as ``variant`` would build it (the same object when the variant does not
+        apply to this kind, a new one when it does); raises
+        :class:`~kvcalc.engine.variant.VariantError` when it cannot."""
 
 
 class AttentionMixer(Mixer):
