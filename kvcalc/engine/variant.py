@@ -36,6 +36,16 @@ class VariantError(ValueError):
     """A variant this model cannot take; the message names the fix."""
 
 
+def check_rope(rope: int, width: int, example: str = "") -> None:
+    """Refuse an MLA RoPE key wider than the ``width``-wide query heads it is split from;
+    ``example`` is appended to the fix."""
+    if rope > width:
+        raise VariantError(
+            f"a RoPE key of {rope} is wider than the {width}-wide query heads; "
+            f"use at most {width}{example}"
+        )
+
+
 @dataclass(frozen=True)
 class AttentionVariant:
     """``kind`` with its numbers: ``kv_heads`` for gqa, ``latent`` and ``rope`` for mla."""

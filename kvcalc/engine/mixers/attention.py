@@ -107,13 +107,9 @@ class FullAttention(AttentionMixer):
         """MLA over the same query heads: the query head dim splits into ``rope`` RoPE values and
         the rest; the values keep their head dim."""
         from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
-        from kvcalc.engine.variant import VariantError
+        from kvcalc.engine.variant import check_rope
 
-        if rope > self.head_dim_k:
-            raise VariantError(
-                f"a RoPE key of {rope} is wider than the {self.head_dim_k}-wide query heads; "
-                f"use at most {self.head_dim_k}, e.g. mla:{latent}+{self.head_dim_k // 2}"
-            )
+        check_rope(rope, self.head_dim_k, f", e.g. mla:{latent}+{self.head_dim_k // 2}")
         return MultiHeadLatentAttention(
             kv_lora_rank=latent,
             qk_rope_head_dim=rope,

@@ -96,7 +96,7 @@ class MultiHeadLatentAttention(AttentionMixer):
         return self  # the latent has no KV heads to change
 
     def as_attention(self, variant: AttentionVariant) -> Mixer:
-        from kvcalc.engine.variant import VariantError
+        from kvcalc.engine.variant import check_rope
 
         qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
         if variant.kind != "mla":
@@ -110,11 +110,7 @@ class MultiHeadLatentAttention(AttentionMixer):
                 head_dim_v=self.v_head_dim,
                 q_heads=self.q_heads,
             )
-        if variant.rope > qk_head_dim:
-            raise VariantError(
-                f"a RoPE key of {variant.rope} is wider than the {qk_head_dim}-wide query heads; "
-                f"use at most {qk_head_dim}"
-            )
+        check_rope(variant.rope, qk_head_dim)
         return replace(
             self,
             kv_lora_rank=variant.latent,
