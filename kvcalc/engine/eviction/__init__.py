@@ -155,4 +155,5 @@ def no_eviction_reason(model: ModelSpec, contexts: Iterable[int], eviction: Evic
 
 
 def _mixers(model: ModelSpec) -> set[Mixer]:
-    return {model.mixer_at(i) for i in range(model.num_layers)}
+    # The pattern repeats over the layers: its first num_layers entries are every mixer used.
+    return set(model.mixer_pattern[: model.num_layers])
