@@ -29,6 +29,7 @@ from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
 from kvcalc.engine.hardware import Accelerator, GpuSet
 from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.latency import can_time_communication, tpot_seconds, ttft_seconds
+from kvcalc.engine.requirements import batch_per_replica
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.weights import weight_bytes
 
@@ -126,26 +127,20 @@ def splits(count: int, num_layers: int) -> Iterator[tuple[int, int, int]]:
                 yield tp, per_replica // tp, count // per_replica
 
 
-def usable_per_gpu(accelerator: Accelerator) -> int:
-    from kvcalc.engine.deployment import DEFAULT_GPU_UTIL, usable_bytes
-
-    return usable_bytes(accelerator.memory_bytes, DEFAULT_GPU_UTIL)
-
-
-def weights_cannot_fit(weights: int, accelerator: Accelerator, per_replica: int) -> bool:
+def weights_cannot_fit(weights: int, usable_per_gpu: int, per_replica: int) -> bool:
     """The weights spread evenly over a replica's GPUs exceed one GPU's usable memory."""
-    return weights / per_replica > usable_per_gpu(accelerator)
+    return weights / per_replica > usable_per_gpu
 
 
 def users_cannot_fit(
-    bounds: tuple[int, int], accelerator: Accelerator, count: int, per_replica: int, users: int
+    bounds: tuple[int, int], usable_per_gpu: int, count: int, per_replica: int, users: int
 ) -> bool:
     """The memory of all ``count`` GPUs, less a copy of the weights per replica, is short of
     ``users`` caches of one sequence each, unsharded (tensor parallelism only adds replicated
     heads, paging only rounds up). ``bounds``: total weight bytes, one sequence's KV bytes."""
     weights, per_sequence = bounds
     replicas = count // per_replica
-    return usable_per_gpu(accelerator) * count - weights * replicas < users * per_sequence
+    return usable_per_gpu * count - weights * replicas < users * per_sequence
 
 
 def meets(layout: PlannedLayout, request: PlanRequest) -> bool:
@@ -176,7 +171,7 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
     fits = per_replica * dep.replicas
     if fits < request.users or not can_time_communication(dep):
         return PlannedLayout(dep, fits)
-    batch = -(-request.users // dep.replicas)
+    batch = batch_per_replica(request.users, dep.replicas)
     context = request.context_tokens
     tpot = tpot_seconds(
         dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu
@@ -231,13 +226,14 @@ class _Search:
             weight_bytes(model, probe.weights),
             kv_bytes_per_sequence(model, request.context_tokens, probe.cache),
         )
+        usable = probe.usable_bytes_per_gpu  # every layout of this GPU: the default share
         for count in range(1, request.max_gpus + 1):
             best: PlannedLayout | None = None
             for tp, pp, _ in splits(count, model.num_layers):
-                if weights_cannot_fit(bounds[0], accelerator, tp * pp):
+                if weights_cannot_fit(bounds[0], usable, tp * pp):
                     continue
                 self.weights_fit = True
-                if users_cannot_fit(bounds, accelerator, count, tp * pp, request.users):
+                if users_cannot_fit(bounds, usable, count, tp * pp, request.users):
                     continue
                 dep = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype)
                 if dep is None:
