@@ -40,6 +40,7 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.eviction import kept_by_engine
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.spec import Mixer, ModelSpec
@@ -730,10 +731,7 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
 def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
     """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
     if dep.eviction.lossy:
-        raise SGLangConfigError(
-            f"{dep.eviction.describe()}: SGLang keeps every token of a request (it does not "
-            "evict); size an evicting cache with the budget formula (--engine simple)"
-        )
+        raise SGLangConfigError(kept_by_engine("SGLang", dep.eviction))
     cells = rank_cells(dep, opts)
     memory = resolve_memory(dep, opts)
     context_length = opts.context_length or dep.model.max_context

@@ -36,6 +36,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
+from kvcalc.engine.eviction import kept_by_engine
 from kvcalc.engine.kv import CacheFormat, layer_state_bytes
 from kvcalc.engine.kvformat import KVFormat, as_kv_format, plain
 from kvcalc.engine.overhead import (
@@ -722,10 +723,7 @@ def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCa
     """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
     profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
     if dep.eviction.lossy:
-        raise VLLMConfigError(
-            f"{dep.eviction.describe()}: vLLM keeps every token of a request (it does not "
-            "evict); size an evicting cache with the budget formula (--engine simple)"
-        )
+        raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
     return vllm_kv_cache(
         dep.model,
         dep.kv_budget_per_stage,

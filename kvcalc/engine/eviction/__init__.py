@@ -121,6 +121,14 @@ KEEP_ALL = KeepAll()
 # Composition with the layers of a model
 
 
+def kept_by_engine(engine: str, eviction: Eviction) -> str:
+    """Why an engine's exact pool refuses a lossy ``eviction``: the engine never evicts."""
+    return (
+        f"{eviction.describe()}: {engine} keeps every token of a request (it does not "
+        "evict); size an evicting cache with the budget formula (--engine simple)"
+    )
+
+
 def layer_tokens_held(mixer: Mixer, context_tokens: int, eviction: Eviction = KEEP_ALL) -> int:
     """Tokens one layer of ``mixer`` holds of a ``context_tokens`` sequence under ``eviction``:
     its own kind's bound (a window, a chunk, none for a state) of what the policy keeps."""
