@@ -175,4 +175,4 @@ def weight_format(name: str) -> WeightFormat:
 def as_format(value: DType | WeightFormat) -> WeightFormat:
     if isinstance(value, WeightFormat):
         return value
-    return NAMED_FORMATS.get(value.name) or plain(value)
+    return plain(value)
