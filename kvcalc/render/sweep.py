@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.batch import deployment_setup
 from kvcalc.render.chart import Chart
 from kvcalc.render.kvformat import kv_label
 from kvcalc.render.report import Record, Report, Section, gib, ms, number
@@ -47,15 +48,9 @@ def point_payload(point: SweepPoint) -> dict[str, Any]:
     }
 
 
-def series_setup(result: Sweep) -> dict[str, Any]:
-    from kvcalc.render.batch import deployment_setup
-
-    return deployment_setup(result.deployment)
-
-
-def series_payload(result: Sweep) -> dict[str, Any]:
+def series_payload(result: Sweep, setup: dict[str, Any]) -> dict[str, Any]:
     return {
-        **series_setup(result),
+        **setup,
         "fits": any(p.fits for p in result.points),
         "reason": result.reason,
         "points": [point_payload(p) for p in result.points],
@@ -190,7 +185,8 @@ def sweep_report(
     """Exit code 1 when a series fits at none of its points, with the reason on stderr."""
     axis = swept_axis(contexts, batches)
     x = axis or "context_tokens"
-    series = [series_payload(r) for r in results]
+    setups = [deployment_setup(r.deployment) for r in results]
+    series = [series_payload(r, setup) for r, setup in zip(results, setups, strict=True)]
     payload = {
         "mbu": results[0].mbu if results else None,
         "x": x,
@@ -200,8 +196,8 @@ def sweep_report(
     }
     sections = []
     records: list[Record] = []
-    for result, one in zip(results, series, strict=True):
-        rows = [{**series_setup(result), **p} for p in one["points"]]
+    for result, one, setup in zip(results, series, setups, strict=True):
+        rows = [{**setup, **p} for p in one["points"]]
         records += rows
         sections.append(section(result, rows))
     missing = [s for s in series if not s["fits"]]
