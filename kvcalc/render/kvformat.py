@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.kvformat import format_bits, model_effective_bits
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.kvformat import KVFormat
 
 
 def kv_bits_per_value(dep: Deployment) -> float | None:
@@ -18,10 +21,16 @@ def kv_bits_per_value(dep: Deployment) -> float | None:
     return None if bits is None else float(bits)
 
 
+def shows_bits(fmt: KVFormat, bits: Fraction) -> bool:
+    """Whether a format's effective bits are worth printing: they differ from its nominal bits
+    (scales) or its bytes are not linear in tokens (a full-precision part)."""
+    return not (bits == fmt.nominal_bits and fmt.linear)
+
+
 def kv_label(dep: Deployment) -> str:
     """The format's name, and its effective bits when they are not its nominal bits."""
     fmt = dep.kv_dtype
     bits = model_effective_bits(fmt, dep.model)
-    if bits is None or (bits == fmt.nominal_bits and fmt.linear):
+    if bits is None or not shows_bits(fmt, bits):
         return fmt.name
     return f"{fmt.name} ({format_bits(bits)} bits)"

@@ -13,6 +13,7 @@ from kvcalc.engine.kv import GroupKV, KVSize
 from kvcalc.engine.kvformat import format_bits
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.humanize import both_units, format_binary
+from kvcalc.render.kvformat import shows_bits
 from kvcalc.render.report import Column, Report, Section, gib, number, text
 
 
@@ -94,7 +95,7 @@ def format_lines(size: KVSize) -> list[str]:
     """The effective bits of a format with scales or a full-precision part (int4, group 32,
     fp16 scale and zero point: 5.0 bits, not 4), and what its per-token figure means."""
     fmt, bits = size.kv_format, size.kv_bits
-    if fmt is None or bits is None or (bits == fmt.nominal_bits and fmt.linear):
+    if fmt is None or bits is None or not shows_bits(fmt, bits):
         return []
     lines = [
         f"KV format:    {size.kv_dtype} = {format_bits(bits)} bits per value "
