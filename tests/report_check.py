@@ -9,6 +9,7 @@ wrapping `kvcalc.render.formats.render`), so a test can compare the text with th
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -25,6 +26,16 @@ from kvcalc.render.report import Report
 #: of a word (the 27 of "gemma3-27b" is a name, which a text column may fold like any long word).
 #: A number cut or wrapped anywhere ("42,949,67…", "42,949,\n672,960") no longer matches whole.
 NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d+(?:,\d{3})*(?:\.\d+)?(?![A-Za-z0-9_])")
+
+#: The seed deployment: Llama-3-70B's 140 GB of weights on eight 80 GB H100s, 10% held back.
+SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
+
+
+def run_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
+    """Run ``kvcalc ARGS --format json``; assert exit ``code`` and return the parsed stdout."""
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == code, result.stderr
+    return json.loads(result.stdout)
 
 
 def invoke_report(

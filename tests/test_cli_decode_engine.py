@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import pytest
+from report_check import run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -17,13 +17,6 @@ from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.load import resolve_model
 
 H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
-
-
-def run_json(runner: CliRunner, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 def decode_batches(runner: CliRunner, *args: str) -> list[int]:

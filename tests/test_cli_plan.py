@@ -4,7 +4,6 @@ refuses bad input in one line with exit code 2."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from report_check import run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -23,12 +23,6 @@ REQUEST = ("llama3-70b", "--users", "100", "--ctx", "16k", "--max-tpot", "50ms",
            "2s", "--max-gpus", "16")
 KEYS = {"gpus", "gpu", "count", "tp", "pp", "replicas", "weight_dtype", "kv_dtype", "max_batch",
         "tpot_seconds", "ttft_seconds"}
-
-
-def run_json(runner: CliRunner, *args: str) -> Any:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def layout_options(layout: dict[str, Any]) -> list[str]:

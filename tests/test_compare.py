@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_check import run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -31,13 +32,6 @@ from kvcalc.registry.load import resolve_model
 LLAMA3_70B_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2
 #: Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 x 2 bytes.
 LLAMA31_8B_BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2
-
-
-def run_json(runner: CliRunner, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 def rows(runner: CliRunner, *args: str) -> dict[str, dict[str, Any]]:

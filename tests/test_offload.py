@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from report_check import run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -33,15 +34,8 @@ def flops(prompt: int) -> int:
     return 2 * MATMUL_PARAMS * prompt + ATTENTION_PER_HELD * prompt * (prompt + 1) // 2
 
 
-def offload_json(runner: CliRunner, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["offload", *args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
-
-
 def tiers(runner: CliRunner, *args: str) -> dict[str, dict[str, Any]]:
-    return {t["tier"]: t for t in offload_json(runner, *args)["tiers"]}
+    return {t["tier"]: t for t in run_json(runner, "offload", *args)["tiers"]}
 
 
 def test_prefill_flops_are_2_params_tokens_plus_causal_attention() -> None:
