@@ -38,6 +38,24 @@ def run_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
     return json.loads(result.stdout)
 
 
+def usage_error(result: Result, *needles: str) -> str:
+    """Assert a refusal as every command makes one: exit 2, nothing on stdout, and on stderr
+    exactly one ``Error:`` line, no traceback, holding every needle. Returns that line."""
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def refused(runner: CliRunner, args: list[str], *needles: str) -> str:
+    """Run ``kvcalc ARGS`` and assert it is refused (``usage_error``); return the error line."""
+    return usage_error(runner.invoke(app, args), *needles)
+
+
 def invoke_report(
     monkeypatch: pytest.MonkeyPatch, args: list[str], columns: int = 200, fmt: str = "table"
 ) -> tuple[Result, Report]:

@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from report_check import run_json
+from report_check import refused, run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -89,7 +89,5 @@ def test_an_engine_whose_cache_holds_nothing_says_why(runner: CliRunner) -> None
 def test_options_the_engine_would_not_use_are_refused(
     runner: CliRunner, extra: list[str], message: str
 ) -> None:
-    result = runner.invoke(app, ["decode", *H100, *extra])
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {message}"), result.stderr
+    line = refused(runner, ["decode", *H100, *extra])
+    assert line.startswith(f"Error: {message}"), line

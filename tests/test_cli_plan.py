@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from report_check import run_json
+from report_check import refused, run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -170,24 +170,17 @@ def test_the_whole_registry_is_searched_in_under_a_second() -> None:
 def test_bad_input_is_one_line_and_exit_2(
     runner: CliRunner, args: list[str], message: str
 ) -> None:
-    result = runner.invoke(app, ["plan", "llama3-70b", *args])
-    assert result.exit_code == 2, result.stdout
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("Error: ")
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
+    refused(runner, ["plan", "llama3-70b", *args], message)
 
 
 def test_gpus_without_a_link_speed_are_not_timed_together(runner: CliRunner) -> None:
     args = ["plan", "llama3-70b", "--users", "2", "--gpus", "apple-m4-max", "--max-gpus", "4"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    assert "no link speed for apple-m4-max" in result.stderr
+    refused(runner, args, "no link speed for apple-m4-max")
 
 
 def test_a_model_too_large_for_any_set_names_the_weights(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["plan", "llama3.1-405b", "--users", "1", "--gpus", "rtx-4090"])
-    assert result.exit_code == 2
-    assert "no GPU set holds the weights" in result.stderr
+    args = ["plan", "llama3.1-405b", "--users", "1", "--gpus", "rtx-4090"]
+    refused(runner, args, "no GPU set holds the weights")
 
 
 @settings(max_examples=25, deadline=None)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from report_check import usage_error
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -165,12 +166,7 @@ def test_table_lists_every_field(runner: CliRunner, fixture_cache: Path) -> None
 def test_refusals_are_one_line(
     runner: CliRunner, fixture_cache: Path, args: list[str], words: tuple[str, ...]
 ) -> None:
-    result = import_hf(runner, *args)
-    assert result.exit_code == 2, result.output
-    (line,) = result.stderr.splitlines()
-    assert result.stdout == ""
-    for word in words:
-        assert word in line, line
+    usage_error(import_hf(runner, *args), *words)
 
 
 def test_a_cached_snapshot_path_is_its_repo_at_its_commit(runner: CliRunner) -> None:

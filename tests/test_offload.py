@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from report_check import run_json
+from report_check import refused, run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -134,24 +134,18 @@ def test_default_tiers_are_the_hosts_memory_and_nvme(runner: CliRunner) -> None:
     ],
 )
 def test_bad_tier_is_one_line_and_exit_2(runner: CliRunner, tier: str, needle: str) -> None:
-    result = runner.invoke(app, ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", tier])
-    assert result.exit_code == 2
-    (line,) = result.stderr.splitlines()
-    assert needle in line
+    refused(runner, ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", tier], needle)
 
 
 def test_a_tier_named_twice_is_refused(runner: CliRunner) -> None:
     args = ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", "cpu:1TB@1GB/s",
             "--tier", "cpu:2TB@1GB/s"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    assert "--tier: cpu is given twice" in result.stderr
+    refused(runner, args, "--tier: cpu is given twice")
 
 
 def test_one_prefix_length(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"])
-    assert result.exit_code == 2
-    assert "--ctx: give one prefix length" in result.stderr
+    args = ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"]
+    refused(runner, args, "--ctx: give one prefix length")
 
 
 def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
