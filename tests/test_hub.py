@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from report_check import usage_error
-from specs import registry_model
+from specs import HUB_CACHE, QWEN_COMMIT, QWEN_INSTRUCT, registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -35,11 +35,6 @@ from kvcalc.registry.hub import (
 )
 from kvcalc.registry.load import RegistryError, UnknownNameError, read_text, resolve_model
 
-FIXTURES = Path(__file__).parent / "fixtures"
-#: A hub cache holding Qwen/Qwen2.5-7B-Instruct's config.json at its published commit.
-HUB_CACHE = FIXTURES / "hub"
-QWEN_INSTRUCT = "Qwen/Qwen2.5-7B-Instruct"
-QWEN_COMMIT = "a09a35458c702b33eeacc393d103063234e8bc28"
 SHA_A = "a" * 40
 SHA_B = "b" * 40
 BF16 = dtype("bf16")
@@ -74,12 +69,6 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache.mkdir()
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     return cache
-
-
-@pytest.fixture()
-def fixture_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HF_HUB_CACHE", str(HUB_CACHE))
-    return HUB_CACHE
 
 
 def invoke(runner: CliRunner, *args: str) -> Any:
