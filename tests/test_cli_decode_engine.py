@@ -8,13 +8,11 @@ import math
 
 import pytest
 from report_check import refused, run_json
+from specs import registry_deployment
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.deployment import deployment
 from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
 
@@ -27,7 +25,7 @@ def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunn
     # vLLM at --max-model-len 8k / 32k: 54.14x / 13.54x on one H100 at 0.9 (kvcalc batch; the
     # profile estimate of its budget, 54.14 GiB over 512 and 2,048 blocks of 2 MiB).
     assert decode_batches(runner, "--engine", "vllm") == [54, 13]
-    dep = deployment(resolve_model("llama3.1-8b"), parse_gpu_set("h100"))
+    dep = registry_deployment("llama3.1-8b")
     for length, batch in ((8192, 54), (32768, 13)):
         result = vllm_kv_cache_for(dep, length)
         assert isinstance(result, VLLMKVCache)

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from report_check import refused, run_json
+from specs import registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.engine.plan import MAX_BATCH_RULES, PlanRequest, plan, splits
 from kvcalc.registry.gpus import find_accelerator, gpu_paths
-from kvcalc.registry.load import resolve_model
 
 REQUEST = ("llama3-70b", "--users", "100", "--ctx", "16k", "--max-tpot", "50ms", "--max-ttft",
            "2s", "--max-gpus", "16")
@@ -124,7 +124,7 @@ def test_splits_cover_every_factorisation() -> None:
 def test_the_whole_registry_is_searched_in_under_a_second() -> None:
     accelerators = [find_accelerator(path.stem) for path in gpu_paths()]
     request = PlanRequest(
-        model=resolve_model("llama3-70b"), users=100, context_tokens=16384,
+        model=registry_model("llama3-70b"), users=100, context_tokens=16384,
         accelerators=accelerators, max_gpus=16, max_tpot_seconds=0.05, max_ttft_seconds=2.0,
     )
     plan(request, MAX_BATCH_RULES["simple"])  # warm the caches
@@ -197,7 +197,7 @@ def test_the_answer_is_minimal_and_meets_its_targets(
     model: str, gpu: str, users: int, context: int, tpot_ms: int | None
 ) -> None:
     request = PlanRequest(
-        model=resolve_model(model), users=users, context_tokens=context,
+        model=registry_model(model), users=users, context_tokens=context,
         accelerators=[find_accelerator(gpu)], max_gpus=8,
         max_tpot_seconds=None if tpot_ms is None else tpot_ms / 1000,
     )

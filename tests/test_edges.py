@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from report_check import refused
+from specs import BUNDLED_REGISTRY
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 
-REGISTRY = Path(__file__).parent.parent / "model_configs"
 LONG = "9" * 5000  # past the 4,300 digits Python's int() converts
 
 
@@ -283,7 +283,7 @@ def test_a_fifo_behind_a_symlink_is_refused_at_once(runner: CliRunner, tmp_path:
 
 def registry_copy(tmp_path: Path) -> Path:
     root = tmp_path / "registry"
-    shutil.copytree(REGISTRY, root)
+    shutil.copytree(BUNDLED_REGISTRY, root)
     return root
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from report_check import refused, run_json
+from specs import registry_deployment, registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -16,7 +17,6 @@ from kvcalc.engine.deployment import deployment
 from kvcalc.engine.flops import attended_tokens_in_prefill, prefill_flops
 from kvcalc.engine.offload import Tier, break_even_tokens
 from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 #: Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K and V) x 2 bytes per token.
 BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2
@@ -39,7 +39,7 @@ def tiers(runner: CliRunner, *args: str) -> dict[str, dict[str, Any]]:
 
 
 def test_prefill_flops_are_2_params_tokens_plus_causal_attention() -> None:
-    model = resolve_model("llama3.1-8b")
+    model = registry_model("llama3.1-8b")
     for prompt in (1, 1000, 32_768):
         assert prefill_flops(model, prompt).total == flops(prompt)
     assert prefill_flops(model, 32_768).total == 773_308_861_644_800
@@ -95,8 +95,8 @@ def test_break_even_prefix_is_where_loading_catches_up(runner: CliRunner) -> Non
 def test_a_tier_too_slow_never_breaks_even() -> None:
     # At 1 byte/s a token takes 131,072 s to load; recomputing even the 2^30th costs well under
     # a second, so loading never catches up below the 2^30-token limit.
-    llama = resolve_model("llama3.1-8b")
-    cache = deployment(llama, parse_gpu_set("h100")).cache
+    llama = registry_model("llama3.1-8b")
+    cache = registry_deployment("llama3.1-8b").cache
     assert break_even_tokens(llama, cache, Tier("tape", 10**12, 1), H100_DENSE_BF16) is None
     assert break_even_tokens(llama, cache, Tier("hbm", 10**12, 10**12), H100_DENSE_BF16) == 1
 
@@ -104,8 +104,8 @@ def test_a_tier_too_slow_never_breaks_even() -> None:
 def test_a_window_caps_the_bytes_to_load_so_loading_wins_eventually() -> None:
     # Mistral-7B-v0.1 holds a 4,096-token window in every layer: from 4,096 tokens on the load
     # stops growing while the prefill keeps growing.
-    mistral = resolve_model("mistral-7b-v0.1")
-    cache = deployment(mistral, parse_gpu_set("h100")).cache
+    mistral = registry_model("mistral-7b-v0.1")
+    cache = registry_deployment("mistral-7b-v0.1").cache
     slow = Tier("slow", 10**12, 10**6)
     found = break_even_tokens(mistral, cache, slow, H100_DENSE_BF16)
     assert found is not None and found > 4096
@@ -154,7 +154,7 @@ def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.offload import default_tiers
 
-    llama = resolve_model("llama3.1-8b")
+    llama = registry_model("llama3.1-8b")
     a100 = parse_gpu_set("a100").accelerator
     (listed, _) = default_tiers(deployment(llama, GpuSet(a100, 2)))
     assert listed.bandwidth_bytes_per_s == 2 * 32 * 10**9  # PCIe 4.0 x16 one way, per GPU
