@@ -5,6 +5,9 @@ wrapping `kvcalc.render.formats.render`), so a test can compare the text with th
 
     result, report = invoke_report(monkeypatch, ["batch", "--gpus", "8xH100"], columns=80)
     assert missing_numbers(report, result.stdout) == []
+
+It also holds the checks every command test shares: `run_json` (a successful run's JSON) and
+`usage_error` / `refused` (a refusal: exit 2, one ``Error:`` line on stderr, nothing on stdout).
 """
 
 from __future__ import annotations
