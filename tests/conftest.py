@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import specs
@@ -76,6 +77,13 @@ def _environ_unchanged() -> Iterator[None]:
 @pytest.fixture()
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture()
+def fixture_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HF_HUB_CACHE pointed at the fixture hub cache (specs.HUB_CACHE) for one test."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(specs.HUB_CACHE))
+    return specs.HUB_CACHE
 
 
 # ------------------------------------------------------------------ reference models

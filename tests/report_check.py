@@ -5,10 +5,14 @@ wrapping `kvcalc.render.formats.render`), so a test can compare the text with th
 
     result, report = invoke_report(monkeypatch, ["batch", "--gpus", "8xH100"], columns=80)
     assert missing_numbers(report, result.stdout) == []
+
+It also holds the checks every command test shares: `run_json` (a successful run's JSON) and
+`usage_error` / `refused` (a refusal: exit 2, one ``Error:`` line on stderr, nothing on stdout).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -25,6 +29,34 @@ from kvcalc.render.report import Report
 #: of a word (the 27 of "gemma3-27b" is a name, which a text column may fold like any long word).
 #: A number cut or wrapped anywhere ("42,949,67…", "42,949,\n672,960") no longer matches whole.
 NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d+(?:,\d{3})*(?:\.\d+)?(?![A-Za-z0-9_])")
+
+#: The seed deployment: Llama-3-70B's 140 GB of weights on eight 80 GB H100s, 10% held back.
+SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
+
+
+def run_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
+    """Run ``kvcalc ARGS --format json``; assert exit ``code`` and return the parsed stdout."""
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == code, result.stderr
+    return json.loads(result.stdout)
+
+
+def usage_error(result: Result, *needles: str) -> str:
+    """Assert a refusal as every command makes one: exit 2, nothing on stdout, and on stderr
+    exactly one ``Error:`` line, no traceback, holding every needle. Returns that line."""
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def refused(runner: CliRunner, args: list[str], *needles: str) -> str:
+    """Run ``kvcalc ARGS`` and assert it is refused (``usage_error``); return the error line."""
+    return usage_error(runner.invoke(app, args), *needles)
 
 
 def invoke_report(

@@ -33,6 +33,13 @@ from kvcalc.registry.schema import ModelFile
 
 #: The registry in the source tree, as the CLI sees it when $KVCALC_REGISTRY is unset.
 BUNDLED_REGISTRY = Path(__file__).resolve().parent.parent / "model_configs"
+#: The test fixtures: config.json folders (hf/, multimodal/) and a Hugging Face hub cache.
+FIXTURES = Path(__file__).parent / "fixtures"
+#: A hub cache holding Qwen/Qwen2.5-7B-Instruct's config.json at its published commit
+#: (the ``fixture_cache`` fixture of conftest.py points HF_HUB_CACHE at it).
+HUB_CACHE = FIXTURES / "hub"
+QWEN_INSTRUCT = "Qwen/Qwen2.5-7B-Instruct"
+QWEN_COMMIT = "a09a35458c702b33eeacc393d103063234e8bc28"
 
 # --------------------------------------------------------------------------------------------
 # Hand-built from the official configs (model-configs.yaml)

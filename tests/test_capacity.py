@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,13 +12,12 @@ from specs import registry_deployment, registry_model
 from kvcalc.engine.capacity import Layout, capacity
 from kvcalc.engine.decode import decode_step
 from kvcalc.engine.deployment import Deployment, DeploymentError
+from kvcalc.engine.eviction import KEEP_ALL, Eviction
+from kvcalc.engine.eviction.policies import H2O, KeepRatio, SlidingWindow, StreamingLLM
 from kvcalc.engine.kv import kv_bytes_per_token
 from kvcalc.engine.units import GB, GiB, dtype
 from kvcalc.engine.weights import WeightPrecision
 from kvcalc.registry.load import model_paths
-
-if TYPE_CHECKING:
-    from kvcalc.engine.eviction import Eviction
 
 BF16, FP8 = dtype("bf16"), dtype("fp8")
 H100_BW = 3_350_000_000_000  # 3.35 TB/s, the seed's figure
@@ -200,27 +198,12 @@ def test_max_context_search_finds_what_bisection_finds(
 
 
 _policies = st.one_of(
-    st.none(),
-    st.integers(1, 1 << 17).map(lambda w: ("window", w)),
-    st.tuples(st.integers(1, 64), st.integers(1, 1 << 15)).map(lambda sr: ("streaming", sr)),
-    st.integers(1, 1 << 17).map(lambda b: ("h2o", b)),
-    st.fractions(min_value=Fraction(1, 100), max_value=1).map(lambda r: ("ratio", r)),
+    st.just(KEEP_ALL),
+    st.integers(1, 1 << 17).map(SlidingWindow),
+    st.tuples(st.integers(1, 64), st.integers(1, 1 << 15)).map(lambda t: StreamingLLM(*t)),
+    st.integers(1, 1 << 17).map(H2O),
+    st.fractions(min_value=Fraction(1, 100), max_value=1).map(KeepRatio),
 )
-
-
-def _policy(choice: tuple[str, Any] | None) -> Eviction:
-    from kvcalc.engine.eviction import KEEP_ALL
-    from kvcalc.engine.eviction.policies import H2O, KeepRatio, SlidingWindow, StreamingLLM
-
-    if choice is None:
-        return KEEP_ALL
-    kind, value = choice
-    return {
-        "window": lambda: SlidingWindow(value),
-        "streaming": lambda: StreamingLLM(*value),
-        "h2o": lambda: H2O(value),
-        "ratio": lambda: KeepRatio(value),
-    }[kind]()
 
 
 @settings(max_examples=150, deadline=None)
@@ -235,7 +218,7 @@ def _policy(choice: tuple[str, Any] | None) -> Eviction:
 def test_max_context_search_matches_bisection_under_formats_policies_and_stages(
     model_id: str,
     kv_name: str,
-    choice: tuple[str, Any] | None,
+    policy: Eviction,
     budgets: list[int],
     block: int,
     prefix: int,
@@ -254,7 +237,6 @@ def test_max_context_search_matches_bisection_under_formats_policies_and_stages(
         check_stores(fmt, spec)
     except KVFormatError:
         return  # the format cannot store this model's layers; nothing to search
-    policy = _policy(choice)
     stages = tuple(
         Stage(i, layers, budget)
         for i, (layers, budget) in enumerate(

@@ -6,21 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from report_check import SEED, run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 
-SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
-
-
-def invoke_json(runner: CliRunner, *args: str) -> dict | list:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
 
 def test_seed_capacity_json(runner: CliRunner) -> None:
-    out = invoke_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k,128k")
+    out = run_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k,128k")
     for key in (
         "model",
         "gpus",
@@ -49,7 +42,7 @@ def test_seed_capacity_table_has_bars(runner: CliRunner) -> None:
 
 
 def test_seed_decode(runner: CliRunner) -> None:
-    out = invoke_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")["steps"][0]
+    out = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")["steps"][0]
     assert out["batch"] == 162  # default batch: what fits
     assert out["weight_read_seconds"] * 1000 == pytest.approx(5.2, abs=0.1)
     assert out["kv_read_seconds"] * 1000 == pytest.approx(16, abs=0.3)
@@ -60,14 +53,14 @@ def test_seed_decode(runner: CliRunner) -> None:
     # A memory-bound step reads both: about 5.2 + 16 ms, so about 162 / 21.2 ms tokens per second.
     assert out["tpot_seconds"] * 1000 == pytest.approx(5.2 + 16, abs=0.1 + 0.3)
     assert out["tokens_per_second"] == pytest.approx(162 / 0.0212, rel=0.02)
-    fp8 = invoke_json(
+    fp8 = run_json(
         runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162", "--kv-dtype", "fp8"
     )["steps"][0]
     assert fp8["kv_read_seconds"] == pytest.approx(out["kv_read_seconds"] / 2)
 
 
 def test_decode_kv_takes_over_as_context_grows(runner: CliRunner) -> None:
-    out = invoke_json(
+    out = run_json(
         runner, "decode", "llama3-70b", "--gpus", "8xH100", "--batch", "8", "--ctx", "1k,32k,128k"
     )
     shares = [o["kv_share"] for o in out["steps"]]
@@ -75,8 +68,8 @@ def test_decode_kv_takes_over_as_context_grows(runner: CliRunner) -> None:
 
 
 def test_tp16_doubles_the_kv_per_sequence(runner: CliRunner) -> None:
-    tp8 = invoke_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k")
-    tp16 = invoke_json(
+    tp8 = run_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k")
+    tp16 = run_json(
         runner, "batch", "llama3-70b", "--gpus", "16xH100", "--tp", "16", "--ctx", "8k"
     )
     # One whole KV head per GPU either way (seed 004): 8,192 x 2 x 80 x 1 x 128 x 2 bytes, so
@@ -86,14 +79,14 @@ def test_tp16_doubles_the_kv_per_sequence(runner: CliRunner) -> None:
 
 
 def test_deepseek_v3_keeps_the_whole_latent_on_each_gpu(runner: CliRunner) -> None:
-    out = invoke_json(
+    out = run_json(
         runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--weight-dtype", "fp8", "--ctx", "8k"
     )
     assert out["contexts"][0]["kv_bytes_per_sequence_per_gpu"] == 70_272 * 8192
 
 
 def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> None:
-    out = invoke_json(runner, "batch", "--gpus", "8xH100", "--ctx", "8k,128k")
+    out = run_json(runner, "batch", "--gpus", "8xH100", "--ctx", "8k,128k")
     rows = {r["model"]: r for r in out["models"]}
     assert len(rows) >= 30
     assert rows["llama3-70b"]["fits"]
@@ -105,7 +98,7 @@ def test_whole_registry_lists_every_model_with_reasons(runner: CliRunner) -> Non
     assert "71 query heads" in rows["falcon-7b"]["layout"]
     assert rows["qwen2.5-7b"]["tp"] == 4  # 28 query heads: the largest split of 8 is 4, x 2
     # An explicit --tp is kept: the model that cannot take it gets the reason instead.
-    fixed = {r["model"]: r for r in invoke_json(
+    fixed = {r["model"]: r for r in run_json(
         runner, "batch", "--gpus", "8xH100", "--tp", "8", "--ctx", "8k")["models"]}
     assert not fixed["falcon-7b"]["fits"] and "71 query heads" in fixed["falcon-7b"]["reason"]
 
@@ -133,9 +126,9 @@ def test_released_formats_are_the_default(runner: CliRunner) -> None:
     h100 = runner.invoke(app, ["batch", "deepseek-v3", "--gpus", "8xH100"])
     assert h100.exit_code == 1
     assert "weights 79.31 GiB > 71.26 GiB usable per GPU" in h100.stdout
-    h200 = invoke_json(runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--ctx", "8k")
+    h200 = run_json(runner, "batch", "deepseek-v3", "--gpus", "8xH200", "--ctx", "8k")
     assert h200["fits"] and h200["weight_dtype"] == "fp8-block+bf16"
-    oss = invoke_json(runner, "batch", "gpt-oss-120b", "--gpus", "H100", "--ctx", "8k")
+    oss = run_json(runner, "batch", "gpt-oss-120b", "--gpus", "H100", "--ctx", "8k")
     assert oss["fits"] and oss["weight_dtype"] == "bf16+mxfp4"
 
 
@@ -143,7 +136,7 @@ def test_released_formats_are_the_default(runner: CliRunner) -> None:
 
 
 def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
-    out = invoke_json(
+    out = run_json(
         runner,
         "batch",
         "llama3.1-8b",
@@ -161,7 +154,7 @@ def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
 
 
 def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
-    out = invoke_json(
+    out = run_json(
         runner,
         "batch",
         "gemma3-27b",
@@ -189,7 +182,7 @@ def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
 def test_vllm_budget_estimate_within_a_few_percent_of_the_log(
     runner: CliRunner, args: list[str], logged_blocks: int
 ) -> None:
-    out = invoke_json(
+    out = run_json(
         runner,
         "batch",
         "llama3.1-8b",
@@ -310,8 +303,8 @@ def test_decode_of_a_model_that_does_not_fit_exits_1(runner: CliRunner) -> None:
 
 
 def test_prefix_sharing_counts_the_prefix_once(runner: CliRunner) -> None:
-    base = invoke_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k")
-    shared = invoke_json(
+    base = run_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k")
+    shared = run_json(
         runner, "batch", "llama3-70b", *SEED, "--ctx", "8k", "--prefix-shared", "4096"
     )
     # Per GPU: 54.5 GB of KV (seed 004's 436 GB / 8) and 327,680 / 8 = 40,960 bytes per token.
@@ -322,15 +315,15 @@ def test_prefix_sharing_counts_the_prefix_once(runner: CliRunner) -> None:
 
 
 def test_pipeline_parallel_tightest_stage_decides(runner: CliRunner) -> None:
-    out = invoke_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--pp", "2", "--ctx", "8k")
+    out = run_json(runner, "batch", "llama3-70b", "--gpus", "8xH100", "--pp", "2", "--ctx", "8k")
     assert (out["tp"], out["pp"], out["replicas"]) == (4, 2, 1)
     # 40 layers per stage at 2 KV heads per rank: the same bytes per GPU as tp 8 over 80 layers.
     assert out["contexts"][0]["kv_bytes_per_sequence_per_gpu"] == 40 * 2 * 2 * 128 * 2 * 8192
 
 
 def test_data_parallel_replicas_multiply_sequences(runner: CliRunner) -> None:
-    one = invoke_json(runner, "batch", "llama3-8b", "--gpus", "1xH100", "--ctx", "8k")
-    four = invoke_json(runner, "batch", "llama3-8b", "--gpus", "4xH100", "--tp", "1", "--ctx", "8k")
+    one = run_json(runner, "batch", "llama3-8b", "--gpus", "1xH100", "--ctx", "8k")
+    four = run_json(runner, "batch", "llama3-8b", "--gpus", "4xH100", "--tp", "1", "--ctx", "8k")
     assert four["replicas"] == 4
     assert four["contexts"][0]["max_batch"] == 4 * one["contexts"][0]["max_batch"]
 
@@ -346,10 +339,10 @@ def test_decode_with_a_batch_that_does_not_fit(runner: CliRunner) -> None:
 
 def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
     base = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
-    profiled = invoke_json(runner, *base)["results"][0]["available_bytes_per_gpu"]
-    reserved = invoke_json(runner, *base, "--reserve", "0.2")["results"][0]
-    overhead = invoke_json(runner, *base, "--overhead", "1GiB")["results"][0]
-    simple = invoke_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
+    profiled = run_json(runner, *base)["results"][0]["available_bytes_per_gpu"]
+    reserved = run_json(runner, *base, "--reserve", "0.2")["results"][0]
+    overhead = run_json(runner, *base, "--overhead", "1GiB")["results"][0]
+    simple = run_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
     # A reserve leaves memory x 0.8 - weights, as the budget formula computes it: the H100's
     # 85,020,639,232 bytes x 0.8, rounded up, less 8,030,261,248 parameters x 2 bytes and the
     # RoPE table vLLM builds with them, 131,072 positions x 128 x 2 bytes.
@@ -362,8 +355,8 @@ def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
 
 def test_max_num_batched_tokens_sizes_the_estimated_overhead(runner: CliRunner) -> None:
     base = ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k"]
-    default = invoke_json(runner, *base)
-    small = invoke_json(runner, *base, "--max-num-batched-tokens", "2048")
+    default = run_json(runner, *base)
+    small = run_json(runner, *base, "--max-num-batched-tokens", "2048")
     assert small["overhead_bytes_per_gpu"] < default["overhead_bytes_per_gpu"]
 
 

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import pytest
+from report_check import refused, run_json
+from specs import registry_deployment
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.deployment import deployment
 from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
-from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
-
-
-def run_json(runner: CliRunner, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
 
 
 def decode_batches(runner: CliRunner, *args: str) -> list[int]:
@@ -34,7 +25,7 @@ def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunn
     # vLLM at --max-model-len 8k / 32k: 54.14x / 13.54x on one H100 at 0.9 (kvcalc batch; the
     # profile estimate of its budget, 54.14 GiB over 512 and 2,048 blocks of 2 MiB).
     assert decode_batches(runner, "--engine", "vllm") == [54, 13]
-    dep = deployment(resolve_model("llama3.1-8b"), parse_gpu_set("h100"))
+    dep = registry_deployment("llama3.1-8b")
     for length, batch in ((8192, 54), (32768, 13)):
         result = vllm_kv_cache_for(dep, length)
         assert isinstance(result, VLLMKVCache)
@@ -96,7 +87,5 @@ def test_an_engine_whose_cache_holds_nothing_says_why(runner: CliRunner) -> None
 def test_options_the_engine_would_not_use_are_refused(
     runner: CliRunner, extra: list[str], message: str
 ) -> None:
-    result = runner.invoke(app, ["decode", *H100, *extra])
-    assert result.exit_code == 2, result.stdout
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {message}"), result.stderr
+    line = refused(runner, ["decode", *H100, *extra])
+    assert line.startswith(f"Error: {message}"), line

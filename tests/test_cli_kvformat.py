@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli_size import assert_usage_error, run, size_json
+from report_check import usage_error
+from test_cli_size import run, size_json
 from typer.testing import CliRunner
 
 
@@ -222,4 +223,4 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
 def test_bad_input_is_one_line_and_exit_2(
     runner: CliRunner, args: list[str], needles: list[str]
 ) -> None:
-    assert_usage_error(run(runner, *args), *needles)
+    usage_error(run(runner, *args), *needles)

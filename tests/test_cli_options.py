@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from report_check import refused
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -42,10 +43,7 @@ def test_a_value_after_the_separator_is_not_an_option(runner: CliRunner) -> None
 def test_a_what_if_that_cannot_apply_is_refused(
     runner: CliRunner, args: list[str], needle: str
 ) -> None:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert needle in result.stderr
+    refused(runner, args, needle)
 
 
 def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -> None:
@@ -65,7 +63,4 @@ def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -
 def test_an_option_that_would_be_ignored_is_refused(
     runner: CliRunner, args: list[str], needle: str
 ) -> None:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert needle in result.stderr
+    refused(runner, args, needle)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from report_check import usage_error
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -116,16 +117,6 @@ def test_names_resolve_case_insensitively_and_by_hf_repo(runner: CliRunner) -> N
         assert size_json(runner, name, "--ctx", "8k")["model"] == "llama3-70b"
 
 
-def assert_usage_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0]
-
-
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
@@ -150,7 +141,7 @@ def assert_usage_error(result, *needles: str) -> None:
 def test_bad_input_is_one_line_and_exit_2(
     runner: CliRunner, args: list[str], needles: list[str]
 ) -> None:
-    assert_usage_error(run(runner, "size", *args), *needles)
+    usage_error(run(runner, "size", *args), *needles)
 
 
 # ------------------------------------------------------------------ hostile registry files
@@ -186,7 +177,7 @@ def test_hostile_or_malformed_registry_file(
 ) -> None:
     monkeypatch.setenv("KVCALC_REGISTRY", str(bad_registry(tmp_path, text)))
     result = run(runner, "size", "llama3-70b", "--ctx", "8k")
-    assert_usage_error(result, "llama3-70b.yaml", *needles)
+    usage_error(result, "llama3-70b.yaml", *needles)
 
 
 def test_no_colour_when_not_a_terminal(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:

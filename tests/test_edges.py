@@ -12,23 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from report_check import refused
+from specs import BUNDLED_REGISTRY
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 
-REGISTRY = Path(__file__).parent.parent / "model_configs"
 LONG = "9" * 5000  # past the 4,300 digits Python's int() converts
-
-
-def refused(runner: CliRunner, args: list[str], needle: str) -> str:
-    """Run ``args``; assert exit 2 with exactly one ``Error:`` line containing ``needle``."""
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    assert needle in lines[0], lines[0]
-    assert result.stdout == ""
-    return lines[0]
 
 
 # ---------------------------------------------------------------- deployment edges
@@ -293,7 +283,7 @@ def test_a_fifo_behind_a_symlink_is_refused_at_once(runner: CliRunner, tmp_path:
 
 def registry_copy(tmp_path: Path) -> Path:
     root = tmp_path / "registry"
-    shutil.copytree(REGISTRY, root)
+    shutil.copytree(BUNDLED_REGISTRY, root)
     return root
 
 

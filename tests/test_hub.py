@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from specs import registry_model
+from report_check import usage_error
+from specs import HUB_CACHE, QWEN_COMMIT, QWEN_INSTRUCT, registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -34,11 +35,6 @@ from kvcalc.registry.hub import (
 )
 from kvcalc.registry.load import RegistryError, UnknownNameError, read_text, resolve_model
 
-FIXTURES = Path(__file__).parent / "fixtures"
-#: A hub cache holding Qwen/Qwen2.5-7B-Instruct's config.json at its published commit.
-HUB_CACHE = FIXTURES / "hub"
-QWEN_INSTRUCT = "Qwen/Qwen2.5-7B-Instruct"
-QWEN_COMMIT = "a09a35458c702b33eeacc393d103063234e8bc28"
 SHA_A = "a" * 40
 SHA_B = "b" * 40
 BF16 = dtype("bf16")
@@ -75,24 +71,8 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-@pytest.fixture()
-def fixture_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("HF_HUB_CACHE", str(HUB_CACHE))
-    return HUB_CACHE
-
-
 def invoke(runner: CliRunner, *args: str) -> Any:
     return runner.invoke(app, list(args))
-
-
-def assert_one_line_exit_2(result: Any, *words: str) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    assert "Traceback" not in result.output
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 # ------------------------------------------------------------------ repo ids
@@ -306,7 +286,7 @@ def test_offline_never_imports_huggingface_hub(
     fake = online()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = invoke(runner, "size", "org/uncached", "--ctx", "8k")
-    assert_one_line_exit_2(
+    usage_error(
         result, "org/uncached", "HF_HUB_OFFLINE", "not in the Hugging Face cache"
     )
     assert fake.calls == []
@@ -318,7 +298,7 @@ def test_missing_extra_is_one_line(
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes the import fail
     result = invoke(runner, "size", "org/uncached")
-    assert_one_line_exit_2(result, "org/uncached", "pip install 'kvcalc[hub]'")
+    usage_error(result, "org/uncached", "pip install 'kvcalc[hub]'")
 
 
 def hub_error(name: str, *bases: type[BaseException]) -> type[BaseException]:
@@ -349,7 +329,7 @@ def test_hub_errors_are_one_line_each(
 ) -> None:
     online(error=error("boom\nsecond line"))
     result = invoke(runner, "size", "org/m@dev")
-    assert_one_line_exit_2(result, "org/m", *words)
+    usage_error(result, "org/m", *words)
 
 
 def test_gated_error_says_whether_a_token_was_given(
@@ -357,9 +337,9 @@ def test_gated_error_says_whether_a_token_was_given(
 ) -> None:
     gated = hub_error("GatedRepoError", REPO_NOT_FOUND)
     online(error=gated("401"))
-    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "HF_TOKEN is not set")
+    usage_error(invoke(runner, "size", "org/m"), "HF_TOKEN is not set")
     monkeypatch.setenv("HF_TOKEN", "hf_x")
-    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "HF_TOKEN's account has no access")
+    usage_error(invoke(runner, "size", "org/m"), "HF_TOKEN's account has no access")
 
 
 # ------------------------------------------------------------------ every model command
@@ -391,7 +371,7 @@ def test_every_model_command_takes_a_repo_id(
 @pytest.mark.parametrize("command", MODEL_COMMANDS, ids=lambda c: " ".join(c[::2]))
 def test_every_model_command_refuses_a_malformed_id(runner: CliRunner, command: list[str]) -> None:
     result = invoke(runner, *[a.format(model="org/bad--id") for a in command])
-    assert_one_line_exit_2(result, "'org/bad--id'", "ORG/NAME")
+    usage_error(result, "'org/bad--id'", "ORG/NAME")
 
 
 def test_huggingface_hub_logging_stays_off_stderr(
@@ -411,7 +391,7 @@ def test_huggingface_hub_logging_stays_off_stderr(
         return download(repo_id, filename, **kwargs)
 
     sys.modules["huggingface_hub"].hf_hub_download = retrying  # type: ignore[attr-defined]
-    assert_one_line_exit_2(invoke(runner, "size", "org/m"), "cannot be reached")
+    usage_error(invoke(runner, "size", "org/m"), "cannot be reached")
     assert logging.getLogger("huggingface_hub").level == logging.NOTSET  # restored
 
 

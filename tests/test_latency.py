@@ -5,9 +5,8 @@ Llama-3-70B 80 layers of hidden 8192; Llama-3-8B 32 layers, 32 query heads of 12
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_check import run_json
 from specs import registry_deployment, registry_model
 from typer.testing import CliRunner
 
@@ -155,14 +154,10 @@ def test_parse_duration() -> None:
 # ------------------------------------------------------------------ decode's new columns
 
 
-def decode_json(runner: CliRunner, *args: str) -> dict:
-    result = runner.invoke(app, ["decode", *args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def test_decode_reports_the_estimate_beside_the_roofline(runner: CliRunner) -> None:
-    out = decode_json(runner, "llama3-70b", "--gpus", "8xH100", "--ctx", "8k", "--batch", "1")
+    out = run_json(
+        runner, "decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k", "--batch", "1"
+    )
     step = out["steps"][0]
     dep = registry_deployment("llama3-70b", "8xh100")
     est = tpot_estimate(dep, batch=1, context_tokens=8192)
@@ -178,15 +173,15 @@ def test_decode_reports_the_estimate_beside_the_roofline(runner: CliRunner) -> N
 
 def test_decode_mfu_changes_the_ttft_only(runner: CliRunner) -> None:
     args = ("llama3-70b", "--gpus", "8xH100", "--ctx", "32k", "--batch", "1")
-    default = decode_json(runner, *args)["steps"][0]
-    slow = decode_json(runner, *args, "--mfu", "0.2")["steps"][0]
+    default = run_json(runner, "decode", *args)["steps"][0]
+    slow = run_json(runner, "decode", *args, "--mfu", "0.2")["steps"][0]
     assert slow["ttft_estimate_seconds"] > 3 * default["ttft_estimate_seconds"]
     assert slow["tpot_seconds"] == default["tpot_seconds"]
     assert slow["memory_estimate_seconds"] == default["memory_estimate_seconds"]
 
 
 def test_decode_without_a_link_speed_leaves_the_estimate_empty(runner: CliRunner) -> None:
-    out = decode_json(runner, "llama3-8b", "--gpus", "2xapple-m4-max", "--ctx", "1k")
+    out = run_json(runner, "decode", "llama3-8b", "--gpus", "2xapple-m4-max", "--ctx", "1k")
     step = out["steps"][0]
     assert step["tpot_seconds"] > 0
     assert step["tpot_estimate_seconds"] is None and step["ttft_estimate_seconds"] is None
@@ -248,9 +243,9 @@ def test_every_efficiency_block_cites_a_source() -> None:
 
 
 def test_snapkv_ttft_is_the_prefill_of_its_prompt(runner: CliRunner) -> None:
-    out = decode_json(
-        runner, "llama3-70b", "--gpus", "8xH100", "--snapkv-budget", "1024", "--prompt", "32k",
-        "--gen", "1k", "--batch", "1",
+    out = run_json(
+        runner, "decode", "llama3-70b", "--gpus", "8xH100", "--snapkv-budget", "1024",
+        "--prompt", "32k", "--gen", "1k", "--batch", "1",
     )
     step = out["steps"][0]
     assert step["context_tokens"] == 32768 + 1024

@@ -20,7 +20,7 @@ import statistics
 import pytest
 from specs import registry_deployment
 
-from kvcalc.engine.latency import tpot_estimate, tpot_seconds, ttft_seconds
+from kvcalc.engine.latency import tpot_seconds, ttft_seconds
 
 GPT_FAST = "https://github.com/pytorch-labs/gpt-fast/blob/0f925b5d4ce457b89a7ca6c9ce50f42bf2576945/README.md"
 LLAMA_CPP_15131 = "https://github.com/ggml-org/llama.cpp/pull/15131"
@@ -64,19 +64,16 @@ LATENCIES = [
 ]
 
 
-def relative_error(model: str, gpus: str, weights: str, tokens_per_second: float) -> float:
+def relative_error(
+    model: str, gpus: str, weights: str, tokens_per_second: float, *, roofline: bool = False
+) -> float:
+    """Single-stream decode: the estimated TPOT (with ``roofline`` the bound) against the
+    measured rate."""
     count, _, gpu = gpus.partition("x")
     dep = registry_deployment(model, gpus, weight_dtype=weights)
     assert dep.tp == int(count) and dep.gpus.accelerator.id == gpu
-    estimate = tpot_estimate(dep, batch=1, context_tokens=CONTEXT)
-    return estimate.tpot_seconds * tokens_per_second - 1
-
-
-def roofline_error(model: str, gpus: str, weights: str, tokens_per_second: float) -> float:
-    dep = registry_deployment(model, gpus, weight_dtype=weights)
-    return tpot_estimate(dep, batch=1, context_tokens=CONTEXT).roofline.tpot_seconds * (
-        tokens_per_second
-    ) - 1
+    tpot = tpot_seconds(dep, batch=1, context_tokens=CONTEXT, roofline=roofline)
+    return tpot * tokens_per_second - 1
 
 
 def latency_error(
@@ -92,8 +89,7 @@ def latency_error(
 
 
 def all_errors(*, roofline: bool = False) -> list[float]:
-    decode = roofline_error if roofline else relative_error
-    return [decode(*row[:4]) for row in MEASUREMENTS] + [
+    return [relative_error(*row[:4], roofline=roofline) for row in MEASUREMENTS] + [
         latency_error(*row[:5], roofline=roofline) for row in LATENCIES
     ]
 

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from report_check import refused, run_json
+from specs import registry_deployment, registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -15,7 +17,6 @@ from kvcalc.engine.deployment import deployment
 from kvcalc.engine.flops import attended_tokens_in_prefill, prefill_flops
 from kvcalc.engine.offload import Tier, break_even_tokens
 from kvcalc.registry.gpus import parse_gpu_set
-from kvcalc.registry.load import resolve_model
 
 #: Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K and V) x 2 bytes per token.
 BYTES_PER_TOKEN = 32 * 8 * 128 * 2 * 2
@@ -33,19 +34,12 @@ def flops(prompt: int) -> int:
     return 2 * MATMUL_PARAMS * prompt + ATTENTION_PER_HELD * prompt * (prompt + 1) // 2
 
 
-def offload_json(runner: CliRunner, *args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["offload", *args, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    out: dict[str, Any] = json.loads(result.stdout)
-    return out
-
-
 def tiers(runner: CliRunner, *args: str) -> dict[str, dict[str, Any]]:
-    return {t["tier"]: t for t in offload_json(runner, *args)["tiers"]}
+    return {t["tier"]: t for t in run_json(runner, "offload", *args)["tiers"]}
 
 
 def test_prefill_flops_are_2_params_tokens_plus_causal_attention() -> None:
-    model = resolve_model("llama3.1-8b")
+    model = registry_model("llama3.1-8b")
     for prompt in (1, 1000, 32_768):
         assert prefill_flops(model, prompt).total == flops(prompt)
     assert prefill_flops(model, 32_768).total == 773_308_861_644_800
@@ -101,8 +95,8 @@ def test_break_even_prefix_is_where_loading_catches_up(runner: CliRunner) -> Non
 def test_a_tier_too_slow_never_breaks_even() -> None:
     # At 1 byte/s a token takes 131,072 s to load; recomputing even the 2^30th costs well under
     # a second, so loading never catches up below the 2^30-token limit.
-    llama = resolve_model("llama3.1-8b")
-    cache = deployment(llama, parse_gpu_set("h100")).cache
+    llama = registry_model("llama3.1-8b")
+    cache = registry_deployment("llama3.1-8b").cache
     assert break_even_tokens(llama, cache, Tier("tape", 10**12, 1), H100_DENSE_BF16) is None
     assert break_even_tokens(llama, cache, Tier("hbm", 10**12, 10**12), H100_DENSE_BF16) == 1
 
@@ -110,8 +104,8 @@ def test_a_tier_too_slow_never_breaks_even() -> None:
 def test_a_window_caps_the_bytes_to_load_so_loading_wins_eventually() -> None:
     # Mistral-7B-v0.1 holds a 4,096-token window in every layer: from 4,096 tokens on the load
     # stops growing while the prefill keeps growing.
-    mistral = resolve_model("mistral-7b-v0.1")
-    cache = deployment(mistral, parse_gpu_set("h100")).cache
+    mistral = registry_model("mistral-7b-v0.1")
+    cache = registry_deployment("mistral-7b-v0.1").cache
     slow = Tier("slow", 10**12, 10**6)
     found = break_even_tokens(mistral, cache, slow, H100_DENSE_BF16)
     assert found is not None and found > 4096
@@ -140,24 +134,18 @@ def test_default_tiers_are_the_hosts_memory_and_nvme(runner: CliRunner) -> None:
     ],
 )
 def test_bad_tier_is_one_line_and_exit_2(runner: CliRunner, tier: str, needle: str) -> None:
-    result = runner.invoke(app, ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", tier])
-    assert result.exit_code == 2
-    (line,) = result.stderr.splitlines()
-    assert needle in line
+    refused(runner, ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", tier], needle)
 
 
 def test_a_tier_named_twice_is_refused(runner: CliRunner) -> None:
     args = ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", "cpu:1TB@1GB/s",
             "--tier", "cpu:2TB@1GB/s"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2
-    assert "--tier: cpu is given twice" in result.stderr
+    refused(runner, args, "--tier: cpu is given twice")
 
 
 def test_one_prefix_length(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"])
-    assert result.exit_code == 2
-    assert "--ctx: give one prefix length" in result.stderr
+    args = ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"]
+    refused(runner, args, "--ctx: give one prefix length")
 
 
 def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
@@ -166,7 +154,7 @@ def test_a_gpu_without_a_listed_pcie_link_gets_pcie_5_x16() -> None:
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.offload import default_tiers
 
-    llama = resolve_model("llama3.1-8b")
+    llama = registry_model("llama3.1-8b")
     a100 = parse_gpu_set("a100").accelerator
     (listed, _) = default_tiers(deployment(llama, GpuSet(a100, 2)))
     assert listed.bandwidth_bytes_per_s == 2 * 32 * 10**9  # PCIe 4.0 x16 one way, per GPU

@@ -15,6 +15,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_check import refused
 from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
@@ -578,11 +579,7 @@ def test_cli_too_small_exits_1(runner: CliRunner) -> None:
 def test_cli_bad_sglang_input_is_one_line_and_exit_2(
     runner: CliRunner, extra: list[str], needle: str
 ) -> None:
-    result = runner.invoke(app, [*SG, *extra])
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
-    assert needle in result.stderr
+    refused(runner, [*SG, *extra], needle)
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from report_check import SEED, run_json
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -23,15 +23,8 @@ from kvcalc.engine.units import (
 )
 from kvcalc.render.chart import MARKERS, Chart, chart_lines, tick_label
 
-SEED = ["--gpus", "8xH100", "--gpu-memory", "80GB", "--weights", "140GB", "--reserve", "0.10"]
 #: Llama-3-70B: 80 layers x 8 KV heads x 128 x (K + V) x 2 bytes of bf16 per token.
 LLAMA3_70B_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2
-
-
-def run_json(runner: CliRunner, *args: str, code: int = 0) -> Any:
-    result = runner.invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == code, result.stderr
-    return json.loads(result.stdout)
 
 
 # ------------------------------------------------------------------------------ ranges

@@ -17,6 +17,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ MISTRAL_SMALL_31: dict[str, Any] = {
 CONFIGS = {"mistral-small-3.1": MISTRAL_SMALL_31}
 
 
+@cache  # specs are frozen: every row of a model shares one
 def model_spec(model: str) -> ModelSpec:
     """A registry model, or one of :data:`CONFIGS` imported as its config.json."""
     if model not in CONFIGS:
@@ -145,10 +147,16 @@ RUNS: list[tuple[str, dict[str, Any] | None, str, int, float]] = [
 ]
 
 
-def kvcalc_gib(model: str, quant: dict[str, Any] | None, dtype: str, tp: int) -> float:
+def quantized_spec(model: str, quant: dict[str, Any] | None, dtype: str) -> ModelSpec:
+    """The spec a vLLM run loads: the model at the run's --dtype, in the format of its
+    checkpoint's quantization_config when it has one."""
     spec = replace(model_spec(model), default_dtype=dtype)
     if quant is not None:
         spec = replace(spec, checkpoint=checkpoint_format(Where(Path(model)), quant, dtype))
+    return spec
+
+
+def kvcalc_gib(spec: ModelSpec, tp: int) -> float:
     (stage,) = weights_per_gpu(spec, released_format(spec), tp)
     return stage.bytes_per_gpu / GiB
 
@@ -157,10 +165,11 @@ def test_weights_per_gpu_match_vllm_model_loading() -> None:
     errors = []
     table = [f"{'model':16} {'quantization':20} tp  {'log GiB':>8} {'kvcalc':>8} {'error':>7}"]
     for model, quant, dtype, tp, logged in RUNS:
-        ours = kvcalc_gib(model, quant, dtype, tp)
+        spec = quantized_spec(model, quant, dtype)
+        ours = kvcalc_gib(spec, tp)
         error = (ours - logged) / logged
         errors.append(abs(error))
-        method = quant["quant_method"] if quant else released_format(model_spec(model)).name
+        method = quant["quant_method"] if quant else released_format(spec).name
         table.append(f"{model:16} {method:20} {tp:2}  {logged:8.2f} {ours:8.2f} {error:+7.2%}")
     shown = "\n".join(table)  # the whole table whenever a tolerance fails
     assert max(errors) < 0.04, shown
@@ -385,10 +394,7 @@ BLOCK_RUNS = [
 
 def kvcalc_tokens(run: Run) -> int:
     """kvcalc's "GPU KV cache size" for the run: weights, profile and blocks all estimated."""
-    spec = replace(model_spec(run.model), default_dtype=run.dtype)
-    if run.quant is not None:
-        fmt = checkpoint_format(Where(Path(run.model)), run.quant, run.dtype)
-        spec = replace(spec, checkpoint=fmt)
+    spec = quantized_spec(run.model, run.quant, run.dtype)
     gpus = parse_gpu_set(f"{run.tp * run.pp}xh100-sxm")
     dep = deployment(spec, gpus, tp=run.tp, pp=run.pp, kv_dtype=run.kv, gpu_util=run.util)
     result = vllm_kv_cache_for(dep, run.max_model_len)
