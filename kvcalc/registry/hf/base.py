@@ -99,6 +99,18 @@ class TextConfig(HFConfig):
     max_position_embeddings: PosInt
     tie_word_embeddings: bool
 
+    @model_validator(mode="after")
+    def _one_layer_type_per_layer(self) -> TextConfig:
+        # layer_types is declared by the families whose layers state their kind (attention
+        # kinds, DeepSeek-V3.2's indexed layers), each with its own entries; where it is
+        # declared, it has one entry per layer.
+        layer_types = getattr(self, "layer_types", None)
+        if layer_types is not None and len(layer_types) != self.num_hidden_layers:
+            raise field_error(
+                "layer_types", f"must be a list of {self.num_hidden_layers} entries, one per layer"
+            )
+        return self
+
 
 AttentionLayerType = Literal["full_attention", "sliding_attention", "chunked_attention"]
 
@@ -108,14 +120,6 @@ class AttentionConfig(TextConfig):
     every transformers class: the class derives it)."""
 
     layer_types: list[AttentionLayerType] | None = None
-
-    @model_validator(mode="after")
-    def _one_layer_type_per_layer(self) -> AttentionConfig:
-        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
-            raise field_error(
-                "layer_types", f"must be a list of {self.num_hidden_layers} entries, one per layer"
-            )
-        return self
 
 
 class DecoderConfig(AttentionConfig):
