@@ -88,15 +88,18 @@ class MLAttention(Strict):
     q_lora_rank: PosInt | None = Field(None, description="null when queries are not compressed")
     q_heads: PosInt | None = None
 
+    def _fields(self, q_heads: int) -> dict:
+        return {
+            "kv_lora_rank": self.kv_lora_rank,
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+            "qk_nope_head_dim": self.qk_nope_head_dim,
+            "v_head_dim": self.v_head_dim,
+            "q_heads": self.q_heads or q_heads,
+            "q_lora_rank": self.q_lora_rank,
+        }
+
     def to_spec(self, arch: Architecture) -> spec.Mixer:
-        return spec.MultiHeadLatentAttention(
-            kv_lora_rank=self.kv_lora_rank,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            v_head_dim=self.v_head_dim,
-            q_heads=self.q_heads or arch.num_attention_heads,
-            q_lora_rank=self.q_lora_rank,
-        )
+        return spec.MultiHeadLatentAttention(**self._fields(arch.num_attention_heads))
 
 
 class IndexedMLAttention(MLAttention):
@@ -110,12 +113,7 @@ class IndexedMLAttention(MLAttention):
 
     def to_spec(self, arch: Architecture) -> spec.Mixer:
         return spec.IndexedLatentAttention(
-            kv_lora_rank=self.kv_lora_rank,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            v_head_dim=self.v_head_dim,
-            q_heads=self.q_heads or arch.num_attention_heads,
-            q_lora_rank=self.q_lora_rank,
+            **self._fields(arch.num_attention_heads),
             index_heads=self.index_heads,
             index_head_dim=self.index_head_dim,
             index_topk=self.index_topk,
