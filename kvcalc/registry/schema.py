@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvcalc.engine import spec, units
 from kvcalc.engine.quant import NAMED_FORMATS, CheckpointFormat, plain
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+from kvcalc.registry.load import REGISTRY_ID
 
 # Every number of a model file is bounded, so that no file can make the engine's arithmetic
 # absurd: a dimension or count below 2^31 (no tensor dimension of any model comes near), at most
@@ -439,7 +440,7 @@ class Params(Strict):
 
 
 class ModelFile(Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    id: str = Field(pattern=REGISTRY_ID.pattern)
     name: str
     family: str
     hf_repo: str
