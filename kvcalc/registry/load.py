@@ -402,9 +402,9 @@ def check_models(root: Path | None = None) -> list[str]:
 
 def is_config_path(name: str) -> bool:
     """Whether MODEL names a config.json (or the folder holding one) rather than a name:
-    anything at the path counts, and is refused by its type if it is not a regular file."""
-    path = Path(name)
-    return name.endswith(".json") or is_dir(path) or exists_at(path)
+    anything at the path counts (a folder included: whatever stat finds, lstat finds), and is
+    refused by its type if it is not a regular file."""
+    return name.endswith(".json") or exists_at(Path(name))
 
 
 def resolve_model(name: str) -> ModelSpec:
