@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar
@@ -363,6 +364,23 @@ class AttentionAdapter(Adapter[A]):
     def attention_shape(self) -> dict[str, int]:
         """KV heads and head dim of an attention layer, as the modeling code derives them."""
         return {"kv_heads": self.kv_heads(), "head_dim": self.head_dim()}
+
+    def hybrid_mixers(
+        self,
+        names: list[str],
+        attention: str,
+        recurrent: str,
+        recurrent_mixer: Callable[[], dict[str, Any]],
+    ) -> Mixers:
+        """The mixers of a hybrid whose layers are named ``attention`` (full attention) or
+        ``recurrent``, attention first. Each is built only when some layer uses it: a model
+        without a kind of layer need not state sound keys for it."""
+        mixers: dict[str, dict[str, Any]] = {}
+        if attention in names:
+            mixers[attention] = {"kind": "full", **self.attention_shape()}
+        if recurrent in names:
+            mixers[recurrent] = recurrent_mixer()
+        return mixers, names
 
     def default_layer_kinds(self) -> list[str]:
         """Per layer full/sliding/chunked when the config states no layer_types: what the
