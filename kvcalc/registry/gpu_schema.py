@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvcalc.engine.hardware import Accelerator, Efficiency
 from kvcalc.engine.units import GB, TB, GiB, MiB
+from kvcalc.registry.load import REGISTRY_ID
 
 # Every number of an accelerator file is bounded: whole figures (bytes, MiB, lanes, watts)
 # below 2^50 and decimal figures (GB, TB/s, TFLOPS, GB/s) finite and below 10^9 in their unit,
@@ -152,7 +153,7 @@ _TOP_FIELDS = (
 
 
 class GpuFile(_Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    id: str = Field(pattern=REGISTRY_ID.pattern)
     name: str
     vendor: Literal["nvidia", "amd", "intel", "google", "apple", "aws"]
     aliases: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._\-]*$")]] = []

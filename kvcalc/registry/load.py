@@ -337,7 +337,10 @@ def find_model_path(name: str, root: Path | None = None) -> Path:
     return find_path("model", name, models_dir(root))
 
 
-_FILE_KEY = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+#: The registry's id rule (ModelFile.id, GpuFile.id): a registry file is
+#: ``<directory>/<id>.yaml``. Test a whole name with ``fullmatch`` (``match`` lets ``$`` accept a
+#: trailing newline).
+REGISTRY_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 #: Longer than any registry name or alias (the longest Hugging Face repo ids are ~100): a longer
 #: name is refused before it reaches the file system, which refuses names over 255 bytes.
 MAX_NAME_CHARS = 200
@@ -352,7 +355,7 @@ def find_path(what: str, name: str, directory: Path) -> Path:
             f"unknown {what} {shown(key, 100)!r}: {len(key):,} characters is longer than any "
             f"registry name (at most {MAX_NAME_CHARS}); list them with `kvcalc {what}s`"
         )
-    if _FILE_KEY.match(key):
+    if REGISTRY_ID.match(key):  # key is stripped: no trailing newline
         direct = directory / f"{key}.yaml"
         if is_file(direct):
             return direct
@@ -399,9 +402,9 @@ def check_models(root: Path | None = None) -> list[str]:
 
 def is_config_path(name: str) -> bool:
     """Whether MODEL names a config.json (or the folder holding one) rather than a name:
-    anything at the path counts, and is refused by its type if it is not a regular file."""
-    path = Path(name)
-    return name.endswith(".json") or is_dir(path) or exists_at(path)
+    anything at the path counts (a folder included: whatever stat finds, lstat finds), and is
+    refused by its type if it is not a regular file."""
+    return name.endswith(".json") or exists_at(Path(name))
 
 
 def resolve_model(name: str) -> ModelSpec:

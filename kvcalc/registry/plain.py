@@ -22,11 +22,9 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from kvcalc.engine.units import shown
-
-T = TypeVar("T")
 
 #: The key naming a dataclass's class in its plain form.
 TYPE_KEY = "@type"
@@ -231,7 +229,7 @@ def _class_fields(tag: str, base: type) -> tuple[type, tuple[str, ...], tuple[De
     """The class ``tag`` names, its init fields and their decoders."""
     key = (tag, base)
     if key not in _FIELDS:
-        cls = _trusted_class(tag, base)
+        cls = _resolve_class(tag, base)
         hints = _hints(cls)
         names = tuple(f.name for f in fields(cls) if f.init)
         # Building a decoder inspects only its own type (a class's fields are looked up when a
@@ -241,19 +239,10 @@ def _class_fields(tag: str, base: type) -> tuple[type, tuple[str, ...], tuple[De
     return _FIELDS[key]
 
 
-_CLASSES: dict[tuple[str, type], type] = {}
-
-
-def _trusted_class(tag: str, base: type) -> type:
-    """The class ``module:Class`` names, if it is a dataclass of kvcalc's engine deriving from
-    ``base`` (the declared type of the field); imports only kvcalc's own modules."""
-    key = (tag, base)
-    if key not in _CLASSES:
-        _CLASSES[key] = _resolve_class(tag, base)
-    return _CLASSES[key]
-
-
 def _resolve_class(tag: str, base: type) -> type:
+    """The class ``module:Class`` names, if it is a dataclass of kvcalc's engine deriving from
+    ``base`` (the declared type of the field); imports only kvcalc's own modules. Not memoised:
+    its one caller, :func:`_class_fields`, caches the class by the same (tag, base)."""
     module_name, _, name = tag.partition(":")
     if not module_name.startswith(_TRUSTED_PREFIX) or not name.isidentifier():
         raise PlainError(f"untrusted type {tag!r}")
@@ -325,9 +314,3 @@ def _evaluated(annotation: Any, module: types.ModuleType | None) -> Any:
 
 def _shown(data: Any) -> str:
     return shown(repr(data))
-
-
-def decode(data: Any, hint: type[T] | Any) -> T:
-    """Typed alias of :func:`from_plain` for callers that know the result type."""
-    value: T = from_plain(data, hint)
-    return value

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvcalc.engine import spec, units
 from kvcalc.engine.quant import NAMED_FORMATS, CheckpointFormat, plain
 from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+from kvcalc.registry.load import REGISTRY_ID
 
 # Every number of a model file is bounded, so that no file can make the engine's arithmetic
 # absurd: a dimension or count below 2^31 (no tensor dimension of any model comes near), at most
@@ -88,15 +89,18 @@ class MLAttention(Strict):
     q_lora_rank: PosInt | None = Field(None, description="null when queries are not compressed")
     q_heads: PosInt | None = None
 
+    def _fields(self, q_heads: int) -> dict:
+        return {
+            "kv_lora_rank": self.kv_lora_rank,
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+            "qk_nope_head_dim": self.qk_nope_head_dim,
+            "v_head_dim": self.v_head_dim,
+            "q_heads": self.q_heads or q_heads,
+            "q_lora_rank": self.q_lora_rank,
+        }
+
     def to_spec(self, arch: Architecture) -> spec.Mixer:
-        return spec.MultiHeadLatentAttention(
-            kv_lora_rank=self.kv_lora_rank,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            v_head_dim=self.v_head_dim,
-            q_heads=self.q_heads or arch.num_attention_heads,
-            q_lora_rank=self.q_lora_rank,
-        )
+        return spec.MultiHeadLatentAttention(**self._fields(arch.num_attention_heads))
 
 
 class IndexedMLAttention(MLAttention):
@@ -110,12 +114,7 @@ class IndexedMLAttention(MLAttention):
 
     def to_spec(self, arch: Architecture) -> spec.Mixer:
         return spec.IndexedLatentAttention(
-            kv_lora_rank=self.kv_lora_rank,
-            qk_rope_head_dim=self.qk_rope_head_dim,
-            qk_nope_head_dim=self.qk_nope_head_dim,
-            v_head_dim=self.v_head_dim,
-            q_heads=self.q_heads or arch.num_attention_heads,
-            q_lora_rank=self.q_lora_rank,
+            **self._fields(arch.num_attention_heads),
             index_heads=self.index_heads,
             index_head_dim=self.index_head_dim,
             index_topk=self.index_topk,
@@ -441,7 +440,7 @@ class Params(Strict):
 
 
 class ModelFile(Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    id: str = Field(pattern=REGISTRY_ID.pattern)
     name: str
     family: str
     hf_repo: str

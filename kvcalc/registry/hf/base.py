@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar
@@ -99,6 +100,18 @@ class TextConfig(HFConfig):
     max_position_embeddings: PosInt
     tie_word_embeddings: bool
 
+    @model_validator(mode="after")
+    def _one_layer_type_per_layer(self) -> TextConfig:
+        # layer_types is declared by the families whose layers state their kind (attention
+        # kinds, DeepSeek-V3.2's indexed layers), each with its own entries; where it is
+        # declared, it has one entry per layer.
+        layer_types = getattr(self, "layer_types", None)
+        if layer_types is not None and len(layer_types) != self.num_hidden_layers:
+            raise field_error(
+                "layer_types", f"must be a list of {self.num_hidden_layers} entries, one per layer"
+            )
+        return self
+
 
 AttentionLayerType = Literal["full_attention", "sliding_attention", "chunked_attention"]
 
@@ -108,14 +121,6 @@ class AttentionConfig(TextConfig):
     every transformers class: the class derives it)."""
 
     layer_types: list[AttentionLayerType] | None = None
-
-    @model_validator(mode="after")
-    def _one_layer_type_per_layer(self) -> AttentionConfig:
-        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
-            raise field_error(
-                "layer_types", f"must be a list of {self.num_hidden_layers} entries, one per layer"
-            )
-        return self
 
 
 class DecoderConfig(AttentionConfig):
@@ -359,6 +364,23 @@ class AttentionAdapter(Adapter[A]):
     def attention_shape(self) -> dict[str, int]:
         """KV heads and head dim of an attention layer, as the modeling code derives them."""
         return {"kv_heads": self.kv_heads(), "head_dim": self.head_dim()}
+
+    def hybrid_mixers(
+        self,
+        names: list[str],
+        attention: str,
+        recurrent: str,
+        recurrent_mixer: Callable[[], dict[str, Any]],
+    ) -> Mixers:
+        """The mixers of a hybrid whose layers are named ``attention`` (full attention) or
+        ``recurrent``, attention first. Each is built only when some layer uses it: a model
+        without a kind of layer need not state sound keys for it."""
+        mixers: dict[str, dict[str, Any]] = {}
+        if attention in names:
+            mixers[attention] = {"kind": "full", **self.attention_shape()}
+        if recurrent in names:
+            mixers[recurrent] = recurrent_mixer()
+        return mixers, names
 
     def default_layer_kinds(self) -> list[str]:
         """Per layer full/sliding/chunked when the config states no layer_types: what the

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
-
-from kvcalc.registry.hf.base import Mixers, PosInt, field_error
+from kvcalc.registry.hf.base import Mixers, PosInt
 from kvcalc.registry.hf.deepseek import DeepseekMLA, DeepseekV3Config
 
 IndexedLayerType = Literal["indexed_attention", "deepseek_sparse_attention"]
@@ -24,15 +22,7 @@ class DeepseekV32Config(DeepseekV3Config):
     index_head_dim: PosInt = 128
     index_topk: PosInt = 2048
     # Every layer carries the indexer; a list naming another kind is not this architecture.
-    layer_types: list[IndexedLayerType] | None = None
-
-    @model_validator(mode="after")
-    def _one_layer_type_per_layer(self) -> DeepseekV32Config:
-        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
-            raise field_error(
-                "layer_types", f"must be a list of {self.num_hidden_layers} entries, one per layer"
-            )
-        return self
+    layer_types: list[IndexedLayerType] | None = None  # one per layer: TextConfig checks it
 
 
 class DeepseekV32(DeepseekMLA[DeepseekV32Config]):

@@ -9,19 +9,16 @@ the parameter count and aliases, and sets the level the sources support.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.registry.hf.importer import ImportedConfig, import_hf_config, slug
-from kvcalc.registry.load import RegistryError, is_config_path, validate
+from kvcalc.registry.load import REGISTRY_ID, RegistryError, is_config_path, validate
 
 if TYPE_CHECKING:
     from kvcalc.registry.schema import Architecture
 
-#: The registry's id rule (ModelFile.id): the file is ``model_configs/models/<id>.yaml``.
-REGISTRY_ID = re.compile(r"[a-z0-9][a-z0-9.\-]*")
 UNREVIEWED = "unreviewed"
 PARAMS_STATED = "UNVERIFIED: config.json states no parameter count; take it from the model card"
 NOTES = (

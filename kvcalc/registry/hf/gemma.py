@@ -80,7 +80,7 @@ class Gemma3Text(WindowAdapter[Gemma3TextConfig]):
         # Two RoPE tables (local base 10k, global base 1M); vLLM's linear scaling stretches the
         # global one's cos/sin table to factor x max_position_embeddings positions.
         positions = self.config.max_position_embeddings
-        head_dim = self.config.head_dim or self.derived_head_dim()
+        head_dim = self.head_dim()
         scaling = self.config.rope_scaling or {}
         factor = scaling.get("factor", 1) if scaling.get("rope_type") == "linear" else 1
         if not isinstance(factor, (int, float)) or isinstance(factor, bool) or factor < 1:

@@ -90,23 +90,21 @@ class GraniteMoeHybrid(DecoderAdapter[GraniteMoeHybridConfig]):
             return c.mamba_expand * c.hidden_size // c.mamba_n_heads
         return c.mamba_d_head
 
-    def mixers(self) -> Mixers:
+    def mamba_mixer(self) -> dict[str, Any]:
         c = self.config
-        types = c.layer_types or ["linear_attention"] * self.num_layers
+        return {
+            "kind": "mamba2",
+            "n_heads": c.mamba_n_heads,
+            "head_dim": self.mamba_head_dim(),
+            "n_groups": c.mamba_n_groups,
+            "d_state": c.mamba_d_state,
+            "d_conv": c.mamba_d_conv,
+        }
+
+    def mixers(self) -> Mixers:
+        types = self.config.layer_types or ["linear_attention"] * self.num_layers
         names = ["mamba" if t in MAMBA_LAYER_TYPES else "attn" for t in types]
-        mixers: dict[str, dict[str, Any]] = {}
-        if "attn" in names:
-            mixers["attn"] = {"kind": "full", **self.attention_shape()}
-        if "mamba" in names:
-            mixers["mamba"] = {
-                "kind": "mamba2",
-                "n_heads": c.mamba_n_heads,
-                "head_dim": self.mamba_head_dim(),
-                "n_groups": c.mamba_n_groups,
-                "d_state": c.mamba_d_state,
-                "d_conv": c.mamba_d_conv,
-            }
-        return mixers, names
+        return self.hybrid_mixers(names, "attn", "mamba", self.mamba_mixer)
 
     def dense_mlp(self) -> dict[str, Any]:
         # Without routed experts the shared MLP (gated, GraniteMoeHybridMLP) is the whole FFN.

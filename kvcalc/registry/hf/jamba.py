@@ -83,24 +83,23 @@ class Jamba(DecoderAdapter[JambaConfig]):
         rank = self.config.mamba_dt_rank
         return -(-self.config.hidden_size // 16) if rank == "auto" else int(rank)
 
+    def mamba_mixer(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "kind": "mamba",
+            "d_state": c.mamba_d_state,
+            "d_conv": c.mamba_d_conv,
+            "expand": c.mamba_expand,
+            "dt_rank": self.dt_rank(),
+        }
+
     def mixers(self) -> Mixers:
         c = self.config
         names = [
             "attn" if i % c.attn_layer_period == c.attn_layer_offset else "mamba"
             for i in range(self.num_layers)
         ]
-        mixers: dict[str, dict[str, Any]] = {}
-        if "attn" in names:
-            mixers["attn"] = {"kind": "full", **self.attention_shape()}
-        if "mamba" in names:
-            mixers["mamba"] = {
-                "kind": "mamba",
-                "d_state": c.mamba_d_state,
-                "d_conv": c.mamba_d_conv,
-                "expand": c.mamba_expand,
-                "dt_rank": self.dt_rank(),
-            }
-        return mixers, names
+        return self.hybrid_mixers(names, "attn", "mamba", self.mamba_mixer)
 
     def moe_flags(self) -> MoEFlags:
         c = self.config

@@ -228,6 +228,17 @@ class Qwen3Next(QwenMoE[Qwen3NextConfig]):
     def shared_expert_size(self) -> int:
         return self.config.shared_expert_intermediate_size
 
+    def deltanet_mixer(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "kind": "gated_deltanet",
+            "k_heads": c.linear_num_key_heads,
+            "v_heads": c.linear_num_value_heads,
+            "k_head_dim": c.linear_key_head_dim,
+            "v_head_dim": c.linear_value_head_dim,
+            "conv_kernel": c.linear_conv_kernel_dim,
+        }
+
     def mixers(self) -> Mixers:
         c = self.config
         if c.layer_types is None:
@@ -235,16 +246,4 @@ class Qwen3Next(QwenMoE[Qwen3NextConfig]):
         else:
             full = [t == "full_attention" for t in c.layer_types]
         names = ["full" if f else "linear" for f in full]
-        mixers: dict[str, dict[str, Any]] = {}
-        if "full" in names:
-            mixers["full"] = {"kind": "full", **self.attention_shape()}
-        if "linear" in names:
-            mixers["linear"] = {
-                "kind": "gated_deltanet",
-                "k_heads": c.linear_num_key_heads,
-                "v_heads": c.linear_num_value_heads,
-                "k_head_dim": c.linear_key_head_dim,
-                "v_head_dim": c.linear_value_head_dim,
-                "conv_kernel": c.linear_conv_kernel_dim,
-            }
-        return mixers, names
+        return self.hybrid_mixers(names, "full", "linear", self.deltanet_mixer)

@@ -48,6 +48,15 @@ class WrapperConfig(HFConfig):
     def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
         """The registry ``architecture.vision`` mapping of the checkpoint's image encoder and
         projector (``where`` is this config's), or None when it carries none kvcalc describes."""
+        if self.vision_config is None:
+            return None
+        return self._vision(where.nested("vision_config"), self.vision_config, text_hidden)
+
+    def _vision(
+        self, inner: Where, data: dict[str, Any], text_hidden: int
+    ) -> dict[str, Any] | None:
+        """The vision mapping of a stated ``vision_config`` (``data``, found at ``inner``); each
+        wrapper reads its own tower's config."""
         return None
 
     @model_validator(mode="before")
@@ -125,10 +134,8 @@ class Gemma3Config(WrapperConfig):
     tie_word_embeddings: bool = True
     mm_tokens_per_image: PosInt = 256
 
-    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
-        if self.vision_config is None:
-            return None
-        siglip = where.nested("vision_config").parse(SiglipVisionConfig, self.vision_config)
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        siglip = inner.parse(SiglipVisionConfig, data)
         # Gemma3MultiModalProjector: an RMSNorm of the tower's width and mm_input_projection.
         return siglip.tower() | {
             "tokens_per_image": self.mm_tokens_per_image,
@@ -157,11 +164,8 @@ class Llama4Config(WrapperConfig):
     fixed_text_class = True
     tie_word_embeddings: bool = False
 
-    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
-        if self.vision_config is None:
-            return None
-        inner = where.nested("vision_config")
-        v = inner.parse(Llama4VisionConfig, self.vision_config)
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(Llama4VisionConfig, data)
         shuffle = v.pixel_shuffle_ratio
         if not 0 < shuffle <= 1:
             inner.fail("pixel_shuffle_ratio", f"must be in (0, 1], got {shuffle}")
@@ -203,10 +207,8 @@ class Mistral3Config(WrapperConfig):
     tie_word_embeddings: bool = False
     spatial_merge_size: PosInt = 2
 
-    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
-        if self.vision_config is None:
-            return None
-        v = where.nested("vision_config").parse(PixtralVisionConfig, self.vision_config)
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(PixtralVisionConfig, data)
         merge = self.spatial_merge_size
         side = v.image_size // v.patch_size // merge
         # Pixtral: patch conv without bias, RMSNorms (ln_pre and two per block), bias-free
@@ -249,11 +251,8 @@ class KimiVLConfig(WrapperConfig):
     fixed_text_class = False
     tie_word_embeddings: bool = False
 
-    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
-        if self.vision_config is None:
-            return None
-        inner = where.nested("vision_config")
-        v = inner.parse(MoonViTConfig, self.vision_config)
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(MoonViTConfig, data)
         if v.init_pos_emb_height != v.init_pos_emb_width:
             inner.fail("init_pos_emb_width", "must equal init_pos_emb_height (a square table)")
         merge = v.merge_kernel_size[0] * v.merge_kernel_size[1]
@@ -339,11 +338,8 @@ class Qwen25VLConfig(WrapperConfig):
             )
         return {k: v for k, v in data.items() if k not in _QWEN2_5_VL_OWN_KEYS}
 
-    def vision(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
-        if self.vision_config is None:
-            return None
-        inner = where.nested("vision_config")
-        v = inner.parse(Qwen25VisionConfig, self.vision_config)
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(Qwen25VisionConfig, data)
         if v.out_hidden_size != text_hidden:
             inner.fail("out_hidden_size", f"must equal the text hidden_size {text_hidden}")
         if any(i >= v.depth for i in v.fullatt_block_indexes):
