@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
-    from kvcalc.engine.sglang import SGLangOptions
+    from kvcalc.engine.sglang import SGLangOptions, SGLangPool, SGLangPoolTooSmall
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -536,3 +537,23 @@ def engine_options(command: F) -> F:
     """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
     (an :class:`EngineChoice`) and ``sglang``."""
     return sglang_options(grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
+
+
+def vllm_start(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+    """vLLM started with ``--max-model-len``; a setting vLLM rejects fails with its one line."""
+    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
+
+    try:
+        return vllm_kv_cache_for(dep, max_model_len)
+    except VLLMConfigError as exc:
+        fail(str(exc))
+
+
+def sglang_start(dep: Deployment, flags: SGLangFlags) -> SGLangPool | SGLangPoolTooSmall:
+    """SGLang's token pool with ``flags``; a setting SGLang rejects fails with its one line."""
+    from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
+
+    try:
+        return sglang_pool(dep, flags.options())
+    except SGLangConfigError as exc:
+        fail(str(exc))
