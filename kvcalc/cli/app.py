@@ -424,6 +424,15 @@ def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
         fail(f"{option}: {exc}")
 
 
+def one_length(text: str, option: str, example: str = "32k") -> int:
+    """A token count as --ctx spells it (1000, 32k), one only; ``example`` is shown when a
+    list is given."""
+    lengths = parse_ctx_list(text, option)
+    if len(lengths) != 1:
+        fail(f"{option}: give one length, e.g. {example}")
+    return lengths[0]
+
+
 def parse_size(text: str, option: str) -> int:
     from kvcalc.engine.units import UnitError, parse_bytes
 

@@ -24,6 +24,7 @@ from kvcalc.cli.app import (
     emit_report,
     fail,
     load_model,
+    one_length,
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
@@ -142,7 +143,10 @@ def compare(
         fail("--prompt and --gen: give both (the request's prompt and answer lengths)")
     no_cache = None
     if evict.prompt is not None and evict.gen is not None:
-        no_cache = NoCache(one_length(evict.prompt, "--prompt"), one_length(evict.gen, "--gen"))
+        no_cache = NoCache(
+            one_length(evict.prompt, "--prompt", "1000 or 32k"),
+            one_length(evict.gen, "--gen", "1000 or 32k"),
+        )
     given = RowOptions(deploy, evict)
     techniques = chosen_techniques(only, given)
     specs = distinct_models(models, kv_heads, head_dim, layers, attention)
@@ -215,14 +219,6 @@ def distinct_models(
             fail(f"MODEL: {same} is given twice; name each model once")
         specs.append(spec)
     return specs
-
-
-def one_length(text: str, option: str) -> int:
-    """A token count as --ctx spells it (1000, 32k), one only."""
-    lengths = parse_ctx_list(text, option)
-    if len(lengths) != 1:
-        fail(f"{option}: give one length, e.g. 1000 or 32k")
-    return lengths[0]
 
 
 def one_context(ctx: str | None, specs: list[ModelSpec]) -> int:

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, LayoutError, fail, grouped_options, parse_size
+from kvcalc.cli.app import (
+    InputError,
+    LayoutError,
+    fail,
+    grouped_options,
+    one_length,
+    parse_size,
+)
 from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
 
 if TYPE_CHECKING:
@@ -365,7 +372,11 @@ class SGLangFlags(NamedTuple):
                 version=version,
                 mem_fraction_static=_fraction(self.mem_fraction_static),
                 page_size=self.page_size if self.page_size is not None else 1,
-                context_length=_context(self.context_length, "--context-length"),
+                context_length=(
+                    None
+                    if self.context_length is None
+                    else one_length(self.context_length, "--context-length")
+                ),
                 chunked_prefill_size=self.chunked_prefill_size,
                 cuda_graph_max_bs=self.cuda_graph_max_bs,
                 max_total_tokens=self.max_total_tokens,
@@ -381,17 +392,6 @@ def _fraction(value: float | None) -> Fraction | None:
     from kvcalc.engine.deployment import as_fraction
 
     return None if value is None else as_fraction(value)
-
-
-def _context(text: str | None, option: str) -> int | None:
-    if text is None:
-        return None
-    from kvcalc.cli.app import parse_ctx_list
-
-    values = parse_ctx_list(text, option)
-    if len(values) != 1:
-        fail(f"{option}: give one length, e.g. 32k")
-    return values[0]
 
 
 #: SGLang prints "avail mem=63.41 GB" meaning GiB (it divides by 2^30): a bare number is read so.

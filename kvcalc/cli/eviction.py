@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import fail, grouped_options, parse_ctx_list
+from kvcalc.cli.app import fail, grouped_options, one_length, parse_ctx_list
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
@@ -102,8 +102,8 @@ class EvictionOptions:
         window = self.observation_window
         return SnapKV(
             self.snapkv_budget,
-            prompt=_one_length(self.prompt, "--prompt"),
-            gen=_one_length(self.gen, "--gen"),
+            prompt=one_length(self.prompt, "--prompt"),
+            gen=one_length(self.gen, "--gen"),
             observation_window=DEFAULT_OBSERVATION_WINDOW if window is None else window,
         )
 
@@ -171,13 +171,6 @@ _POLICIES: dict[str, tuple[tuple[str, ...], Callable[[EvictionOptions], Eviction
     "keep_ratio": (("keep_ratio",), EvictionOptions._keep_ratio),
 }
 _ENGINE_TEXT = {"vllm": "vLLM", "sglang": "SGLang"}
-
-
-def _one_length(text: str, option: str) -> int:
-    values = parse_ctx_list(text, option)
-    if len(values) != 1:
-        fail(f"{option}: give one length, e.g. 32k")
-    return values[0]
 
 
 _EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = {
