@@ -81,6 +81,17 @@ def _closed_pipe() -> NoReturn:
     raise typer.Exit(EXIT_OK) from None
 
 
+#: Engine field -> option, where the option's name is not the field's with dashes (no
+#: eviction input or compare row option is among them).
+_OPTION_NAMES = {"weights_total": "--weights"}
+
+
+def option_name(field: str) -> str:
+    """The command-line spelling of an engine field (``kv_memory`` -> ``--kv-memory``), as
+    every command's errors name the deployment, SGLang and eviction options."""
+    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
 def _deployment_error_line(exc: Exception) -> str | None:
     """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
     of the contexts) worded with the options at fault; None for any other exception."""
@@ -90,8 +101,6 @@ def _deployment_error_line(exc: Exception) -> str | None:
 
     if not isinstance(exc, DeploymentError):
         return None
-    from kvcalc.cli.deploy import option_name
-
     return exc.worded(option_name)
 
 

@@ -27,13 +27,13 @@ from kvcalc.cli.app import (
     command_typer,
     emit_report,
     load_model,
+    option_name,
 )
 from kvcalc.cli.deploy import (
     DeploymentOptions,
     EngineChoice,
     SGLangFlags,
     option_bounds,
-    option_name,
     sglang_start,
     vllm_start,
 )

@@ -25,6 +25,7 @@ from kvcalc.cli.app import (
     fail,
     load_model,
     one_length,
+    option_name,
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
@@ -188,7 +189,7 @@ def chosen_techniques(only: str | None, given: RowOptions) -> list[Technique]:
             )
     for technique in TECHNIQUES:
         if technique.name in names and technique not in available:
-            needs = " and ".join("--" + n.replace("_", "-") for n in row_needs(technique))
+            needs = " and ".join(option_name(n) for n in row_needs(technique))
             fail(f"--only {technique.name}: give {needs} for this row")
     return [t for t in TECHNIQUES if t.name in names]
 

@@ -22,6 +22,7 @@ from kvcalc.cli.app import (
     fail,
     grouped_options,
     one_length,
+    option_name,
     parse_size,
 )
 from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
@@ -37,15 +38,6 @@ if TYPE_CHECKING:
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-#: Engine field -> option, where the option's name is not the field's with dashes.
-_OPTION_NAMES = {"weights_total": "--weights"}
-
-
-def option_name(field: str) -> str:
-    """The command-line spelling of a deployment field (``kv_memory`` -> ``--kv-memory``)."""
-    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
 def input_error(exc: DeploymentError) -> InputError:
