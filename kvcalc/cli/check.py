@@ -272,7 +272,8 @@ def build(entry: SpecDeployment, base: Path) -> Built:
     deploy = DeploymentOptions.from_values(values)
     flags = SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS})
     evict = EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS})
-    try:
+
+    def from_options() -> Built:
         engine = EngineChoice(values.get("engine", "simple")).checked(deploy, flags)
         evict.check_applies(engine)
         gpus = _step(entry, "gpus", deploy.resolve_gpus)
@@ -285,9 +286,9 @@ def build(entry: SpecDeployment, base: Path) -> Built:
         policy, notes = evict.checked(model, [ctx]) if ctx and evict.given() else (None, [])
         dep = deploy.build(model, gpus, engine, policy)
         return Built(dep, engine, flags, ctx, tuple(f"{entry.name}: {n}" for n in notes))
-    except InputError as exc:
-        key, message = spec_wording(str(exc))
-        raise _problem(entry, key, message) from None
+
+    built: Built = _refusing(entry, from_options)
+    return built
 
 
 def _context(evict: EvictionOptions, ctx: int | None) -> int | None:
@@ -543,7 +544,8 @@ MEASURES: dict[str, Measure] = {
 
 
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
-    """Run an engine; an option it refuses (exit 2 on the command line) is a spec problem."""
+    """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
+    is a spec problem."""
     try:
         return run()
     except InputError as exc:
