@@ -503,13 +503,21 @@ def load_model(
             model = as_attention(model, variant)
         except VariantError as exc:
             fail(f"--as {variant.label}: {exc}")
-    if (kv_heads or head_dim) and not model.accepts_head_overrides():
+    problem = head_override_problem(model) if kv_heads or head_dim else None
+    if problem is not None:
         option = "--kv-heads" if kv_heads else "--head-dim"
-        fail(f"{option}: {model.id} has no KV heads to change (its layers are MLA or states)")
+        fail(f"{option}: {problem}")
     try:
         return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
     except ValueError as exc:
         fail(f"--kv-heads: {exc}")
+
+
+def head_override_problem(model: ModelSpec) -> str | None:
+    """Why ``model``'s KV heads or head size cannot be overridden (None: they can)."""
+    if model.accepts_head_overrides():
+        return None
+    return f"{model.id} has no KV heads to change (its layers are MLA or states)"
 
 
 CheckOption = typer.Option(

@@ -23,6 +23,7 @@ from kvcalc.cli.app import (
     command_typer,
     emit_report,
     fail,
+    head_override_problem,
     load_model,
     one_length,
     option_name,
@@ -333,8 +334,9 @@ def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     if ATTENTION in overrides:
         spec = attention_variant(spec, overrides.pop(ATTENTION))
     if "kv_heads" in overrides or "head_dim" in overrides:
-        if not spec.accepts_head_overrides():
-            raise Skip(f"{spec.id} has no KV heads to change (its layers are MLA or states)")
+        problem = head_override_problem(spec)
+        if problem is not None:
+            raise Skip(problem)
         heads = max(m.kv_head_count() or 0 for m in spec.mixer_pattern)
         wanted = overrides.get("kv_heads")
         if wanted is not None and wanted >= heads:
