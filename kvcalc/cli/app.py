@@ -81,6 +81,17 @@ def _closed_pipe() -> NoReturn:
     raise typer.Exit(EXIT_OK) from None
 
 
+#: Engine field -> option, where the option's name is not the field's with dashes (no
+#: eviction input or compare row option is among them).
+_OPTION_NAMES = {"weights_total": "--weights"}
+
+
+def option_name(field: str) -> str:
+    """The command-line spelling of an engine field (``kv_memory`` -> ``--kv-memory``), as
+    every command's errors name the deployment, SGLang and eviction options."""
+    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
 def _deployment_error_line(exc: Exception) -> str | None:
     """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
     of the contexts) worded with the options at fault; None for any other exception."""
@@ -90,8 +101,6 @@ def _deployment_error_line(exc: Exception) -> str | None:
 
     if not isinstance(exc, DeploymentError):
         return None
-    from kvcalc.cli.deploy import option_name
-
     return exc.worded(option_name)
 
 
@@ -424,6 +433,15 @@ def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
         fail(f"{option}: {exc}")
 
 
+def one_length(text: str, option: str, example: str = "32k") -> int:
+    """A token count as --ctx spells it (1000, 32k), one only; ``example`` is shown when a
+    list is given."""
+    lengths = parse_ctx_list(text, option)
+    if len(lengths) != 1:
+        fail(f"{option}: give one length, e.g. {example}")
+    return lengths[0]
+
+
 def parse_size(text: str, option: str) -> int:
     from kvcalc.engine.units import UnitError, parse_bytes
 
@@ -485,13 +503,21 @@ def load_model(
             model = as_attention(model, variant)
         except VariantError as exc:
             fail(f"--as {variant.label}: {exc}")
-    if (kv_heads or head_dim) and not model.accepts_head_overrides():
+    problem = head_override_problem(model) if kv_heads or head_dim else None
+    if problem is not None:
         option = "--kv-heads" if kv_heads else "--head-dim"
-        fail(f"{option}: {model.id} has no KV heads to change (its layers are MLA or states)")
+        fail(f"{option}: {problem}")
     try:
         return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
     except ValueError as exc:
         fail(f"--kv-heads: {exc}")
+
+
+def head_override_problem(model: ModelSpec) -> str | None:
+    """Why ``model``'s KV heads or head size cannot be overridden (None: they can)."""
+    if model.accepts_head_overrides():
+        return None
+    return f"{model.id} has no KV heads to change (its layers are MLA or states)"
 
 
 CheckOption = typer.Option(

@@ -27,6 +27,8 @@ from kvcalc.cli.deploy import (
     SGLangFlags,
     deployment_options,
     engine_options,
+    sglang_start,
+    vllm_start,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
@@ -152,7 +154,6 @@ def _whole_registry(
 
 
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:
-    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
     from kvcalc.render.batch import vllm_report
 
     if max_model_len:
@@ -163,19 +164,11 @@ def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: Repo
         lengths = [dep.model.max_context]
     else:
         fail("--max-model-len: give the request length vLLM serves, e.g. 8k")
-    try:
-        results = [vllm_kv_cache_for(dep, length) for length in lengths]
-    except VLLMConfigError as exc:
-        fail(str(exc))
+    results = [vllm_start(dep, length) for length in lengths]
     emit_report(vllm_report(dep, results), fmt)
 
 
 def _sglang(dep: Deployment, flags: SGLangFlags, contexts: list[int], fmt: ReportFormat) -> None:
-    from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
     from kvcalc.render.sglang import sglang_report
 
-    try:
-        result = sglang_pool(dep, flags.options())
-    except SGLangConfigError as exc:
-        fail(str(exc))
-    emit_report(sglang_report(dep, result, contexts), fmt)
+    emit_report(sglang_report(dep, sglang_start(dep, flags), contexts), fmt)

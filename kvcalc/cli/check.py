@@ -27,21 +27,21 @@ from kvcalc.cli.app import (
     command_typer,
     emit_report,
     load_model,
+    option_name,
 )
 from kvcalc.cli.deploy import (
     DeploymentOptions,
     EngineChoice,
     SGLangFlags,
     option_bounds,
-    option_name,
+    sglang_start,
+    vllm_start,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_option_bounds
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.requirements import Outcome
-    from kvcalc.engine.sglang import SGLangPool, SGLangPoolTooSmall
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
     from kvcalc.registry.check_spec import Spec, SpecDeployment
     from kvcalc.render.capacity_check import CheckedDeployment
     from kvcalc.render.report import Case
@@ -272,7 +272,8 @@ def build(entry: SpecDeployment, base: Path) -> Built:
     deploy = DeploymentOptions.from_values(values)
     flags = SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS})
     evict = EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS})
-    try:
+
+    def from_options() -> Built:
         engine = EngineChoice(values.get("engine", "simple")).checked(deploy, flags)
         evict.check_applies(engine)
         gpus = _step(entry, "gpus", deploy.resolve_gpus)
@@ -285,9 +286,9 @@ def build(entry: SpecDeployment, base: Path) -> Built:
         policy, notes = evict.checked(model, [ctx]) if ctx and evict.given() else (None, [])
         dep = deploy.build(model, gpus, engine, policy)
         return Built(dep, engine, flags, ctx, tuple(f"{entry.name}: {n}" for n in notes))
-    except InputError as exc:
-        key, message = spec_wording(str(exc))
-        raise _problem(entry, key, message) from None
+
+    built: Built = _refusing(entry, from_options)
+    return built
 
 
 def _context(evict: EvictionOptions, ctx: int | None) -> int | None:
@@ -543,7 +544,8 @@ MEASURES: dict[str, Measure] = {
 
 
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
-    """Run an engine; an option it refuses (exit 2 on the command line) is a spec problem."""
+    """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
+    is a spec problem."""
     try:
         return run()
     except InputError as exc:
@@ -588,19 +590,11 @@ class VLLMCache(EngineCache):
 
     engine = "vllm"
 
-    def _start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
-        from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
-
-        try:
-            return vllm_kv_cache_for(self.dep, max_model_len)
-        except VLLMConfigError as exc:
-            raise InputError(str(exc)) from None
-
     def fraction(self, batch_per_replica: int, ctx: int) -> float:
         """Blocks per request x requests over the pool's blocks (vLLM refusing to start: inf)."""
         from kvcalc.engine.vllm import VLLMKVCache
 
-        result = self._start(ctx)
+        result = vllm_start(self.dep, ctx)
         if not isinstance(result, VLLMKVCache):
             return math.inf
         return result.pool_fraction(batch_per_replica)
@@ -612,7 +606,7 @@ class VLLMCache(EngineCache):
         from kvcalc.engine.vllm import VLLMKVCache
 
         length = self.dep.model.max_context or MAX_CONTEXT_TOKENS
-        result = self._start(length)
+        result = vllm_start(self.dep, length)
         return length if isinstance(result, VLLMKVCache) else result.estimated_max_model_len
 
 
@@ -621,18 +615,10 @@ class SGLangCache(EngineCache):
 
     engine = "sglang"
 
-    def _pool(self) -> SGLangPool | SGLangPoolTooSmall:
-        from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
-
-        try:
-            return sglang_pool(self.dep, self.sglang.options())
-        except SGLangConfigError as exc:
-            raise InputError(str(exc)) from None
-
     def fraction(self, batch_per_replica: int, ctx: int) -> float:
         from kvcalc.engine.sglang import SGLangPool, sliding_window
 
-        pool = self._pool()
+        pool = sglang_start(self.dep, self.sglang)
         if not isinstance(pool, SGLangPool):
             return math.inf
         return pool.pool_fraction(batch_per_replica, ctx, sliding_window(self.dep.model))
@@ -641,7 +627,7 @@ class SGLangCache(EngineCache):
         """The longest request the scheduler admits (``max_req_len``)."""
         from kvcalc.engine.sglang import SGLangPool
 
-        pool = self._pool()
+        pool = sglang_start(self.dep, self.sglang)
         return pool.max_req_len if isinstance(pool, SGLangPool) else 0
 
 

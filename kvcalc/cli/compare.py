@@ -23,7 +23,10 @@ from kvcalc.cli.app import (
     command_typer,
     emit_report,
     fail,
+    head_override_problem,
     load_model,
+    one_length,
+    option_name,
     parse_ctx_list,
 )
 from kvcalc.cli.deploy import DeploymentOptions, LayoutError, optional_deployment_options
@@ -142,7 +145,10 @@ def compare(
         fail("--prompt and --gen: give both (the request's prompt and answer lengths)")
     no_cache = None
     if evict.prompt is not None and evict.gen is not None:
-        no_cache = NoCache(one_length(evict.prompt, "--prompt"), one_length(evict.gen, "--gen"))
+        no_cache = NoCache(
+            one_length(evict.prompt, "--prompt", "1000 or 32k"),
+            one_length(evict.gen, "--gen", "1000 or 32k"),
+        )
     given = RowOptions(deploy, evict)
     techniques = chosen_techniques(only, given)
     specs = distinct_models(models, kv_heads, head_dim, layers, attention)
@@ -184,7 +190,7 @@ def chosen_techniques(only: str | None, given: RowOptions) -> list[Technique]:
             )
     for technique in TECHNIQUES:
         if technique.name in names and technique not in available:
-            needs = " and ".join("--" + n.replace("_", "-") for n in row_needs(technique))
+            needs = " and ".join(option_name(n) for n in row_needs(technique))
             fail(f"--only {technique.name}: give {needs} for this row")
     return [t for t in TECHNIQUES if t.name in names]
 
@@ -215,14 +221,6 @@ def distinct_models(
             fail(f"MODEL: {same} is given twice; name each model once")
         specs.append(spec)
     return specs
-
-
-def one_length(text: str, option: str) -> int:
-    """A token count as --ctx spells it (1000, 32k), one only."""
-    lengths = parse_ctx_list(text, option)
-    if len(lengths) != 1:
-        fail(f"{option}: give one length, e.g. 1000 or 32k")
-    return lengths[0]
 
 
 def one_context(ctx: str | None, specs: list[ModelSpec]) -> int:
@@ -336,8 +334,9 @@ def model_with(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:
     if ATTENTION in overrides:
         spec = attention_variant(spec, overrides.pop(ATTENTION))
     if "kv_heads" in overrides or "head_dim" in overrides:
-        if not spec.accepts_head_overrides():
-            raise Skip(f"{spec.id} has no KV heads to change (its layers are MLA or states)")
+        problem = head_override_problem(spec)
+        if problem is not None:
+            raise Skip(problem)
         heads = max(m.kv_head_count() or 0 for m in spec.mixer_pattern)
         wanted = overrides.get("kv_heads")
         if wanted is not None and wanted >= heads:

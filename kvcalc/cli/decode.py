@@ -20,7 +20,6 @@ from kvcalc.cli.app import (
     check_mfu,
     command_typer,
     emit_report,
-    fail,
     load_model,
     parse_ctx_list,
 )
@@ -30,6 +29,8 @@ from kvcalc.cli.deploy import (
     SGLangFlags,
     deployment_options,
     engine_options,
+    sglang_start,
+    vllm_start,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
@@ -136,14 +137,11 @@ def max_batches_by_engine(
 def vllm_max_batches(dep: Deployment, contexts: list[int]) -> tuple[list[int], str | None]:
     """vLLM started with ``--max-model-len`` = each context: the whole requests of its log's
     "Maximum concurrency" (floor: a fraction of a request does not decode)."""
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
+    from kvcalc.engine.vllm import KVCacheTooSmall
 
     batches: list[int] = []
     for context in contexts:
-        try:
-            result = vllm_kv_cache_for(dep, context)
-        except VLLMConfigError as exc:
-            fail(str(exc))
+        result = vllm_start(dep, context)
         if isinstance(result, KVCacheTooSmall):
             return [*batches, 0], result.message
         batches.append(math.floor(result.max_concurrency))
@@ -155,12 +153,9 @@ def sglang_max_batches(
 ) -> tuple[list[int], str | None]:
     """SGLang's concurrency at each context: the requests of that length its token pool holds,
     capped by ``max_running_requests`` (0 past ``max_req_len``)."""
-    from kvcalc.engine.sglang import SGLangConfigError, SGLangPool, sglang_pool, sliding_window
+    from kvcalc.engine.sglang import SGLangPool, sliding_window
 
-    try:
-        result = sglang_pool(dep, sglang.options())
-    except SGLangConfigError as exc:
-        fail(str(exc))
+    result = sglang_start(dep, sglang)
     if not isinstance(result, SGLangPool):
         return [0] * len(contexts), result.message
     window = sliding_window(dep.model)

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import typer
 
-from kvcalc.cli.app import InputError, LayoutError, fail, grouped_options, parse_size
+from kvcalc.cli.app import (
+    InputError,
+    LayoutError,
+    fail,
+    grouped_options,
+    one_length,
+    option_name,
+    parse_size,
+)
 from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
 
 if TYPE_CHECKING:
@@ -25,19 +33,11 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
-    from kvcalc.engine.sglang import SGLangOptions
+    from kvcalc.engine.sglang import SGLangOptions, SGLangPool, SGLangPoolTooSmall
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-#: Engine field -> option, where the option's name is not the field's with dashes.
-_OPTION_NAMES = {"weights_total": "--weights"}
-
-
-def option_name(field: str) -> str:
-    """The command-line spelling of a deployment field (``kv_memory`` -> ``--kv-memory``)."""
-    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
 def input_error(exc: DeploymentError) -> InputError:
@@ -364,7 +364,11 @@ class SGLangFlags(NamedTuple):
                 version=version,
                 mem_fraction_static=_fraction(self.mem_fraction_static),
                 page_size=self.page_size if self.page_size is not None else 1,
-                context_length=_context(self.context_length, "--context-length"),
+                context_length=(
+                    None
+                    if self.context_length is None
+                    else one_length(self.context_length, "--context-length")
+                ),
                 chunked_prefill_size=self.chunked_prefill_size,
                 cuda_graph_max_bs=self.cuda_graph_max_bs,
                 max_total_tokens=self.max_total_tokens,
@@ -380,17 +384,6 @@ def _fraction(value: float | None) -> Fraction | None:
     from kvcalc.engine.deployment import as_fraction
 
     return None if value is None else as_fraction(value)
-
-
-def _context(text: str | None, option: str) -> int | None:
-    if text is None:
-        return None
-    from kvcalc.cli.app import parse_ctx_list
-
-    values = parse_ctx_list(text, option)
-    if len(values) != 1:
-        fail(f"{option}: give one length, e.g. 32k")
-    return values[0]
 
 
 #: SGLang prints "avail mem=63.41 GB" meaning GiB (it divides by 2^30): a bare number is read so.
@@ -536,3 +529,23 @@ def engine_options(command: F) -> F:
     """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
     (an :class:`EngineChoice`) and ``sglang``."""
     return sglang_options(grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
+
+
+def vllm_start(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+    """vLLM started with ``--max-model-len``; a setting vLLM rejects fails with its one line."""
+    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
+
+    try:
+        return vllm_kv_cache_for(dep, max_model_len)
+    except VLLMConfigError as exc:
+        fail(str(exc))
+
+
+def sglang_start(dep: Deployment, flags: SGLangFlags) -> SGLangPool | SGLangPoolTooSmall:
+    """SGLang's token pool with ``flags``; a setting SGLang rejects fails with its one line."""
+    from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
+
+    try:
+        return sglang_pool(dep, flags.options())
+    except SGLangConfigError as exc:
+        fail(str(exc))

@@ -15,18 +15,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import fail, grouped_options, parse_ctx_list
+from kvcalc.cli.app import fail, grouped_options, one_length, option_name, parse_ctx_list
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _flag(field: str) -> str:
-    """The option spelling of a policy input (``keep_ratio`` -> ``--keep-ratio``)."""
-    return "--" + field.replace("_", "-")
 
 
 # Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
@@ -50,7 +45,7 @@ class EvictionOptions:
 
     def flags(self) -> str:
         """The options given, as typed (``--sinks and --recent``)."""
-        return " and ".join(_flag(n) for n in self.given())
+        return " and ".join(option_name(n) for n in self.given())
 
     def policy(self) -> Eviction:
         """The one policy the options describe (no eviction when none is given); a missing
@@ -69,7 +64,7 @@ class EvictionOptions:
         try:
             return _POLICIES[chosen[0]][1](self)
         except EvictionError as exc:
-            fail(exc.worded(_flag))
+            fail(exc.worded(option_name))
 
     def _window(self) -> Eviction:
         from kvcalc.engine.eviction.policies import SlidingWindow
@@ -93,7 +88,7 @@ class EvictionOptions:
 
         if self.snapkv_budget is None:
             first = self.given()[0]
-            fail(f"{_flag(first)}: applies to SnapKV only; give --snapkv-budget too")
+            fail(f"{option_name(first)}: applies to SnapKV only; give --snapkv-budget too")
         if self.prompt is None or self.gen is None:
             fail(
                 "--snapkv-budget: SnapKV compresses the prompt once after prefill, then keeps "
@@ -102,8 +97,8 @@ class EvictionOptions:
         window = self.observation_window
         return SnapKV(
             self.snapkv_budget,
-            prompt=_one_length(self.prompt, "--prompt"),
-            gen=_one_length(self.gen, "--gen"),
+            prompt=one_length(self.prompt, "--prompt"),
+            gen=one_length(self.gen, "--gen"),
             observation_window=DEFAULT_OBSERVATION_WINDOW if window is None else window,
         )
 
@@ -171,13 +166,6 @@ _POLICIES: dict[str, tuple[tuple[str, ...], Callable[[EvictionOptions], Eviction
     "keep_ratio": (("keep_ratio",), EvictionOptions._keep_ratio),
 }
 _ENGINE_TEXT = {"vllm": "vLLM", "sglang": "SGLang"}
-
-
-def _one_length(text: str, option: str) -> int:
-    values = parse_ctx_list(text, option)
-    if len(values) != 1:
-        fail(f"{option}: give one length, e.g. 32k")
-    return values[0]
 
 
 _EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = {
