@@ -228,8 +228,11 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         (["batch", "llama3-70b", "--gpus", "-2xH100"], "GPU count"),
         (["batch", "llama3-70b", "--gpus", "3xH100", "--tp", "2"], "3 GPUs cannot be split"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--tp", "3"], "tp x pp = 3"),
-        (["batch", "llama3-70b", "--gpus", "6xH100"], "does not divide the 8 KV heads"),
-        (["batch", "falcon-7b", "--gpus", "2xH100"], "71 query heads"),
+        (
+            ["batch", "llama3-70b", "--gpus", "6xH100", "--tp", "6"],
+            "does not divide the 8 KV heads; on 6 GPUs use tp 2 or 1",
+        ),
+        (["batch", "falcon-7b", "--gpus", "2xH100", "--tp", "2"], "71 query heads"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-util", "1.5"], "--gpu-util"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--gpu-util", "0"], "--gpu-util"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--reserve", "1"], "--reserve"),

@@ -183,7 +183,7 @@ def test_a_deployment_that_cannot_be_built_names_its_fields(
 
 def test_layout_errors_are_marked_model_specific() -> None:
     with pytest.raises(DeploymentError) as info:
-        dep("llama3-70b", "6xH100")
+        dep("llama3-70b", "6xH100", tp=6)
     assert info.value.model_specific
     with pytest.raises(DeploymentError) as info:
         dep("llama3-70b", "8xH100", tp=3)

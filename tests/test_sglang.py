@@ -366,12 +366,12 @@ def test_qwen3_next_states_are_charged_at_float32_ssm() -> None:
 
 def test_mla_latent_is_not_split_and_kv_heads_replicate() -> None:
     ds8 = pool(dep("deepseek-v3", "8xh200", weight_dtype="fp8"))
-    ds16 = pool(dep("deepseek-v3", "16xh200", weight_dtype="fp8"))
+    ds16 = pool(dep("deepseek-v3", "16xh200", tp=16, weight_dtype="fp8"))
     assert ds8.cell_size == ds16.cell_size == 576 * 61 * 2 == 70_272
     # 8 KV heads over 16 ranks: max(1, 8 // 16) = 1 head per rank, as at TP 8:
     # 1 x 128 x 80 layers x 2 (K, V) x 2 bytes.
-    for gpus in ("8xh100", "16xh100"):
-        assert pool(dep("llama3-70b", gpus)).cell_size == 1 * 128 * 80 * 2 * 2 == 40_960
+    for gpus, tp in (("8xh100", 8), ("16xh100", 16)):
+        assert pool(dep("llama3-70b", gpus, tp=tp)).cell_size == 1 * 128 * 80 * 2 * 2 == 40_960
 
 
 def test_sliding_layers_pool_apart_only_when_asked() -> None:

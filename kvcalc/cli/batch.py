@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import typer
@@ -109,9 +108,9 @@ def _whole_registry(
     variant: AttentionVariant | None,
 ) -> None:
     from kvcalc.engine.capacity import capacity
-    from kvcalc.engine.deployment import largest_tp
     from kvcalc.registry.load import all_model_specs
     from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
+    from kvcalc.render.layout import layout_note
 
     # A model that cannot take the what-if or the KV format is its row, not an error. (The
     # what-if module loads only when one is asked for.)
@@ -124,7 +123,6 @@ def _whole_registry(
     specs = all_model_specs()
     kv_name = None
     for spec in specs:
-        layout = None
         try:
             if variant is not None:
                 spec = as_attention(spec, variant)
@@ -134,17 +132,12 @@ def _whole_registry(
             rows.append(registry_row(None, spec.id, str(exc)))
             continue
         try:
+            # Without --tp the split is the default every command takes (choose_tp).
             dep = deploy.build(spec, gpu_set)
         except LayoutError as exc:
-            # Without --tp the question is "does it fit on these GPUs?": another split may.
-            tp = None if deploy.tp is not None else largest_tp(spec, gpu_set.count, deploy.pp)
-            if tp is None:
-                rows.append(registry_row(None, spec.id, str(exc)))
-                continue
-            dep = replace(deploy, tp=tp).build(spec, gpu_set)
-            why = str(exc).removeprefix("--tp: ")
-            layout = f"tp {tp} x {dep.replicas} replicas ({why})"
-        rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout))
+            rows.append(registry_row(None, spec.id, str(exc)))
+            continue
+        rows.append(registry_row(capacity(dep, contexts), spec.id, None, layout_note(dep)))
     setting = RegistrySetting(
         weight_dtype=deploy.weight_dtype,
         kv_dtype=kv_name,

@@ -251,6 +251,10 @@ def compare_model(
         baseline = technique_row(TECHNIQUES[0], spec, base, given, context, batch, gpus)
     except Skip as exc:
         fail(str(exc))
+    if baseline.deployment is not None and given.deploy.tp is None:
+        # Every row is sized on the baseline's layout, so that the rows differ by the
+        # technique alone (a row whose heads that tp does not split is left out).
+        base = replace(base, deploy=replace(base.deploy, tp=baseline.deployment.tp))
     rows: list[CompareRow] = []
     skipped: list[tuple[str, str]] = []
     for technique in techniques:
@@ -289,6 +293,7 @@ def technique_row(
     if not technique.cached:
         return CompareRow(*named, None, 0, 0)
     policy = evicting_policy(row.evict, model, context)
+    dep = None
     if gpus is None:
         cache = cache_format_of(options, model)
         fit = OnGpus(None, batch or 1, None, None)
@@ -313,6 +318,7 @@ def technique_row(
         fit.batch,
         fit.tpot_seconds,
         fit.reason,
+        dep,
     )
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
+from typing import NamedTuple
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.hardware import GpuSet
@@ -104,11 +105,27 @@ class Deployment:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     eviction: Eviction = KEEP_ALL
     """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
+    tp_given: bool = True
+    """False when :func:`deployment` chose tp (:func:`choose_tp`)."""
+    tp_reason: str | None = field(default=None, compare=False)
+    """Why the chosen tp is not every GPU of a stage (None: tp was given, or it is)."""
     per_rank: ModelSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_deployment(self)
-        object.__setattr__(self, "per_rank", rank_model(self.model, self.tp))
+        try:
+            object.__setattr__(self, "per_rank", rank_model(self.model, self.tp))
+        except DeploymentError as exc:
+            raise DeploymentError(
+                exc.fields, exc.reason + self._tp_sizes_hint(), model_specific=True
+            ) from None
+
+    def _tp_sizes_hint(self) -> str:
+        per_stage = self.gpus.count // self.pp
+        sizes = [str(t) for t in tp_sizes(self.model, per_stage)]
+        listed = " or ".join([", ".join(sizes[:-1]), sizes[-1]] if len(sizes) > 1 else sizes)
+        stage = " per stage" if self.pp > 1 else ""
+        return f"; on {per_stage} GPUs{stage} use tp {listed}"
 
     # ------------------------------------------------------------------ layout
 
@@ -125,6 +142,31 @@ class Deployment:
     def replicas(self) -> int:
         """Data-parallel replicas: each holds the model on tp x pp GPUs with its own KV pool."""
         return self.gpus.count // self.gpus_per_replica
+
+    @property
+    def node_gpus(self) -> int | None:
+        """GPUs of one node's scale-up link (NVLink, Infinity Fabric); None: not known."""
+        return self.gpus.accelerator.node_gpus
+
+    @property
+    def tp_nodes(self) -> int | None:
+        """Nodes one tensor-parallel group spans (None: the node size is not known); above 1,
+        its all-reduces cross the inter-node network."""
+        node = self.node_gpus
+        return None if node is None else -(-self.tp // node)
+
+    @cached_property
+    def kv_heads(self) -> int | None:
+        """The fewest KV heads of a layer (None: no layer has KV heads: MLA, states)."""
+        heads = [h for m in self.model.mixer_pattern if (h := m.kv_head_count()) is not None]
+        return min(heads, default=None)
+
+    @property
+    def kv_head_copies(self) -> int | None:
+        """Ranks that hold each KV head: beyond tp = KV heads, every rank keeps one whole head
+        (vLLM ``max(1, kv_heads // tp)``), so tp / kv_heads ranks hold the same one."""
+        heads = self.kv_heads
+        return None if heads is None else max(1, self.tp // heads)
 
     @cached_property
     def stages(self) -> tuple[range, ...]:
@@ -309,10 +351,73 @@ def rank_model(model: ModelSpec, tp: int) -> ModelSpec:
 
 
 def default_tp(gpu_count: int, pp: int) -> int:
-    """Tensor parallelism when none is given: every GPU of the set, pp stages deep."""
+    """The GPUs of one pipeline stage: the largest tensor parallelism the set could take."""
     if pp < 1 or gpu_count % pp:
         raise DeploymentError(("pp",), f"{pp} does not divide the {gpu_count} GPUs")
     return gpu_count // pp
+
+
+def tp_sizes(model: ModelSpec, per_stage: int) -> list[int]:
+    """The tensor-parallel sizes, largest first, that divide the ``per_stage`` GPUs of a stage
+    and split every layer's heads (tp 1 always does); the GPUs left over serve as replicas."""
+    sizes = []
+    for tp in range(per_stage, 0, -1):
+        if per_stage % tp:
+            continue
+        try:
+            model.per_rank(tp)
+        except ParallelismError:
+            continue
+        sizes.append(tp)
+    return sizes
+
+
+class TpChoice(NamedTuple):
+    tp: int
+    reason: str | None
+    """Why not every GPU of a stage (None: it is)."""
+
+
+def choose_tp(
+    model: ModelSpec, gpus: GpuSet, pp: int, fits: Callable[[int], bool]
+) -> TpChoice:
+    """Tensor parallelism when none is given, as a practitioner lays a model out: the largest
+    size that splits the heads (:func:`tp_sizes`) within one node's scale-up link, the GPUs
+    left over as data-parallel replicas; if the weights do not fit there (``fits``: the KV
+    budget is positive), the fewest nodes that do; if none fits, the largest size."""
+    per_stage = default_tp(gpus.count, pp)
+    sizes = tp_sizes(model, per_stage) or [per_stage]
+    node = gpus.accelerator.node_gpus
+    local = [t for t in sizes if node is None or t <= node]
+    beyond = sorted(t for t in sizes if node is not None and t > node)
+    # Fewer GPUs per replica never hold less per GPU, so below the largest local size none fits.
+    tried = [*local[:1], *beyond]
+    tp = next((t for t in tried if fits(t)), None)
+    chosen = sizes[0] if tp is None else tp
+    return TpChoice(chosen, _tp_reason(model, per_stage, chosen, node, tp is not None))
+
+
+def _tp_reason(
+    model: ModelSpec, per_stage: int, tp: int, node: int | None, fitted: bool
+) -> str | None:
+    if node is not None and tp <= node < per_stage:
+        which = "" if tp == node else " that splits the heads"
+        return (
+            f"tp {per_stage} would span {-(-per_stage // node)} nodes of {node} GPUs; "
+            f"tp {tp} is the largest within one node{which}"
+        )
+    if fitted and node is not None and tp > node:
+        return (
+            f"the weights do not fit on one node of {node} GPUs; tp {tp} is the smallest "
+            "split across nodes that holds them"
+        )
+    if tp == per_stage:
+        return None
+    try:
+        model.per_rank(per_stage)
+    except ParallelismError as exc:
+        return f"{exc}; tp {tp} is the largest that does"
+    return None
 
 
 def deployment(
@@ -329,9 +434,9 @@ def deployment(
     **figures: int | None,
 ) -> Deployment:
     """Build a deployment from names and figures, filling in what a practitioner would assume:
-    tp over every GPU of a stage, weights as the checkpoint ships (:func:`checkpoint_precision`:
-    the model's released format unless ``weight_dtype`` overrides it), the KV cache and recurrent
-    states at the model's dtype. ``kv_dtype`` is a format name
+    tp as :func:`choose_tp` lays the model out (None: choose), weights as the checkpoint ships
+    (:func:`checkpoint_precision`: the model's released format unless ``weight_dtype`` overrides
+    it), the KV cache and recurrent states at the model's dtype. ``kv_dtype`` is a format name
     (:data:`~kvcalc.engine.kvformat.PRESETS`) or a built format. ``figures`` are the remaining
     :class:`Deployment` fields (``block_size``, ``kv_memory_bytes``, ...); None keeps a default."""
     from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
@@ -357,34 +462,26 @@ def deployment(
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None
     given = {k: v for k, v in figures.items() if v is not None}
-    return Deployment(
-        model=model,
-        gpus=gpus,
-        tp=tp if tp is not None else default_tp(gpus.count, pp),
-        pp=pp,
-        weights=weights,
-        cache=cache_format(model, kv),
-        gpu_util=None if gpu_util is None else as_fraction(gpu_util),
-        reserve=None if reserve is None else as_fraction(reserve),
-        eviction=eviction,
-        **given,
-    )
 
+    def build(tp: int, choice: TpChoice | None = None) -> Deployment:
+        return Deployment(
+            model=model,
+            gpus=gpus,
+            tp=tp,
+            pp=pp,
+            weights=weights,
+            cache=cache_format(model, kv),
+            gpu_util=None if gpu_util is None else as_fraction(gpu_util),
+            reserve=None if reserve is None else as_fraction(reserve),
+            eviction=eviction,
+            tp_given=choice is None,
+            tp_reason=None if choice is None else choice.reason,
+            **given,
+        )
 
-def largest_tp(model: ModelSpec, gpu_count: int, pp: int) -> int | None:
-    """The largest tensor-parallel size a replica of ``model`` can take on ``gpu_count`` GPUs
-    in ``pp`` stages (the rest become data-parallel replicas), or None when none can: a model
-    whose heads tp 8 does not split (Falcon-7B's 71 query heads) still serves on 8 GPUs as
-    8 replicas of tp 1, as engines run it."""
-    if pp < 1 or gpu_count % pp or pp > model.num_layers:
-        return None
-    per_stage = gpu_count // pp
-    for tp in range(per_stage, 0, -1):
-        if per_stage % tp:
-            continue
-        try:
-            model.per_rank(tp)
-        except ParallelismError:
-            continue
-        return tp
-    return None
+    if tp is not None:
+        return build(tp)
+    if pp > model.num_layers:
+        build(default_tp(gpus.count, pp))  # refused for its layers before any split is tried
+    choice = choose_tp(model, gpus, pp, lambda t: min(build(t).kv_budget_per_stage) > 0)
+    return build(choice.tp, choice)

@@ -93,6 +93,10 @@ class Accelerator:
     """The nvidia-smi ``memory.total``, where known: SGLang sizes its default memory share from it
     (``get_nvgpu_memory_capacity``), not from the CUDA total in ``memory_bytes``."""
     tdp_watts: int | None = None
+    node_gpus: int | None = None
+    """GPUs one scale-up link joins (an HGX board's 8 over NVSwitch, an NVL72 rack's 72): a
+    tensor-parallel group larger than this crosses the slower inter-node network. None: not in
+    the registry (no node rule applies)."""
     efficiency: Efficiency | None = None
     """Measured decode efficiency of the part's family; None: none is in the registry."""
 
@@ -114,6 +118,8 @@ class Accelerator:
         rates = {d: self.dense_flops.get(d) for d in COMPUTE_DTYPES}
         if any(r is not None and r <= 0 for r in rates.values()):
             raise ValueError(f"{self.id}: dense_flops must be positive or None")
+        if self.node_gpus is not None and self.node_gpus < 1:
+            raise ValueError(f"{self.id}: node_gpus must be positive or None")
         object.__setattr__(self, "dense_flops", MappingProxyType(rates))
 
     def dense_flops_for(self, dtype: str) -> int | None:

@@ -148,7 +148,7 @@ class DecodeEfficiency(_Strict):
 Status = Literal["verified", "partial", "unverified"]
 
 _TOP_FIELDS = (
-    "memory", "bandwidth_tbps", "dense_tflops", "interconnect", "pcie", "tdp_w",
+    "memory", "bandwidth_tbps", "dense_tflops", "interconnect", "pcie", "tdp_w", "node_gpus",
 )
 
 
@@ -173,6 +173,11 @@ class GpuFile(_Strict):
     interconnect: Link | None = None
     pcie: Pcie | None = None
     tdp_w: PosInt | None = None
+    node_gpus: Annotated[int, Field(gt=0, le=4096, strict=True)] | None = Field(
+        None,
+        description="GPUs one scale-up link joins in the usual system (an HGX or OAM board's 8, "
+        "an NVL72 rack's 72); a tensor-parallel group beyond it crosses the inter-node network",
+    )
     efficiency: DecodeEfficiency | None = None
 
     @model_validator(mode="after")
@@ -213,6 +218,7 @@ class GpuFile(_Strict):
             if self.memory.nvidia_smi_mib
             else None,
             tdp_watts=self.tdp_w,
+            node_gpus=self.node_gpus,
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
         )
 

@@ -19,6 +19,7 @@ from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_ti
 from kvcalc.render.hint import fit_hint
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
 
@@ -48,6 +49,7 @@ def deployment_payload(dep: Deployment) -> dict[str, Any]:
         "kv_bits_per_value": kv_bits_per_value(dep),
         "weight_dtype": precision_name(dep.weights),
         "block_size": dep.block_size,
+        **layout_payload(dep),
     }
 
 
@@ -92,6 +94,7 @@ def capacity_lines(cap: Capacity) -> list[str]:
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: tp {dep.tp}, pp {dep.pp}{dp}; "
         f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, "
         f"blocks of {dep.block_size} tokens{eviction_title(dep.eviction)}",
+        *layout_notes(dep),
         f"memory per GPU:     {exact_and_units(dep.memory_bytes_per_gpu)}",
         f"usable per GPU:     {exact_and_units(dep.usable_bytes_per_gpu)}",
         f"weights per GPU:    {exact_and_units(cap.weights_bytes_per_gpu)}",
@@ -187,6 +190,7 @@ def registry_row(
         "layout": layout,
         "tp": cap.deployment.tp,
         "pp": cap.deployment.pp,
+        **layout_payload(cap.deployment),
         "weights_bytes_per_gpu": cap.weights_bytes_per_gpu,
         "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "kv_tokens_capacity": cap.kv_tokens_capacity,
@@ -371,6 +375,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         "kv_bits_per_value": kv_bits_per_value(dep),
         "block_size": dep.block_size,
         "max_num_batched_tokens": dep.max_num_batched_tokens,
+        **layout_payload(dep),
     }
     per_length = [vllm_payload(r) for r in results]
     first = per_length[0]
@@ -391,7 +396,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         payload=payload,
         records=records,
         fields=VLLM_FIELDS,
-        lines=[header, *(line for r in results for line in vllm_lines(r))],
+        lines=[header, *layout_notes(dep), *(line for r in results for line in vllm_lines(r))],
         exit_code=1 if too_small else 0,
         warnings=max_context_warnings(dep.model, lengths),
     )

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.compare import reduction, token_passes_with_cache, token_passes_without_cache
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
 
@@ -57,6 +59,8 @@ class CompareRow:
     tpot_seconds: float | None = None
     reason: str | None = None
     """Why no sequence fits on the GPUs."""
+    deployment: Deployment | None = field(default=None, compare=False)
+    """The row's deployment (None without --gpus, or for the row without a cache)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ def model_payload(comparison: ModelComparison, no_cache: NoCache | None) -> dict
     return {
         "model": comparison.model.id,
         "name": comparison.model.name,
+        **_layout(comparison.baseline.deployment),
         "rows": [row_payload(r, comparison.baseline, no_cache) for r in comparison.rows],
         "skipped": [{"technique": n, "reason": why} for n, why in comparison.skipped],
     }
@@ -154,8 +159,15 @@ def compare_title(model: ModelSpec, context: int, gpus: GpuSet | None) -> str:
     return f"{model.name} ({model.id}): KV-cache techniques at {context:,} tokens{where}"
 
 
+def _layout(dep: Deployment | None) -> dict[str, Any]:
+    """The layout every row of a model shares (the baseline's); nothing without GPUs."""
+    return {} if dep is None else {"tp": dep.tp, "pp": dep.pp, **layout_payload(dep)}
+
+
 def compare_notes(comparison: ModelComparison, no_cache: NoCache | None) -> list[str]:
-    notes = [f"{name}: left out, {why}" for name, why in comparison.skipped]
+    dep = comparison.baseline.deployment
+    notes = [] if dep is None else layout_notes(dep)
+    notes += [f"{name}: left out, {why}" for name, why in comparison.skipped]
     notes += [f"{r.technique}: does not fit, {r.reason}" for r in comparison.rows if r.reason]
     if no_cache is not None:
         notes.append(

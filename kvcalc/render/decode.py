@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Column, Report, Section, ms, number, text
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def decode_payload(
         "gpus": str(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
+        **layout_payload(dep),
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": kv_bits_per_value(dep),
@@ -203,13 +205,16 @@ def decode_report(
         if unknown_link
         else []
     )
+    if (dep.tp_nodes or 1) > 1 and not unknown_link:
+        # latency.py times every all-reduce at the in-node link: across nodes it is a bound.
+        notes.append("all-reduce ms: at the in-node link speed; across nodes they take longer")
     sections = (
         [
             Section(
                 decode_title(dep, mbu, engine),
                 COLUMNS,
                 records,
-                notes=eviction_notes(dep.eviction),
+                notes=[*layout_notes(dep), *eviction_notes(dep.eviction)],
             ),
             Section(estimate_title(dep), ESTIMATE, records, notes=notes),
             Section(

@@ -13,6 +13,7 @@ from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.offload import TierFit, prefill_flops_per_second
 from kvcalc.engine.units import GB
 from kvcalc.engine.weights import precision_name
+from kvcalc.render.layout import layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
@@ -59,6 +60,7 @@ def offload_payload(cap: Capacity, fits: list[TierFit]) -> dict[str, Any]:
         "gpus": str(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
+        **layout_payload(dep),
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "context_tokens": context,
@@ -110,6 +112,7 @@ def offload_title(cap: Capacity) -> str:
 
 def offload_notes(payload: dict[str, Any]) -> list[str]:
     notes = [
+        *payload["layout_notes"],
         f"prefix: {payload['prefix_bytes']:,} B of KV; prefill {payload['prefill_flops']:,} "
         "FLOPs (2 x weights x tokens + causal attention)"
     ]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Report
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ def sglang_payload(
         "gpus": str(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
+        **layout_payload(dep),
         "engine": "sglang",
         "sglang_version": str(result.version),
         "kv_dtype": dep.kv_dtype.name,
@@ -108,6 +110,7 @@ def sglang_lines(
     lines = [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "
         f"tp {dep.tp}, pp {dep.pp}, KV {kv_label(dep)}",
+        *layout_notes(dep),
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
         f"Load weight begin. avail mem={_gib(memory.free_before_load_bytes)}"
         f"{_source(memory, 'free_before_load')}",

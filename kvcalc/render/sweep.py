@@ -16,6 +16,7 @@ from kvcalc.engine.weights import precision_name
 from kvcalc.render.batch import deployment_setup
 from kvcalc.render.chart import Chart
 from kvcalc.render.kvformat import kv_label
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Record, Report, Section, gib, ms, number
 from kvcalc.render.warnings import max_context_warnings
 
@@ -51,6 +52,7 @@ def point_payload(point: SweepPoint) -> dict[str, Any]:
 def series_payload(result: Sweep, setup: dict[str, Any]) -> dict[str, Any]:
     return {
         **setup,
+        **layout_payload(result.deployment),
         "fits": any(p.fits for p in result.points),
         "reason": result.reason,
         "points": [point_payload(p) for p in result.points],
@@ -89,7 +91,7 @@ NOT_TIMED = (
 
 
 def section(result: Sweep, records: Sequence[Record]) -> Section:
-    notes = []
+    notes = layout_notes(result.deployment)
     if result.reason:
         notes.append(f"does not fit: {result.reason}")
     elif any(not r["fits"] for r in records):

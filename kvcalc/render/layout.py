@@ -1,0 +1,75 @@
+"""How a deployment is laid out over its GPUs, in the same words and JSON keys for every command:
+the split, why the default tp is what it is, a tensor-parallel group across nodes, and KV heads
+replicated over more ranks than there are heads.
+
+JSON keys (merged into each command's deployment object): ``replicas``, ``tp_given`` (false:
+kvcalc chose tp), ``tp_reason`` (why the chosen tp is not every GPU of a stage, or null),
+``node_gpus`` (GPUs of one node's scale-up link, null when the registry has none), ``tp_nodes``
+(nodes one tensor-parallel group spans), ``kv_heads`` (the fewest KV heads of a layer, null
+without KV heads), ``kv_head_copies`` (ranks holding each KV head) and ``layout_notes`` (the
+notes the text output prints).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+
+
+def split_label(dep: Deployment) -> str:
+    """``tp 4 x 2 replicas``, ``tp 4 x pp 2``, ``tp 8``."""
+    parts = [f"tp {dep.tp}", *([f"pp {dep.pp}"] if dep.pp > 1 else [])]
+    replicas = [f"{dep.replicas} replicas"] if dep.replicas > 1 else []
+    return " x ".join([*parts, *replicas])
+
+
+def node_note(dep: Deployment) -> str | None:
+    nodes = dep.tp_nodes
+    if nodes is None or nodes < 2:
+        return None
+    link = dep.gpus.accelerator.interconnect or "in-node link"
+    return (
+        f"tp {dep.tp} spans {nodes} nodes of {dep.node_gpus} GPUs: its all-reduces cross the "
+        f"inter-node network, slower than the {link} within a node"
+    )
+
+
+def replication_note(dep: Deployment) -> str | None:
+    copies, heads = dep.kv_head_copies, dep.kv_heads
+    if copies is None or heads is None or copies < 2:
+        return None
+    return (
+        f"tp {dep.tp} over {heads} KV heads: each KV head is replicated on {copies} ranks, "
+        f"so the KV cache per GPU stops shrinking beyond tp {heads}"
+    )
+
+
+def layout_notes(dep: Deployment) -> list[str]:
+    """What the text output says about the layout (nothing for a plain one)."""
+    chosen = f"layout {split_label(dep)}: {dep.tp_reason}" if dep.tp_reason else None
+    return [n for n in (chosen, node_note(dep), replication_note(dep)) if n]
+
+
+def layout_note(dep: Deployment) -> str | None:
+    """One table row's layout note (the whole-registry `batch`): the split when it is not the
+    plain one, and a group across nodes; None when there is nothing to say."""
+    parts = [
+        *([f"{split_label(dep)} ({dep.tp_reason})"] if dep.tp_reason else []),
+        *([n] if (n := node_note(dep)) else []),
+    ]
+    return "; ".join(parts) or None
+
+
+def layout_payload(dep: Deployment) -> dict[str, Any]:
+    return {
+        "replicas": dep.replicas,
+        "tp_given": dep.tp_given,
+        "tp_reason": dep.tp_reason,
+        "node_gpus": dep.node_gpus,
+        "tp_nodes": dep.tp_nodes,
+        "kv_heads": dep.kv_heads,
+        "kv_head_copies": dep.kv_head_copies,
+        "layout_notes": layout_notes(dep),
+    }
