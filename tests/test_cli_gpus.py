@@ -27,6 +27,7 @@ JSON_KEYS = {
     "interconnect_bytes_per_s",
     "pcie_bytes_per_s",
     "tdp_w",
+    "node_gpus",
     "efficiency",
     "status",
     "unverified",

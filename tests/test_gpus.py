@@ -196,6 +196,16 @@ def test_other_goldens() -> None:
 # ---------------------------------------------------------------- aliases and lookup
 
 
+def test_node_sizes_are_the_scale_up_domains() -> None:
+    # HGX and OAM boards join 8 GPUs over NVSwitch / Infinity Fabric; NVL72 racks join 72.
+    for gpu in ("h100-sxm", "h200", "h800", "h20", "a100-sxm-80gb", "b200", "mi300x", "mi355x"):
+        assert acc(gpu).node_gpus == 8
+    assert acc("gb200").node_gpus == acc("gb300").node_gpus == 72
+    # PCIe and bridged parts have no one node size: no node rule applies to them.
+    for gpu in ("h100-pcie", "l40s", "rtx-4090"):
+        assert acc(gpu).node_gpus is None
+
+
 @pytest.mark.parametrize(
     ("name", "gpu_id"),
     [
@@ -312,6 +322,7 @@ def test_accelerator_fills_missing_dtypes_with_none_and_is_read_only() -> None:
         {"bandwidth_bytes_per_s": -1},
         {"dense_flops": {"int8": TB}},
         {"dense_flops": {"bf16": 0}},
+        {"node_gpus": 0},
     ],
 )
 def test_accelerator_rejects_bad_values(changes: dict[str, Any]) -> None:

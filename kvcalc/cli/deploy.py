@@ -190,7 +190,13 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     "gpus": (str, typer.Option(..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100, 4xMI300X, h200")),
     "tp": (
         int | None,
-        typer.Option(None, "--tp", min=1, max=4096, help="tensor parallel [default: GPUs/pp]"),
+        typer.Option(
+            None,
+            "--tp",
+            min=1,
+            max=4096,
+            help="tensor parallel [default: the largest that splits the heads in one node]",
+        ),
     ),
     "pp": (int, typer.Option(1, "--pp", min=1, max=1024, help="pipeline parallel stages")),
     "gpu_util": (

@@ -105,7 +105,7 @@ class Deployment:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     eviction: Eviction = KEEP_ALL
     """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
-    tp_given: bool = True
+    tp_given: bool = field(default=True, compare=False)
     """False when :func:`deployment` chose tp (:func:`choose_tp`)."""
     tp_reason: str | None = field(default=None, compare=False)
     """Why the chosen tp is not every GPU of a stage (None: tp was given, or it is)."""

@@ -42,6 +42,7 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
         "interconnect_bytes_per_s": acc.interconnect_bytes_per_s,
         "pcie_bytes_per_s": acc.pcie_bytes_per_s,
         "tdp_w": gpu.tdp_w,
+        "node_gpus": gpu.node_gpus,
         "efficiency": efficiency_row(gpu),
         "status": gpu.status,
         "unverified": list(gpu.unverified),
