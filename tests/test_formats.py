@@ -47,6 +47,9 @@ COMMANDS = [
     ["decode", "llama3-70b", "--gpus", "8xH100", "--as", "mha", "--kv-dtype", "kivi2"],
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--kv-dtype", "nvfp4"],
     ["decode", "qwen3-next-80b-a3b", "--gpus", "4xH100", "--ctx", "1m", "--batch", "100000"],
+    # The layout notes: tp chosen for the heads; tp across nodes over replicated KV heads.
+    ["batch", "qwen2.5-7b", "--gpus", "8xH100", "--engine", "vllm", "--ctx", "8k"],
+    ["decode", "llama3-70b", "--gpus", "16xH100", "--tp", "16", "--ctx", "8k"],
     ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--gpus", "4xH100", "--ctx",
      "4k..1m"],
     ["sweep", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,128k", "--batch", "1..64:4"],

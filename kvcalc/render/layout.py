@@ -4,10 +4,10 @@ replicated over more ranks than there are heads.
 
 JSON keys (merged into each command's deployment object): ``replicas``, ``tp_given`` (false:
 kvcalc chose tp), ``tp_reason`` (why the chosen tp is not every GPU of a stage, or null),
-``node_gpus`` (GPUs of one node's scale-up link, null when the registry has none), ``tp_nodes``
-(nodes one tensor-parallel group spans), ``kv_heads`` (the fewest KV heads of a layer, null
-without KV heads), ``kv_head_copies`` (ranks holding each KV head) and ``layout_notes`` (the
-notes the text output prints).
+``tp_nodes`` (nodes one tensor-parallel group spans; null when the registry has no node size
+for the GPU), ``kv_head_copies`` (ranks holding each KV head; null without KV heads) and
+``layout_notes`` (the notes the text output prints). Only figures the text shows are keys: the
+node size and the heads are in `kvcalc gpus` and `kvcalc models`.
 """
 
 from __future__ import annotations
@@ -67,9 +67,7 @@ def layout_payload(dep: Deployment) -> dict[str, Any]:
         "replicas": dep.replicas,
         "tp_given": dep.tp_given,
         "tp_reason": dep.tp_reason,
-        "node_gpus": dep.node_gpus,
         "tp_nodes": dep.tp_nodes,
-        "kv_heads": dep.kv_heads,
         "kv_head_copies": dep.kv_head_copies,
         "layout_notes": layout_notes(dep),
     }
