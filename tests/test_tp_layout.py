@@ -92,8 +92,8 @@ def test_an_explicit_tp_that_does_not_split_names_the_sizes_that_do() -> None:
     with pytest.raises(DeploymentError) as info:
         dep("qwen2.5-7b", "8xH100", tp=8)
     assert info.value.model_specific
-    assert info.value.reason == (
-        "tensor parallel size 8 does not divide the 28 query heads; on 8 GPUs use tp 4, 2 or 1"
+    assert info.value.worded(str) == str(info.value) == (
+        "tp: tensor parallel size 8 does not divide the 28 query heads; on 8 GPUs use tp 4, 2 or 1"
     )
     with pytest.raises(DeploymentError, match="on 8 GPUs per stage use tp 4, 2 or 1"):
         dep("qwen2.5-7b", "16xH100", tp=8, pp=2)

@@ -60,6 +60,29 @@ class DeploymentError(ValueError):
         return f"{' and '.join(name(f) for f in self.fields)}: {self.reason}"
 
 
+class TpSplitError(DeploymentError):
+    """A tp the heads do not split. Its wording names the sizes that do on these GPUs, found only
+    when it is worded: a planner trying every split discards thousands of these unread."""
+
+    def __init__(self, reason: str, model: ModelSpec, per_stage: int, pp: int) -> None:
+        super().__init__(("tp",), reason, model_specific=True)
+        self.model = model
+        self.per_stage = per_stage
+        self.pp = pp
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return super().worded(name) + self.sizes_hint()
+
+    def __str__(self) -> str:
+        return super().__str__() + self.sizes_hint()
+
+    def sizes_hint(self) -> str:
+        sizes = [str(t) for t in tp_sizes(self.model, self.per_stage)]
+        listed = " or ".join([", ".join(sizes[:-1]), sizes[-1]] if len(sizes) > 1 else sizes)
+        stage = " per stage" if self.pp > 1 else ""
+        return f"; on {self.per_stage} GPUs{stage} use tp {listed}"
+
+
 def usable_bytes(memory_bytes: int, share: Fraction) -> int:
     """The memory an engine may use on one GPU: ``ceil(memory x share)``, as vLLM rounds its
     requested memory (``requested_memory``). Exact: ``share`` is a Fraction, so 80 GB x 0.9 is
@@ -116,16 +139,8 @@ class Deployment:
         try:
             object.__setattr__(self, "per_rank", rank_model(self.model, self.tp))
         except DeploymentError as exc:
-            raise DeploymentError(
-                exc.fields, exc.reason + self._tp_sizes_hint(), model_specific=True
-            ) from None
-
-    def _tp_sizes_hint(self) -> str:
-        per_stage = self.gpus.count // self.pp
-        sizes = [str(t) for t in tp_sizes(self.model, per_stage)]
-        listed = " or ".join([", ".join(sizes[:-1]), sizes[-1]] if len(sizes) > 1 else sizes)
-        stage = " per stage" if self.pp > 1 else ""
-        return f"; on {per_stage} GPUs{stage} use tp {listed}"
+            per_stage = self.gpus.count // self.pp
+            raise TpSplitError(exc.reason, self.model, per_stage, self.pp) from None
 
     # ------------------------------------------------------------------ layout
 
