@@ -388,6 +388,8 @@ def tp_sizes(model: ModelSpec, per_stage: int) -> list[int]:
 
 
 class TpChoice(NamedTuple):
+    """The tensor-parallel size :func:`choose_tp` takes, and why."""
+
     tp: int
     reason: str | None
     """Why not every GPU of a stage (None: it is)."""
@@ -405,7 +407,8 @@ def choose_tp(
     node = gpus.accelerator.node_gpus
     local = [t for t in sizes if node is None or t <= node]
     beyond = sorted(t for t in sizes if node is not None and t > node)
-    # Fewer GPUs per replica never hold less per GPU, so below the largest local size none fits.
+    # A smaller tp holds at least as much on each GPU: if the largest local size does not fit,
+    # no smaller one does.
     tried = [*local[:1], *beyond]
     tp = next((t for t in tried if fits(t)), None)
     chosen = sizes[0] if tp is None else tp
