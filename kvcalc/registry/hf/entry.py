@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from kvcalc.registry.schema import Architecture
 
 UNREVIEWED = "unreviewed"
+#: How an ``unverified`` line about a family default the config.json left out starts.
+ASSUMED = "architecture: "
 PARAMS_STATED = "UNVERIFIED: config.json states no parameter count; take it from the model card"
 NOTES = (
     "Written by `kvcalc import-hf` from the config.json under source. Review it against the "
@@ -108,7 +110,10 @@ def registry_entry(
         "hf_repo": origin.hf_repo,
         "aliases": [],
         "verification": UNREVIEWED,
-        "unverified": ["params: config.json states no parameter count"],
+        "unverified": [
+            "params: config.json states no parameter count",
+            *(f"{ASSUMED}{w.removeprefix(f'{imported.path}: ')}" for w in imported.assumed),
+        ],
         "source": [origin.source],
         "notes": NOTES,
         "dtype": imported.dtype,
@@ -169,4 +174,14 @@ def registry_clashes(entry: dict[str, Any]) -> list[str]:
         f"warning: {' and '.join(names)} already name registry model {owner.stem} ({owner}); "
         "give --name, or edit that file instead"
         for owner, names in owners.items()
+    ]
+
+
+def assumed_warnings(entry: dict[str, Any]) -> list[str]:
+    """A warning for each family default the entry's architecture rests on (its ``unverified``
+    lines about the architecture): the config.json did not state them."""
+    return [
+        f"warning: {entry['id']}: {line.removeprefix(ASSUMED)}; check it against the model card"
+        for line in entry["unverified"]
+        if line.startswith(ASSUMED)
     ]
