@@ -61,7 +61,10 @@ def import_entry(
             )
         if hf_repo is not None:
             raise RegistryError("--hf-repo: only for a config.json path; a repo id names its repo")
-        found = hub_config(config_or_id)
+        try:
+            found = hub_config(config_or_id)
+        except HubError as exc:
+            raise HubError(f"{exc}{variant_hint(config_or_id)}") from None
         imported = import_hf_config(found.path)
         origin = ImportOrigin(found.repo.repo, found.source_url())
     repo_name = origin.hf_repo.split("/", 1)[1]
@@ -185,3 +188,20 @@ def assumed_warnings(entry: dict[str, Any]) -> list[str]:
         for line in entry["unverified"]
         if line.startswith(ASSUMED)
     ]
+
+
+def variant_hint(repo: str) -> str:
+    """For a repo the registry resolves as a published variant: that the other commands size it
+    offline from the registry entry (empty otherwise)."""
+    from kvcalc.registry.load import find_model_variant
+
+    try:
+        variant = find_model_variant(repo)
+    except RegistryError:
+        return ""
+    if variant is None:
+        return ""
+    return (
+        f" (the other commands size {repo} offline as registry model {variant.path.stem}, "
+        f"e.g. `kvcalc size {repo}`)"
+    )
