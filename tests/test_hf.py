@@ -22,8 +22,7 @@ from kvcalc.engine import spec
 from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
 from kvcalc.engine.units import dtype
 from kvcalc.engine.weights import param_counts, rotary_caches
-from kvcalc.registry.hf import DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
-from kvcalc.registry.hf.importer import SHAPE_FIELDS
+from kvcalc.registry.hf import ADAPTERS, DEFAULTS, SUPPORTED_MODEL_TYPES, load_hf_config
 from kvcalc.registry.load import RegistryError, resolve_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -234,12 +233,15 @@ def test_granite_defaults_auto_head_dim_and_all_mamba(tmp_path: Path) -> None:
     assert model.mixer_at(0).head_dim == 64
 
 
-def test_deepseek_v32_indexer_defaults(tmp_path: Path) -> None:
-    data = {k: v for k, v in fixture_data("deepseek-v3.2-exp").items() if not k.startswith("index")}
-    model = load_hf_config(write_config(tmp_path, data))
-    assert layers(model) == layers(load_hf_config(FIXTURES / "deepseek-v3.2-exp"))
+def test_deepseek_v32_indexer_keys_are_read_not_assumed(tmp_path: Path) -> None:
+    model = load_hf_config(FIXTURES / "deepseek-v3.2-exp")
     mla = model.mixer_at(0)
     assert (mla.index_heads, mla.index_head_dim, mla.index_topk) == (64, 128, 2048)
+    # A top-level config that leaves them out is no checkpoint's: refused, not sized with
+    # DeepseekV32Config's defaults.
+    data = {k: v for k, v in fixture_data("deepseek-v3.2-exp").items() if not k.startswith("index")}
+    with pytest.raises(RegistryError, match=r"index_n_heads, index_head_dim, index_topk: missing"):
+        load_hf_config(write_config(tmp_path, data))
 
 
 def test_qwen3_moe_mlp_only_layers_prefix_becomes_dense(tmp_path: Path) -> None:
@@ -281,7 +283,8 @@ def test_dtype_key_of_newer_transformers(tmp_path: Path) -> None:
 
 def test_text_config_nesting_equals_the_flat_text_model(tmp_path: Path) -> None:
     nested = fixture_data("llama4-maverick")
-    flat = dict(nested["text_config"])
+    # Flat, the file states what the nested text_config leaves to Llama4TextConfig's default.
+    flat = dict(nested["text_config"]) | {"no_rope_layer_interval": 4}
     wrapped = load_hf_config(FIXTURES / "llama4-maverick")
     assert layers(load_hf_config(write_config(tmp_path, flat))) == layers(wrapped)
 
@@ -420,10 +423,14 @@ def test_dropping_keys_equal_to_their_default_changes_nothing(
     model_type = "gemma3_text" if config["model_type"] == "gemma3" else text["model_type"]
     defaults = DEFAULTS.get({"llama4": "llama4_text"}.get(model_type, model_type), {})
     # save_pretrained writes every top-level key a config class adds; it may omit only those
-    # of a nested text_config (and one stating no shape field at all is refused).
-    kept = set(SHAPE_FIELDS) if text is config else set()
+    # of a nested text_config, and at the top level the defaults the family documents (others
+    # are refused, test_hf_adapters).
+    top_level = text is config
+    documented = ADAPTERS[model_type].config_class.documented_defaults if top_level else set()
     redundant = sorted(
-        k for k, v in text.items() if k in defaults and defaults[k] == v and k not in kept
+        k
+        for k, v in text.items()
+        if k in defaults and defaults[k] == v and (not top_level or k in documented)
     )
     drop = data.draw(
         st.lists(st.sampled_from(redundant), unique=True) if redundant else st.just([])

@@ -69,23 +69,55 @@ def test_a_config_with_no_shape_field_is_refused(tmp_path: Path, model_type: str
 
 
 @pytest.mark.parametrize("model_type", sorted(t for t in ADAPTERS if t != "deepseek_v2"))
-def test_defaults_fill_what_a_config_leaves_out(tmp_path: Path, model_type: str) -> None:
-    model = load_hf_config(write_config(tmp_path, shape_of(model_type)))
-    defaults = DEFAULTS[model_type]
-    assert model.vocab_size == defaults["vocab_size"]
-    assert model.max_context == defaults["max_position_embeddings"]
-    assert model.default_dtype == "bf16"  # no dtype stated
+def test_a_default_no_family_documents_is_refused_not_assumed(
+    tmp_path: Path, model_type: str
+) -> None:
+    # The shape fields alone were sized with the class defaults for the rest (LlamaConfig's
+    # 32000 vocab and 11008 intermediate: Llama-7B's), silently.
+    message = error_of(write_config(tmp_path, shape_of(model_type)))
+    assert "missing required field" in message and "will not assume" in message
+    assert ADAPTERS[model_type].config_class.__name__ in message
 
 
-def test_one_shape_field_is_enough_to_take_the_defaults(tmp_path: Path) -> None:
-    model = load_hf_config(write_config(tmp_path, {"model_type": "llama", "num_hidden_layers": 40}))
-    assert model.num_layers == 40
-    assert model.hidden_size == DEFAULTS["llama"]["hidden_size"]
+def test_every_missing_field_a_formula_reads_is_named_with_its_default(tmp_path: Path) -> None:
+    data = fixture_data("llama3-70b")
+    for key in ("num_hidden_layers", "vocab_size"):
+        del data[key]
+    message = error_of(write_config(tmp_path, data))
+    assert "num_hidden_layers, vocab_size: missing required fields" in message
+    assert "LlamaConfig's defaults (32, 32000)" in message
+
+
+def test_a_missing_key_no_formula_reads_is_not_refused(tmp_path: Path) -> None:
+    # head_dim absent is a rule (hidden_size / heads), not a default: Llama-3-70B states none.
+    data = fixture_data("llama3-70b")
+    assert "head_dim" not in data
+    model = load_hf_config(write_config(tmp_path, data))
+    assert model.mixer_at(0).head_dim_k == 128 and model.assumed == ()
+
+
+def test_a_documented_default_is_taken_with_a_warning_naming_it(tmp_path: Path) -> None:
+    # tie_word_embeddings is a base-config key save_pretrained drops when it is true.
+    data = {k: v for k, v in fixture_data("qwen3-8b").items() if k != "tie_word_embeddings"}
+    model = load_hf_config(write_config(tmp_path, data))
+    assert model.tied_embeddings is DEFAULTS["qwen3"]["tie_word_embeddings"]
+    (warning,) = model.assumed
+    assert "states no tie_word_embeddings; took Qwen3Config's default" in warning
+    assert "tie_word_embeddings false" in warning
+
+
+def test_a_config_stating_some_shape_fields_is_refused_for_the_others(tmp_path: Path) -> None:
+    message = error_of(write_config(tmp_path, {"model_type": "llama", "num_hidden_layers": 40}))
+    assert "num_attention_heads, hidden_size, vocab_size" in message
+    assert "missing required fields" in message
 
 
 def test_falcon_shape_fields_count_under_their_old_names(tmp_path: Path) -> None:
-    model = load_hf_config(write_config(tmp_path, {"model_type": "falcon", "n_layer": 7}))
-    assert model.num_layers == 7
+    data = fixture_data("falcon-7b")
+    data["n_layer"] = data.pop("num_hidden_layers")
+    assert load_hf_config(write_config(tmp_path, data)).layers == load_hf_config(
+        FIXTURES / "falcon-7b"
+    ).layers
 
 
 def test_deepseek_v2_defaults_leave_the_router_unset(tmp_path: Path) -> None:

@@ -213,3 +213,41 @@ def test_a_format_without_a_registry_form_is_refused(runner: CliRunner, tmp_path
     assert result.exit_code == 2
     assert "has no registry weights: form" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_config_missing_a_field_the_formulas_read_is_refused(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # It was written as num_layers: 32 (LlamaConfig's default) as if the file said so.
+    data = json.loads((FIXTURES / "hf" / "llama3-70b" / "config.json").read_text())
+    del data["num_hidden_layers"]
+    path = tmp_path / "m" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    for args in (["import-hf", str(path), "--hf-repo", "org/M"], ["size", str(path)]):
+        usage_error(
+            runner.invoke(app, args), "num_hidden_layers: missing required field", "(32)"
+        )
+
+
+def test_a_documented_default_is_listed_as_unverified_and_warned(runner: CliRunner) -> None:
+    result = import_hf(runner, str(FIXTURES / "hf" / "gemma3-27b"), "--hf-repo", "org/G",
+                       "--name", "g")
+    assert result.exit_code == 0, result.output
+    unverified = yaml.safe_load(result.stdout)["unverified"]
+    assumed = [line for line in unverified if line.startswith("architecture: ")]
+    assert len(assumed) == 1 and "vocab_size 262208" in assumed[0]
+    assert "text_config states no max_position_embeddings, sliding_window_pattern" in assumed[0]
+    warning = [line for line in result.stderr.splitlines() if "vocab_size 262208" in line]
+    assert len(warning) == 1 and warning[0].startswith("warning: g: text_config states no")
+
+
+def test_every_command_warns_of_the_defaults_an_answer_rests_on(runner: CliRunner) -> None:
+    config = str(FIXTURES / "hf" / "falcon-7b")
+    result = runner.invoke(app, ["batch", config, "--gpus", "1xH100", "--ctx", "2k",
+                                 "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert "states no tie_word_embeddings, max_position_embeddings" in warning
+    assert "FalconConfig's defaults" in warning
+    assert f"warning: {warning}" in result.stderr.splitlines()

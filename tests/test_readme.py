@@ -17,17 +17,21 @@ import pytest
 from typer.testing import CliRunner
 
 README = Path(__file__).parent.parent / "README.md"
-BLOCK = re.compile(r"```console\n\$ (kvcalc [^\n]*)\n(.*?)```", re.DOTALL)
+#: A command may start with environment assignments (``HF_HUB_CACHE=tests/fixtures/hub kvcalc``).
+BLOCK = re.compile(r"```console\n\$ ((?:[A-Z_]+=\S+ )*kvcalc [^\n]*)\n(.*?)```", re.DOTALL)
 
 
 #: The environment of every example, set for the one run and restored after it (CliRunner's
 #: ``env``; None removes a variable), so neither the caller's shell nor other tests change it.
-#: Hugging Face repo ids resolve offline from the fixture hub cache (Qwen/Qwen2.5-7B-Instruct).
+#: A fresh install: an empty Hugging Face cache (under a home that does not exist) and no
+#: downloads; an example that reads a cache names it (``HF_HUB_CACHE=tests/fixtures/hub``).
 EXAMPLE_ENV: dict[str, str | None] = {
     "NO_COLOR": "1",
     "COLUMNS": "160",
     "KVCALC_REGISTRY": None,
-    "HF_HUB_CACHE": str(Path(__file__).parent / "fixtures" / "hub"),
+    "HF_HOME": "/home/you/.cache/huggingface",
+    "HF_HUB_CACHE": None,
+    "HUGGINGFACE_HUB_CACHE": None,
     "HF_HUB_OFFLINE": "1",
     "HF_TOKEN": None,
 }
@@ -36,7 +40,10 @@ EXAMPLE_ENV: dict[str, str | None] = {
 def run_example(command: str) -> tuple[str, int]:
     from kvcalc.cli.app import app
 
-    result = CliRunner().invoke(app, shlex.split(command)[1:], env=EXAMPLE_ENV)
+    words = shlex.split(command)
+    start = words.index("kvcalc")
+    env = EXAMPLE_ENV | dict(word.split("=", 1) for word in words[:start])
+    result = CliRunner().invoke(app, words[start + 1 :], env=env)
     # Trailing spaces (rich pads table titles) are dropped so editors cannot break the README.
     text = "\n".join(line.rstrip() for line in (result.stdout + result.stderr).splitlines())
     return text + "\n", result.exit_code

@@ -443,10 +443,16 @@ def one_length(text: str, option: str, example: str = "32k") -> int:
 
 
 def parse_size(text: str, option: str) -> int:
-    from kvcalc.engine.units import UnitError, parse_bytes
+    from kvcalc.engine.units import BareBytesError, UnitError, parse_bytes
 
     try:
         return parse_bytes(text)
+    except BareBytesError as exc:
+        # --weights 140B is most likely the parameter count, which the model already has.
+        hint = "; or leave --weights out: kvcalc sizes the weights from the model" * (
+            option == "--weights"
+        )
+        fail(f"{option}: {exc}{hint}")
     except UnitError as exc:
         fail(f"{option}: {exc}")
 

@@ -36,8 +36,8 @@ def import_hf(
 ) -> None:
     """Write a registry entry (verification: unreviewed) for a config.json, to review and
     commit: kvcalc import-hf ORG/NAME > model_configs/models/NAME.yaml"""
-    from kvcalc.registry.hf.entry import import_entry, registry_clashes
+    from kvcalc.registry.hf.entry import assumed_warnings, import_entry, registry_clashes
     from kvcalc.render.import_hf import import_report
 
     entry = import_entry(config_or_id, name, hf_repo)
-    emit_report(import_report(entry, registry_clashes(entry)), fmt)
+    emit_report(import_report(entry, [*assumed_warnings(entry), *registry_clashes(entry)]), fmt)

@@ -127,7 +127,7 @@ def plan(
         context_tokens=contexts[0],
         accelerators=candidate_accelerators(gpus, prices),
         max_gpus=max_gpus,
-        weight_dtypes=dtype_list(weight_dtype, "--weight-dtype"),
+        weight_dtypes=dtype_list(weight_dtype, "--weight-dtype", spec),
         kv_dtypes=kv_format_list(kv_dtype, spec, engine),
         max_tpot_seconds=duration(max_tpot, "--max-tpot"),
         max_ttft_seconds=duration(max_ttft, "--max-ttft"),
@@ -160,22 +160,23 @@ def split_list(text: str, option: str, example: str) -> list[str]:
     return items
 
 
-def dtype_list(text: str | None, option: str) -> list[str | None]:
-    """The weight dtypes to try (None: as the checkpoint ships), each checked by name (a flat
-    dtype or a format with its scales), duplicates refused."""
-    from kvcalc.engine.quant import weight_format
+def dtype_list(text: str | None, option: str, model: ModelSpec) -> list[str | None]:
+    """The weight dtypes to try (None: as the checkpoint ships), each checked by name against
+    the model (a flat dtype, a format with its scales, or a joined name a table printed for
+    it, such as fp8+bf16), two names of the same weights refused."""
     from kvcalc.engine.units import UnitError
+    from kvcalc.engine.weight_names import weight_dtype_name, weight_precision
 
     if text is None:
         return [None]
     names = []
     for item in split_list(text, option, "bf16,fp8"):
         try:
-            names.append(weight_format(item).name)
+            names.append(weight_dtype_name(model, weight_precision(model, item)))
         except UnitError as exc:
             fail(f"{option}: {exc}")
     if len(set(names)) != len(names):
-        fail(f"{option}: {text!r} names a dtype twice; give each once")
+        fail(f"{option}: {text!r} names the same weights twice; give each once")
     return list(names)
 
 

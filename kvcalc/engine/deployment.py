@@ -458,9 +458,8 @@ def deployment(
     (:data:`~kvcalc.engine.kvformat.PRESETS`) or a built format. ``figures`` are the remaining
     :class:`Deployment` fields (``block_size``, ``kv_memory_bytes``, ...); None keeps a default."""
     from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
-    from kvcalc.engine.quant import weight_format
     from kvcalc.engine.units import UnitError
-    from kvcalc.engine.weights import checkpoint_precision
+    from kvcalc.engine.weight_names import weight_precision
 
     # None is "not given"; an empty name is refused like any unknown one, never the default.
     try:
@@ -474,9 +473,9 @@ def deployment(
         raise DeploymentError(("kv_dtype",), str(exc).removeprefix("--kv-dtype: ")) from None
     try:
         # None: the format the checkpoint ships in (the registry's ``weights:``, or the
-        # config.json's quantization_config), else the model dtype.
-        chosen = None if weight_dtype is None else weight_format(weight_dtype)
-        weights = checkpoint_precision(model, chosen)
+        # config.json's quantization_config), else the model dtype. A joined name the tables
+        # print (fp8+bf16) is read against the model.
+        weights = weight_precision(model, weight_dtype)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None
     given = {k: v for k, v in figures.items() if v is not None}

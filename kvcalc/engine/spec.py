@@ -157,6 +157,9 @@ class ModelSpec:
     rotary_caches: tuple[tuple[int, int], ...] | None = None
     """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""
+    assumed: tuple[str, ...] = field(default=(), compare=False)
+    """Warnings for every answer about the model: the family defaults an imported config.json
+    left to kvcalc (none for a registry model)."""
 
     def __post_init__(self) -> None:
         # Equal layers of the pattern become one object (a spec read back from the cache has a

@@ -30,6 +30,10 @@ class UnitError(ValueError):
     """A quantity could not be parsed; the message names the input and the accepted forms."""
 
 
+class BareBytesError(UnitError):
+    """A size in bare ``B`` that reads like a parameter count (``140B``)."""
+
+
 #: The longest number kvcalc reads, in characters. Far longer than any real figure (2^63 has
 #: 19 digits) and far below the 4,300 digits Python's int() refuses to convert.
 MAX_NUMBER_CHARS = 64
@@ -159,10 +163,28 @@ _SIZE_SCALE = {
 }
 
 
+#: The smallest size written in bare bytes (``B``) that is read as bytes: 1 MiB. ``140B`` is how
+#: the field writes 140 billion parameters, never a memory size, and no parameter count is
+#: written with seven digits before its ``B``; a byte count copied from a tool
+#: (``torch.cuda.mem_get_info``) is far above it.
+MIN_BARE_BYTES = MiB
+
+
+def bare_bytes_problem(text: str, number: str) -> str:
+    """Why a size in bare ``B`` below :data:`MIN_BARE_BYTES` (or with a fraction) is refused."""
+    n = shown(number)
+    return (
+        f"invalid size {shown(text)!r}: B is bytes, and {n}B reads as a parameter count; give "
+        f"the size with a byte unit, e.g. {n}GB (10^9 bytes) or {n}GiB (2^30 bytes); bare B is "
+        f"for whole byte counts from {MIN_BARE_BYTES:,}B"
+    )
+
+
 def parse_bytes(text: str) -> int:
     """Parse a memory size with an explicit unit: ``80GB`` (10^9), ``79.2GiB`` (2^30), ``512MiB``.
 
-    A bare number is refused: "80" could be GB or GiB, a 7% difference on an H100.
+    A bare number is refused: "80" could be GB or GiB, a 7% difference on an H100. So is a
+    bare ``B`` below 1 MiB (:data:`MIN_BARE_BYTES`): ``140B`` is a parameter count.
     """
     check_number_text(text, "size")
     match = _SIZE_RE.match(text)
@@ -171,7 +193,10 @@ def parse_bytes(text: str) -> int:
             f"invalid size {text!r}: give a number and a unit, e.g. 80GB (10^9 bytes) "
             "or 80GiB (2^30 bytes)"
         )
-    value = Fraction(match.group(1)) * _SIZE_SCALE[match.group(2).lower()]
+    number, unit = match.group(1), match.group(2).lower()
+    if unit == "b" and (Fraction(number) < MIN_BARE_BYTES or "." in number):
+        raise BareBytesError(bare_bytes_problem(text, number))
+    value = Fraction(number) * _SIZE_SCALE[unit]
     if value <= 0:
         raise UnitError(f"invalid size {text!r}: it must be positive")
     if value > 1 << 60:

@@ -172,6 +172,12 @@ def cache_origin(path: Path) -> HubConfig | None:
     return HubConfig(RepoId(repo), path, commit) if _valid_repo(repo) else None
 
 
+def cached_hub_config(text: str) -> HubConfig | None:
+    """The cached config.json of a repo id (MODEL, looked up in the registry first), if the
+    cache has it; a malformed id is refused."""
+    return cached_config(parse_repo_id(text, registry_checked=True), hub_cache_dir())
+
+
 def hub_config(text: str, registry_checked: bool = False) -> HubConfig:
     """The config.json of a repo id: from the cache, else downloaded when allowed.
     ``registry_checked``: MODEL was looked up in the registry first, and refusals say so."""

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.registry.hub import HubConfig
     from kvcalc.registry.schema import ModelFile
+    from kvcalc.registry.variants import Variant
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -422,12 +424,59 @@ def resolve_model(name: str) -> ModelSpec:
     try:
         path = find_model_path(name)
     except UnknownNameError:
-        from kvcalc.registry.hub import is_repo_id_like
+        from kvcalc.registry.hub import cached_hub_config, is_repo_id_like
 
-        if not is_repo_id_like(name):
+        # The repo's own config.json when the cache has it (exact, and no network), else a
+        # published variant of a registry model (offline), else a download.
+        repo_like = is_repo_id_like(name)
+        found = cached_hub_config(name) if repo_like else None
+        if found is not None:
+            return hub_spec(found)
+        variant = find_model_variant(name)
+        if variant is not None:
+            return variant_spec(variant)
+        if not repo_like:
             raise
         return hub_model(name)
     return cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
+
+
+def find_model_variant(name: str, root: Path | None = None) -> Variant | None:
+    """The registry model a published Hugging Face variant of it names (``-Instruct``, a dated
+    release, an FP8 repo; :mod:`kvcalc.registry.variants`), else None."""
+    from kvcalc.registry.variants import find_variant
+
+    directory = models_dir(root)
+    if len(name) > MAX_NAME_CHARS or not directory.is_dir():
+        return None
+    return find_variant(name, directory, _name_index(directory))
+
+
+def variant_spec(variant: Variant) -> ModelSpec:
+    """The registry entry's spec, named as the repo asked for, in the repo's weight format
+    and with its context where they differ from the entry's."""
+    from dataclasses import replace
+
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.registry.cache import cached_spec
+
+    path = variant.path
+    spec = cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
+    checkpoint = spec.checkpoint
+    if variant.weights is not None:
+        from kvcalc.engine.quant import weight_format
+        from kvcalc.engine.weights import checkpoint_precision
+
+        checkpoint = replace(
+            checkpoint_precision(spec, weight_format(variant.weights)),
+            source=f"{variant.repo}: the organisation's FP8 release ({variant.weights})",
+        )
+    return replace(
+        spec,
+        name=variant.repo,
+        checkpoint=checkpoint,
+        max_context=variant.max_context or spec.max_context,
+    )
 
 
 def exists_at(path: Path) -> bool:
@@ -443,10 +492,15 @@ def exists_at(path: Path) -> bool:
 def hub_model(name: str) -> ModelSpec:
     """A Hub repo's config.json as a spec, named after the repo (``Qwen/Qwen2.5-7B-Instruct``,
     id ``qwen2.5-7b-instruct``) rather than its snapshot folder."""
-    from kvcalc.registry.hf import load_hf_config, slug
     from kvcalc.registry.hub import hub_config
 
-    found = hub_config(name, registry_checked=True)
+    return hub_spec(hub_config(name, registry_checked=True))
+
+
+def hub_spec(found: HubConfig) -> ModelSpec:
+    """A Hub config.json on disk as a spec, named after its repo."""
+    from kvcalc.registry.hf import load_hf_config, slug
+
     return load_hf_config(found.path, slug(found.repo.name), str(found.repo))
 
 

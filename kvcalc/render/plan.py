@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engine.weights import precision_name
+from kvcalc.engine.weight_names import weight_dtype_name
 from kvcalc.render.report import Column, Report, Section, ms, number, text
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
         "tp": dep.tp,
         "pp": dep.pp,
         "replicas": dep.replicas,
-        "weight_dtype": precision_name(dep.weights),
+        "weight_dtype": weight_dtype_name(dep.model, dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "max_batch": layout.max_batch,
         "batch_per_replica": layout.batch_per_replica,

@@ -15,12 +15,14 @@ if TYPE_CHECKING:
 
 
 def max_context_warnings(model: ModelSpec, contexts: Iterable[int]) -> list[str]:
-    """One warning naming the contexts beyond ``model``'s maximum context, or none."""
+    """One warning naming the contexts beyond ``model``'s maximum context, or none; after the
+    defaults an imported config.json left to kvcalc (``model.assumed``), which every answer
+    about the model rests on."""
     from kvcalc.engine.kv import beyond_max_context
 
     beyond = beyond_max_context(model, contexts)
     if not beyond:
-        return []
+        return list(model.assumed)
     listed = [f"{c:,}" for c in dict.fromkeys(beyond)]
     which = (
         f"context {listed[0]} is"
@@ -28,8 +30,9 @@ def max_context_warnings(model: ModelSpec, contexts: Iterable[int]) -> list[str]
         else f"contexts {', '.join(listed[:-1])} and {listed[-1]} are"
     )
     return [
+        *model.assumed,
         f"{model.id}: {which} beyond its maximum context of {model.max_context:,} tokens; "
-        "sized as asked, but the model was not trained that long"
+        "sized as asked, but the model was not trained that long",
     ]
 
 

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar, cast
 
 from pydantic import (
     AliasChoices,
@@ -92,6 +92,13 @@ class HFConfig(BaseModel):
 class TextConfig(HFConfig):
     """The keys every language model's config has. Families redeclare each with their class
     default; none here, so a default a family forgot is a required key (tests catch that)."""
+
+    #: Keys a top-level config.json may omit and still size its model: the family documents
+    #: the value (see :func:`kvcalc.registry.hf.importer.defaults_taken`). tie_word_embeddings
+    #: is a base PretrainedConfig key, which save_pretrained drops when it equals the base
+    #: default (true). Every other key a formula reads, when absent, is refused: the class
+    #: defaults are some other model's (LlamaConfig's 32 layers are Llama-7B's).
+    documented_defaults: ClassVar[frozenset[str]] = frozenset({"tie_word_embeddings"})
 
     vocab_size: PosInt
     hidden_size: PosInt
@@ -260,6 +267,34 @@ def every_nth(n: int, every: int) -> list[bool]:
 # ---------------------------------------------------------------- adapters
 
 
+#: Defaults that are rules deriving the value from stated keys, not values: None (head_dim:
+#: hidden_size / heads; num_key_value_heads: the query heads) and "auto" (Jamba's mamba_dt_rank:
+#: hidden_size / 16; Granite's mamba_d_head: the inner width / heads).
+DERIVED = (None, "auto")
+
+
+class FieldReads:
+    """A validated config that records which of its fields are read, so the importer knows
+    which defaults a figure rests on (a field no formula reads may take any default)."""
+
+    def __init__(self, config: TextConfig) -> None:
+        self.target = config
+        self.read: dict[str, None] = {}  # in the order first read
+
+    def __getattr__(self, name: str) -> Any:
+        if name in type(self.target).model_fields:
+            self.read.setdefault(name)
+        return getattr(self.target, name)
+
+    def defaulted(self) -> list[str]:
+        """The fields read that the file does not state, and whose default is a value (a
+        :data:`DERIVED` default is a derivation rule: head_dim None is hidden_size / heads)."""
+        fields = type(self.target).model_fields
+        stated = self.target.model_fields_set
+        return [n for n in self.read if n not in stated and fields[n].default not in DERIVED]
+
+
+
 C = TypeVar("C", bound=TextConfig)
 A = TypeVar("A", bound=AttentionConfig)
 D = TypeVar("D", bound=DecoderConfig)
@@ -286,7 +321,9 @@ class Adapter(ABC, Generic[C]):
         return letters.group(0) if letters else model_type.lower()
 
     def __init__(self, config: C, where: Where) -> None:
-        self.config = config
+        self.reads = FieldReads(config)
+        # Typed as the config itself: the adapter reads fields through the recorder.
+        self.config = cast(C, self.reads)
         self.where = where
 
     def fail(self, field: str, problem: str) -> NoReturn:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from kvcalc.registry.schema import Architecture
 
 UNREVIEWED = "unreviewed"
+#: How an ``unverified`` line about a family default the config.json left out starts.
+ASSUMED = "architecture: "
 PARAMS_STATED = "UNVERIFIED: config.json states no parameter count; take it from the model card"
 NOTES = (
     "Written by `kvcalc import-hf` from the config.json under source. Review it against the "
@@ -59,7 +61,10 @@ def import_entry(
             )
         if hf_repo is not None:
             raise RegistryError("--hf-repo: only for a config.json path; a repo id names its repo")
-        found = hub_config(config_or_id)
+        try:
+            found = hub_config(config_or_id)
+        except HubError as exc:
+            raise HubError(f"{exc}{variant_hint(config_or_id)}") from None
         imported = import_hf_config(found.path)
         origin = ImportOrigin(found.repo.repo, found.source_url())
     repo_name = origin.hf_repo.split("/", 1)[1]
@@ -108,7 +113,10 @@ def registry_entry(
         "hf_repo": origin.hf_repo,
         "aliases": [],
         "verification": UNREVIEWED,
-        "unverified": ["params: config.json states no parameter count"],
+        "unverified": [
+            "params: config.json states no parameter count",
+            *(f"{ASSUMED}{w.removeprefix(f'{imported.path}: ')}" for w in imported.assumed),
+        ],
         "source": [origin.source],
         "notes": NOTES,
         "dtype": imported.dtype,
@@ -170,3 +178,30 @@ def registry_clashes(entry: dict[str, Any]) -> list[str]:
         "give --name, or edit that file instead"
         for owner, names in owners.items()
     ]
+
+
+def assumed_warnings(entry: dict[str, Any]) -> list[str]:
+    """A warning for each family default the entry's architecture rests on (its ``unverified``
+    lines about the architecture): the config.json did not state them."""
+    return [
+        f"warning: {entry['id']}: {line.removeprefix(ASSUMED)}; check it against the model card"
+        for line in entry["unverified"]
+        if line.startswith(ASSUMED)
+    ]
+
+
+def variant_hint(repo: str) -> str:
+    """For a repo the registry resolves as a published variant: that the other commands size it
+    offline from the registry entry (empty otherwise)."""
+    from kvcalc.registry.load import find_model_variant
+
+    try:
+        variant = find_model_variant(repo)
+    except RegistryError:
+        return ""
+    if variant is None:
+        return ""
+    return (
+        f" (the other commands size {repo} offline as registry model {variant.path.stem}, "
+        f"e.g. `kvcalc size {repo}`)"
+    )

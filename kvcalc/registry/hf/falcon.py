@@ -5,7 +5,7 @@ Defaults: transformers 5.24.0, models/falcon/configuration_falcon.py.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, Field, model_validator
 
@@ -19,6 +19,18 @@ def _renamed(default: Any, key: str, old_key: str) -> Any:
 
 
 class FalconConfig(AttentionConfig):
+    # The Falcon checkpoints on the Hub were written by RWConfig's remote code, which had none
+    # of these keys: FalconConfig documents the values the released models have (MQA for the
+    # 7B, the 40B's grouped layout flagged by n_head_kv, 2,048 trained positions).
+    documented_defaults: ClassVar[frozenset[str]] = frozenset(
+        {
+            "tie_word_embeddings",
+            "max_position_embeddings",
+            "multi_query",
+            "new_decoder_architecture",
+        }
+    )
+
     vocab_size: PosInt = 65024
     hidden_size: PosInt = _renamed(4544, "hidden_size", "n_embed")
     num_hidden_layers: LayerCount = _renamed(32, "num_hidden_layers", "n_layer")

@@ -187,15 +187,62 @@ class ImportedConfig:
     repo: str | None
     checkpoint: CheckpointFormat | None = None
     """The weight format its quantization_config states; None: every weight at ``dtype``."""
+    assumed: tuple[str, ...] = ()
+    """Warnings: each family default a figure rests on that the file does not state."""
 
     def to_spec(self, model_id: str | None = None, name: str | None = None) -> ModelSpec:
-        return self.architecture.to_spec(
+        from dataclasses import replace
+
+        spec = self.architecture.to_spec(
             model_id or self.model_id,
             name or self.name,
             self.dtype,
             self.max_context,
             self.checkpoint,
         )
+        return replace(spec, assumed=self.assumed) if self.assumed else spec
+
+
+def defaults_taken(adapter: Adapter[Any], top_level: bool) -> tuple[str, ...]:
+    """The warning naming the family defaults the figures rest on (none when the file states
+    every key read), after refusing a top-level default the family does not document.
+
+    A top-level config.json written by save_pretrained states every key its class adds, so a
+    key a formula reads and the file lacks is a broken or hand-written file: transformers would
+    size the class's default model (LlamaConfig's 32 layers, 32 heads, 4096 wide). A wrapper's
+    text_config is written as its difference from the text class's defaults, so there an absent
+    key is the class default by transformers' own rule, and is taken with the warning."""
+    taken = adapter.reads.defaulted()
+    config_class = type(adapter.reads.target)
+    defaults = [_shown_default(config_class.model_fields[n].default) for n in taken]
+    documented = config_class.documented_defaults
+    needed = [n for n in taken if n not in documented] if top_level else []
+    if needed:
+        values = [d for n, d in zip(taken, defaults, strict=True) if n in needed]
+        many = "s" * (len(needed) > 1)
+        adapter.fail(
+            ", ".join(needed),
+            f"missing required field{many}: kvcalc needs {'them' if many else 'it'} and will "
+            f"not assume {config_class.__name__}'s default{many} ({', '.join(values)}), "
+            "another model's; give the checkpoint's own config.json",
+        )
+    if not taken:
+        return ()
+    return (f"{adapter.where.path}: {taken_defaults(adapter.where.prefix, config_class, taken)}",)
+
+
+def taken_defaults(prefix: str, config_class: type[HFConfig], taken: list[str]) -> str:
+    """``text_config states no vocab_size; took Gemma3TextConfig's default, ...``."""
+    where = prefix.rstrip(".") or "the config"
+    values = [f"{n} {_shown_default(config_class.model_fields[n].default)}" for n in taken]
+    return (
+        f"{where} states no {', '.join(taken)}; took {config_class.__name__}'s "
+        f"default{'s' * (len(taken) > 1)}, as transformers does: {', '.join(values)}"
+    )
+
+
+def _shown_default(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (bool, list)) else str(value)
 
 
 def import_hf_config(path: Path | str) -> ImportedConfig:
@@ -225,6 +272,8 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         if vision is not None:
             architecture["vision"] = vision
     arch = validate(path, architecture, Architecture)
+    context = max_context(adapter)
+    assumed = defaults_taken(adapter, top_level=wrapper_class is None)
     model_id, name = _names(path, top)
     model_dtype = dtype or DEFAULT_DTYPE
     return ImportedConfig(
@@ -232,11 +281,12 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         family=type(adapter).family_of(top_type),
         architecture=arch,
         dtype=model_dtype,
-        max_context=max_context(adapter),
+        max_context=context,
         model_id=model_id,
         name=name,
         repo=stated_repo(top),
         checkpoint=checkpoint_format(where, top.get("quantization_config"), model_dtype),
+        assumed=assumed,
     )
 
 

@@ -1,0 +1,166 @@
+"""Published Hugging Face variants of registry models, resolved offline to their entries.
+
+A registry file names one repo (``hf_repo``) and lists others among its aliases. Its
+organisation publishes more repos of the same model, which resolve here with no cache or
+network read, each only where it is documented to share the entry's architecture:
+
+- post-training variants: the dash-separated words :data:`POST_TRAINING` (``-Instruct``,
+  ``-Chat``, ``-Base``, ``-it``, ``-pt``, ``-hf``), anywhere in the name, change the weights'
+  values, not their shapes (``Qwen/Qwen2.5-7B-Instruct`` is ``Qwen/Qwen2.5-7B``;
+  ``mistralai/Mixtral-8x22B-Instruct-v0.1`` is ``...-v0.1`` with the word dropped). Every other
+  word counts: ``-1M``, ``-VL-``, ``-Coder-``, ``-Thinking``, a date or a version is another
+  model, left to the Hub;
+- dated re-releases of the same architecture (:data:`DATED`);
+- the FP8 variants an organisation publishes in one format (:data:`FP8`), sized in it;
+- :data:`DIFFERENT` lists variants the word rule would match but whose config.json differs
+  (their own config.json is then read, from the Hub), and :data:`MAX_CONTEXT` those that differ
+  only in the context they state.
+
+A name without its organisation (``Llama-3.1-70B-Instruct``) resolves when one registry model
+matches it under one organisation; several give one line listing them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvcalc.registry.load import RegistryError
+
+#: Words naming a post-training stage of the same network (``Llama-2-70b-chat-hf``: chat tuned,
+#: transformers format).
+POST_TRAINING = frozenset({"instruct", "chat", "base", "it", "pt", "hf"})
+
+#: Dated re-releases -> the registry repo whose architecture they keep (lowercase keys).
+DATED: dict[str, str] = {
+    # Model card: "DeepSeek-V3-0324 ... uses the same base model as the previous DeepSeek-V3";
+    # its config.json is DeepseekV3ForCausalLM with V3's shape and FP8 block quantization.
+    "deepseek-ai/deepseek-v3-0324": "deepseek-ai/DeepSeek-V3",
+    # Model card: "The DeepSeek R1 model has undergone a minor version upgrade, with the current
+    # version being DeepSeek-R1-0528"; same config.json shape and FP8 blocks as R1.
+    "deepseek-ai/deepseek-r1-0528": "deepseek-ai/DeepSeek-R1",
+}
+
+
+@dataclass(frozen=True)
+class Fp8Release:
+    """An organisation's ``NAME-FP8`` repos of its ``prefix`` models, all in one format."""
+
+    prefix: str
+    weights: str
+    """A ``--weight-dtype`` format name, applied as :func:`checkpoint_precision` applies it."""
+
+
+#: Organisation (lowercase) -> its FP8 releases. Qwen publishes every Qwen3 model as NAME-FP8
+#: in fine-grained FP8: quant_method fp8, fmt e4m3, weight_block_size [128, 128], with lm_head,
+#: embeddings, norms and the MoE router kept in bf16 (modules_to_not_convert); Meta's -FP8
+#: repos (fbgemm_fp8, per row) are another format and are read from the Hub.
+FP8: dict[str, Fp8Release] = {"qwen": Fp8Release("qwen3-", "fp8-block")}
+
+#: Variants the word rule matches whose config.json differs from the registry entry's in a
+#: figure kvcalc sizes: their own config.json is read (the Hub cache or a download).
+DIFFERENT: dict[str, str] = {
+    # model_configs/models/mixtral-8x22b.yaml notes: the Instruct tokenizer has 32768 entries.
+    "mistralai/mixtral-8x22b-instruct-v0.1": "vocab_size 32768, not 32000",
+}
+
+#: Variants identical to their entry but for the context their config.json states.
+MAX_CONTEXT: dict[str, int] = {
+    # Qwen2.5 Instruct configs state max_position_embeddings 32768 (131072 only with YaRN):
+    # tests/fixtures/hub Qwen2.5-7B-Instruct config.json, and the 72B's as copied in public test
+    # code (hidden 8192, 80 layers, 8 KV heads, vocab 152064: the base's shape).
+    "qwen/qwen2.5-7b-instruct": 32768,
+    "qwen/qwen2.5-72b-instruct": 32768,
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A published repo resolved to its registry file, with what differs from the entry."""
+
+    repo: str
+    """The repo id as asked for (with its organisation filled in when it was left out)."""
+    path: Path
+    weights: str | None = None
+    """A ``--weight-dtype`` format the repo ships in; None: the entry's own."""
+    max_context: int | None = None
+    """The context its config.json states when it is not the entry's; None: the entry's."""
+
+
+def key(repo: str) -> str:
+    """``org/name`` lowercased without its post-training words: the name every post-training
+    variant of one network shares."""
+    org, _, name = repo.lower().partition("/")
+    return f"{org}/{'-'.join(w for w in name.split('-') if w not in POST_TRAINING)}"
+
+
+def repo_index(names: dict[str, str]) -> dict[str, set[str]]:
+    """Every registry repo id (``hf_repo`` and repo aliases) by :func:`key` -> the files."""
+    index: dict[str, set[str]] = {}
+    for name, file in names.items():
+        if name.count("/") == 1:
+            index.setdefault(key(name), set()).add(file)
+    return index
+
+
+def find_variant(name: str, directory: Path, names: dict[str, str]) -> Variant | None:
+    """The registry file of a published variant ``org/name`` (or ``name`` alone) that the
+    registry does not list; None when it is none (a repo id is then read from the Hub).
+    ``names``: the registry's name index (lowercased name -> file name in ``directory``)."""
+    text = name.strip()
+    if "@" in text or text.count("/") > 1 or not text:
+        return None  # a revision asks for that commit's own config.json
+    if "/" in text:
+        return _variant(text, directory, repo_index(names))
+    return _orgless(text, directory, names)
+
+
+def _variant(repo: str, directory: Path, index: dict[str, set[str]]) -> Variant | None:
+    lowered = repo.lower()
+    if lowered in DIFFERENT:
+        return None
+    org, _, rest = lowered.partition("/")
+    weights = None
+    fp8 = FP8.get(org)
+    if fp8 is not None and rest.startswith(fp8.prefix) and rest.endswith("-fp8"):
+        lowered, weights = lowered.removesuffix("-fp8"), fp8.weights
+        if lowered in DIFFERENT:
+            return None
+    lowered = DATED.get(lowered, lowered).lower()
+    files = index.get(key(lowered), set())
+    if len(files) != 1:
+        return None
+    (file,) = files
+    return Variant(repo, directory / file, weights, MAX_CONTEXT.get(lowered))
+
+
+def _orgless(name: str, directory: Path, names: dict[str, str]) -> Variant | None:
+    """``name`` under every organisation the registry knows: one match resolves, several are
+    refused with the list."""
+    index = repo_index(names)
+    orgs = sorted({n.split("/", 1)[0] for n in names if n.count("/") == 1})
+    found: dict[Path, str] = {}
+    for org in orgs:
+        variant = _variant(f"{org}/{name}", directory, index)
+        if variant is not None:
+            found.setdefault(variant.path, _spelled(org, variant.path))
+    if len(found) > 1:
+        listed = ", ".join(f"{org}/{name} ({path.stem})" for path, org in found.items())
+        raise RegistryError(
+            f"{name!r} is the name of more than one registry model's Hugging Face repo: "
+            f"{listed}; give the organisation, e.g. {next(iter(found.values()))}/{name}"
+        )
+    for org in found.values():
+        return _variant(f"{org}/{name}", directory, index)
+    return None
+
+
+def _spelled(org: str, path: Path) -> str:
+    """The organisation as the registry file spells it (the name index is lowercased)."""
+    from kvcalc.registry.load import read_yaml
+
+    data = read_yaml(path)
+    repo = data.get("hf_repo") if isinstance(data, dict) else None
+    if isinstance(repo, str) and repo.lower().startswith(f"{org}/"):
+        return repo.split("/", 1)[0]
+    return org
