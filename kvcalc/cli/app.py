@@ -659,9 +659,13 @@ def head_override_problem(model: ModelSpec) -> str | None:
 # lists then, never at start-up. A registry that cannot be read completes nothing.
 
 
-def _starting(incomplete: str, names: Sequence[str], prefix: str = "") -> list[str]:
+def complete_names(incomplete: str, names: Sequence[str], prefix: str = "") -> list[str]:
+    """The ``names`` that start with ``incomplete`` in any case, completed as typed (names are
+    read in any case, and typer keeps only the completions that start with what was typed)."""
     wanted = incomplete.lower()
-    return [prefix + n for n in names if n.lower().startswith(wanted)]
+    return [
+        prefix + incomplete + n[len(incomplete) :] for n in names if n.lower().startswith(wanted)
+    ]
 
 
 def _registry_ids(kind: str) -> list[str]:
@@ -679,12 +683,12 @@ def _registry_ids(kind: str) -> list[str]:
 
 def complete_models(incomplete: str) -> list[str]:
     """MODEL: the registry's model ids."""
-    return _starting(incomplete, _registry_ids("model"))
+    return complete_names(incomplete, _registry_ids("model"))
 
 
 def complete_gpus(incomplete: str) -> list[str]:
     """A GPU name: the registry's accelerator ids."""
-    return _starting(incomplete, _registry_ids("gpu"))
+    return complete_names(incomplete, _registry_ids("gpu"))
 
 
 def complete_gpu_sets(incomplete: str) -> list[str]:
@@ -697,22 +701,22 @@ def complete_gpu_sets(incomplete: str) -> list[str]:
         return [f"{incomplete}x{g}" for g in ids]
     counted = re.match(r"^(\d+\s*[x×*]\s*)(.*)$", incomplete, re.IGNORECASE)
     if counted is None:
-        return _starting(incomplete, ids)
-    return _starting(counted[2], ids, prefix=counted[1])
+        return complete_names(incomplete, ids)
+    return complete_names(counted[2], ids, prefix=counted[1])
 
 
 def complete_kv_dtypes(incomplete: str) -> list[str]:
     """--kv-dtype: the KV cache format names."""
     from kvcalc.engine.kvformat import PRESETS
 
-    return _starting(incomplete, list(PRESETS))
+    return complete_names(incomplete, list(PRESETS))
 
 
 def complete_weight_dtypes(incomplete: str) -> list[str]:
     """--weight-dtype: the weight dtypes and formats."""
     from kvcalc.engine.quant import WEIGHT_FORMAT_NAMES
 
-    return _starting(incomplete, WEIGHT_FORMAT_NAMES)
+    return complete_names(incomplete, WEIGHT_FORMAT_NAMES)
 
 
 def completing_lists(complete: Callable[[str], list[str]]) -> Callable[[str], list[str]]:

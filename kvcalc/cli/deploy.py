@@ -24,6 +24,7 @@ from kvcalc.cli.app import (
     InputError,
     LayoutError,
     complete_gpu_sets,
+    complete_names,
     complete_weight_dtypes,
     fail,
     grouped_options,
@@ -557,7 +558,7 @@ ENGINES = ("simple", "vllm", "sglang")
 
 
 def complete_engines(incomplete: str) -> list[str]:
-    return [e for e in ENGINES if e.startswith(incomplete.lower())]
+    return complete_names(incomplete, ENGINES)
 
 
 # A NamedTuple, not a frozen dataclass: several times cheaper to create at start-up.

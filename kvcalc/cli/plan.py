@@ -22,6 +22,7 @@ from kvcalc.cli.app import (
     complete_gpus,
     complete_kv_dtypes,
     complete_models,
+    complete_names,
     complete_weight_dtypes,
     completing_lists,
     emit_report,
@@ -46,7 +47,7 @@ command_app = command_typer()
 
 
 def complete_plan_engines(incomplete: str) -> list[str]:
-    return [e for e in PLAN_ENGINES if e.startswith(incomplete.lower())]
+    return complete_names(incomplete, PLAN_ENGINES)
 
 
 @command_app.command()
