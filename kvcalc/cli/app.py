@@ -694,8 +694,6 @@ def complete_gpus(incomplete: str) -> list[str]:
 def complete_gpu_sets(incomplete: str) -> list[str]:
     """--gpus COUNTxGPU: after a count (``8x``), the accelerator ids; a bare count gets its
     ``x``; else the ids alone (one GPU)."""
-    import re
-
     ids = _registry_ids("gpu")
     if incomplete.isdigit():
         return [f"{incomplete}x{g}" for g in ids]
