@@ -312,3 +312,18 @@ def test_options_are_grouped_in_panels(helps: dict[str, str]) -> None:
     assert list(sections(helps["size"])) == [
         "Arguments", "Model", "KV cache format", "Eviction", "Output",
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["size", "llama3-70b", "--ctx", "8k", "--kv-quant", "kivi", "--kv-bits", "４"],
+        ["plan", "llama3-70b", "--gpus", "h100", "--users", "８"],
+        ["plan", "llama3-70b", "--users", "8", "--gpus", "h100", "--top", "٣"],
+    ],
+)
+def test_a_plain_integer_option_follows_the_number_rule(runner: CliRunner, args: list[str]) -> None:
+    # click names its plain integer type "int" (not "integer"): those options are held to the
+    # number rule too, and show the one placeholder N.
+    refused(runner, args, "use ASCII digits (0-9)")
+    assert command_param(args[0], args[-2]).metavar == "N"
