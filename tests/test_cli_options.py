@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 import pytest
 from report_check import refused
 from typer.testing import CliRunner
@@ -64,3 +68,262 @@ def test_an_option_that_would_be_ignored_is_refused(
     runner: CliRunner, args: list[str], needle: str
 ) -> None:
     refused(runner, args, needle)
+
+
+# ---------------------------------------------------------------- token counts
+
+#: Every option that counts tokens, with the command that takes it and the bounds it held as an
+#: integer option before it read token forms (the bounds are the interface: a spec file's field
+#: is held to them too).
+TOKEN_OPTIONS = {
+    "--window": ("size", 1, 1 << 30),
+    "--sinks": ("size", 0, 1 << 30),
+    "--recent": ("size", 1, 1 << 30),
+    "--h2o-budget": ("size", 1, 1 << 30),
+    "--snapkv-budget": ("size", 1, 1 << 30),
+    "--observation-window": ("size", 1, 1 << 30),
+    "--kv-residual": ("size", 0, 1 << 30),
+    "--prefix-shared": ("batch", 0, 1 << 30),
+    "--max-num-batched-tokens": ("batch", 1, 1 << 24),
+    "--block-size": ("batch", 1, 65536),
+    "--max-total-tokens": ("batch", 1, 1 << 40),
+    "--chunked-prefill-size": ("batch", 1, 1 << 24),
+    "--page-size": ("batch", 1, 65536),
+}
+
+
+def command_param(command: str, option: str) -> Any:
+    import importlib
+
+    import typer
+
+    from kvcalc.cli.app import COMMANDS
+
+    module = importlib.import_module(COMMANDS[command])
+    click_command = typer.main.get_command(module.command_app)
+    return next(p for p in click_command.params if option in p.opts)
+
+
+@pytest.mark.parametrize("option", sorted(TOKEN_OPTIONS))
+def test_every_token_option_reads_the_forms_of_ctx(option: str) -> None:
+    from kvcalc.engine.units import parse_context
+
+    command, low, high = TOKEN_OPTIONS[option]
+    param = command_param(command, option)
+    assert param.metavar == "TOKENS"
+    for text in ("8192", "8k", "8K", "64k", "1m"):
+        if parse_context(text) <= high:
+            assert param.type.convert(text, param, None) == parse_context(text), text
+
+
+@pytest.mark.parametrize("option", sorted(TOKEN_OPTIONS))
+def test_every_token_option_keeps_its_bounds_and_names_itself(option: str) -> None:
+    from kvcalc.cli.app import InputError
+
+    command, low, high = TOKEN_OPTIONS[option]
+    param = command_param(command, option)
+    assert param.type.convert(str(low), param, None) == low
+    assert param.type.convert(str(high), param, None) == high
+    for outside in (low - 1, high + 1, "12q"):
+        with pytest.raises(InputError) as info:
+            param.type.convert(str(outside), param, None)
+        assert str(info.value).startswith(f"{option}: invalid token count {str(outside)!r}: ")
+        assert "\n" not in str(info.value)
+
+
+def test_a_token_option_is_the_same_number_in_either_form(runner: CliRunner) -> None:
+    def json_of(*args: str) -> Any:
+        result = runner.invoke(app, [*args, "-f", "json"])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    size = ["size", "llama3-70b", "--ctx", "32k"]
+    assert json_of(*size, "--window", "4k") == json_of(*size, "--window", "4096")
+    batch = ["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k"]
+    assert json_of(*batch, "--prefix-shared", "2k") == json_of(*batch, "--prefix-shared", "2048")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["size", "llama3-70b", "--ctx", "8k", "--window", "0"],
+         "--window: invalid token count '0': it must be at least 1 token"),
+        (["batch", "llama3-70b", "-g", "8xH100", "--block-size", "128k"],
+         "--block-size: invalid token count '128k': 131,072 tokens is above the limit of 65,536"),
+        (["size", "llama3-70b", "--ctx", "8k", "--sinks", "4x", "--recent", "1k"],
+         "--sinks: invalid token count '4x': use a whole number of tokens such as 8192, 8k"),
+        (["size", "llama3-70b", "--ctx", "8k", "--window", "１k"],
+         "--window: invalid token count '１k': use ASCII digits"),
+    ],
+)
+def test_a_bad_token_count_is_one_line_naming_the_option(
+    runner: CliRunner, args: list[str], needle: str
+) -> None:
+    refused(runner, args, needle)
+
+
+# ---------------------------------------------------------------- GPU sets
+
+
+@pytest.mark.parametrize("text", ["8xH100", "h100:8", "H100x8", "8*h100", "8 x H100", "h100 x 8"])
+def test_a_gpu_set_takes_the_count_before_or_after_the_name(text: str) -> None:
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    gpus = parse_gpu_set(text)
+    assert (gpus.accelerator.id, gpus.count) == ("h100-sxm", 8)
+
+
+@pytest.mark.parametrize(
+    ("text", "gpu_id", "count"),
+    [
+        ("mi300x", "mi300x", 1),  # a name ending in x is a name, not a count
+        ("MI300Xx4", "mi300x", 4),
+        ("mi300x4", "mi300x", 4),  # mi300 is an alias of mi300x
+        ("4090x2", "rtx-4090", 2),  # not 4,090 GPUs named "2"
+        ("2x4090", "rtx-4090", 2),
+    ],
+)
+def test_a_gpu_set_with_a_name_that_looks_like_a_count(text: str, gpu_id: str, count: int) -> None:
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    gpus = parse_gpu_set(text)
+    assert (gpus.accelerator.id, gpus.count) == (gpu_id, count)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("h100:0", "invalid GPU count '0' in 'h100:0': it must be at least 1"),
+        ("h100x1.5", "the count is a whole number"),
+        ("8x", "names no GPU: use COUNTxGPU such as 8xH100 (or H100x8, h100:8, 8*h100)"),
+    ],
+)
+def test_a_bad_gpu_set_in_either_order_is_one_line(
+    runner: CliRunner, text: str, needle: str
+) -> None:
+    refused(runner, ["batch", "llama3-70b", "--gpus", text], needle)
+
+
+def test_the_gpu_forms_answer_alike(runner: CliRunner) -> None:
+    outputs = {
+        runner.invoke(app, ["batch", "llama3-70b", "-g", text, "--ctx", "8k", "-f", "json"]).stdout
+        for text in ("8xH100", "h100:8", "H100x8")
+    }
+    assert len(outputs) == 1 and json.loads(outputs.pop())["gpu_count"] == 8
+
+
+# ---------------------------------------------------------------- choices in any case
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "lower", "other"),
+    [
+        (["size", "llama3-70b", "--ctx", "8k"], "--format", "json", "JSON"),
+        (["size", "llama3-70b", "--ctx", "8k"], "-f", "yaml", "Yaml"),
+        (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "8k", "-f", "json"],
+         "--engine", "vllm", "VLLM"),
+        (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "8k", "-f", "json"],
+         "--engine", "sglang", "SGLang"),
+        (["plan", "llama3-8b", "--users", "10", "--gpus", "h100", "-f", "json"],
+         "--engine", "vllm", "Vllm"),
+        (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "8k", "-f", "json"],
+         "--weight-dtype", "fp8", "FP8"),
+        (["size", "llama3-70b", "--ctx", "8k", "-f", "json"], "--kv-dtype", "fp8", "FP8"),
+        (["check", "examples/capacity.yaml"], "--format", "junit", "JUnit"),
+    ],
+)
+def test_choices_take_any_case(
+    runner: CliRunner, args: list[str], option: str, lower: str, other: str
+) -> None:
+    expected = runner.invoke(app, [*args, option, lower])
+    assert expected.exit_code == 0, expected.stderr
+    result = runner.invoke(app, [*args, option, other])
+    assert (result.exit_code, result.stdout) == (0, expected.stdout)
+
+
+def test_an_unknown_choice_is_still_one_line(runner: CliRunner) -> None:
+    refused(runner, ["size", "llama3-70b", "--format", "JSONL"], "'JSONL' is not one of 'table'")
+    refused(runner, ["batch", "llama3-70b", "-g", "8xH100", "--engine", "TGI"],
+            "--engine: unknown engine 'TGI'; choose simple, vllm, sglang")
+
+
+# ---------------------------------------------------------------- help
+
+#: The usage line of every command: required arguments bare, optional ones in brackets.
+USAGE = re.compile(r"^Usage: kvcalc [a-z-]+ \[OPTIONS\]( \[?[A-Z_]+(\.\.\.)?\]?)*$")
+
+
+def command_help(runner: CliRunner, command: str) -> str:
+    result = runner.invoke(app, [command, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict[str, str]:
+    from kvcalc.cli.app import COMMANDS
+
+    return {command: command_help(CliRunner(), command) for command in COMMANDS}
+
+
+def test_every_usage_line_has_one_style(helps: dict[str, str]) -> None:
+    for text in helps.values():
+        usage = text.splitlines()[0]
+        assert USAGE.match(usage), usage
+    assert helps["batch"].startswith("Usage: kvcalc batch [OPTIONS] [MODEL]\n")
+    assert helps["sweep"].startswith("Usage: kvcalc sweep [OPTIONS] MODEL...\n")
+
+
+def test_every_default_has_one_notation(helps: dict[str, str]) -> None:
+    for command, text in helps.items():
+        options = "".join(sections(text).values())  # the options and arguments, not the prose
+        flat = " ".join(options.split())
+        assert "<" not in flat.replace("<=", ""), command  # typer's <str>, <int range>
+        assert re.findall(r".default: ", flat) == re.findall(r"\[default: ", flat), command
+        assert not re.search(r"\[\d|\(SGLang: ", flat), command  # [8192], [4], (SGLang: 0.8)
+        assert not re.search(r"\d<=x<=", flat), command
+
+
+def sections(text: str) -> dict[str, str]:
+    """The help's sections (``Title:`` at the start of a line) -> their text."""
+    parts = re.split(r"^(\S[^\n]*):\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_options_are_grouped_in_panels(helps: dict[str, str]) -> None:
+    batch = sections(helps["batch"])
+    assert list(batch) == [
+        "Arguments", "Model", "Deployment", "KV cache format", "Eviction", "vLLM engine",
+        "SGLang engine", "Output",
+    ]
+    for option, (command, _, _) in TOKEN_OPTIONS.items():
+        assert f"{option} TOKENS" in helps[command], option
+    for panel, options in {
+        "Model": ["--ctx", "--as"],
+        "Deployment": ["--gpus", "--tp", "--engine", "--weight-dtype"],
+        "KV cache format": ["--kv-dtype", "--kv-residual"],
+        "Eviction": ["--window", "--sinks", "--prompt"],
+        "vLLM engine": ["--max-model-len", "--max-num-batched-tokens"],
+        "SGLang engine": ["--page-size", "--mem-fraction-static"],
+        "Output": ["--format", "--help"],
+    }.items():
+        for option in options:
+            assert re.search(rf"(^|[ ,]){option}\b", batch[panel], re.MULTILINE), (panel, option)
+    assert list(sections(helps["size"])) == [
+        "Arguments", "Model", "KV cache format", "Eviction", "Output",
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["size", "llama3-70b", "--ctx", "8k", "--kv-quant", "kivi", "--kv-bits", "４"],
+        ["plan", "llama3-70b", "--gpus", "h100", "--users", "８"],
+        ["plan", "llama3-70b", "--users", "8", "--gpus", "h100", "--top", "٣"],
+    ],
+)
+def test_a_plain_integer_option_follows_the_number_rule(runner: CliRunner, args: list[str]) -> None:
+    # click names its plain integer type "int" (not "integer"): those options are held to the
+    # number rule too, and show the one placeholder N.
+    refused(runner, args, "use ASCII digits (0-9)")
+    assert command_param(args[0], args[-2]).metavar == "N"

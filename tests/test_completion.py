@@ -77,3 +77,80 @@ def test_commands_complete_from_the_lazy_table(runner: CliRunner) -> None:
 def test_options_of_a_lazily_loaded_command_complete(runner: CliRunner) -> None:
     assert complete_bash(runner, "kvcalc sweep llama3-70b --pl") == ["--plot"]
     assert "--engine" in complete_bash(runner, "kvcalc batch --")
+
+
+def test_model_arguments_complete_the_registry_ids(runner: CliRunner) -> None:
+    from kvcalc.registry.load import model_paths
+
+    ids = [p.stem for p in model_paths()]
+    assert complete_bash(runner, "kvcalc size llama3-7") == [
+        i for i in ids if i.startswith("llama3-7")
+    ] == ["llama3-70b"]
+    for command in ("batch", "decode", "plan", "compare", "offload", "sweep"):
+        # Names are read in any case: a completion keeps what was typed.
+        assert complete_bash(runner, f"kvcalc {command} DeepSeek-V3.") == [
+            "DeepSeek-V3.1", "DeepSeek-V3.2-exp",
+        ], command
+    assert complete_bash(runner, "kvcalc sweep llama3-8b llama3-7") == ["llama3-70b"]
+
+
+def test_gpu_names_complete_alone_after_a_count_and_in_a_list(runner: CliRunner) -> None:
+    from kvcalc.registry.gpus import gpu_paths
+
+    ids = [p.stem for p in gpu_paths()]
+    h100s = ["h100-nvl", "h100-pcie", "h100-sxm"]
+    line = "kvcalc batch llama3-70b --gpus"
+    assert complete_bash(runner, f"{line} h100") == h100s
+    assert complete_bash(runner, f"{line} H100") == [f"H100{s[4:]}" for s in h100s]
+    assert complete_bash(runner, f"{line} 8xh100") == [f"8xh100{s[4:]}" for s in h100s]
+    assert complete_bash(runner, f"{line} 8") == [f"8x{i}" for i in ids]
+    assert complete_bash(runner, "kvcalc plan llama3-70b --gpus h100-sxm,mi30") == [
+        "h100-sxm,mi300x",
+    ]
+    assert complete_bash(runner, "kvcalc gpus mi32") == ["mi325x"]
+
+
+def test_engine_and_dtype_values_complete(runner: CliRunner) -> None:
+    from kvcalc.engine.kvformat import PRESETS
+    from kvcalc.engine.quant import WEIGHT_FORMAT_NAMES
+
+    line = "kvcalc batch llama3-70b --gpus 8xH100"
+    assert complete_bash(runner, f"{line} --engine ") == ["simple", "vllm", "sglang"]
+    assert complete_bash(runner, f"{line} --engine v") == ["vllm"]
+    assert complete_bash(runner, f"{line} --engine SG") == ["SGlang"]
+    assert complete_bash(runner, "kvcalc plan llama3-70b --engine ") == ["simple", "vllm"]
+    assert complete_bash(runner, f"{line} --kv-dtype ") == list(PRESETS)
+    assert complete_bash(runner, "kvcalc size llama3-70b --kv-dtype kiv") == ["kivi2", "kivi4"]
+    assert complete_bash(runner, f"{line} --weight-dtype ") == list(WEIGHT_FORMAT_NAMES)
+    assert complete_bash(runner, f"{line} --weight-dtype int4-") == ["int4-g128", "int4-g32"]
+    assert complete_bash(runner, "kvcalc plan llama3-70b --weight-dtype bf16,fp") == [
+        "bf16,fp32", "bf16,fp16", "bf16,fp8", "bf16,fp8-block",
+    ]
+
+
+def test_an_unreadable_registry_completes_nothing(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KVCALC_REGISTRY", str(tmp_path / "missing"))
+    assert complete_bash(runner, "kvcalc size llama") == []
+    assert complete_bash(runner, "kvcalc batch --gpus 8xh") == []
+
+
+def test_completion_lists_are_not_imported_to_run_a_command() -> None:
+    import subprocess
+    import sys
+
+    # A fresh interpreter: the commands with completion build their options, and none of the
+    # modules the completions list from is loaded for it (they load when the shell asks).
+    code = (
+        "import sys, typer\n"
+        "from kvcalc.cli.app import COMMANDS\n"
+        "import importlib\n"
+        "for name in ('size', 'batch', 'plan', 'gpus'):\n"
+        "    typer.main.get_command(importlib.import_module(COMMANDS[name]).command_app)\n"
+        "lazy = ('kvcalc.engine.kvformat', 'kvcalc.engine.quant', 'kvcalc.registry.gpus',\n"
+        "        'kvcalc.registry.load')\n"
+        "print([m for m in lazy if m in sys.modules])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr

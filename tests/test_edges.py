@@ -132,9 +132,28 @@ def test_the_whole_registry_warns_in_one_line(runner: CliRunner) -> None:
     result = runner.invoke(app, ["batch", "-g", "8xH100", "--ctx", "32k", "-f", "json"])
     assert result.exit_code == 0
     [line] = result.stderr.splitlines()
-    assert line.startswith("warning: some contexts are beyond the maximum context of")
-    assert "llama3-8b (8,192)" in line and "llama3.1-8b" not in line
-    assert json.loads(result.stdout)["warnings"] == [line.removeprefix("warning: ")]
+    document = json.loads(result.stdout)
+    assert document["warnings"] == [line.removeprefix("warning: ")]
+    # The line counts the rows; each row says which of its contexts its model was not
+    # trained for, against the model's own maximum.
+    marked = [m for m in document["models"] if any(c["beyond_max_context"] for c in m["contexts"])]
+    assert line.startswith(f"warning: {len(marked)} rows at contexts beyond the model's maximum")
+    assert len(line) < 160
+    rows = {m["model"]: m for m in document["models"]}
+    assert rows["llama3-8b"]["contexts"][0]["beyond_max_context"] is True
+    assert rows["llama3.1-8b"]["contexts"][0]["beyond_max_context"] is False
+
+
+def test_the_whole_registry_table_marks_the_cells_beyond_the_model(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["batch", "-g", "8xH100", "--ctx", "8k,32k", "-f", "markdown"])
+    assert result.exit_code == 0
+    cells = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[4:6]]
+        for line in result.stdout.splitlines()
+        if line.startswith("| ")
+    }
+    assert not cells["llama3-8b"][0].endswith("*") and cells["llama3-8b"][1].endswith("*")
+    assert not any(c.endswith("*") for c in cells["llama3.1-8b"])
 
 
 # ---------------------------------------------------------------- names and numbers

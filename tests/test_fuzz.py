@@ -30,7 +30,7 @@ MODELS = [
 ]
 GPU_SETS = [
     "8xH100", "1xh100", "h200", "4xMI300X", "2 x a100-80gb", "8xb200", "2xl4", "0xH100", "x",
-    "8x",
+    "8x", "H100x8", "h100:8", "8 * h100", "mi300x4", "h100:0", "4090x2", "h100:x",
 ]
 CONTEXTS = ["1", "512", "4096", "8k", "32k", "128k", "1m", "8k,32k,128k", "1024m", "0", ","]
 FRACTIONS = ["0.9", "0.5", "1", "0.01", "0", "1.5", "1e-320", "inf", "nan", "-0.1"]
@@ -42,32 +42,43 @@ FORMAT_OPTIONS = {
     "--kv-dtype": [*DTYPES, "nvfp4", "kivi2", "kivi4", "fp8_per_token_head"],
     "--kv-group": ["32", "128", "1", "0"], "--kv-scale-dtype": ["fp16", "fp32", "e8m0", "x"],
     "--kv-quant": ["kivi", "gptq"], "--kv-bits": ["2", "4", "3"],
-    "--kv-residual": ["128", "0", "64"],
+    "--kv-residual": ["128", "0", "64", "1k", "2m"],
     "--as": ["mha", "mqa", "gqa:8", "gqa:7", "gqa:0", "mla:512+64", "mla:512", "mla:x", ""],
+}
+#: The eviction options of `size`, `batch` and `decode`: token counts in every form.
+EVICTION_OPTIONS = {
+    "--window": ["4096", "4k", "0", "1m", "x"], "--sinks": ["4", "0", "1k"],
+    "--recent": ["1k", "0"], "--h2o-budget": ["2k", "0"], "--snapkv-budget": ["1k", "64k"],
+    "--observation-window": ["32", "0"], "--prompt": ["32k"], "--gen": ["1k"],
+    "--keep-ratio": FRACTIONS,
 }
 #: Each command's options, with values that are valid somewhere or sit on an edge.
 SIZE_OPTIONS = {
-    **FORMAT_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--kv-heads": COUNTS,
+    **FORMAT_OPTIONS, **EVICTION_OPTIONS, "--format": ["JSON", "Markdown", "jsonl"],
+    "--ctx": CONTEXTS, "--batch": COUNTS, "--kv-heads": COUNTS,
     "--head-dim": ["64", "128", "0"], "--layers": COUNTS,
 }
 DEPLOY_OPTIONS = {
     **FORMAT_OPTIONS,
     "--tp": COUNTS, "--pp": COUNTS, "--gpu-util": FRACTIONS, "--reserve": FRACTIONS,
     "--overhead": SIZES, "--gpu-memory": SIZES, "--weights": SIZES, "--kv-memory": SIZES,
-    "--weight-dtype": DTYPES, "--block-size": ["16", "32", "1", "0"],
-    "--prefix-shared": ["0", "1024", "8192", "100000"],
-    "--max-num-batched-tokens": ["8192", "2048", "0"],
+    "--weight-dtype": DTYPES, "--block-size": ["16", "32", "1", "0", "1k", "128k"],
+    "--prefix-shared": ["0", "1024", "8192", "100000", "8k", "2m"],
+    "--max-num-batched-tokens": ["8192", "2048", "0", "8k", "32m"],
 }
 BATCH_OPTIONS = {
-    **DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--engine": ["simple", "vllm", "sglang", "trtllm"],
+    **DEPLOY_OPTIONS, **EVICTION_OPTIONS, "--ctx": CONTEXTS,
+    "--engine": ["simple", "vllm", "sglang", "trtllm", "VLLM", "SGLang"],
     "--max-model-len": CONTEXTS, "--sglang-version": ["0.5.6", "0.4.0", "0.5.10", "v0.5.9"],
-    "--mem-fraction-static": FRACTIONS, "--page-size": ["1", "16", "64"],
-    "--context-length": CONTEXTS, "--chunked-prefill-size": ["8192", "0"],
-    "--cuda-graph-max-bs": ["160", "0"], "--max-total-tokens": ["100000", "0"],
+    "--mem-fraction-static": FRACTIONS, "--page-size": ["1", "16", "64", "1k"],
+    "--context-length": CONTEXTS, "--chunked-prefill-size": ["8192", "0", "8k"],
+    "--cuda-graph-max-bs": ["160", "0"], "--max-total-tokens": ["100000", "0", "1m"],
     "--free-before-load": ["78.43", "10GB", "0"], "--free-after-load": ["63.41", "1"],
     "--swa-full-tokens-ratio": FRACTIONS,
 }
-DECODE_OPTIONS = {**DEPLOY_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS}
+DECODE_OPTIONS = {
+    **DEPLOY_OPTIONS, **EVICTION_OPTIONS, "--ctx": CONTEXTS, "--batch": COUNTS, "--mbu": FRACTIONS,
+}
 RANGES = ["4k..1m", "1..1024m", "4k..1m:5", "1m..4k", "4k..", "..", "4k..4k", "1..10:10",
           "4k..1m:65", "4k..1m:0", "8k..32k,64k"]
 SWEEP_OPTIONS = {
@@ -83,7 +94,7 @@ SPECS = [
     str(ROOT / "examples" / name)
     for name in ("capacity.yaml", "capacity-fails.yaml", "github-workflow.yml")
 ] + [str(ROOT / "model_configs" / "models" / "llama3-8b.yaml"), "README.md", "/dev/null", "."]
-CHECK_OPTIONS = {"--format": ["junit", "github", "csv", "markdown"]}
+CHECK_OPTIONS = {"--format": ["junit", "github", "csv", "markdown", "JUnit"]}
 IMPORT_OPTIONS = {
     "--name": ["imported", "Bad_Name", "", "qwen2.5-7b"],
     "--hf-repo": ["org/m", "a--b/c", "org/m@main", ""],
@@ -95,7 +106,7 @@ PLAN_OPTIONS = {
     "--users": [*COUNTS, "100", "100000"], "--ctx": CONTEXTS, "--max-tpot": TIMES,
     "--max-ttft": TIMES, "--gpus": PLAN_GPUS, "--max-gpus": COUNTS,
     "--weight-dtype": [*DTYPES, "bf16,fp8", "fp8,fp8"], "--kv-dtype": [*DTYPES, "bf16,fp8"],
-    "--engine": ["simple", "vllm", "sglang"], "--mfu": FRACTIONS, "--top": COUNTS,
+    "--engine": ["simple", "vllm", "sglang", "VLLM"], "--mfu": FRACTIONS, "--top": COUNTS,
     "--price": ["h100=2.5", "h100=2.5,h200=3", "h100=x", "=1", "h100=1e400", "h100"],
 }
 COMMANDS = {

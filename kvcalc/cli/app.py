@@ -7,6 +7,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -321,6 +322,36 @@ class OnceCommand(TyperCommand):
         for param in self.params:
             if param.type.name in _NUMBER_TYPES:
                 param.type = strict_number_type(param.type)
+            if param.param_type_name == "option" and param.metavar is None:
+                param.metavar = _metavar(param.type)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.rich_help_panel = OUTPUT_PANEL
+        return option
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        arguments = [p for p in self.get_params(ctx) if p.param_type_name == "argument"]
+        return [self.options_metavar or "[OPTIONS]", *(usage_name(p) for p in arguments)]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """The options in their panels (:data:`PANELS` order), the arguments first."""
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            help_text = _DEFAULT_NOTE.sub(r"  [\1", record[1])
+            if param.param_type_name == "argument":
+                sections.setdefault("Arguments", []).append((usage_name(param, True), help_text))
+            else:
+                panel = getattr(param, "rich_help_panel", None) or "Options"
+                sections.setdefault(panel, []).append((record[0], help_text))
+        order = ["Arguments", *PANELS]
+        for title in sorted(sections, key=lambda t: order.index(t) if t in order else len(order)):
+            with formatter.section(title):
+                formatter.write_dl(sections[title])
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         for param in self.params:
@@ -333,8 +364,62 @@ class OnceCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
 
+#: The help's sections of options, in their order: each option names its panel
+#: (``rich_help_panel``); an option without one is listed under "Options".
+MODEL_PANEL = "Model"
+DEPLOYMENT_PANEL = "Deployment"
+KV_PANEL = "KV cache format"
+EVICTION_PANEL = "Eviction"
+VLLM_PANEL = "vLLM engine"
+SGLANG_PANEL = "SGLang engine"
+OUTPUT_PANEL = "Output"
+PANELS = (
+    "Options", MODEL_PANEL, DEPLOYMENT_PANEL, KV_PANEL, EVICTION_PANEL, VLLM_PANEL, SGLANG_PANEL,
+    OUTPUT_PANEL,
+)
+#: The one notation of a default (and of "required") in the help: ``  [default: X]`` at the
+#: end, two spaces before it, whether typer writes it or the option's help does.
+_DEFAULT_NOTE = re.compile(r"\s*\[(default: |required\])")
+
+
+def in_panel(panel: str, parameters: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
+    """``parameters`` (name -> (type, typer option)), each option without a panel put in
+    ``panel``."""
+    for _, option in parameters.values():
+        if getattr(option, "rich_help_panel", None) is None:
+            option.rich_help_panel = panel
+    return parameters
+
+
+def usage_name(param: Any, bare: bool = False) -> str:
+    """An argument as every usage line spells it: ``MODEL`` (required), ``[MODEL]`` (optional),
+    ``MODEL...`` (one or more); ``bare``: without the brackets, as the Arguments section."""
+    name = (param.metavar or param.name or "").strip("[]{}.").upper()
+    name += "..." if param.nargs != 1 else ""
+    return name if bare or param.required else f"[{name}]"
+
+
+#: The placeholder of an option that names none, by its type: one style (an upper-case word,
+#: or the choices) for every option of every command.
+_METAVARS = {
+    "int": "N",
+    "integer": "N",
+    "int range": "N",
+    "float": "FRACTION",  # every float option is a share or a utilisation
+    "float range": "FRACTION",
+    "path": "PATH",
+}
+
+
+def _metavar(kind: Any) -> str:
+    choices = getattr(kind, "choices", None)
+    if choices is not None:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    return _METAVARS.get(kind.name, "TEXT")
+
+
 #: click's names of its number types (plain and with a range).
-_NUMBER_TYPES = frozenset({"integer", "int range", "float", "float range"})
+_NUMBER_TYPES = frozenset({"int", "integer", "int range", "float", "float range"})
 _STRICT_TYPES: dict[type, type] = {}
 
 
@@ -344,7 +429,12 @@ def strict_number_type(inner: Any) -> Any:
     4,300 digits), and, for floats, infinity and NaN."""
     base = type(inner)
     if base not in _STRICT_TYPES:
-        _STRICT_TYPES[base] = type(f"Strict{base.__name__}", (base,), {"convert": _strict_convert})
+        _STRICT_TYPES[base] = type(
+            f"Strict{base.__name__}",
+            (base,),
+            # The bounds are stated by the error that enforces them, not in the help's notes.
+            {"convert": _strict_convert, "_describe_range": lambda self: ""},
+        )
     strict: Any = object.__new__(_STRICT_TYPES[base])  # the same settings, stricter text
     strict.__dict__.update(inner.__dict__)
     return strict
@@ -402,6 +492,8 @@ ReportFormatOption = typer.Option(
     ReportFormat.table,
     "--format",
     "-f",
+    case_sensitive=False,
+    rich_help_panel=OUTPUT_PANEL,
     help="table for people; json, yaml or csv (raw numbers) for machines; markdown for docs",
 )
 
@@ -440,6 +532,48 @@ def one_length(text: str, option: str, example: str = "32k") -> int:
     if len(lengths) != 1:
         fail(f"{option}: give one length, e.g. {example}")
     return lengths[0]
+
+
+#: The largest token count an option takes unless it says otherwise (the longest context).
+MAX_TOKENS = 1 << 30
+#: The metavar of every option that counts tokens.
+TOKENS = "TOKENS"
+
+
+def token_option(
+    default: Any,
+    *names: str,
+    help: str,
+    minimum: int = 1,
+    maximum: int = MAX_TOKENS,
+    **settings: Any,
+) -> Any:
+    """An option counting tokens, read as --ctx reads one (8192, 8k, 128k, 1m) and held to
+    [``minimum``, ``maximum``], which ``min``/``max`` keep for a spec file's same field."""
+    return typer.Option(
+        default,
+        *names,
+        min=minimum,
+        max=maximum,
+        parser=_token_parser(max(names, key=len), minimum, maximum),
+        metavar=TOKENS,
+        help=help,
+        **settings,
+    )
+
+
+def _token_parser(option: str, minimum: int, maximum: int) -> Callable[[Any], int]:
+    def tokens(value: Any) -> int:
+        if isinstance(value, int):  # the default, or a spec file's number
+            return value
+        from kvcalc.engine.units import UnitError, parse_tokens
+
+        try:
+            return parse_tokens(str(value), minimum, maximum, what="token count")
+        except UnitError as exc:
+            fail(f"{option}: {exc}")
+
+    return tokens
 
 
 def parse_size(text: str, option: str) -> int:
@@ -526,6 +660,79 @@ def head_override_problem(model: ModelSpec) -> str | None:
     return f"{model.id} has no KV heads to change (its layers are MLA or states)"
 
 
+# ------------------------------------------------------------------ shell completion
+# The callbacks run only when the shell asks (``_KVCALC_COMPLETE`` set): each imports what it
+# lists then, never at start-up. A registry that cannot be read completes nothing.
+
+
+def complete_names(incomplete: str, names: Sequence[str], prefix: str = "") -> list[str]:
+    """The ``names`` that start with ``incomplete`` in any case, completed as typed (names are
+    read in any case, and typer keeps only the completions that start with what was typed)."""
+    wanted = incomplete.lower()
+    return [
+        prefix + incomplete + n[len(incomplete) :] for n in names if n.lower().startswith(wanted)
+    ]
+
+
+def _registry_ids(kind: str) -> list[str]:
+    from kvcalc.registry.load import RegistryError, model_paths
+
+    try:
+        if kind == "gpu":
+            from kvcalc.registry.gpus import gpu_paths
+
+            return [p.stem for p in gpu_paths()]
+        return [p.stem for p in model_paths()]
+    except (RegistryError, OSError):
+        return []
+
+
+def complete_models(incomplete: str) -> list[str]:
+    """MODEL: the registry's model ids."""
+    return complete_names(incomplete, _registry_ids("model"))
+
+
+def complete_gpus(incomplete: str) -> list[str]:
+    """A GPU name: the registry's accelerator ids."""
+    return complete_names(incomplete, _registry_ids("gpu"))
+
+
+def complete_gpu_sets(incomplete: str) -> list[str]:
+    """--gpus COUNTxGPU: after a count (``8x``), the accelerator ids; a bare count gets its
+    ``x``; else the ids alone (one GPU)."""
+    ids = _registry_ids("gpu")
+    if incomplete.isdigit():
+        return [f"{incomplete}x{g}" for g in ids]
+    counted = re.match(r"^(\d+\s*[x×*]\s*)(.*)$", incomplete, re.IGNORECASE)
+    if counted is None:
+        return complete_names(incomplete, ids)
+    return complete_names(counted[2], ids, prefix=counted[1])
+
+
+def complete_kv_dtypes(incomplete: str) -> list[str]:
+    """--kv-dtype: the KV cache format names."""
+    from kvcalc.engine.kvformat import PRESETS
+
+    return complete_names(incomplete, list(PRESETS))
+
+
+def complete_weight_dtypes(incomplete: str) -> list[str]:
+    """--weight-dtype: the weight dtypes and formats."""
+    from kvcalc.engine.quant import WEIGHT_FORMAT_NAMES
+
+    return complete_names(incomplete, WEIGHT_FORMAT_NAMES)
+
+
+def completing_lists(complete: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    """``complete`` for a comma-separated list (`plan --gpus H100,H2`): its last item."""
+
+    def complete_last(incomplete: str) -> list[str]:
+        head, comma, last = incomplete.rpartition(",")
+        return [head + comma + name for name in complete(last)]
+
+    return complete_last
+
+
 CheckOption = typer.Option(
     False, "--check", help="validate every registry file; exit 2 if any is bad"
 )
@@ -539,17 +746,35 @@ ContextsOption = typer.Option(
     None,
     "--ctx",
     "-c",
+    metavar=TOKENS,
+    rich_help_panel=MODEL_PANEL,
     help="context(s) in tokens: 8192, 8k, 128k, 1m, or a list such as 8k,32k,128k",
     show_default=False,
 )
 BatchOption = typer.Option(
-    None, "--batch", "-b", min=1, max=MAX_BATCH, help="sequences", show_default=False
+    None,
+    "--batch",
+    "-b",
+    min=1,
+    max=MAX_BATCH,
+    rich_help_panel=MODEL_PANEL,
+    help="sequences",
+    show_default=False,
 )
 KvHeadsOption = typer.Option(
-    None, "--kv-heads", min=1, max=4096, help="what-if: KV heads per layer (1 = MQA)"
+    None,
+    "--kv-heads",
+    min=1,
+    max=4096,
+    rich_help_panel=MODEL_PANEL,
+    help="what-if: KV heads per layer (1 = MQA)",
 )
-HeadDimOption = typer.Option(None, "--head-dim", min=1, max=65536, help="what-if: head dim")
-LayersOption = typer.Option(None, "--layers", min=1, max=100_000, help="what-if: layer count")
+HeadDimOption = typer.Option(
+    None, "--head-dim", min=1, max=65536, rich_help_panel=MODEL_PANEL, help="what-if: head dim"
+)
+LayersOption = typer.Option(
+    None, "--layers", min=1, max=100_000, rich_help_panel=MODEL_PANEL, help="what-if: layer count"
+)
 MbuOption = typer.Option(
     1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
 )
@@ -566,12 +791,17 @@ def check_mbu(mbu: float) -> float:
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",
+    metavar="DTYPE",
+    rich_help_panel=KV_PANEL,
+    autocompletion=complete_kv_dtypes,
     help="KV cache format: fp32, bf16, fp16, fp8, int8, int4, int2, nvfp4, mxfp4, "
     "fp8_per_token_head, int8_per_token_head, kivi2, kivi4 [default: the model's dtype]",
 )
 AttentionOption = typer.Option(
     None,
     "--as",
+    metavar="VARIANT",
+    rich_help_panel=MODEL_PANEL,
     help="what-if: the model with another attention, mha, gqa:G, mqa or mla:LATENT[+ROPE] "
     "(other dimensions kept, cache re-derived)",
 )

@@ -8,11 +8,14 @@ import typer
 
 from kvcalc.cli.app import (
     MODEL_HELP,
+    TOKENS,
+    VLLM_PANEL,
     AttentionOption,
     ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    complete_models,
     emit_report,
     fail,
     load_model,
@@ -48,11 +51,20 @@ command_app = command_typer()
 @engine_options
 @eviction_options
 def batch(
-    model: str = typer.Argument(None, help=f"{MODEL_HELP} [default: every model]"),
+    model: str = typer.Argument(
+        None,
+        help=f"{MODEL_HELP} [default: every model]",
+        autocompletion=complete_models,
+        show_default=False,
+    ),
     ctx: str = ContextsOption,
     attention: str = AttentionOption,
     max_model_len: str = typer.Option(
-        None, "--max-model-len", help="vllm engine: request length [default: each --ctx]"
+        None,
+        "--max-model-len",
+        metavar=TOKENS,
+        rich_help_panel=VLLM_PANEL,
+        help="request length(s) vLLM serves [default: each --ctx, else the model's maximum]",
     ),
     fmt: ReportFormat = ReportFormatOption,
     *,

@@ -23,6 +23,7 @@ import typer
 
 from kvcalc.cli.app import (
     EXIT_USAGE,
+    OUTPUT_PANEL,
     InputError,
     command_typer,
     emit_report,
@@ -66,6 +67,8 @@ CheckFormatOption = typer.Option(
     CheckFormat.table,
     "--format",
     "-f",
+    case_sensitive=False,
+    rich_help_panel=OUTPUT_PANEL,
     help="table for people; json, yaml or csv for machines; markdown for docs; junit (JUnit "
     "XML) or github (Actions annotations) for CI",
 )

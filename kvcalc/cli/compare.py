@@ -21,6 +21,7 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    complete_models,
     emit_report,
     fail,
     head_override_problem,
@@ -56,8 +57,10 @@ command_app = command_typer()
 ModelsArgument = typer.Argument(
     ...,
     metavar="MODEL",
-    help="one or more registry names or config.json paths, compared side by side",
+    help="one or more registry names, Hugging Face repo ids or config.json paths, compared "
+    "side by side",
     show_default=False,
+    autocompletion=complete_models,
 )
 
 
@@ -123,7 +126,10 @@ def compare(
     batch: int = BatchOption,
     attention: str = AttentionOption,
     only: str = typer.Option(
-        None, "--only", help=f"rows to show, comma-separated: {', '.join(technique_names())}"
+        None,
+        "--only",
+        metavar="ROWS",
+        help=f"rows to show, comma-separated: {', '.join(technique_names())}",
     ),
     kv_heads: int = KvHeadsOption,
     head_dim: int = HeadDimOption,

@@ -19,6 +19,7 @@ from kvcalc.cli.app import (
     check_mbu,
     check_mfu,
     command_typer,
+    complete_models,
     emit_report,
     load_model,
     parse_ctx_list,
@@ -48,7 +49,7 @@ command_app = command_typer()
 @engine_options
 @eviction_options
 def decode(
-    model: str = typer.Argument(..., help=MODEL_HELP),
+    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
     ctx: str = ContextsOption,
     attention: str = AttentionOption,
     batch: int = BatchOption,

@@ -17,13 +17,22 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import typer
 
 from kvcalc.cli.app import (
+    DEPLOYMENT_PANEL,
+    SGLANG_PANEL,
+    TOKENS,
+    VLLM_PANEL,
     InputError,
     LayoutError,
+    complete_gpu_sets,
+    complete_names,
+    complete_weight_dtypes,
     fail,
     grouped_options,
+    in_panel,
     one_length,
     option_name,
     parse_size,
+    token_option,
 )
 from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
 
@@ -186,8 +195,16 @@ class DeploymentOptions(KvFormatOptions):
             raise input_error(exc) from None
 
 
-_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "gpus": (str, typer.Option(..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100, 4xMI300X, h200")),
+#: --gpus, the one option every deployment needs (its help says the forms it takes).
+GPUS_HELP = "COUNTxGPU, e.g. 8xH100 (also H100x8, h100:8, 8*h100), 4xMI300X, or h200 for one"
+_GPUS_SETTINGS: dict[str, Any] = {
+    "metavar": "COUNTxGPU",
+    "autocompletion": complete_gpu_sets,
+    "rich_help_panel": DEPLOYMENT_PANEL,
+}
+
+_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(DEPLOYMENT_PANEL, {
+    "gpus": (str, typer.Option(..., "--gpus", "-g", help=GPUS_HELP, **_GPUS_SETTINGS)),
     "tp": (
         int | None,
         typer.Option(
@@ -214,23 +231,46 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     "overhead": (
         str | None,
         typer.Option(
-            None, "--overhead", help="runtime overhead per GPU, e.g. 5GiB [default: estimated]"
+            None,
+            "--overhead",
+            metavar="SIZE",
+            help="runtime overhead per GPU, e.g. 5GiB [default: estimated]",
         ),
     ),
     "gpu_memory": (
         str | None,
-        typer.Option(None, "--gpu-memory", help="memory per GPU, e.g. 80GB"),
+        typer.Option(
+            None,
+            "--gpu-memory",
+            metavar="SIZE",
+            help="memory per GPU, e.g. 80GB [default: the GPU's]",
+        ),
     ),
-    "weights": (str | None, typer.Option(None, "--weights", help="total weight bytes, e.g. 140GB")),
+    "weights": (
+        str | None,
+        typer.Option(
+            None,
+            "--weights",
+            metavar="SIZE",
+            help="total weight bytes, e.g. 140GB [default: from the model]",
+        ),
+    ),
     "kv_memory": (
         str | None,
-        typer.Option(None, "--kv-memory", help="KV budget per GPU directly, e.g. 52GiB"),
+        typer.Option(
+            None,
+            "--kv-memory",
+            metavar="SIZE",
+            help="KV budget per GPU directly, e.g. 52GiB [default: what the memory leaves]",
+        ),
     ),
     "weight_dtype": (
         str | None,
         typer.Option(
             None,
             "--weight-dtype",
+            metavar="DTYPE",
+            autocompletion=complete_weight_dtypes,
             help=(
                 "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
                 "[default: as released]"
@@ -240,29 +280,29 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     **KV_PARAMETERS,
     "block_size": (
         int,
-        typer.Option(16, "--block-size", min=1, max=65536, help="tokens per KV block"),
+        token_option(16, "--block-size", maximum=65536, help="tokens per KV block"),
     ),
     "prefix_shared": (
         int,
-        typer.Option(
+        token_option(
             0,
             "--prefix-shared",
-            min=0,
-            max=1 << 30,
+            minimum=0,
             help="prompt-prefix tokens shared by all sequences",
         ),
     ),
     "max_num_batched_tokens": (
         int | None,
-        typer.Option(
+        token_option(
             None,
             "--max-num-batched-tokens",
-            min=1,
-            max=1 << 24,
-            help="scheduler step: sizes the activation estimate (and vLLM's window charge) [8192]",
+            maximum=1 << 24,
+            rich_help_panel=VLLM_PANEL,
+            help="scheduler step: sizes the activation estimate (and vLLM's window charge) "
+            "[default: 8192]",
         ),
     ),
-}
+})
 assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 
@@ -272,7 +312,7 @@ def deployment_options(command: F) -> F:
 
 
 _OPTIONAL_GPUS = typer.Option(
-    None, "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100 [default: no GPUs, bytes only]"
+    None, "--gpus", "-g", help=f"{GPUS_HELP} [default: no GPUs, bytes only]", **_GPUS_SETTINGS
 )
 
 
@@ -286,7 +326,11 @@ def deployment_sets_options(command: F) -> F:
     """As :func:`deployment_options`, with ``--gpus`` repeatable: ``command`` receives
     ``deploys``, one :class:`DeploymentOptions` per GPU set, in the order given."""
     gpus = typer.Option(
-        ..., "--gpus", "-g", help="COUNTxGPU, e.g. 8xH100; repeat for one line per GPU set"
+        ...,
+        "--gpus",
+        "-g",
+        help=f"{GPUS_HELP}; repeat for one line per GPU set",
+        **_GPUS_SETTINGS,
     )
     parameters = {**_PARAMETERS, "gpus": (list[str], gpus)}
     return grouped_options(command, "deploys", _per_gpu_set, parameters)
@@ -404,11 +448,14 @@ def _size(text: str | None, option: str) -> int | None:
     return parse_size(f"{bare}GiB", option)
 
 
-_SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
+_SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(SGLANG_PANEL, {
     "sglang_version": (
         str | None,
         typer.Option(
-            None, "--sglang-version", help="sglang engine: release X.Y.Z, 0.4.0-0.5.18 [0.5.6]"
+            None,
+            "--sglang-version",
+            metavar="X.Y.Z",
+            help="release, 0.4.0-0.5.18 [default: 0.5.6]",
         ),
     ),
     "mem_fraction_static": (
@@ -416,29 +463,35 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--mem-fraction-static",
-            help="sglang engine: share of free memory for weights + KV [the release's rule]",
+            help="share of free memory for weights + KV "
+            "[default: the release's rule]",
         ),
     ),
     "page_size": (
         int | None,
-        typer.Option(
-            None, "--page-size", min=1, max=65536, help="sglang engine: tokens per page [1]"
+        token_option(
+            None,
+            "--page-size",
+            maximum=65536,
+            help="tokens per page [default: 1]",
         ),
     ),
     "context_length": (
         str | None,
         typer.Option(
-            None, "--context-length", help="sglang engine: context length [model maximum]"
+            None,
+            "--context-length",
+            metavar=TOKENS,
+            help="context length [default: the model's maximum]",
         ),
     ),
     "chunked_prefill_size": (
         int | None,
-        typer.Option(
+        token_option(
             None,
             "--chunked-prefill-size",
-            min=1,
-            max=1 << 24,
-            help="sglang engine: prefill chunk (feeds the default memory share)",
+            maximum=1 << 24,
+            help="prefill chunk (feeds the default memory share)",
         ),
     ),
     "cuda_graph_max_bs": (
@@ -448,13 +501,16 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
             "--cuda-graph-max-bs",
             min=1,
             max=1 << 16,
-            help="sglang engine: largest CUDA-graph batch (feeds the default memory share)",
+            help="largest CUDA-graph batch (feeds the default memory share)",
         ),
     ),
     "max_total_tokens": (
         int | None,
-        typer.Option(
-            None, "--max-total-tokens", min=1, max=1 << 40, help="sglang engine: pool cap"
+        token_option(
+            None,
+            "--max-total-tokens",
+            maximum=1 << 40,
+            help="pool cap [default: none]",
         ),
     ),
     "free_before_load": (
@@ -462,7 +518,9 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--free-before-load",
-            help="sglang engine: 'Load weight begin. avail mem' in GiB, e.g. 78.43 [estimated]",
+            metavar="GIB",
+            help="'Load weight begin. avail mem' in GiB, e.g. 78.43 "
+            "[default: estimated]",
         ),
     ),
     "free_after_load": (
@@ -470,7 +528,9 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--free-after-load",
-            help="sglang engine: 'Load weight end. avail mem' in GiB, e.g. 63.41 [estimated]",
+            metavar="GIB",
+            help="'Load weight end. avail mem' in GiB, e.g. 63.41 "
+            "[default: estimated]",
         ),
     ),
     "swa_full_tokens_ratio": (
@@ -478,10 +538,11 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--swa-full-tokens-ratio",
-            help="sglang engine: pool sliding-window layers apart at this ratio (SGLang: 0.8)",
+            help="pool sliding-window layers apart at this ratio (SGLang's "
+            "is 0.8) [default: one shared pool]",
         ),
     ),
-}
+})
 assert set(_SGLANG_PARAMETERS) == set(SGLangFlags._fields)
 
 
@@ -502,6 +563,10 @@ def sglang_options(command: F) -> F:
 ENGINES = ("simple", "vllm", "sglang")
 
 
+def complete_engines(incomplete: str) -> list[str]:
+    return complete_names(incomplete, ENGINES)
+
+
 # A NamedTuple, not a frozen dataclass: several times cheaper to create at start-up.
 class EngineChoice(NamedTuple):
     """``--engine`` as given: which engine's rule sizes the KV cache."""
@@ -510,11 +575,12 @@ class EngineChoice(NamedTuple):
 
     def checked(self, deploy: DeploymentOptions, sglang: SGLangFlags) -> str:
         """The engine, once it is known and no option it would ignore was given."""
-        if self.engine not in ENGINES:
+        engine = str(self.engine).lower()  # a spec file's engine, as --engine, any case
+        if engine not in ENGINES:
             fail(f"--engine: unknown engine {self.engine!r}; choose {', '.join(ENGINES)}")
-        deploy.check_applies(self.engine)
-        sglang.check_applies(self.engine, deploy)
-        return self.engine
+        deploy.check_applies(engine)
+        sglang.check_applies(engine, deploy)
+        return engine
 
 
 _ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
@@ -523,6 +589,9 @@ _ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             "simple",
             "--engine",
+            metavar="[" + "|".join(ENGINES) + "]",
+            autocompletion=complete_engines,
+            rich_help_panel=DEPLOYMENT_PANEL,
             help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
             "sglang: SGLang's token pool (0.4.0-0.5.18)",
         ),

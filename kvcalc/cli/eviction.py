@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import fail, grouped_options, one_length, option_name, parse_ctx_list
+from kvcalc.cli.app import (
+    EVICTION_PANEL,
+    TOKENS,
+    fail,
+    grouped_options,
+    in_panel,
+    one_length,
+    option_name,
+    parse_ctx_list,
+    token_option,
+)
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
@@ -168,74 +178,60 @@ _POLICIES: dict[str, tuple[tuple[str, ...], Callable[[EvictionOptions], Eviction
 _ENGINE_TEXT = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
-_EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = {
+_EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(EVICTION_PANEL, {
     "window": (
         int | None,
-        typer.Option(
-            None, "--window", min=1, max=1 << 30, help="eviction: keep the last W tokens (lossy)"
-        ),
+        token_option(None, "--window", help="keep the last W tokens (lossy)"),
     ),
     "sinks": (
         int | None,
-        typer.Option(
-            None, "--sinks", min=0, max=1 << 30, help="eviction: StreamingLLM sink tokens [4]"
+        token_option(
+            None, "--sinks", minimum=0, help="StreamingLLM: sink tokens [default: 4]"
         ),
     ),
     "recent": (
         int | None,
-        typer.Option(
-            None,
-            "--recent",
-            min=1,
-            max=1 << 30,
-            help="eviction: StreamingLLM, keep the sinks + the last R tokens (lossy)",
+        token_option(
+            None, "--recent", help="StreamingLLM: keep the sinks + the last R tokens (lossy)"
         ),
     ),
     "h2o_budget": (
         int | None,
-        typer.Option(
-            None,
-            "--h2o-budget",
-            min=1,
-            max=1 << 30,
-            help="eviction: H2O, keep N heavy-hitter + recent tokens (lossy)",
+        token_option(
+            None, "--h2o-budget", help="H2O: keep N heavy-hitter + recent tokens (lossy)"
         ),
     ),
     "snapkv_budget": (
         int | None,
-        typer.Option(
+        token_option(
             None,
             "--snapkv-budget",
-            min=1,
-            max=1 << 30,
-            help="eviction: SnapKV, compress the --prompt to N tokens once (lossy)",
+            help="SnapKV: compress the --prompt to N tokens once (lossy)",
         ),
     ),
     "observation_window": (
         int | None,
-        typer.Option(
+        token_option(
             None,
             "--observation-window",
-            min=1,
-            max=1 << 30,
-            help="eviction: SnapKV's voting prompt tokens, within the budget [32]",
+            help="SnapKV: voting prompt tokens, within the budget [default: 32]",
         ),
     ),
     "prompt": (
         str | None,
-        typer.Option(None, "--prompt", help="SnapKV: prompt length, e.g. 32k"),
+        typer.Option(None, "--prompt", metavar=TOKENS, help="SnapKV: prompt length, e.g. 32k"),
     ),
     "gen": (
         str | None,
-        typer.Option(None, "--gen", help="SnapKV: generated tokens, e.g. 1k"),
+        typer.Option(None, "--gen", metavar=TOKENS, help="SnapKV: generated tokens, e.g. 1k"),
     ),
     "keep_ratio": (
         float | None,
         typer.Option(
-            None, "--keep-ratio", help="eviction: token pruning, keep this share (0, 1] (lossy)"
+            None, "--keep-ratio", help="token pruning: keep this share, in (0, 1] (lossy)"
         ),
     ),
-}
+})
 assert set(_EVICTION_PARAMETERS) == {f.name for f in fields(EvictionOptions)}
 
 

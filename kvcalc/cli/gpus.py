@@ -13,6 +13,7 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    complete_gpus,
     emit_report,
     fail,
 )
@@ -21,6 +22,7 @@ NamesArgument = typer.Argument(
     None,
     metavar="GPU...",
     help="ids or aliases to show (e.g. h100 mi300x) [default: all]",
+    autocompletion=complete_gpus,
     show_default=False,
 )
 

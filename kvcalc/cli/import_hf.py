@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kvcalc.cli.app import ReportFormat, command_typer, emit_report
+from kvcalc.cli.app import OUTPUT_PANEL, ReportFormat, command_typer, emit_report
 
 command_app = command_typer()
 
@@ -13,6 +13,8 @@ ImportFormatOption = typer.Option(
     ReportFormat.yaml,
     "--format",
     "-f",
+    case_sensitive=False,
+    rich_help_panel=OUTPUT_PANEL,
     help="yaml: the registry file; json: the same entry; csv, table, markdown: its fields",
 )
 
@@ -25,11 +27,15 @@ def import_hf(
         help="config.json path (or its folder), or Hugging Face repo id org/name[@revision]",
     ),
     name: str = typer.Option(
-        None, "--name", help="the entry's id and file name [default: the repo name, lowercased]"
+        None,
+        "--name",
+        metavar="ID",
+        help="the entry's id and file name [default: the repo name, lowercased]",
     ),
     hf_repo: str = typer.Option(
         None,
         "--hf-repo",
+        metavar="ORG/NAME",
         help="the repo (org/name) of a config.json path that states no _name_or_path",
     ),
     fmt: ReportFormat = ImportFormatOption,

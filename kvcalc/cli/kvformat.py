@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kvcalc.cli.app import KvDtypeOption, LayoutError, fail, grouped_options
+from kvcalc.cli.app import (
+    KV_PANEL,
+    KvDtypeOption,
+    LayoutError,
+    fail,
+    grouped_options,
+    in_panel,
+    token_option,
+)
 
 if TYPE_CHECKING:
     from kvcalc.engine.kv import CacheFormat
@@ -87,7 +95,7 @@ class KvFormatOptions:
         return cache_format(model, self.kv_format(model))
 
 
-KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
+KV_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(KV_PANEL, {
     "kv_dtype": (str | None, KvDtypeOption),
     "kv_group": (
         int | None,
@@ -96,7 +104,8 @@ KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
             "--kv-group",
             min=1,
             max=1 << 20,
-            help="quantised KV: values per scale (KIVI: tokens per key scale) [KIVI: 32]",
+            help="quantised KV: values per scale (KIVI: tokens per key scale) "
+            "[default: per format; KIVI: 32]",
         ),
     ),
     "kv_scale_dtype": (
@@ -104,8 +113,9 @@ KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--kv-scale-dtype",
+            metavar="DTYPE",
             help="quantised KV: scale (and zero-point) dtype, fp16, bf16, fp32, fp8 or e8m0 "
-            "[fp16]",
+            "[default: fp16]",
         ),
     ),
     "kv_zero_point": (
@@ -116,23 +126,27 @@ KV_PARAMETERS: dict[str, tuple[Any, Any]] = {
     ),
     "kv_quant": (
         str | None,
-        typer.Option(None, "--kv-quant", help="KV quantiser: kivi (with --kv-bits, --kv-residual)"),
+        typer.Option(
+            None,
+            "--kv-quant",
+            metavar="NAME",
+            help="KV quantiser: kivi (with --kv-bits, --kv-residual)",
+        ),
     ),
     "kv_bits": (
         int | None,
-        typer.Option(None, "--kv-bits", help="KIVI: bits per value, 2 or 4 [2]"),
+        typer.Option(None, "--kv-bits", help="KIVI: bits per value, 2 or 4 [default: 2]"),
     ),
     "kv_residual": (
         int | None,
-        typer.Option(
+        token_option(
             None,
             "--kv-residual",
-            min=0,
-            max=1 << 30,
-            help="KIVI: most recent tokens kept at full precision [128]",
+            minimum=0,
+            help="KIVI: most recent tokens kept at full precision [default: 128]",
         ),
     ),
-}
+})
 assert set(KV_PARAMETERS) == {f.name for f in fields(KvFormatOptions)}
 
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    MODEL_HELP,
     ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    complete_models,
     emit_report,
     fail,
     load_model,
@@ -30,6 +32,7 @@ command_app = command_typer()
 TierOption = typer.Option(
     None,
     "--tier",
+    metavar="NAME:SIZE@RATE",
     help="NAME:SIZE@BANDWIDTH/s, e.g. cpu:512GB@64GB/s (repeatable) "
     "[default: host memory 2x the GPUs' over PCIe, one 4 TB NVMe at 7 GB/s per GPU]",
 )
@@ -38,7 +41,7 @@ TierOption = typer.Option(
 @command_app.command()
 @deployment_options
 def offload(
-    model: str = typer.Argument(..., help="registry name or config.json path"),
+    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
     ctx: str = ContextsOption,
     tier: list[str] = TierOption,
     fmt: ReportFormat = ReportFormatOption,

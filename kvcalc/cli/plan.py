@@ -8,12 +8,23 @@ from typing import TYPE_CHECKING
 import typer
 
 from kvcalc.cli.app import (
+    DEPLOYMENT_PANEL,
+    KV_PANEL,
+    MODEL_HELP,
+    MODEL_PANEL,
+    TOKENS,
     AttentionOption,
     MfuOption,
     ReportFormat,
     ReportFormatOption,
     check_mfu,
     command_typer,
+    complete_gpus,
+    complete_kv_dtypes,
+    complete_models,
+    complete_names,
+    complete_weight_dtypes,
+    completing_lists,
     emit_report,
     fail,
     load_model,
@@ -35,9 +46,13 @@ PLAN_ENGINES = ("simple", "vllm")
 command_app = command_typer()
 
 
+def complete_plan_engines(incomplete: str) -> list[str]:
+    return complete_names(incomplete, PLAN_ENGINES)
+
+
 @command_app.command()
 def plan(
-    model: str = typer.Argument(..., help="registry name or config.json path"),
+    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
     users: int = typer.Option(
         ..., "--users", "-u", help="sequences served at once", show_default=False
     ),
@@ -45,15 +60,21 @@ def plan(
         None,
         "--ctx",
         "-c",
+        metavar=TOKENS,
+        rich_help_panel=MODEL_PANEL,
         help="tokens of each user's sequence, also the TTFT prompt: 8192, 8k, 128k [default: 8k]",
         show_default=False,
     ),
     max_tpot: str = typer.Option(
-        None, "--max-tpot", help="time-per-output-token target, e.g. 50ms", show_default=False
+        None,
+        "--max-tpot",
+        metavar="TIME",
+        help="time-per-output-token target, e.g. 50ms", show_default=False
     ),
     max_ttft: str = typer.Option(
         None,
         "--max-ttft",
+        metavar="TIME",
         help="time-to-first-token target for one prompt of --ctx tokens, e.g. 2s",
         show_default=False,
     ),
@@ -62,31 +83,49 @@ def plan(
         None,
         "--gpus",
         "-g",
+        metavar="GPU[,GPU...]",
+        autocompletion=completing_lists(complete_gpus),
+        rich_help_panel=DEPLOYMENT_PANEL,
         help="accelerators to consider, e.g. H100,H200,MI300X [default: the whole registry]",
         show_default=False,
     ),
     max_gpus: int = typer.Option(
-        DEFAULT_MAX_GPUS, "--max-gpus", help="largest GPU count searched per accelerator"
+        DEFAULT_MAX_GPUS,
+        "--max-gpus",
+        rich_help_panel=DEPLOYMENT_PANEL,
+        help="largest GPU count searched per accelerator",
     ),
     weight_dtype: str = typer.Option(
         None,
         "--weight-dtype",
+        metavar="DTYPE[,DTYPE...]",
+        autocompletion=completing_lists(complete_weight_dtypes),
+        rich_help_panel=DEPLOYMENT_PANEL,
         help="weight dtypes to try, e.g. bf16,fp8 [default: as the checkpoint ships]",
         show_default=False,
     ),
     kv_dtype: str = typer.Option(
         None,
         "--kv-dtype",
+        metavar="DTYPE[,DTYPE...]",
+        autocompletion=completing_lists(complete_kv_dtypes),
+        rich_help_panel=KV_PANEL,
         help="KV cache formats to try, e.g. bf16,fp8,nvfp4,kivi2 (any --kv-dtype name) "
         "[default: the model's dtype]",
         show_default=False,
     ),
     engine: str = typer.Option(
-        "simple", "--engine", help="simple: the budget formula; vllm: vLLM 0.19's block count"
+        "simple",
+        "--engine",
+        metavar="[" + "|".join(PLAN_ENGINES) + "]",
+        autocompletion=complete_plan_engines,
+        rich_help_panel=DEPLOYMENT_PANEL,
+        help="simple: the budget formula; vllm: vLLM 0.19's block count",
     ),
     price: str = typer.Option(
         None,
         "--price",
+        metavar="GPU=PRICE,...",
         help="price per GPU-hour, e.g. H100=2.5,H200=3.1: the tie-break (else fewest watts); "
         "without --gpus only priced GPUs are searched",
         show_default=False,
@@ -108,6 +147,7 @@ def plan(
     check_mfu(mfu)
     if roofline and mfu is not None:
         fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
+    engine = engine.lower()
     if engine not in PLAN_ENGINES:
         fail(f"--engine: plan sizes the cache with {' or '.join(PLAN_ENGINES)}, not {engine!r}")
     if not 1 <= users <= 1_000_000:

@@ -15,6 +15,7 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    complete_models,
     emit_report,
     fail,
     load_model,
@@ -29,7 +30,7 @@ command_app = command_typer()
 @kv_format_options
 @eviction_options
 def size(
-    model: str = typer.Argument(..., help=MODEL_HELP),
+    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
     ctx: str = ContextsOption,
     batch: int = BatchOption,
     attention: str = AttentionOption,

@@ -12,12 +12,16 @@ import typer
 
 from kvcalc.cli.app import (
     MAX_BATCH,
+    MODEL_PANEL,
+    OUTPUT_PANEL,
+    TOKENS,
     AttentionOption,
     MbuOption,
     ReportFormat,
     ReportFormatOption,
     check_mbu,
     command_typer,
+    complete_models,
     emit_report,
     fail,
     load_model,
@@ -31,7 +35,12 @@ DEFAULT_CONTEXTS = "4k..128k"
 
 command_app = command_typer()
 
-ModelsArgument = typer.Argument(..., help="registry names or config.json paths; one line each")
+ModelsArgument = typer.Argument(
+    ...,
+    metavar="MODEL",
+    help="registry names, Hugging Face repo ids or config.json paths; one line each",
+    autocompletion=complete_models,
+)
 
 
 @command_app.command()
@@ -42,6 +51,8 @@ def sweep(
         DEFAULT_CONTEXTS,
         "--ctx",
         "-c",
+        metavar=TOKENS,
+        rich_help_panel=MODEL_PANEL,
         help="contexts: START..END (both ends and the powers of two between), START..END:N "
         "(N log-spaced points) or a list such as 8k,32k",
     ),
@@ -49,6 +60,8 @@ def sweep(
         None,
         "--batch",
         "-b",
+        metavar="N",
+        rich_help_panel=MODEL_PANEL,
         help="sequences timed, as --ctx: 1..256, 1..256:N or 8,64 [default: the most that fit "
         "at each context]",
         show_default=False,
@@ -58,6 +71,8 @@ def sweep(
     plot: str = typer.Option(
         None,
         "--plot",
+        metavar="FILE",
+        rich_help_panel=OUTPUT_PANEL,
         help="also draw the charts into a .png or .svg file (needs matplotlib: the plot extra)",
         show_default=False,
     ),

@@ -132,21 +132,38 @@ def parse_context(text: str) -> int:
 
     ``k`` and ``m`` are binary (2^10, 2^20), as context lengths are quoted in the field.
     """
-    check_number_text(text, "context")
+    return parse_tokens(text)
+
+
+def parse_tokens(
+    text: str, minimum: int = 1, maximum: int = MAX_CONTEXT_TOKENS, what: str = "context"
+) -> int:
+    """Parse a token count as a context is spelled (:func:`parse_context`), held to
+    [``minimum``, ``maximum``]: every option that counts tokens reads its value here."""
+    check_number_text(text, what)
     match = _CTX_RE.match(text)
     if not match:
         raise UnitError(
-            f"invalid context {text!r}: use a whole number of tokens such as 8192, 8k, 128k or 1m"
+            f"invalid {what} {text!r}: use a whole number of tokens such as 8192, 8k, 128k or 1m"
         )
     tokens = int(match.group(1)) * _CTX_SCALE[match.group(2).lower()]
-    if tokens <= 0:
-        raise UnitError(f"invalid context {text!r}: it must be at least 1 token")
-    if tokens > MAX_CONTEXT_TOKENS:
+    if tokens < minimum:
+        unit = "token" if minimum == 1 else "tokens"
+        raise UnitError(f"invalid {what} {text!r}: it must be at least {minimum:,} {unit}")
+    if tokens > maximum:
         raise UnitError(
-            f"invalid context {text!r}: {tokens:,} tokens is above the limit of "
-            f"{MAX_CONTEXT_TOKENS:,} (1024m)"
+            f"invalid {what} {text!r}: {tokens:,} tokens is above the limit of "
+            f"{maximum:,}{_spelled_tokens(maximum)}"
         )
     return tokens
+
+
+def _spelled_tokens(tokens: int) -> str:
+    """`` (1024m)`` or `` (64k)`` for a limit that is a whole number of m or k, else nothing."""
+    for suffix, scale in (("m", 1 << 20), ("k", 1 << 10)):
+        if tokens % scale == 0:
+            return f" ({tokens // scale}{suffix})"
+    return ""
 
 
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b|b)\s*$", re.IGNORECASE)

@@ -85,14 +85,23 @@ class GpuSetError(RegistryError, ValueError):
     """A GPU set that cannot be parsed (bad count or shape); one line naming the fix."""
 
 
-_SET_FORMS = "use COUNTxGPU such as 8xH100, 4xMI300X, or a single name such as h200"
+_SET_FORMS = (
+    "use COUNTxGPU such as 8xH100 (or H100x8, h100:8, 8*h100), 4xMI300X, or a single name "
+    "such as h200"
+)
 _SPLIT = re.compile(r"^\s*(?P<count>[^x×*\s]+)\s*[x×*]\s*(?P<gpu>\S.*?)\s*$", re.IGNORECASE)
 _NUMBER = re.compile(r"^[+-]?[\d.,_eE]+$")
+#: The count after the name (``H100x8``, ``h100:8``, ``h100 * 8``): read so only when the name
+#: before it is a GPU, as a name may itself end in ``x`` and digits.
+_COUNT_AFTER = re.compile(
+    r"^\s*(?P<gpu>\S.*?)\s*[x×*:]\s*(?P<count>[+-]?[\d.,_eE]+)\s*$", re.IGNORECASE
+)
 _COUNT_ONLY = re.compile(r"^\s*[+-]?\d+\s*[x×*]?\s*$", re.IGNORECASE)
 
 
 def parse_gpu_set(text: str, root: Path | None = None) -> GpuSet:
-    """Parse ``8xH100``, ``8x h100``, ``4*mi300x`` or a bare name (count 1) into a GpuSet."""
+    """Parse ``8xH100``, ``8x h100``, ``4*mi300x``, the count last (``H100x8``, ``h100:8``) or
+    a bare name (count 1) into a GpuSet."""
     if not text.strip():
         raise GpuSetError(f"empty GPU set: {_SET_FORMS}")
     match = _SPLIT.match(text)
@@ -100,6 +109,9 @@ def parse_gpu_set(text: str, root: Path | None = None) -> GpuSet:
         try:
             gpu = find_accelerator(text, root)
         except UnknownNameError:
+            counted_last = _count_last(text, root)
+            if counted_last is not None:
+                return counted_last
             if _COUNT_ONLY.match(text):
                 raise GpuSetError(f"GPU set {_shown(text)} names no GPU: {_SET_FORMS}") from None
             if match is not None and _is_gpu_name(match["gpu"], root):
@@ -109,7 +121,22 @@ def parse_gpu_set(text: str, root: Path | None = None) -> GpuSet:
             raise
         return GpuSet(gpu, 1)
     count = _parse_count(match["count"], text)
-    return GpuSet(find_accelerator(match["gpu"], root), count)
+    try:
+        gpu = find_accelerator(match["gpu"], root)
+    except UnknownNameError:  # 4090x2: two RTX 4090s, not 4,090 of "2"
+        counted_last = _count_last(text, root)
+        if counted_last is None:
+            raise
+        return counted_last
+    return GpuSet(gpu, count)
+
+
+def _count_last(text: str, root: Path | None) -> GpuSet | None:
+    """``text`` read with its count after a GPU name, or None when it does not read so."""
+    match = _COUNT_AFTER.match(text)
+    if match is None or not _is_gpu_name(match["gpu"], root):
+        return None
+    return GpuSet(find_accelerator(match["gpu"], root), _parse_count(match["count"], text))
 
 
 def _is_gpu_name(name: str, root: Path | None) -> bool:

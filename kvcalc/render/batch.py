@@ -183,6 +183,10 @@ def registry_row(
     ``layout`` when it runs in another split than the one asked for (and why)."""
     if cap is None:
         return {"model": model_id, "fits": False, "reason": error, "layout": None, "contexts": []}
+    from kvcalc.engine.kv import beyond_max_context
+
+    model = cap.deployment.model
+    beyond = set(beyond_max_context(model, (c.context_tokens for c in cap.contexts)))
     return {
         "model": model_id,
         "fits": cap.fits,
@@ -196,7 +200,12 @@ def registry_row(
         "kv_tokens_capacity": cap.kv_tokens_capacity,
         "max_context_at_batch_1": cap.max_context_at_batch_1,
         "contexts": [
-            {"context_tokens": c.context_tokens, "max_batch": c.max_batch} for c in cap.contexts
+            {
+                "context_tokens": c.context_tokens,
+                "max_batch": c.max_batch,
+                "beyond_max_context": c.context_tokens in beyond,
+            }
+            for c in cap.contexts
         ],
     }
 
@@ -216,6 +225,34 @@ def registry_record(row: dict[str, Any], contexts: list[int]) -> dict[str, Any]:
         "kv_tokens_capacity": row.get("kv_tokens_capacity"),
         "max_context_at_batch_1": row.get("max_context_at_batch_1"),
         **{f"max_batch_at_{ctx}": batches.get(ctx) for ctx in contexts},
+    }
+
+
+#: The mark of a registry cell at a context beyond its model's maximum context.
+BEYOND_MARK = "*"
+
+
+def batch_cell(context: int, beyond: set[str]) -> Column:
+    """The sequences that fit at ``context``, marked in the rows of the models ``beyond``,
+    whose maximum context it exceeds (sized as asked; one warning counts the marked rows)."""
+    key = f"max_batch_at_{context}"
+
+    def cell(record: Record) -> str:
+        value = record.get(key)
+        if value is None:
+            return ""
+        return f"{value:,}" + (BEYOND_MARK if record["model"] in beyond else "")
+
+    return Column(f"@{context:,}", cell, "number")
+
+
+def beyond_at(rows: list[dict[str, Any]], context: int) -> set[str]:
+    """The models of ``rows`` whose maximum context ``context`` exceeds."""
+    return {
+        r["model"]
+        for r in rows
+        for c in r["contexts"]
+        if c["context_tokens"] == context and c["beyond_max_context"]
     }
 
 
@@ -275,7 +312,7 @@ def registry_report(
         text("model", "model", "name"),
         gib_cell("weights_bytes_per_gpu"),
         gib_cell("kv_budget_bytes_per_gpu"),
-        *(number(f"@{ctx:,}", f"max_batch_at_{ctx}") for ctx in contexts),
+        *(batch_cell(ctx, beyond_at(rows, ctx)) for ctx in contexts),
         Column("fits", fits, "text"),
     ]
     title = f"Sequences that fit on {gpus}, per context ({setting.text()}; GiB per GPU)"

@@ -37,15 +37,15 @@ def max_context_warnings(model: ModelSpec, contexts: Iterable[int]) -> list[str]
 
 
 def registry_context_warnings(models: Iterable[ModelSpec], contexts: list[int]) -> list[str]:
-    """One warning for the whole registry naming each model some context exceeds."""
+    """One short warning for the whole registry: how many rows some context exceeds the
+    model's maximum context of (their cells are marked ``*``, JSON says which)."""
     from kvcalc.engine.kv import beyond_max_context
 
-    over = [
-        f"{m.id} ({m.max_context:,})" for m in models if beyond_max_context(m, contexts)
-    ]
+    over = sum(1 for m in models if beyond_max_context(m, contexts))
     if not over:
         return []
+    rows = "1 row" if over == 1 else f"{over} rows"
     return [
-        f"some contexts are beyond the maximum context of {', '.join(over)}; "
-        "their rows are sized as asked"
+        f"{rows} at contexts beyond the model's maximum context (marked *): sized as asked, "
+        "but not trained that long"
     ]
