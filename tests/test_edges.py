@@ -385,6 +385,72 @@ def test_writing_to_a_full_device_exits_2_in_one_line() -> None:
     ]
 
 
+def test_a_pipe_closed_mid_write_keeps_the_verdict(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Llama-3.1-70B's 141 GB of weights on one H100: exit 1 whether or not anyone reads it.
+    from kvcalc.render import formats
+
+    def closed(report: object, fmt: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(formats, "emit", closed)
+    result = runner.invoke(app, ["batch", "llama3.1-70b", "-g", "h100"])
+    assert (result.exit_code, result.stderr) == (1, "")
+
+
+def run_into_closed_pipe(args: list[str]) -> tuple[int, bytes]:
+    """Run kvcalc with stdout a pipe whose reader has gone before anything is written."""
+    process = subprocess.Popen(
+        [*kvcalc_process(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    return process.wait(timeout=60), err
+
+
+def test_a_real_closed_pipe_keeps_the_exit_code_of_a_failed_check_and_a_bad_spec(
+    tmp_path: Path,
+) -> None:
+    # `kvcalc check spec.yaml -f junit | true` exited 0 for all three, as did batch.
+    assert run_into_closed_pipe(["batch", "llama3.1-70b", "-g", "h100"]) == (1, b"")
+    fails = Path(__file__).parent.parent / "examples" / "capacity-fails.yaml"
+    assert run_into_closed_pipe(["check", str(fails), "-f", "junit"]) == (1, b"")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("deployments:\n  - name: x\n    model: llama3.1-8b\n    no_such_key: 1\n")
+    code, err = run_into_closed_pipe(["check", str(bad), "-f", "junit"])
+    assert code == 2
+    assert b"no_such_key" in err
+
+
+def test_closed_or_read_only_stdout_is_one_line_and_exit_2() -> None:
+    # Closed (`>&-`) was an internal error, exit 3; read-only (`1</dev/null`) a traceback.
+    closed = subprocess.run(
+        [*kvcalc_process(), "size", "llama3-8b"],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+        text=True,
+    )
+    assert (closed.returncode, closed.stderr) == (
+        2,
+        "Error: standard output is closed; give kvcalc a file or a pipe to write to\n",
+    )
+    with open(os.devnull) as read_only:
+        done = subprocess.run(
+            [*kvcalc_process(), "size", "llama3-8b"],
+            stdout=read_only,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "Error: cannot write the output: Bad file descriptor; "
+        "open standard output for writing (a file or a pipe)"
+    ]
+
+
 @pytest.mark.parametrize("args", [["models"], ["--help"], ["batch", "-g", "8xH100"]])
 def test_a_real_closed_pipe_exits_0_without_a_word(args: list[str]) -> None:
     process = subprocess.Popen(
