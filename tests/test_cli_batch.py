@@ -154,6 +154,7 @@ def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
 
 
 def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
+    # 20 GiB beside its 51 GiB of weights: 40 no longer passes, it exceeds the H100.
     out = run_json(
         runner,
         "batch",
@@ -163,7 +164,7 @@ def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
         "--engine",
         "vllm",
         "--kv-memory",
-        "40GiB",
+        "20GiB",
         "--ctx",
         "8k",
     )

@@ -64,11 +64,51 @@ def test_a_kv_budget_above_the_gpu_memory_is_refused(runner: CliRunner, command:
     assert "one GPU" in line
 
 
-def test_a_kv_budget_of_the_whole_gpu_is_accepted(runner: CliRunner) -> None:
-    result = runner.invoke(
-        app, ["batch", "llama3-8b", "--gpus", "1xH100", "--kv-memory", "85020639232B"]
+def test_a_kv_budget_fits_up_to_the_byte_the_weights_and_overhead_leave(
+    runner: CliRunner,
+) -> None:
+    # A KV budget of the whole H100 beside 16 GB of weights used to give 75 sequences, exit 0.
+    args = ["batch", "llama3-8b", "--gpus", "1xH100", "--ctx", "8k", "--format", "json"]
+    plain = json.loads(runner.invoke(app, args).stdout)
+    rest = plain["weights_bytes_per_gpu"] + plain["overhead_bytes_per_gpu"]
+    room = 85_020_639_232 - rest
+    at_room = runner.invoke(app, [*args, "--kv-memory", f"{room}B"])
+    assert at_room.exit_code == 0, at_room.stderr
+    assert json.loads(at_room.stdout)["contexts"][0]["max_batch"] > 0
+    whole_gpu = (85_020_639_232, f"short by {rest / 2**30:.2f} GiB")
+    for kv, short in ((room + 1, "short by 1 B"), whole_gpu):
+        over = runner.invoke(app, [*args, "--kv-memory", f"{kv}B"])
+        assert over.exit_code == 1, over.stderr
+        out = json.loads(over.stdout)
+        assert (out["fits"], out["contexts"][0]["max_batch"]) == (False, 0)
+        assert out["reason"].endswith(f"exceed its 79.18 GiB: {short}")
+
+
+@pytest.mark.parametrize("engine", ["simple", "vllm"])
+def test_weights_and_a_kv_budget_beyond_the_gpu_fail_a_check(
+    tmp_path: Path, engine: str
+) -> None:
+    # 141 GB of weights and 80 GB of KV on one H100 reported 29 sequences and passed.
+    spec = tmp_path / "capacity.yaml"
+    spec.write_text(
+        "deployments:\n  - {name: d, model: llama3.1-70b, gpus: 1xH100, ctx: 8k, "
+        f"engine: {engine}, kv_memory: 80GB, require: {{min_batch: 16}}}}\n"
     )
-    assert result.exit_code == 0, result.stderr
+    result = CliRunner().invoke(app, ["check", str(spec), "--format", "json"])
+    assert result.exit_code == 1, result.stderr
+    assert "short by 128.97 GiB" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["batch", "decode", "sweep"])
+def test_more_gpu_memory_than_the_accelerator_has_is_refused(
+    runner: CliRunner, command: str
+) -> None:
+    refused(
+        runner,
+        [command, "llama3.1-8b", "--gpus", "h100", "--gpu-memory", "1TB", "--ctx", "8k"],
+        "--gpu-memory: 1,000,000,000,000 B is more than the 85,020,639,232 B (79.18 GiB) one "
+        "NVIDIA H100 SXM5 80GB reports",
+    )
 
 
 @pytest.mark.parametrize("mbu", ["1e-320", "0.001", "0", "-0.5", "1.5"])

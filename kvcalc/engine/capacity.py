@@ -270,15 +270,61 @@ class Capacity(NamedTuple):
         return self.reason is None
 
 
+def memory_shortfall(dep: Deployment) -> int:
+    """Bytes by which weights + overhead + KV budget exceed the memory of one GPU, on the
+    fullest stage; 0 when they fit. Only figures given directly (``kv_memory``, ``weights``)
+    can exceed it: a computed budget is what the usable memory leaves."""
+    memory = dep.memory_bytes_per_gpu
+    return max(
+        0,
+        *(
+            w + o + kv - memory
+            for w, o, kv in zip(
+                dep.weights_per_stage,
+                dep.overhead_per_stage,
+                dep.kv_budget_per_stage,
+                strict=True,
+            )
+        ),
+    )
+
+
+def over_memory_reason(dep: Deployment) -> str | None:
+    """Why ``dep`` cannot run at all: its weights, overhead and KV budget exceed the memory of
+    one GPU (None when they fit). Every engine refuses such a deployment with this line."""
+    short = memory_shortfall(dep)
+    if not short:
+        return None
+    s = max(range(dep.pp), key=lambda i: sum(_stage_memory(dep, i)))
+    w, o, kv = _stage_memory(dep, s)
+    return (
+        f"weights {_gib(w)} + overhead {_gib(o)} + KV {_gib(kv)} per GPU exceed its "
+        f"{_gib(dep.memory_bytes_per_gpu)}: short by {_short(short)}"
+    )
+
+
+def _short(n: int) -> str:
+    # Bytes where two decimals of GiB would read "short by 0.00 GiB".
+    return _gib(n) if n >= GiB // 100 else f"{n:,} B"
+
+
+def _stage_memory(dep: Deployment, stage: int) -> tuple[int, int, int]:
+    return (
+        dep.weights_per_stage[stage],
+        dep.overhead_per_stage[stage],
+        dep.kv_budget_per_stage[stage],
+    )
+
+
 def layout_of(dep: Deployment) -> Layout:
-    """What one GPU of each stage of ``dep`` stores, with its stage's KV budget."""
+    """What one GPU of each stage of ``dep`` stores, with its stage's KV budget: none at all
+    when the deployment does not fit in the GPUs' memory (:func:`memory_shortfall`)."""
+    budgets = dep.kv_budget_per_stage if not memory_shortfall(dep) else (0,) * dep.pp
     return Layout(
         model=dep.per_rank,
         stages=tuple(
             Stage(i, layers, budget)
-            for i, (layers, budget) in enumerate(
-                zip(dep.stages, dep.kv_budget_per_stage, strict=True)
-            )
+            for i, (layers, budget) in enumerate(zip(dep.stages, budgets, strict=True))
         ),
         cache=dep.cache,
         block_size=dep.block_size,
@@ -308,7 +354,7 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     weights = max(dep.weights_per_stage)
     overhead = dep.overhead_per_stage[tight]
     budget = dep.kv_budget_per_stage[tight]
-    reason = _does_not_fit(
+    reason = over_memory_reason(dep) or _does_not_fit(
         weights=weights,
         usable=dep.usable_bytes_per_gpu,
         overhead=overhead,

@@ -33,6 +33,7 @@ from kvcalc.engine.overhead import (
     estimated_overhead,
 )
 from kvcalc.engine.spec import ModelSpec, ParallelismError
+from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import WeightPrecision, compute_dtype, pipeline_stages, weights_per_gpu
 
 #: The share of GPU memory a serving engine takes by default (vLLM ``--gpu-memory-utilization``).
@@ -205,6 +206,7 @@ def check_deployment(dep: Deployment) -> None:
     _check_positive(dep)
     _check_memory_inputs(dep)
     _check_kv_memory(dep)
+    _check_gpu_memory(dep)
     _check_layout(dep.model, dep.gpus.count, dep.tp, dep.pp)
 
 
@@ -235,6 +237,19 @@ def _check_kv_memory(dep: Deployment) -> None:
             ("kv_memory",),
             f"{dep.kv_memory_bytes:,} B is more than the {memory:,} B of one "
             f"{dep.gpus.accelerator.name}; give the KV budget of one GPU",
+        )
+
+
+def _check_gpu_memory(dep: Deployment) -> None:
+    # Less than the device reports is a what-if (a MIG slice, memory held by another process);
+    # more contradicts the accelerator named: no engine can allocate it.
+    memory = dep.gpus.accelerator.memory_bytes
+    if dep.gpu_memory_bytes is not None and dep.gpu_memory_bytes > memory:
+        raise DeploymentError(
+            ("gpu_memory",),
+            f"{dep.gpu_memory_bytes:,} B is more than the {memory:,} B ({memory / GiB:.2f} "
+            f"GiB) one {dep.gpus.accelerator.name} reports; give at most that, or name the "
+            "accelerator that has it (kvcalc gpus)",
         )
 
 
