@@ -84,6 +84,15 @@ def test_a_kv_budget_fits_up_to_the_byte_the_weights_and_overhead_leave(
         assert out["reason"].endswith(f"exceed its 79.18 GiB: {short}")
 
 
+def test_weights_beyond_the_usable_memory_say_by_how_much(runner: CliRunner) -> None:
+    args = ["batch", "llama3-8b", "-g", "h100", "--weights", "200GB", "-c", "8k", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.stderr
+    out = json.loads(result.stdout)
+    short = 200 * 10**9 + out["overhead_bytes_per_gpu"] - out["usable_bytes_per_gpu"]
+    assert out["reason"].endswith(f"usable per GPU: short by {short / 2**30:.2f} GiB")
+
+
 @pytest.mark.parametrize("engine", ["simple", "vllm"])
 def test_weights_and_a_kv_budget_beyond_the_gpu_fail_a_check(
     tmp_path: Path, engine: str

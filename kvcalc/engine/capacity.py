@@ -387,12 +387,14 @@ def _does_not_fit(
     first: ContextCapacity | None,
     overridden: bool,
 ) -> str | None:
+    # "short by": what the weights and overhead take beyond the usable memory, before any KV.
+    short = _short(weights + overhead - usable)
     if not overridden and weights > usable:
-        return f"weights {_gib(weights)} > {_gib(usable)} usable per GPU"
+        return f"weights {_gib(weights)} > {_gib(usable)} usable per GPU: short by {short}"
     if not overridden and weights + overhead >= usable:
         return (
             f"weights {_gib(weights)} + overhead {_gib(overhead)} leave no KV memory "
-            f"of {_gib(usable)} usable per GPU"
+            f"of {_gib(usable)} usable per GPU: short by {short}"
         )
     if budget <= 0:
         return f"KV budget {_gib(budget)} per GPU"
