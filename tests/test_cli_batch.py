@@ -257,6 +257,17 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         ),
         (["batch", "llama3-70b"], "--gpus"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--max-model-len", "8k"], "--engine vllm"),
+        # It answered for 1,024 tokens without a word about the 8k asked for.
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--max-model-len", "1k",
+             "-c", "8k"],
+            "--ctx 8,192 is longer than --max-model-len 1,024: vLLM refuses",
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--max-model-len", "8k",
+             "-c", "1k"],
+            "give one of --ctx and --max-model-len",
+        ),
         (
             ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--prefix-shared", "64"],
             "--prefix-shared",

@@ -399,8 +399,24 @@ def _does_not_fit(
     if budget <= 0:
         return f"KV budget {_gib(budget)} per GPU"
     if first is not None and first.max_batch == 0:
-        return (
-            f"one sequence of {first.context_tokens:,} tokens needs "
-            f"{_gib(first.bytes_per_sequence_per_gpu)} per GPU > KV budget {_gib(budget)}"
-        )
+        return _too_long(first, budget)
+    return None
+
+
+def _too_long(context: ContextCapacity, budget: int) -> str:
+    return (
+        f"one sequence of {context.context_tokens:,} tokens needs "
+        f"{_gib(context.bytes_per_sequence_per_gpu)} per GPU > KV budget {_gib(budget)}"
+    )
+
+
+def unfit_reason(cap: Capacity) -> str | None:
+    """Why some context asked about holds no sequence (the deployment's :attr:`Capacity.reason`,
+    else the first such context's); None when each context holds at least one. A context
+    longer than the cache holds does not fit, in every engine, wherever it is in the list."""
+    if cap.reason is not None:
+        return cap.reason
+    for context in cap.contexts:
+        if context.max_batch == 0:
+            return _too_long(context, cap.kv_budget_bytes_per_gpu)
     return None

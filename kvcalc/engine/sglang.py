@@ -579,6 +579,24 @@ class SGLangPool:
             fits = min(fits, self.swa_tokens // min(tokens, window))
         return min(self.max_running_requests, fits)
 
+    def refusal(self, tokens: int, window: int | None = None) -> str | None:
+        """Why no request of ``tokens`` tokens runs (None when one does): the "does not fit"
+        of a context, as the other engines say it of a context their cache cannot hold."""
+        if self.concurrency(tokens, window) > 0:
+            return None
+        what = f"a request of {tokens:,} tokens"
+        if tokens >= self.context_length:
+            return (
+                f"{what} is longer than max_req_len {self.max_req_len:,} (context_len "
+                f"{self.context_length:,} - 1); raise --context-length"
+            )
+        if tokens >= self.max_total_num_tokens:
+            return (
+                f"{what} is longer than max_req_len {self.max_req_len:,}: the token pool "
+                f"holds {self.max_total_num_tokens:,} tokens"
+            )
+        return f"{what} takes more pages than the token pool(s) hold"
+
 
 @dataclass(frozen=True)
 class SGLangPoolTooSmall:
