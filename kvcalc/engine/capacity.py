@@ -257,7 +257,8 @@ class Capacity(NamedTuple):
     overhead_bytes_per_gpu: int
     """On the tightest GPU."""
     kv_budget_bytes_per_gpu: int
-    """On the tightest GPU; negative when the weights do not fit."""
+    """On the tightest GPU; negative when the weights do not fit, 0 when a budget given with
+    the weights and overhead exceeds the GPU's memory (:func:`memory_shortfall`)."""
     kv_tokens_capacity: int
     """Tokens the pools of all replicas hold at full per-token cost."""
     max_context_at_batch_1: int | None
@@ -353,7 +354,7 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
         )
     weights = max(dep.weights_per_stage)
     overhead = dep.overhead_per_stage[tight]
-    budget = dep.kv_budget_per_stage[tight]
+    budget = layout.stages[tight].kv_budget_bytes  # none when the GPU cannot hold it
     reason = over_memory_reason(dep) or _does_not_fit(
         weights=weights,
         usable=dep.usable_bytes_per_gpu,
