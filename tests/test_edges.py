@@ -115,8 +115,8 @@ def test_more_gpu_memory_than_the_accelerator_has_is_refused(
     refused(
         runner,
         [command, "llama3.1-8b", "--gpus", "h100", "--gpu-memory", "1TB", "--ctx", "8k"],
-        "--gpu-memory: 1,000,000,000,000 B is more than the 85,020,639,232 B (79.18 GiB) one "
-        "NVIDIA H100 SXM5 80GB reports",
+        "--gpu-memory: 1,000,000,000,000 B is more than the 85,520,809,984 B (79.65 GiB) one "
+        "NVIDIA H100 SXM5 80GB has",
     )
 
 

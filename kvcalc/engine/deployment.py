@@ -241,15 +241,17 @@ def _check_kv_memory(dep: Deployment) -> None:
 
 
 def _check_gpu_memory(dep: Deployment) -> None:
-    # Less than the device reports is a what-if (a MIG slice, memory held by another process);
-    # more contradicts the accelerator named: no engine can allocate it.
-    memory = dep.gpus.accelerator.memory_bytes
+    # Less than the device has is a what-if (a MIG slice, memory held by another process); more
+    # contradicts the accelerator named: no engine can allocate it. The device has its
+    # nvidia-smi total (SGLang reads that one), a little more than the CUDA total.
+    accelerator = dep.gpus.accelerator
+    memory = max(accelerator.memory_bytes, accelerator.smi_memory_bytes or 0)
     if dep.gpu_memory_bytes is not None and dep.gpu_memory_bytes > memory:
         raise DeploymentError(
             ("gpu_memory",),
             f"{dep.gpu_memory_bytes:,} B is more than the {memory:,} B ({memory / GiB:.2f} "
-            f"GiB) one {dep.gpus.accelerator.name} reports; give at most that, or name the "
-            "accelerator that has it (kvcalc gpus)",
+            f"GiB) one {accelerator.name} has; give at most that, or name the accelerator "
+            "that has it (kvcalc gpus)",
         )
 
 

@@ -691,6 +691,12 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             prefill_graph or 0,
         )
     before = opts.free_before_load_bytes
+    if before is not None and before > dep.memory_bytes_per_gpu:
+        raise SGLangConfigError(
+            f"--free-before-load: {before / GiB:.2f} GiB is more than the "
+            f"{dep.memory_bytes_per_gpu / GiB:.2f} GiB of one {dep.gpus.accelerator.name}; "
+            "give the avail mem of the log's Load weight begin line"
+        )
     if before is None:
         before = estimated_free_before_load(dep.memory_bytes_per_gpu, dep.gpus_per_replica)
         estimated.append("free_before_load")
