@@ -378,3 +378,17 @@ def test_decode_json_reports_why_nothing_fits(runner: CliRunner) -> None:
     out = json.loads(result.stdout)
     assert out["fits"] is False and out["reason"].startswith("weights")
     assert out["steps"] == []
+
+
+@pytest.mark.parametrize("engine", ["simple", "vllm", "sglang"])
+def test_a_context_the_cache_cannot_hold_does_not_fit_in_any_engine(
+    runner: CliRunner, engine: str
+) -> None:
+    # 1m tokens of Llama-3.1-8B (128 GiB of KV) after an 8k that fits: SGLang said
+    # "concurrency 0", fits true, exit 0; the simple engine passed it when it came second.
+    args = ["batch", "llama3.1-8b", "-g", "h100", "--engine", engine, "-c", "8k,1m"]
+    out = run_json(runner, *args, code=1)
+    assert out["fits"] is False
+    assert "1,048,576" in out["reason"]
+    ok = run_json(runner, "batch", "llama3.1-8b", "-g", "h100", "--engine", engine, "-c", "8k")
+    assert (ok["fits"], ok["reason"]) == (True, None)

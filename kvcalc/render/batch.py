@@ -384,6 +384,9 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         **setup,
         # The first request length's figures at the top, for the common one-length question.
         **{k: first.get(k) for k in ("num_blocks", "kv_cache_tokens", "max_concurrency")},
+        # As every engine's JSON: false, with the first reason, when any length does not fit.
+        "fits": all(p["fits"] for p in per_length),
+        "reason": next((p["reason"] for p in per_length if not p["fits"]), None),
         "results": per_length,
     }
     records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
