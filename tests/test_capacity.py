@@ -246,3 +246,30 @@ def test_max_context_search_matches_bisection_under_formats_policies_and_stages(
     layout = Layout(spec, stages, cache_format(spec, fmt), block,
                     0 if policy.lossy else prefix, policy)
     assert max_context_at_batch_1(layout) == _bisected_max_context(layout)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_weights_overhead_and_kv_beyond_a_gpu_fit_nothing_in_any_engine(pp: int) -> None:
+    # Llama-3.1-70B's 141 GB of weights and an 80 GB KV budget on H100s (79.18 GiB each):
+    # short by their sum less the memory, whichever engine sizes the cache.
+    from kvcalc.engine.capacity import memory_shortfall
+    from kvcalc.engine.vllm import KVCacheTooSmall, vllm_kv_cache_for
+
+    dep = registry_deployment(
+        "llama3.1-70b", f"{pp}xH100", tp=1, pp=pp, kv_memory_bytes=80 * GB
+    )
+    stages = zip(dep.weights_per_stage, dep.overhead_per_stage, strict=True)
+    worst = max(w + o + 80 * GB for w, o in stages)
+    assert memory_shortfall(dep) == worst - 85_020_639_232 > 0
+    cap = capacity(dep, [8192])
+    assert (cap.fits, cap.contexts[0].max_batch, cap.max_context_at_batch_1) == (False, 0, 0)
+    assert cap.reason is not None and "short by" in cap.reason
+    assert isinstance(vllm_kv_cache_for(dep, 8192), KVCacheTooSmall)
+
+
+def test_a_kv_budget_that_leaves_room_for_the_weights_still_fits() -> None:
+    from kvcalc.engine.capacity import memory_shortfall
+
+    dep = registry_deployment("llama3.1-70b", "4xH100", tp=4, kv_memory_bytes=30 * GB)
+    assert memory_shortfall(dep) == 0
+    assert capacity(dep, [8192]).fits

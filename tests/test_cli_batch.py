@@ -154,6 +154,7 @@ def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
 
 
 def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
+    # 20 GiB beside its 51 GiB of weights: 40 no longer passes, it exceeds the H100.
     out = run_json(
         runner,
         "batch",
@@ -163,7 +164,7 @@ def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
         "--engine",
         "vllm",
         "--kv-memory",
-        "40GiB",
+        "20GiB",
         "--ctx",
         "8k",
     )
@@ -259,6 +260,17 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         ),
         (["batch", "llama3-70b"], "--gpus"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--max-model-len", "8k"], "--engine vllm"),
+        # It answered for 1,024 tokens without a word about the 8k asked for.
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--max-model-len", "1k",
+             "-c", "8k"],
+            "--ctx 8,192 is longer than --max-model-len 1,024: vLLM refuses",
+        ),
+        (
+            ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--max-model-len", "8k",
+             "-c", "1k"],
+            "give one of --ctx and --max-model-len",
+        ),
         (
             ["batch", "llama3-70b", "-g", "8xH100", "--engine", "vllm", "--prefix-shared", "64"],
             "--prefix-shared",
@@ -369,3 +381,17 @@ def test_decode_json_reports_why_nothing_fits(runner: CliRunner) -> None:
     out = json.loads(result.stdout)
     assert out["fits"] is False and out["reason"].startswith("weights")
     assert out["steps"] == []
+
+
+@pytest.mark.parametrize("engine", ["simple", "vllm", "sglang"])
+def test_a_context_the_cache_cannot_hold_does_not_fit_in_any_engine(
+    runner: CliRunner, engine: str
+) -> None:
+    # 1m tokens of Llama-3.1-8B (128 GiB of KV) after an 8k that fits: SGLang said
+    # "concurrency 0", fits true, exit 0; the simple engine passed it when it came second.
+    args = ["batch", "llama3.1-8b", "-g", "h100", "--engine", engine, "-c", "8k,1m"]
+    out = run_json(runner, *args, code=1)
+    assert out["fits"] is False
+    assert "1,048,576" in out["reason"]
+    ok = run_json(runner, "batch", "llama3.1-8b", "-g", "h100", "--engine", engine, "-c", "8k")
+    assert (ok["fits"], ok["reason"]) == (True, None)

@@ -167,6 +167,8 @@ def test_recurrent_state_bytes_agree_and_stay_at_the_model_dtype(model_id: str, 
     ({"kv_memory_bytes": GiB, "gpu_util": 0.9}, ("kv_memory", "gpu_util"), "given directly"),
     ({"kv_memory_bytes": GiB, "gpu_memory_bytes": GB}, ("kv_memory", "gpu_memory"), "directly"),
     ({"kv_memory_bytes": 0}, ("kv_memory",), "positive"),
+    # An H100 has 81,559 MiB (nvidia-smi; CUDA reports 79.18 GiB): a byte more is another GPU.
+    ({"gpu_memory_bytes": 85_520_809_985}, ("gpu_memory",), "the 85,520,809,984 B (79.65 GiB)"),
     ({"block_size": 0}, ("block_size",), "at least 1"),
     ({"kv_dtype": "int3"}, ("kv_dtype",), "unknown dtype"),
     ({"weight_dtype": "fp3"}, ("weight_dtype",), "unknown dtype"),

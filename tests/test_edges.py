@@ -64,11 +64,60 @@ def test_a_kv_budget_above_the_gpu_memory_is_refused(runner: CliRunner, command:
     assert "one GPU" in line
 
 
-def test_a_kv_budget_of_the_whole_gpu_is_accepted(runner: CliRunner) -> None:
-    result = runner.invoke(
-        app, ["batch", "llama3-8b", "--gpus", "1xH100", "--kv-memory", "85020639232B"]
+def test_a_kv_budget_fits_up_to_the_byte_the_weights_and_overhead_leave(
+    runner: CliRunner,
+) -> None:
+    # A KV budget of the whole H100 beside 16 GB of weights used to give 75 sequences, exit 0.
+    args = ["batch", "llama3-8b", "--gpus", "1xH100", "--ctx", "8k", "--format", "json"]
+    plain = json.loads(runner.invoke(app, args).stdout)
+    rest = plain["weights_bytes_per_gpu"] + plain["overhead_bytes_per_gpu"]
+    room = 85_020_639_232 - rest
+    at_room = runner.invoke(app, [*args, "--kv-memory", f"{room}B"])
+    assert at_room.exit_code == 0, at_room.stderr
+    assert json.loads(at_room.stdout)["contexts"][0]["max_batch"] > 0
+    whole_gpu = (85_020_639_232, f"short by {rest / 2**30:.2f} GiB")
+    for kv, short in ((room + 1, "short by 1 B"), whole_gpu):
+        over = runner.invoke(app, [*args, "--kv-memory", f"{kv}B"])
+        assert over.exit_code == 1, over.stderr
+        out = json.loads(over.stdout)
+        assert (out["fits"], out["contexts"][0]["max_batch"]) == (False, 0)
+        assert out["reason"].endswith(f"exceed its 79.18 GiB: {short}")
+
+
+def test_weights_beyond_the_usable_memory_say_by_how_much(runner: CliRunner) -> None:
+    args = ["batch", "llama3-8b", "-g", "h100", "--weights", "200GB", "-c", "8k", "-f", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.stderr
+    out = json.loads(result.stdout)
+    short = 200 * 10**9 + out["overhead_bytes_per_gpu"] - out["usable_bytes_per_gpu"]
+    assert out["reason"].endswith(f"usable per GPU: short by {short / 2**30:.2f} GiB")
+
+
+@pytest.mark.parametrize("engine", ["simple", "vllm"])
+def test_weights_and_a_kv_budget_beyond_the_gpu_fail_a_check(
+    tmp_path: Path, engine: str
+) -> None:
+    # 141 GB of weights and 80 GB of KV on one H100 reported 29 sequences and passed.
+    spec = tmp_path / "capacity.yaml"
+    spec.write_text(
+        "deployments:\n  - {name: d, model: llama3.1-70b, gpus: 1xH100, ctx: 8k, "
+        f"engine: {engine}, kv_memory: 80GB, require: {{min_batch: 16}}}}\n"
     )
-    assert result.exit_code == 0, result.stderr
+    result = CliRunner().invoke(app, ["check", str(spec), "--format", "json"])
+    assert result.exit_code == 1, result.stderr
+    assert "short by 128.97 GiB" in result.stdout
+
+
+@pytest.mark.parametrize("command", ["batch", "decode", "sweep"])
+def test_more_gpu_memory_than_the_accelerator_has_is_refused(
+    runner: CliRunner, command: str
+) -> None:
+    refused(
+        runner,
+        [command, "llama3.1-8b", "--gpus", "h100", "--gpu-memory", "1TB", "--ctx", "8k"],
+        "--gpu-memory: 1,000,000,000,000 B is more than the 85,520,809,984 B (79.65 GiB) one "
+        "NVIDIA H100 SXM5 80GB has",
+    )
 
 
 @pytest.mark.parametrize("mbu", ["1e-320", "0.001", "0", "-0.5", "1.5"])
@@ -112,7 +161,11 @@ def test_contexts_within_the_maximum_have_no_warnings_key(runner: CliRunner) -> 
     [
         ["batch", "llama3-8b", "-g", "1xH100", "--ctx", "32k"],
         ["batch", "llama3-8b", "-g", "1xH100", "--engine", "vllm", "--max-model-len", "32k"],
-        ["batch", "llama3-8b", "-g", "1xH100", "--engine", "sglang", "--ctx", "32k"],
+        # SGLang admits no request past its context length (llama3-8b's 8k by default).
+        [
+            "batch", "llama3-8b", "-g", "1xH100", "--engine", "sglang", "--ctx", "32k",
+            "--context-length", "64k",
+        ],
         ["decode", "llama3-8b", "-g", "1xH100", "--ctx", "32k"],
     ],
 )
@@ -401,6 +454,72 @@ def test_writing_to_a_full_device_exits_2_in_one_line() -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "Error: cannot write the output: No space left on device; free space or write elsewhere"
+    ]
+
+
+def test_a_pipe_closed_mid_write_keeps_the_verdict(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Llama-3.1-70B's 141 GB of weights on one H100: exit 1 whether or not anyone reads it.
+    from kvcalc.render import formats
+
+    def closed(report: object, fmt: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(formats, "emit", closed)
+    result = runner.invoke(app, ["batch", "llama3.1-70b", "-g", "h100"])
+    assert (result.exit_code, result.stderr) == (1, "")
+
+
+def run_into_closed_pipe(args: list[str]) -> tuple[int, bytes]:
+    """Run kvcalc with stdout a pipe whose reader has gone before anything is written."""
+    process = subprocess.Popen(
+        [*kvcalc_process(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    return process.wait(timeout=60), err
+
+
+def test_a_real_closed_pipe_keeps_the_exit_code_of_a_failed_check_and_a_bad_spec(
+    tmp_path: Path,
+) -> None:
+    # `kvcalc check spec.yaml -f junit | true` exited 0 for all three, as did batch.
+    assert run_into_closed_pipe(["batch", "llama3.1-70b", "-g", "h100"]) == (1, b"")
+    fails = Path(__file__).parent.parent / "examples" / "capacity-fails.yaml"
+    assert run_into_closed_pipe(["check", str(fails), "-f", "junit"]) == (1, b"")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("deployments:\n  - name: x\n    model: llama3.1-8b\n    no_such_key: 1\n")
+    code, err = run_into_closed_pipe(["check", str(bad), "-f", "junit"])
+    assert code == 2
+    assert b"no_such_key" in err
+
+
+def test_closed_or_read_only_stdout_is_one_line_and_exit_2() -> None:
+    # Closed (`>&-`) was an internal error, exit 3; read-only (`1</dev/null`) a traceback.
+    closed = subprocess.run(
+        [*kvcalc_process(), "size", "llama3-8b"],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+        text=True,
+    )
+    assert (closed.returncode, closed.stderr) == (
+        2,
+        "Error: standard output is closed; give kvcalc a file or a pipe to write to\n",
+    )
+    with open(os.devnull) as read_only:
+        done = subprocess.run(
+            [*kvcalc_process(), "size", "llama3-8b"],
+            stdout=read_only,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "Error: cannot write the output: Bad file descriptor; "
+        "open standard output for writing (a file or a pipe)"
     ]
 
 

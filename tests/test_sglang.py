@@ -9,13 +9,14 @@ load with the most before it, and the other way round.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_check import refused
+from report_check import refused, run_json
 from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
@@ -444,7 +445,7 @@ def test_more_mem_fraction_never_fewer_tokens(
 @settings(max_examples=40, deadline=None)
 @given(
     model=st.sampled_from(("llama3.1-8b", "qwen3-8b", "deepseek-v2-lite", "mistral-7b-v0.1")),
-    free=st.integers(1 << 20, 1 << 40),
+    free=st.integers(1 << 20, 70 << 30),  # 2 x free within the H200's 140 GiB
 )
 def test_fp8_holds_twice_the_tokens_of_bf16(model: str, free: int) -> None:
     opts = SGLangOptions(
@@ -475,8 +476,9 @@ def test_tp_never_shrinks_the_total_pool(
     kw = (
         {
             "mem_fraction_static": Fraction("0.85"),
-            "free_before_load_bytes": 40 * GiB,
-            "free_after_load_bytes": 30 * GiB,
+            # What each GPU has free, the RTX 4090's 23.6 GiB included.
+            "free_before_load_bytes": 20 * GiB,
+            "free_after_load_bytes": 15 * GiB,
         }
         if measured
         else {}
@@ -508,15 +510,65 @@ def test_cli_json_has_the_issue_keys(runner: CliRunner) -> None:
     assert out["free_before_load_bytes"] == int(Fraction("78.43") * GiB)
     assert out["free_after_load_bytes"] == int(Fraction("63.41") * GiB)
     assert out["estimated"] == []
-    assert out["contexts"] == [{"context_tokens": 8192, "concurrency": 50}]
+    assert out["contexts"] == [{"context_tokens": 8192, "concurrency": 50, "fits": True}]
 
 
 def test_cli_text_says_what_it_estimated(runner: CliRunner) -> None:
-    result = runner.invoke(app, [*SG, "--sglang-version", "0.4.4", "--ctx", "128k"])
+    result = runner.invoke(app, [*SG, "--sglang-version", "0.4.4", "--ctx", "8k"])
     assert result.exit_code == 0, result.stderr
-    assert "avail mem=78.43 GB (estimated)" in result.stdout
+    assert "avail mem=78.43 GiB (estimated)" in result.stdout
     assert "mem_fraction_static=0.88" in result.stdout
-    assert "longer than max_req_len 131,071" in result.stdout
+
+
+def test_sglang_figures_are_gib_and_say_what_its_log_calls_them(runner: CliRunner) -> None:
+    # SGLang logs "avail mem=78.43 GB" and a pool in "GB": both are 2^30-byte units.
+    result = runner.invoke(app, [*SG, "--ctx", "8k"])
+    assert result.exit_code == 0, result.stderr
+    pool = next(line for line in result.stdout.splitlines() if line.startswith("KV Cache"))
+    out = run_json(runner, *SG, "--ctx", "8k")
+    assert pool.endswith(f"pool {out['kv_pool_bytes'] / 2**30:.2f} GiB per rank")
+    before = out["free_before_load_bytes"] / 2**30
+    assert f"avail mem={before:.2f} GiB" in result.stdout
+    assert f'(SGLang\'s log prints these GiB as "GB": avail mem={before:.2f} GB)' in result.stdout
+    bare = [line for line in result.stdout.splitlines() if re.search(r"\d GB\b", line)]
+    assert bare == [f'(SGLang\'s log prints these GiB as "GB": avail mem={before:.2f} GB)']
+
+
+def test_more_free_memory_than_the_gpu_has_is_refused(runner: CliRunner) -> None:
+    # 200 GiB "free" on an 80 GB H100 gave a 157 GiB pool, exit 0.
+    refused(
+        runner,
+        [*SG, "--free-before-load", "200", "--free-after-load", "190"],
+        "--free-before-load: 200.00 GiB is more than the 79.18 GiB of one NVIDIA H100",
+    )
+    # The nvidia-smi total SGLang sizes its share from is the H100's, not more than it has.
+    result = runner.invoke(app, [*SG, "--gpu-memory", "81559MiB"])
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        # A request of the whole context is one token past max_req_len (context_len - 1).
+        (["--ctx", "8k,128k"], "is longer than max_req_len 131,071 (context_len 131,072 - 1)"),
+        # Past the token pool: the scheduler refuses it whatever the context length.
+        (["--ctx", "500k", "--context-length", "1m"], "the token pool holds"),
+    ],
+)
+def test_a_context_the_pool_cannot_hold_does_not_fit(
+    runner: CliRunner, extra: list[str], why: str
+) -> None:
+    # It printed "Concurrency ...: 0" and exited 0 with fits: true, unlike the other engines.
+    result = runner.invoke(app, [*SG, *extra])
+    assert result.exit_code == 1, result.stderr
+    assert result.stdout.splitlines()[-1].startswith("does not fit: a request of ")
+    out = run_json(runner, *SG, *extra, code=1)
+    assert out["fits"] is False and why in out["reason"]
+    assert out["contexts"][-1] == {
+        "context_tokens": out["contexts"][-1]["context_tokens"],
+        "concurrency": 0,
+        "fits": False,
+    }
 
 
 def test_cli_free_memory_takes_units_too(runner: CliRunner) -> None:

@@ -55,13 +55,31 @@ def _error_line(message: str) -> None:
     try:
         sys.stderr.write(f"Error: {' '.join(words)}\n")
         sys.stderr.flush()
-    except (OSError, ValueError):  # stderr closed or full: the exit code still tells
+    except (OSError, ValueError, AttributeError):  # stderr closed or full: the exit code tells
         pass
 
 
-#: Errors writing the output that are the destination's, not kvcalc's: a full disk or quota, a
-#: file too large, an I/O error of the device.
-_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+#: Errors writing the output that are the destination's, not kvcalc's, with the fix of each: a
+#: full disk or quota, a file too large, an I/O error of the device, a descriptor not open for
+#: writing (`kvcalc size ... 1</dev/null`).
+_OUTPUT_ERRNOS = {
+    errno.ENOSPC: "free space or write elsewhere",
+    errno.EDQUOT: "free space or write elsewhere",
+    errno.EFBIG: "free space or write elsewhere",
+    errno.EIO: "free space or write elsewhere",
+    errno.EBADF: "open standard output for writing (a file or a pipe)",
+}
+
+#: The exit code the running command ends with, once it knows it: a command records its verdict
+#: before it writes the output (:func:`note_exit`), so that a reader closing the pipe early
+#: (`kvcalc check spec.yaml | true`) cannot turn "does not fit" or "bad input" into success.
+_verdict = EXIT_OK
+
+
+def note_exit(code: int) -> None:
+    """Record the exit code the command will end with, before writing what it found."""
+    global _verdict
+    _verdict = code
 
 
 def _discard_stdout() -> None:
@@ -77,9 +95,10 @@ def _discard_stdout() -> None:
 
 def _closed_pipe() -> NoReturn:
     """End quietly when the reader closed the pipe (`kvcalc models | head -1`): it has what it
-    wanted. Caught before click, which would exit 1, the code of "does not fit" here."""
+    wanted, and the exit code is the command's verdict (:func:`note_exit`), 0 for a command
+    that only lists. Caught before click, which would exit 1, the code of "does not fit" here."""
     _discard_stdout()
-    raise typer.Exit(EXIT_OK) from None
+    raise typer.Exit(_verdict) from None
 
 
 #: Engine field -> option, where the option's name is not the field's with dashes (no
@@ -174,11 +193,18 @@ class KvcalcGroup(TyperGroup):
             from typer.completion import completion_init
 
             completion_init()
+        global _verdict
+        _verdict = EXIT_OK  # a fresh verdict for each run (tests run many in one process)
+        if sys.stdout is None:  # started with stdout closed (`kvcalc size ... >&-`)
+            _error_line("standard output is closed; give kvcalc a file or a pipe to write to")
+            sys.exit(EXIT_USAGE)
+        rv: Any = None
         try:
             try:
                 rv = super().main(*args, **kwargs)
             except typer.Exit as exc:  # raised outside a context
                 rv = exc.exit_code
+            note_exit(rv if isinstance(rv, int) else EXIT_OK)
             sys.stdout.flush()  # a full disk or closed pipe shows here, not at interpreter exit
         except (InputError, RegistryError, UnitError) as exc:
             _error_line(str(exc))
@@ -188,14 +214,14 @@ class KvcalcGroup(TyperGroup):
             sys.exit(1)
         except BrokenPipeError:  # at the last flush; see invoke
             _discard_stdout()
-            sys.exit(EXIT_OK)
+            sys.exit(_verdict)
         except OSError as exc:
             if exc.errno not in _OUTPUT_ERRNOS:
                 raise
             # Exit 2, not 1: 1 means "does not fit", and a script must not read a full disk as
             # an answer; the fix is the destination's, as for a bad input.
             _discard_stdout()
-            _error_line(f"cannot write the output: {exc.strerror}; free space or write elsewhere")
+            _error_line(f"cannot write the output: {exc.strerror}; {_OUTPUT_ERRNOS[exc.errno]}")
             sys.exit(EXIT_USAGE)
         except Exception as exc:  # never show a traceback to the user
             if _is_click_error(exc):  # option parsing
@@ -507,6 +533,7 @@ def emit_report(
 
     if warnings:
         report.warnings = [*report.warnings, *warnings]
+    note_exit(report.exit_code)
     code = emit(report, fmt.value)
     if code:
         raise typer.Exit(code)

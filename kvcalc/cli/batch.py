@@ -161,6 +161,8 @@ def _whole_registry(
 def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:
     from kvcalc.render.batch import vllm_report
 
+    if max_model_len and ctx:
+        _refuse_ctx_with_max_model_len(parse_ctx_list(ctx), parse_ctx_list(max_model_len))
     if max_model_len:
         lengths = parse_ctx_list(max_model_len, "--max-model-len")
     elif ctx:
@@ -171,6 +173,21 @@ def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: Repo
         fail("--max-model-len: give the request length vLLM serves, e.g. 8k")
     results = [vllm_start(dep, length) for length in lengths]
     emit_report(vllm_report(dep, results), fmt)
+
+
+def _refuse_ctx_with_max_model_len(contexts: list[int], lengths: list[int]) -> None:
+    """vLLM answers for --max-model-len, the longest request it admits: a --ctx beside it would
+    be silently dropped, or (longer) is a request vLLM refuses."""
+    longest, cap = max(contexts), max(lengths)
+    if longest > cap:
+        fail(
+            f"--ctx {longest:,} is longer than --max-model-len {cap:,}: vLLM refuses such a "
+            "request; raise --max-model-len or shorten --ctx"
+        )
+    fail(
+        "--ctx: with --engine vllm the request length is --max-model-len, and vLLM's figures "
+        "are for it; give one of --ctx and --max-model-len"
+    )
 
 
 def _sglang(dep: Deployment, flags: SGLangFlags, contexts: list[int], fmt: ReportFormat) -> None:

@@ -28,6 +28,7 @@ from kvcalc.cli.app import (
     command_typer,
     emit_report,
     load_model,
+    note_exit,
     option_name,
 )
 from kvcalc.cli.deploy import (
@@ -104,14 +105,15 @@ def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
     """Exit 2 with one line per problem on stderr. The CI formats also print them as they print
     failures (an annotation on the line, a failed JUnit test), so a pipeline that only reads
     stdout still shows why the spec is bad."""
+    note_exit(EXIT_USAGE)  # the verdict, should the reader close the pipe mid-write
+    for problem in problems:  # one line each, whatever a path or value holds (as _error_line)
+        sys.stderr.write(f"Error: {' '.join(problem.split())}\n")  # first: stdout may be gone
     if fmt in (CheckFormat.github, CheckFormat.junit):
         from kvcalc.render.formats import render
         from kvcalc.render.report import Report
 
         cases = [_spec_problem_case(problem, spec) for problem in problems]
         sys.stdout.write(render(Report(payload={}, cases=cases), fmt.value, 0))
-    for problem in problems:  # one line each, whatever a path or value holds (as _error_line)
-        sys.stderr.write(f"Error: {' '.join(problem.split())}\n")
     raise typer.Exit(EXIT_USAGE)
 
 

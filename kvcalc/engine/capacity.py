@@ -257,7 +257,8 @@ class Capacity(NamedTuple):
     overhead_bytes_per_gpu: int
     """On the tightest GPU."""
     kv_budget_bytes_per_gpu: int
-    """On the tightest GPU; negative when the weights do not fit."""
+    """On the tightest GPU; negative when the weights do not fit, 0 when a budget given with
+    the weights and overhead exceeds the GPU's memory (:func:`memory_shortfall`)."""
     kv_tokens_capacity: int
     """Tokens the pools of all replicas hold at full per-token cost."""
     max_context_at_batch_1: int | None
@@ -270,15 +271,61 @@ class Capacity(NamedTuple):
         return self.reason is None
 
 
+def memory_shortfall(dep: Deployment) -> int:
+    """Bytes by which weights + overhead + KV budget exceed the memory of one GPU, on the
+    fullest stage; 0 when they fit. Only figures given directly (``kv_memory``, ``weights``)
+    can exceed it: a computed budget is what the usable memory leaves."""
+    memory = dep.memory_bytes_per_gpu
+    return max(
+        0,
+        *(
+            w + o + kv - memory
+            for w, o, kv in zip(
+                dep.weights_per_stage,
+                dep.overhead_per_stage,
+                dep.kv_budget_per_stage,
+                strict=True,
+            )
+        ),
+    )
+
+
+def over_memory_reason(dep: Deployment) -> str | None:
+    """Why ``dep`` cannot run at all: its weights, overhead and KV budget exceed the memory of
+    one GPU (None when they fit). Every engine refuses such a deployment with this line."""
+    short = memory_shortfall(dep)
+    if not short:
+        return None
+    s = max(range(dep.pp), key=lambda i: sum(_stage_memory(dep, i)))
+    w, o, kv = _stage_memory(dep, s)
+    return (
+        f"weights {_gib(w)} + overhead {_gib(o)} + KV {_gib(kv)} per GPU exceed its "
+        f"{_gib(dep.memory_bytes_per_gpu)}: short by {_short(short)}"
+    )
+
+
+def _short(n: int) -> str:
+    # Bytes where two decimals of GiB would read "short by 0.00 GiB".
+    return _gib(n) if n >= GiB // 100 else f"{n:,} B"
+
+
+def _stage_memory(dep: Deployment, stage: int) -> tuple[int, int, int]:
+    return (
+        dep.weights_per_stage[stage],
+        dep.overhead_per_stage[stage],
+        dep.kv_budget_per_stage[stage],
+    )
+
+
 def layout_of(dep: Deployment) -> Layout:
-    """What one GPU of each stage of ``dep`` stores, with its stage's KV budget."""
+    """What one GPU of each stage of ``dep`` stores, with its stage's KV budget: none at all
+    when the deployment does not fit in the GPUs' memory (:func:`memory_shortfall`)."""
+    budgets = dep.kv_budget_per_stage if not memory_shortfall(dep) else (0,) * dep.pp
     return Layout(
         model=dep.per_rank,
         stages=tuple(
             Stage(i, layers, budget)
-            for i, (layers, budget) in enumerate(
-                zip(dep.stages, dep.kv_budget_per_stage, strict=True)
-            )
+            for i, (layers, budget) in enumerate(zip(dep.stages, budgets, strict=True))
         ),
         cache=dep.cache,
         block_size=dep.block_size,
@@ -307,8 +354,8 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
         )
     weights = max(dep.weights_per_stage)
     overhead = dep.overhead_per_stage[tight]
-    budget = dep.kv_budget_per_stage[tight]
-    reason = _does_not_fit(
+    budget = layout.stages[tight].kv_budget_bytes  # none when the GPU cannot hold it
+    reason = over_memory_reason(dep) or _does_not_fit(
         weights=weights,
         usable=dep.usable_bytes_per_gpu,
         overhead=overhead,
@@ -341,18 +388,36 @@ def _does_not_fit(
     first: ContextCapacity | None,
     overridden: bool,
 ) -> str | None:
+    # "short by": what the weights and overhead take beyond the usable memory, before any KV.
+    short = _short(weights + overhead - usable)
     if not overridden and weights > usable:
-        return f"weights {_gib(weights)} > {_gib(usable)} usable per GPU"
+        return f"weights {_gib(weights)} > {_gib(usable)} usable per GPU: short by {short}"
     if not overridden and weights + overhead >= usable:
         return (
             f"weights {_gib(weights)} + overhead {_gib(overhead)} leave no KV memory "
-            f"of {_gib(usable)} usable per GPU"
+            f"of {_gib(usable)} usable per GPU: short by {short}"
         )
     if budget <= 0:
         return f"KV budget {_gib(budget)} per GPU"
     if first is not None and first.max_batch == 0:
-        return (
-            f"one sequence of {first.context_tokens:,} tokens needs "
-            f"{_gib(first.bytes_per_sequence_per_gpu)} per GPU > KV budget {_gib(budget)}"
-        )
+        return _too_long(first, budget)
+    return None
+
+
+def _too_long(context: ContextCapacity, budget: int) -> str:
+    return (
+        f"one sequence of {context.context_tokens:,} tokens needs "
+        f"{_gib(context.bytes_per_sequence_per_gpu)} per GPU > KV budget {_gib(budget)}"
+    )
+
+
+def unfit_reason(cap: Capacity) -> str | None:
+    """Why some context asked about holds no sequence (the deployment's :attr:`Capacity.reason`,
+    else the first such context's); None when each context holds at least one. A context
+    longer than the cache holds does not fit, in every engine, wherever it is in the list."""
+    if cap.reason is not None:
+        return cap.reason
+    for context in cap.contexts:
+        if context.max_batch == 0:
+            return _too_long(context, cap.kv_budget_bytes_per_gpu)
     return None

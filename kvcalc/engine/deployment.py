@@ -34,6 +34,7 @@ from kvcalc.engine.overhead import (
     estimated_overhead,
 )
 from kvcalc.engine.spec import ModelSpec, ParallelismError
+from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import WeightPrecision, compute_dtype, pipeline_stages, weights_per_gpu
 
 #: The share of GPU memory a serving engine takes by default (vLLM ``--gpu-memory-utilization``).
@@ -262,6 +263,7 @@ def check_deployment(dep: Deployment) -> None:
     _check_positive(dep)
     _check_memory_inputs(dep)
     _check_kv_memory(dep)
+    _check_gpu_memory(dep)
     _check_layout(dep.model, dep.gpus.count, dep.tp, dep.pp)
 
 
@@ -292,6 +294,21 @@ def _check_kv_memory(dep: Deployment) -> None:
             ("kv_memory",),
             f"{dep.kv_memory_bytes:,} B is more than the {memory:,} B of one "
             f"{dep.gpus.accelerator.name}; give the KV budget of one GPU",
+        )
+
+
+def _check_gpu_memory(dep: Deployment) -> None:
+    # Less than the device has is a what-if (a MIG slice, memory held by another process); more
+    # contradicts the accelerator named: no engine can allocate it. The device has its
+    # nvidia-smi total (SGLang reads that one), a little more than the CUDA total.
+    accelerator = dep.gpus.accelerator
+    memory = max(accelerator.memory_bytes, accelerator.smi_memory_bytes or 0)
+    if dep.gpu_memory_bytes is not None and dep.gpu_memory_bytes > memory:
+        raise DeploymentError(
+            ("gpu_memory",),
+            f"{dep.gpu_memory_bytes:,} B is more than the {memory:,} B ({memory / GiB:.2f} "
+            f"GiB) one {accelerator.name} has; give at most that, or name the accelerator "
+            "that has it (kvcalc gpus)",
         )
 
 

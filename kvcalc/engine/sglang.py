@@ -579,6 +579,24 @@ class SGLangPool:
             fits = min(fits, self.swa_tokens // min(tokens, window))
         return min(self.max_running_requests, fits)
 
+    def refusal(self, tokens: int, window: int | None = None) -> str | None:
+        """Why no request of ``tokens`` tokens runs (None when one does): the "does not fit"
+        of a context, as the other engines say it of a context their cache cannot hold."""
+        if self.concurrency(tokens, window) > 0:
+            return None
+        what = f"a request of {tokens:,} tokens"
+        if tokens >= self.context_length:
+            return (
+                f"{what} is longer than max_req_len {self.max_req_len:,} (context_len "
+                f"{self.context_length:,} - 1); raise --context-length"
+            )
+        if tokens >= self.max_total_num_tokens:
+            return (
+                f"{what} is longer than max_req_len {self.max_req_len:,}: the token pool "
+                f"holds {self.max_total_num_tokens:,} tokens"
+            )
+        return f"{what} takes more pages than the token pool(s) hold"
+
 
 @dataclass(frozen=True)
 class SGLangPoolTooSmall:
@@ -673,6 +691,12 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             prefill_graph or 0,
         )
     before = opts.free_before_load_bytes
+    if before is not None and before > dep.memory_bytes_per_gpu:
+        raise SGLangConfigError(
+            f"--free-before-load: {before / GiB:.2f} GiB is more than the "
+            f"{dep.memory_bytes_per_gpu / GiB:.2f} GiB of one {dep.gpus.accelerator.name}; "
+            "give the avail mem of the log's Load weight begin line"
+        )
     if before is None:
         before = estimated_free_before_load(dep.memory_bytes_per_gpu, dep.gpus_per_replica)
         estimated.append("free_before_load")

@@ -552,6 +552,9 @@ class KVCacheTooSmall:
     stage: StageKV
     estimated_max_model_len: int
     """The longest request that fits (binary search as in vLLM); 0 if none does."""
+    over_memory: str | None = None
+    """Why nothing starts at all: the weights, overhead and KV budget given exceed the GPU's
+    memory (:func:`kvcalc.engine.capacity.over_memory_reason`)."""
 
     @property
     def needed_bytes(self) -> int:
@@ -564,6 +567,8 @@ class KVCacheTooSmall:
     @property
     def message(self) -> str:
         """One line in vLLM's words (its GiB are 2^30 bytes, printed with 2 decimals)."""
+        if self.over_memory is not None:
+            return self.over_memory
         if self.available_bytes <= 0:
             return (
                 "no memory left for the KV cache on this worker; raise "
@@ -722,9 +727,11 @@ def profile_kv_memory(
 def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
     """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
     profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
+    from kvcalc.engine.capacity import over_memory_reason
+
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
-    return vllm_kv_cache(
+    result = vllm_kv_cache(
         dep.model,
         dep.kv_budget_per_stage,
         max_model_len=max_model_len,
@@ -736,3 +743,9 @@ def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCa
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.state,
     )
+    over = over_memory_reason(dep)
+    if over is None:
+        return result
+    # A KV budget given beside weights that leave no room for it: vLLM could not allocate it.
+    stage = result.stage if isinstance(result, KVCacheTooSmall) else result.stages[0]
+    return KVCacheTooSmall(result.setup, result.layer_specs, result.grouping, stage, 0, over)

@@ -54,7 +54,10 @@ def deployment_payload(dep: Deployment) -> dict[str, Any]:
 
 
 def capacity_payload(cap: Capacity) -> dict[str, Any]:
+    from kvcalc.engine.capacity import unfit_reason
+
     dep = cap.deployment
+    unfit = unfit_reason(cap)
     return {
         **deployment_payload(dep),
         "eviction": eviction_payload(dep.eviction),
@@ -66,8 +69,8 @@ def capacity_payload(cap: Capacity) -> dict[str, Any]:
         "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "kv_tokens_capacity": cap.kv_tokens_capacity,
         "max_context_at_batch_1": cap.max_context_at_batch_1,
-        "fits": cap.fits,
-        "reason": cap.reason,
+        "fits": unfit is None,
+        "reason": unfit,
         "contexts": [
             {
                 "context_tokens": c.context_tokens,
@@ -146,6 +149,8 @@ def bar(records: list[dict[str, Any]]) -> Column:
 
 
 def capacity_report(cap: Capacity) -> Report:
+    from kvcalc.engine.capacity import unfit_reason
+
     records = [capacity_record(cap, i) for i in range(len(cap.contexts))]
     evicting = cap.deployment.eviction.lossy
     columns = [
@@ -155,9 +160,10 @@ def capacity_report(cap: Capacity) -> Report:
         number("max sequences", "max_batch"),
         bar(records),
     ]
+    unfit = unfit_reason(cap)
     notes = [
         *eviction_notes(cap.deployment.eviction),
-        *([] if cap.fits else [f"does not fit: {cap.reason}"]),
+        *([] if unfit is None else [f"does not fit: {unfit}"]),
     ]
     hint = fit_hint(cap)
     if hint is not None:
@@ -168,7 +174,7 @@ def capacity_report(cap: Capacity) -> Report:
         records=records,
         lines=capacity_lines(cap),
         sections=[Section("sequences that fit", columns, records, notes=notes)],
-        exit_code=0 if cap.fits else 1,
+        exit_code=0 if unfit is None else 1,
         warnings=max_context_warnings(cap.deployment.model, contexts),
     )
 
@@ -420,6 +426,9 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         **setup,
         # The first request length's figures at the top, for the common one-length question.
         **{k: first.get(k) for k in ("num_blocks", "kv_cache_tokens", "max_concurrency")},
+        # As every engine's JSON: false, with the first reason, when any length does not fit.
+        "fits": all(p["fits"] for p in per_length),
+        "reason": next((p["reason"] for p in per_length if not p["fits"]), None),
         "results": per_length,
     }
     records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]

@@ -1,7 +1,8 @@
 """Rendering of `kvcalc batch --engine sglang`: SGLang's start-up figures, as lines and as JSON.
 
-The lines echo SGLang's own log (its "GB" are GiB, printed with two decimals) so that a run can
-be compared with a real start-up log line by line.
+The lines echo SGLang's own log so that a run can be compared with a real start-up log line by
+line, with the units corrected: SGLang prints GiB (2^30 bytes, two decimals) as "GB", kvcalc
+prints them as GiB and says so once.
 """
 
 from __future__ import annotations
@@ -61,10 +62,11 @@ def sglang_payload(
             "contexts": [],
         }
     window = sliding_window(dep.model)
+    refusals = [r for r in (result.refusal(c, window) for c in contexts) if r is not None]
     return {
         **payload,
-        "fits": True,
-        "reason": None,
+        "fits": not refusals,
+        "reason": refusals[0] if refusals else None,
         "page_size": result.page_size,
         "context_length": result.context_length,
         "max_total_num_tokens": result.max_total_num_tokens,
@@ -74,13 +76,24 @@ def sglang_payload(
         "max_req_len": result.max_req_len,
         "kv_pool_bytes": result.kv_pool_bytes,
         "contexts": [
-            {"context_tokens": c, "concurrency": result.concurrency(c, window)} for c in contexts
+            {
+                "context_tokens": c,
+                "concurrency": result.concurrency(c, window),
+                "fits": result.concurrency(c, window) > 0,
+            }
+            for c in contexts
         ],
     }
 
 
 def _gib(value: float) -> str:
-    return f"{value / GiB:.2f} GB"
+    return f"{value / GiB:.2f} GiB"
+
+
+def _log_units(memory: SGLangMemory) -> str:
+    """The note that lets a reader match the avail-mem lines against SGLang's own log."""
+    before = memory.free_before_load_bytes / GiB
+    return f'(SGLang\'s log prints these GiB as "GB": avail mem={before:.2f} GB)'
 
 
 def _source(memory: SGLangMemory, name: str) -> str:
@@ -116,6 +129,7 @@ def sglang_lines(
         f"{_source(memory, 'free_before_load')}",
         f"Load weight end. avail mem={_gib(memory.free_after_load_bytes)}"
         f"{_source(memory, 'free_after_load')}",
+        _log_units(memory),
         f"cell_size: {result.cells.cell_size:,} bytes per token per rank",
     ]
     if result.mamba_cache_size is not None:
@@ -145,7 +159,8 @@ def sglang_lines(
         + (f" (longer than max_req_len {result.max_req_len:,})" if c > result.max_req_len else "")
         for c in contexts
     ]
-    return lines
+    refusals = (result.refusal(c, window) for c in contexts)
+    return lines + [f"does not fit: {r}" for r in refusals if r is not None][:1]
 
 
 #: The keys of every CSV record: the pool, then one row per context.
@@ -170,17 +185,18 @@ SGLANG_FIELDS = (
 def sglang_report(
     dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
 ) -> Report:
-    from kvcalc.engine.sglang import SGLangPool
     from kvcalc.render.warnings import max_context_warnings
 
     payload = sglang_payload(dep, result, contexts)
-    rows = payload["contexts"] or [{"context_tokens": c, "concurrency": 0} for c in contexts]
+    rows = payload["contexts"] or [
+        {"context_tokens": c, "concurrency": 0, "fits": False} for c in contexts
+    ]
     records = [{k: {**payload, **row}.get(k) for k in SGLANG_FIELDS} for row in rows]
     return Report(
         payload=payload,
         records=records,
         fields=SGLANG_FIELDS,
         lines=sglang_lines(dep, result, contexts),
-        exit_code=0 if isinstance(result, SGLangPool) else 1,
+        exit_code=0 if payload["fits"] else 1,
         warnings=max_context_warnings(dep.model, contexts),
     )
