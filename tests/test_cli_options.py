@@ -222,7 +222,8 @@ def test_the_gpu_forms_answer_alike(runner: CliRunner) -> None:
         (["size", "llama3-70b", "--ctx", "8k"], "-f", "yaml", "Yaml"),
         (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "8k", "-f", "json"],
          "--engine", "vllm", "VLLM"),
-        (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "8k", "-f", "json"],
+        # 4k: SGLang admits at most context_len - 1 (8,191) tokens of Llama-3-70B per request.
+        (["batch", "llama3-70b", "-g", "8xH100", "--ctx", "4k", "-f", "json"],
          "--engine", "sglang", "SGLang"),
         (["plan", "llama3-8b", "--users", "10", "--gpus", "h100", "-f", "json"],
          "--engine", "vllm", "Vllm"),
