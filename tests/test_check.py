@@ -269,8 +269,11 @@ def test_github_annotates_the_failing_requirement_line(runner: CliRunner, tmp_pa
 def test_github_data_is_escaped() -> None:
     from kvcalc.render.formats import github_annotation
 
-    line = github_annotation("a,b:c.yaml", 3, "50% of\nit")
-    assert line == "::error file=a%2Cb%3Ac.yaml,line=3::50%25 of%0Ait"
+    line = github_annotation("a,b:c%.yaml", 3, "50% of\nit\r")
+    # A line break is shown as in every format, never a second line of the log.
+    assert line == "::error file=a%2Cb%3Ac%25.yaml,line=3::50%25 of\\nit\\r"
+    warning = github_annotation(None, None, "w", command="warning")
+    assert warning == "::warning::w"
 
 
 @pytest.mark.parametrize("fmt", ["junit", "github"])

@@ -221,9 +221,10 @@ def github_annotation(
 
 def _github_data(text: str) -> str:
     """Escaped as the runner unescapes a command's data (actions/toolkit command.ts,
-    escapeData); every other control character shown as its escape."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return visible(text)
+    escapeData: ``%``, and ``\\r`` and ``\\n``, which :func:`visible` has already shown as
+    ``\\\\r`` and ``\\\\n`` as every other control character, so a line break in a name is
+    shown as in the other formats and never ends the command)."""
+    return visible(text).replace("%", "%25")
 
 
 def _github_log_line(line: str) -> str:
