@@ -395,7 +395,8 @@ BAD_SPECS = [
     ("a: [&a x, *a, *a]\n", 1, ["anchors and aliases"]),
     ("deployments: !!python/object/apply:os.system ['true']\n", 1, ["tags"]),
     ("deployments:\n  - model: !!str llama3-8b\n", 2, ["tags"]),
-    ("deployments:\n  - {? [a, b] : 1}\n", 2, ["keys must be plain words"]),
+    ("deployments:\n  - {? [a, b] : 1, model: llama3-8b, gpus: h100,\n"
+     "     require: {min_context: 8k}}\n", 2, ["keys must be plain words"]),
     # The number rule and the ranges of the command line's options hold in a spec too.
     ("deployments:\n  - {model: llama3-8b, gpus: h100, tp: 1" + "0" * 80
      + ", require: {min_context: 8k}}\n", 2, ["deployments[0].tp", "longer than any number"]),

@@ -1,10 +1,13 @@
 """The capacity spec file of `kvcalc check`: deployments and the requirements each must meet.
 
-Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader), parsed with
-PyYAML's safe loader (``yaml.SafeLoader``: never a constructor that builds Python objects), with
-anchors, aliases, explicit tags and duplicate keys refused before any value is built. The file is
-composed into nodes (``yaml.compose`` with the safe loader) so that every key keeps its line,
-and every problem -- of YAML or of the schema -- is reported as ``file:line: field: message``.
+Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader); the
+parser's events are scanned first, refusing nesting deeper than :data:`MAX_DEPTH`, anchors,
+aliases and explicit tags before anything is composed; the document is then composed into
+nodes by PyYAML's safe loader (so that every key keeps its line) and no constructor runs: each
+scalar is read from its text by the kind of the field it gives (:func:`read_scalar`), so
+YAML 1.1's readings of ``on``, ``010`` or ``0x20`` as numbers never apply, a key with no value
+is refused, and token counts read ``8k`` as ``--ctx`` does. Every problem -- of YAML, of a
+value or of the schema -- is reported as ``file:line: field: message``, all of them at once.
 
 A deployment's keys are the command-line options of `kvcalc batch` and `kvcalc decode` spelled
 with underscores (``kv_memory`` for ``--kv-memory``), plus ``model``, ``ctx``, ``mfu`` and
@@ -57,7 +60,7 @@ NonNegTokens = Annotated[int, Field(ge=0, strict=True), Kind.TOKENS]
 Number = Annotated[float, Kind.NUMBER]
 PosNumber = Annotated[float, Field(gt=0), Kind.NUMBER]
 Fraction = Annotated[float, Field(gt=0, le=1), Kind.NUMBER]
-#: A size such as ``80GB``; a bare number is passed on so the size parser can say it needs a unit.
+#: A size such as ``80GB``, as written: the size parser says a bare number needs its unit.
 Size = Annotated[str, Kind.SIZE]
 #: A context such as ``32k`` or ``32768``.
 Context = Annotated[int, Kind.TOKENS]
@@ -556,8 +559,8 @@ def _value(node: yaml.Node, loc: Loc, doc: SpecDocument, file: str) -> Any:
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                doc.refuse(loc, key_line, f"{file}:{key_line}: keys must be plain words")
+            if not isinstance(key_node, yaml.ScalarNode):  # left out, so nothing else reads it
+                doc.problems.append((key_line, f"{file}:{key_line}: keys must be plain words"))
                 continue
             key = str(key_node.value)
             here = (*loc, key)
