@@ -402,10 +402,10 @@ def validation_problems(
     reading. Union types report one error per member; only the first of each location is
     kept, worded for the field."""
     problems: list[tuple[int, str]] = []
-    seen: set[Loc] = set(refused)
+    seen: set[Loc] = set()
     for error in errors:
         loc = _field_loc(error["loc"])
-        if any(loc[: len(r)] == r for r in seen):
+        if loc in seen or any(loc[:end] in refused for end in range(len(loc) + 1)):
             continue
         seen.add(loc)
         problems.append((where.line_for(loc), where.line(loc, _message(error, loc))))
