@@ -667,9 +667,7 @@ def field_kind(loc: Loc) -> Kind:
     else text (an unknown key is refused as such, whatever its value)."""
     if len(loc) >= 2 and loc[-2] == "require":
         model: type[BaseModel] = Requirements
-    elif loc[:1] == ("defaults",) and len(loc) == 2 or (
-        loc[:1] == ("deployments",) and len(loc) == 3
-    ):
+    elif (loc[:1], len(loc)) in ((("defaults",), 2), (("deployments",), 3)):
         model = DeploymentEntry
     else:
         return Kind.TEXT
