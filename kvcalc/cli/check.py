@@ -105,9 +105,12 @@ def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
     """Exit 2 with one line per problem on stderr. The CI formats also print them as they print
     failures (an annotation on the line, a failed JUnit test), so a pipeline that only reads
     stdout still shows why the spec is bad."""
+    from kvcalc.render.formats import visible
+
     note_exit(EXIT_USAGE)  # the verdict, should the reader close the pipe mid-write
     for problem in problems:  # one line each, whatever a path or value holds (as _error_line)
-        sys.stderr.write(f"Error: {' '.join(problem.split())}\n")  # first: stdout may be gone
+        # first: stdout may be gone
+        sys.stderr.write(f"Error: {visible(' '.join(problem.split()))}\n")
     if fmt in (CheckFormat.github, CheckFormat.junit):
         from kvcalc.render.formats import render
         from kvcalc.render.report import Report
@@ -133,20 +136,28 @@ _LINE = re.compile(r"^(\d+): ")
 
 
 def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
-    """Every deployment measured; raises SpecError naming every deployment that cannot be
-    built (unknown model or GPU, an option its engine does not use, ...)."""
+    """Every deployment measured; raises SpecError naming every problem of the spec, in the
+    order of its lines: the file's own, and each deployment's that cannot be built (unknown
+    model or GPU, an option its engine does not use, ...)."""
     from kvcalc.registry.check_spec import SpecError
 
     checked: list[CheckedDeployment] = []
-    problems = refuse_unread_defaults(spec)
+    problems = list(spec.problems)
+    if not problems:  # with a deployment left out, a default may be read by it alone
+        problems += refuse_unread_defaults(spec)
     for entry in spec.deployments:
         try:
             checked.append(check_deployment(entry, spec.path.parent, roofline))
         except SpecError as exc:
-            problems += [f"{spec.file}:{p}" for p in exc.problems]
+            problems += [(_line_of(p), f"{spec.file}:{p}") for p in exc.problems]
     if problems:
-        raise SpecError(problems)
+        raise SpecError([text for _, text in sorted(problems, key=lambda p: p[0])])
     return checked
+
+
+def _line_of(problem: str) -> int:
+    """The line a deployment's problem starts with (``12: deployments[0] ...``)."""
+    return int(problem.split(":", 1)[0])
 
 
 # ------------------------------------------------------------------ building a deployment
@@ -178,18 +189,25 @@ class Built:
     ctx: int | None = None
     """The context the requirements at a context are measured at: ``ctx``, or SnapKV's
     prompt + gen."""
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[tuple[int, str], ...] = ()
+    """Each warning with the line of the key it is about."""
 
 
 def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> CheckedDeployment:
+    """The deployment built and measured; raises SpecError with each of its problems found
+    before it is built (keys no requirement reads, numbers out of range), else the first
+    that stops the build."""
     from kvcalc.engine.deployment import DeploymentError
+    from kvcalc.registry.check_spec import SpecError
 
-    refuse_unused_keys(entry)
+    problems = [*unused_key_problems(entry), *bound_problems(entry)]
     if roofline and "mfu" in entry.values:
-        raise _problem(
+        problems.append(_at(
             entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
             "--roofline"
-        )
+        ))
+    if problems:
+        raise SpecError(problems)
     built = build(entry, base)
     try:
         return measure(entry, built, roofline)
@@ -202,29 +220,35 @@ def _problem(entry: SpecDeployment, key: str | None, message: str) -> Exception:
     caller prefixes the file)."""
     from kvcalc.registry.check_spec import SpecError
 
+    return SpecError([_at(entry, key, message)])
+
+
+def _at(entry: SpecDeployment, key: str | None, message: str) -> str:
     line = entry.line_of(key) if key else entry.line
-    return SpecError([f"{line}: {entry.where}: {message}"])
+    return f"{line}: {entry.where}: {message}"
 
 
-def refuse_unused_keys(entry: SpecDeployment) -> None:
-    """Refuse a requirement at a context without ``ctx``, and keys no requirement reads."""
+def unused_key_problems(entry: SpecDeployment) -> list[str]:
+    """A requirement at a context without ``ctx``, and each key no requirement reads."""
     req = entry.requirements
     from kvcalc.engine.requirements import OPTIONAL_SETTINGS, readers
 
+    problems = []
     needing = readers("ctx", req)
     # SnapKV fixes the context itself (prompt + gen).
     if "ctx" not in entry.values and "snapkv_budget" not in entry.values and needing:
-        raise _problem(
+        problems.append(_at(
             entry,
             f"require.{needing[0]}",
             f"ctx: missing; require.{needing[0]} is measured at a context, e.g. ctx: 32k",
-        )
+        ))
     evicting = any(k in entry.values for k in _EVICTION_KEYS)
     for setting in OPTIONAL_SETTINGS:
         if setting == "ctx" and evicting:
             continue  # the policy is sized at ctx (build refuses it without one)
         if setting in entry.own and not readers(setting, req):
-            raise _problem(entry, setting, f"{setting}: {_UNREAD[setting]}; remove it")
+            problems.append(_at(entry, setting, f"{setting}: {_UNREAD[setting]}; remove it"))
+    return problems
 
 
 _UNREAD = {
@@ -234,7 +258,7 @@ _UNREAD = {
 }
 
 
-def refuse_unread_defaults(spec: Spec) -> list[str]:
+def refuse_unread_defaults(spec: Spec) -> list[tuple[int, str]]:
     """A setting of ``defaults:`` that no deployment taking it reads."""
     from kvcalc.engine.requirements import OPTIONAL_SETTINGS, REQUIREMENTS, readers
 
@@ -244,15 +268,16 @@ def refuse_unread_defaults(spec: Spec) -> list[str]:
         if takers and not any(readers(setting, d.requirements) for d in takers):
             line = takers[0].line_of(setting)
             using = ", ".join(k for k, r in REQUIREMENTS.items() if setting in r.reads)
-            problems.append(
+            problems.append((line, (
                 f"{spec.file}:{line}: defaults.{setting}: no deployment that takes it requires "
                 f"{using}, which read it; remove it"
-            )
+            )))
     return problems
 
 
-def check_bounds(entry: SpecDeployment) -> None:
-    """Each number within the range its command-line option allows (``tp`` as ``--tp``)."""
+def bound_problems(entry: SpecDeployment) -> list[str]:
+    """Each number outside the range its command-line option allows (``tp`` as ``--tp``)."""
+    problems = []
     for key, value in entry.values.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
@@ -265,12 +290,13 @@ def check_bounds(entry: SpecDeployment) -> None:
                 else f"at most {high:g}" if low is None
                 else f"from {low:g} to {high:g}"
             )
-            raise _problem(entry, key, f"{key}: {value:g} is out of range; give {span}")
+            problems.append(_at(entry, key, f"{key}: {value:g} is out of range; give {span}"))
+    return problems
 
 
 def build(entry: SpecDeployment, base: Path) -> Built:
-    """The deployment the entry describes, through the command line's options and factory."""
-    check_bounds(entry)
+    """The deployment the entry describes, through the command line's options and factory
+    (its numbers within their ranges: :func:`bound_problems`)."""
     values: dict[str, Any] = {
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
     }
@@ -290,7 +316,8 @@ def build(entry: SpecDeployment, base: Path) -> Built:
                            "is sized at a context; give ctx")
         policy, notes = evict.checked(model, [ctx]) if ctx and evict.given() else (None, [])
         dep = deploy.build(model, gpus, engine, policy)
-        return Built(dep, engine, flags, ctx, tuple(f"{entry.name}: {n}" for n in notes))
+        line = entry.line_of(evict.given()[0]) if notes else entry.line
+        return Built(dep, engine, flags, ctx, tuple((line, f"{entry.name}: {n}") for n in notes))
 
     built: Built = _refusing(entry, from_options)
     return built
@@ -369,6 +396,7 @@ def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> Chec
         outcomes=outcomes,
         lines=tuple(entry.line_of(f"require.{k}") for k in entry.requirements),
         warnings=built.warnings,
+        ctx_line=entry.line_of("ctx"),
     )
 
 
@@ -459,7 +487,7 @@ def at_batch(key: str) -> Callable[[Callable[[Measuring, Any, int], Outcome]], M
         def measured(m: Measuring, required: Any) -> Outcome:
             from kvcalc.engine.requirements import evaluate
 
-            if m.batch is None or m.ctx is None:  # refuse_unused_keys: a ctx is given
+            if m.batch is None or m.ctx is None:  # unused_key_problems: a ctx is given
                 return evaluate(key, required, None, f"nothing to measure: {m.reason}")
             return measure(m, required, m.ctx)
 
@@ -526,7 +554,7 @@ def measure_ttft(m: Measuring, required: float) -> Outcome:
     on what fits)."""
     from kvcalc.engine.requirements import evaluate
 
-    assert m.ctx is not None  # refuse_unused_keys: max_ttft_ms reads ctx
+    assert m.ctx is not None  # unused_key_problems: max_ttft_ms reads ctx
     ttft = m.ttft_seconds(m.ctx)
     if ttft is None:
         return evaluate("max_ttft_ms", required, None, m.untimed)

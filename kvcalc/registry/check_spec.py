@@ -1,10 +1,13 @@
 """The capacity spec file of `kvcalc check`: deployments and the requirements each must meet.
 
-Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader), parsed with
-PyYAML's safe loader (``yaml.SafeLoader``: never a constructor that builds Python objects), with
-anchors, aliases, explicit tags and duplicate keys refused before any value is built. The file is
-composed into nodes (``yaml.compose`` with the safe loader) so that every key keeps its line,
-and every problem -- of YAML or of the schema -- is reported as ``file:line: field: message``.
+Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader); the
+parser's events are scanned first, refusing nesting deeper than :data:`MAX_DEPTH`, anchors,
+aliases and explicit tags before anything is composed; the document is then composed into
+nodes by PyYAML's safe loader (so that every key keeps its line) and no constructor runs: each
+scalar is read from its text by the kind of the field it gives (:func:`read_scalar`), so
+YAML 1.1's readings of ``on``, ``010`` or ``0x20`` as numbers never apply, a key with no value
+is refused, and token counts read ``8k`` as ``--ctx`` does. Every problem -- of YAML, of a
+value or of the schema -- is reported as ``file:line: field: message``, all of them at once.
 
 A deployment's keys are the command-line options of `kvcalc batch` and `kvcalc decode` spelled
 with underscores (``kv_memory`` for ``--kv-memory``), plus ``model``, ``ctx``, ``mfu`` and
@@ -14,8 +17,10 @@ is merged requirement by requirement).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -36,13 +41,29 @@ if TYPE_CHECKING:
 #: A YAML path: keys and list indexes from the top of the document.
 Loc = tuple[str | int, ...]
 
-PosInt = Annotated[int, Field(gt=0, strict=True)]
-NonNegInt = Annotated[int, Field(ge=0, strict=True)]
-PosNumber = Annotated[float, Field(gt=0)]
-#: A size such as ``80GB``; a bare number is passed on so the size parser can say it needs a unit.
-Size = str | int | float
+
+class Kind(Enum):
+    """How a field reads its scalar, marked on its type (``Annotated[..., Kind.TOKENS]``)."""
+
+    TEXT = "text"
+    FLAG = "true or false"
+    COUNT = "a whole number such as 32"
+    NUMBER = "a number such as 0.9 or 40"
+    TOKENS = "a token count such as 8192, 8k, 128k or 1m"
+    SIZE = "a size such as 80GB"
+
+
+PosInt = Annotated[int, Field(gt=0, strict=True), Kind.COUNT]
+#: A token count: ``8192``, ``8k``, ``128k``, ``1m``, as ``--ctx`` reads them.
+PosTokens = Annotated[int, Field(gt=0, strict=True), Kind.TOKENS]
+NonNegTokens = Annotated[int, Field(ge=0, strict=True), Kind.TOKENS]
+Number = Annotated[float, Kind.NUMBER]
+PosNumber = Annotated[float, Field(gt=0), Kind.NUMBER]
+Fraction = Annotated[float, Field(gt=0, le=1), Kind.NUMBER]
+#: A size such as ``80GB``, as written: the size parser says a bare number needs its unit.
+Size = Annotated[str, Kind.SIZE]
 #: A context such as ``32k`` or ``32768``.
-Context = str | int
+Context = Annotated[int, Kind.TOKENS]
 
 
 def context_tokens(value: object) -> int | None:
@@ -80,7 +101,7 @@ class Requirements(_Strict):
     max_tpot_ms: PosNumber | None = Field(None, description="time per output token at the batch")
     max_ttft_ms: PosNumber | None = Field(None, description="time to first token")
     min_tokens_per_second: PosNumber | None = Field(None, description="batch / TPOT")
-    max_kv_fraction: Annotated[float, Field(gt=0, le=1)] | None = Field(
+    max_kv_fraction: Fraction | None = Field(
         None, description="share of the KV budget the batch at ctx takes"
     )
 
@@ -102,14 +123,14 @@ class DeploymentEntry(_Strict):
     model: str | None = None
     gpus: str | None = None
     ctx: Context | None = None
-    mfu: Annotated[float, Field(gt=0, le=1)] | None = None
+    mfu: Fraction | None = None
     engine: Literal["simple", "vllm", "sglang"] | None = None
     # The deployment options (kvcalc.cli.deploy.DeploymentOptions, the KV format options
     # included), named as there.
     tp: PosInt | None = None
     pp: PosInt | None = None
-    gpu_util: float | None = None
-    reserve: float | None = None
+    gpu_util: Number | None = None
+    reserve: Number | None = None
     overhead: Size | None = None
     gpu_memory: Size | None = None
     weights: Size | None = None
@@ -121,44 +142,37 @@ class DeploymentEntry(_Strict):
     kv_zero_point: StrictBool | None = None
     kv_quant: str | None = None
     kv_bits: PosInt | None = None
-    kv_residual: NonNegInt | None = None
-    block_size: PosInt | None = None
-    prefix_shared: NonNegInt | None = None
-    max_num_batched_tokens: PosInt | None = None
+    kv_residual: NonNegTokens | None = None
+    block_size: PosTokens | None = None
+    prefix_shared: NonNegTokens | None = None
+    max_num_batched_tokens: PosTokens | None = None
     # SGLang's server arguments (kvcalc.cli.deploy.SGLangFlags), named as there.
     sglang_version: str | None = None
-    mem_fraction_static: float | None = None
-    page_size: PosInt | None = None
+    mem_fraction_static: Number | None = None
+    page_size: PosTokens | None = None
     context_length: Context | None = None
-    chunked_prefill_size: PosInt | None = None
+    chunked_prefill_size: PosTokens | None = None
     cuda_graph_max_bs: PosInt | None = None
-    max_total_tokens: PosInt | None = None
+    max_total_tokens: PosTokens | None = None
     free_before_load: Size | None = None
     free_after_load: Size | None = None
-    swa_full_tokens_ratio: float | None = None
+    swa_full_tokens_ratio: Number | None = None
     # The eviction and bounding options (kvcalc.cli.eviction.EvictionOptions), named as there.
-    window: PosInt | None = None
-    sinks: NonNegInt | None = None
-    recent: PosInt | None = None
-    h2o_budget: PosInt | None = None
-    snapkv_budget: PosInt | None = None
-    observation_window: PosInt | None = None
+    window: PosTokens | None = None
+    sinks: NonNegTokens | None = None
+    recent: PosTokens | None = None
+    h2o_budget: PosTokens | None = None
+    snapkv_budget: PosTokens | None = None
+    observation_window: PosTokens | None = None
     prompt: Context | None = None
     gen: Context | None = None
-    keep_ratio: float | None = None
+    keep_ratio: Number | None = None
     require: Requirements | None = None
 
     @field_validator("ctx", "context_length", "prompt", "gen", mode="before")
     @classmethod
     def _tokens(cls, value: Context | None) -> int | None:
         return context_tokens(value)
-
-    @field_validator("name", "model", "gpus")
-    @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("must not be empty")
-        return value
 
 
 class SpecFile(_Strict):
@@ -204,6 +218,9 @@ class SpecDeployment:
 class Spec:
     path: Path
     deployments: tuple[SpecDeployment, ...]
+    """The deployments that can be built: each one without a problem of its own."""
+    problems: tuple[tuple[int, str], ...] = ()
+    """``(line, "file:line: field: message")`` for every problem of the file itself."""
 
     @property
     def file(self) -> str:
@@ -211,32 +228,71 @@ class Spec:
 
 
 def load_spec(path: Path) -> Spec:
-    """Read, validate and merge a spec file; raises :class:`SpecError` naming every problem."""
-    data, lines = read_spec_yaml(path)
-    where = _Locator(str(path), lines)
-    if not isinstance(data, dict):
+    """Read, validate and merge a spec file. Problems that stop the whole file (YAML that cannot
+    be read, hostile YAML, no deployments) raise :class:`SpecError`; the others are collected
+    in :attr:`Spec.problems`, one per field, and a deployment with a problem is left out."""
+    doc = read_spec_yaml(path)
+    where = _Locator(str(path), doc.lines)
+    if not isinstance(doc.data, dict):
+        if doc.problems:
+            raise SpecError([text for _, text in doc.problems])
         raise SpecError([where.line((), "expected a mapping with a 'deployments:' list")])
+    problems = list(doc.problems)
     try:
-        spec = SpecFile.model_validate(data)
+        SpecFile.model_validate(doc.data)
+        errors: list[Any] = []
     except ValidationError as exc:
-        raise SpecError(validation_problems(exc, where)) from None
-    deployments = merged_deployments(spec, lines)
-    problems = [
-        where.at(d.line, f"deployments[{d.index}]", f"{key}: missing; {hint}")
-        for d in deployments
-        for key, hint in _REQUIRED.items()
-        if key not in d.values
+        errors = exc.errors()
+    problems += validation_problems(errors, where, doc.refused)
+    bad = {_entry_of(loc) for loc in [*doc.refused, *(_field_loc(e["loc"]) for e in errors)]}
+    listed = doc.data.get("deployments")
+    deployments: list[SpecDeployment] = []
+    # Without valid defaults no deployment's merge is known; other keys of the file do not
+    # stop the deployments from being checked.
+    if ("defaults",) not in bad and isinstance(listed, list) and ("deployments",) not in bad:
+        deployments = _valid_deployments(doc, bad, where, problems)
+    return Spec(path, tuple(deployments), tuple(problems))
+
+
+def _entry_of(loc: Loc) -> Loc | None:
+    """The entry a location is in: ``("deployments", i)`` or ``("defaults",)``,
+    ``("deployments",)`` for the list itself; None for the file's other keys."""
+    if loc[:1] == ("deployments",):
+        return loc[:2]
+    if loc[:1] == ("defaults",):
+        return ("defaults",)
+    return None
+
+
+def _valid_deployments(
+    doc: SpecDocument, bad: set[Loc | None], where: _Locator, problems: list[tuple[int, str]]
+) -> list[SpecDeployment]:
+    """The deployments without a problem, merged with the defaults; the problems found by
+    merging (no model or gpus, no requirement, a name given twice) are added to ``problems``,
+    and a deployment that lacks what it needs is left out."""
+    defaults = DeploymentEntry.model_validate(doc.data.get("defaults") or {})
+    entries = [
+        (index, DeploymentEntry.model_validate(item))
+        for index, item in enumerate(doc.data["deployments"])
+        if ("deployments", index) not in bad
     ]
-    problems += _duplicate_names(deployments, where)
-    problems += [
-        where.at(d.line, f"deployments[{d.index}]", "require: give at least one requirement, "
-                 f"e.g. require: {{min_batch: 64}} (choose {', '.join(REQUIREMENT_KEYS)})")
-        for d in deployments
-        if not d.requirements
-    ]
-    if problems:
-        raise SpecError(problems)
-    return Spec(path, tuple(deployments))
+    complete = []
+    for d in merged_deployments(defaults, entries, doc.lines):
+        found = [
+            where.at(d.line, f"deployments[{d.index}]", f"{key}: missing; {hint}")
+            for key, hint in _REQUIRED.items()
+            if key not in d.values
+        ]
+        if not d.requirements:
+            found.append(where.at(
+                d.line, f"deployments[{d.index}]", "require: give at least one requirement, "
+                f"e.g. require: {{min_batch: 64}} (choose {', '.join(REQUIREMENT_KEYS)})"
+            ))
+        problems += [(d.line, problem) for problem in found]
+        if not found:
+            complete.append(d)
+    problems += _duplicate_names(complete, where)
+    return complete
 
 
 _REQUIRED = {
@@ -245,29 +301,35 @@ _REQUIRED = {
 }
 
 
-def _duplicate_names(deployments: list[SpecDeployment], where: _Locator) -> list[str]:
+def _duplicate_names(
+    deployments: list[SpecDeployment], where: _Locator
+) -> list[tuple[int, str]]:
     seen: dict[str, int] = {}
     problems = []
     for d in deployments:
         if d.name in seen:
-            problems.append(
-                where.at(
+            problems.append((d.line_of("name"), where.at(
                     d.line_of("name"),
                     f"deployments[{d.index}].name",
                     f"{d.name!r} is already the name of deployments[{seen[d.name]}]; "
                     "give each deployment its own name",
                 )
-            )
+            ))
         seen.setdefault(d.name, d.index)
     return problems
 
 
-def merged_deployments(spec: SpecFile, lines: Mapping[Loc, int]) -> list[SpecDeployment]:
-    """Each deployment over the defaults: its own keys win, requirements merge one by one."""
-    defaults = spec.defaults.model_dump(exclude_none=True) if spec.defaults else {}
+def merged_deployments(
+    default: DeploymentEntry,
+    entries: list[tuple[int, DeploymentEntry]],
+    lines: Mapping[Loc, int],
+) -> list[SpecDeployment]:
+    """Each deployment (with its index) over the defaults: its own keys win, requirements merge
+    one by one."""
+    defaults = default.model_dump(exclude_none=True)
     default_require = defaults.pop("require", {})
     out = []
-    for index, entry in enumerate(spec.deployments):
+    for index, entry in entries:
         own = entry.model_dump(exclude_none=True)
         require = {**default_require, **own.pop("require", {})}
         name = own.pop("name", None)
@@ -333,18 +395,21 @@ def dotted(loc: Loc) -> str:
     return text
 
 
-def validation_problems(exc: ValidationError, where: _Locator) -> list[str]:
-    """One readable line per pydantic error. Union types report one error per member; only the
-    first of each location is kept, worded for the field."""
+def validation_problems(
+    errors: list[Any], where: _Locator, refused: set[Loc]
+) -> list[tuple[int, str]]:
+    """One readable line per pydantic error, but none within a value already refused while
+    reading. Union types report one error per member; only the first of each location is
+    kept, worded for the field."""
     problems: list[tuple[int, str]] = []
     seen: set[Loc] = set()
-    for error in exc.errors():
+    for error in errors:
         loc = _field_loc(error["loc"])
-        if loc in seen:
+        if loc in seen or any(loc[:end] in refused for end in range(len(loc) + 1)):
             continue
         seen.add(loc)
         problems.append((where.line_for(loc), where.line(loc, _message(error, loc))))
-    return [problem for _, problem in sorted(problems, key=lambda p: p[0])]
+    return problems
 
 
 def _field_loc(loc: tuple[Any, ...]) -> Loc:
@@ -382,9 +447,30 @@ def _message(error: Mapping[str, Any], loc: Loc) -> str:
 
 # ---------------------------------------------------------------- safe YAML with lines
 
+#: The deepest nesting of mappings and lists a spec may have; a real spec needs four
+#: (deployments, an entry, require, a flow list). PyYAML's scanner and composer take time that
+#: grows with the square of the depth, so a deeper document is refused from its first events.
+MAX_DEPTH = 64
 
-def read_spec_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
-    """The document of a spec file and the 1-based line of every key and list item."""
+
+@dataclass
+class SpecDocument:
+    """A spec file's plain data, the line of every key and list item, the problems found while
+    reading its values, and the keys whose values were refused (left out of ``data``)."""
+
+    data: Any
+    lines: dict[Loc, int]
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    refused: set[Loc] = field(default_factory=set)
+
+    def refuse(self, loc: Loc, line: int, message: str) -> None:
+        self.problems.append((line, message))
+        self.refused.add(loc)
+
+
+def read_spec_yaml(path: Path) -> SpecDocument:
+    """The document of a spec file: its scalars read by the kind of the field they give
+    (:func:`read_scalar`), every value's problem collected."""
     text = _read_regular_file(path)
     import yaml
 
@@ -392,16 +478,15 @@ def read_spec_yaml(path: Path) -> tuple[Any, dict[Loc, int]]:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
-        if node is None:
-            raise SpecError([f"{path}:1: the file is empty; list deployments: to check"])
-        lines: dict[Loc, int] = {(): node.start_mark.line + 1}
-        return _value(node, (), lines, loader, str(path)), lines
     except yaml.YAMLError as exc:
         raise SpecError([_yaml_problem(path, exc)]) from None
-    except RecursionError:
-        raise SpecError([f"{path}: invalid YAML: nested too deeply for a spec file"]) from None
     finally:
         loader.dispose()
+    if node is None or _no_value(node):
+        raise SpecError([f"{path}:1: the file is empty; list deployments: to check"])
+    doc = SpecDocument(None, {(): node.start_mark.line + 1})
+    doc.data = _value(node, (), doc, str(path))
+    return doc
 
 
 def _read_regular_file(path: Path) -> str:
@@ -416,20 +501,38 @@ def _read_regular_file(path: Path) -> str:
 
 
 def _refuse_unsafe_events(text: str, path: Path) -> None:
-    """Refuse anchors and aliases (a few lines can expand to billions of nodes) and explicit
-    tags (a spec is plain data), at the line where they appear, before anything is composed."""
+    """Refuse, from the parser's events and before anything is composed: nesting deeper than
+    :data:`MAX_DEPTH` (at once, as the scan's cost grows with the depth), anchors and aliases
+    (a few lines can expand to billions of nodes) and explicit tags (a spec is plain data),
+    each at the line where it appears."""
     import yaml
 
+    problems: dict[int, str] = {}  # one a line
+    depth = 0
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             line = event.start_mark.line + 1 if event.start_mark else 1
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    problems[line] = (
+                        f"{path}:{line}: invalid YAML: nested deeper than {MAX_DEPTH} levels; "
+                        "a spec needs a handful"
+                    )
+                    break
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise SpecError([f"{path}:{line}: YAML anchors and aliases are not allowed"])
+                problems.setdefault(line, f"{path}:{line}: YAML anchors and aliases are not "
+                                    "allowed")
             tag = getattr(event, "tag", None)
             if tag is not None:
-                raise SpecError([f"{path}:{line}: YAML tags such as {tag!r} are not allowed"])
+                problems.setdefault(line, f"{path}:{line}: YAML tags such as {tag!r} are not "
+                                    "allowed")
     except yaml.YAMLError as exc:
-        raise SpecError([_yaml_problem(path, exc)]) from None
+        problems.setdefault(0, _yaml_problem(path, exc))
+    if problems:
+        raise SpecError(list(problems.values()))
 
 
 def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
@@ -438,41 +541,150 @@ def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
     return f"{path}{line}: invalid YAML: {' '.join(str(getattr(exc, 'problem', exc)).split())}"
 
 
-def _value(
-    node: yaml.Node, loc: Loc, lines: dict[Loc, int], loader: yaml.SafeLoader, file: str
-) -> Any:
+class _Refused:
+    """A value refused while reading (the problem is recorded): its key is left out."""
+
+
+_REFUSED = _Refused()
+
+
+def _value(node: yaml.Node, loc: Loc, doc: SpecDocument, file: str) -> Any:
     """The plain value of a node, recording the line of each key and list item; refuses
-    duplicate and non-scalar keys."""
+    duplicate and non-scalar keys and values with no value or of the wrong form, collecting
+    every problem."""
     import yaml
 
+    line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise SpecError([f"{file}:{line}: keys must be plain words"])
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):  # left out, so nothing else reads it
+                doc.problems.append((key_line, f"{file}:{key_line}: keys must be plain words"))
+                continue
             key = str(key_node.value)
-            if key in out:
-                where = dotted((*loc, key))
-                raise SpecError([f"{file}:{line}: {where}: duplicate key; give it once"])
             here = (*loc, key)
-            lines[here] = line
-            out[key] = _value(value_node, here, lines, loader, file)
+            if key in out or here in doc.refused:
+                doc.refuse(here, key_line,
+                           f"{file}:{key_line}: {dotted(here)}: duplicate key; give it once")
+                continue
+            doc.lines[here] = key_line
+            value = _value(value_node, here, doc, file)
+            if value is not _REFUSED:
+                out[key] = value
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             here = (*loc, index)
-            lines[here] = item.start_mark.line + 1
-            items.append(_value(item, here, lines, loader, file))
+            doc.lines[here] = item.start_mark.line + 1
+            value = _value(item, here, doc, file)
+            # A refused item keeps its place, so the next one keeps its index.
+            items.append(None if value is _REFUSED else value)
         return items
-    if node.tag in _NUMBER_TAGS:
-        problem = number_text_problem(str(node.value))
-        if problem is not None:
-            line = node.start_mark.line + 1
-            raise SpecError([f"{file}:{line}: {dotted(loc)}: {shown(str(node.value))}: {problem}"])
-    return loader.construct_object(node)
+    try:
+        return read_scalar(node, field_kind(loc))
+    except ValueError as exc:
+        doc.refuse(loc, line, f"{file}:{line}: {dotted(loc)}: {exc}")
+        return _REFUSED
 
 
-#: The number rule of every input (units.number_text_problem) holds in a spec file too.
-_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+# ---------------------------------------------------------------- scalars by the field's kind
+
+
+def _no_value(node: yaml.Node) -> bool:
+    """An empty scalar (``min_batch:``, or an environment substitution that came out empty,
+    quoted or not) or YAML's null (``~``, ``null``)."""
+    import yaml
+
+    if not isinstance(node, yaml.ScalarNode):
+        return False
+    text = str(node.value).strip()
+    return not text or (node.style is None and text in _NULLS)
+
+
+_NULLS = ("~", "null", "Null", "NULL")
+
+
+def read_scalar(node: yaml.Node, kind: Kind) -> Any:
+    """A scalar as the field it gives reads it, from its text: YAML 1.1's own readings
+    (``on`` and ``yes`` as true, ``010`` as octal 8, ``0x20`` as 32, ``1_000``, ``1:30``) are
+    never applied, so a value means what it means on the command line or is refused
+    (ValueError)."""
+    text = str(node.value)
+    if _no_value(node):
+        raise ValueError("no value; give one or remove the key")
+    if kind is Kind.TEXT:
+        return text
+    problem = number_text_problem(text)
+    if problem is not None:
+        raise ValueError(f"{shown(text)}: {problem}")
+    if kind is Kind.SIZE:
+        return text  # parsed as the command line parses it, bare numbers refused there
+    if kind is Kind.FLAG:
+        if text.strip().lower() in ("true", "false"):
+            return text.strip().lower() == "true"
+        raise ValueError(f"{shown(text)!r} is not a boolean; give true or false")
+    return read_number(text.strip(), kind)
+
+
+def read_number(text: str, kind: Kind) -> int | float:
+    """A decimal number (``32``, ``0.9``, ``1e3``), or for a token count also ``8k`` and
+    ``1m`` as ``--ctx`` reads them; the ranges are the fields' own."""
+    if kind is Kind.TOKENS:
+        match = _TOKENS.match(text)
+        if match and not _LEADING_ZERO.match(text):
+            return int(match.group(1)) * _CTX_SCALE[match.group(2).lower()]
+    if _DECIMAL.match(text) and not _LEADING_ZERO.match(text):
+        return int(text) if _INTEGER.match(text) else float(text)
+    raise ValueError(_not_a_number(text, kind))
+
+
+_INTEGER = re.compile(r"^[-+]?[0-9]+$")
+_DECIMAL = re.compile(r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$")
+_TOKENS = re.compile(r"^([0-9]+)([km]?)$", re.IGNORECASE)
+_CTX_SCALE = {"": 1, "k": 1 << 10, "m": 1 << 20}
+#: ``010``: YAML 1.1 reads it as octal 8, a person as 10, so neither reading is safe.
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9]")
+_BOOLEANS = ("yes", "no", "on", "off", "true", "false", "y", "n")
+
+
+def _not_a_number(text: str, kind: Kind) -> str:
+    quoted, lowered = repr(shown(text)), text.lower()
+    if lowered in _BOOLEANS:
+        return f"{quoted}: YAML 1.1 reads it as a boolean, not a number; give {kind.value}"
+    if _LEADING_ZERO.match(text):
+        return f"{quoted}: YAML 1.1 reads a leading zero as octal; write the number without it"
+    if re.match(r"^[-+]?0[xob]", lowered):
+        return f"{quoted}: hexadecimal, octal and binary are not read; write it in decimal"
+    if lowered.lstrip("+-") in (".inf", ".nan"):
+        return f"{quoted}: give a finite number"
+    return f"{quoted} is not {kind.value}"
+
+
+def field_kind(loc: Loc) -> Kind:
+    """The kind of the field at ``loc``: a requirement, a deployment's (or the defaults') key,
+    else text (an unknown key is refused as such, whatever its value)."""
+    if len(loc) >= 2 and loc[-2] == "require":
+        model: type[BaseModel] = Requirements
+    elif (loc[:1], len(loc)) in ((("defaults",), 2), (("deployments",), 3)):
+        model = DeploymentEntry
+    else:
+        return Kind.TEXT
+    info = model.model_fields.get(str(loc[-1]))
+    return Kind.TEXT if info is None else kind_of(info.annotation)
+
+
+def kind_of(annotation: Any) -> Kind:
+    """The :class:`Kind` marked on a type, looked for through ``Optional`` and ``Annotated``."""
+    from typing import get_args
+
+    if isinstance(annotation, Kind):
+        return annotation
+    for arg in get_args(annotation):
+        kind = kind_of(arg)
+        if kind is not Kind.TEXT:
+            return kind
+    if annotation is bool:
+        return Kind.FLAG
+    return Kind.TEXT

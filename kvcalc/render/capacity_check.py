@@ -44,8 +44,19 @@ class CheckedDeployment:
     """Why no sequence of ``context_tokens`` fits, else None."""
     outcomes: tuple[Outcome, ...]
     lines: tuple[int, ...]
-    warnings: tuple[str, ...] = ()
-    """Answers that hold but rest on an unusual input (an eviction policy evicting nothing)."""
+    warnings: tuple[tuple[int, str], ...] = ()
+    """Answers that hold but rest on an unusual input (an eviction policy evicting nothing),
+    each with the line of the key it is about."""
+    ctx_line: int | None = None
+    """The line of ``ctx`` (or of the deployment), where a warning about the context points."""
+
+    def located_warnings(self) -> list[tuple[int, str]]:
+        """Every warning of the deployment, with its line."""
+        at_ctx = [] if self.context_tokens is None else [
+            (self.ctx_line or self.line, f"{self.name}: {w}")
+            for w in max_context_warnings(self.dep.model, [self.context_tokens])
+        ]
+        return [*at_ctx, *self.warnings]
 
     @property
     def ok(self) -> bool:
@@ -222,6 +233,7 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
         {**record, "operator": o.requirement.operator}
         for record, o in zip(flat, outcomes, strict=True)
     ]
+    warnings = [w for c in checked for w in c.located_warnings()]
     starts = list(accumulate((len(c.outcomes) for c in checked), initial=0))
     cases = [
         Case(c.name, requirement_name(o), o.passed, case_message(c, o), spec, line)
@@ -242,14 +254,7 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
             for c, start in zip(checked, starts, strict=False)
         ],
         cases=cases,
-        warnings=[
-            *(
-                f"{c.name}: {w}"
-                for c in checked
-                if c.context_tokens is not None
-                for w in max_context_warnings(c.dep.model, [c.context_tokens])
-            ),
-            *(w for c in checked for w in c.warnings),
-        ],
+        warnings=[w for _, w in warnings],
+        warning_lines={w: (spec, line) for line, w in warnings},
         exit_code=1 if failed else 0,
     )

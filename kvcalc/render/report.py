@@ -33,7 +33,7 @@ command gets every format for free. Converting a command takes three steps:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -157,6 +157,8 @@ class Report:
     """Drawn under the sections by the table format only (data, not layout, for the others)."""
     warnings: Sequence[str] = ()
     """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
+    warning_lines: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    """Warning -> the file and line it is about, where a CI format can annotate it."""
 
     def document(self) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
         """The JSON/YAML document: the payload, plus ``warnings`` when there are any. A list

@@ -1,0 +1,408 @@
+"""How `kvcalc check` reads a spec file: no value, YAML 1.1's booleans, octal and hex, token
+counts as `--ctx` reads them, hostile nesting refused from the parser's first events, and every
+problem of a spec reported in one run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner, Result
+
+from kvcalc.cli.app import app
+from kvcalc.engine.units import parse_context
+from kvcalc.registry.check_spec import MAX_DEPTH, SpecError, load_spec
+from kvcalc.registry.load import MAX_FILE_BYTES
+
+#: A deployment whose requirement is cheap to measure; ``{extra}`` adds keys to it.
+BASE = """\
+deployments:
+  - name: a
+    model: llama3.1-8b
+    gpus: h100
+    ctx: 8k
+{extra}    require: {require}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(text)
+    return path
+
+
+def check(runner: CliRunner, path: Path, *args: str) -> Result:
+    return runner.invoke(app, ["check", str(path), *args])
+
+
+def refused(runner: CliRunner, path: Path) -> list[str]:
+    """The problem lines of a spec refused with exit 2, without their ``Error: `` prefix."""
+    result = check(runner, path)
+    assert result.exit_code == 2, result.stdout
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert all(line.startswith("Error: ") for line in lines)
+    return [line.removeprefix("Error: ") for line in lines]
+
+
+# ------------------------------------------------------------------ no value
+
+
+@pytest.mark.parametrize(
+    ("extra", "require", "line", "field"),
+    [
+        ("", "{min_batch: , max_kv_fraction: 1}", 6, "deployments[0].require.min_batch"),
+        ("", '{min_batch: "", max_kv_fraction: 1}', 6, "deployments[0].require.min_batch"),
+        ("", "{min_batch: ~, max_kv_fraction: 1}", 6, "deployments[0].require.min_batch"),
+        ("", "{min_batch: null, max_kv_fraction: 1}", 6, "deployments[0].require.min_batch"),
+        ("", "{min_batch: 1, max_tpot_ms: '  '}", 6, "deployments[0].require.max_tpot_ms"),
+        ("    tp:\n", "{min_batch: 1}", 6, "deployments[0].tp"),
+        ("    kv_memory: ''\n", "{min_batch: 1}", 6, "deployments[0].kv_memory"),
+        ("    engine:\n", "{min_batch: 1}", 6, "deployments[0].engine"),
+        ("", "", 6, "deployments[0].require"),
+    ],
+)
+def test_a_field_with_no_value_is_refused(
+    runner: CliRunner, tmp_path: Path, extra: str, require: str, line: int, field: str
+) -> None:
+    path = write(tmp_path, BASE.format(extra=extra, require=require))
+    (problem,) = refused(runner, path)
+    assert problem.startswith(f"{path}:{line}: {field}: no value")
+
+
+def test_an_environment_substitution_that_came_out_empty_is_refused(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # What `envsubst` makes of `min_batch: ${MIN_BATCH}` and `"${MIN_BATCH}"` when it is unset.
+    path = write(tmp_path, BASE.format(extra="", require='\n      min_batch:\n'
+                                       '      max_tpot_ms: ""\n      max_kv_fraction: 1'))
+    assert refused(runner, path) == [
+        f"{path}:7: deployments[0].require.min_batch: no value; give one or remove the key",
+        f"{path}:8: deployments[0].require.max_tpot_ms: no value; give one or remove the key",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("defaults:\ndeployments:\n  - {model: m, gpus: h100, require: {min_context: 8k}}\n",
+         1, "defaults"),
+        ("deployments:\n", 1, "deployments"),
+        ("deployments:\n  -\n", 2, "deployments[0]"),
+    ],
+)
+def test_a_section_with_no_value_is_refused(
+    runner: CliRunner, tmp_path: Path, text: str, line: int, field: str
+) -> None:
+    path = write(tmp_path, text)
+    (problem,) = refused(runner, path)
+    assert problem.startswith(f"{path}:{line}: {field}: no value")
+
+
+# ------------------------------------------------------------------ YAML 1.1's readings
+
+
+@pytest.mark.parametrize(
+    ("requirement", "value", "reason"),
+    [
+        ("max_kv_fraction", "on", "boolean"),
+        ("min_tokens_per_second", "yes", "boolean"),
+        ("max_tpot_ms", "true", "boolean"),
+        ("max_ttft_ms", "off", "boolean"),
+        ("min_batch", "010", "leading zero"),
+        ("min_batch", "0x20", "hexadecimal"),
+        ("min_batch", "0o17", "hexadecimal, octal and binary"),
+        ("min_batch", "0b101", "hexadecimal, octal and binary"),
+        ("min_batch", "1_000", "is not a whole number"),
+        ("min_batch", "1:30", "is not a whole number"),
+        ("max_tpot_ms", "1:30.5", "is not a number"),
+        ("max_kv_fraction", "09.5", "leading zero"),
+        ("min_context", "010k", "leading zero"),
+        ("min_context", "0x2000", "hexadecimal"),
+        ("min_context", "yes", "boolean"),
+    ],
+)
+def test_yaml_1_1_booleans_octal_and_hex_are_not_requirements(
+    runner: CliRunner, tmp_path: Path, requirement: str, value: str, reason: str
+) -> None:
+    # YAML 1.1 (PyYAML) reads these as true, 1, 8, 32, 15, 5, 1000, 90: a gate that checks
+    # something nobody wrote.
+    require = f"{{{requirement}: {value}}}"
+    path = write(tmp_path, BASE.format(extra="", require=require))
+    (problem,) = refused(runner, path)
+    assert problem.startswith(f"{path}:6: deployments[0].require.{requirement}: '{value}'")
+    assert reason in problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("tp", "true", "boolean"),
+        ("tp", "010", "leading zero"),
+        ("pp", "0x1", "hexadecimal"),
+        ("ctx", "on", "boolean"),
+        ("ctx", "0x2000", "hexadecimal"),
+        ("block_size", "020", "leading zero"),
+        ("reserve", "no", "boolean"),
+        ("mfu", "yes", "boolean"),
+        ("kv_zero_point", "yes", "give true or false"),
+        ("kv_zero_point", "1", "give true or false"),
+    ],
+)
+def test_numeric_keys_refuse_them_too(
+    runner: CliRunner, tmp_path: Path, key: str, value: str, reason: str
+) -> None:
+    spec = f"deployments:\n  - {{model: llama3.1-8b, gpus: h100, {key}: {value},\n" \
+        "     require: {min_context: 8k}}\n"
+    path = write(tmp_path, spec)
+    problems = refused(runner, path)
+    assert problems[0].startswith(f"{path}:2: deployments[0].{key}: '{value}'")
+    assert reason in problems[0]
+
+
+def test_numbers_read_as_written(tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - model: llama3.1-8b
+    gpus: h100
+    ctx: 8k
+    kv_zero_point: false
+    reserve: "0.1"
+    require: {min_batch: 0032, max_tpot_ms: 1e2, max_kv_fraction: 1, min_tokens_per_second: .5}
+"""
+    with pytest.raises(SpecError):  # 0032: a leading zero, even with more zeros
+        _problems(load_spec(write(tmp_path, spec)))
+    spec = spec.replace("0032", "32")
+    (deployment,) = _loaded(load_spec(write(tmp_path, spec)))
+    assert deployment.requirements == {
+        "min_batch": 32, "max_tpot_ms": 100.0, "min_tokens_per_second": 0.5, "max_kv_fraction": 1
+    }
+    assert deployment.values["reserve"] == 0.1 and deployment.values["kv_zero_point"] is False
+
+
+def test_text_keys_keep_their_text(runner: CliRunner, tmp_path: Path) -> None:
+    # YAML 1.1 reads `name: no` as false and `name: 007` as 7: a name is the text written.
+    spec = """\
+deployments:
+  - {name: no, model: llama3.1-8b, gpus: h100, require: {min_context: 8k}}
+  - {name: 007, model: llama3.1-8b, gpus: h100, require: {min_context: 8k}}
+  - {name: 1.50, model: llama3.1-8b, gpus: h100, require: {min_context: 8k}}
+"""
+    result = check(runner, write(tmp_path, spec), "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    assert [d["name"] for d in json.loads(result.stdout)["deployments"]] == ["no", "007", "1.50"]
+
+
+# ------------------------------------------------------------------ token counts
+
+#: Every spec key that counts tokens, each of which reads `8192`, `8k`, `128k`, `1m` as --ctx does.
+TOKEN_KEYS = (
+    "ctx", "context_length", "prompt", "gen", "block_size", "prefix_shared",
+    "max_num_batched_tokens", "page_size", "chunked_prefill_size", "max_total_tokens",
+    "window", "sinks", "recent", "h2o_budget", "snapkv_budget", "observation_window",
+    "kv_residual",
+)
+
+
+@pytest.mark.parametrize("form", ["8192", "8k", "8K", "128k", "1m", "2"])
+def test_token_keys_take_the_forms_of_ctx(tmp_path: Path, form: str) -> None:
+    keys = ", ".join(f"{key}: {form}" for key in TOKEN_KEYS)
+    spec = f"deployments:\n  - {{model: m, gpus: h100, {keys},\n" \
+        f"     require: {{min_context: {form}}}}}\n"
+    (deployment,) = _loaded(load_spec(write(tmp_path, spec)))
+    tokens = parse_context(form)  # the command line's reading of --ctx
+    assert {k: deployment.values[k] for k in TOKEN_KEYS} == dict.fromkeys(TOKEN_KEYS, tokens)
+    assert deployment.requirements == {"min_context": tokens}
+
+
+@pytest.mark.parametrize("value", ["8x", "1.5k", "k", "-8k", "8 k k"])
+def test_a_token_count_must_be_one(runner: CliRunner, tmp_path: Path, value: str) -> None:
+    spec = f"deployments:\n  - {{model: llama3.1-8b, gpus: h100, ctx: 8k, window: {value},\n" \
+        "     require: {min_batch: 1}}\n"
+    path = write(tmp_path, spec)
+    (problem,) = refused(runner, path)
+    assert problem.startswith(f"{path}:2: deployments[0].window: ")
+
+
+def test_token_forms_build_the_same_deployment(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - {{name: p, model: llama3.1-8b, gpus: h100, ctx: {ctx}, prefix_shared: {prefix},
+     max_num_batched_tokens: {batched}, require: {{min_batch: 1, max_kv_fraction: 1}}}}
+  - {{name: s, model: llama3.1-8b, gpus: h100, ctx: {ctx}, sinks: 4, recent: {recent},
+     require: {{min_batch: 1}}}}
+  - {{name: g, model: llama3.1-8b, gpus: h100, engine: sglang, ctx: {ctx}, page_size: 16,
+     chunked_prefill_size: {batched}, require: {{min_batch: 1}}}}
+"""
+    short = {"ctx": "32k", "prefix": "1k", "batched": "4k", "recent": "1k"}
+    plain = {"ctx": "32768", "prefix": "1024", "batched": "4096", "recent": "1024"}
+    outs = []
+    for values in (short, plain):
+        result = check(runner, write(tmp_path, spec.format(**values)), "-f", "json")
+        assert result.exit_code == 0, result.stderr
+        outs.append(json.loads(result.stdout)["deployments"])
+    assert outs[0] == outs[1]
+    # And as the command line sizes it with the same options.
+    batch = runner.invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "32768",
+                                "--prefix-shared", "1024", "--max-num-batched-tokens", "4096",
+                                "--format", "json"])
+    expected = json.loads(batch.stdout)["contexts"][0]["max_batch"]
+    assert outs[0][0]["requirements"][0]["measured"] == expected
+
+
+# ------------------------------------------------------------------ hostile nesting
+
+
+def test_a_hostile_1_mib_spec_is_refused_from_the_first_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The composer (and PyYAML's scanner) take time growing with the square of the depth: a
+    # spec of `[` at the 1 MiB limit would take about 15 minutes. It is refused from the
+    # parser's events, having read no more of them than the depth limit, and never composed.
+    depth = (MAX_FILE_BYTES - 16) // 2
+    path = write(tmp_path, "deployments: " + "[" * depth + "]" * depth + "\n")
+    assert path.stat().st_size <= MAX_FILE_BYTES
+    read: list[object] = []
+    parse = yaml.parse
+
+    def counted(*args: object, **kwargs: object) -> object:
+        for event in parse(*args, **kwargs):  # type: ignore[arg-type]
+            read.append(event)
+            yield event
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the document was composed")
+
+    monkeypatch.setattr(yaml, "parse", counted)
+    monkeypatch.setattr(yaml.SafeLoader, "get_single_node", never)
+    with pytest.raises(SpecError) as refusal:
+        load_spec(path)
+    (problem,) = refusal.value.problems
+    assert problem == f"{path}:1: invalid YAML: nested deeper than {MAX_DEPTH} levels; " \
+        "a spec needs a handful"
+    assert len(read) <= MAX_DEPTH + 4  # stream, document, the mapping and the depth's lists
+
+
+@pytest.mark.parametrize(
+    ("nested", "refused_"),
+    [(MAX_DEPTH - 1, False), (MAX_DEPTH, True)],
+)
+def test_the_depth_limit(tmp_path: Path, nested: int, refused_: bool) -> None:
+    # The top mapping is one level: `deployments:` with `nested` lists holds nested + 1.
+    path = write(tmp_path, "deployments: " + "[" * nested + "]" * nested + "\n")
+    with pytest.raises(SpecError) as refusal:
+        _problems(load_spec(path))
+    assert ("nested deeper" in str(refusal.value)) is refused_
+
+
+def test_deep_block_nesting_is_refused_too(tmp_path: Path) -> None:
+    path = write(tmp_path, "deployments:\n" + "- " * 100_000 + "x\n")
+    with pytest.raises(SpecError, match="nested deeper than"):
+        load_spec(path)
+
+
+def test_an_alias_bomb_is_refused_on_every_line_before_it_expands(tmp_path: Path) -> None:
+    path = write(tmp_path, "a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n")
+    with pytest.raises(SpecError) as refusal:
+        load_spec(path)
+    assert refusal.value.problems == [
+        f"{path}:{n}: YAML anchors and aliases are not allowed" for n in (1, 2, 3)
+    ]
+
+
+# ------------------------------------------------------------------ every problem in one run
+
+
+def test_every_problem_of_a_spec_in_one_run(runner: CliRunner, tmp_path: Path) -> None:
+    spec = """\
+deployments:
+  - name: empty
+    model: llama3.1-8b
+    gpus: h100
+    ctx: 8k
+    require: {min_batch: , max_tpot_ms: on}
+  - name: octal
+    model: llama3.1-8b
+    gpus: h100
+    tp: 010
+    tpp: 2
+    require: {min_context: 8k}
+  - name: unbuilt
+    model: nosuch-model
+    gpus: h100
+    require: {min_context: 8k}
+  - name: ranges
+    model: llama3.1-8b
+    gpus: h100
+    tp: 5000
+    pp: 5000
+    mfu: 0.5
+    require: {min_context: 8k}
+  - name: nogpus
+    model: llama3.1-8b
+    require: {min_context: 8k}
+"""
+    path = write(tmp_path, spec)
+    problems = refused(runner, path)
+    where = [re.match(rf"{re.escape(str(path))}:(\d+): (\S+)", p) for p in problems]
+    assert [(int(m.group(1)), m.group(2)) for m in where if m] == [
+        (6, "deployments[0].require.min_batch:"),
+        (6, "deployments[0].require.max_tpot_ms:"),
+        (10, "deployments[1].tp:"),
+        (11, "deployments[1].tpp:"),
+        (14, "deployments[2]"),
+        (20, "deployments[3]"),
+        (21, "deployments[3]"),
+        (22, "deployments[3]"),
+        (24, "deployments[4]:"),
+    ]
+    assert "unknown model" in problems[4]
+    assert "tp: 5000 is out of range" in problems[5] and "pp: 5000" in problems[6]
+    assert "mfu:" in problems[7] and "gpus: missing" in problems[8]
+    # The CI formats annotate each of them on its line.
+    github = check(runner, path, "-f", "github").stdout.splitlines()
+    assert [int(re.findall(r",line=(\d+),", a)[0]) for a in github] == [
+        6, 6, 10, 11, 14, 20, 21, 22, 24
+    ]
+
+
+def _loaded(spec: object) -> list:
+    """The deployments of a spec that has no problem."""
+    from kvcalc.registry.check_spec import Spec
+
+    assert isinstance(spec, Spec)
+    assert spec.problems == ()
+    return list(spec.deployments)
+
+
+def _problems(spec: object) -> None:
+    """Raise the spec's problems, as `kvcalc check` reports them."""
+    from kvcalc.registry.check_spec import Spec
+
+    assert isinstance(spec, Spec)
+    if spec.problems:
+        raise SpecError([text for _, text in spec.problems])
+
+
+def test_many_problems_are_worded_in_linear_time() -> None:
+    # A 1 MiB spec can hold hundreds of thousands of bad values; matching each error against
+    # every value already refused would take minutes.
+    import time
+
+    from kvcalc.registry.check_spec import _Locator, validation_problems
+
+    count = 20_000
+    errors = [
+        {"loc": ("deployments", i), "type": "model_type", "msg": "not a mapping", "input": "x"}
+        for i in range(count)
+    ]
+    refused = {("deployments", i, "tp") for i in range(count)} | {("deployments", 7)}
+    where = _Locator("s.yaml", {("deployments", i): i + 2 for i in range(count)})
+    start = time.perf_counter()
+    problems = validation_problems(errors, where, refused)
+    assert time.perf_counter() - start < 2  # about 50 ms; the quadratic scan took minutes
+    assert len(problems) == count - 1  # the refused item's own error is not repeated
+    assert problems[0] == (2, "s.yaml:2: deployments[0]: not a mapping (got 'x')")
