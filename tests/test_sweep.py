@@ -339,6 +339,7 @@ def test_a_failed_write_is_one_line(
     assert result.stderr == f"Error: --plot: cannot write {target}: No space left on device\n"
 
 
+@pytest.mark.plot
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_plot_writes_the_file_with_labelled_axes(
     runner: CliRunner, tmp_path: Path, suffix: str
@@ -362,6 +363,7 @@ def test_plot_writes_the_file_with_labelled_axes(
             assert label in svg
 
 
+@pytest.mark.plot
 def test_the_same_sweep_writes_the_same_svg(runner: CliRunner, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     files = [tmp_path / "a.svg", tmp_path / "b.svg"]
@@ -371,6 +373,7 @@ def test_the_same_sweep_writes_the_same_svg(runner: CliRunner, tmp_path: Path) -
     assert files[0].read_bytes() == files[1].read_bytes()
 
 
+@pytest.mark.plot
 def test_plot_legends_sit_beside_the_lines_and_crosses_mark_what_does_not_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -403,6 +406,7 @@ def test_plot_legends_sit_beside_the_lines_and_crosses_mark_what_does_not_fit(
     assert figure.axes[-1].get_ylabel() == "roofline TPOT (ms)"
 
 
+@pytest.mark.plot
 def test_a_batch_sweep_plot_states_its_context(runner: CliRunner, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     target = tmp_path / "batch.svg"
@@ -415,9 +419,12 @@ def test_a_batch_sweep_plot_states_its_context(runner: CliRunner, tmp_path: Path
         assert text in svg
 
 
+@pytest.mark.plot
 def test_plot_is_never_imported_without_plot(runner: CliRunner) -> None:
     import subprocess
 
+    # Only where matplotlib is installed can its import be seen (or not).
+    pytest.importorskip("matplotlib")
     code = (
         "import sys; from kvcalc.cli import main; sys.argv = ['kvcalc', 'sweep', 'llama3-70b', "
         "'--gpus', '8xH100', '--ctx', '4k..1m']\n"
