@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -291,11 +293,26 @@ def test_a_missing_plot_extra_is_one_line(
     target = tmp_path / "s.png"
     result = runner.invoke(app, ["sweep", "llama3-70b", *SEED, "--plot", str(target)])
     assert result.exit_code == 2
+    # The pip of the Python running kvcalc, and the plot extra's own requirement: `pip install
+    # 'kvcalc[plot]'` cannot work where kvcalc is not on PyPI.
     assert result.stderr == (
         "Error: --plot: needs matplotlib, an optional extra; install it with "
-        "pip install 'kvcalc[plot]'\n"
+        f"{shlex.quote(sys.executable)} -m pip install 'matplotlib>=3.7'\n"
     )
     assert not target.exists()
+
+
+def test_the_plot_install_hint_installs_the_plot_extras_requirement() -> None:
+    from importlib.metadata import requires
+
+    from kvcalc.render.plot import INSTALL_HINT
+
+    python, *pip = shlex.split(INSTALL_HINT)
+    assert Path(python) == Path(sys.executable) and pip[:3] == ["-m", "pip", "install"]
+    # The installed metadata of kvcalc (pyproject.toml's plot extra), parsed independently.
+    plot = re.compile(r"extra\s*==\s*[\"']plot[\"']")
+    extra = [r.split(";")[0].strip() for r in requires("kvcalc") or [] if plot.search(r)]
+    assert pip[3:] == extra == ["matplotlib>=3.7"]
 
 
 def test_an_unwritable_plot_is_one_line(

@@ -1,12 +1,15 @@
 """``--plot``: a report's charts drawn into a PNG or SVG file with matplotlib.
 
-matplotlib is an optional extra (``pip install 'kvcalc[plot]'``) imported only here and only when
-``--plot`` is given, so no other command, and no sweep without ``--plot``, pays for it. The
-figure is built without pyplot: no global state, no GUI backend.
+matplotlib is an optional extra (the ``plot`` extra: ``pip install -e '.[plot]'`` from a source
+checkout) imported only here and only when ``--plot`` is given, so no other command, and no sweep
+without ``--plot``, pays for it. The figure is built without pyplot: no global state, no GUI
+backend.
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +21,15 @@ if TYPE_CHECKING:
 
 #: File types --plot writes, by suffix (matplotlib picks the format from it).
 PLOT_SUFFIXES = (".png", ".svg")
-INSTALL_HINT = "pip install 'kvcalc[plot]'"
+#: The plot extra's requirement (pyproject.toml), installable wherever kvcalc runs.
+MATPLOTLIB_REQUIREMENT = "matplotlib>=3.7"
+#: How to install it, true from where the user stands: kvcalc is not on PyPI, so
+#: ``pip install 'kvcalc[plot]'`` resolves nowhere, and a bare ``pip`` may belong to another
+#: Python than the one running kvcalc (a pipx or venv install); this one's pip installs it here.
+INSTALL_HINT = (
+    f"{shlex.quote(sys.executable) if sys.executable else 'python3'} -m pip install "
+    f"{shlex.quote(MATPLOTLIB_REQUIREMENT)}"
+)
 #: Beyond this many x values, matplotlib's own log ticks read better than one label per point.
 MAX_LABELLED_TICKS = 12
 
