@@ -131,9 +131,9 @@ FIGURES = re.compile(
     r"<!-- figures:\n(.*?)-->\n(.*?)(?=<!-- end figures -->|<!-- figures:|^#|^```|\Z)", re.S | re.M
 )
 #: A figure: a number written with a decimal point or thousands separators (16.5, 441,152,
-#: 53.85x), not part of a version (0.5.6), a name (Llama-3.1-8B) or a longer number.
+#: 53.85x, 7.62B), not part of a version (0.5.6), a name (Llama-3.1-8B) or a longer number.
 FIGURE = re.compile(
-    r"(?<![\w.,\-])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?![\w.]\d|[A-Za-wyz_])"
+    r"(?<![\w.,\-])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?!\d|[.,]\d|(?![xB])\w)"
 )
 
 
@@ -173,9 +173,8 @@ def test_readme_ties_prose_figures_to_commands() -> None:
 
 
 def test_figures_are_found_as_whole_numbers() -> None:
-    assert FIGURE.findall("53.85 GiB, 441,152 tokens (53.85x); 0.5.6, Llama-3.1-8B, 8k, 2048") == [
-        "53.85", "441,152", "53.85"
-    ]
+    text = "53.85 GiB, 441,152 tokens (53.85x); 0.5.6, Llama-3.1-8B, 8k, 2048, 107.77B, 4.5a"
+    assert FIGURE.findall(text) == ["53.85", "441,152", "53.85", "107.77"]
     assert printed("413,442", "#tokens: 413442, pool") and printed("0.9", "util 0.9)")
     assert not printed("0.9", "util 0.90") and not printed("53.85", "153.85")
     assert not printed("441,152", "4,441,152")
