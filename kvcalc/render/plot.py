@@ -62,7 +62,7 @@ def plot_figure(charts: Sequence[Chart], title: str) -> Figure:
     from matplotlib.figure import Figure
     from matplotlib.transforms import blended_transform_factory
 
-    legend = max(len(chart.legend(name)) for chart in charts for name, _ in chart.series)
+    legend = max((len(c.legend(name)) for c in charts for name, _ in c.series), default=0)
     # Room for the legends to the right of the panels: about 0.075 in per character of small text.
     figure = Figure(
         figsize=(6 + min(legend, 80) * 0.075, 2.6 * len(charts) + 0.6), layout="constrained"
