@@ -148,3 +148,36 @@ def test_json_carries_the_decode_efficiency(runner: CliRunner) -> None:
         "matmul_fraction": 0.803,
     }
     assert set(rows["b200"].values()) == {None}
+
+
+def test_cached_gpu_rows_print_exactly_what_a_fresh_validation_prints(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    cache: dict[str, str | None] = {"KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    for names in ([], ["mi300x", "H100", "v100"]):
+        args = ["gpus", "--format", "json", *names]
+        outputs = []
+        for env in ({"KVCALC_NO_CACHE": "1"}, cache, cache):  # fresh, miss, hit
+            result = runner.invoke(app, args, env=env)
+            assert result.exit_code == 0, result.stderr
+            outputs.append(result.stdout)
+        # Byte for byte: an int read back as a float (0.001 s vs 1 ms) would show.
+        assert outputs[0] == outputs[1] == outputs[2]
+    assert [r["id"] for r in json.loads(outputs[2])["gpus"]] == [
+        "mi300x", "h100-sxm", "v100-sxm-32gb"
+    ]
+
+
+def test_an_edited_gpu_file_misses_the_listing_cache(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "gpus").mkdir()
+    path = tmp_path / "gpus" / "h200.yaml"
+    data = yaml.safe_load((gpus_dir() / "h200.yaml").read_text())
+    env: dict[str, str | None] = {"KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["gpus", "--format", "json", "--registry", str(tmp_path)]
+    for tbps in (4.8, 2.4):
+        path.write_text(yaml.safe_dump({**data, "bandwidth_tbps": tbps}))
+        for _ in range(2):  # a miss, then a hit
+            result = runner.invoke(app, args, env=env)
+            assert result.exit_code == 0, result.stderr
+            (row,) = json.loads(result.stdout)["gpus"]
+            assert row["bandwidth_bytes_per_s"] == int(tbps * 10) * 10**11

@@ -61,3 +61,85 @@ def test_missing_registry_directory(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["models", "--registry", str(tmp_path / "nowhere")])
     assert result.exit_code == 2
     assert "registry directory not found" in result.stderr
+
+
+# ---------------------------------------------------------------- the listing cache
+
+
+def listing(runner: CliRunner, *args: str, env: dict[str, str | None]) -> str:
+    result = runner.invoke(app, ["models", "--format", "json", *args], env=env)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_cached_rows_print_exactly_what_a_fresh_validation_prints(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    cache = {"KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    fresh = listing(runner, env={"KVCALC_NO_CACHE": "1"})
+    miss = listing(runner, env=cache)
+    entries = list((tmp_path / "cache").glob("*.json"))
+    assert len(entries) == 1  # the rows of the whole registry, in one entry
+    hit = listing(runner, env=cache)
+    # Byte for byte: an int read back as a float (or a list as a tuple) would show.
+    assert fresh == miss == hit
+    # The stored rows are arrays in the order of the shape, not the printed objects.
+    stored = json.loads(entries[0].read_text())
+    assert len(stored) == len(json.loads(fresh)["models"]) and isinstance(stored[0], list)
+
+
+def test_an_edited_model_file_misses_the_listing_cache(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    shutil.copytree(REGISTRY / "models", tmp_path / "models")
+    env: dict[str, str | None] = {"KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("--registry", str(tmp_path))
+    before = {r["id"]: r for r in json.loads(listing(runner, *args, env=env))["models"]}
+    assert before["llama3-70b"]["layers"] == 80
+    path = tmp_path / "models" / "llama3-70b.yaml"
+    path.write_text(path.read_text().replace("num_layers: 80", "num_layers: 40"))
+    after = {r["id"]: r for r in json.loads(listing(runner, *args, env=env))["models"]}
+    assert after["llama3-70b"]["layers"] == 40
+    assert after["llama3-70b"]["kv_bytes_per_token_bf16"] == 327_680 // 2
+    # A file made invalid is an error again, never the rows cached before it broke.
+    path.write_text(path.read_text().replace("vocab_size: 128256", "vocab_size: 0"))
+    result = runner.invoke(app, ["models", *args], env=env)
+    assert result.exit_code == 2
+    assert "llama3-70b.yaml: architecture.vocab_size:" in result.stderr
+
+
+def test_a_listing_entry_of_the_wrong_shape_is_rebuilt(runner: CliRunner, tmp_path: Path) -> None:
+    cache = {"KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    good = listing(runner, env=cache)
+    (entry,) = (tmp_path / "cache").glob("*.json")
+    rows = json.loads(entry.read_text())
+    for corrupt in (
+        [[*rows[0][:4], "80", *rows[0][5:]], *rows[1:]],  # layers as a string
+        [rows[0][:-1], *rows[1:]],  # a field missing
+        [[*rows[0], "extra"], *rows[1:]],  # one too many
+    ):
+        entry.write_text(json.dumps(corrupt))
+        assert listing(runner, env=cache) == good
+        assert json.loads(entry.read_text()) == rows  # rewritten whole
+
+
+def test_a_warm_listing_imports_no_pydantic(runner: CliRunner, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # Warm the cache for both listings, then list both in a fresh interpreter.
+    cache = str(tmp_path / "cache")
+    for command in ("models", "gpus"):
+        assert runner.invoke(app, [command], env={"KVCALC_CACHE_DIR": cache}).exit_code == 0
+    code = (
+        "import sys\nfrom kvcalc.cli import main\n"
+        "for command in ('models', 'gpus'):\n"
+        "    sys.argv = ['kvcalc', command]\n"
+        "    try: main()\n"
+        "    except SystemExit as exc: assert not exc.code, exc.code\n"
+        "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
+        "assert 'kvcalc.registry.schema' not in sys.modules, 'the schema imported'\n"
+    )
+    env = {**__import__("os").environ, "KVCALC_CACHE_DIR": cache}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr

@@ -421,11 +421,31 @@ REAL_HUB_ERRORS = [
 ]  # fmt: skip
 
 
+@pytest.mark.hub
 @pytest.mark.parametrize("name", REAL_HUB_ERRORS)
 def test_the_installed_huggingface_hub_errors_have_their_own_line(name: str) -> None:
     # Runs where the `hub` extra is installed: the matching by class name must see the real
-    # classes (CI installs '.[test]' only and skips it).
+    # classes (.ci/run installs the extra after the main run and runs the `hub` tests).
     utils = pytest.importorskip("huggingface_hub.utils")
     error_class = getattr(utils, name)
     line = download_error(RepoId("org/m", "dev"), error_class.__new__(error_class))
     assert "downloading config.json failed" not in line
+
+
+@pytest.mark.hub
+def test_the_installed_hf_hub_download_takes_kvcalcs_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real hf_hub_download, offline so that it never reaches the network: it must accept
+    # every argument kvcalc passes (a renamed one would be a TypeError, "downloading failed")
+    # and fail with the real class for a file that is not cached.
+    from kvcalc.registry.hub import HubError, download_config
+
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubError) as error:
+        download_config(RepoId("org/m", "dev"), tmp_path, "org/m@dev: not cached")
+    assert str(error.value) == (
+        "org/m@dev: config.json is not cached and the Hugging Face Hub cannot be reached; "
+        "check the network (or pass a path to a config.json)"
+    )

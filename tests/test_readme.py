@@ -128,6 +128,86 @@ def test_readme_documents_shell_completion() -> None:
         assert option in root_help
 
 
+# ---------------------------------------------------------------- figures quoted in prose
+
+#: A marker before prose that quotes the CLI: the commands whose output holds its figures, one per
+#: line, and optionally a ``given:`` line of figures it states that no command prints (inputs,
+#: defaults). Its span is the prose after it, up to ``<!-- end figures -->``, the next marker,
+#: heading or fenced block.
+FIGURES = re.compile(
+    r"<!-- figures:\n(.*?)-->\n(.*?)(?=<!-- end figures -->|<!-- figures:|^#|^```|\Z)", re.S | re.M
+)
+#: A figure: a number written with a decimal point or thousands separators (16.5, 441,152,
+#: 53.85x, 7.62B), not part of a version (0.5.6), a name (Llama-3.1-8B) or a longer number.
+FIGURE = re.compile(
+    r"(?<![\w.,\-])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+)(?!\d|[.,]\d|(?![xB])\w)"
+)
+
+
+def without_separators(text: str) -> str:
+    """Thousands separators dropped, so that 413,442 in prose matches a log's 413442."""
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+
+def printed(figure: str, output: str) -> bool:
+    """Whether ``figure`` appears in ``output`` as a whole number (0.9 is not in 0.90)."""
+    value = re.escape(without_separators(figure))
+    return re.search(rf"(?<![\d.]){value}(?!\d|\.\d)", without_separators(output)) is not None
+
+
+def figure_spans() -> list[tuple[int, list[str], set[str], str]]:
+    """(README line, commands, given figures, prose) of each figures marker."""
+    text = README.read_text()
+    spans = []
+    for match in FIGURES.finditer(text):
+        lines = [line.strip() for line in match.group(1).splitlines() if line.strip()]
+        given = {f for line in lines if line.startswith("given:") for f in line[6:].split()}
+        commands = [line for line in lines if line.startswith("kvcalc ")]
+        assert len(commands) + any(line.startswith("given:") for line in lines) == len(lines), (
+            f"README line {text.count(chr(10), 0, match.start()) + 1}: a figures marker holds "
+            "`kvcalc ...` lines and one `given:` line"
+        )
+        spans.append((text.count("\n", 0, match.start()) + 1, commands, given, match.group(2)))
+    return spans
+
+
+def test_readme_ties_prose_figures_to_commands() -> None:
+    spans = figure_spans()
+    assert len(spans) >= 3
+    for line, commands, _, prose in spans:
+        assert commands, f"README line {line}: a figures marker names no command"
+        assert FIGURE.search(prose), f"README line {line}: a figures marker over no figure"
+
+
+def test_figures_are_found_as_whole_numbers() -> None:
+    text = "53.85 GiB, 441,152 tokens (53.85x); 0.5.6, Llama-3.1-8B, 8k, 2048, 107.77B, 4.5a"
+    assert FIGURE.findall(text) == ["53.85", "441,152", "53.85", "107.77"]
+    assert printed("413,442", "#tokens: 413442, pool") and printed("0.9", "util 0.9)")
+    assert not printed("0.9", "util 0.90") and not printed("53.85", "153.85")
+    assert not printed("441,152", "4,441,152")
+
+
+@pytest.mark.parametrize(
+    ("line", "commands", "given", "prose"),
+    figure_spans(),
+    ids=[f"line {span[0]}" for span in figure_spans()],
+)
+def test_readme_prose_figures_are_what_the_cli_prints(
+    line: int, commands: list[str], given: set[str], prose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(README.parent)
+    outputs = [run_example(command)[0] for command in commands]
+    output = "\n".join(outputs)
+    quoted = FIGURE.findall(prose)
+    missing = [f for f in quoted if f not in given and not printed(f, output)]
+    assert not missing, (
+        f"README line {line}: {', '.join(missing)} quoted but not printed by "
+        f"{' / '.join(commands)}; fix the prose (or list an input under given:)"
+    )
+    unused = sorted(given - set(quoted))
+    assert not unused, f"README line {line}: given figures {unused} are not in the prose"
+
+
 def update() -> None:
     text = README.read_text()
 

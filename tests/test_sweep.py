@@ -4,6 +4,9 @@ one series per model and GPU set, the terminal chart, --plot and every bad input
 from __future__ import annotations
 
 import json
+import math
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -21,7 +24,15 @@ from kvcalc.engine.units import (
     parse_count,
     parse_range,
 )
-from kvcalc.render.chart import MARKERS, Chart, chart_lines, tick_label
+from kvcalc.render.chart import (
+    HEIGHT,
+    MARKERS,
+    Chart,
+    chart_lines,
+    linear_ticks,
+    log_ticks,
+    tick_label,
+)
 
 #: Llama-3-70B: 80 layers x 8 KV heads x 128 x (K + V) x 2 bytes of bf16 per token.
 LLAMA3_70B_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2
@@ -191,8 +202,8 @@ def test_the_table_format_draws_one_chart_per_quantity(runner: CliRunner) -> Non
         app, ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--ctx", "4k..1m"]
     )
     assert result.exit_code == 0, result.stderr
-    for title in ("KV per sequence (GiB)", "max batch (sequences)", "TPOT (ms)"):
-        assert f"{title} against context (tokens)" in result.stdout
+    for title in ("KV per sequence (GiB)", "max batch (sequences)", "roofline TPOT (ms)"):
+        assert f"\n{title} against context (tokens)" in result.stdout
     assert result.stdout.count("  * llama3-70b on 8x NVIDIA H100 SXM5 80GB") == 3
     assert result.stdout.count("  o llama3.1-8b on 8x NVIDIA H100 SXM5 80GB") == 3
     for fmt in ("json", "yaml", "csv", "markdown"):
@@ -214,7 +225,7 @@ def test_contexts_and_batches_chart_a_line_per_batch_only_where_the_batch_matter
     assert legends == {
         "KV per sequence (GiB)": ["llama3-70b on 8x NVIDIA H100 SXM5 80GB"],
         "max batch (sequences)": ["llama3-70b on 8x NVIDIA H100 SXM5 80GB"],
-        "TPOT (ms)": [
+        "roofline TPOT (ms)": [
             "llama3-70b on 8x NVIDIA H100 SXM5 80GB, batch 8",
             "llama3-70b on 8x NVIDIA H100 SXM5 80GB, batch 32",
         ],
@@ -282,11 +293,26 @@ def test_a_missing_plot_extra_is_one_line(
     target = tmp_path / "s.png"
     result = runner.invoke(app, ["sweep", "llama3-70b", *SEED, "--plot", str(target)])
     assert result.exit_code == 2
+    # The pip of the Python running kvcalc, and the plot extra's own requirement: `pip install
+    # 'kvcalc[plot]'` cannot work where kvcalc is not on PyPI.
     assert result.stderr == (
         "Error: --plot: needs matplotlib, an optional extra; install it with "
-        "pip install 'kvcalc[plot]'\n"
+        f"{shlex.quote(sys.executable)} -m pip install 'matplotlib>=3.7'\n"
     )
     assert not target.exists()
+
+
+def test_the_plot_install_hint_installs_the_plot_extras_requirement() -> None:
+    from importlib.metadata import requires
+
+    from kvcalc.render.plot import INSTALL_HINT
+
+    python, *pip = shlex.split(INSTALL_HINT)
+    assert Path(python) == Path(sys.executable) and pip[:3] == ["-m", "pip", "install"]
+    # The installed metadata of kvcalc (pyproject.toml's plot extra), parsed independently.
+    plot = re.compile(r"extra\s*==\s*[\"']plot[\"']")
+    extra = [r.split(";")[0].strip() for r in requires("kvcalc") or [] if plot.search(r)]
+    assert pip[3:] == extra == ["matplotlib>=3.7"]
 
 
 def test_an_unwritable_plot_is_one_line(
@@ -330,6 +356,7 @@ def test_a_failed_write_is_one_line(
     assert result.stderr == f"Error: --plot: cannot write {target}: No space left on device\n"
 
 
+@pytest.mark.plot
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_plot_writes_the_file_with_labelled_axes(
     runner: CliRunner, tmp_path: Path, suffix: str
@@ -353,6 +380,7 @@ def test_plot_writes_the_file_with_labelled_axes(
             assert label in svg
 
 
+@pytest.mark.plot
 def test_the_same_sweep_writes_the_same_svg(runner: CliRunner, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     files = [tmp_path / "a.svg", tmp_path / "b.svg"]
@@ -362,9 +390,58 @@ def test_the_same_sweep_writes_the_same_svg(runner: CliRunner, tmp_path: Path) -
     assert files[0].read_bytes() == files[1].read_bytes()
 
 
+@pytest.mark.plot
+def test_plot_legends_sit_beside_the_lines_and_crosses_mark_what_does_not_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("matplotlib")
+    from report_check import invoke_report
+
+    from kvcalc.render.plot import plot_figure
+
+    # Llama-3-70B on 4x H100 does not fit 512k and 1m (see the terminal chart's test).
+    args = ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "8xH100", "--gpus", "4xH100"]
+    _, report = invoke_report(monkeypatch, [*args, "--ctx", "4k..1m"])
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = plot_figure(report.charts, "t")
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()  # lays the figure out, legends included
+    renderer = canvas.get_renderer()
+    for ax, chart in zip(figure.axes, report.charts, strict=True):
+        legend = ax.get_legend()
+        # Beside the panel, clear of every line: its box starts right of the plotting area.
+        assert legend.get_window_extent(renderer).x0 > ax.get_window_extent(renderer).x1
+        assert [t.get_text() for t in legend.get_texts()] == [
+            chart.legend(name) for name, _ in chart.series
+        ]
+        crosses = {
+            tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "x"
+        }
+        assert crosses == ({(524288, 1048576)} if chart.title != "KV per sequence (GiB)" else set())
+    assert figure.axes[-1].get_xlabel() == "context (tokens)"
+    assert figure.axes[-1].get_ylabel() == "roofline TPOT (ms)"
+
+
+@pytest.mark.plot
+def test_a_batch_sweep_plot_states_its_context(runner: CliRunner, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "batch.svg"
+    args = ["sweep", "llama3-70b", *SEED, "--ctx", "128k", "--batch", "1..16", "--plot"]
+    assert runner.invoke(app, [*args, str(target)]).exit_code == 0
+    svg = target.read_text()
+    # SVG text is drawn as paths, each under a comment with the text.
+    for text in ("batch (sequences), context 131,072 tokens", "roofline TPOT (ms)",
+                 "roofline tokens/s (one replica)", "does not fit at batch 16"):
+        assert text in svg
+
+
+@pytest.mark.plot
 def test_plot_is_never_imported_without_plot(runner: CliRunner) -> None:
     import subprocess
 
+    # Only where matplotlib is installed can its import be seen (or not).
+    pytest.importorskip("matplotlib")
     code = (
         "import sys; from kvcalc.cli import main; sys.argv = ['kvcalc', 'sweep', 'llama3-70b', "
         "'--gpus', '8xH100', '--ctx', '4k..1m']\n"
@@ -396,12 +473,14 @@ def test_the_chart_fits_the_width(width: int) -> None:
     assert lines[-3:] == ["  * model-0", "  o model-1", "  + model-2"]
 
 
-def test_the_chart_marks_every_point_and_labels_both_ends() -> None:
+def test_the_chart_marks_every_point_and_labels_round_values() -> None:
     lines = chart_lines(chart(series=1), 80)
     grid = "\n".join(lines[1:11])
     assert grid.count(MARKERS[0]) == 9
     assert lines[0] == "TPOT (ms) against context (tokens), log scales"
-    assert lines[1].lstrip().startswith("256 ┤") and lines[10].lstrip().startswith("1 ┤")
+    # 1 to 256 on a log axis of 10 rows (lines 10 to 1): the powers of ten, on the rows nearest
+    # to them: 10 at 9 x log 10 / log 256 = 3.7 rows up, 100 at 7.5.
+    assert y_axis_labels(lines) == {10: "1", 6: "10", 3: "100"}
     ticks = lines[12].split()
     assert ticks[0] == "4k" and ticks[-1] == "1m"
     # On log-log axes a doubling per point is a straight line: one marker per row pair.
@@ -444,3 +523,168 @@ def test_a_quantity_no_point_has_draws_no_chart(runner: CliRunner) -> None:
     assert result.exit_code == 1
     assert "max batch (sequences) against context" in result.stdout
     assert "TPOT (ms) against" not in result.stdout
+
+
+def y_axis_labels(lines: list[str]) -> dict[int, str]:
+    """Line index (1: the top row) -> the y label drawn on it."""
+    return {i: line.split("┤")[0].strip() for i, line in enumerate(lines) if "┤" in line}
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "log", "labels"),
+    [
+        # The README's sweep (llama3-70b on 8x H100, 8k..128k): KV 2.5 to 40 GiB, max batch 162
+        # to 10, TPOT 21.17 to 21.37 ms; labels were once 2.5/10/40, 162/40.25/10, 21.37/21.27.
+        (2.5, 40.0, True, ["3", "10", "30"]),
+        (10.0, 162.0, True, ["10", "30", "100"]),
+        (21.17, 21.37, False, ["21.20", "21.25", "21.30", "21.35"]),
+        (0.5, 320.0, True, ["1", "10", "100"]),
+        (1.0, 1046.0, True, ["1", "10", "100", "1,000"]),
+        (3.1, 31.0, True, ["5", "10", "20"]),
+        (11.38, 21.52, False, ["12.5", "15.0", "17.5", "20.0"]),
+        (0.001, 0.0042, False, ["0.001", "0.002", "0.003", "0.004"]),
+        (12345.0, 98765.0, False, ["20,000", "40,000", "60,000", "80,000"]),
+        (1.0, 1e8, True, ["1", "10,000", "100,000,000"]),
+    ],
+)
+def test_y_ticks_are_round_values_inside_the_range(
+    low: float, high: float, log: bool, labels: list[str]
+) -> None:
+    ticks = log_ticks(low, high) if log else linear_ticks(low, high)
+    assert [text for _, text in ticks] == labels
+    for value, text in ticks:
+        assert low <= value <= high
+        assert float(text.replace(",", "")) == pytest.approx(value, rel=1e-12)
+
+
+@given(
+    st.floats(1e-4, 1e7).flatmap(
+        lambda low: st.tuples(st.just(low), st.floats(low * 1.001, low * 1e4))
+    )
+)
+def test_linear_ticks_are_two_to_four_even_steps_of_1_2_25_or_5(
+    bounds: tuple[float, float],
+) -> None:
+    low, high = bounds
+    ticks = linear_ticks(low, high)
+    assert 2 <= len(ticks) <= 4
+    values = [float(text.replace(",", "")) for _, text in ticks]
+    assert all(low * (1 - 1e-9) <= v <= high * (1 + 1e-9) for v in values)
+    step = values[1] - values[0]
+    gaps = [b - a for a, b in zip(values, values[1:], strict=False)]
+    assert gaps == pytest.approx([step] * len(gaps), rel=1e-6)
+    mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+    assert any(mantissa == pytest.approx(m, rel=1e-6) for m in (1, 2, 2.5, 5))
+    assert all(v / step == pytest.approx(round(v / step), abs=1e-6) for v in values)
+
+
+@given(
+    st.floats(1e-4, 1e7).flatmap(
+        lambda low: st.tuples(st.just(low), st.floats(low * 10, low * 1e9))
+    )
+)
+def test_log_ticks_are_one_two_three_or_five_times_a_power_of_ten(
+    bounds: tuple[float, float],
+) -> None:
+    low, high = bounds
+    ticks = log_ticks(low, high)
+    assert 2 <= len(ticks) <= 4
+    for value, text in ticks:
+        assert low * (1 - 1e-9) <= value <= high * (1 + 1e-9)
+        mantissa = float(text.replace(",", "")) / 10 ** math.floor(math.log10(value) + 1e-9)
+        assert any(mantissa == pytest.approx(m, rel=1e-9) for m in (1, 2, 3, 5))
+
+
+def test_each_y_label_sits_on_the_row_nearest_its_value() -> None:
+    # KV per sequence of the README's sweep: 2.5 GiB at 8k doubling to 40 GiB at 128k.
+    kv = Chart("KV (GiB)", "context (tokens)", [("m", [(8192 << i, 2.5 * 2**i) for i in range(5)])])
+    labels = y_axis_labels(chart_lines(kv, 80))
+    assert sorted(labels.values(), key=float) == ["3", "10", "30"]
+    for line, text in labels.items():
+        row = HEIGHT - line  # line 1 is the top row, HEIGHT - 1
+        exact = (HEIGHT - 1) * math.log(float(text) / 2.5) / math.log(16)
+        assert abs(row - exact) <= 0.5
+
+
+def test_a_legend_says_where_its_series_does_not_fit() -> None:
+    points = [(4096 << i, 10.0 - i) for i in range(3)]
+    contexts = [4096 << i for i in range(6)]
+    unfit = {"above": contexts[3:], "one": [contexts[5]], "nowhere": contexts, "gaps": [8192]}
+    series = [
+        ("above", points),
+        ("one", [(x, 1.0) for x in contexts[:5]]),
+        ("nowhere", []),
+        ("gaps", [(x, 1.0) for x in contexts if x != 8192]),
+        ("fits", points),
+    ]
+    chart = Chart("max batch (sequences)", "context (tokens)", series, unfit=unfit)
+    assert [chart.legend(name) for name, _ in series] == [
+        "above: does not fit at 32k and above",
+        "one: does not fit at 128k",
+        "nowhere: does not fit at any context",
+        "gaps: does not fit at 8k",
+        "fits",
+    ]
+    lines = chart_lines(chart, 120)
+    assert lines[-5:] == [
+        "  * above: does not fit at 32k and above",
+        "  o one: does not fit at 128k",
+        "  + nowhere: does not fit at any context",
+        "  x gaps: does not fit at 8k",
+        "  # fits",
+    ]
+    # The x axis spans the whole sweep, where nothing fits included.
+    assert lines[12].split() == ["4k", "8k", "16k", "32k", "64k", "128k"]
+    batches = Chart("TPOT (ms)", "batch (sequences)", [("b", [(1, 5.0), (2, 6.0)])], False,
+                    unfit={"b": [4, 8, 16, 32, 64]})
+    assert batches.legend("b") == "b: does not fit at batch 4 and above"
+    many = Chart("x", "y", [("m", [(1, 1.0), (7, 1.0)])], False, unfit={"m": [2, 3, 4, 5, 6]})
+    assert many.legend("m") == "m: does not fit at batch 2, 3, 4, 5 and 1 more"
+
+
+def test_sweep_charts_mark_the_contexts_where_a_line_does_not_fit(runner: CliRunner) -> None:
+    # Llama-3-70B on 4x H100: 4 x (72 GB - 35 GB of weights) of cache holds 256k tokens
+    # (80 GiB) but not 512k (160 GiB): max batch and TPOT stop at 256k and say so.
+    args = ["sweep", "llama3-70b", "--gpus", "4xH100", "--ctx", "64k..1m"]
+    out = run_json(runner, *args)
+    assert [p["fits"] for p in out["series"][0]["points"]] == [True, True, True, False, False]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    legend = "  * llama3-70b on 4x NVIDIA H100 SXM5 80GB"
+    charts = result.stdout.split(" against context (tokens)")[1:]
+    assert [c.count(f"{legend}: does not fit at 512k and above") for c in charts] == [0, 1, 1]
+    assert charts[0].count(f"{legend}\n") == 1  # the KV of a sequence is the model's
+
+
+def test_a_series_that_fits_nowhere_says_so_in_its_legend(runner: CliRunner) -> None:
+    # Llama-3-70B's 140 GB of weights do not fit one 80 GB H100.
+    args = ["sweep", "llama3-70b", "llama3.1-8b", "--gpus", "h100", "--ctx", "4k..8k"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    nowhere = "  * llama3-70b on 1x NVIDIA H100 SXM5 80GB: does not fit at any context"
+    assert result.stdout.count(nowhere) == 2  # max batch and TPOT
+    assert "  o llama3.1-8b on 1x NVIDIA H100 SXM5 80GB\n" in result.stdout
+
+
+def test_a_batch_sweep_names_its_context_and_one_batch_its_tpot(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from report_check import invoke_report
+
+    result, report = invoke_report(
+        monkeypatch, ["sweep", "llama3-70b", *SEED, "--ctx", "128k", "--batch", "1..16"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert [(c.title, c.x_label) for c in report.charts] == [
+        ("roofline TPOT (ms)", "batch (sequences), context 131,072 tokens"),
+        ("roofline tokens/s (one replica)", "batch (sequences), context 131,072 tokens"),
+    ]
+    # 10 sequences of 128k fit (seed 004): 16 is not timed.
+    assert report.charts[0].legend(report.charts[0].series[0][0]).endswith(
+        ": does not fit at batch 16"
+    )
+    result, report = invoke_report(
+        monkeypatch, ["sweep", "llama3-70b", *SEED, "--ctx", "8k..32k", "--batch", "8"]
+    )
+    assert [c.title for c in report.charts][2] == "roofline TPOT (ms), batch 8"
+    assert {c.x_label for c in report.charts} == {"context (tokens)"}

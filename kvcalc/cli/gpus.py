@@ -37,7 +37,7 @@ def gpus(
     registry: Path = RegistryOption,
 ) -> None:
     """List the accelerators: usable memory, bandwidth, dense BF16/FP8 TFLOPS, links, status."""
-    from kvcalc.registry.gpus import all_gpus, check_gpus, find_gpu, gpu_paths
+    from kvcalc.registry.gpus import check_gpus, find_gpu_path, gpu_paths, load_gpu_file
 
     if check:
         from kvcalc.render.check import check_report
@@ -48,7 +48,11 @@ def gpus(
         count = len(gpu_paths(registry))
         emit_report(check_report(problems, count, "accelerator", EXIT_USAGE), fmt)
         return
-    from kvcalc.render.gpus import gpu_row, gpus_report
+    from kvcalc.registry.cache import cached_rows
+    from kvcalc.render.gpus import GPU_ROW_SHAPE, gpu_row, gpus_report
 
-    files = [find_gpu(n, registry) for n in names] if names else all_gpus(registry)
-    emit_report(gpus_report([gpu_row(g) for g in files]), fmt)
+    paths = [find_gpu_path(n, registry) for n in names] if names else gpu_paths(registry)
+    rows = cached_rows(
+        paths, lambda: [gpu_row(load_gpu_file(p)) for p in paths], "gpu-rows", GPU_ROW_SHAPE
+    )
+    emit_report(gpus_report(rows), fmt)

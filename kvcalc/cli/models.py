@@ -33,6 +33,11 @@ def models(
         files = len(model_paths(registry))
         emit_report(check_report(problems, files, "model", EXIT_USAGE), fmt)
         return
-    from kvcalc.render.models import model_rows, models_report
+    from kvcalc.registry.cache import cached_rows
+    from kvcalc.render.models import MODEL_ROW_SHAPE, model_rows, models_report
 
-    emit_report(models_report(model_rows(all_models(registry))), fmt)
+    rows = cached_rows(
+        model_paths(registry), lambda: model_rows(all_models(registry)), "model-rows",
+        MODEL_ROW_SHAPE,
+    )
+    emit_report(models_report(rows), fmt)

@@ -17,7 +17,7 @@ is a miss (rebuilt from the registry file), never an error. An unwritable cache 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -188,3 +188,93 @@ def files_content(paths: list[Path]) -> bytes:
             data = b"\xff unreadable"
         parts.append(b"%s\0%d\0%s" % (os.fsencode(os.path.abspath(path)), len(data), data))
     return b"\0".join(parts)
+
+
+# ---------------------------------------------------------------- listing rows
+
+#: A row's shape: a mapping of its keys, in order, to a type (``int | None``), a nested shape,
+#: or a one-item list of a shape (a list of such values).
+Shape = Mapping[str, Any]
+
+
+@lru_cache(maxsize=1)
+def _package_digest() -> bytes:
+    """Every source file of kvcalc: a listing row is computed by render and engine code as much
+    as by the schema, so any edit to the package misses (reading the ~110 files takes ~2 ms,
+    far less than the pydantic validation a hit saves)."""
+    package = Path(kvcalc.__file__).parent
+    digest = _hash(kvcalc.__version__.encode())
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, package).encode() + b"\0")
+            try:
+                with open(path, "rb") as fh:
+                    digest.update(fh.read())
+            except OSError:
+                digest.update(b"\xff unreadable")
+    return digest.digest()
+
+
+def shape_hint(shape: Any) -> Any:
+    """The type a row of ``shape`` is stored as: a fixed-length tuple per mapping, in key
+    order, so every value is read back as exactly the type its key declares."""
+    if isinstance(shape, Mapping):
+        return tuple[tuple(shape_hint(s) for s in shape.values())]  # type: ignore[misc]
+    if isinstance(shape, list):
+        return list[shape_hint(shape[0])]  # type: ignore[misc]
+    return shape
+
+
+def packed(value: Any, shape: Any) -> Any:
+    """``value`` in its stored form; PlainError when its keys are not the shape's."""
+    from kvcalc.registry.plain import PlainError
+
+    if isinstance(shape, Mapping):
+        if not isinstance(value, Mapping) or list(value) != list(shape):
+            raise PlainError(f"a row's keys differ from its shape's: {_keys(value)}")
+        return [packed(value[k], s) for k, s in shape.items()]
+    if isinstance(shape, list):
+        return [packed(v, shape[0]) for v in value]
+    return value
+
+
+def _keys(value: Any) -> list[str]:
+    return list(value) if isinstance(value, Mapping) else []
+
+
+def unpacked(value: Any, shape: Any) -> Any:
+    """The row (dicts and lists, as it was built) of a value read back as ``shape_hint``."""
+    if isinstance(shape, Mapping):
+        return {k: unpacked(v, s) for (k, s), v in zip(shape.items(), value, strict=True)}
+    if isinstance(shape, list):
+        return [unpacked(v, shape[0]) for v in value]
+    return value
+
+
+def cached_rows(
+    paths: list[Path], build: Callable[[], list[dict[str, Any]]], kind: str, shape: Shape
+) -> list[dict[str, Any]]:
+    """``build()``'s rows, one per registry file of ``paths``, as a listing command shows them:
+    cached as one entry under the files' content and kvcalc's whole source, so `kvcalc models`
+    and `kvcalc gpus` neither import pydantic nor validate a file on a hit. A row is stored in
+    the form of its ``shape`` and read back checked against it; a row that does not fit its
+    shape stays uncached."""
+    from kvcalc.registry.plain import PlainError
+
+    directory = cache_dir()
+    if directory is None:
+        return build()
+    key = _hash(_package_digest() + kind.encode() + b"\0" + files_content(paths)).hexdigest()
+    entry = directory / f"{key}.json"
+    hit = _read_entry(entry, list[shape_hint(shape)])  # type: ignore[misc]
+    if hit is not None:
+        return [unpacked(row, shape) for row in hit[0]]
+    rows = build()
+    try:
+        stored = [packed(row, shape) for row in rows]
+    except PlainError:
+        return rows
+    _write_entry(directory, entry, stored)
+    return rows

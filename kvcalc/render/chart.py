@@ -1,6 +1,7 @@
 """A `Chart` (one quantity against another, several series) and its drawing as plain text for
 the terminal: markers on a grid of characters, dots between a series' points, a logarithmic x
-axis with the sweep's values as ticks, and a legend.
+axis with the sweep's values as ticks, round values as y ticks, and a legend that says where a
+series does not fit.
 
 No plotting library: the table format must work with kvcalc's own dependencies, and a chart of a
 few log-spaced points needs only a grid. ``--plot`` draws the same `Chart` with matplotlib.
@@ -9,8 +10,8 @@ few log-spaced points needs only a grid. ``--plot`` draws the same `Chart` with 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kvcalc.render.terminal import wrap_phrases, wrap_words
 
@@ -31,9 +32,29 @@ class Chart:
     x_tokens: bool = True
     """Whether x is a token count, whose ticks read as contexts are written (``4k``, ``1m``,
     binary); other counts (batches) are ticked whole."""
+    unfit: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    """Per series name, the x values at which it does not fit: its line has no point (or a zero)
+    there, and its legend says so, so a line that stops does not read as missing data."""
 
     def tick(self, x: int) -> str:
         return tick_label(x) if self.x_tokens else f"{x:,}"
+
+    def legend(self, name: str) -> str:
+        """A series' legend entry: its name, and where it does not fit."""
+        unfit = sorted(set(self.unfit.get(name, ())))
+        if not unfit:
+            return name
+        fit = {x for series, points in self.series if series == name for x, _ in points}
+        fit -= set(unfit)
+        noun = "context" if self.x_tokens else "batch"
+        if not fit:
+            return f"{name}: does not fit at any {noun}"
+        where = "" if self.x_tokens else "batch "
+        if len(unfit) > 1 and max(fit) < unfit[0]:
+            return f"{name}: does not fit at {where}{self.tick(unfit[0])} and above"
+        shown = ", ".join(self.tick(x) for x in unfit[:MAX_LISTED])
+        more = f" and {len(unfit) - MAX_LISTED} more" if len(unfit) > MAX_LISTED else ""
+        return f"{name}: does not fit at {where}{shown}{more}"
 
     @property
     def log_y(self) -> bool:
@@ -41,6 +62,12 @@ class Chart:
         sizes across a context sweep do; TPOT often spans less and reads better linearly."""
         ys = [y for _, points in self.series for _, y in points if y > 0]
         return bool(ys) and max(ys) >= 10 * min(ys)
+
+    def x_values(self) -> list[int]:
+        """The x axis's values: every drawn point's and every point where a series does not
+        fit, so the axis spans the whole sweep and a line stops where its series stops fitting."""
+        drawn = {x for _, points in self.drawn() for x, _ in points}
+        return sorted(drawn.union(*self.unfit.values()))
 
     def drawn(self) -> list[tuple[str, list[tuple[int, float]]]]:
         """The points each series draws (positive y only on a log axis)."""
@@ -59,6 +86,15 @@ HEIGHT = 10
 MAX_WIDTH = 100
 #: Between two points of a series.
 TRACE = "."
+#: The most x values a legend entry lists where its series does not fit.
+MAX_LISTED = 4
+#: The most labelled rows on the y axis (of HEIGHT), so labels stay apart.
+MAX_Y_TICKS = 4
+#: Round steps of a linear y axis, times a power of ten: with 2.5 between 2 and 5 no step is more
+#: than twice the one before, so the first with at most MAX_Y_TICKS ticks has at least two.
+LINEAR_STEPS = (1, 2, 2.5, 5)
+#: Round values of a log y axis within each decade, sparsest first.
+LOG_MANTISSAS = ((1,), (1, 3), (1, 2, 5))
 
 
 def marker(index: int) -> str:
@@ -70,6 +106,66 @@ def axis_value(value: float) -> str:
     if abs(value) >= 10_000:
         return f"{value:,.0f}"
     return f"{value:,.4g}"
+
+
+def linear_ticks(low: float, high: float) -> list[tuple[float, str]]:
+    """At most MAX_Y_TICKS round values in [low, high] (``low < high``), evenly stepped by 1, 2,
+    2.5 or 5 times a power of ten, each written with the step's decimals."""
+    exponent = math.floor(math.log10((high - low) / MAX_Y_TICKS))
+    while True:
+        for mantissa in LINEAR_STEPS:
+            ticks = stepped(low, high, mantissa, exponent)
+            if len(ticks) <= MAX_Y_TICKS:
+                return ticks
+        exponent += 1
+
+
+def stepped(low: float, high: float, mantissa: float, exponent: int) -> list[tuple[float, str]]:
+    """The multiples of ``mantissa`` x 10^``exponent`` in [low, high], with their labels."""
+    # A step of 0.25 x 10^k is 25 x 10^(k-2): whole numbers times a power of ten stay exact.
+    whole = int(mantissa * 10) if mantissa % 1 else int(mantissa)
+    scale = exponent - (1 if mantissa % 1 else 0)
+    unit = 10.0**scale
+    first, last = math.ceil(low / unit / whole - 1e-9), math.floor(high / unit / whole + 1e-9)
+    decimals = max(0, -scale)
+    return [
+        (value, f"{value:,.{decimals}f}")
+        for i in range(first, last + 1)
+        for value in [i * whole / 10**-scale if scale < 0 else float(i * whole * 10**scale)]
+    ]
+
+
+def log_ticks(low: float, high: float) -> list[tuple[float, str]]:
+    """Round values in [low, high] (``0 < low < high``) for a log axis: powers of ten, else 1 and
+    3, else 1, 2 and 5 in each decade, whichever first gives at least three; thinned to at most
+    MAX_Y_TICKS by keeping every other one."""
+    choices = []
+    for mantissas in LOG_MANTISSAS:
+        ticks = [
+            (value, axis_value(value) if exponent >= 0 else f"{value:.{-exponent}f}")
+            for exponent in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+            for m in mantissas
+            for value in [m * 10.0**exponent if exponent >= 0 else m / 10**-exponent]
+            if low * (1 - 1e-9) <= value <= high * (1 + 1e-9)
+        ]
+        choices.append(ticks)
+        if len(ticks) >= 3:
+            break
+    ticks = max(choices, key=len)
+    while len(ticks) > MAX_Y_TICKS:
+        ticks = ticks[::2]
+    return ticks
+
+
+def y_labels(low: float, high: float, log: bool) -> dict[int, str]:
+    """Row -> label: round values at the rows they fall on (one per row), or the one value of a
+    flat line on its row."""
+    if high == low:
+        return {scaled(low, low, high, log, HEIGHT - 1): axis_value(low)}
+    labels: dict[int, str] = {}
+    for value, text in log_ticks(low, high) if log else linear_ticks(low, high):
+        labels.setdefault(scaled(value, low, high, log, HEIGHT - 1), text)
+    return labels
 
 
 def tick_label(x: int) -> str:
@@ -96,15 +192,10 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
     if not points:
         return []
     log_y = chart.log_y
-    xs = [x for x, _ in points]
+    xs = chart.x_values()
     ys = [y for _, y in points]
     x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
-    y_mid = math.sqrt(y_lo * y_hi) if log_y else (y_lo + y_hi) / 2
-    labels = (
-        {HEIGHT - 1: axis_value(y_hi), (HEIGHT - 1) // 2: axis_value(y_mid), 0: axis_value(y_lo)}
-        if y_hi > y_lo
-        else {scaled(y_lo, y_lo, y_hi, log_y, HEIGHT - 1): axis_value(y_lo)}  # a flat line
-    )
+    labels = y_labels(y_lo, y_hi, log_y)
     pad = max(map(len, labels.values()))
     columns = min(width, MAX_WIDTH) - pad - 2
     grid = [[" "] * columns for _ in range(HEIGHT)]
@@ -128,12 +219,12 @@ def chart_lines(chart: Chart, width: int) -> list[str]:
     for row in range(HEIGHT - 1, -1, -1):
         label = labels.get(row, "")
         lines.append(f"{label.rjust(pad)} {'┤' if label else '│'}{''.join(grid[row])}".rstrip())
-    ticks = x_ticks(sorted(set(xs)), lambda x: cell(x, y_lo)[0], chart.tick, columns)
+    ticks = x_ticks(xs, lambda x: cell(x, y_lo)[0], chart.tick, columns)
     axis = "".join("┬" if c in ticks else "─" for c in range(columns))
     lines.append(f"{' ' * pad} └{axis}")
     lines.append(f"{' ' * (pad + 2)}{tick_row(ticks, columns)}".rstrip())
     for i, (name, _) in enumerate(series):
-        lines += wrap_words(f"{marker(i)} {name}", width, "  ", "    ")
+        lines += wrap_words(f"{marker(i)} {chart.legend(name)}", width, "  ", "    ")
     return lines
 
 

@@ -49,6 +49,41 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
     }
 
 
+#: A row of :func:`gpu_row`, key by key: the form the listing cache stores and checks
+#: (kvcalc.registry.cache.cached_rows).
+GPU_ROW_SHAPE: dict[str, Any] = {
+    "id": str,
+    "name": str,
+    "vendor": str,
+    "aliases": [str],
+    "memory_bytes": int,
+    "memory_basis": str,
+    "memory_marketed": str,
+    "memory_type": str,
+    "memory_reported": {
+        "nvidia_smi_mib": int | None,
+        "nvidia_smi_mib_ecc_off": int | None,
+        "cuda_total_mib": int | None,
+        "cuda_total_bytes": int | None,
+        "rocm_smi_bytes": int | None,
+    },
+    "bandwidth_bytes_per_s": int,
+    "dense_flops": {"bf16": int | None, "fp16": int | None, "fp8": int | None, "fp4": int | None},
+    "interconnect": str | None,
+    "interconnect_bytes_per_s": int | None,
+    "pcie_bytes_per_s": int | None,
+    "tdp_w": int | None,
+    "efficiency": {
+        "bandwidth_fraction": float | None,
+        "step_overhead_seconds": float | None,
+        "link_latency_seconds": float | None,
+        "matmul_fraction": float | None,
+    },
+    "status": str,
+    "unverified": [str],
+}
+
+
 def efficiency_row(gpu: GpuFile) -> dict[str, float | None]:
     """The registry's decode efficiency in seconds and fractions; the same keys, all null, when
     there is none (so every CSV row has the same columns)."""

@@ -50,6 +50,26 @@ def model_rows(models: list[ModelFile]) -> list[dict[str, Any]]:
     return [model_row(m) for m in models]
 
 
+#: A row of :func:`model_row`, key by key: the form the listing cache stores and checks
+#: (kvcalc.registry.cache.cached_rows).
+MODEL_ROW_SHAPE: dict[str, Any] = {
+    "id": str,
+    "name": str,
+    "family": str,
+    "attention": str,
+    "layers": int,
+    "layer_groups": [{"kind": str, "layers": int}],
+    "kv_heads": str,
+    "head_dim": str,
+    "kv_bytes_per_token_bf16": int,
+    "params_total": float | None,
+    "params_active": float | None,
+    "max_context": int | None,
+    "verification": str,
+    "unverified": [str],
+}
+
+
 def model_record(row: dict[str, Any]) -> dict[str, Any]:
     """A model as a CSV row: its layer groups as ``kind:layers`` pairs, e.g. sliding:52;full:10."""
     groups = ";".join(f"{g['kind']}:{g['layers']}" for g in row["layer_groups"])

@@ -1,20 +1,35 @@
 """``--plot``: a report's charts drawn into a PNG or SVG file with matplotlib.
 
-matplotlib is an optional extra (``pip install 'kvcalc[plot]'``) imported only here and only when
-``--plot`` is given, so no other command, and no sweep without ``--plot``, pays for it. The
-figure is built without pyplot: no global state, no GUI backend.
+matplotlib is an optional extra (the ``plot`` extra: ``pip install -e '.[plot]'`` from a source
+checkout) imported only here and only when ``--plot`` is given, so no other command, and no sweep
+without ``--plot``, pays for it. The figure is built without pyplot: no global state, no GUI
+backend.
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvcalc.render.chart import Chart
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 #: File types --plot writes, by suffix (matplotlib picks the format from it).
 PLOT_SUFFIXES = (".png", ".svg")
-INSTALL_HINT = "pip install 'kvcalc[plot]'"
+#: The plot extra's requirement (pyproject.toml), installable wherever kvcalc runs.
+MATPLOTLIB_REQUIREMENT = "matplotlib>=3.7"
+#: How to install it, true from where the user stands: kvcalc is not on PyPI, so
+#: ``pip install 'kvcalc[plot]'`` resolves nowhere, and a bare ``pip`` may belong to another
+#: Python than the one running kvcalc (a pipx or venv install); this one's pip installs it here.
+INSTALL_HINT = (
+    f"{shlex.quote(sys.executable) if sys.executable else 'python3'} -m pip install "
+    f"{shlex.quote(MATPLOTLIB_REQUIREMENT)}"
+)
 #: Beyond this many x values, matplotlib's own log ticks read better than one label per point.
 MAX_LABELLED_TICKS = 12
 
@@ -29,31 +44,55 @@ def matplotlib_available() -> bool:
 
 
 def write_plot(charts: Sequence[Chart], path: Path, title: str) -> None:
-    """One panel per chart, stacked over a shared log x axis, one line per series; raises
-    OSError when the file cannot be written."""
+    """The charts' figure (:func:`plot_figure`) written to ``path``; raises OSError when the file
+    cannot be written."""
     from matplotlib import rc_context
-    from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 2.6 * len(charts) + 0.6), layout="constrained")
+    figure = plot_figure(charts, title)
+    # No creation date and fixed element ids in an SVG, so the same sweep writes the same file.
+    metadata = {"Date": None} if path.suffix.lower() == ".svg" else {}
+    with rc_context({"svg.hashsalt": "kvcalc"}):
+        figure.savefig(path, metadata=metadata)
+
+
+def plot_figure(charts: Sequence[Chart], title: str) -> Figure:
+    """One panel per chart, stacked over a shared log x axis spanning the whole sweep, one line
+    per series, each panel's legend beside it (never over a line); the points where a series does
+    not fit are crosses on the panel's bottom edge, and its legend entry says where."""
+    from matplotlib.figure import Figure
+    from matplotlib.transforms import blended_transform_factory
+
+    legend = max((len(c.legend(name)) for c in charts for name, _ in c.series), default=0)
+    # Room for the legends to the right of the panels: about 0.075 in per character of small text.
+    figure = Figure(
+        figsize=(6 + min(legend, 80) * 0.075, 2.6 * len(charts) + 0.6), layout="constrained"
+    )
     axes = figure.subplots(len(charts), 1, sharex=True, squeeze=False)[:, 0]
-    xs: set[int] = set()
+    xs = sorted({x for chart in charts for x in chart.x_values()})
     for ax, chart in zip(axes, charts, strict=True):
+        edge = blended_transform_factory(ax.transData, ax.transAxes)
         for name, points in chart.drawn():
             ordered = sorted(points)
-            xs.update(x for x, _ in ordered)
-            ax.plot([x for x, _ in ordered], [y for _, y in ordered], marker="o", label=name)
+            (line,) = ax.plot(
+                [x for x, _ in ordered], [y for _, y in ordered], marker="o",
+                label=chart.legend(name),
+            )
+            unfit = sorted(chart.unfit.get(name, ()))
+            if unfit:
+                ax.plot(unfit, [0.0] * len(unfit), transform=edge, linestyle="none", marker="x",
+                        markersize=8, color=line.get_color(), clip_on=False)
         ax.set_xscale("log", base=2)
         if chart.log_y:
             ax.set_yscale("log")
         ax.set_ylabel(chart.title)
         ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    if len(xs) > 1:
+        # The whole sweep, points where nothing fits included, with a margin on a log scale.
+        margin = (xs[-1] / xs[0]) ** 0.03
+        axes[-1].set_xlim(xs[0] / margin, xs[-1] * margin)
     if 1 < len(xs) <= MAX_LABELLED_TICKS:
-        values = sorted(xs)
-        axes[-1].set_xticks(values, [charts[-1].tick(x) for x in values])
+        axes[-1].set_xticks(xs, [charts[-1].tick(x) for x in xs])
     axes[-1].set_xlabel(charts[-1].x_label)
-    axes[0].legend(fontsize="small")
     figure.suptitle(title)
-    # No creation date and fixed element ids in an SVG, so the same sweep writes the same file.
-    metadata = {"Date": None} if path.suffix.lower() == ".svg" else {}
-    with rc_context({"svg.hashsalt": "kvcalc"}):
-        figure.savefig(path, metadata=metadata)
+    return figure

@@ -8,7 +8,7 @@ with its deployment, ``fits``, ``reason`` and ``points`` (one per context and ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
@@ -100,36 +100,66 @@ def section(result: Sweep, records: Sequence[Record]) -> Section:
 
 
 def charts(
-    results: Sequence[Sweep], x: str, batches: Sequence[int] | None
+    results: Sequence[Sweep],
+    x: str,
+    batches: Sequence[int] | None,
+    contexts: Sequence[int] = (),
 ) -> list[Chart]:
     """Against context: KV per sequence, max batch and TPOT (a line per batch when several are
-    given); against batch: TPOT and tokens/s (KV per sequence and max batch do not vary)."""
-    # (title, value of a point, whether it depends on the batch)
+    given); against batch: TPOT and tokens/s (KV per sequence and max batch do not vary).
+
+    The times are the roofline's (`kvcalc decode`'s first table), and the charts say so. A batch
+    sweep's x axis names its one context, a context sweep's TPOT its one batch when one is given;
+    each line's legend names the points where it does not fit (none for the KV of a sequence,
+    which is the model's wherever it fits)."""
+    # (title, value of a point, whether it depends on the batch, whether it does not fit there)
+    quantities: list[
+        tuple[str, Callable[[SweepPoint], float | None], bool, Callable[[SweepPoint], bool] | None]
+    ]
     if x == "batch":
         quantities = [
-            ("TPOT (ms)", tpot_ms, True),
-            ("tokens/s (one replica)", tokens_per_second, True),
+            ("roofline TPOT (ms)", tpot_ms, True, untimed),
+            ("roofline tokens/s (one replica)", tokens_per_second, True, untimed),
         ]
         label = "batch (sequences)"
+        if len(contexts) == 1:
+            label += f", context {contexts[0]:,} tokens"
     else:
+        one_batch = f", batch {batches[0]:,}" if batches is not None and len(batches) == 1 else ""
         quantities = [
-            ("KV per sequence (GiB)", kv_gib, False),
-            ("max batch (sequences)", max_batch, False),
-            ("TPOT (ms)", tpot_ms, True),
+            ("KV per sequence (GiB)", kv_gib, False, None),
+            ("max batch (sequences)", max_batch, False, no_sequence_fits),
+            (f"roofline TPOT (ms){one_batch}", tpot_ms, True, untimed),
         ]
         label = "context (tokens)"
-    return [
-        Chart(
-            title,
-            label,
-            [
-                (name, [(getattr(p, x), v) for p in pts if (v := value(p)) is not None])
-                for name, pts in chart_series(results, x, batches if per_batch else None)
-            ],
-            x_tokens=x != "batch",
+    charted = []
+    for title, value, per_batch, unfit in quantities:
+        lines = chart_series(results, x, batches if per_batch else None)
+        charted.append(
+            Chart(
+                title,
+                label,
+                [
+                    (name, [(getattr(p, x), v) for p in pts if (v := value(p)) is not None])
+                    for name, pts in lines
+                ],
+                x_tokens=x != "batch",
+                unfit={
+                    name: [getattr(p, x) for p in pts if unfit(p)]
+                    for name, pts in lines
+                    if unfit is not None
+                },
+            )
         )
-        for title, value, per_batch in quantities
-    ]
+    return charted
+
+
+def untimed(point: SweepPoint) -> bool:
+    return not point.fits
+
+
+def no_sequence_fits(point: SweepPoint) -> bool:
+    return point.max_batch == 0
 
 
 def chart_series(
@@ -214,7 +244,7 @@ def sweep_report(
             for s in missing
         ],
         exit_code=1 if missing else 0,
-        charts=charts(results, axis, batches) if axis else [],
+        charts=charts(results, axis, batches, contexts) if axis else [],
         warnings=[
             w
             for model in {r.deployment.model.id: r.deployment.model for r in results}.values()
