@@ -73,6 +73,7 @@ GPU_ROW_SHAPE: dict[str, Any] = {
     "interconnect_bytes_per_s": int | None,
     "pcie_bytes_per_s": int | None,
     "tdp_w": int | None,
+    "node_gpus": int | None,
     "efficiency": {
         "bandwidth_fraction": float | None,
         "step_overhead_seconds": float | None,
