@@ -20,6 +20,7 @@ JSON_KEYS = {
     "memory_basis",
     "memory_marketed",
     "memory_type",
+    "memory_unified",
     "memory_reported",
     "bandwidth_bytes_per_s",
     "dense_flops",

@@ -97,6 +97,11 @@ class Accelerator:
     """GPUs one scale-up link joins (an HGX board's 8 over NVSwitch, an NVL72 rack's 72): a
     tensor-parallel group larger than this crosses the slower inter-node network. None: not in
     the registry (no node rule applies)."""
+    unified_memory: bool = False
+    """Memory shared with the CPU and OS (DGX Spark's GB10, Apple M-series): ``memory_bytes`` is
+    the system's total, and an engine's share of it must leave the OS and other processes theirs.
+    vLLM on such a GPU (``is_integrated_gpu``) still requests ``total x gpu_memory_utilization``,
+    but starts only when the OS reports that much available (``psutil`` MemAvailable)."""
     efficiency: Efficiency | None = None
     """Measured decode efficiency of the part's family; None: none is in the registry."""
 

@@ -54,6 +54,11 @@ class Memory(_Strict):
         None, description="the same in bytes, when the source prints bytes (deviceQuery)"
     )
     rocm_smi_bytes: PosInt | None = Field(None, description="rocm-smi VRAM Total Memory (B)")
+    unified: bool = Field(
+        False,
+        description="one pool shared with the CPU and OS (DGX Spark, Apple): the total is the "
+        "system's, and what the OS and other processes hold comes out of it",
+    )
     usable: UsableBasis = Field(description="the figure kvcalc uses as capacity")
     usable_why: str = Field(min_length=1, description="why that figure was chosen")
 
@@ -93,7 +98,7 @@ class Memory(_Strict):
         return int(Decimal(str(self.marketed_gb)) * unit)
 
     def label(self) -> str:
-        return f"{self.marketed_gb:g} GB"
+        return f"{self.marketed_gb:g} GB" + (" unified" if self.unified else "")
 
 
 class DenseTflops(_Strict):
@@ -219,6 +224,7 @@ class GpuFile(_Strict):
             else None,
             tdp_watts=self.tdp_w,
             node_gpus=self.node_gpus,
+            unified_memory=self.memory.unified,
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
         )
 

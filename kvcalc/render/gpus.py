@@ -29,6 +29,7 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
         "memory_basis": mem.usable,
         "memory_marketed": acc.memory_marketed,
         "memory_type": mem.type,
+        "memory_unified": mem.unified,
         "memory_reported": {
             "nvidia_smi_mib": mem.nvidia_smi_mib,
             "nvidia_smi_mib_ecc_off": mem.nvidia_smi_mib_ecc_off,
@@ -60,6 +61,7 @@ GPU_ROW_SHAPE: dict[str, Any] = {
     "memory_basis": str,
     "memory_marketed": str,
     "memory_type": str,
+    "memory_unified": bool,
     "memory_reported": {
         "nvidia_smi_mib": int | None,
         "nvidia_smi_mib_ecc_off": int | None,

@@ -46,10 +46,28 @@ def replication_note(dep: Deployment) -> str | None:
     )
 
 
+def unified_note(dep: Deployment) -> str | None:
+    """On a unified-memory part the engine's share is of the system's memory, which the OS holds
+    part of: the share a discrete GPU takes may not be free at start-up (vLLM then refuses)."""
+    acc = dep.gpus.accelerator
+    if not acc.unified_memory:
+        return None
+    from kvcalc.engine.units import GiB
+
+    total, usable = dep.memory_bytes_per_gpu / GiB, dep.usable_bytes_per_gpu / GiB
+    return (
+        f"{acc.id} memory is unified: the CPU, the OS and other processes use the same "
+        f"{total:,.2f} GiB the engine's {float(dep.memory_share):g} ({usable:,.2f} GiB) is taken "
+        "from; vLLM starts only when the OS reports that much available (MemAvailable), so "
+        "leave them room with --gpu-util"
+    )
+
+
 def layout_notes(dep: Deployment) -> list[str]:
     """What the text output says about the layout (nothing for a plain one)."""
     chosen = f"layout {split_label(dep)}: {dep.tp_reason}" if dep.tp_reason else None
-    return [n for n in (chosen, node_note(dep), replication_note(dep)) if n]
+    notes = (chosen, node_note(dep), replication_note(dep), unified_note(dep))
+    return [n for n in notes if n]
 
 
 def layout_note(dep: Deployment) -> str | None:
