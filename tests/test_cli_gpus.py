@@ -182,3 +182,34 @@ def test_an_edited_gpu_file_misses_the_listing_cache(runner: CliRunner, tmp_path
             assert result.exit_code == 0, result.stderr
             (row,) = json.loads(result.stdout)["gpus"]
             assert row["bandwidth_bytes_per_s"] == int(tbps * 10) * 10**11
+
+
+def test_the_2026_workstation_parts_resolve_by_the_names_users_type(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "-f", "json", "dgx-spark", "gb10", "rtx-pro-6000"])
+    assert result.exit_code == 0, result.stderr
+    rows = json.loads(result.stdout)["gpus"]
+    assert [r["id"] for r in rows] == ["dgx-spark", "dgx-spark", "rtx-pro-6000"]
+    spark = rows[0]
+    # torch total_memory on a GB10 = MemTotal, 130663006208 B (unsloth PR #10486).
+    assert spark["memory_bytes"] == 130_663_006_208
+    assert spark["memory_unified"] is True and spark["memory_basis"] == "cuda_total"
+    assert spark["memory_reported"]["nvidia_smi_mib"] is None  # nvidia-smi: [N/A] on GB10
+    assert rows[2]["memory_unified"] is False
+    assert rows[2]["memory_bytes"] == 97887 * 2**20  # nvidia-smi 97887MiB
+
+
+def test_a_batch_on_a_unified_part_says_the_os_shares_its_memory(runner: CliRunner) -> None:
+    args = ["batch", "llama3-8b", "--ctx", "8k", "-f", "json", "--gpu-util", "0.85"]
+    spark = runner.invoke(app, [*args, "--gpus", "2xgb10"])
+    assert spark.exit_code == 0, spark.stderr
+    out = json.loads(spark.stdout)
+    # 0.85 (vLLM's DGX Spark recipe) of 121.69 GiB, rounded up as vLLM requests it.
+    assert out["usable_bytes_per_gpu"] == -(-130_663_006_208 * 85 // 100)
+    assert out["replicas"] == 2 and out["tp_nodes"] == 1  # two Sparks: two nodes, not tp 2
+    layout, note = out["layout_notes"]
+    assert layout.startswith("layout tp 1 x 2 replicas: tp 2 would span 2 nodes")
+    assert note.startswith("dgx-spark memory is unified:")
+    assert "121.69 GiB the engine's 0.85 (103.44 GiB)" in note and "MemAvailable" in note
+    discrete = runner.invoke(app, [*args, "--gpus", "rtx-pro-5000"])
+    assert discrete.exit_code == 0, discrete.stderr
+    assert json.loads(discrete.stdout)["layout_notes"] == []

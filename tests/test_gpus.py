@@ -193,6 +193,77 @@ def test_other_goldens() -> None:
     assert acc("b200").dense_flops["fp4"] == 9000 * TB
 
 
+def test_dgx_spark_is_its_unified_memory() -> None:
+    # unsloth PR #10486 (two GB10 nodes): torch total_memory = mem_get_info()[1] = MemTotal =
+    # 130663006208 B (the other node 130663231488); the smaller is the one used.
+    spark = acc("gb10")
+    assert spark.memory_bytes == 130_663_006_208
+    assert round(spark.memory_bytes / GiB, 2) == 121.69  # "121.69 GiB" in vLLM's start-up logs
+    # The 128 GB of LPDDR5x are 128 GiB of chips, less what the kernel and firmware keep.
+    assert 128 * GB < spark.memory_bytes < 128 * GiB
+    assert spark.unified_memory
+    # nvidia-smi reports memory.total [N/A] on GB10 (NVIDIA's DGX Spark known issues).
+    assert spark.smi_memory_bytes is None
+    assert spark.bandwidth_bytes_per_s == 273 * GB  # 273 GB/s LPDDR5x
+    assert spark.dense_flops["fp4"] == 1000 * TB // 2  # "1 PFLOP FP4 with sparsity", halved
+    # A measured BF16 matmul of 92.3 TFLOPS (huggingface/kernels PR #283) must sit below peak.
+    bf16 = spark.dense_flops["bf16"]
+    assert bf16 is not None and 92.3 * TB < bf16
+    # Two Sparks join over ConnectX-7 Ethernet, not a scale-up link: one GPU per node.
+    assert spark.node_gpus == 1 and spark.interconnect is None and spark.pcie_bytes_per_s is None
+    assert find_gpu("dgx-spark").memory.label() == "128 GB unified"
+
+
+def test_only_shared_memory_parts_are_unified() -> None:
+    unified = {g.id for g in all_gpus() if g.memory.unified}
+    assert unified == {"dgx-spark", "apple-m2-ultra", "apple-m3-max", "apple-m4-max"}
+
+
+def test_rtx_pro_blackwell_goldens() -> None:
+    # 48 GB card: no device total seen, so the decimal label (48e9 B), the smaller reading.
+    assert acc("rtx-pro-5000").memory_bytes == 48_000_000_000
+    # 72 GB card: an nvidia-smi inventory shows memory.total 73415 MiB.
+    assert acc("rtx-pro-5000-72gb").memory_bytes == 73415 * MiB
+    for gpu in ("rtx-pro-5000", "rtx-pro-5000-72gb"):
+        assert acc(gpu).bandwidth_bytes_per_s == 1344 * GB  # 1,344 GB/s on both
+        assert acc(gpu).dense_flops["fp4"] == 2064 * TB // 2  # 2,064 AI TOPS sparse, halved
+        assert acc(gpu).tdp_watts == 300
+    # Max-Q: the 600 W card's 96 GB GDDR7 and 1,792 GB/s at 300 W and lower clocks.
+    max_q, full = acc("rtx-pro-6000-max-q"), acc("rtx-pro-6000")
+    assert max_q.memory_bytes == full.memory_bytes == 97887 * MiB
+    assert max_q.bandwidth_bytes_per_s == full.bandwidth_bytes_per_s == 1792 * GB
+    assert (max_q.tdp_watts, full.tdp_watts) == (300, 600)
+    # FP32 110.1 of the full card's 125 TFLOPS: the tensor rates scale the same way.
+    max_q_bf16, full_bf16 = max_q.dense_flops["bf16"], full.dense_flops["bf16"]
+    assert max_q_bf16 is not None and full_bf16 is not None
+    assert abs(max_q_bf16 / full_bf16 - 110.1 / 125) < 0.005
+    # PCIe cards: Gen5 x16 (128 GB/s both ways), no NVLink, no scale-up node.
+    for gpu in ("rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000", "rtx-pro-6000-max-q"):
+        assert acc(gpu).pcie_bytes_per_s == 128 * GB
+        assert acc(gpu).interconnect is None and acc(gpu).node_gpus is None
+
+
+NEW_PARTS = ("dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q")
+
+
+@pytest.mark.parametrize("gpu", NEW_PARTS)
+def test_a_batch_runs_on_each_new_part(gpu: str) -> None:
+    from kvcalc.engine.capacity import capacity
+    from kvcalc.engine.deployment import deployment
+    from kvcalc.registry.load import resolve_model
+
+    dep = deployment(resolve_model("llama3-8b"), parse_gpu_set(gpu))
+    result = capacity(dep, [8192])
+    # vLLM's request: ceil(total x 0.9) of the memory the device reports.
+    usable = -(-acc(gpu).memory_bytes * 9 // 10)
+    budget = usable - result.weights_bytes_per_gpu - result.overhead_bytes_per_gpu
+    assert result.kv_budget_bytes_per_gpu == budget
+    # Llama-3-8B at bf16: 2 x 32 layers x 8 KV heads x 128 x 2 B = 128 KiB a token, so a
+    # 8,192-token sequence is exactly 1 GiB (512 blocks of 16 tokens).
+    assert result.contexts[0].max_batch == budget // GiB
+    assert result.contexts[0].bytes_per_sequence_per_gpu == GiB
+
+
 # ---------------------------------------------------------------- aliases and lookup
 
 
@@ -235,6 +306,13 @@ def test_node_sizes_are_the_scale_up_domains() -> None:
         ("mi350x", "mi350x"),
         ("ironwood", "tpu-v7"),
         ("trn2", "trainium2"),
+        ("dgx-spark", "dgx-spark"),
+        ("GB10", "dgx-spark"),
+        ("rtx-pro-5000", "rtx-pro-5000"),
+        ("rtx-pro-5000-72gb", "rtx-pro-5000-72gb"),
+        ("rtx-pro-6000-server", "rtx-pro-6000"),
+        ("rtx-pro-6000-workstation", "rtx-pro-6000"),
+        ("rtx-pro-6000-maxq", "rtx-pro-6000-max-q"),
     ],
 )
 def test_alias_resolution(name: str, gpu_id: str) -> None:
