@@ -209,7 +209,7 @@ def test_a_batch_on_a_unified_part_says_the_os_shares_its_memory(runner: CliRunn
     layout, note = out["layout_notes"]
     assert layout.startswith("layout tp 1 x 2 replicas: tp 2 would span 2 nodes")
     assert note.startswith("dgx-spark memory is unified:")
-    assert "121.69 GiB the engine's 0.85 (103.44 GiB)" in note and "MemAvailable" in note
+    assert "share its 121.69 GiB with the engine" in note and "MemAvailable" in note
     discrete = runner.invoke(app, [*args, "--gpus", "rtx-pro-5000"])
     assert discrete.exit_code == 0, discrete.stderr
     assert json.loads(discrete.stdout)["layout_notes"] == []

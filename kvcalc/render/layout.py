@@ -47,19 +47,18 @@ def replication_note(dep: Deployment) -> str | None:
 
 
 def unified_note(dep: Deployment) -> str | None:
-    """On a unified-memory part the engine's share is of the system's memory, which the OS holds
-    part of: the share a discrete GPU takes may not be free at start-up (vLLM then refuses)."""
+    """On a unified-memory part the engine's share is of the system's memory, which the OS and
+    other processes hold part of: the share a discrete GPU takes may not be free at start-up."""
     acc = dep.gpus.accelerator
     if not acc.unified_memory:
         return None
     from kvcalc.engine.units import GiB
 
-    total, usable = dep.memory_bytes_per_gpu / GiB, dep.usable_bytes_per_gpu / GiB
     return (
-        f"{acc.id} memory is unified: the CPU, the OS and other processes use the same "
-        f"{total:,.2f} GiB the engine's {float(dep.memory_share):g} ({usable:,.2f} GiB) is taken "
-        "from; vLLM starts only when the OS reports that much available (MemAvailable), so "
-        "leave them room with --gpu-util"
+        f"{acc.id} memory is unified: the CPU, the OS and other processes share its "
+        f"{dep.memory_bytes_per_gpu / GiB:,.2f} GiB with the engine, so leave them room in the "
+        "engine's share (vLLM starts only when the OS reports the share it requests available, "
+        "MemAvailable)"
     )
 
 
