@@ -216,7 +216,9 @@ def test_dgx_spark_is_its_unified_memory() -> None:
 
 def test_only_shared_memory_parts_are_unified() -> None:
     unified = {g.id for g in all_gpus() if g.memory.unified}
-    assert unified == {"dgx-spark", "apple-m2-ultra", "apple-m3-max", "apple-m4-max"}
+    assert unified == {
+        "dgx-spark", "jetson-agx-thor", "apple-m2-ultra", "apple-m3-max", "apple-m4-max"
+    }
 
 
 def test_rtx_pro_blackwell_goldens() -> None:
@@ -243,7 +245,27 @@ def test_rtx_pro_blackwell_goldens() -> None:
         assert acc(gpu).interconnect is None and acc(gpu).node_gpus is None
 
 
-NEW_PARTS = ("dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q")
+def test_h20_3e_and_jetson_thor_goldens() -> None:
+    # H20-3e: nvidia-smi inventories show 143771 MiB, the H200's HBM3e; the H20's capped
+    # compute (148 BF16 / 296 FP8 dense) at the H200's 4.8 TB/s, on the HGX 8-GPU board.
+    h20e = acc("h20e")
+    assert h20e.memory_bytes == 143771 * MiB == acc("h200").memory_bytes
+    assert h20e.bandwidth_bytes_per_s == 4800 * GB
+    assert (h20e.dense_flops["bf16"], h20e.dense_flops["fp8"]) == (148 * TB, 296 * TB)
+    assert h20e.node_gpus == 8
+    # Jetson AGX Thor (NVIDIA's launch blog): 2070 sparse / 1035 dense FP4, 517 dense FP8,
+    # 128 GB LPDDR5X at 273 GB/s, shared with the CPU; no device total seen: 128e9 B.
+    thor = acc("thor")
+    assert thor.dense_flops["fp4"] == 1035 * TB and thor.dense_flops["fp8"] == 517 * TB
+    assert thor.bandwidth_bytes_per_s == 273 * GB
+    assert thor.memory_bytes == 128 * GB and thor.unified_memory
+    assert thor.node_gpus == 1
+
+
+NEW_PARTS = (
+    "dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q", "h20-3e",
+    "jetson-agx-thor",
+)
 
 
 @pytest.mark.parametrize("gpu", NEW_PARTS)
@@ -313,6 +335,8 @@ def test_node_sizes_are_the_scale_up_domains() -> None:
         ("rtx-pro-6000-server", "rtx-pro-6000"),
         ("rtx-pro-6000-workstation", "rtx-pro-6000"),
         ("rtx-pro-6000-maxq", "rtx-pro-6000-max-q"),
+        ("h20e", "h20-3e"),
+        ("thor", "jetson-agx-thor"),
     ],
 )
 def test_alias_resolution(name: str, gpu_id: str) -> None:
