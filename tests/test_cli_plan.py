@@ -64,6 +64,65 @@ def test_the_chosen_layout_meets_the_targets_in_batch_and_decode(
     assert step["ttft_estimate_seconds"] == best["ttft_seconds"] <= 2
 
 
+#: The tensor-parallel layout keys of every command's deployment object (README: Tensor-parallel
+#: layout), written out here so that a key renamed in kvcalc/render/layout.py fails.
+LAYOUT_KEYS = {"replicas", "tp_given", "tp_reason", "tp_nodes", "kv_head_copies", "layout_notes"}
+
+
+def test_each_answer_carries_the_layout_keys_batch_gives_the_same_split(
+    runner: CliRunner,
+) -> None:
+    layouts = run_json(runner, "plan", *REQUEST, "--gpus", "H100,H200,MI300X,B200")
+    assert {x["replicas"] > 1 for x in layouts} == {True, False}  # both kinds of answer
+    for layout in layouts:
+        fit = run_json(runner, "batch", "llama3-70b", *layout_options(layout))
+        assert LAYOUT_KEYS <= set(layout) and LAYOUT_KEYS <= set(fit)
+        for key in ("replicas", "tp_nodes", "kv_head_copies"):
+            assert layout[key] == fit[key], key
+        # batch was given the split; plan chose it, and says why when it is not every GPU.
+        assert fit["tp_given"] is True and fit["tp_reason"] is None
+        assert layout["tp_given"] is False
+        assert (layout["tp_reason"] is None) == (layout["replicas"] == 1)
+        split = " x ".join(
+            [f"tp {layout['tp']}", *([f"pp {layout['pp']}"] if layout["pp"] > 1 else []),
+             f"{layout['replicas']} replicas"]
+        )
+        chosen = [f"layout {split}: {layout['tp_reason']}"] if layout["tp_reason"] else []
+        assert layout["layout_notes"] == [*chosen, *fit["layout_notes"]]
+
+
+def test_a_group_across_nodes_is_noted_in_text_json_and_csv(runner: CliRunner) -> None:
+    import csv
+    import io
+
+    args = ["plan", "llama3-70b", "--users", "1", "--max-tpot", "9ms", "--gpus", "h100",
+            "--max-gpus", "16"]
+    best = run_json(runner, *args)[0]
+    # 16 GPUs of an 8-GPU node, 8 KV heads: two nodes, each head on two ranks.
+    assert (best["gpus"], best["tp"], best["replicas"]) == ("16xH100-SXM", 16, 1)
+    assert (best["tp_nodes"], best["kv_head_copies"], best["tp_reason"]) == (2, 2, None)
+    same = run_json(runner, "decode", "llama3-70b", "--gpus", "16xh100", "--tp", "16")
+    assert len(best["layout_notes"]) == 2 and best["layout_notes"] == same["layout_notes"]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for note in best["layout_notes"]:
+        assert f"16xH100-SXM: {note}" in text
+    assert "16xH100-SXM: TPOT and TTFT time its all-reduces at the in-node link speed" in text
+    table = runner.invoke(app, [*args, "--format", "csv"])
+    row = next(csv.DictReader(io.StringIO(table.stdout)))
+    assert LAYOUT_KEYS <= set(row) and row["tp_given"] == "false" and row["tp_nodes"] == "2"
+    assert row["layout_notes"].split(";") == best["layout_notes"]
+
+
+def test_a_plain_answer_prints_no_layout_note(runner: CliRunner) -> None:
+    args = ["plan", "llama3-70b", "--users", "10", "--gpus", "h200"]
+    best = run_json(runner, *args)[0]
+    assert best["replicas"] == 1 and best["tp_nodes"] == 1 and best["layout_notes"] == []
+    text = runner.invoke(app, args, env={"COLUMNS": "200"}).stdout
+    assert f"{best['gpus']}:" not in text
+
+
 def test_one_gpu_fewer_of_the_same_kind_does_not_meet_the_targets(runner: CliRunner) -> None:
     for best in run_json(runner, "plan", *REQUEST):
         fewer = best["count"] - 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import shlex
 import sys
 import types
 from collections.abc import Callable
@@ -298,7 +300,27 @@ def test_missing_extra_is_one_line(
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # makes the import fail
     result = invoke(runner, "size", "org/uncached")
-    usage_error(result, "org/uncached", "pip install 'kvcalc[hub]'")
+    # The pip of the Python running kvcalc, and the hub extra's own requirement: `pip install
+    # 'kvcalc[hub]'` cannot work where kvcalc is not on PyPI.
+    hint = f"{shlex.quote(sys.executable)} -m pip install 'huggingface_hub>=0.20'"
+    usage_error(result, "org/uncached", "not in the Hugging Face cache", hint)
+    assert result.stderr.rstrip("\n").endswith(
+        f"downloading it needs huggingface_hub, an optional extra; install it with {hint}"
+    )
+
+
+def test_the_hub_install_hint_installs_the_hub_extras_requirement() -> None:
+    from importlib.metadata import requires
+
+    from kvcalc.registry.hub import HUB_REQUIREMENT
+
+    # The installed metadata of kvcalc (pyproject.toml's hub extra), parsed independently.
+    hub = re.compile(r"extra\s*==\s*[\"']hub[\"']")
+    extra = [r.split(";")[0].strip() for r in requires("kvcalc") or [] if hub.search(r)]
+    # Metadata writes the name normalized (PEP 503: huggingface-hub); pip takes either spelling.
+    name, op, version = HUB_REQUIREMENT.partition(">=")
+    normalized = re.sub(r"[-_.]+", "-", name).lower() + op + version
+    assert extra == [normalized] == ["huggingface-hub>=0.20"]
 
 
 def hub_error(name: str, *bases: type[BaseException]) -> type[BaseException]:

@@ -1,7 +1,9 @@
 """The README cannot drift from the CLI: each ```console block starting with `$ kvcalc ...` is
 run and must print exactly what the README shows, and the command reference between the
 REFERENCE markers is every command's --help (commands enumerated from COMMANDS in
-kvcalc/cli/app.py, so a new command appears after an update with no change here).
+kvcalc/cli/app.py, so a new command appears after an update with no change here). Figures in
+prose are checked too: under a ``<!-- figures:`` marker against the commands it names, and
+every other one must be listed in UNPRINTED with why no command prints it.
 
 Regenerate both after a deliberate change with: python tests/test_readme.py --update
 """
@@ -206,6 +208,152 @@ def test_readme_prose_figures_are_what_the_cli_prints(
     )
     unused = sorted(given - set(quoted))
     assert not unused, f"README line {line}: given figures {unused} are not in the prose"
+
+
+# ------------------------------------------------- every figure of the prose checked or explained
+
+#: The figures of the README's prose that no command prints, each with why: a phrase of the
+#: README as written (any run of spaces and line breaks matches a space) -> the reason and, for
+#: a quoted figure, its source. A figure outside every figures span must sit in one of these
+#: phrases; a phrase no longer in the README, or holding no figure, fails the test too.
+UNPRINTED: dict[str, str] = {
+    "Python 3.10 or newer": "the Python kvcalc requires (pyproject.toml requires-python)",
+    "'huggingface_hub>=0.20'": "the hub extra's requirement (pyproject.toml; tests/test_hub.py "
+    "checks it against kvcalc's metadata)",
+    "'matplotlib>=3.7'": "the plot extra's requirement (pyproject.toml; tests/test_sweep.py "
+    "checks it against kvcalc's metadata); the --plot refusal prints it only without matplotlib",
+    "vLLM 0.19": "the vLLM release the vllm engine and profile reproduce "
+    "(kvcalc/engine/vllm.py, kvcalc/engine/overhead.py): a version, not a computed figure",
+    "(r = 0.9)": "SGLang's --mamba-full-memory-ratio default (kvcalc/engine/sglang.py, after "
+    "SGLang's server_args.py), which no kvcalc option shows",
+    "YAML 1.1": "the YAML version whose implicit typing a spec does not follow: a version",
+    "(`32`, `0.9`, `1e3`)": "examples of how a check spec writes numbers: inputs",
+    "int4 0.5, int2 0.25 per value": "a dtype's bytes per value, the definition of the dtype "
+    "(kvcalc/engine/units.py); commands print bytes per token and per sequence",
+    "at most 100,000 layers": "a bound of the registry loader (kvcalc/registry/schema.py "
+    "MAX_LAYERS), printed only in the refusal of a file beyond it",
+    "but 2.5 GiB for Llama-4-Scout's 10M positions and 0.56 GiB for Gemma-3-4B's and -12B's": (
+        "the RoPE tables' bytes (kvcalc/engine/weights.py rotary_cache_bytes: positions x "
+        "rotary dims x 2 bytes; tests/test_weights_vs_logs.py checks Scout's and 27B's), which "
+        "commands print only inside the weights per GPU"
+    ),
+    "(0.28 GiB for 27B's 128-wide heads)": "as above: Gemma-3-27B's two tables, "
+    "9 x 131,072 x 128 x 2 bytes (tests/test_weights_vs_logs.py)",
+    "are within 0.9% for plain bf16/fp16": "the largest error of kvcalc's weights per GPU over "
+    "tests/test_weights_vs_logs.py's 32 vLLM 0.19.0 logs (llm-d-planner accuracy runs), which "
+    "that test bounds (4%, median 1%)",
+    "median 0.05% over 32 runs": "as above: the median error of those 32 runs",
+    "+1.5% and +2.3%": "as above: the two gpt-oss TP 1 runs of llm-d-planner's empirical notes",
+    "less non-torch memory (0.25 GiB at TP 1, 2.1 GiB with TP >= 2, 0.07 GiB": "vLLM 0.19.0's "
+    "non-torch memory as its H100 logs show it (kvcalc/engine/overhead.py NON_TORCH_*), a part "
+    "of the overhead that no command prints apart",
+    "(3.72 copies of 1,024 rows of fp32 logits": "the sampler's peak as vLLM 0.19.0's logs show "
+    "it (kvcalc/engine/overhead.py) over its default max_num_seqs, not printed apart",
+    "is within 2.6% of the logged one, median 0.1%": "the largest and median error of the KV "
+    "cache size over tests/test_weights_vs_logs.py's 40 vLLM 0.19.0 start-ups, which that test "
+    "bounds (5%, median 1%)",
+    "3,080 tokens per image": "Pixtral's image tokens (1540 / 14 = 110 patches a side, merged "
+    "2 x 2: 55 rows of 55 and a break token, 55 x 56; tests/test_hf.py); no command prints "
+    "tokens per image",
+    "107.77B text + 0.87B vision = 108.64B": "parameter counts (kvcalc/engine/weights.py "
+    "param_counts; the tower's 871,932,416 is tests/test_weights.py's), which no command prints",
+    "7.62B text + 0.68B vision = 8.29B": "as above (tests/test_hf.py: the checkpoint's "
+    "safetensors total 8,292,166,656, the tower's 676,550,144)",
+    "the tower's 676,550,144 exactly": "as above (tests/test_hf.py)",
+    "one image costs 16,384 tokens": "the image processor's largest image, 256 x 256 patches "
+    "merged 2 x 2 (tests/test_hf.py); no command prints tokens per image",
+    "loads 44.76 GiB": "vLLM's logged weights, which kvcalc's weights per GPU match "
+    "(tests/test_weights_vs_logs.py holds the log figure); quoted from the log",
+    "its RedHat w8a8 24.06 / 24.07 GiB": "kvcalc's and the log's weights of that checkpoint "
+    "(tests/test_weights_vs_logs.py, quoted from the log)",
+    "(24.01B parameters, 0.44B of them vision)": "parameter counts (tests/test_weights.py "
+    "test_mistral_small_3_1_count: 24,011,361,280 and 438,958,080), which no command prints",
+    "3,000 examples": "the fuzz test's example count under CI (tests/test_fuzz.py EXAMPLES)",
+}
+
+#: What is not prose: fenced blocks (console examples, code, text) and HTML comments (the
+#: markers); the generated command reference is cut out by REFERENCE.
+NOT_PROSE = re.compile(r"^```.*?^```[^\n]*|<!--.*?-->", re.S | re.M)
+
+
+def _blank(match: re.Match[str]) -> str:
+    """The match as spaces, its line breaks kept, so that offsets and lines stay put."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def prose_figures(text: str) -> list[tuple[int, str]]:
+    """(offset, figure) of every figure of the prose: outside fenced blocks, comments and the
+    command reference."""
+    prose = NOT_PROSE.sub(_blank, REFERENCE.sub(_blank, text))
+    return [(m.start(), m.group(0)) for m in FIGURE.finditer(prose)]
+
+
+def unchecked_figures(text: str, unprinted: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The figures of ``text``'s prose neither in a figures span (whose test runs its commands)
+    nor in a phrase of ``unprinted`` (``line N: FIGURE``), and the phrases that are stale: not
+    in the prose, or holding no figure."""
+    figures = prose_figures(text)
+    covered = [range(*m.span(2)) for m in FIGURES.finditer(text)]
+    stale = []
+    for phrase in unprinted:
+        found = [
+            range(*m.span())
+            for m in re.finditer(r"\s+".join(map(re.escape, phrase.split())), text)
+        ]
+        if not any(at in span for at, _ in figures for span in found):
+            stale.append(phrase)
+        covered += found
+    unchecked = [
+        f"line {text.count(chr(10), 0, at) + 1}: {figure}"
+        for at, figure in figures
+        if not any(at in span for span in covered)
+    ]
+    return unchecked, stale
+
+
+def test_every_prose_figure_is_checked_or_explained() -> None:
+    unchecked, stale = unchecked_figures(README.read_text(), UNPRINTED)
+    assert not unchecked, (
+        f"README figures no command checks: {'; '.join(unchecked)}. Put the prose under a "
+        "`<!-- figures:` marker naming the command that prints them, or, if none does, add the "
+        "phrase and why to UNPRINTED in tests/test_readme.py"
+    )
+    assert not stale, f"UNPRINTED phrases not in the README's prose or without a figure: {stale}"
+
+
+SYNTHETIC = """# kvcalc
+Python 3.10 or newer; the cache holds 1.25 GiB at 8,192 tokens.
+
+<!-- figures:
+kvcalc size llama3-70b --ctx 8k
+given: 4.75
+-->
+Checked: 2.50 GiB and 4.75 GiB.
+
+```console
+$ kvcalc size llama3-70b
+3.75 GiB
+```
+
+After the block: 6.25 GiB. <!-- 7.25 in a comment -->
+"""
+
+
+def test_a_new_unchecked_figure_fails() -> None:
+    table = {"Python 3.10 or newer": "a requirement"}
+    # Outside the span and the table: 1.25, 8,192 and the figure after the fenced block (a span
+    # ends there); the span's, the block's and the comment's are not the prose's to explain.
+    assert unchecked_figures(SYNTHETIC, table) == (
+        ["line 2: 1.25", "line 2: 8,192", "line 15: 6.25"],
+        [],
+    )
+    explained = {**table, "holds 1.25 GiB at 8,192": "why", "After the block: 6.25": "why"}
+    assert unchecked_figures(SYNTHETIC, explained) == ([], [])
+    # A phrase gone from the prose, or without a figure, is stale; a block's figure is no prose.
+    stale = {**explained, "no such phrase 9.5": "why", "Checked:": "why", "3.75 GiB": "why"}
+    assert unchecked_figures(SYNTHETIC, stale)[1] == ["no such phrase 9.5", "Checked:", "3.75 GiB"]
+    added = SYNTHETIC.replace("6.25 GiB.", "6.25 GiB, then 8.5 GiB.")
+    assert unchecked_figures(added, explained) == (["line 15: 8.5"], [])
 
 
 def update() -> None:

@@ -21,6 +21,7 @@ given, else ``watts``: count x the board power, unknown last), then TPOT.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -243,8 +244,27 @@ class _Search:
                 if meets(layout, request) and (best is None or _faster(layout, best)):
                     best = layout
             if best is not None:
-                return best
+                return chosen_by_plan(best)
         return None
+
+
+def plan_tp_reason(dep: Deployment) -> str | None:
+    """Why plan's tp is not every GPU of a stage (the layout keys' ``tp_reason``): the search
+    kept it; None when it is every GPU of a stage."""
+    if dep.replicas == 1:
+        return None
+    return (
+        f"of the splits of {dep.gpus.count} GPUs that meet the targets, plan kept the one "
+        "with the lowest TPOT"
+    )
+
+
+def chosen_by_plan(layout: PlannedLayout) -> PlannedLayout:
+    """An answer's deployment marked as plan's choice of tp (``tp_given`` false), as a command
+    marks the tp it chose; built with an explicit tp, the search's layouts are marked given."""
+    dep = layout.deployment
+    chosen = dataclasses.replace(dep, tp_given=False, tp_reason=plan_tp_reason(dep))
+    return dataclasses.replace(layout, deployment=chosen)
 
 
 def _faster(a: PlannedLayout, b: PlannedLayout) -> bool:

@@ -8,7 +8,8 @@ lives in ``models--org--name/``, ``refs/<branch or tag>`` holds a commit sha, an
 is a 40-hex commit sha names its snapshot folder directly.
 
 Only when the file is not cached is it downloaded, with the optional ``huggingface_hub``
-(``pip install 'kvcalc[hub]'``), imported here and only then: config.json alone, never weights
+(the ``hub`` extra; missing, the refusal names this Python's ``pip install`` of it,
+:mod:`kvcalc.install`), imported here and only then: config.json alone, never weights
 and never remote code. ``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE``, which huggingface_hub
 honours too) forbids the download; ``HF_TOKEN`` is passed for gated repos. Every failure is one
 line naming the repo and the fix.
@@ -27,6 +28,8 @@ from pathlib import Path
 from kvcalc.registry.load import RegistryError, is_file, read_text
 
 HUB_URL = "https://huggingface.co"
+#: The hub extra's requirement (pyproject.toml), installable wherever kvcalc runs.
+HUB_REQUIREMENT = "huggingface_hub>=0.20"
 
 # huggingface_hub's validate_repo_id: ASCII letters, digits, '-', '_', '.', at most 96 per part,
 # not starting or ending with '-' or '.', and no '--' or '..' anywhere.
@@ -205,8 +208,11 @@ def download_config(repo: RepoId, cache: Path, missing: str) -> HubConfig:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
+        from kvcalc.install import pip_install_hint
+
         raise HubError(
-            f"{missing}; to download it, install the extra: pip install 'kvcalc[hub]'"
+            f"{missing}; downloading it needs huggingface_hub, an optional extra; install it "
+            f"with {pip_install_hint(HUB_REQUIREMENT)}"
         ) from None
     from kvcalc import __version__
 

@@ -1,11 +1,14 @@
 """The report of `kvcalc plan`: the layouts that meet the targets, best first.
 
 JSON: a list of layouts, best first, each with ``gpus`` (``4xH200``), ``gpu`` (registry id),
-``count``, ``tp``, ``pp``, ``replicas``, ``weight_dtype``, ``kv_dtype``, ``max_batch``
+``count``, ``tp``, ``pp``, the layout keys of every command's deployment object
+(:mod:`kvcalc.render.layout`: ``replicas``, ``tp_given`` false, as plan chose tp, ``tp_reason``,
+``tp_nodes``, ``kv_head_copies``, ``layout_notes``), ``weight_dtype``, ``kv_dtype``, ``max_batch``
 (sequences of the context that fit across the replicas), ``batch_per_replica`` (the users one
 replica serves), ``tpot_seconds`` and ``ttft_seconds`` (the realistic estimate, or the roofline
 with --roofline: ``latency`` says which), ``watts`` (count x board power, null when unknown) and
-``price_per_hour`` (null without --price).
+``price_per_hour`` (null without --price). CSV: the same keys, ``layout_notes`` one
+``;``-separated cell.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weight_names import weight_dtype_name
-from kvcalc.render.report import Column, Report, Section, ms, number, text
+from kvcalc.render.layout import layout_payload as deployment_layout
+from kvcalc.render.report import Column, Report, Section, flatten, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
@@ -25,6 +29,11 @@ FIELDS = (
     "tp",
     "pp",
     "replicas",
+    "tp_given",
+    "tp_reason",
+    "tp_nodes",
+    "kv_head_copies",
+    "layout_notes",
     "weight_dtype",
     "kv_dtype",
     "max_batch",
@@ -45,7 +54,7 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
         "count": layout.count,
         "tp": dep.tp,
         "pp": dep.pp,
-        "replicas": dep.replicas,
+        **deployment_layout(dep),
         "weight_dtype": weight_dtype_name(dep.model, dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "max_batch": layout.max_batch,
@@ -102,6 +111,29 @@ def plan_notes(result: Plan) -> list[str]:
     ]
 
 
+def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
+    """Each shown answer's layout notes, after the GPUs they are about (and the dtypes, when
+    more than one pair was searched, so two answers on the same GPUs are told apart), and for a
+    group across nodes that its times are a bound, as `decode` says."""
+    request = result.request
+    dtypes = len(request.weight_dtypes) * len(request.kv_dtypes) > 1
+
+    def who(row: dict[str, Any]) -> str:
+        pair = f" ({row['weight_dtype']} weights, {row['kv_dtype']} KV)" if dtypes else ""
+        return f"{row['gpus']}{pair}"
+
+    notes = []
+    for row in rows:
+        notes += [f"{who(row)}: {note}" for note in row["layout_notes"]]
+        if (row["tp_nodes"] or 1) > 1:
+            # latency.py times every all-reduce at the in-node link: across nodes it is a bound.
+            notes.append(
+                f"{who(row)}: TPOT and TTFT time its all-reduces at the in-node link speed; "
+                "across nodes they take longer"
+            )
+    return notes
+
+
 def plan_report(result: Plan, top: int, engine: str) -> Report:
     """A context beyond the model's maximum is warned about on stderr (the convention of every
     command, :mod:`kvcalc.render.warnings`); the JSON list has no key for it."""
@@ -112,9 +144,14 @@ def plan_report(result: Plan, top: int, engine: str) -> Report:
     return Report(
         warnings=max_context_warnings(request.model, [request.context_tokens]),
         payload=rows,
-        records=rows,
+        records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
         fields=FIELDS,
         sections=[
-            Section(plan_title(result, engine), columns(result), rows, notes=plan_notes(result))
+            Section(
+                plan_title(result, engine),
+                columns(result),
+                rows,
+                notes=[*plan_notes(result), *row_layout_notes(rows, result)],
+            )
         ],
     )

@@ -8,12 +8,11 @@ backend.
 
 from __future__ import annotations
 
-import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvcalc.install import pip_install_hint
 from kvcalc.render.chart import Chart
 
 if TYPE_CHECKING:
@@ -23,13 +22,8 @@ if TYPE_CHECKING:
 PLOT_SUFFIXES = (".png", ".svg")
 #: The plot extra's requirement (pyproject.toml), installable wherever kvcalc runs.
 MATPLOTLIB_REQUIREMENT = "matplotlib>=3.7"
-#: How to install it, true from where the user stands: kvcalc is not on PyPI, so
-#: ``pip install 'kvcalc[plot]'`` resolves nowhere, and a bare ``pip`` may belong to another
-#: Python than the one running kvcalc (a pipx or venv install); this one's pip installs it here.
-INSTALL_HINT = (
-    f"{shlex.quote(sys.executable) if sys.executable else 'python3'} -m pip install "
-    f"{shlex.quote(MATPLOTLIB_REQUIREMENT)}"
-)
+#: How to install it, with the pip of the Python running kvcalc (:mod:`kvcalc.install`).
+INSTALL_HINT = pip_install_hint(MATPLOTLIB_REQUIREMENT)
 #: Beyond this many x values, matplotlib's own log ticks read better than one label per point.
 MAX_LABELLED_TICKS = 12
 
