@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from kvcalc.cli.app import app
 from kvcalc.engine.units import parse_context
-from kvcalc.registry.check_spec import MAX_DEPTH, SpecError, load_spec
+from kvcalc.registry.check_spec import MAX_DEPTH, MAX_NODES, SpecError, load_spec
 from kvcalc.registry.load import MAX_FILE_BYTES
 
 #: A deployment whose requirement is cheap to measure; ``{extra}`` adds keys to it.
@@ -253,24 +253,30 @@ deployments:
     assert outs[0][0]["requirements"][0]["measured"] == expected
 
 
-# ------------------------------------------------------------------ hostile nesting
+# ------------------------------------------------------------------ hostile nesting and width
 
 
-def test_a_hostile_1_mib_spec_is_refused_from_the_first_events(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The composer (and PyYAML's scanner) take time growing with the square of the depth: a
-    # spec of `[` at the 1 MiB limit would take about 15 minutes. It is refused from the
-    # parser's events, having read no more of them than the depth limit, and never composed.
-    depth = (MAX_FILE_BYTES - 16) // 2
-    path = write(tmp_path, "deployments: " + "[" * depth + "]" * depth + "\n")
-    assert path.stat().st_size <= MAX_FILE_BYTES
-    read: list[object] = []
+@pytest.fixture(params=["libyaml", "python"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs with PyYAML on libyaml (when built with it) and in pure
+    Python, the two parsers a user's PyYAML may have."""
+    if request.param == "libyaml" and not yaml.__with_libyaml__:
+        pytest.skip("PyYAML is built without libyaml")
+    if request.param == "python":
+        monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    return str(request.param)
+
+
+def counting_events(monkeypatch: pytest.MonkeyPatch) -> list[list[object]]:
+    """The events each parse of the spec reads (libyaml's parse, then PyYAML's when libyaml
+    finds the document invalid), and a composer that fails the test if it runs."""
+    reads: list[list[object]] = []
     parse = yaml.parse
 
     def counted(*args: object, **kwargs: object) -> object:
+        reads.append([])
         for event in parse(*args, **kwargs):  # type: ignore[arg-type]
-            read.append(event)
+            reads[-1].append(event)
             yield event
 
     def never(*args: object, **kwargs: object) -> None:
@@ -278,19 +284,167 @@ def test_a_hostile_1_mib_spec_is_refused_from_the_first_events(
 
     monkeypatch.setattr(yaml, "parse", counted)
     monkeypatch.setattr(yaml.SafeLoader, "get_single_node", never)
+    monkeypatch.setattr(yaml.CSafeLoader, "get_single_node", never, raising=False)
+    return reads
+
+
+def test_a_hostile_1_mib_spec_is_refused_from_the_first_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    # The composer (and PyYAML's scanner) take time growing with the square of the depth: a
+    # spec of `[` at the 1 MiB limit would take about 15 minutes. It is refused from the
+    # parser's events, having read no more of them than the depth limit, and never composed.
+    depth = (MAX_FILE_BYTES - 16) // 2
+    path = write(tmp_path, "deployments: " + "[" * depth + "]" * depth + "\n")
+    assert path.stat().st_size <= MAX_FILE_BYTES
+    reads = counting_events(monkeypatch)
     with pytest.raises(SpecError) as refusal:
         load_spec(path)
     (problem,) = refusal.value.problems
     assert problem == f"{path}:1: invalid YAML: nested deeper than {MAX_DEPTH} levels; " \
         "a spec needs a handful"
-    assert len(read) <= MAX_DEPTH + 4  # stream, document, the mapping and the depth's lists
+    # Stream, document, the mapping and the depth's lists, in each parse.
+    assert reads and all(len(read) <= MAX_DEPTH + 4 for read in reads)
+
+
+_M = MAX_FILE_BYTES - 64  # room for the lines around a shape
+
+#: Wide documents at the 1 MiB limit, each holding far more nodes than MAX_NODES: PyYAML in
+#: pure Python took about 13 s to refuse each, composing it whole before reading a value.
+WIDE_SPECS = {
+    "flow list": "deployments: [" + "1," * (_M // 2) + "1]\n",
+    "empty flow lists": "deployments: [" + "[]," * (_M // 3) + "[]]\n",
+    "wide mapping": "".join(f"k{i:06}: 1\n" for i in range(_M // 11)),
+    "many deployments": "deployments:\n"
+    + "- {model: llama3.1-8b, gpus: h100, require: {min_batch: 1}}\n" * (_M // 60),
+    "anchors and aliases": "deployments:\n- &a x\n" + "- *a\n" * (_M // 5),
+}
+
+
+@pytest.mark.parametrize("shape", WIDE_SPECS)
+def test_a_wide_1_mib_spec_is_refused_from_its_first_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str, shape: str
+) -> None:
+    import time
+
+    from kvcalc.registry import check_spec
+
+    path = write(tmp_path, WIDE_SPECS[shape])
+    assert MAX_FILE_BYTES - 1024 < path.stat().st_size <= MAX_FILE_BYTES
+    # Pure Python reads the 20,000 nodes in about 300 ms: a lower limit keeps the test cheap and
+    # shows the same bound.
+    limit = MAX_NODES if parser == "libyaml" else 2_000
+    monkeypatch.setattr(check_spec, "MAX_NODES", limit)
+    reads = counting_events(monkeypatch)
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as refusal:
+        load_spec(path)
+    took = time.perf_counter() - start
+    (problem,) = refusal.value.problems  # one line, not one per anchor
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}:\d+: the spec holds more than {limit:,} keys and values; "
+        "a deployment needs a few dozen: split the spec into several files", problem
+    )
+    # A node is one event, or two with its end: the read is bounded whatever the file holds.
+    (read,) = reads
+    assert len(read) <= 2 * limit + 4
+    if parser == "libyaml":
+        assert took < 1  # about 30 ms (pure Python: about 300 ms)
+
+
+def test_a_long_scalar_is_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str
+) -> None:
+    # A 1 MiB value is a handful of events; no value of it reaches the registry's lookups.
+    import time
+
+    path = write(tmp_path, f"deployments:\n  - name: '{'x' * _M}'\n    model: [a]\n")
+    start = time.perf_counter()
+    with pytest.raises(SpecError) as refusal:
+        _problems(load_spec(path))
+    assert [p.split(": ", 1)[0] for p in refusal.value.problems] == [f"{path}:3"]
+    if parser == "libyaml":
+        assert time.perf_counter() - start < 1  # about 10 ms (pure Python: about 300 ms)
+
+
+@pytest.mark.parametrize(("extra", "refused_"), [(0, False), (1, True)])
+def test_the_node_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str, extra: int, refused_: bool
+) -> None:
+    from kvcalc.registry import check_spec
+
+    monkeypatch.setattr(check_spec, "MAX_NODES", 40)  # the rule, at a size cheap to compose
+    # The mapping, its key and the list are three nodes: 37 items make 40.
+    items = 40 - 3 + extra
+    path = write(tmp_path, "deployments: [" + ", ".join(["1"] * items) + "]\n")
+    with pytest.raises(SpecError) as refusal:
+        _problems(load_spec(path))
+    assert ("more than 40 keys and values" in str(refusal.value)) is refused_
+
+
+def test_a_500_deployment_spec_is_read(tmp_path: Path) -> None:
+    # A dozen keys and four requirements each: 35 nodes a deployment, 17,503 in all.
+    entry = """\
+  - name: chat-{i}
+    model: llama3.1-8b
+    gpus: 8xH100
+    engine: vllm
+    tp: 2
+    pp: 1
+    ctx: 32k
+    kv_dtype: fp8
+    weight_dtype: bf16
+    gpu_util: 0.9
+    block_size: 16
+    mfu: 0.5
+    require: {{min_batch: 8, max_tpot_ms: 40, max_ttft_ms: 2000, max_kv_fraction: 0.9}}
+"""
+    text = "deployments:\n" + "".join(entry.format(i=i) for i in range(500))
+    nodes = sum(
+        isinstance(e, yaml.NodeEvent)  # scalars, aliases and the starts of collections
+        for e in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    )
+    assert nodes == 17_503 < MAX_NODES
+    deployments = _loaded(load_spec(write(tmp_path, text)))
+    assert [d.name for d in deployments] == [f"chat-{i}" for i in range(500)]
+    assert deployments[499].line_of("require.max_ttft_ms") == 1 + 499 * 13 + 13
+
+
+def test_both_parsers_read_a_spec_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # libyaml words errors its own way and refuses an escaped lone surrogate PyYAML reads: such
+    # a document is read again in pure Python, so the answer does not depend on the install.
+    if not yaml.__with_libyaml__:
+        pytest.skip("PyYAML is built without libyaml")
+    specs = [
+        "deployments:\n  - model: [unclosed\n",
+        "a: 1\n---\nb: 2\n",
+        "deployments:\n  - name: \"\\ud800\"\n    model: x\n    gpus: h100\n"
+        "    require: {min_batch: 1}\n",
+        "deployments: " + "[" * 2000 + "]" * 2000 + "\n",  # libyaml stops at 1,000 levels
+        "deployments:\n  - model: llama3.1-8b\n    gpus: h100\n    tp:\n"
+        "    require: {min_batch: on}\n",
+        "deployments:\n\t- model: x\n",
+    ]
+
+    def read(text: str) -> object:
+        try:
+            spec = load_spec(write(tmp_path, text))
+        except SpecError as exc:
+            return exc.problems
+        return spec.problems, [(d.values, d.lines, d.name) for d in spec.deployments]
+
+    on_libyaml = [read(text) for text in specs]
+    monkeypatch.setattr(yaml, "__with_libyaml__", False)
+    assert [read(text) for text in specs] == on_libyaml
+    assert on_libyaml[2] == ((), [({"model": "x", "gpus": "h100"}, {"name": 2, "model": 3,
+                                   "gpus": 4, "require.min_batch": 5}, "\ud800")])
 
 
 @pytest.mark.parametrize(
     ("nested", "refused_"),
     [(MAX_DEPTH - 1, False), (MAX_DEPTH, True)],
 )
-def test_the_depth_limit(tmp_path: Path, nested: int, refused_: bool) -> None:
+def test_the_depth_limit(tmp_path: Path, nested: int, refused_: bool, parser: str) -> None:
     # The top mapping is one level: `deployments:` with `nested` lists holds nested + 1.
     path = write(tmp_path, "deployments: " + "[" * nested + "]" * nested + "\n")
     with pytest.raises(SpecError) as refusal:
