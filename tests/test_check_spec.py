@@ -523,6 +523,80 @@ deployments:
     ]
 
 
+def test_every_problem_of_a_deployment_in_one_run(runner: CliRunner, tmp_path: Path) -> None:
+    # Each part of a deployment is checked on its own; a check that needs another part (tp
+    # against the heads needs the model) is made when that part is known.
+    spec = """\
+deployments:
+  - name: all-wrong
+    model: nosuch-model
+    gpus: 8xnosuch-gpu
+    engine: sglang
+    gpu_util: 0.8
+    tp: 5000
+    kv_memory: 20
+    window: 4k
+    require: {min_batch: 8}
+  - name: no-gpu
+    model: llama3.1-8b
+    gpus: 8xnosuch-gpu
+    tp: 3
+    weight_dtype: fp7
+    kv_dtype: fp9
+    ctx: 8k
+    require: {min_batch: 8}
+  - name: known
+    model: llama3.1-8b
+    gpus: 6xH100
+    tp: 3
+    overhead: lots
+    ctx: 8k
+    require: {min_batch: 8}
+"""
+    path = write(tmp_path, spec)
+    problems = refused(runner, path)
+    where = rf"{re.escape(str(path))}:(\d+): deployments\[(\d)\] \([^)]*\)"
+    found = [re.match(rf"{where}: (\w+): (.*)", p) for p in problems]
+    assert all(found), problems
+    assert [(int(m[1]), int(m[2]), m[3]) for m in found if m] == [
+        (3, 0, "model"),
+        (4, 0, "gpus"),
+        (6, 0, "gpu_util"),  # SGLang sizes its pool its own way
+        (7, 0, "tp"),  # out of range: not checked against anything else
+        (8, 0, "kv_memory"),
+        (9, 0, "window"),  # SGLang does not evict
+        (10, 0, "ctx"),  # min_batch is measured at a context
+        (13, 1, "gpus"),
+        (14, 1, "tp"),  # against the model's heads, without the GPUs
+        (15, 1, "weight_dtype"),
+        (16, 1, "kv_dtype"),
+        (22, 2, "tp"),  # with the GPUs: the sizes that split the heads on them
+        (23, 2, "overhead"),
+    ]
+    messages = [m[4] for m in found if m]
+    assert "unknown model 'nosuch-model'" in messages[0]
+    assert "unknown gpu 'nosuch-gpu'" in messages[1] and "unknown gpu" in messages[7]
+    assert "out of range" in messages[3] and "invalid size '20'" in messages[4]
+    assert "does not evict" in messages[5]
+    assert messages[8] == "tensor parallel size 3 does not divide the 8 KV heads"
+    assert "unknown dtype 'fp7'" in messages[9] and "unknown dtype 'fp9'" in messages[10]
+    assert messages[11] == "tensor parallel size 3 does not divide the 8 KV heads; on 6 GPUs " \
+        "use tp 2 or 1"
+    # As `batch` words it.
+    batch = runner.invoke(app, ["batch", "llama3.1-8b", "--gpus", "6xH100", "--tp", "3"])
+    assert batch.exit_code == 2
+    assert batch.stderr.strip() == f"Error: --tp: {messages[11]}"
+
+
+def test_a_deployment_sound_in_each_part_is_built(runner: CliRunner, tmp_path: Path) -> None:
+    # The rules between the parts are the factory's, checked once every part is sound: tp 3 on
+    # 8 GPUs is refused for the GPUs first, as `batch --tp 3` refuses it.
+    path = write(tmp_path, BASE.replace("gpus: h100", "gpus: 8xH100").format(
+        extra="    tp: 3\n", require="{min_batch: 1}"))
+    (problem,) = refused(runner, path)
+    assert problem.startswith(f"{path}:6: deployments[0] (a): tp and pp: 8 GPUs cannot be split")
+
+
 def _loaded(spec: object) -> list:
     """The deployments of a spec that has no problem."""
     from kvcalc.registry.check_spec import Spec
