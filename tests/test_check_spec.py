@@ -597,6 +597,57 @@ def test_a_deployment_sound_in_each_part_is_built(runner: CliRunner, tmp_path: P
     assert problem.startswith(f"{path}:6: deployments[0] (a): tp and pp: 8 GPUs cannot be split")
 
 
+def test_a_spec_of_made_up_names_stops_at_the_problem_limit(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each unknown name costs the registry's fuzzy search milliseconds: 1,500 deployments of
+    # made-up names (under the node limit) took 7 s to refuse. The first 100 problems are
+    # reported, and no name after them is looked up.
+    from kvcalc.cli import check as check_module
+    from kvcalc.cli.check import MAX_PROBLEMS
+
+    lookups: list[str] = []
+    load_model = check_module.load_model
+
+    def counted(name: str, *args: object) -> object:
+        lookups.append(name)
+        return load_model(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(check_module, "load_model", counted)
+    count = 300  # 1,500 of them took 7 s
+    path = write(tmp_path, "deployments:\n" + "".join(
+        f"  - {{model: made-up-{i}, gpus: 8xmade-up-{i}, ctx: 8k, require: {{min_batch: 1}}}}\n"
+        for i in range(count)
+    ))
+    problems = refused(runner, path)
+    assert len(problems) == MAX_PROBLEMS + 1 == 101
+    # Two a deployment, in the order of their lines: model and gpus of deployments 0 to 49.
+    assert [p.split(": ")[0] for p in problems[:-1]] == [
+        f"{path}:{2 + i // 2}" for i in range(MAX_PROBLEMS)
+    ]
+    assert all(("model: unknown model" if i % 2 == 0 else "gpus: unknown gpu") in p
+               for i, p in enumerate(problems[:-1]))
+    assert problems[-1] == f"{path}:52: stopped after 100 problems; fix them and check again " \
+        "for the problems from here on"
+    assert lookups == [f"made-up-{i}" for i in range(MAX_PROBLEMS // 2)]
+
+
+@pytest.mark.parametrize(("count", "stopped"), [(2, False), (3, True)])
+def test_the_problem_limit(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, stopped: bool
+) -> None:
+    from kvcalc.cli import check as check_module
+
+    monkeypatch.setattr(check_module, "MAX_PROBLEMS", 4)  # the rule, at a size cheap to reach
+    path = write(tmp_path, "deployments:\n" + "".join(
+        f"  - {{model: made-up-{i}, gpus: 8xmade-up-{i}, ctx: 8k, require: {{min_batch: 1}}}}\n"
+        for i in range(count)
+    ))
+    problems = refused(runner, path)
+    assert len(problems) == 4 + stopped
+    assert ("stopped after 4 problems" in problems[-1]) is stopped
+
+
 def _loaded(spec: object) -> list:
     """The deployments of a spec that has no problem."""
     from kvcalc.registry.check_spec import Spec

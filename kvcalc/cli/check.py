@@ -148,14 +148,42 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     problems = list(spec.problems)
     if not problems:  # with a deployment left out, a default may be read by it alone
         problems += refuse_unread_defaults(spec)
+    unchecked = None  # the line of the first deployment left unchecked
     for entry in spec.deployments:
+        if len(problems) >= MAX_PROBLEMS:
+            unchecked = entry.line
+            break
         try:
             checked.append(check_deployment(entry, spec.path.parent, roofline))
         except SpecError as exc:
             problems += [(_line_of(p), f"{spec.file}:{p}") for p in exc.problems]
     if problems:
-        raise SpecError([text for _, text in sorted(problems, key=lambda p: p[0])])
+        raise SpecError(_first_problems(spec, problems, unchecked))
     return checked
+
+
+#: The problems reported at most: each unknown model or GPU costs the registry's fuzzy search
+#: some milliseconds, so a spec of thousands of made-up names would take seconds; the first
+#: hundred say what to fix.
+MAX_PROBLEMS = 100
+
+
+def _first_problems(
+    spec: Spec, problems: list[tuple[int, str]], unchecked: int | None
+) -> list[str]:
+    """The problems in the order of their lines, the first :data:`MAX_PROBLEMS` of them (all
+    before the first deployment left unchecked), then, if any is left out, a line saying where
+    the rest begins."""
+    ordered = sorted(problems, key=lambda p: p[0])
+    before = [p for p in ordered if unchecked is None or p[0] < unchecked]
+    kept = before[:MAX_PROBLEMS]
+    if len(kept) == len(ordered) and unchecked is None:
+        return [text for _, text in kept]
+    rest = before[len(kept)][0] if len(before) > len(kept) else unchecked
+    return [text for _, text in kept] + [
+        f"{spec.file}:{rest}: stopped after {len(kept)} problems; fix them and check again for "
+        "the problems from here on"
+    ]
 
 
 def _line_of(problem: str) -> int:
@@ -398,9 +426,9 @@ def resolve_parts(
     ctx = None  # the policy's context, once the engine evicts at all
     if len(problems) == found:
         ctx = attempt(lambda: _evicting_context(entry, evict, values.get("ctx")), *_EVICTION_KEYS)
-    gpus = attempt(lambda: _step(entry, "gpus", deploy.resolve_gpus), "gpus")
     model = attempt(lambda: _step(entry, "model", lambda: load_model(
         model_path(values["model"], base), None, None, None)), "model")
+    gpus = attempt(lambda: _step(entry, "gpus", deploy.resolve_gpus), "gpus")
     if model is not None:
         if deploy.format_given():
             attempt(lambda: deploy.kv_format(model), *_KV_KEYS)
