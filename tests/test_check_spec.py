@@ -340,11 +340,15 @@ def test_a_wide_1_mib_spec_is_refused_from_its_first_nodes(
     with pytest.raises(SpecError) as refusal:
         load_spec(path)
     took = time.perf_counter() - start
-    (problem,) = refusal.value.problems  # one line, not one per anchor
-    assert re.fullmatch(
-        rf"{re.escape(str(path))}:\d+: the spec holds more than {limit:,} keys and values; "
-        "a deployment needs a few dozen: split the spec into several files", problem
-    )
+    problems = refusal.value.problems
+    if shape == "anchors and aliases":  # an alias a line: refused line by line, up to 100
+        assert len(problems) == 101 and "stopped after 100 problems" in problems[-1]
+    else:
+        (problem,) = problems
+        assert re.fullmatch(
+            rf"{re.escape(str(path))}:\d+: the spec holds more than {limit:,} keys and values; "
+            "a deployment needs a few dozen: split the spec into several files", problem
+        )
     # A node is one event, or two with its end: the read is bounded whatever the file holds.
     (read,) = reads
     assert len(read) <= 2 * limit + 4
@@ -464,6 +468,17 @@ def test_an_alias_bomb_is_refused_on_every_line_before_it_expands(tmp_path: Path
         load_spec(path)
     assert refusal.value.problems == [
         f"{path}:{n}: YAML anchors and aliases are not allowed" for n in (1, 2, 3)
+    ]
+
+
+def test_a_line_of_anchors_after_another_stops_at_the_problem_limit(tmp_path: Path) -> None:
+    path = write(tmp_path, "deployments:\n" + "".join(f"- &a{i} x\n" for i in range(5_000)))
+    with pytest.raises(SpecError) as refusal:
+        load_spec(path)
+    assert refusal.value.problems == [
+        *(f"{path}:{n}: YAML anchors and aliases are not allowed" for n in range(2, 102)),
+        f"{path}:102: stopped after 100 problems; fix them and check again for the problems "
+        "from here on",
     ]
 
 
@@ -604,7 +619,7 @@ def test_a_spec_of_made_up_names_stops_at_the_problem_limit(
     # made-up names (under the node limit) took 7 s to refuse. The first 100 problems are
     # reported, and no name after them is looked up.
     from kvcalc.cli import check as check_module
-    from kvcalc.cli.check import MAX_PROBLEMS
+    from kvcalc.registry.check_spec import MAX_PROBLEMS
 
     lookups: list[str] = []
     load_model = check_module.load_model
@@ -636,9 +651,9 @@ def test_a_spec_of_made_up_names_stops_at_the_problem_limit(
 def test_the_problem_limit(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, stopped: bool
 ) -> None:
-    from kvcalc.cli import check as check_module
+    from kvcalc.registry import check_spec
 
-    monkeypatch.setattr(check_module, "MAX_PROBLEMS", 4)  # the rule, at a size cheap to reach
+    monkeypatch.setattr(check_spec, "MAX_PROBLEMS", 4)  # the rule, at a size cheap to reach
     path = write(tmp_path, "deployments:\n" + "".join(
         f"  - {{model: made-up-{i}, gpus: 8xmade-up-{i}, ctx: 8k, require: {{min_batch: 1}}}}\n"
         for i in range(count)

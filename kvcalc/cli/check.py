@@ -142,7 +142,7 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     """Every deployment measured; raises SpecError naming every problem of the spec, in the
     order of its lines: the file's own, and each deployment's that cannot be built (unknown
     model or GPU, an option its engine does not use, ...)."""
-    from kvcalc.registry.check_spec import SpecError
+    from kvcalc.registry.check_spec import MAX_PROBLEMS, SpecError
 
     checked: list[CheckedDeployment] = []
     problems = list(spec.problems)
@@ -162,15 +162,11 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     return checked
 
 
-#: The problems reported at most: each unknown model or GPU costs the registry's fuzzy search
-#: some milliseconds, so a spec of thousands of made-up names would take seconds; the first
-#: hundred say what to fix.
-MAX_PROBLEMS = 100
-
-
 def _first_problems(
     spec: Spec, problems: list[tuple[int, str]], unchecked: int | None
 ) -> list[str]:
+    from kvcalc.registry.check_spec import MAX_PROBLEMS, stopped
+
     """The problems in the order of their lines, the first :data:`MAX_PROBLEMS` of them (all
     before the first deployment left unchecked), then, if any is left out, a line saying where
     the rest begins."""
@@ -180,10 +176,7 @@ def _first_problems(
     if len(kept) == len(ordered) and unchecked is None:
         return [text for _, text in kept]
     rest = before[len(kept)][0] if len(before) > len(kept) else unchecked
-    return [text for _, text in kept] + [
-        f"{spec.file}:{rest}: stopped after {len(kept)} problems; fix them and check again for "
-        "the problems from here on"
-    ]
+    return [text for _, text in kept] + [stopped(spec.file, rest, len(kept))]
 
 
 def _line_of(problem: str) -> int:

@@ -85,6 +85,20 @@ def context_tokens(value: object) -> int | None:
         raise ValueError(str(exc)) from None
 
 
+#: The problems reported at most: each unknown model or GPU costs the registry's fuzzy search
+#: some milliseconds, so a spec of thousands of made-up names would take seconds to refuse, and
+#: thousands of lines bury the first; the first hundred say what to fix.
+MAX_PROBLEMS = 100
+
+
+def stopped(file: str, line: int | None, count: int) -> str:
+    """The last line of a refusal cut at :data:`MAX_PROBLEMS`: where the rest begins."""
+    return (
+        f"{file}:{line or 1}: stopped after {count} problems; fix them and check again for the "
+        "problems from here on"
+    )
+
+
 class SpecError(Exception):
     """An invalid spec file: one ``file:line: field: message`` line per problem."""
 
@@ -570,19 +584,30 @@ def _refuse_unsafe_events(text: str, path: Path, loader: Loader) -> None:
                     break
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                problems.setdefault(line, f"{path}:{line}: YAML anchors and aliases are not "
-                                    "allowed")
-            tag = getattr(event, "tag", None)
-            if tag is not None:
-                problems.setdefault(line, f"{path}:{line}: YAML tags such as {tag!r} are not "
-                                    "allowed")
+            found = _event_problem(event, path, line)
+            if found is not None and line not in problems:
+                if len(problems) == MAX_PROBLEMS:
+                    problems[line] = stopped(str(path), line, MAX_PROBLEMS)
+                    break
+                problems[line] = found
     except yaml.YAMLError as exc:
         if loader is not yaml.SafeLoader:
             raise _LibyamlError from None
         problems.setdefault(0, _yaml_problem(path, exc))
     if problems:
         raise SpecError(list(problems.values()))
+
+
+def _event_problem(event: yaml.Event, path: Path, line: int) -> str | None:
+    """An anchor, an alias or an explicit tag: not allowed."""
+    import yaml
+
+    if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+        return f"{path}:{line}: YAML anchors and aliases are not allowed"
+    tag = getattr(event, "tag", None)
+    if tag is not None:
+        return f"{path}:{line}: YAML tags such as {tag!r} are not allowed"
+    return None
 
 
 def _too_deep(path: Path, line: int) -> str:
