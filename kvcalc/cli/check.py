@@ -165,11 +165,11 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
 def _first_problems(
     spec: Spec, problems: list[tuple[int, str]], unchecked: int | None
 ) -> list[str]:
-    from kvcalc.registry.check_spec import MAX_PROBLEMS, stopped
-
-    """The problems in the order of their lines, the first :data:`MAX_PROBLEMS` of them (all
+    """The problems in the order of their lines, the first ``MAX_PROBLEMS`` of them (all
     before the first deployment left unchecked), then, if any is left out, a line saying where
     the rest begins."""
+    from kvcalc.registry.check_spec import MAX_PROBLEMS, stopped
+
     ordered = sorted(problems, key=lambda p: p[0])
     before = [p for p in ordered if unchecked is None or p[0] < unchecked]
     kept = before[:MAX_PROBLEMS]

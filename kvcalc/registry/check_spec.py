@@ -472,8 +472,8 @@ def _message(error: Mapping[str, Any], loc: Loc) -> str:
 MAX_DEPTH = 64
 
 #: The most nodes (keys, values, lists and mappings) a spec may hold: a deployment of a dozen
-#: keys and a few requirements holds about 26, so 500 of them hold 13,000. PyYAML's pure-Python
-#: parser reads some 70,000 a second, and a wide 1 MiB document (``[1,1,...]``, 100k keys) holds
+#: keys and four requirements holds 35, so 500 of them hold 17,500. PyYAML's pure-Python parser
+#: reads some 70,000 a second, and a wide 1 MiB document (``[1,1,...]``, 100k keys) holds
 #: hundreds of thousands, so the scan stops here, before anything is composed.
 MAX_NODES = 20_000
 
