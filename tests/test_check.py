@@ -800,3 +800,53 @@ deployments:
         "     kv_bits: 3, require: {min_batch: 1}}\n"
     result = run(runner, write(tmp_path, bad))
     assert result.exit_code == 2 and "kv_bits: KIVI stores 2 or 4 bits" in result.stderr
+
+
+LAYOUTS = """\
+deployments:
+  - name: qwen
+    model: qwen2.5-7b
+    gpus: 8xH100
+    ctx: 8k
+    require: {min_batch: 8}
+  - name: wide
+    model: llama3.1-70b
+    gpus: 16xH100
+    tp: 16
+    ctx: 8k
+    require: {min_batch: 8}
+"""
+
+
+def test_each_deployment_says_how_it_is_laid_out(runner: CliRunner, tmp_path: Path) -> None:
+    # The notes `batch` prints for the same deployment: the tp chosen and why, a tp group across
+    # nodes, KV heads replicated.
+    path = write(tmp_path, LAYOUTS)
+    payload = run_json(runner, path)
+    expected = []
+    for deployment, options in zip(
+        payload["deployments"],
+        [["qwen2.5-7b", "--gpus", "8xH100"], ["llama3.1-70b", "--gpus", "16xH100", "--tp", "16"]],
+        strict=True,
+    ):
+        batch = runner.invoke(app, ["batch", *options, "--ctx", "8k", "-f", "json"])
+        assert batch.exit_code == 0, batch.stderr
+        layout = json.loads(batch.stdout)
+        for key in ("replicas", "tp_given", "tp_reason", "tp_nodes", "kv_head_copies",
+                    "layout_notes"):
+            assert deployment[key] == layout[key], key
+        expected.append(layout["layout_notes"])
+    assert [len(notes) for notes in expected] == [1, 2]
+    assert expected[0][0].startswith("layout tp 4 x 2 replicas: tensor parallel size 8")
+    assert expected[1][0].startswith("tp 16 spans 2 nodes of 8 GPUs")
+    assert expected[1][1].startswith("tp 16 over 8 KV heads")
+    # The text formats print them under the deployment's table, before the next deployment.
+    for fmt in ("table", "markdown"):
+        out = run(runner, path, "-f", fmt).stdout.splitlines()
+        starts = [next(i for i, line in enumerate(out) if line.lstrip("# ").startswith(name))
+                  for name in ("qwen: ", "wide: ")]
+        for notes, start, end in zip(expected, starts, [starts[1], len(out)], strict=True):
+            assert all(note in out[start:end] for note in notes), (fmt, notes)
+    # The CI formats annotate pass or fail: a note is neither.
+    github = run(runner, path, "-f", "github").stdout
+    assert github == f"{path}: all 2 requirements hold (2 deployments)\n"

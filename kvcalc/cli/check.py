@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
@@ -30,6 +30,7 @@ from kvcalc.cli.app import (
     load_model,
     note_exit,
     option_name,
+    parse_size,
 )
 from kvcalc.cli.deploy import (
     DeploymentOptions,
@@ -43,7 +44,9 @@ from kvcalc.cli.eviction import EvictionOptions, eviction_option_bounds
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.requirements import Outcome
+    from kvcalc.engine.spec import ModelSpec
     from kvcalc.registry.check_spec import Spec, SpecDeployment
     from kvcalc.render.capacity_check import CheckedDeployment
     from kvcalc.render.report import Case
@@ -139,20 +142,41 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     """Every deployment measured; raises SpecError naming every problem of the spec, in the
     order of its lines: the file's own, and each deployment's that cannot be built (unknown
     model or GPU, an option its engine does not use, ...)."""
-    from kvcalc.registry.check_spec import SpecError
+    from kvcalc.registry.check_spec import MAX_PROBLEMS, SpecError
 
     checked: list[CheckedDeployment] = []
     problems = list(spec.problems)
     if not problems:  # with a deployment left out, a default may be read by it alone
         problems += refuse_unread_defaults(spec)
+    unchecked = None  # the line of the first deployment left unchecked
     for entry in spec.deployments:
+        if len(problems) >= MAX_PROBLEMS:
+            unchecked = entry.line
+            break
         try:
             checked.append(check_deployment(entry, spec.path.parent, roofline))
         except SpecError as exc:
             problems += [(_line_of(p), f"{spec.file}:{p}") for p in exc.problems]
     if problems:
-        raise SpecError([text for _, text in sorted(problems, key=lambda p: p[0])])
+        raise SpecError(_first_problems(spec, problems, unchecked))
     return checked
+
+
+def _first_problems(
+    spec: Spec, problems: list[tuple[int, str]], unchecked: int | None
+) -> list[str]:
+    """The problems in the order of their lines, the first ``MAX_PROBLEMS`` of them (all
+    before the first deployment left unchecked), then, if any is left out, a line saying where
+    the rest begins."""
+    from kvcalc.registry.check_spec import MAX_PROBLEMS, stopped
+
+    ordered = sorted(problems, key=lambda p: p[0])
+    before = [p for p in ordered if unchecked is None or p[0] < unchecked]
+    kept = before[:MAX_PROBLEMS]
+    if len(kept) == len(ordered) and unchecked is None:
+        return [text for _, text in kept]
+    rest = before[len(kept)][0] if len(before) > len(kept) else unchecked
+    return [text for _, text in kept] + [stopped(spec.file, rest, len(kept))]
 
 
 def _line_of(problem: str) -> int:
@@ -194,21 +218,27 @@ class Built:
 
 
 def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> CheckedDeployment:
-    """The deployment built and measured; raises SpecError with each of its problems found
-    before it is built (keys no requirement reads, numbers out of range), else the first
-    that stops the build."""
+    """The deployment built and measured; raises SpecError with each of its problems that can
+    be found apart (keys no requirement reads, numbers out of range, each option, the model,
+    the GPUs: :func:`resolve_parts`), else the first rule between them that stops the build."""
     from kvcalc.engine.deployment import DeploymentError
     from kvcalc.registry.check_spec import SpecError
 
-    problems = [*unused_key_problems(entry), *bound_problems(entry)]
+    bounds = out_of_range(entry)
+    problems = [*unused_key_problems(entry), *bounds.values()]
     if roofline and "mfu" in entry.values:
         problems.append(_at(
             entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
             "--roofline"
         ))
+    try:  # a key out of range is not read again (one line each)
+        options = entry_options(entry)
+        parts = resolve_parts(entry, base, options, frozenset(bounds), building=not problems)
+    except SpecError as exc:
+        problems += exc.problems
     if problems:
-        raise SpecError(problems)
-    built = build(entry, base)
+        raise SpecError(sorted(problems, key=_line_of))
+    built = build(entry, options, parts)
     try:
         return measure(entry, built, roofline)
     except DeploymentError as exc:  # a rule between the deployment and its ctx (the prefix)
@@ -275,9 +305,10 @@ def refuse_unread_defaults(spec: Spec) -> list[tuple[int, str]]:
     return problems
 
 
-def bound_problems(entry: SpecDeployment) -> list[str]:
-    """Each number outside the range its command-line option allows (``tp`` as ``--tp``)."""
-    problems = []
+def out_of_range(entry: SpecDeployment) -> dict[str, str]:
+    """Key -> its problem, for each number outside the range its command-line option allows
+    (``tp`` as ``--tp``)."""
+    problems = {}
     for key, value in entry.values.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
@@ -290,37 +321,152 @@ def bound_problems(entry: SpecDeployment) -> list[str]:
                 else f"at most {high:g}" if low is None
                 else f"from {low:g} to {high:g}"
             )
-            problems.append(_at(entry, key, f"{key}: {value:g} is out of range; give {span}"))
+            problems[key] = _at(entry, key, f"{key}: {value:g} is out of range; give {span}")
     return problems
 
 
-def build(entry: SpecDeployment, base: Path) -> Built:
-    """The deployment the entry describes, through the command line's options and factory
-    (its numbers within their ranges: :func:`bound_problems`)."""
+def entry_options(entry: SpecDeployment) -> Options:
+    """The command line's options a deployment's keys give."""
     values: dict[str, Any] = {
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
     }
-    deploy = DeploymentOptions.from_values(values)
-    flags = SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS})
-    evict = EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS})
+    return Options(
+        values,
+        DeploymentOptions.from_values(values),
+        SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS}),
+        EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS}),
+    )
+
+
+def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
+    """The deployment the entry describes, through the command line's factory, from parts each
+    checked on its own (:func:`resolve_parts`): the rules between them (this model's layout on
+    these GPUs, the memory) are checked here, the first that fails stopping the build."""
+    evict = options.evict
 
     def from_options() -> Built:
-        engine = EngineChoice(values.get("engine", "simple")).checked(deploy, flags)
-        evict.check_applies(engine)
-        gpus = _step(entry, "gpus", deploy.resolve_gpus)
-        model = _step(entry, "model", lambda: load_model(model_path(values["model"], base),
-                                                         None, None, None))
-        ctx = _context(evict, values.get("ctx"))
-        if ctx is None and evict.given():
-            raise _problem(entry, evict.given()[0], f"{evict.given()[0]}: an eviction policy "
-                           "is sized at a context; give ctx")
-        policy, notes = evict.checked(model, [ctx]) if ctx and evict.given() else (None, [])
-        dep = deploy.build(model, gpus, engine, policy)
+        policy, notes = (
+            evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
+        )
+        dep = options.deploy.build(parts.model, parts.gpus, parts.engine, policy)
         line = entry.line_of(evict.given()[0]) if notes else entry.line
-        return Built(dep, engine, flags, ctx, tuple((line, f"{entry.name}: {n}") for n in notes))
+        return Built(dep, parts.engine, options.flags, parts.ctx,
+                     tuple((line, f"{entry.name}: {n}") for n in notes))
 
     built: Built = _refusing(entry, from_options)
     return built
+
+
+class Options(NamedTuple):
+    """A deployment's keys, and the command line's options they give."""
+
+    values: dict[str, Any]
+    deploy: DeploymentOptions
+    flags: SGLangFlags
+    evict: EvictionOptions
+
+
+class Parts(NamedTuple):
+    """What a deployment is built from, each part checked on its own."""
+
+    engine: str
+    gpus: GpuSet
+    model: ModelSpec
+    ctx: int | None
+    """The context measured at (:func:`_context`)."""
+
+
+#: The sizes of the deployment options, each parsed on its own.
+_SIZE_KEYS = ("overhead", "gpu_memory", "weights", "kv_memory")
+_KV_KEYS = ("kv_dtype", "kv_group", "kv_scale_dtype", "kv_zero_point", "kv_quant", "kv_bits",
+            "kv_residual")
+
+
+def resolve_parts(
+    entry: SpecDeployment,
+    base: Path,
+    options: Options,
+    refused: frozenset[str] = frozenset(),
+    building: bool = True,
+) -> Parts:
+    """The engine, GPUs, model and context of a deployment; raises SpecError with the problem
+    of every part that has one (the engine's options, each size, the eviction options, the
+    GPUs, the model and, once the model is known, its KV format and weight format), each on
+    its own line. A part that reads a key in ``refused`` is not checked. ``building``: the
+    factory follows if every part is sound (no other problem of the deployment stops it);
+    else a tp is also checked against the model's heads here, as the factory would."""
+    from kvcalc.registry.check_spec import SpecError
+
+    values, deploy, flags, evict = options
+    problems: list[str] = []
+
+    def attempt(run: Callable[[], Any], *keys: str) -> Any:
+        if refused.intersection(keys):
+            return None
+        try:
+            return _refusing(entry, run)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            return None
+
+    named = values.get("engine", "simple")  # one of the engines: the schema says so
+    engine = attempt(lambda: EngineChoice(named).checked(deploy, flags))
+    for key in _SIZE_KEYS:
+        if key in values:
+            attempt(_size_parser(values[key], key), key)
+    found = len(problems)
+    attempt(lambda: evict.check_applies(named))
+    ctx = None  # the policy's context, once the engine evicts at all
+    if len(problems) == found:
+        ctx = attempt(lambda: _evicting_context(entry, evict, values.get("ctx")), *_EVICTION_KEYS)
+    model = attempt(lambda: _step(entry, "model", lambda: load_model(
+        model_path(values["model"], base), None, None, None)), "model")
+    gpus = attempt(lambda: _step(entry, "gpus", deploy.resolve_gpus), "gpus")
+    if model is not None:
+        if deploy.format_given():
+            attempt(lambda: deploy.kv_format(model), *_KV_KEYS)
+        weight_dtype, tp = deploy.weight_dtype, deploy.tp
+        if weight_dtype is not None:
+            attempt(lambda: _weight_format(entry, model, weight_dtype), "weight_dtype")
+        if tp is not None and (problems or gpus is None or not building):
+            attempt(lambda: _tp_splits(entry, model, tp, gpus, deploy.pp), "tp", "pp")
+    if problems:
+        raise SpecError(problems)
+    return Parts(engine, gpus, model, ctx)
+
+
+def _size_parser(text: str, key: str) -> Callable[[], int]:
+    return lambda: parse_size(text, option_name(key))
+
+
+def _evicting_context(entry: SpecDeployment, evict: EvictionOptions, ctx: int | None) -> int | None:
+    context = _context(evict, ctx)
+    if context is None and evict.given():
+        raise _problem(entry, evict.given()[0], f"{evict.given()[0]}: an eviction policy is "
+                       "sized at a context; give ctx")
+    return context
+
+
+def _weight_format(entry: SpecDeployment, model: ModelSpec, name: str) -> None:
+    from kvcalc.engine.weight_names import weight_precision
+
+    _step(entry, "weight_dtype", lambda: weight_precision(model, name))
+
+
+def _tp_splits(
+    entry: SpecDeployment, model: ModelSpec, tp: int, gpus: GpuSet | None, pp: int
+) -> None:
+    """Refuse a tp that does not split the model's heads (known without the GPUs; with them,
+    the sizes that do are named, as the build words it)."""
+    from kvcalc.engine.deployment import DeploymentError, TpSplitError, rank_model
+
+    try:
+        rank_model(model, tp)
+    except DeploymentError as exc:
+        error = exc
+        if gpus is not None and gpus.count % pp == 0:
+            error = TpSplitError(exc.reason, model, gpus.count // pp, pp)
+        raise _problem(entry, "tp", error.worded(str)) from None
 
 
 def _context(evict: EvictionOptions, ctx: int | None) -> int | None:

@@ -1,8 +1,9 @@
 """The capacity spec file of `kvcalc check`: deployments and the requirements each must meet.
 
 Reading is hostile-input safe: only regular files up to 1 MiB (the registry's reader); the
-parser's events are scanned first, refusing nesting deeper than :data:`MAX_DEPTH`, anchors,
-aliases and explicit tags before anything is composed; the document is then composed into
+parser's events (libyaml's when PyYAML has it) are scanned first, refusing nesting deeper
+than :data:`MAX_DEPTH`, more than :data:`MAX_NODES` nodes, anchors, aliases and explicit tags
+before anything is composed; the document is then composed into
 nodes by PyYAML's safe loader (so that every key keeps its line) and no constructor runs: each
 scalar is read from its text by the kind of the field it gives (:func:`read_scalar`), so
 YAML 1.1's readings of ``on``, ``010`` or ``0x20`` as numbers never apply, a key with no value
@@ -36,7 +37,11 @@ from pydantic import (
 from kvcalc.engine.units import number_text_problem, shown
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import yaml
+
+    Loader: TypeAlias = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
 
 #: A YAML path: keys and list indexes from the top of the document.
 Loc = tuple[str | int, ...]
@@ -78,6 +83,20 @@ def context_tokens(value: object) -> int | None:
         return parse_context(str(value))
     except UnitError as exc:
         raise ValueError(str(exc)) from None
+
+
+#: The problems reported at most: each unknown model or GPU costs the registry's fuzzy search
+#: some milliseconds, so a spec of thousands of made-up names would take seconds to refuse, and
+#: thousands of lines bury the first; the first hundred say what to fix.
+MAX_PROBLEMS = 100
+
+
+def stopped(file: str, line: int | None, count: int) -> str:
+    """The last line of a refusal cut at :data:`MAX_PROBLEMS`: where the rest begins."""
+    return (
+        f"{file}:{line or 1}: stopped after {count} problems; fix them and check again for the "
+        "problems from here on"
+    )
 
 
 class SpecError(Exception):
@@ -452,6 +471,12 @@ def _message(error: Mapping[str, Any], loc: Loc) -> str:
 #: grows with the square of the depth, so a deeper document is refused from its first events.
 MAX_DEPTH = 64
 
+#: The most nodes (keys, values, lists and mappings) a spec may hold: a deployment of a dozen
+#: keys and four requirements holds 35, so 500 of them hold 17,500. PyYAML's pure-Python parser
+#: reads some 70,000 a second, and a wide 1 MiB document (``[1,1,...]``, 100k keys) holds
+#: hundreds of thousands, so the scan stops here, before anything is composed.
+MAX_NODES = 20_000
+
 
 @dataclass
 class SpecDocument:
@@ -474,14 +499,13 @@ def read_spec_yaml(path: Path) -> SpecDocument:
     text = _read_regular_file(path)
     import yaml
 
-    _refuse_unsafe_events(text, path)
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-    except yaml.YAMLError as exc:
-        raise SpecError([_yaml_problem(path, exc)]) from None
-    finally:
-        loader.dispose()
+        node = _document_node(text, path, yaml_loader())
+    except _LibyamlError:
+        # libyaml words its errors its own way and refuses a few documents PyYAML reads (an
+        # escaped lone surrogate, nesting past its own limit): PyYAML in pure Python reads the
+        # file again, so the answer is the same whichever is installed.
+        node = _document_node(text, path, yaml.SafeLoader)
     if node is None or _no_value(node):
         raise SpecError([f"{path}:1: the file is empty; list deployments: to check"])
     doc = SpecDocument(None, {(): node.start_mark.line + 1})
@@ -500,39 +524,97 @@ def _read_regular_file(path: Path) -> str:
         raise SpecError([str(exc)]) from None
 
 
-def _refuse_unsafe_events(text: str, path: Path) -> None:
+class _LibyamlError(Exception):
+    """libyaml found the document invalid: PyYAML's pure-Python parser says why."""
+
+
+def _document_node(text: str, path: Path, loader_class: Loader) -> yaml.Node | None:
+    """The document's node, its events scanned first (:func:`_refuse_unsafe_events`)."""
+    import yaml
+
+    _refuse_unsafe_events(text, path, loader_class)
+    loader = loader_class(text)
+    try:
+        node: yaml.Node | None = loader.get_single_node()
+    except yaml.YAMLError as exc:
+        if loader_class is not yaml.SafeLoader:
+            raise _LibyamlError from None
+        raise SpecError([_yaml_problem(path, exc)]) from None
+    finally:
+        loader.dispose()
+    return node
+
+
+def yaml_loader() -> Loader:
+    """PyYAML's safe loader on libyaml (C) when PyYAML was built with it, ten to twenty times
+    faster, else in pure Python. Both give the same events, nodes and lines (a plain scalar's
+    style is None in one, '' in the other); a document libyaml finds invalid is read again in
+    pure Python (:class:`_LibyamlError`)."""
+    import yaml
+
+    return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+
+
+def _refuse_unsafe_events(text: str, path: Path, loader: Loader) -> None:
     """Refuse, from the parser's events and before anything is composed: nesting deeper than
-    :data:`MAX_DEPTH` (at once, as the scan's cost grows with the depth), anchors and aliases
+    :data:`MAX_DEPTH` (at once, as the scan's cost grows with the depth), more nodes than
+    :data:`MAX_NODES` (at once: a wide document takes the parser seconds), anchors and aliases
     (a few lines can expand to billions of nodes) and explicit tags (a spec is plain data),
     each at the line where it appears."""
     import yaml
 
     problems: dict[int, str] = {}  # one a line
-    depth = 0
+    depth = nodes = 0
+    node_events = (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent,
+                   yaml.SequenceStartEvent)
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=loader):
             line = event.start_mark.line + 1 if event.start_mark else 1
+            if isinstance(event, node_events):
+                nodes += 1
+                if nodes > MAX_NODES:  # alone: beside it, the others do not matter
+                    raise SpecError([
+                        f"{path}:{line}: the spec holds more than {MAX_NODES:,} keys and values; "
+                        "a deployment needs a few dozen: split the spec into several files"
+                    ])
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    problems[line] = (
-                        f"{path}:{line}: invalid YAML: nested deeper than {MAX_DEPTH} levels; "
-                        "a spec needs a handful"
-                    )
+                    problems[line] = _too_deep(path, line)
                     break
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                problems.setdefault(line, f"{path}:{line}: YAML anchors and aliases are not "
-                                    "allowed")
-            tag = getattr(event, "tag", None)
-            if tag is not None:
-                problems.setdefault(line, f"{path}:{line}: YAML tags such as {tag!r} are not "
-                                    "allowed")
+            found = _event_problem(event, path, line)
+            if found is not None and line not in problems:
+                if len(problems) == MAX_PROBLEMS:
+                    problems[line] = stopped(str(path), line, MAX_PROBLEMS)
+                    break
+                problems[line] = found
     except yaml.YAMLError as exc:
+        if loader is not yaml.SafeLoader:
+            raise _LibyamlError from None
         problems.setdefault(0, _yaml_problem(path, exc))
     if problems:
         raise SpecError(list(problems.values()))
+
+
+def _event_problem(event: yaml.Event, path: Path, line: int) -> str | None:
+    """An anchor, an alias or an explicit tag: not allowed."""
+    import yaml
+
+    if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+        return f"{path}:{line}: YAML anchors and aliases are not allowed"
+    tag = getattr(event, "tag", None)
+    if tag is not None:
+        return f"{path}:{line}: YAML tags such as {tag!r} are not allowed"
+    return None
+
+
+def _too_deep(path: Path, line: int) -> str:
+    return (
+        f"{path}:{line}: invalid YAML: nested deeper than {MAX_DEPTH} levels; a spec needs a "
+        "handful"
+    )
 
 
 def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
@@ -600,7 +682,8 @@ def _no_value(node: yaml.Node) -> bool:
     if not isinstance(node, yaml.ScalarNode):
         return False
     text = str(node.value).strip()
-    return not text or (node.style is None and text in _NULLS)
+    plain = node.style in (None, "")  # None in pure Python, '' from libyaml
+    return not text or (plain and text in _NULLS)
 
 
 _NULLS = ("~", "null", "Null", "NULL")

@@ -2,12 +2,15 @@
 
 JSON (documented in the README): ``spec``, ``ok``, ``requirements`` and ``failed`` (counts),
 and ``deployments``, each with its layout (``name``, ``line``, ``model``, ``gpus``, ``engine``,
-``tp``, ``pp``, ``replicas``, ``kv_dtype``, ``weight_dtype``, ``eviction`` as every report
-states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
+``tp``, ``pp``, the layout keys (``replicas``, ``tp_given``, ``tp_reason``, ``tp_nodes``,
+``kv_head_copies``, ``layout_notes``), ``kv_dtype``, ``weight_dtype``, ``eviction`` as every
+report states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
 nothing fits, else null), ``ok`` and ``requirements``: one entry per requirement with
 ``requirement``, ``bound``, ``unit``, ``required``, ``measured``, ``margin``, ``margin_ratio``,
 ``passed``, ``line`` and ``note``. The human formats show one table per deployment, titled
-with its set-up; the CI formats (junit, github) render its ``cases``.
+with its set-up, its layout notes under it (as `batch` and `decode` print them); the CI formats
+(junit, github) render its ``cases``, each a requirement, and no layout note: a note is no
+pass or fail, and an annotation on every run of a sound layout would bury the failures.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
+from kvcalc.render.layout import layout_notes, layout_payload
 from kvcalc.render.report import Case, Column, Record, Report, Section, number, text
 from kvcalc.render.warnings import max_context_warnings
 
@@ -140,7 +144,7 @@ def deployment_payload(checked: CheckedDeployment) -> dict[str, Any]:
         "engine": checked.engine,
         "tp": dep.tp,
         "pp": dep.pp,
-        "replicas": dep.replicas,
+        **layout_payload(dep),
         "kv_dtype": dep.kv_dtype.name,
         "weight_dtype": precision_name(dep.weights),
         "eviction": eviction_payload(dep.eviction),
@@ -249,7 +253,7 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
                 deployment_line(c),
                 COLUMNS,
                 rows[start : start + len(c.outcomes)],
-                notes=eviction_notes(c.dep.eviction),
+                notes=[*layout_notes(c.dep), *eviction_notes(c.dep.eviction)],
             )
             for c, start in zip(checked, starts, strict=False)
         ],
