@@ -226,6 +226,10 @@ UNPRINTED: dict[str, str] = {
     "(kvcalc/engine/vllm.py, kvcalc/engine/overhead.py): a version, not a computed figure",
     "(r = 0.9)": "SGLang's --mamba-full-memory-ratio default (kvcalc/engine/sglang.py, after "
     "SGLang's server_args.py), which no kvcalc option shows",
+    "more than 20,000 keys and values": "check's node cap (MAX_NODES in "
+    "kvcalc/registry/check_spec.py); tests/test_check_spec.py holds the refusal at it",
+    "four\nrequirements each holds 17,500": "the node count of a 500-deployment spec, worked in "
+    "the README's own sentence; tests/test_check_spec.py loads such a spec",
     "YAML 1.1": "the YAML version whose implicit typing a spec does not follow: a version",
     "(`32`, `0.9`, `1e3`)": "examples of how a check spec writes numbers: inputs",
     "int4 0.5, int2 0.25 per value": "a dtype's bytes per value, the definition of the dtype "
