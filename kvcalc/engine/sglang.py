@@ -393,11 +393,13 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
     return mixer.per_rank(tp)
 
 
-def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
+def state_bytes_per_request(mixer: Mixer, conv: DType, ssm: DType | None = None) -> int:
     """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
-    (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
-    shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
-    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, MAMBA_SSM_DTYPE))
+    (SSM) state at float32 (section 4, ``MambaPool``), or at the dtype the config states
+    (``mamba_ssm_dtype``, which overrides the default in 0.5.23). The conv/temporal split is
+    the one vLLM's shape calculator uses, which matches SGLang's Mamba2StateShape for these
+    kinds."""
+    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, ssm or MAMBA_SSM_DTYPE))
 
 
 @dataclass(frozen=True)
@@ -427,7 +429,7 @@ def stage_cells(
     for mixer, count in mixer_counts(model, layers):
         mine = rank_mixer(mixer, tp)
         if not mine.holds_tokens:
-            state += state_bytes_per_request(mine, cache.state) * count
+            state += state_bytes_per_request(mine, cache.state, cache.ssm_state) * count
         elif split_swa and window_of(mine):
             swa += layer_bytes_per_token(mine, cache) * count
             n_swa += count
