@@ -318,3 +318,41 @@ def test_a_vision_width_other_than_the_text_model_is_refused(tmp_path: Path) -> 
     data["vision_config"]["out_hidden_size"] = 4096
     with pytest.raises(RegistryError, match="out_hidden_size"):
         load_hf_config(write(tmp_path, data))
+
+
+# ---------------------------------------------------------------- Qwen3-VL (the same tower)
+
+QWEN3_VL_4B = FIXTURES / "hf" / "qwen3-vl-4b" / "config.json"
+
+
+def test_qwen3_vl_moe_imports_as_the_30b_a3b_entry(tmp_path: Path) -> None:
+    # The fields of Qwen/Qwen3-VL-30B-A3B-Instruct's config.json that the registry file's source
+    # transcribes; deepstack_visual_indexes left out takes Qwen3VLMoeVisionConfig's (8, 16, 24).
+    data = json.loads(QWEN3_VL_4B.read_text(encoding="utf-8"))
+    data |= {"model_type": "qwen3_vl_moe", "tie_word_embeddings": False}
+    data["text_config"] = {
+        "model_type": "qwen3_vl_moe_text", "hidden_size": 2048, "num_hidden_layers": 48,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+        "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+        "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "vocab_size": 151936, "max_position_embeddings": 262144, "dtype": "bfloat16",
+    }  # fmt: skip
+    vision = {k: v for k, v in data["vision_config"].items() if k != "deepstack_visual_indexes"}
+    data["vision_config"] = vision | {
+        "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "out_hidden_size": 2048
+    }
+    imported = load_hf_config(write(tmp_path, data))
+    registry = registry_model("qwen3-vl-30b-a3b")
+    assert imported.mixer_pattern == registry.mixer_pattern and imported.moe == registry.moe
+    assert imported.vision == registry.vision
+    assert param_counts(imported) == param_counts(registry)
+    # Three DeepStack mergers beside the merger: LayerNorms of 1,152 and 3 x 4,608, with biases.
+    assert registry.vision is not None
+    assert registry.vision.projector_norm == 2 * 1152 + 3 * 2 * 4608
+
+
+def test_qwen3_vl_holds_no_recurrent_state() -> None:
+    model = load_hf_config(QWEN3_VL_4B)
+    assert model.ssm_state_dtype is None and model.tied_embeddings
+    # 36 layers x 8 KV heads x 128, K and V, bf16.
+    assert kv_size(model, K128, BF16).bytes_per_token == 2 * 36 * 8 * 128 * 2

@@ -113,6 +113,9 @@ KV_BYTES_PER_TOKEN = {
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
     "qwen3-coder-30b-a3b": 2 * 48 * 4 * 128 * 2,
+    "qwen3-vl-4b": 2 * 36 * 8 * 128 * 2,  # the vision tower holds no KV
+    "qwen3-vl-8b": 2 * 36 * 8 * 128 * 2,
+    "qwen3-vl-30b-a3b": 2 * 48 * 4 * 128 * 2,
     # Qwen3.5 / 3.6: only the gated-attention layers (every fourth) grow, KV heads x 256
     "qwen3.5-0.8b": 2 * 6 * 2 * 256 * 2,
     "qwen3.5-2b": 2 * 6 * 2 * 256 * 2,
@@ -236,7 +239,7 @@ VERIFICATION = {
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
-        "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-coder-30b-a3b",
+        "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-coder-30b-a3b", "qwen3-vl-4b", "qwen3-vl-30b-a3b",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -247,7 +250,7 @@ VERIFICATION = {
         "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
         # issue 17: shapes from public copies and ports, not the official files
         "qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-122b-a10b",
-        "qwen3.5-397b-a17b", "qwen3.6-35b-a3b",
+        "qwen3.5-397b-a17b", "qwen3.6-35b-a3b", "qwen3-vl-8b",
     },
 }  # fmt: skip
 

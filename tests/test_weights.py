@@ -272,6 +272,15 @@ KNOWN_GAPS = {
         "and the vision tower"
     ),
     ("qwen3.6-35b-a3b", "active"): "same architecture and figures as qwen3.5-35b-a3b",
+    ("qwen3-vl-4b", "total"): (
+        "the name rounds down: 4.02B text model (tied) + 0.42B vision tower and mergers = 4.44B"
+    ),
+    ("qwen3-vl-8b", "total"): (
+        "the name rounds down: 8.19B text model + 0.58B vision tower and mergers = 8.77B"
+    ),
+    ("qwen3-vl-30b-a3b", "active"): (
+        "the 'A3B' label: Qwen3-30B-A3B's decoder, whose card states 3.3B activated; we count 3.35B"
+    ),
     ("qwen3-coder-30b-a3b", "active"): (
         "the 'A3B' label: Qwen3-30B-A3B's shape, whose card states 3.3B activated; we count 3.35B"
     ),

@@ -1,6 +1,7 @@
-"""Qwen: qwen2, qwen3 (dense), qwen2_moe, qwen3_moe, qwen3_next (hybrid linear attention) and
-the language models of Qwen3.5 / Qwen3.6 (qwen3_5_text, qwen3_5_moe_text: Qwen3-Next's hybrid,
-dense or MoE, with the config stating its gate and state dtype).
+"""Qwen: qwen2, qwen3 (dense), qwen2_moe, qwen3_moe, qwen3_next (hybrid linear attention), the
+language models of Qwen3.5 / Qwen3.6 (qwen3_5_text, qwen3_5_moe_text: Qwen3-Next's hybrid,
+dense or MoE, with the config stating its gate and state dtype) and of Qwen3-VL
+(qwen3_vl_text, qwen3_vl_moe_text: Qwen3's decoders).
 
 Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py; Qwen3.5's from
 transformers 5.20.2 (the newest inside vLLM 0.33's pin).
@@ -188,6 +189,40 @@ class Qwen35MoeTextConfig(Qwen35Keys, QwenMoeConfig):
     mlp_only_layers: list[NonNegInt] | None = []
 
 
+class Qwen3VLTextConfig(DecoderConfig):
+    """Qwen3VLTextConfig: Qwen3's dense decoder with no sliding window (M-RoPE changes positions,
+    not shapes or caches). tie_word_embeddings is PreTrainedConfig's; the wrapper's governs."""
+
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 4096
+    intermediate_size: PosInt = 22016
+    num_hidden_layers: LayerCount = 32
+    num_attention_heads: PosInt = 32
+    num_key_value_heads: PosInt | None = 32
+    head_dim: PosInt | None = 128
+    max_position_embeddings: PosInt = 128000
+    tie_word_embeddings: bool = True
+
+
+class Qwen3VLMoeTextConfig(QwenMoeConfig):
+    """Qwen3VLMoeTextConfig: Qwen3-MoE's decoder, no shared expert."""
+
+    vocab_size: PosInt = 151936
+    hidden_size: PosInt = 2048
+    intermediate_size: PosInt = 5632
+    num_hidden_layers: LayerCount = 24
+    num_attention_heads: PosInt = 16
+    num_key_value_heads: PosInt | None = 16
+    head_dim: PosInt | None = None
+    max_position_embeddings: PosInt = 128000
+    tie_word_embeddings: bool = True
+    decoder_sparse_step: PosInt = 1
+    moe_intermediate_size: PosInt = 1408
+    num_experts_per_tok: PosInt = 4
+    num_experts: NonNegInt = experts_field(60, "num_experts", "num_local_experts")
+    mlp_only_layers: list[NonNegInt] | None = None
+
+
 # ---------------------------------------------------------------- adapters
 
 
@@ -349,3 +384,17 @@ class Qwen35Moe(Qwen35Hybrid[Qwen35MoeTextConfig], QwenMoE[Qwen35MoeTextConfig])
 
     def shared_expert_size(self) -> int:
         return self.config.shared_expert_intermediate_size
+
+
+class Qwen3VLText(DecoderAdapter[Qwen3VLTextConfig]):
+    """Qwen3-VL's dense language model: full attention on every layer."""
+
+    model_types = ("qwen3_vl_text",)
+    config_class = Qwen3VLTextConfig
+
+
+class Qwen3VLMoeText(QwenMoE[Qwen3VLMoeTextConfig]):
+    """Qwen3-VL's MoE language model: full attention, MoE as Qwen3-MoE lays it out."""
+
+    model_types = ("qwen3_vl_moe_text",)
+    config_class = Qwen3VLMoeTextConfig

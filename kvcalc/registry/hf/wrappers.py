@@ -1,10 +1,10 @@
 """Multimodal wrappers whose language model is the nested ``text_config``: gemma3, llama4,
 mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead), qwen3_5
-and qwen3_5_moe (Qwen3.5 / Qwen3.6). Each
+and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe. Each
 declares its own defaults and which text model_type it holds, and reads its ``vision_config`` as
 the image encoder and projector the checkpoint carries (gemma3: SigLIP, llama4: its own ViT,
-mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT, qwen3_5: Qwen3-VL's
-ViT without DeepStack). A config.json without
+mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT, qwen3_vl: its ViT with
+DeepStack mergers, qwen3_5: the same ViT without them). A config.json without
 ``vision_config`` (a text-only copy) imports the language model only.
 
 Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py (the wrapper classes and
@@ -391,6 +391,12 @@ class Qwen35VisionConfig(HFConfig):
     deepstack_visual_indexes: list[NonNegInt] = Field(default=[])
 
 
+class Qwen3VLVisionConfig(Qwen35VisionConfig):
+    """Qwen3VLVisionConfig / Qwen3VLMoeVisionConfig: DeepStack features from blocks 8, 16, 24."""
+
+    deepstack_visual_indexes: list[NonNegInt] = Field(default=[8, 16, 24])
+
+
 class Qwen35Config(WrapperConfig):
     """Qwen3_5Config / Qwen3_5MoeConfig: the text model in text_config (a fixed class) and
     Qwen3-VL's vision transformer."""
@@ -400,12 +406,13 @@ class Qwen35Config(WrapperConfig):
     fixed_text_class = True
     tie_word_embeddings: bool = False
     #: The largest image vLLM profiles: the image processor's size.longest_edge, 16,777,216
-    #: pixels (Qwen2VLImageProcessor's, as Qwen3-VL's preprocessor_config.json states it),
+    #: pixels as the releases' preprocessor_config.json state it (not the class default),
     #: 4,096 x 4,096: 256 x 256 patches of 16, merged 2 x 2 into 16,384 tokens.
     max_image_pixels: ClassVar[int] = 16_777_216
+    vision_class: ClassVar[type[Qwen35VisionConfig]] = Qwen35VisionConfig
 
     def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
-        v = inner.parse(Qwen35VisionConfig, data)
+        v = inner.parse(self.vision_class, data)
         if v.out_hidden_size != text_hidden:
             inner.fail("out_hidden_size", f"must equal the text hidden_size {text_hidden}")
         if any(i >= v.depth for i in v.deepstack_visual_indexes):
@@ -445,3 +452,16 @@ class Qwen35Config(WrapperConfig):
 class Qwen35MoeConfig(Qwen35Config):
     model_types = ("qwen3_5_moe",)
     text_model_type = "qwen3_5_moe_text"
+
+
+class Qwen3VLConfig(Qwen35Config):
+    """Qwen3VLConfig: Qwen3's dense decoder and the ViT with its DeepStack mergers."""
+
+    model_types = ("qwen3_vl",)
+    text_model_type = "qwen3_vl_text"
+    vision_class = Qwen3VLVisionConfig
+
+
+class Qwen3VLMoeConfig(Qwen3VLConfig):
+    model_types = ("qwen3_vl_moe",)
+    text_model_type = "qwen3_vl_moe_text"
