@@ -22,7 +22,13 @@ from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.engine.kv import cache_format, kv_size
-from kvcalc.engine.sglang import SGLangOptions, SGLangPool, sglang_pool
+from kvcalc.engine.sglang import (
+    SGLangConfigError,
+    SGLangOptions,
+    SGLangPool,
+    sglang_pool,
+    sglang_version,
+)
 from kvcalc.engine.units import dtype
 from kvcalc.engine.vllm import (
     VLLMKVCache,
@@ -174,8 +180,20 @@ def test_tp2_splits_the_states_and_the_kv_heads() -> None:
 # ---------------------------------------------------------------- SGLang (arch-2026 section 8)
 
 
+SGLANG_059 = SGLangOptions(version=sglang_version("0.5.9"))
+
+
+def test_sglang_serves_qwen35_from_0_5_9() -> None:
+    # sglang 0.5.8's wheel has no srt/models/qwen3_5.py and reads no config mamba_ssm_dtype;
+    # 0.5.9's has both (configs/mamba_utils.py: "Config file (config.mamba_ssm_dtype or
+    # config.text_config.mamba_ssm_dtype)").
+    dep = registry_deployment("qwen3.5-27b", "h100")
+    with pytest.raises(SGLangConfigError, match=r"from 0\.5\.9 on, not 0\.5\.8; use 0\.5\.9"):
+        sglang_pool(dep, SGLangOptions(version=sglang_version("0.5.8")))
+
+
 def test_sglang_charges_the_float32_state_per_request() -> None:
-    result = sglang_pool(registry_deployment("qwen3.5-27b", "h100"), SGLangOptions())
+    result = sglang_pool(registry_deployment("qwen3.5-27b", "h100"), SGLANG_059)
     assert isinstance(result, SGLangPool), result
     assert result.cells.state_bytes_per_request == 48 * GDN_27B
     assert result.cells.cell_size == 16 * ATTN_27B_TOKEN
@@ -187,7 +205,7 @@ def test_sglang_honours_a_bf16_stated_state() -> None:
     model = replace(registry_model("qwen3.5-27b"), ssm_state_dtype="bf16")
     dep = replace(registry_deployment("qwen3.5-27b", "h100"), model=model)
     dep = replace(dep, cache=cache_format(model, BF16))
-    result = sglang_pool(dep, SGLangOptions())
+    result = sglang_pool(dep, SGLANG_059)
     assert isinstance(result, SGLangPool), result
     assert result.cells.state_bytes_per_request == 48 * (GDN_27B_CONV + GDN_27B_SSM // 2)
 

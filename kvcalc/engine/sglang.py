@@ -751,6 +751,13 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"--sglang-version: the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
             f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
         )
+    if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
+        # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's
+        # mamba_ssm_dtype (configs/mamba_utils.py); earlier ones cannot load such a model.
+        raise SGLangConfigError(
+            f"--sglang-version: SGLang serves {dep.model.id} (its config states mamba_ssm_dtype, "
+            f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9"
+        )
     return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
 
 
