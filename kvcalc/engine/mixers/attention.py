@@ -13,7 +13,7 @@ chunked-local. The three share every formula except how many tokens a layer hold
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, split_heads
@@ -34,7 +34,8 @@ class FullAttention(AttentionMixer):
     head_dim_k: int
     head_dim_v: int
     q_heads: int
-    output_gate: bool = False
+    # Keyword-only: the subclasses' window / chunk stay the fifth positional field.
+    output_gate: bool = field(default=False, kw_only=True)
     """A gate of one query head's width per query head on the output (vLLM Qwen3NextAttention:
     q_proj of ``q_heads x head_dim x 2``); weights only, the KV cache is unchanged."""
 
