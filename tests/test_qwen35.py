@@ -272,6 +272,17 @@ def test_qwen3_5_moe_imports_as_the_35b_a3b_entry(tmp_path: Path) -> None:
     assert imported.ssm_state_dtype == registry.ssm_state_dtype == "fp32"
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("mlp_only_layers", [0]), ("decoder_sparse_step", 2), ("num_experts", 0)]
+)
+def test_qwen3_5_moe_with_dense_layers_is_refused(tmp_path: Path, key: str, value: object) -> None:
+    # vLLM's Qwen3_5DecoderLayer builds the MoE block on every layer of qwen3_5_moe_text.
+    data = config() | {"model_type": "qwen3_5_moe"}
+    data["text_config"] = data["text_config"] | {"model_type": "qwen3_5_moe_text", key: value}
+    with pytest.raises(RegistryError, match=f"text_config.{key}"):
+        load_hf_config(write(tmp_path, data))
+
+
 def test_a_stated_bf16_state_and_no_gate_are_read(tmp_path: Path) -> None:
     data = config()
     data["text_config"] |= {"mamba_ssm_dtype": "bfloat16", "attn_output_gate": False}

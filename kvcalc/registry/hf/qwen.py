@@ -385,6 +385,21 @@ class Qwen35Moe(Qwen35Hybrid[Qwen35MoeTextConfig], QwenMoE[Qwen35MoeTextConfig])
     def shared_expert_size(self) -> int:
         return self.config.shared_expert_intermediate_size
 
+    def moe_flags(self) -> MoEFlags:
+        # vLLM's Qwen3_5DecoderLayer gives every layer of a qwen3_5_moe_text model the sparse MoE
+        # block; a config stating fewer MoE layers describes a model it would not build.
+        c = self.config
+        if not c.num_experts:
+            self.fail("num_experts", "must be at least 1: every Qwen3.5-MoE layer is MoE")
+        if c.decoder_sparse_step != 1 or c.mlp_only_layers:
+            field = "mlp_only_layers" if c.mlp_only_layers else "decoder_sparse_step"
+            self.fail(
+                field,
+                "Qwen3.5-MoE has MoE on every layer (vLLM Qwen3_5DecoderLayer reads neither "
+                "decoder_sparse_step nor mlp_only_layers); give the checkpoint's own config.json",
+            )
+        return super().moe_flags()
+
 
 class Qwen3VLText(DecoderAdapter[Qwen3VLTextConfig]):
     """Qwen3-VL's dense language model: full attention on every layer."""
