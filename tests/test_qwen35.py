@@ -4,8 +4,9 @@ output-gated full attention, the vision tower, against independent references on
 - shared/reference/arch-2026.md section 3's worked examples, recomputed by hand below from the
   official config values (Qwen3.6-27B's config.json, tests/fixtures/hf/qwen3.6-27b, whose text
   model is Qwen3.5-27B's; Qwen3.5-35B-A3B's as its registry file's sources state them);
-- vLLM 0.19's start-up lines for Qwen3.5-27B in vllm-project/vllm #40691, stored with their
-  source in tests/fixtures/engine_logs/vllm-40691-qwen3.5-27b.log.
+- vLLM start-up lines for Qwen3.5-27B (vllm-project/vllm #40691, vLLM 0.19) and Qwen3.6-35B-A3B
+  (noonghunna/club-3090 #612, vLLM 0.24, fp8 KV), stored with their
+  sources in tests/fixtures/engine_logs/.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from kvcalc.engine.sglang import (
     sglang_pool,
     sglang_version,
 )
-from kvcalc.engine.units import dtype
+from kvcalc.engine.units import GiB, dtype
 from kvcalc.engine.vllm import (
     VLLMKVCache,
     blocks_per_request,
@@ -133,8 +135,8 @@ def test_35b_a3b_vllm_block_of_1056_tokens_and_128_blocks_at_128k() -> None:
     assert 128 * per_block == 2_768_240_640
 
 
-def logged(line: str) -> str:
-    log = (FIXTURES / "engine_logs" / "vllm-40691-qwen3.5-27b.log").read_text(encoding="utf-8")
+def logged(line: str, name: str = "vllm-40691-qwen3.5-27b.log") -> str:
+    log = (FIXTURES / "engine_logs" / name).read_text(encoding="utf-8")
     match = re.search(line, log)
     assert match, line
     return match.group(1)
@@ -162,7 +164,37 @@ def test_the_qwen35_27b_startup_log_of_vllm_40691() -> None:
         assert f"{result.max_concurrency:.2f}" == concurrency == "33.04"
 
 
-def test_a_bf16_recurrent_state_would_not_reproduce_that_log() -> None:
+def test_the_qwen36_35b_a3b_fp8_startup_log_of_club_3090_612() -> None:
+    log = "vllm-club3090-612-qwen3.6-35b-a3b.log"
+    available = Fraction(logged(r"Available KV cache memory: ([\d.]+) GiB", log)) * GiB
+    tokens = int(logged(r"GPU KV cache size: ([\d,]+) tokens", log).replace(",", ""))
+    concurrency = logged(r"Maximum concurrency for 131,072 tokens per request: ([\d.]+)x", log)
+    # fp8 KV: 2 x 2 heads x 256 x 1 B = 1,024 B/token per attention layer; the state stays
+    # 2,146,304 B (bf16 conv, fp32 recurrent): block 16 x ceil(2,146,304 / 16,384) = 2,096
+    # tokens, 10 layers per group: 10 x 2,096 x 1,024 = 21,463,040 B per block; 5.98 GiB
+    # (6,420,926,791 B) holds 299 of them.
+    result = vllm_kv_cache(
+        registry_model("qwen3.6-35b-a3b"),
+        int(available),
+        max_model_len=K128,
+        kv_dtype=FP8,
+        max_num_batched_tokens=8192,
+    )
+    assert isinstance(result, VLLMKVCache), result
+    assert result.layer_specs[3].block_size == 2096
+    assert stage_bytes_per_block(result.grouping, range(40)) == 21_463_040
+    assert result.num_blocks == 299
+    # ceil(131,072 / 2,096) = 63 attention blocks + 1 page per Mamba group (kvcalc: vLLM 0.19,
+    # "none" mode). The log's run has prefix caching on ("align" mode, 0.24): 2 pages per Mamba
+    # group, 63 + 6 = 69 per request; 299 / 69 = 4.33x, and 0.24's token line is
+    # int(299 / 69 x 131,072) = 567,978 (vllm-kv-algorithm.md: the 0.20+ formula).
+    assert result.blocks_per_request == 63 + 3
+    align = result.blocks_per_request + 3
+    assert f"{result.num_blocks / align:.2f}" == concurrency == "4.33"
+    assert int(Fraction(result.num_blocks, align) * K128) == tokens == 567_978
+
+
+def test_a_bf16_recurrent_state_would_not_reproduce_the_40691_log() -> None:
     # At bf16 the state is 61,440 + 1,572,864 B: a 16 x ceil(1,634,304 / 65,536) = 400-token
     # block, so vLLM's 784 shows that it stores the float32 state the config states.
     model = replace(registry_model("qwen3.5-27b"), ssm_state_dtype=None)
