@@ -112,6 +112,21 @@ KV_BYTES_PER_TOKEN = {
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # 4 attention layers; 36 Mamba-2 hold a state
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
+    "qwen3-coder-30b-a3b": 2 * 48 * 4 * 128 * 2,
+    "qwen3-vl-4b": 2 * 36 * 8 * 128 * 2,  # the vision tower holds no KV
+    "qwen3-vl-8b": 2 * 36 * 8 * 128 * 2,
+    "qwen3-vl-30b-a3b": 2 * 48 * 4 * 128 * 2,
+    # Qwen3.5 / 3.6: only the gated-attention layers (every fourth) grow, KV heads x 256
+    "qwen3.5-0.8b": 2 * 6 * 2 * 256 * 2,
+    "qwen3.5-2b": 2 * 6 * 2 * 256 * 2,
+    "qwen3.5-4b": 2 * 8 * 4 * 256 * 2,
+    "qwen3.5-9b": 2 * 8 * 4 * 256 * 2,
+    "qwen3.5-27b": 2 * 16 * 4 * 256 * 2,
+    "qwen3.6-27b": 2 * 16 * 4 * 256 * 2,
+    "qwen3.5-35b-a3b": 2 * 10 * 2 * 256 * 2,
+    "qwen3.6-35b-a3b": 2 * 10 * 2 * 256 * 2,
+    "qwen3.5-122b-a10b": 2 * 12 * 2 * 256 * 2,
+    "qwen3.5-397b-a17b": 2 * 15 * 2 * 256 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -146,6 +161,18 @@ KV_BYTES_AT_128K = {
     + 36 * ((48 * 64 + 2 * 1 * 128) * (4 - 1) + 48 * 64 * 128) * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2 * K128
     + 36 * ((64 * 64 + 2 * 1 * 128) * (4 - 1) + 64 * 64 * 128) * 2,
+    # Qwen3.5 / 3.6 Gated DeltaNet: the conv state at bf16, the v_heads x 128 x 128 recurrent
+    # state at float32 (mamba_ssm_dtype, whatever the KV dtype); conv dim 2 x 16 x 128 + v x 128.
+    **{
+        model_id: 2 * (layers // 4) * kv * 256 * 2 * K128
+        + (layers - layers // 4) * ((4096 + v * 128) * 3 * 2 + v * 128 * 128 * 4)
+        for model_id, layers, kv, v in (
+            ("qwen3.5-0.8b", 24, 2, 16), ("qwen3.5-2b", 24, 2, 16), ("qwen3.5-4b", 32, 4, 32),
+            ("qwen3.5-9b", 32, 4, 32), ("qwen3.5-27b", 64, 4, 48), ("qwen3.6-27b", 64, 4, 48),
+            ("qwen3.5-35b-a3b", 40, 2, 32), ("qwen3.6-35b-a3b", 40, 2, 32),
+            ("qwen3.5-122b-a10b", 48, 2, 64), ("qwen3.5-397b-a17b", 60, 2, 64),
+        )
+    },  # fmt: skip
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -168,6 +195,8 @@ HYBRID_LAYERS = {
     "granite-4.0-h-small": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-tiny": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
+    "qwen3.6-27b": ("full", list(range(3, 64, 4))),  # layer_types of the official config
+    "qwen3.5-397b-a17b": ("full", list(range(3, 60, 4))),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -198,6 +227,8 @@ VERIFICATION = {
         "deepseek-v3", "deepseek-r1", "kimi-k2", "gpt-oss-20b", "gpt-oss-120b", "falcon-40b",
         "jamba-v0.1", "minimax-m1", "minimax-text-01",
         "qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-30b-a3b", "qwen3-coder-480b-a35b",
+        # issue 17: a verbatim copy of the official config.json (tests/fixtures/hf)
+        "qwen3.6-27b",
     },
     "official_partial": {
         "deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking", "deepseek-v3.2-exp",
@@ -208,6 +239,7 @@ VERIFICATION = {
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
+        "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-coder-30b-a3b", "qwen3-vl-4b", "qwen3-vl-30b-a3b",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -216,6 +248,9 @@ VERIFICATION = {
         # model-configs-2025.yaml: Granite-4.0-H-Small is secondary; Tiny and Micro were sourced
         # the same way (copies of the config.json, not the file).
         "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
+        # issue 17: shapes from public copies and ports, not the official files
+        "qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-122b-a10b",
+        "qwen3.5-397b-a17b", "qwen3.6-35b-a3b", "qwen3-vl-8b",
     },
 }  # fmt: skip
 

@@ -259,6 +259,31 @@ KNOWN_GAPS = {
     ),
     ("granite-4.0-h-micro", "total"): "the announcement's '3B': we count 3.19B",
     ("granite-4.0-h-micro", "active"): "dense: active is the total, 3.19B",
+    **{
+        (f"qwen3.5-{size}", field): (
+            f"the name rounds down: the 248,320-entry embedding table ({size}, tied) and the "
+            f"vision tower take the count to {count}"
+        )
+        for size, count in (("0.8b", "0.85B"), ("2b", "2.21B"), ("4b", "4.54B"))
+        for field in ("total", "active")
+    },
+    ("qwen3.5-35b-a3b", "active"): (
+        "the 'A3B' label: we count 3.46B with the 248,320-entry embedding and head (0.51B each) "
+        "and the vision tower"
+    ),
+    ("qwen3.6-35b-a3b", "active"): "same architecture and figures as qwen3.5-35b-a3b",
+    ("qwen3-vl-4b", "total"): (
+        "the name rounds down: 4.02B text model (tied) + 0.42B vision tower and mergers = 4.44B"
+    ),
+    ("qwen3-vl-8b", "total"): (
+        "the name rounds down: 8.19B text model + 0.58B vision tower and mergers = 8.77B"
+    ),
+    ("qwen3-vl-30b-a3b", "active"): (
+        "the 'A3B' label: Qwen3-30B-A3B's decoder, whose card states 3.3B activated; we count 3.35B"
+    ),
+    ("qwen3-coder-30b-a3b", "active"): (
+        "the 'A3B' label: Qwen3-30B-A3B's shape, whose card states 3.3B activated; we count 3.35B"
+    ),
     ("qwen3-next-80b-a3b", "active"): (
         "the 'A3B' label: we count 3.77B, 3.15B without embedding and head (the gated-attention "
         "output gate, ~0.1B, is not in the spec)"

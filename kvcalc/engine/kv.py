@@ -9,7 +9,7 @@ entry for one token is rounded up to whole bytes, then multiplied by the tokens 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -72,8 +72,11 @@ def side_cache_bytes(mixer: Mixer) -> int:
 
 def cache_format(model: ModelSpec, kv: KVFormat | DType) -> CacheFormat:
     """The cache of ``model`` with its KV entries in ``kv``: recurrent states stay at the model's
-    dtype (see :class:`CacheFormat`)."""
-    return CacheFormat(as_kv_format(kv), dtype(model.default_dtype))
+    dtype (see :class:`CacheFormat`), their temporal part at the dtype the model states for it
+    (Qwen3.5's ``mamba_ssm_dtype`` float32, which vLLM 0.33 adopts while
+    ``--mamba-ssm-cache-dtype`` is ``auto``)."""
+    ssm = dtype(model.ssm_state_dtype) if model.ssm_state_dtype else None
+    return CacheFormat(as_kv_format(kv), dtype(model.default_dtype), ssm)
 
 
 def as_cache_format(fmt: CacheFormat | KVFormat | DType) -> CacheFormat:
@@ -84,6 +87,15 @@ def as_cache_format(fmt: CacheFormat | KVFormat | DType) -> CacheFormat:
     if isinstance(fmt, DType):
         return CacheFormat.uniform(fmt)
     return CacheFormat(fmt, dtype("bf16"))
+
+
+def model_cache_format(model: ModelSpec, fmt: CacheFormat | KVFormat | DType) -> CacheFormat:
+    """:func:`as_cache_format`, but a bare dtype or KV format leaves the temporal state of a
+    model that states its dtype (Qwen3.5's float32 ``mamba_ssm_dtype``) at that dtype: it is the
+    model's, as the engines store it whatever the KV dtype."""
+    if isinstance(fmt, CacheFormat) or model.ssm_state_dtype is None:
+        return as_cache_format(fmt)
+    return replace(as_cache_format(fmt), ssm_state=dtype(model.ssm_state_dtype))
 
 
 @dataclass(frozen=True)
@@ -188,8 +200,9 @@ def kv_bytes_per_sequence(
 ) -> int:
     """Bytes of cache for one sequence at ``context_tokens``: windows (and an eviction policy)
     capped, states included."""
+    fmt = model_cache_format(model, dtype)
     return sum(
-        layer_bytes_per_sequence(m, context_tokens, dtype, eviction) * n
+        layer_bytes_per_sequence(m, context_tokens, fmt, eviction) * n
         for m, n in layer_groups(model)
     )
 
@@ -204,7 +217,7 @@ def kv_size(
     """The full breakdown: per group, per token, per sequence and for ``batch`` sequences."""
     if context_tokens < 1 or batch < 1:
         raise ValueError("context_tokens and batch must be at least 1")
-    fmt = as_cache_format(dtype)
+    fmt = model_cache_format(model, dtype)
     groups = tuple(
         GroupKV(
             kind=mixer.kind,

@@ -393,11 +393,13 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
     return mixer.per_rank(tp)
 
 
-def state_bytes_per_request(mixer: Mixer, conv: DType) -> int:
+def state_bytes_per_request(mixer: Mixer, conv: DType, ssm: DType | None = None) -> int:
     """``mamba_cache_per_req`` for one layer: conv state at the model dtype plus the temporal
-    (SSM) state at float32 (section 4, ``MambaPool``). The conv/temporal split is the one vLLM's
-    shape calculator uses, which matches SGLang's Mamba2StateShape for these kinds."""
-    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, MAMBA_SSM_DTYPE))
+    (SSM) state at float32 (section 4, ``MambaPool``), or at the dtype the config states
+    (``mamba_ssm_dtype``, which overrides the default in 0.5.23). The conv/temporal split is
+    the one vLLM's shape calculator uses, which matches SGLang's Mamba2StateShape for these
+    kinds."""
+    return layer_state_bytes(mixer, CacheFormat(plain(conv), conv, ssm or MAMBA_SSM_DTYPE))
 
 
 @dataclass(frozen=True)
@@ -427,7 +429,7 @@ def stage_cells(
     for mixer, count in mixer_counts(model, layers):
         mine = rank_mixer(mixer, tp)
         if not mine.holds_tokens:
-            state += state_bytes_per_request(mine, cache.state) * count
+            state += state_bytes_per_request(mine, cache.state, cache.ssm_state) * count
         elif split_swa and window_of(mine):
             swa += layer_bytes_per_token(mine, cache) * count
             n_swa += count
@@ -748,6 +750,13 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
         raise SGLangConfigError(
             f"--sglang-version: the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
             f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
+        )
+    if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
+        # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's
+        # mamba_ssm_dtype (configs/mamba_utils.py); earlier ones cannot load such a model.
+        raise SGLangConfigError(
+            f"--sglang-version: SGLang serves {dep.model.id} (its config states mamba_ssm_dtype, "
+            f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9"
         )
     return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
 

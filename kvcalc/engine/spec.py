@@ -157,6 +157,10 @@ class ModelSpec:
     rotary_caches: tuple[tuple[int, int], ...] | None = None
     """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""
+    ssm_state_dtype: str | None = None
+    """The dtype the model states for the temporal (SSM) part of its recurrent states (Qwen3.5's
+    ``mamba_ssm_dtype`` float32, which vLLM and SGLang honour); None: the model dtype (vLLM) or
+    SGLang's float32 default."""
     assumed: tuple[str, ...] = field(default=(), compare=False)
     """Warnings for every answer about the model: the family defaults an imported config.json
     left to kvcalc (none for a registry model)."""

@@ -269,7 +269,10 @@ def layer_cache_specs(
     check_tensor_parallel(model, tp)
     model_dtype = dtype(model.default_dtype)
     conv_dtype = conv_state_dtype or model_dtype
-    ssm_dtype = ssm_state_dtype or conv_dtype
+    # --mamba-ssm-cache-dtype auto follows the conv state, unless the model states its own
+    # (Qwen3_5ForConditionalGenerationConfig adopts the config's mamba_ssm_dtype).
+    stated = dtype(model.ssm_state_dtype) if model.ssm_state_dtype else None
+    ssm_dtype = ssm_state_dtype or stated or conv_dtype
     mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
     attention = [m for m in mixers if m.holds_tokens]
     states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if not m.holds_tokens]
@@ -741,7 +744,7 @@ def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCa
         block_size=dep.block_size,
         max_num_batched_tokens=dep.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
-        ssm_state_dtype=dep.cache.state,
+        ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
     )
     over = over_memory_reason(dep)
     if over is None:

@@ -43,14 +43,18 @@ class _AttentionBase(Strict):
     head_dim_v: PosInt | None = Field(None, description="V head dim when it differs from K")
     q_heads: PosInt | None = Field(None, description="defaults to num_attention_heads")
     sinks: bool = Field(False, description="learned attention-sink logits (gpt-oss); no KV cost")
+    output_gate: bool = Field(
+        False, description="a sigmoid gate on the output (Qwen3.5 attn_output_gate); no KV cost"
+    )
 
     def _fields(self, q_heads: int) -> dict:
-        return {
+        fields = {
             "kv_heads": self.kv_heads,
             "head_dim_k": self.head_dim,
             "head_dim_v": self.head_dim_v or self.head_dim,
             "q_heads": self.q_heads or q_heads,
         }
+        return fields | {"output_gate": True} if self.output_gate else fields
 
 
 class FullAttention(_AttentionBase):
@@ -301,6 +305,11 @@ class Architecture(Strict):
         description="[positions, rotary dims] of each RoPE cos/sin table vLLM builds (a linear "
         "rope_scaling factor multiplies the positions); default: max_context x head dim",
     )
+    ssm_state_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+        None,
+        description="the dtype the config states for the recurrent (SSM) state (Qwen3.5's "
+        "mamba_ssm_dtype, which vLLM and SGLang store it in); default: the model dtype",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Architecture:
@@ -374,6 +383,7 @@ class Architecture(Strict):
             checkpoint=checkpoint,
             vision=self.vision.to_spec() if self.vision else None,
             rotary_caches=None if self.rotary_caches is None else tuple(self.rotary_caches),
+            ssm_state_dtype=self.ssm_state_dtype,
         )
 
     def pattern_names(self) -> list[str]:

@@ -3,7 +3,9 @@ chunked-local. The three share every formula except how many tokens a layer hold
 
 - cache: one key and one value vector per KV head per token (seed 004: 2 x n_kv x d_h when K and
   V match);
-- weights: q, k, v, o projections (transformers modeling code), split by query / KV heads;
+- weights: q, k, v, o projections (transformers modeling code), split by query / KV heads; an
+  output gate (Qwen3-Next / Qwen3.5 ``attn_output_gate``: q_proj twice as wide, the second half
+  a sigmoid gate on the attention output) adds one more query-sized projection and no cache;
 - decode FLOPs: scores and weighted sum over the held tokens, 2 x q_heads x (head_dim_k +
   head_dim_v) per held token (QK^T and AV, one multiply-add each);
 - vLLM: FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec.
@@ -11,7 +13,7 @@ chunked-local. The three share every formula except how many tokens a layer hold
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.engine.mixers.base import AttentionMixer, AttentionPageKind, split_heads
@@ -32,6 +34,10 @@ class FullAttention(AttentionMixer):
     head_dim_k: int
     head_dim_v: int
     q_heads: int
+    # Keyword-only: the subclasses' window / chunk stay the fifth positional field.
+    output_gate: bool = field(default=False, kw_only=True)
+    """A gate of one query head's width per query head on the output (vLLM Qwen3NextAttention:
+    q_proj of ``q_heads x head_dim x 2``); weights only, the KV cache is unchanged."""
 
     def cache_elements_per_token(self) -> int:
         return self.kv_heads * (self.head_dim_k + self.head_dim_v)
@@ -46,12 +52,15 @@ class FullAttention(AttentionMixer):
         return context_tokens
 
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
-        return (
+        tensors = (
             linear("mixer", self.q_heads, self.head_dim_k, hidden),  # q_proj
             linear("mixer", self.kv_heads, self.head_dim_k, hidden),  # k_proj
             linear("mixer", self.kv_heads, self.head_dim_v, hidden),  # v_proj
             row_parallel("mixer", self.q_heads, hidden, self.head_dim_v),  # o_proj
         )
+        if self.output_gate:  # the gate half of q_proj, as wide as the queries
+            return (*tensors, linear("mixer", self.q_heads, self.head_dim_k, hidden))
+        return tensors
 
     def attention_flops_per_held_token(self) -> int:
         return 2 * self.q_heads * (self.head_dim_k + self.head_dim_v)

@@ -14,19 +14,33 @@ from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
-from kvcalc.registry.hf.qwen import Qwen, Qwen2Moe, Qwen3, Qwen3Moe, Qwen3Next
+from kvcalc.registry.hf.qwen import (
+    Qwen,
+    Qwen2Moe,
+    Qwen3,
+    Qwen3Moe,
+    Qwen3Next,
+    Qwen3VLMoeText,
+    Qwen3VLText,
+    Qwen35,
+    Qwen35Moe,
+)
 from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
     KimiVLConfig,
     Llama4Config,
     Mistral3Config,
+    Qwen3VLConfig,
+    Qwen3VLMoeConfig,
     Qwen25VLConfig,
+    Qwen35Config,
+    Qwen35MoeConfig,
     WrapperConfig,
 )
 
 _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Llama, Mistral, Mixtral, Phi, Phi3,
-    Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next,
+    Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next, Qwen35, Qwen35Moe, Qwen3VLText, Qwen3VLMoeText,
     Gemma, Gemma2, Gemma3Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
@@ -40,7 +54,10 @@ ADAPTERS: dict[str, type[Adapter[Any]]] = {
 #: model_type -> the config of a multimodal wrapper holding a language model in text_config.
 WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
-    for wrapper in (Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig)
+    for wrapper in (
+        Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig,
+        Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig,
+    )  # fmt: skip
     for model_type in wrapper.model_types
 }
 

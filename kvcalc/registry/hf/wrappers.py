@@ -1,8 +1,10 @@
 """Multimodal wrappers whose language model is the nested ``text_config``: gemma3, llama4,
-mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead). Each
+mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead), qwen3_5
+and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe. Each
 declares its own defaults and which text model_type it holds, and reads its ``vision_config`` as
 the image encoder and projector the checkpoint carries (gemma3: SigLIP, llama4: its own ViT,
-mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT). A config.json without
+mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT, qwen3_vl: its ViT with
+DeepStack mergers, qwen3_5: the same ViT without them). A config.json without
 ``vision_config`` (a text-only copy) imports the language model only.
 
 Defaults: transformers 5.24.0, models/<type>/configuration_<type>.py (the wrapper classes and
@@ -11,6 +13,7 @@ the SiglipVisionConfig, Llama4VisionConfig and PixtralVisionConfig they build).
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
@@ -369,3 +372,96 @@ class Qwen25VLConfig(WrapperConfig):
             "projector": [[merged, merged], [merged, v.out_hidden_size]],
             "projector_bias": True,
         }
+
+
+class Qwen35VisionConfig(HFConfig):
+    """Qwen3_5VisionConfig / Qwen3_5MoeVisionConfig (transformers 5.20.2 defaults; every release
+    states its own out_hidden_size, the text hidden size)."""
+
+    depth: LayerCount = 27
+    hidden_size: PosInt = 1152
+    intermediate_size: PosInt = 4304
+    num_heads: PosInt = 16
+    in_channels: PosInt = 3
+    patch_size: PosInt = 16
+    spatial_merge_size: PosInt = 2
+    temporal_patch_size: PosInt = 2
+    out_hidden_size: PosInt = 3584
+    num_position_embeddings: PosInt = 2304
+    deepstack_visual_indexes: list[NonNegInt] = Field(default=[])
+
+
+class Qwen3VLVisionConfig(Qwen35VisionConfig):
+    """Qwen3VLVisionConfig / Qwen3VLMoeVisionConfig: DeepStack features from blocks 8, 16, 24."""
+
+    deepstack_visual_indexes: list[NonNegInt] = Field(default=[8, 16, 24])
+
+
+class Qwen35Config(WrapperConfig):
+    """Qwen3_5Config / Qwen3_5MoeConfig: the text model in text_config (a fixed class) and
+    Qwen3-VL's vision transformer."""
+
+    model_types = ("qwen3_5",)
+    text_model_type = "qwen3_5_text"
+    fixed_text_class = True
+    tie_word_embeddings: bool = False
+    #: The largest image vLLM profiles: the image processor's size.longest_edge, 16,777,216
+    #: pixels as the releases' preprocessor_config.json state it (not the class default),
+    #: 4,096 x 4,096: 256 x 256 patches of 16, merged 2 x 2 into 16,384 tokens.
+    max_image_pixels: ClassVar[int] = 16_777_216
+    vision_class: ClassVar[type[Qwen35VisionConfig]] = Qwen35VisionConfig
+
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(self.vision_class, data)
+        if v.out_hidden_size != text_hidden:
+            inner.fail("out_hidden_size", f"must equal the text hidden_size {text_hidden}")
+        if any(i >= v.depth for i in v.deepstack_visual_indexes):
+            inner.fail("deepstack_visual_indexes", f"must index blocks below depth {v.depth}")
+        grid = math.isqrt(v.num_position_embeddings)
+        if grid * grid != v.num_position_embeddings:
+            inner.fail("num_position_embeddings", "must be a square (a grid of positions)")
+        merged = v.hidden_size * v.spatial_merge_size**2
+        merge = v.patch_size * v.spatial_merge_size
+        side = math.isqrt(self.max_image_pixels) // merge
+        # vLLM Qwen3_VisionTransformer: a biased Conv3d patch embedding over
+        # temporal_patch_size frames, a learned grid of num_position_embeddings positions
+        # (interpolated to the image; image_size below is that grid's side in pixels), 2D
+        # rotary positions, LayerNorm blocks with biased qkv/proj and a GELU fc1/fc2 MLP. The
+        # merger: a LayerNorm of the tower's width (weight and bias, 2 x hidden values), then
+        # merged -> merged -> out_hidden_size, biased; each DeepStack merger (Qwen3-VL) the same
+        # after a LayerNorm of the merged width.
+        deepstack = len(v.deepstack_visual_indexes)
+        merger = [[merged, merged], [merged, v.out_hidden_size]]
+        return {
+            "num_layers": v.depth,
+            "hidden_size": v.hidden_size,
+            "intermediate_size": v.intermediate_size,
+            "num_attention_heads": v.num_heads,
+            "patch_size": v.patch_size,
+            "image_size": grid * v.patch_size,
+            "num_channels": v.in_channels,
+            "temporal_patch_size": v.temporal_patch_size,
+            "tokens_per_image": side * side,
+            "outer_norms": 0,
+            "projector_norm": 2 * v.hidden_size + deepstack * 2 * merged,
+            "projector": merger * (1 + deepstack),
+            "projector_bias": True,
+        }
+
+
+class Qwen35MoeConfig(Qwen35Config):
+    model_types = ("qwen3_5_moe",)
+    text_model_type = "qwen3_5_moe_text"
+
+
+class Qwen3VLConfig(Qwen35Config):
+    """Qwen3VLConfig: Qwen3's dense decoder and the ViT with its DeepStack mergers."""
+
+    model_types = ("qwen3_vl",)
+    text_model_type = "qwen3_vl_text"
+    vision_class = Qwen3VLVisionConfig
+
+
+class Qwen3VLMoeConfig(Qwen3VLConfig):
+    model_types = ("qwen3_vl_moe",)
+    text_model_type = "qwen3_vl_moe_text"
