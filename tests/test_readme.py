@@ -230,6 +230,10 @@ UNPRINTED: dict[str, str] = {
     "kvcalc/registry/check_spec.py); tests/test_check_spec.py holds the refusal at it",
     "four\nrequirements each holds 17,500": "the node count of a 500-deployment spec, worked in "
     "the README's own sentence; tests/test_check_spec.py loads such a spec",
+    "which vLLM 0.33": "a vLLM release that honours mamba_ssm_dtype: a version",
+    "holds 61,440 B of bf16 conv state and 3,145,728 B": "the two parts of one Gated DeltaNet "
+    "layer's state, worked from Qwen3.5-27B's config in tests/test_qwen35.py; size prints "
+    "their sum per layer group",
     "YAML 1.1": "the YAML version whose implicit typing a spec does not follow: a version",
     "(`32`, `0.9`, `1e3`)": "examples of how a check spec writes numbers: inputs",
     "int4 0.5, int2 0.25 per value": "a dtype's bytes per value, the definition of the dtype "
