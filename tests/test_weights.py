@@ -259,6 +259,14 @@ KNOWN_GAPS = {
     ),
     ("granite-4.0-h-micro", "total"): "the announcement's '3B': we count 3.19B",
     ("granite-4.0-h-micro", "active"): "dense: active is the total, 3.19B",
+    ("gemma-4-26b-a4b", "total"): (
+        "25.2B is the text model (the card states the ~550M vision encoder apart): we count "
+        "25.25B text + 0.57B vision tower"
+    ),
+    ("gemma-4-31b", "total"): (
+        "30.7B is the text model (vision encoder stated apart): we count 30.81B text + 0.58B "
+        "vision tower"
+    ),
     ("qwen3-next-80b-a3b", "active"): (
         "the 'A3B' label: we count 3.77B, 3.15B without embedding and head (the gated-attention "
         "output gate, ~0.1B, is not in the spec)"

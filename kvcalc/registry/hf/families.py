@@ -8,7 +8,7 @@ from kvcalc.registry.hf.base import Adapter
 from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
-from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text
+from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
@@ -17,6 +17,7 @@ from kvcalc.registry.hf.llama4 import Llama4Text
 from kvcalc.registry.hf.qwen import Qwen, Qwen2Moe, Qwen3, Qwen3Moe, Qwen3Next
 from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
+    Gemma4Config,
     KimiVLConfig,
     Llama4Config,
     Mistral3Config,
@@ -27,7 +28,7 @@ from kvcalc.registry.hf.wrappers import (
 _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Llama, Mistral, Mixtral, Phi, Phi3,
     Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next,
-    Gemma, Gemma2, Gemma3Text,
+    Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
 )  # fmt: skip
@@ -40,7 +41,9 @@ ADAPTERS: dict[str, type[Adapter[Any]]] = {
 #: model_type -> the config of a multimodal wrapper holding a language model in text_config.
 WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
-    for wrapper in (Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig)
+    for wrapper in (
+        Gemma3Config, Gemma4Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig
+    )
     for model_type in wrapper.model_types
 }
 
