@@ -84,6 +84,8 @@ KV_BYTES_PER_TOKEN = {
     "gemma-4-26b-a4b": 2 * 25 * 8 * 256 * 2 + 2 * 5 * 2 * 512 * 2,
     # 31B: 50 sliding x 16 x 256, 10 full x 4 x 512.
     "gemma-4-31b": 2 * 50 * 16 * 256 * 2 + 2 * 10 * 4 * 512 * 2,
+    # 12B: 40 sliding x 8 x 256, 8 full x 1 x 512.
+    "gemma-4-12b": 2 * 40 * 8 * 256 * 2 + 2 * 8 * 1 * 512 * 2,
     "gpt-oss-20b": 2 * 24 * 8 * 64 * 2,
     "gpt-oss-120b": 2 * 36 * 8 * 64 * 2,
     "phi3-mini": 2 * 32 * 32 * 96 * 2,
@@ -157,6 +159,7 @@ KV_BYTES_AT_128K = {
     # arch-2026.md's raw per-sequence figures: 2,684,354,560 B full + 25 x 1024 x 8,192 sliding.
     "gemma-4-26b-a4b": 2 * 5 * 2 * 512 * 2 * K128 + 2 * 25 * 8 * 256 * 2 * 1024,
     "gemma-4-31b": 2 * 10 * 4 * 512 * 2 * K128 + 2 * 50 * 16 * 256 * 2 * 1024,
+    "gemma-4-12b": 2 * 8 * 1 * 512 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2 * K128
     + 36 * ((128 * 64 + 2 * 1 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2 * K128
@@ -186,6 +189,7 @@ HYBRID_LAYERS = {
     "gemma-4-e4b": ("full", [5, 11, 17, 23]),  # 29, 35, 41 are KV-shared
     "gemma-4-26b-a4b": ("full", list(range(5, 30, 6))),
     "gemma-4-31b": ("full", list(range(5, 60, 6))),
+    "gemma-4-12b": ("full", list(range(5, 48, 6))),
     "granite-4.0-h-small": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-tiny": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
@@ -230,7 +234,7 @@ VERIFICATION = {
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
         # issue 17: copies of the official config.json text_config (see each file's source)
-        "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
+        "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -305,6 +309,7 @@ INSTRUCT_RELEASES = {
     "google/gemma-3-4b-it": "gemma3-4b",
     "google/gemma-3-12b-it": "gemma3-12b",
     "google/gemma-3-27b-it": "gemma3-27b",
+    "google/gemma-4-12B": "gemma-4-12b",
     "google/gemma-4-26B-A4B": "gemma-4-26b-a4b",
     "google/gemma-4-31B": "gemma-4-31b",
     "google/gemma-4-E2B": "gemma-4-e2b",
