@@ -35,6 +35,7 @@ from kvcalc.engine.spec import (
     Mamba2,
     ModelSpec,
     MultiHeadLatentAttention,
+    SharedKVAttention,
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
@@ -150,8 +151,12 @@ def test_registry_mixers_are_the_registered_types() -> None:
 @st.composite
 def mixer_of(draw: st.DrawFn, cls: type[Mixer]) -> Mixer:
     """An instance of ``cls`` with every integer field drawn (even, so that TP 2 splits it)."""
-    values: dict[str, int | None] = {}
+    values: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
+        if f.name == "source":  # a KV-shared layer reads a full or sliding layer's cache
+            attention = st.sampled_from([FullAttention, SlidingWindowAttention])
+            values[f.name] = draw(attention.flatmap(mixer_of))
+            continue
         value = st.integers(1, 48).map(lambda x: 2 * x)
         values[f.name] = draw(value | st.none() if "None" in str(f.type) else value)
     return cls(**values)
@@ -165,7 +170,15 @@ def any_mixer() -> st.SearchStrategy[Mixer]:
 @settings(max_examples=300, deadline=None)
 def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
     assert 0 <= m.tokens_held(context) <= context
-    if m.holds_tokens:
+    if not m.owns_cache:
+        # A KV-shared layer stores nothing and attends over what its source holds.
+        source = m.cache_read()
+        assert source.owns_cache and source.holds_tokens and m.holds_tokens
+        assert m.cache_elements_per_token() == 0 and m.cache_vectors() == ()
+        assert m.tokens_held(context) == source.tokens_held(context)
+        assert m.attention_flops_per_held_token() == source.attention_flops_per_held_token()
+        assert m.state_tensors() == () and m.state_flops_per_token() == 0
+    elif m.holds_tokens:
         assert m.cache_elements_per_token() > 0 and m.tokens_held(context) > 0
         assert sum(v.elements for v in m.cache_vectors()) == m.cache_elements_per_token()
         assert m.attention_flops_per_held_token() > 0
@@ -186,7 +199,7 @@ VLLM_PAGE_KIND = {"mla_indexed": "mla"}
 @settings(max_examples=200, deadline=None)
 def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
     layout = m.page_layout()
-    if not m.holds_tokens:
+    if not m.holds_tokens or not m.owns_cache:  # a state page, or no page (KV-shared)
         assert layout is None
         return
     assert layout is not None and layout.kind == VLLM_PAGE_KIND.get(m.kind, m.kind)
@@ -203,7 +216,9 @@ def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
 def test_weights_text_and_what_ifs(m: Mixer, hidden: int) -> None:
     tensors = m.weight_tensors(hidden)
     assert tensors and all(isinstance(t, Tensor) and t.params > 0 for t in tensors)
-    assert {t.role for t in tensors} <= {"mixer", "norm"}
+    # A KV-shared layer's extra MLP rows (Gemma 4's double-wide MLP) are its own.
+    wide = {"mlp"} if getattr(m, "wide_mlp", 0) else set()
+    assert {t.role for t in tensors} <= {"mixer", "norm"} | wide
     assert all(isinstance(t, StateTensor) for t in m.state_tensors())
     assert m.detail()
     assert m.per_rank(1) == m
@@ -308,6 +323,16 @@ def _lightning(m: LightningAttention, context: int) -> Expected:
     return Expected(0, 0, 0, h * d * d, 0, 4 * h * d * d, f"{h} heads x {d}x{d}")
 
 
+def _shared_kv(m: SharedKVAttention, context: int) -> Expected:
+    source = EXPECTED[m.source.kind](m.source, context)
+    # Nothing stored; the source's held tokens attended with the source's FLOPs.
+    return replace(
+        source,
+        cache_elements_per_token=0,
+        detail=f"reads a {m.source.kind} layer's cache ({source.detail})",
+    )
+
+
 # Each takes its own kind; the kind name picks the function.
 EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "full": _full,
@@ -319,6 +344,7 @@ EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "mamba2": _mamba2,
     "gated_deltanet": _deltanet,
     "lightning": _lightning,
+    "shared_kv": _shared_kv,
 }
 
 
@@ -373,6 +399,9 @@ GOLDEN_LAYERS = {
     "granite-4.0-h-small": (0, 0, 0, (8192 + 2 * 128) * 3 + 128 * 64 * 128, 0, 4 * 128 * 64 * 128),
     # MLA + indexer: latent 512 + RoPE 64; MLA's FLOPs plus the indexer's 2 x 64 heads x 128
     "deepseek-v3.2-exp": (0, 512 + 64, 10**6, 0, 2 * 128 * 1088 + 2 * 64 * 128, 0),
+    # KV-shared (Gemma-4-E2B layer 34, full, one of the last 20): stores nothing, attends over
+    # layer 14's whole context with 8 q heads of global_head_dim 512: 2 x 8 x (512 + 512)
+    "gemma-4-e2b": (34, 0, 10**6, 0, 2 * 8 * 1024, 0),
 }
 
 

@@ -73,6 +73,19 @@ KV_BYTES_PER_TOKEN = {
     "gemma2-9b": 2 * 42 * 8 * 256 * 2,  # explicit head_dim 256
     "gemma2-27b": 2 * 46 * 16 * 128 * 2,
     "gemma3-27b": 2 * 62 * 16 * 128 * 2,
+    # Gemma 4 (issue 17), K and V per KV head (attention_k_eq_v still caches both): sliding
+    # layers num_key_value_heads x head_dim 256, full layers global_head_dim 512 with
+    # num_global_key_value_heads when attention_k_eq_v; KV-shared layers store nothing.
+    # E2B: layers 0-14 store (12 sliding, 3 full at 4, 9, 14), 1 KV head each.
+    "gemma-4-e2b": 2 * 12 * 1 * 256 * 2 + 2 * 3 * 1 * 512 * 2,
+    # E4B: layers 0-23 store (20 sliding, 4 full at 5, 11, 17, 23), 2 KV heads each.
+    "gemma-4-e4b": 2 * 20 * 2 * 256 * 2 + 2 * 4 * 2 * 512 * 2,
+    # 26B-A4B: 25 sliding x 8 x 256, 5 full x 2 x 512 (arch-2026.md: 8,192 and 4,096 B).
+    "gemma-4-26b-a4b": 2 * 25 * 8 * 256 * 2 + 2 * 5 * 2 * 512 * 2,
+    # 31B: 50 sliding x 16 x 256, 10 full x 4 x 512.
+    "gemma-4-31b": 2 * 50 * 16 * 256 * 2 + 2 * 10 * 4 * 512 * 2,
+    # 12B: 40 sliding x 8 x 256, 8 full x 1 x 512.
+    "gemma-4-12b": 2 * 40 * 8 * 256 * 2 + 2 * 8 * 1 * 512 * 2,
     "gpt-oss-20b": 2 * 24 * 8 * 64 * 2,
     "gpt-oss-120b": 2 * 36 * 8 * 64 * 2,
     "phi3-mini": 2 * 32 * 32 * 96 * 2,
@@ -155,6 +168,13 @@ KV_BYTES_AT_128K = {
     "gemma3-1b": 2 * 4 * 1 * 256 * 2 * K128 + 2 * 22 * 1 * 256 * 2 * 512,
     "gemma3-4b": 2 * 5 * 4 * 256 * 2 * K128 + 2 * 29 * 4 * 256 * 2 * 1024,
     "gemma3-12b": 2 * 8 * 8 * 256 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
+    # Gemma 4: full layers hold 128k, sliding ones their window (512 for E2B/E4B, 1024 above).
+    "gemma-4-e2b": 2 * 3 * 1 * 512 * 2 * K128 + 2 * 12 * 1 * 256 * 2 * 512,
+    "gemma-4-e4b": 2 * 4 * 2 * 512 * 2 * K128 + 2 * 20 * 2 * 256 * 2 * 512,
+    # arch-2026.md's raw per-sequence figures: 2,684,354,560 B full + 25 x 1024 x 8,192 sliding.
+    "gemma-4-26b-a4b": 2 * 5 * 2 * 512 * 2 * K128 + 2 * 25 * 8 * 256 * 2 * 1024,
+    "gemma-4-31b": 2 * 10 * 4 * 512 * 2 * K128 + 2 * 50 * 16 * 256 * 2 * 1024,
+    "gemma-4-12b": 2 * 8 * 1 * 512 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2 * K128
     + 36 * ((128 * 64 + 2 * 1 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2 * K128
@@ -192,6 +212,11 @@ HYBRID_LAYERS = {
     "gemma3-1b": ("full", [5, 11, 17, 23]),
     "gemma3-4b": ("full", [5, 11, 17, 23, 29]),
     "gemma3-12b": ("full", list(range(5, 48, 6))),
+    "gemma-4-e2b": ("full", [4, 9, 14]),  # 19, 24, 29, 34 are KV-shared full layers
+    "gemma-4-e4b": ("full", [5, 11, 17, 23]),  # 29, 35, 41 are KV-shared
+    "gemma-4-26b-a4b": ("full", list(range(5, 30, 6))),
+    "gemma-4-31b": ("full", list(range(5, 60, 6))),
+    "gemma-4-12b": ("full", list(range(5, 48, 6))),
     "granite-4.0-h-small": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-tiny": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
@@ -240,6 +265,8 @@ VERIFICATION = {
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
         "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-coder-30b-a3b", "qwen3-vl-4b", "qwen3-vl-30b-a3b",
+        # issue 17: copies of the official config.json text_config (see each file's source)
+        "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -287,6 +314,8 @@ TYPED_NAMES = {
     "MiniMaxAI/MiniMax-M2": "minimax-m2",
     "deepseek-ai/DeepSeek-V3.2-Exp": "deepseek-v3.2-exp",
     "IBM-Granite/Granite-4.0-H-Small": "granite-4.0-h-small",
+    "google/gemma-4-E2B-it": "gemma-4-e2b",
+    "Gemma-4-26B-A4B-it": "gemma-4-26b-a4b",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and
@@ -315,6 +344,11 @@ INSTRUCT_RELEASES = {
     "google/gemma-3-4b-it": "gemma3-4b",
     "google/gemma-3-12b-it": "gemma3-12b",
     "google/gemma-3-27b-it": "gemma3-27b",
+    "google/gemma-4-12B": "gemma-4-12b",
+    "google/gemma-4-26B-A4B": "gemma-4-26b-a4b",
+    "google/gemma-4-31B": "gemma-4-31b",
+    "google/gemma-4-E2B": "gemma-4-e2b",
+    "google/gemma-4-E4B": "gemma-4-e4b",
     "deepseek-ai/DeepSeek-V2-Chat": "deepseek-v2",
     "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
     "moonshotai/Kimi-K2-Instruct": "kimi-k2",

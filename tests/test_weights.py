@@ -284,6 +284,14 @@ KNOWN_GAPS = {
     ("qwen3-coder-30b-a3b", "active"): (
         "the 'A3B' label: Qwen3-30B-A3B's shape, whose card states 3.3B activated; we count 3.35B"
     ),
+    ("gemma-4-26b-a4b", "total"): (
+        "25.2B is the text model (the card states the ~550M vision encoder apart): we count "
+        "25.25B text + 0.57B vision tower"
+    ),
+    ("gemma-4-31b", "total"): (
+        "30.7B is the text model (vision encoder stated apart): we count 30.81B text + 0.58B "
+        "vision tower"
+    ),
     ("qwen3-next-80b-a3b", "active"): (
         "the 'A3B' label: we count 3.77B, 3.15B without embedding and head (the gated-attention "
         "output gate, ~0.1B, is not in the spec)"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.flops import decode_flops
-from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence
+from kvcalc.engine.kv import CacheFormat, kv_bytes_read_per_sequence
 from kvcalc.engine.kvformat import KVFormat
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import DType
@@ -124,7 +124,7 @@ def decode_step(
         per_rank_weights = int(weights_total_bytes * read_fraction / tp)
     if per_rank is None:
         per_rank = model.per_rank(tp)
-    per_rank_kv = kv_bytes_per_sequence(per_rank, context_tokens, kv_dtype, eviction) * batch
+    per_rank_kv = kv_bytes_read_per_sequence(per_rank, context_tokens, kv_dtype, eviction) * batch
     flops = decode_flops(model, batch, context_tokens, eviction).total
     rate = bandwidth_per_gpu * mbu
     compute = None if flops_per_gpu is None else flops / (flops_per_gpu * tp)

@@ -207,6 +207,21 @@ def kv_bytes_per_sequence(
     )
 
 
+def kv_bytes_read_per_sequence(
+    model: ModelSpec,
+    context_tokens: int,
+    dtype: CacheFormat | KVFormat | DType,
+    eviction: Eviction = KEEP_ALL,
+) -> int:
+    """Bytes of cache one decode step reads for one sequence: every layer reads the cache it
+    attends over, so a layer reusing another's cache (Gemma 4's KV-shared layers) reads its
+    source's once more. Equal to :func:`kv_bytes_per_sequence` when no layer shares."""
+    return sum(
+        layer_bytes_per_sequence(m.cache_read(), context_tokens, dtype, eviction) * n
+        for m, n in layer_groups(model)
+    )
+
+
 def kv_size(
     model: ModelSpec,
     context_tokens: int,

@@ -427,7 +427,8 @@ def stage_cells(
 ) -> RankCells:
     full = swa = n_full = n_swa = state = 0
     for mixer, count in mixer_counts(model, layers):
-        mine = rank_mixer(mixer, tp)
+        # SGLang gives a KV-shared layer a pool row like its source's, unused but allocated.
+        mine = rank_mixer(mixer.pooled_as(), tp)
         if not mine.holds_tokens:
             state += state_bytes_per_request(mine, cache.state, cache.ssm_state) * count
         elif split_swa and window_of(mine):

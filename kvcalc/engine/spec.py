@@ -20,6 +20,7 @@ from kvcalc.engine.checkpoint import CheckpointFormat
 from kvcalc.engine.mixers.base import Mixer, ParallelismError, split_heads
 
 if TYPE_CHECKING:
+    from kvcalc.engine.audio import ConformerAudioEncoder
     from kvcalc.engine.mixers.attention import (
         ChunkedLocalAttention,
         FullAttention,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.mixers.mamba2 import Mamba2
     from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
     from kvcalc.engine.mixers.mla_indexed import IndexedLatentAttention
+    from kvcalc.engine.mixers.shared_kv import SharedKVAttention
     from kvcalc.engine.vision import VisionEncoder
 
 #: Re-exported kind -> its module. Imported on first use: a command loading a cached Llama spec
@@ -45,11 +47,15 @@ _KINDS = {
     "Mamba2": "mamba2",
     "GatedDeltaNet": "deltanet",
     "LightningAttention": "lightning",
+    "SharedKVAttention": "shared_kv",
 }
 
 
 #: Other re-exports loaded on first use: only multimodal checkpoints have a vision tower.
-_LAZY = {"VisionEncoder": "kvcalc.engine.vision"}
+_LAZY = {
+    "ConformerAudioEncoder": "kvcalc.engine.audio",
+    "VisionEncoder": "kvcalc.engine.vision",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -76,6 +82,7 @@ __all__ = [
     "MoELayout",
     "MultiHeadLatentAttention",
     "ParallelismError",
+    "SharedKVAttention",
     "SlidingWindowAttention",
     "split_heads",
 ]
@@ -154,6 +161,11 @@ class ModelSpec:
     """The released weight format; None: every weight at ``default_dtype``."""
     vision: VisionEncoder | None = None
     """A multimodal checkpoint's image encoder and projector; None: text only."""
+    audio: ConformerAudioEncoder | None = None
+    """A multimodal checkpoint's audio encoder and projector (Gemma 4 E2B / E4B); None: none."""
+    per_layer_input: tuple[int, int] | None = None
+    """Gemma 4's per-layer embeddings (PLE): (vocab rows, width per layer) of the table that
+    gives every layer a small embedding of each token; None: the model has none."""
     rotary_caches: tuple[tuple[int, int], ...] | None = None
     """(positions, rotary dims) of each RoPE cos/sin table the engine builds with the weights;
     None: one table of ``max_context`` positions per rotary width of the attention kinds."""

@@ -50,3 +50,9 @@ class VisionEncoder:
     """gate, up and down (Pixtral's SiLU MLP); False: fc1 and fc2."""
     position_table: bool = True
     """A learned position per patch; False: rotary positions (Pixtral's 2D RoPE)."""
+    sharded: bool = True
+    """Split over tensor-parallel ranks as vLLM's own tower modules split them; False: whole on
+    every rank (vLLM builds Gemma 4's tower with transformers' AutoModel)."""
+    position_rows: int = 0
+    """Rows of a learned position table that is not one row per patch of ``image`` (Gemma 4:
+    two axes of position_embedding_size); 0: one per patch."""

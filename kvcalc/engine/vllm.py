@@ -190,7 +190,10 @@ def side_cache_specs(mixer: Mixer, block_size: int) -> tuple[LayerCacheSpec, ...
 
 
 def cache_layers_of(mixer: Mixer) -> int:
-    """vLLM cache layers one decoder layer of ``mixer`` registers: its own and its side caches."""
+    """vLLM cache layers one decoder layer of ``mixer`` registers: its own and its side caches;
+    none for a layer reusing another's cache (it reports no spec)."""
+    if not mixer.owns_cache:
+        return 0
     return 1 + len(mixer.side_caches())
 
 
@@ -273,7 +276,9 @@ def layer_cache_specs(
     # (Qwen3_5ForConditionalGenerationConfig adopts the config's mamba_ssm_dtype).
     stated = dtype(model.ssm_state_dtype) if model.ssm_state_dtype else None
     ssm_dtype = ssm_state_dtype or stated or conv_dtype
-    mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
+    # A layer reusing another's cache reports no spec (kv_sharing_target_layer_name).
+    all_mixers = (model.mixer_at(i).per_rank(tp) for i in range(model.num_layers))
+    mixers = [m for m in all_mixers if m.owns_cache]
     attention = [m for m in mixers if m.holds_tokens]
     states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if not m.holds_tokens]
     if states and attention:

@@ -45,6 +45,7 @@ from kvcalc.engine.tensors import Role, Tensor, linear, replicated, row_parallel
 from kvcalc.engine.units import DType, dtype
 
 if TYPE_CHECKING:
+    from kvcalc.engine.audio import ConformerAudioEncoder
     from kvcalc.engine.vision import VisionEncoder
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +136,8 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     rows; embeddings, norms, biases and the projector replicated (each well under 1% of it)."""
     head_dim = enc.hidden // enc.heads
     norm = (2 if enc.norm_bias else 1) * enc.hidden
-    positions = (enc.image // enc.patch) ** 2 + int(enc.class_token) if enc.position_table else 0
+    per_patch = (enc.image // enc.patch) ** 2 + int(enc.class_token)
+    positions = (enc.position_rows or per_patch) if enc.position_table else 0
     kernel = enc.channels * enc.temporal_patch * enc.patch**2
     patch = kernel * enc.hidden + (enc.hidden if enc.patch_bias else 0)
     stem = patch + positions * enc.hidden + (enc.hidden if enc.class_token else 0)
@@ -155,10 +157,45 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     )
     projector_bias = sum(out for _, out in enc.projector) if enc.projector_bias else 0
     outer = stem + enc.outer_norms * norm + enc.projector_norm + projector_bias
-    return (
+    tensors = (
         *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
         replicated("encoder", outer),
         *(linear("encoder", 1, outputs, inputs) for inputs, outputs in enc.projector),
+    )
+    if enc.sharded:
+        return tensors
+    return (replicated("encoder", sum(t.params for t in tensors)),)
+
+
+def audio_tensors(enc: ConformerAudioEncoder) -> tuple[Tensor, ...]:
+    """An audio tower and its projector, whole on every rank (see ConformerAudioEncoder)."""
+    return (replicated("encoder", enc.params()),)
+
+
+def per_layer_input_tensors(model: ModelSpec) -> tuple[Tensor, ...]:
+    """One decoder layer's share of Gemma 4's per-layer embeddings (PLE), as vLLM's gemma4.py
+    builds them: its slice of per_layer_model_projection (hidden -> width, column-parallel),
+    per_layer_input_gate and per_layer_projection (replicated) and post_per_layer_input_norm."""
+    if model.per_layer_input is None:
+        return ()
+    width, hidden = model.per_layer_input[1], model.hidden_size
+    return (
+        linear("mlp", width, 1, hidden),  # the layer's slice of per_layer_model_projection
+        linear("mlp", 1, width, hidden),  # per_layer_input_gate
+        linear("mlp", 1, hidden, width),  # per_layer_projection
+        replicated("norm", hidden),  # post_per_layer_input_norm
+    )
+
+
+def per_layer_input_table(model: ModelSpec) -> tuple[Tensor, ...]:
+    """Gemma 4's PLE table, vocab rows x (layers x width), vocab-parallel like the embedding
+    (a row lookup per token), and its per_layer_projection_norm; on the first stage."""
+    if model.per_layer_input is None:
+        return ()
+    vocab, width = model.per_layer_input
+    return (
+        Tensor("embedding", vocab, model.num_layers * width),
+        replicated("norm", width),
     )
 
 
@@ -387,8 +424,11 @@ def edge_tensors(model: ModelSpec, first: bool, last: bool) -> list[Tensor]:
     tensors: list[Tensor] = []
     if first:
         tensors.append(embedding_tensor(model))
+        tensors.extend(per_layer_input_table(model))
         if model.vision is not None:  # vLLM builds the vision tower on the first PP rank
             tensors.extend(encoder_tensors(model.vision))
+        if model.audio is not None:
+            tensors.extend(audio_tensors(model.audio))
     if last:
         tensors.extend(head_tensors(model))
         if model.tied_embeddings and not first:
@@ -408,6 +448,7 @@ def stage_tensor_counts(
         for mixer, ffn, n in model.block_counts(layers)
         for tensor in _layer_tensors(mixer, ffn, model.hidden_size)
     ]
+    out.extend((tensor, len(layers)) for tensor in per_layer_input_tensors(model))
     out.extend((tensor, 1) for tensor in edge_tensors(model, first, last))
     return out
 

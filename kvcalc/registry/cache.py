@@ -40,6 +40,7 @@ _CODE_FILES = (
     "engine/checkpoint.py",
     "engine/quant.py",
     "engine/quant_rows.py",
+    "engine/audio.py",
     "engine/vision.py",
     "registry/plain.py",
 )

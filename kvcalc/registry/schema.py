@@ -189,6 +189,22 @@ class LightningMixer(Strict):
         return spec.LightningAttention(heads=self.heads, head_dim=self.head_dim)
 
 
+class SharedKVMixer(Strict):
+    """A layer that reads the KV cache of another layer and stores none (Gemma 4's last
+    ``num_kv_shared_layers``): ``source`` names the mixer of the layer whose cache it reuses."""
+
+    kind: Literal["shared_kv"]
+    source: str = Field(description="the full or sliding mixer whose cache this layer reads")
+    wide_mlp: NonNegInt = Field(
+        0, description="extra gated-MLP intermediate rows of this layer (use_double_wide_mlp)"
+    )
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        source = arch.mixers[self.source].to_spec(arch)
+        assert isinstance(source, spec.FullAttention)  # Architecture._check refuses others
+        return spec.SharedKVAttention(source=source, wide_mlp=self.wide_mlp)
+
+
 MixerSchema = Annotated[
     FullAttention
     | SlidingAttention
@@ -198,7 +214,8 @@ MixerSchema = Annotated[
     | MambaMixer
     | Mamba2Mixer
     | GatedDeltaNetMixer
-    | LightningMixer,
+    | LightningMixer
+    | SharedKVMixer,
     Field(discriminator="kind"),
 ]
 
@@ -257,6 +274,10 @@ class VisionSchema(Strict):
     mlp_bias: bool = True
     gated_mlp: bool = False
     position_table: bool = Field(True, description="false: rotary positions (Pixtral)")
+    sharded: bool = Field(True, description="false: whole on every TP rank (Gemma 4)")
+    position_rows: NonNegInt = Field(
+        0, description="position-table rows when not one per patch (Gemma 4); 0: per patch"
+    )
 
     def to_spec(self) -> spec.VisionEncoder:
         return spec.VisionEncoder(
@@ -280,7 +301,40 @@ class VisionSchema(Strict):
             mlp_bias=self.mlp_bias,
             gated_mlp=self.gated_mlp,
             position_table=self.position_table,
+            sharded=self.sharded,
+            position_rows=self.position_rows,
         )
+
+
+class AudioSchema(Strict):
+    """Gemma 4's audio encoder (config.json ``audio_config``, a conformer) and its projector."""
+
+    num_layers: LayerCount
+    hidden_size: PosInt
+    num_attention_heads: PosInt
+    conv_kernel_size: PosInt
+    subsampling_conv_channels: tuple[PosInt, PosInt]
+    output_proj_dims: PosInt
+    text_hidden_size: PosInt = Field(description="the projector's outputs: the text hidden size")
+
+    def to_spec(self) -> spec.ConformerAudioEncoder:
+        return spec.ConformerAudioEncoder(
+            layers=self.num_layers,
+            hidden=self.hidden_size,
+            heads=self.num_attention_heads,
+            conv_kernel=self.conv_kernel_size,
+            channels=self.subsampling_conv_channels,
+            output_dims=self.output_proj_dims,
+            text_hidden=self.text_hidden_size,
+        )
+
+
+class PerLayerInputSchema(Strict):
+    """Gemma 4's per-layer embeddings: a table of ``vocab_size`` rows of ``hidden_size`` values
+    per decoder layer, with a gate and projection in every layer."""
+
+    vocab_size: PosInt
+    hidden_size: PosInt
 
 
 # ---------------------------------------------------------------- architecture
@@ -300,6 +354,11 @@ class Architecture(Strict):
     mlp: MLPSchema | None = None
     moe: MoESchema | None = None
     vision: VisionSchema | None = None
+    audio: AudioSchema | None = None
+    per_layer_input: PerLayerInputSchema | None = Field(
+        None, description="Gemma 4 per-layer embeddings (vocab_size_per_layer_input and "
+        "hidden_size_per_layer_input)"
+    )
     rotary_caches: list[tuple[PosInt, PosInt]] | None = Field(
         None,
         description="[positions, rotary dims] of each RoPE cos/sin table vLLM builds (a linear "
@@ -325,6 +384,13 @@ class Architecture(Strict):
                 f"pattern has {len(pattern)} entries but the model has {self.num_layers} layers"
             )
         for name, mixer in self.mixers.items():
+            if isinstance(mixer, SharedKVMixer) and not isinstance(
+                self.mixers.get(mixer.source), _AttentionBase
+            ):
+                raise ValueError(
+                    f"mixers.{name}: source {mixer.source!r} must name a full, sliding or "
+                    "chunked mixer defined under mixers"
+                )
             if isinstance(mixer, _AttentionBase):
                 q = mixer.q_heads or self.num_attention_heads
                 if q % mixer.kv_heads:
@@ -384,6 +450,10 @@ class Architecture(Strict):
             vision=self.vision.to_spec() if self.vision else None,
             rotary_caches=None if self.rotary_caches is None else tuple(self.rotary_caches),
             ssm_state_dtype=self.ssm_state_dtype,
+            audio=self.audio.to_spec() if self.audio else None,
+            per_layer_input=None
+            if self.per_layer_input is None
+            else (self.per_layer_input.vocab_size, self.per_layer_input.hidden_size),
         )
 
     def pattern_names(self) -> list[str]:

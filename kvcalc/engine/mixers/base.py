@@ -5,7 +5,8 @@ that grows with the tokens it holds) or a recurrent state (fixed per sequence). 
 that depends on the kind is a member of its type, so the sums over a model (kv.py, weights.py,
 flops.py, vllm.py) and the tables never branch on the kind:
 
-- cache: ``cache_elements_per_token`` (``cache_vectors`` splits them into keys, values or a
+- cache: ``owns_cache``, ``cache_read`` and ``pooled_as`` (a layer reusing another's cache);
+  ``cache_elements_per_token`` (``cache_vectors`` splits them into keys, values or a
   latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements`` is
   their sum), ``holds_tokens``; ``main_token_bytes`` (the main entry at the KV dtype) and
   ``side_caches`` kept at a fixed format (DeepSeek-V3.2's indexer keys), which
@@ -110,6 +111,22 @@ class Mixer(ABC):
     def state_elements(self) -> int:
         """Values of the fixed per-sequence state, independent of the context."""
         return sum(t.elements for t in self.state_tensors())
+
+    @property
+    def owns_cache(self) -> bool:
+        """Whether the layer stores a cache of its own; False for a layer that reads another
+        layer's (Gemma 4's KV-shared layers), which vLLM gives no page."""
+        return True
+
+    def cache_read(self) -> Mixer:
+        """The layer whose cache this one attends over at decode: itself, or the layer whose
+        cache it reuses (whose bytes a decode step reads once more for it)."""
+        return self
+
+    def pooled_as(self) -> Mixer:
+        """The layer SGLang sizes a pool row of this one as: itself, or (a KV-shared layer) the
+        layer it reuses, since SGLang's pools count every layer of the model's layer types."""
+        return self
 
     # ---- weights and FLOPs
 

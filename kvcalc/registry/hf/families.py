@@ -8,7 +8,7 @@ from kvcalc.registry.hf.base import Adapter
 from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
-from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text
+from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
@@ -27,6 +27,7 @@ from kvcalc.registry.hf.qwen import (
 )
 from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
+    Gemma4Config,
     KimiVLConfig,
     Llama4Config,
     Mistral3Config,
@@ -41,7 +42,7 @@ from kvcalc.registry.hf.wrappers import (
 _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Llama, Mistral, Mixtral, Phi, Phi3,
     Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next, Qwen35, Qwen35Moe, Qwen3VLText, Qwen3VLMoeText,
-    Gemma, Gemma2, Gemma3Text,
+    Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
 )  # fmt: skip
@@ -55,7 +56,7 @@ ADAPTERS: dict[str, type[Adapter[Any]]] = {
 WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
     for wrapper in (
-        Gemma3Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig,
+        Gemma3Config, Gemma4Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig,
         Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig,
     )  # fmt: skip
     for model_type in wrapper.model_types

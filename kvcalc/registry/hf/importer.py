@@ -271,6 +271,9 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         vision = wrapper.vision(where, adapter.config.hidden_size)
         if vision is not None:
             architecture["vision"] = vision
+        audio = wrapper.audio(where, adapter.config.hidden_size)
+        if audio is not None:
+            architecture["audio"] = audio
     arch = validate(path, architecture, Architecture)
     context = max_context(adapter)
     assumed = defaults_taken(adapter, top_level=wrapper_class is None)

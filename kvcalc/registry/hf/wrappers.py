@@ -1,6 +1,6 @@
-"""Multimodal wrappers whose language model is the nested ``text_config``: gemma3, llama4,
-mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead), qwen3_5
-and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe. Each
+"""Multimodal wrappers whose language model is the nested ``text_config``: gemma3, gemma4,
+llama4, mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead),
+qwen3_5 and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe. Each
 declares its own defaults and which text model_type it holds, and reads its ``vision_config`` as
 the image encoder and projector the checkpoint carries (gemma3: SigLIP, llama4: its own ViT,
 mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT, qwen3_vl: its ViT with
@@ -54,6 +54,11 @@ class WrapperConfig(HFConfig):
         if self.vision_config is None:
             return None
         return self._vision(where.nested("vision_config"), self.vision_config, text_hidden)
+
+    def audio(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
+        """The registry ``architecture.audio`` mapping of an audio tower; None: none (only
+        Gemma 4's small models carry one kvcalc describes)."""
+        return None
 
     def _vision(
         self, inner: Where, data: dict[str, Any], text_hidden: int
@@ -144,6 +149,85 @@ class Gemma3Config(WrapperConfig):
             "tokens_per_image": self.mm_tokens_per_image,
             "projector": [[siglip.hidden_size, text_hidden]],
             "projector_norm": siglip.hidden_size,
+        }
+
+
+class Gemma4VisionConfig(HFConfig):
+    """Gemma4VisionConfig (transformers 5.24.0 defaults)."""
+
+    hidden_size: PosInt = 768
+    intermediate_size: PosInt = 3072
+    num_hidden_layers: LayerCount = 16
+    num_attention_heads: PosInt = 12
+    patch_size: PosInt = 16
+    pooling_kernel_size: PosInt = 3
+    position_embedding_size: PosInt = 10240
+
+
+class Gemma4AudioConfig(HFConfig):
+    """Gemma4AudioConfig (transformers 5.24.0 defaults)."""
+
+    hidden_size: PosInt = 1024
+    num_hidden_layers: LayerCount = 12
+    num_attention_heads: PosInt = 8
+    conv_kernel_size: PosInt = 5
+    subsampling_conv_channels: list[PosInt] = Field(default=[128, 32], min_length=2, max_length=2)
+    output_proj_dims: PosInt = 1536
+
+
+class Gemma4Config(WrapperConfig):
+    model_types = ("gemma4",)
+    text_model_type = "gemma4_text"
+    fixed_text_class = True
+    tie_word_embeddings: bool = True
+    audio_config: dict[str, Any] | None = None
+
+    def audio(self, where: Where, text_hidden: int) -> dict[str, Any] | None:
+        """The registry ``architecture.audio`` mapping of the audio tower (E2B, E4B), if any."""
+        if self.audio_config is None:
+            return None
+        a = where.nested("audio_config").parse(Gemma4AudioConfig, self.audio_config)
+        if a.hidden_size % a.num_attention_heads:
+            where.nested("audio_config").fail(
+                "num_attention_heads", f"must divide hidden_size {a.hidden_size}"
+            )
+        return {
+            "num_layers": a.num_hidden_layers,
+            "hidden_size": a.hidden_size,
+            "num_attention_heads": a.num_attention_heads,
+            "conv_kernel_size": a.conv_kernel_size,
+            "subsampling_conv_channels": list(a.subsampling_conv_channels),
+            "output_proj_dims": a.output_proj_dims,
+            "text_hidden_size": text_hidden,
+        }
+    #: Soft tokens per image: the processor's default budget (Gemma4ImageProcessor
+    #: max_soft_tokens 280; released configs state vision_soft_tokens_per_image 280).
+    vision_soft_tokens_per_image: PosInt = 280
+
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        v = inner.parse(Gemma4VisionConfig, data)
+        pool = v.pooling_kernel_size
+        side = pool * round(self.vision_soft_tokens_per_image**0.5)
+        # Gemma4VisionModel: a bias-free patch linear, a 2 x position_embedding_size position
+        # table, RMSNorms, bias-free attention and gated MLP, a parameter-free pooler.
+        # Gemma4MultimodalEmbedder: a scale-free RMSNorm, then tower width -> text hidden.
+        return {
+            "num_layers": v.num_hidden_layers,
+            "hidden_size": v.hidden_size,
+            "intermediate_size": v.intermediate_size,
+            "num_attention_heads": v.num_attention_heads,
+            "patch_size": v.patch_size,
+            "image_size": v.patch_size * side,  # variable resolution: only positions read it
+            "position_rows": 2 * v.position_embedding_size,
+            "tokens_per_image": self.vision_soft_tokens_per_image,
+            "patch_bias": False,
+            "outer_norms": 0,
+            "norm_bias": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "gated_mlp": True,
+            "projector": [[v.hidden_size, text_hidden]],
+            "sharded": False,  # vLLM's gemma4_mm builds it with transformers' AutoModel
         }
 
 
