@@ -390,6 +390,11 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
             "lightning attention (MiniMax) has no SGLang token or mamba pool kvcalc knows of; "
             "use --engine vllm or --engine simple"
         )
+    if mixer.kind == "compressed":
+        raise SGLangConfigError(
+            "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
+            "(0.5.23), which kvcalc does not model yet; use --engine simple"
+        )
     return mixer.per_rank(tp)
 
 

@@ -271,6 +271,11 @@ def layer_cache_specs(
     conv_dtype = conv_state_dtype or model_dtype
     ssm_dtype = ssm_state_dtype or conv_dtype
     mixers = [model.mixer_at(i).per_rank(tp) for i in range(model.num_layers)]
+    if any(m.holds_tokens and m.page_layout() is None for m in mixers):
+        raise VLLMConfigError(
+            f"{model.id}: vLLM 0.33's packed cache groups for DeepSeek-V4 (window, compressed, "
+            "indexer and compressor-state specs) are not modelled; use --engine simple"
+        )
     attention = [m for m in mixers if m.holds_tokens]
     states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if not m.holds_tokens]
     if states and attention:

@@ -30,6 +30,7 @@ from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 from kvcalc.engine.units import DType
 
 if TYPE_CHECKING:
+    from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.mixers.caches import PageLayout
     from kvcalc.engine.mixers.side_cache import SideCache
     from kvcalc.engine.variant import AttentionVariant
@@ -94,6 +95,35 @@ class Mixer(ABC):
     def side_caches(self) -> tuple[SideCache, ...]:
         """Fixed-format per-token caches beside the main one (none for most kinds)."""
         return ()
+
+    def held_bytes(self, kv: KVFormat, tokens: int) -> int | None:
+        """Bytes ``tokens`` held tokens take in one layer when the kind does not keep one entry
+        per held token (DeepSeek-V4's window plus compressed entries); None for the usual
+        kinds, which the format sizes as tokens x entry."""
+        return None
+
+    def slope_bytes(self, kv: KVFormat) -> int | None:
+        """Bytes one token adds while no window is full, for a kind with :meth:`held_bytes`;
+        None otherwise."""
+        return None
+
+    def state_cache_bytes(self) -> int:
+        """Fixed per-sequence bytes kept at their own format beside any recurrent state
+        (DeepSeek-V4's fp32 compressor state); 0 for most kinds."""
+        return 0
+
+    def check_format(self, kv: KVFormat) -> None:  # noqa: B027 - most kinds take any format
+        """Raise :class:`~kvcalc.engine.kvformat.KVFormatError` when the kind has no layout in
+        ``kv``."""
+
+    def engine_kv_dtype(self) -> str | None:
+        """The KV dtype the serving engines store this kind in by default, when it is not the
+        model's dtype (DeepSeek-V4: fp8); None: the model's dtype."""
+        return None
+
+    def format_note(self) -> str | None:
+        """What a reader must know about how the KV format stores this kind (None: nothing)."""
+        return None
 
     @abstractmethod
     def cache_vectors(self) -> tuple[CacheVectors, ...]:
