@@ -6,13 +6,16 @@ rules in ../shared/reference/arch-2026.md section 1, and against a public vLLM s
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from specs import registry_model
 
 from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.mixers.compressed import CompressedAttention
+from kvcalc.engine.quant import FP8_BLOCK, MXFP4
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB, dtype
 from kvcalc.engine.vllm import (
@@ -22,6 +25,8 @@ from kvcalc.engine.vllm import (
     layer_cache_specs,
     vllm_kv_cache,
 )
+from kvcalc.registry.hf import load_hf_config
+from kvcalc.registry.load import RegistryError
 
 FP8 = dtype("fp8")
 K128 = 131072
@@ -123,3 +128,57 @@ def test_vllm_log_44376_admission_rule() -> None:
     available = Fraction("5.44") * GiB
     one_more = blocks_per_request(grouping, 13529, batched)
     assert fitting * per_block <= available < one_more * per_block
+
+
+# ---------------------------------------------------------------- config.json import
+
+FIXTURE = Path(__file__).parent / "fixtures" / "hf" / "deepseek-v4-flash"
+
+
+def _config(tmp_path: Path, **changes: object) -> Path:
+    data = json.loads((FIXTURE / "config.json").read_text()) | changes
+    data = {k: v for k, v in data.items() if v is not None}
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def _ratios(model: ModelSpec) -> list[int]:
+    layers = [model.mixer_at(i) for i in range(model.num_layers)]
+    return [m.compress_ratio for m in layers if isinstance(m, CompressedAttention)]
+
+
+def test_import_reads_compress_ratios_and_drops_the_mtp_entry() -> None:
+    model = load_hf_config(FIXTURE)
+    # 44 entries for 43 layers: the last (0) is the MTP layer's.
+    assert _ratios(model) == [0, 0] + [4, 128] * 20 + [4]
+    # FP8 e4m3 128 x 128 layers; expert_dtype fp4: FP4 routed experts.
+    assert model.checkpoint is not None
+    assert (model.checkpoint.layers, model.checkpoint.experts) == (FP8_BLOCK, MXFP4)
+
+
+def test_import_without_ratios_takes_the_class_interleave(tmp_path: Path) -> None:
+    # transformers DeepseekV4Config: two heavily compressed layers, then CSA / HCA alternating.
+    model = load_hf_config(_config(tmp_path, compress_ratios=None, num_hidden_layers=6))
+    assert _ratios(model) == [128, 128, 128, 4, 128, 4]
+
+
+def test_import_of_layer_types(tmp_path: Path) -> None:
+    kinds = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
+    model = load_hf_config(_config(tmp_path, layer_types=kinds, num_hidden_layers=3))
+    assert _ratios(model) == [0, 4, 128]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"compress_ratios": [0, 4]}, "compress_ratios: must have at least 43 entries"),
+        ({"compress_ratios": [8] * 44}, "compress_ratios"),
+        ({"compress_rates": {"compressed_sparse_attention": 8}}, "compress_rates: must be"),
+        ({"expert_dtype": "int4"}, "expert_dtype: must be fp4"),
+    ],
+)
+def test_import_refuses_what_the_engines_do_not_store(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(RegistryError, match=message):
+        load_hf_config(_config(tmp_path, **changes))

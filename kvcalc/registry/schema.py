@@ -479,9 +479,14 @@ class Weights(Strict):
         name = checkpoint.experts.name
         if name not in NAMED_FORMATS or checkpoint.experts != NAMED_FORMATS[name]:
             return None
-        for applies_to in ("layers", "experts"):
-            data = {"format": name, "applies_to": applies_to, "source": source}
-            weights = cls.model_validate(data)
+        candidates: list[dict[str, str]] = [
+            {"format": name, "applies_to": applies_to} for applies_to in ("layers", "experts")
+        ]
+        layers = checkpoint.layers.name
+        if layers in NAMED_FORMATS and layers != name:
+            candidates.append({"format": layers, "applies_to": "layers", "experts": name})
+        for data in candidates:
+            weights = cls.model_validate(data | {"source": source})
             if weights.to_format(model_dtype) == checkpoint:
                 return weights
         return None
