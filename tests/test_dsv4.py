@@ -11,8 +11,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from report_check import refused, run_json
 from specs import registry_model
+from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.mixers.compressed import CompressedAttention
 from kvcalc.engine.quant import FP8_BLOCK, MXFP4
@@ -182,3 +185,40 @@ def test_import_refuses_what_the_engines_do_not_store(
 ) -> None:
     with pytest.raises(RegistryError, match=message):
         load_hf_config(_config(tmp_path, **changes))
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_size_defaults_to_the_packed_fp8_entry_and_says_so(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["size", "deepseek-v4-flash", "--ctx", "128k"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "batch 1, fp8" in result.stdout and "fp8_ds_mla" in result.stdout
+    payload = run_json(runner, "size", "deepseek-v4-flash", "--ctx", "128k")
+    assert payload["kv_dtype"] == "fp8"
+    assert payload["contexts"][0]["kv_bytes_per_sequence"] == 520_080_384
+    rows = {g["bytes"] for g in payload["contexts"][0]["groups"]}
+    # One row per layer type: 2 window-only, 21 C4 and 20 C128 layers (test above, by hand).
+    window = 128 * ENTRY
+    assert rows == {2 * window, 21 * (window + 32768 * (ENTRY + KEY) + 81920),
+                    20 * (window + 1024 * ENTRY + 524288)}  # fmt: skip
+
+
+@pytest.mark.parametrize("kv", ["int4", "nvfp4", "kivi2"])
+def test_size_refuses_a_format_without_a_dsv4_layout(runner: CliRunner, kv: str) -> None:
+    refused(runner, ["size", "deepseek-v4-flash", "--kv-dtype", kv], "--kv-dtype", "fp8 or bf16")
+
+
+def test_vllm_engine_refuses_bf16_and_sglang_is_not_modelled(runner: CliRunner) -> None:
+    base = ["batch", "deepseek-v4-flash", "--gpus", "8xh200", "--ctx", "128k"]
+    refused(runner, [*base, "--engine", "vllm", "--kv-dtype", "bf16"], "fp8_ds_mla")
+    refused(runner, [*base, "--engine", "sglang"], "DSV4PoolConfigurator", "--engine simple")
+
+
+def test_vllm_engine_reports_the_packed_groups(runner: CliRunner) -> None:
+    payload = run_json(
+        runner, "batch", "deepseek-v4-flash", "--gpus", "8xh200", "--ctx", "128k",
+        "--engine", "vllm",
+    )  # fmt: skip
+    text = json.dumps(payload)
+    assert '"kv_cache_groups": 5' in text and '"blocks_per_request": 3866' in text
