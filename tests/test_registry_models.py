@@ -113,6 +113,8 @@ KV_BYTES_PER_TOKEN = {
     # layer's window row, plus on 21 C4 layers (1,024 + 132 indexer) / 4 = 289 and on 20 C128
     # layers 1,024 / 128 = 8 (a compressed share, rounded up)
     "deepseek-v4-flash": 43 * 1024 + 21 * 289 + 20 * 8,
+    # DeepSeek-V4-Pro (compress_ratios [128, 128, 4, 128 x 29, 4]): 30 C4 and 31 C128 layers
+    "deepseek-v4-pro": 61 * 1024 + 30 * 289 + 31 * 8,
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # 4 attention layers; 36 Mamba-2 hold a state
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
@@ -151,6 +153,9 @@ KV_BYTES_AT_128K = {
     "deepseek-v4-flash": 43 * 128 * 1024
     + 21 * (K128 // 4 * (1024 + 132) + 8 * 2 * 2 * (512 + 128) * 4)
     + 20 * (K128 // 128 * 1024 + 128 * 2 * 1 * 512 * 4),
+    "deepseek-v4-pro": 61 * 128 * 1024
+    + 30 * (K128 // 4 * (1024 + 132) + 8 * 2 * 2 * (512 + 128) * 4)
+    + 31 * (K128 // 128 * 1024 + 128 * 2 * 1 * 512 * 4),
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2 * K128
     + 36 * ((128 * 64 + 2 * 1 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2 * K128
@@ -219,7 +224,7 @@ VERIFICATION = {
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
-        "deepseek-v4-flash",
+        "deepseek-v4-flash", "deepseek-v4-pro",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
