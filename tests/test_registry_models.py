@@ -109,6 +109,7 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m2": 2 * 62 * 8 * 128 * 2,  # all 62 layers softmax, unlike minimax-m1
     # MLA latent + RoPE key at bf16, plus the indexer's 128 fp8 keys and one fp32 scale
     "deepseek-v3.2-exp": (512 + 64) * 61 * 2 + 61 * (128 * 1 + 4),
+    "deepseek-v3.2": (512 + 64) * 61 * 2 + 61 * (128 * 1 + 4),  # the Exp architecture, final
     # DeepSeek-V4-Flash at bf16 (plain 512-value rows, 1,024 B) while the window fills: every
     # layer's window row, plus on 21 C4 layers (1,024 + 132 indexer) / 4 = 289 and on 20 C128
     # layers 1,024 / 128 = 8 (a compressed share, rounded up)
@@ -200,6 +201,7 @@ MOE_LAYERS = {
     "kimi-k2-thinking": list(range(1, 61)),
     "glm-4.6": list(range(3, 92)),
     "deepseek-v3.2-exp": list(range(3, 61)),
+    "deepseek-v3.2": list(range(3, 61)),
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -224,7 +226,7 @@ VERIFICATION = {
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
-        "deepseek-v4-flash", "deepseek-v4-pro",
+        "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
