@@ -213,6 +213,8 @@ def test_vllm_engine_refuses_bf16_and_sglang_is_not_modelled(runner: CliRunner) 
     base = ["batch", "deepseek-v4-flash", "--gpus", "8xh200", "--ctx", "128k"]
     refused(runner, [*base, "--engine", "vllm", "--kv-dtype", "bf16"], "fp8_ds_mla")
     refused(runner, [*base, "--engine", "sglang"], "DSV4PoolConfigurator", "--engine simple")
+    blocks = [*base, "--engine", "vllm", "--block-size", "256"]
+    refused(runner, blocks, "--block-size", "own blocks")
 
 
 def test_vllm_engine_reports_the_packed_groups(runner: CliRunner) -> None:

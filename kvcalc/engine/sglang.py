@@ -393,7 +393,8 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
     if mixer.kind == "compressed":
         raise SGLangConfigError(
             "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
-            "(0.5.23), which kvcalc does not model yet; use --engine simple"
+            f"(read in 0.5.23; kvcalc models SGLang {SUPPORTED_RANGE} without it); use "
+            "--engine vllm or --engine simple"
         )
     return mixer.per_rank(tp)
 

@@ -222,6 +222,12 @@ def is_compressed(mixer: Mixer) -> bool:
     return mixer.kind == "compressed"
 
 
+def backend_blocks(model: ModelSpec) -> bool:
+    """Whether vLLM pages ``model`` at its attention backend's own blocks, whatever
+    ``--block-size`` says (DeepSeek-V4)."""
+    return any(is_compressed(m) for m in model.mixer_pattern)
+
+
 def _aligned(page: int) -> int:
     return -(-page // DSV4_PAGE_ALIGNMENT) * DSV4_PAGE_ALIGNMENT
 
