@@ -204,7 +204,7 @@ def test_size_defaults_to_the_packed_fp8_entry_and_says_so(runner: CliRunner) ->
                     20 * (window + 1024 * ENTRY + 524288)}  # fmt: skip
 
 
-@pytest.mark.parametrize("kv", ["int4", "nvfp4", "kivi2"])
+@pytest.mark.parametrize("kv", ["int8", "int4", "nvfp4", "kivi2", "fp8_per_token_head"])
 def test_size_refuses_a_format_without_a_dsv4_layout(runner: CliRunner, kv: str) -> None:
     refused(runner, ["size", "deepseek-v4-flash", "--kv-dtype", kv], "--kv-dtype", "fp8 or bf16")
 

@@ -62,6 +62,8 @@ PACKED_SCALE_BLOCK = 64
 PACKED_ALIGN = 8
 #: Values per fp32 scale of the indexer keys, and the scale's bytes.
 INDEX_QUANT_BLOCK, INDEX_SCALE_BYTES = 128, 4
+#: The KV dtypes the engines store an entry in: fp8 (packed) or a plain row of these.
+ROWS = ("fp8", "bf16", "fp16", "fp32")
 #: Bytes of one compressor-state value (fp32 whatever the KV dtype).
 STATE_VALUE_BYTES = 4
 
@@ -163,7 +165,7 @@ class CompressedAttention(AttentionMixer):
     def check_format(self, kv: KVFormat) -> None:
         from kvcalc.engine.kvformat import KVFormatError, LinearKV
 
-        if not isinstance(kv, LinearKV) or kv.scale is not None or kv.element.bits < 8:
+        if not isinstance(kv, LinearKV) or kv.scale is not None or kv.element.name not in ROWS:
             raise KVFormatError(
                 "--kv-dtype",
                 f"DeepSeek-V4's compressed attention is stored as fp8 (the packed 584-byte "
