@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -316,10 +317,12 @@ def _lightning(m: LightningAttention, context: int) -> Expected:
 def _compressed(m: CompressedAttention, context: int) -> Expected:
     # One shared latent of head_dim values per entry; a window-only layer (ratio 0) holds its
     # window, a compressing one covers the whole context. Decode scores against the latent and
-    # sums latents over every held token (2 x q_heads x 2 x head_dim), plus the indexer's
-    # index_heads q.k products of index_head_dim on ratio-4 layers.
+    # sums latents per entry (2 x q_heads x 2 x head_dim), plus the indexer's index_heads q.k
+    # products of index_head_dim on ratio-4 layers; one entry per r held tokens, rounded up.
     held = context if m.compress_ratio else min(context, m.window)
     index = 2 * m.index_heads * m.index_head_dim if m.compress_ratio == 4 else 0
+    per_entry = 4 * m.q_heads * m.head_dim + index
+    flops = math.ceil(per_entry / m.compress_ratio) if m.compress_ratio else per_entry
     head = f"latent {m.head_dim} (rope {m.rope_dim}), window {m.window:,}"
     if not m.compress_ratio:
         detail = f"{head}, no compression"
@@ -327,7 +330,7 @@ def _compressed(m: CompressedAttention, context: int) -> Expected:
         detail = f"{head} + 1 entry per {m.compress_ratio} tokens"
         if m.compress_ratio == 4:
             detail += f", indexer {m.index_heads}x{m.index_head_dim} top-{m.index_topk:,}"
-    return Expected(m.head_dim, held, 0, 0, 4 * m.q_heads * m.head_dim + index, 0, detail)
+    return Expected(m.head_dim, held, 0, 0, flops, 0, detail)
 
 
 # Each takes its own kind; the kind name picks the function.
@@ -397,8 +400,9 @@ GOLDEN_LAYERS = {
     # MLA + indexer: latent 512 + RoPE 64; MLA's FLOPs plus the indexer's 2 x 64 heads x 128
     "deepseek-v3.2-exp": (0, 512 + 64, 10**6, 0, 2 * 128 * 1088 + 2 * 64 * 128, 0),
     # DeepSeek-V4-Flash layer 2 (compress_ratios[2] = 4): one 512-value latent per entry,
-    # covering the whole context; 2 x 64 heads x (512 + 512) plus the indexer's 2 x 64 x 128
-    "deepseek-v4-flash": (2, 512, 10**6, 0, 2 * 64 * 1024 + 2 * 64 * 128, 0),
+    # covering the whole context; per entry 2 x 64 heads x (512 + 512) plus the indexer's
+    # 2 x 64 x 128, one entry per 4 tokens
+    "deepseek-v4-flash": (2, 512, 10**6, 0, (2 * 64 * 1024 + 2 * 64 * 128) // 4, 0),
 }
 
 

@@ -32,9 +32,11 @@ row-parallel), one attention-sink logit per head; per compressor wkv and wgate (
 coff x dim each), its positional bias ape (r x coff x dim) and norm; the indexer's wq_b
 (q_lora_rank x index_heads x index_head_dim) and weights_proj (hidden x index_heads).
 
-Decode FLOPs (per held token): the attention reads the window and at most ``index_topk``
-compressed entries; the interface counts per held token, so dense latent attention over every
-held entry is counted (an upper bound, as for DeepSeek-V3.2), plus the indexer's scores.
+Decode FLOPs (per held token): latent attention (2 x heads x 2 x head_dim) per entry, plus the
+indexer's score of every compressed entry on ratio-4 layers, an entry standing for r held tokens.
+The ratio-4 attention reads at most ``index_topk`` entries, so counting every entry is an upper
+bound (as for DeepSeek-V3.2); the compressing layers' own 128-token window (a fixed term) is not
+counted.
 """
 
 from __future__ import annotations
@@ -234,9 +236,12 @@ class CompressedAttention(AttentionMixer):
         ]
 
     def attention_flops_per_held_token(self) -> int:
-        scores = 2 * self.q_heads * 2 * self.head_dim  # QK over the latent, AV over it
-        index = 2 * self.index_heads * self.index_head_dim if self.indexed else 0
-        return scores + index
+        # Per compressed entry: QK over the latent and AV over it, and the indexer's score on
+        # ratio-4 layers; an entry stands for r held tokens (rounded up). A window-only layer
+        # attends to each held token.
+        entry = 2 * self.q_heads * 2 * self.head_dim
+        entry += 2 * self.index_heads * self.index_head_dim if self.indexed else 0
+        return -(-entry // self.compress_ratio) if self.compress_ratio else entry
 
     # ---- vLLM
 
