@@ -46,7 +46,7 @@ class CacheFormat:
     def token_bytes(self, mixer: Mixer) -> int:
         """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes; the
         long-context slope when the format is not linear in tokens), side caches at their own
-        fixed format included."""
+        fixed format included; a kind that sizes its own tokens says it (DeepSeek-V4)."""
         slope = mixer.slope_bytes(self.kv)
         if slope is not None:
             return slope

@@ -9,7 +9,11 @@ flops.py, vllm.py) and the tables never branch on the kind:
   latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements`` is
   their sum), ``holds_tokens``; ``main_token_bytes`` (the main entry at the KV dtype) and
   ``side_caches`` kept at a fixed format (DeepSeek-V3.2's indexer keys), which
-  :mod:`kvcalc.engine.kv` adds up;
+  :mod:`kvcalc.engine.kv` adds up; a kind that does not keep one entry per held token
+  (DeepSeek-V4's window plus compressed entries) sizes its tokens itself (``held_bytes``,
+  ``slope_bytes``), with a fixed-format state (``state_cache_bytes``), the formats it has a
+  layout in (``check_format``), the one the engines default to (``engine_kv_dtype``) and what
+  that means (``format_note``);
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
