@@ -224,3 +224,24 @@ def test_vllm_engine_reports_the_packed_groups(runner: CliRunner) -> None:
     )  # fmt: skip
     text = json.dumps(payload)
     assert '"kv_cache_groups": 5' in text and '"blocks_per_request": 3866' in text
+
+
+def test_layer_weights_by_hand() -> None:
+    # transformers 5.20.2 DeepseekV4Attention / HCA and CSA compressors / Indexer /
+    # HyperConnection shapes at DeepSeek-V4-Flash's config (hidden 4096, 64 heads of 512,
+    # q_lora 1024, o_groups 8 x o_lora 1024, hc_mult 4: 24 mixing rows over 4 x 4096).
+    attention = (
+        4096 * 1024 + 1024  # q_a_proj, q_a_norm
+        + 1024 * 64 * 512  # q_b_proj
+        + 4096 * 512 + 512  # kv_proj, kv_norm
+        + 64 * 512 * 1024  # o_a_proj: 8 groups of 8 x 512 -> 1024
+        + 8 * 1024 * 4096  # o_b_proj
+        + 64  # sinks
+        + 2 * (24 * 4 * 4096 + 24 + 3)  # attn_hc, ffn_hc: fn, base, scale
+    )  # fmt: skip
+    hca = 2 * 4096 * 512 + 128 * 512 + 512  # kv_proj, gate_proj, position_bias, kv_norm
+    csa = 2 * 4096 * 1024 + 4 * 1024 + 512  # overlapping: twice the width
+    indexer = 2 * 4096 * 256 + 4 * 256 + 128 + 1024 * 64 * 128 + 4096 * 64
+    m = flash()
+    params = [sum(t.params for t in m.mixer_at(i).weight_tensors(4096)) for i in (0, 2, 3)]
+    assert params == [attention, attention + csa + indexer, attention + hca]

@@ -138,6 +138,7 @@ class CompressedMixer(Strict):
     index_heads: NonNegInt = 0
     index_head_dim: NonNegInt = 0
     index_topk: NonNegInt = 0
+    hc_mult: NonNegInt = Field(0, description="hyper-connection streams (config.json hc_mult)")
     q_heads: PosInt | None = None
 
     @model_validator(mode="after")
@@ -168,6 +169,7 @@ class CompressedMixer(Strict):
             index_heads=self.index_heads if indexed else 0,
             index_head_dim=self.index_head_dim if indexed else 0,
             index_topk=self.index_topk if indexed else 0,
+            hc_mult=self.hc_mult,
         )
 
 

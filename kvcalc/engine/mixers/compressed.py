@@ -28,7 +28,8 @@ Weights (DeepSeek-V4 inference/model.py Attention, Compressor, Indexer): wq_a (h
 q_lora_rank, replicated) with its norm, wq_b (q_lora_rank x heads x head_dim), wkv (hidden x
 head_dim, one shared head, replicated) with its norm, the grouped output projection wo_a
 (heads x head_dim x o_lora_rank, split by group) and wo_b (o_groups x o_lora_rank x hidden,
-row-parallel), one attention-sink logit per head; per compressor wkv and wgate (hidden x
+row-parallel), one attention-sink logit per head, the two hyper-connections' mixing weights;
+per compressor wkv and wgate (hidden x
 coff x dim each), its positional bias ape (r x coff x dim) and norm; the indexer's wq_b
 (q_lora_rank x index_heads x index_head_dim) and weights_proj (hidden x index_heads).
 
@@ -105,6 +106,8 @@ class CompressedAttention(AttentionMixer):
     index_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    hc_mult: int = 0
+    """Residual streams of the layer's two hyper-connections (config.json hc_mult; 0: none)."""
 
     @property
     def indexed(self) -> bool:
@@ -216,6 +219,11 @@ class CompressedAttention(AttentionMixer):
             row_parallel("mixer", self.o_groups, hidden, self.o_lora_rank),  # wo_b
             Tensor("mixer", heads, 1),  # attn_sink
         ]
+        if self.hc_mult:
+            # attn_hc and ffn_hc: fn ((2 + hc) x hc mixing weights over hc x hidden), base and
+            # three scales each (transformers DeepseekV4HyperConnection), kept unquantized.
+            mix = (2 + self.hc_mult) * self.hc_mult
+            tensors += [replicated("norm", mix * self.hc_mult * hidden + mix + 3)] * 2
         if self.compress_ratio:
             tensors += self._compressor(hidden, dim)
         if self.indexed:

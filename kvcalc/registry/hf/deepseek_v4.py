@@ -72,6 +72,7 @@ class DeepseekV4Config(TextConfig):
     num_experts_per_tok: PosInt = 6
     moe_intermediate_size: PosInt = 2048
     expert_dtype: str | None = Field(None, description="fp4: the routed experts ship in FP4")
+    hc_mult: NonNegInt = 4
 
     @model_validator(mode="after")
     def _check(self) -> DeepseekV4Config:
@@ -127,6 +128,7 @@ class DeepseekV4(Adapter[DeepseekV4Config]):
             "q_lora_rank": c.q_lora_rank,
             "o_lora_rank": c.o_lora_rank,
             "o_groups": c.o_groups,
+            "hc_mult": c.hc_mult,
         }
         indexer = {
             "index_heads": c.index_n_heads,
