@@ -169,6 +169,9 @@ def test_import_of_layer_types(tmp_path: Path) -> None:
     kinds = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
     model = load_hf_config(_config(tmp_path, layer_types=kinds, num_hidden_layers=3))
     assert _ratios(model) == [0, 4, 128]
+    # An MTP entry past num_hidden_layers is dropped, as transformers drops it.
+    mtp = load_hf_config(_config(tmp_path, layer_types=[*kinds, kinds[0]], num_hidden_layers=3))
+    assert _ratios(mtp) == [0, 4, 128]
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,17 @@ class DeepseekV4Config(TextConfig):
     expert_dtype: str | None = Field(None, description="fp4: the routed experts ship in FP4")
     hc_mult: NonNegInt = 4
 
+    @model_validator(mode="before")
+    @classmethod
+    def _layer_types_of_the_layers(cls, data: Any) -> Any:
+        # transformers keeps layer_types[:num_hidden_layers]: entries past it are the MTP
+        # layer's, as in compress_ratios.
+        if isinstance(data, dict) and isinstance(data.get("layer_types"), list):
+            layers = data.get("num_hidden_layers", cls.model_fields["num_hidden_layers"].default)
+            if isinstance(layers, int) and not isinstance(layers, bool):
+                data = data | {"layer_types": data["layer_types"][:layers]}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> DeepseekV4Config:
         ratios = self.compress_ratios
