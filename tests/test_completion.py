@@ -89,7 +89,7 @@ def test_model_arguments_complete_the_registry_ids(runner: CliRunner) -> None:
     for command in ("batch", "decode", "plan", "compare", "offload", "sweep"):
         # Names are read in any case: a completion keeps what was typed.
         assert complete_bash(runner, f"kvcalc {command} DeepSeek-V3.") == [
-            "DeepSeek-V3.1", "DeepSeek-V3.2-exp",
+            "DeepSeek-V3.1", "DeepSeek-V3.2-exp", "DeepSeek-V3.2",
         ], command
     assert complete_bash(runner, "kvcalc sweep llama3-8b llama3-7") == ["llama3-70b"]
 

@@ -63,6 +63,7 @@ def test_every_registry_family_has_a_fixture() -> None:
         "deepseek-v2-lite", "deepseek-v3", "kimi-k2", "gemma2-9b", "gemma3-27b", "gpt-oss-20b",
         "gpt-oss-120b", "phi3-mini", "falcon-7b", "falcon-40b", "jamba-v0.1",
         "deepseek-v3.2-exp", "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
+        "deepseek-v4-flash",
     }  # fmt: skip
     assert wanted <= set(REGISTRY_ID)
 
@@ -106,6 +107,10 @@ GOLDEN_BYTES_PER_TOKEN = {
     "deepseek-v3.2-exp": 61 * ((512 + 64) * 2 + 128 + 4),
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # attention at layers 5, 15, 25, 35
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,
+    # DeepSeek-V4-Flash, bf16 rows of 512 values while the 128-token window fills: every layer's
+    # row, plus ceil((1,024 + 132 indexer) / 4) on the 21 ratio-4 and ceil(1,024 / 128) on the
+    # 20 ratio-128 layers of compress_ratios
+    "deepseek-v4-flash": 43 * 1024 + 21 * 289 + 20 * 8,
 }
 
 

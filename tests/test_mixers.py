@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -22,10 +23,12 @@ from hypothesis import strategies as st
 from specs import registry_model
 
 import kvcalc.engine.mixers as mixers_package
-from kvcalc.engine.kv import layer_bytes_per_token
+from kvcalc.engine.kv import layer_bytes_per_token, layer_state_bytes, layer_tokens_bytes
+from kvcalc.engine.kvformat import KVFormatError, LinearKV, check_stores
 from kvcalc.engine.mixers.base import MIXER_KINDS, Mixer, ParallelismError, RecurrentMixer
 from kvcalc.engine.spec import (
     ChunkedLocalAttention,
+    CompressedAttention,
     DenseMLP,
     FullAttention,
     GatedDeltaNet,
@@ -193,13 +196,17 @@ def test_a_kind_caches_either_tokens_or_a_state(m: Mixer, context: int) -> None:
 
 #: vLLM has no spec type of its own for an indexed (sparse) MLA layer: it is an MLAAttentionSpec.
 VLLM_PAGE_KIND = {"mla_indexed": "mla"}
+#: Kinds that give vLLM several specs per layer (DeepSeek-V4: window, compressed entries,
+#: indexer keys, compressor states), so no single page layout.
+SEVERAL_SPECS = {"compressed"}
 
 
 @given(any_mixer())
 @settings(max_examples=200, deadline=None)
 def test_the_vllm_page_describes_the_cache(m: Mixer) -> None:
     layout = m.page_layout()
-    if not m.holds_tokens or not m.owns_cache:  # a state page, or no page (KV-shared)
+    if not m.holds_tokens or not m.owns_cache or m.kind in SEVERAL_SPECS:
+        # a state page, no page (KV-shared), or several specs (DeepSeek-V4)
         assert layout is None
         return
     assert layout is not None and layout.kind == VLLM_PAGE_KIND.get(m.kind, m.kind)
@@ -333,6 +340,25 @@ def _shared_kv(m: SharedKVAttention, context: int) -> Expected:
     )
 
 
+def _compressed(m: CompressedAttention, context: int) -> Expected:
+    # One shared latent of head_dim values per entry; a window-only layer (ratio 0) holds its
+    # window, a compressing one covers the whole context. Decode scores against the latent and
+    # sums latents per entry (2 x q_heads x 2 x head_dim), plus the indexer's index_heads q.k
+    # products of index_head_dim on ratio-4 layers; one entry per r held tokens, rounded up.
+    held = context if m.compress_ratio else min(context, m.window)
+    index = 2 * m.index_heads * m.index_head_dim if m.compress_ratio == 4 else 0
+    per_entry = 4 * m.q_heads * m.head_dim + index
+    flops = math.ceil(per_entry / m.compress_ratio) if m.compress_ratio else per_entry
+    head = f"latent {m.head_dim} (rope {m.rope_dim}), window {m.window:,}"
+    if not m.compress_ratio:
+        detail = f"{head}, no compression"
+    else:
+        detail = f"{head} + 1 entry per {m.compress_ratio} tokens"
+        if m.compress_ratio == 4:
+            detail += f", indexer {m.index_heads}x{m.index_head_dim} top-{m.index_topk:,}"
+    return Expected(m.head_dim, held, 0, 0, flops, 0, detail)
+
+
 # Each takes its own kind; the kind name picks the function.
 EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "full": _full,
@@ -340,6 +366,7 @@ EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "chunked": _chunked,
     "mla": _mla,
     "mla_indexed": _mla_indexed,
+    "compressed": _compressed,
     "mamba": _mamba,
     "mamba2": _mamba2,
     "gated_deltanet": _deltanet,
@@ -402,6 +429,10 @@ GOLDEN_LAYERS = {
     # KV-shared (Gemma-4-E2B layer 34, full, one of the last 20): stores nothing, attends over
     # layer 14's whole context with 8 q heads of global_head_dim 512: 2 x 8 x (512 + 512)
     "gemma-4-e2b": (34, 0, 10**6, 0, 2 * 8 * 1024, 0),
+    # DeepSeek-V4-Flash layer 2 (compress_ratios[2] = 4): one 512-value latent per entry,
+    # covering the whole context; per entry 2 x 64 heads x (512 + 512) plus the indexer's
+    # 2 x 64 x 128, one entry per 4 tokens
+    "deepseek-v4-flash": (2, 512, 10**6, 0, (2 * 64 * 1024 + 2 * 64 * 128) // 4, 0),
 }
 
 
@@ -431,6 +462,8 @@ KV_DTYPES = [dtype(name) for name in ("fp32", "bf16", "fp16", "fp8", "int8", "in
 @given(any_mixer(), st.sampled_from(KV_DTYPES))
 @settings(max_examples=300, deadline=None)
 def test_token_bytes_are_the_main_entry_plus_side_caches(m: Mixer, kv: DType) -> None:
+    if m.kind == "compressed":
+        return  # a window plus compressed entries: test_deepseek_v4_entries
     sides = sum(s.bytes_per_token for s in m.side_caches())
     assert layer_bytes_per_token(m, kv) == m.main_token_bytes(kv) + sides
     if m.kind != "mla_indexed":  # the one kind with a mixed-format entry and a side cache
@@ -451,6 +484,35 @@ def test_deepseek_v32_indexer_entry() -> None:
     # The indexer is replicated: TP splits only the query heads.
     assert m.per_rank(8).side_caches() == m.side_caches()
     assert m.per_rank(8).q_heads == 16
+
+
+def test_deepseek_v4_entries() -> None:
+    # DeepSeek-V4-Flash config.json: head_dim 512, qk_rope_head_dim 64, sliding_window 128,
+    # index_head_dim 128, 64 heads, o_groups 8 (arch-2026.md section 1).
+    c4 = CompressedAttention(4, 128, 512, 64, 64, 1024, 1024, 8, 64, 128, 512)
+    c128 = replace(c4, compress_ratio=128, index_heads=0, index_head_dim=0, index_topk=0)
+    fp8, bf16 = dtype("fp8"), dtype("bf16")
+    # vLLM's fp8_ds_mla entry: 448 fp8 NoPE + 64 x 2 bf16 RoPE + 448 / 64 = 7 UE8M0 + 1 pad.
+    assert c4.main_token_bytes(fp8) == 448 + 128 + 7 + 1 == 584
+    assert c4.main_token_bytes(bf16) == 512 * 2  # a plain row
+    # 131,072 tokens: 128 window entries + 32,768 compressed, each with a 128 + 4 B key.
+    assert layer_tokens_bytes(c4, 131072, fp8) == 128 * 584 + 32768 * (584 + 132)
+    assert layer_tokens_bytes(c128, 131072, fp8) == 128 * 584 + 1024 * 584
+    # fp32 compressor states: C4 8 rows x 2 x 2 x 512 x 4 + indexer 8 x 2 x 2 x 128 x 4;
+    # C128 128 rows x 2 x 1 x 512 x 4 (arch-2026: 8,192 / 2,048 / 4,096 B per row).
+    assert layer_state_bytes(c4, fp8) == 8 * 8192 + 8 * 2048
+    assert layer_state_bytes(c128, bf16) == 128 * 4096
+    # Per token while the window fills: the window entry plus the compressed share, rounded
+    # up: 584 + (584 + 132) / 4 = 584 + 179; 584 + 584 / 128 = 584 + 4.56 -> 589.
+    assert layer_bytes_per_token(c4, fp8) == 584 + 179 and layer_bytes_per_token(c128, fp8) == 589
+    # TP splits the query heads and output groups, never a cache.
+    assert c4.per_rank(8) == replace(c4, q_heads=8, o_groups=1)
+    with pytest.raises(KVFormatError, match="fp8 or bf16"):
+        check_stores(LinearKV("int4", dtype("int4")), _one_layer_model(c4))
+
+
+def _one_layer_model(m: Mixer) -> ModelSpec:
+    return ModelSpec("one", "one", 1, 64, 64, False, (m,), DenseMLP(64))
 
 
 def test_mamba2_groups_under_tensor_parallelism() -> None:

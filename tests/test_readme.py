@@ -234,6 +234,14 @@ UNPRINTED: dict[str, str] = {
     "holds 61,440 B of bf16 conv state and 3,145,728 B": "the two parts of one Gated DeltaNet "
     "layer's state, worked from Qwen3.5-27B's config in tests/test_qwen35.py; size prints "
     "their sum per layer group",
+    "(r = 4: 81,920 bytes; r = 128: 524,288)": "one layer's compressor state, worked from "
+    "DeepSeek-V4-Flash's config in tests/test_dsv4.py; size prints the sum over a"
+    " group's layers",
+    "at\nvLLM 0.33's own blocks": "the vLLM release whose DeepSeek-V4 blocks are modelled: a"
+    " version",
+    "5 groups, 1,002,240 bytes per block": "arch-2026.md's worked vLLM block of DeepSeek-V4-Flash, "
+    "recomputed in tests/test_dsv4.py; the vLLM report prints blocks and"
+    " tokens, not bytes per block",
     "YAML 1.1": "the YAML version whose implicit typing a spec does not follow: a version",
     "(`32`, `0.9`, `1e3`)": "examples of how a check spec writes numbers: inputs",
     "int4 0.5, int2 0.25 per value": "a dtype's bytes per value, the definition of the dtype "

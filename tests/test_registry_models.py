@@ -122,6 +122,13 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m2": 2 * 62 * 8 * 128 * 2,  # all 62 layers softmax, unlike minimax-m1
     # MLA latent + RoPE key at bf16, plus the indexer's 128 fp8 keys and one fp32 scale
     "deepseek-v3.2-exp": (512 + 64) * 61 * 2 + 61 * (128 * 1 + 4),
+    "deepseek-v3.2": (512 + 64) * 61 * 2 + 61 * (128 * 1 + 4),  # the Exp architecture, final
+    # DeepSeek-V4-Flash at bf16 (plain 512-value rows, 1,024 B) while the window fills: every
+    # layer's window row, plus on 21 C4 layers (1,024 + 132 indexer) / 4 = 289 and on 20 C128
+    # layers 1,024 / 128 = 8 (a compressed share, rounded up)
+    "deepseek-v4-flash": 43 * 1024 + 21 * 289 + 20 * 8,
+    # DeepSeek-V4-Pro (compress_ratios [128, 128, 4, 128 x 29, 4]): 30 C4 and 31 C128 layers
+    "deepseek-v4-pro": 61 * 1024 + 30 * 289 + 31 * 8,
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # 4 attention layers; 36 Mamba-2 hold a state
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
@@ -175,6 +182,16 @@ KV_BYTES_AT_128K = {
     "gemma-4-26b-a4b": 2 * 5 * 2 * 512 * 2 * K128 + 2 * 25 * 8 * 256 * 2 * 1024,
     "gemma-4-31b": 2 * 10 * 4 * 512 * 2 * K128 + 2 * 50 * 16 * 256 * 2 * 1024,
     "gemma-4-12b": 2 * 8 * 1 * 512 * 2 * K128 + 2 * 40 * 8 * 256 * 2 * 1024,
+    # DeepSeek-V4-Flash (config.json compress_ratios [0, 0, 4, 128 x 20, 4]): every layer a
+    # 128-token window of 1,024-byte bf16 rows; C4 layers 131,072 / 4 compressed rows plus a
+    # 132-byte indexer key each and an fp32 compressor state of 8 rows x 2 x 2 x (512 + 128)
+    # x 4 B; C128 layers 131,072 / 128 rows and a state of 128 rows x 2 x 512 x 4 B
+    "deepseek-v4-flash": 43 * 128 * 1024
+    + 21 * (K128 // 4 * (1024 + 132) + 8 * 2 * 2 * (512 + 128) * 4)
+    + 20 * (K128 // 128 * 1024 + 128 * 2 * 1 * 512 * 4),
+    "deepseek-v4-pro": 61 * 128 * 1024
+    + 30 * (K128 // 4 * (1024 + 132) + 8 * 2 * 2 * (512 + 128) * 4)
+    + 31 * (K128 // 128 * 1024 + 128 * 2 * 1 * 512 * 4),
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2 * K128
     + 36 * ((128 * 64 + 2 * 1 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2 * K128
@@ -238,6 +255,7 @@ MOE_LAYERS = {
     "kimi-k2-thinking": list(range(1, 61)),
     "glm-4.6": list(range(3, 92)),
     "deepseek-v3.2-exp": list(range(3, 61)),
+    "deepseek-v3.2": list(range(3, 61)),
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -267,6 +285,7 @@ VERIFICATION = {
         "qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3-coder-30b-a3b", "qwen3-vl-4b", "qwen3-vl-30b-a3b",
         # issue 17: copies of the official config.json text_config (see each file's source)
         "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
+        "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",

@@ -254,6 +254,15 @@ KNOWN_GAPS = {
         "37B is V3.1-Terminus's figure, not restated for Exp: we count 38.40B, DeepSeek-V3's "
         "37.55B plus the indexer's 0.85B (wq_b, wk, weights_proj on 61 layers)"
     ),
+    ("deepseek-v3.2", "active"): "same architecture and figures as deepseek-v3.2-exp",
+    ("deepseek-v4-flash", "active"): (
+        "13B activated (model card): we count 13.77B, 12.71B without the embedding table and "
+        "head (2 x 129280 x 4096 = 1.06B); the card does not say which it counts"
+    ),
+    ("deepseek-v4-pro", "active"): (
+        "49B activated (model card): we count 49.69B, 47.84B without the embedding table and "
+        "head (2 x 129280 x 7168 = 1.85B); the card does not say which it counts"
+    ),
     ("granite-4.0-h-tiny", "active"): (
         "the announcement's '~1B active': we count 1.47B, 1.31B without the tied embedding table"
     ),
@@ -456,6 +465,9 @@ QUANTIZED_RELEASES = {
     "deepseek-r1": "fp8-block",
     "deepseek-v3.1": "fp8-block",
     "deepseek-v3.2-exp": "fp8-block",
+    "deepseek-v3.2": "fp8-block",
+    "deepseek-v4-flash": "fp8-block",  # and FP4 (mxfp4) routed experts
+    "deepseek-v4-pro": "fp8-block",
     "kimi-k2": "fp8-block",
     "kimi-k2-thinking": "int4-g32",
     "minimax-m2": "fp8-block",

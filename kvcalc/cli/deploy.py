@@ -165,6 +165,15 @@ class DeploymentOptions(KvFormatOptions):
         from kvcalc.engine.eviction import KEEP_ALL
 
         self.check_applies(engine)
+        if engine == "vllm":
+            from kvcalc.engine.vllm import backend_blocks
+
+            self.refuse_if(
+                backend_blocks(model),
+                "block_size",
+                because=f"vLLM pages {model.id}'s caches at its backend's own blocks "
+                "(64-token windows, 256-token latents); drop it",
+            )
 
         sizes: dict[str, Any] = {
             f"{name}_bytes": parse_size(text, option_name(name)) if text else None

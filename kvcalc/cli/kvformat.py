@@ -49,7 +49,7 @@ class KvFormatOptions:
     kv_residual: int | None
 
     @cached_property
-    def _formats(self) -> dict[str, KVFormat]:
+    def _formats(self) -> dict[tuple[str, str], KVFormat]:
         return {}
 
     def format_given(self) -> bool:
@@ -75,13 +75,14 @@ class KvFormatOptions:
         from kvcalc.engine.kvformat import KVFormatError, check_stores, kv_format
 
         # One format per model dtype: a whole-registry batch asks for 66 models of two dtypes.
-        fmt = self._formats.get(model.default_dtype)
+        key = (model.default_dtype, model.kv_default)
+        fmt = self._formats.get(key)
         if fmt is None:
             try:
-                fmt = kv_format(self.request(), model.default_dtype)
+                fmt = kv_format(self.request(), model.default_dtype, model.kv_default)
             except KVFormatError as exc:
                 fail(str(exc))
-            self._formats[model.default_dtype] = fmt
+            self._formats[key] = fmt
         try:
             check_stores(fmt, model)
         except KVFormatError as exc:

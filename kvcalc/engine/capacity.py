@@ -94,7 +94,9 @@ def stage_layer_groups(layout: Layout, stage: Stage) -> tuple[LayerGroup, ...]:
             layer_bytes_per_token(mixer, layout.cache),
             layer_state_bytes(mixer, layout.cache),
             layout.cache,
-            layout.cache.kv.linear,
+            # A kind with its own bytes for held tokens (DeepSeek-V4's compressed entries) is
+            # not tokens x a per-token figure.
+            layout.cache.kv.linear and mixer.slope_bytes(layout.cache.kv) is None,
         )
         for mixer, layers in mixer_counts(layout.model, stage.layers)
     )

@@ -483,7 +483,7 @@ def deployment(
         kv = (
             kv_dtype
             if isinstance(kv_dtype, KVFormat)
-            else kv_format(KVFormatRequest(dtype=kv_dtype), model.default_dtype)
+            else kv_format(KVFormatRequest(dtype=kv_dtype), model.default_dtype, model.kv_default)
         )
         check_stores(kv, model)
     except KVFormatError as exc:

@@ -58,6 +58,7 @@ class KiviKV(KVFormat):
         )
 
     def check(self, mixer: Mixer) -> None:
+        mixer.check_format(self)  # a kind with its own layouts refuses first, naming them
         if any(v.role == "latent" for v in mixer.cache_vectors()):
             raise KVFormatError(
                 "--kv-dtype",

@@ -46,19 +46,25 @@ class CacheFormat:
     def token_bytes(self, mixer: Mixer) -> int:
         """Bytes one token adds to one layer of ``mixer`` (rounded up to whole bytes; the
         long-context slope when the format is not linear in tokens), side caches at their own
-        fixed format included."""
+        fixed format included; a kind that sizes its own tokens says it (DeepSeek-V4)."""
+        slope = mixer.slope_bytes(self.kv)
+        if slope is not None:
+            return slope
         return self.kv.token_bytes(mixer) + side_cache_bytes(mixer)
 
     def tokens_bytes(self, mixer: Mixer, tokens: int) -> int:
         """Bytes ``tokens`` tokens of one sequence occupy in one layer of ``mixer``, side caches
         included: the one formula every engine sizes a layer's tokens with."""
+        held = mixer.held_bytes(self.kv, tokens)
+        if held is not None:
+            return held
         return self.kv.tokens_bytes(mixer, tokens) + tokens * side_cache_bytes(mixer)
 
     def state_bytes(self, mixer: Mixer) -> int:
         """Bytes of one layer's fixed state: each state tensor (conv, temporal) at its dtype,
         rounded up per tensor, as the engines allocate them."""
         ssm = self.ssm_state or self.state
-        return sum(
+        return mixer.state_cache_bytes() + sum(
             (self.state if t.role == "conv" else ssm).bytes_for(t.elements)
             for t in mixer.state_tensors()
         )

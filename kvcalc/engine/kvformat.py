@@ -81,8 +81,10 @@ class KVFormat(ABC):
         elements = mixer.cache_elements_per_token()
         return self.token_bits(mixer) / elements if elements else None
 
-    def check(self, mixer: Mixer) -> None:  # noqa: B027 - most formats store every layer
-        """Raise :class:`KVFormatError` when the format cannot store ``mixer``'s cache."""
+    def check(self, mixer: Mixer) -> None:
+        """Raise :class:`KVFormatError` when the format cannot store ``mixer``'s cache (most
+        formats store every kind; a kind with its own layouts says which it has)."""
+        mixer.check_format(self)
 
     @property
     def precision_note(self) -> str | None:
@@ -221,9 +223,10 @@ class KVFormatRequest:
         self.residual = residual
 
 
-def kv_format(request: KVFormatRequest, model_dtype: str) -> KVFormat:
+def kv_format(request: KVFormatRequest, model_dtype: str, default: str | None = None) -> KVFormat:
     """The format ``request`` names, for a model whose dtype (KIVI's full precision, and the
-    default cache) is ``model_dtype``. Raises :class:`KVFormatError` naming the option."""
+    default cache unless ``default`` names the one the engines store) is ``model_dtype``.
+    Raises :class:`KVFormatError` naming the option."""
     full = dtype(model_dtype)
     for option, value in (("--kv-group", request.group), ("--kv-residual", request.residual)):
         if value is not None and value < (1 if option == "--kv-group" else 0):
@@ -231,7 +234,7 @@ def kv_format(request: KVFormatRequest, model_dtype: str) -> KVFormat:
     if request.quant is not None:
         return _kivi_format(request, _quantiser(request, full))
     # None is "not given"; an empty name is refused like any unknown one, never the default.
-    base = _preset(full.name if request.dtype is None else request.dtype, full)
+    base = _preset((default or full.name) if request.dtype is None else request.dtype, full)
     if not isinstance(base, LinearKV):
         from kvcalc.engine.kivi import KiviKV
 

@@ -390,6 +390,12 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
             "lightning attention (MiniMax) has no SGLang token or mamba pool kvcalc knows of; "
             "use --engine vllm or --engine simple"
         )
+    if mixer.kind == "compressed":
+        raise SGLangConfigError(
+            "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
+            f"(read in 0.5.23; kvcalc models SGLang {SUPPORTED_RANGE} without it); use "
+            "--engine vllm or --engine simple"
+        )
     return mixer.per_rank(tp)
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         FullAttention,
         SlidingWindowAttention,
     )
+    from kvcalc.engine.mixers.compressed import CompressedAttention
     from kvcalc.engine.mixers.deltanet import GatedDeltaNet
     from kvcalc.engine.mixers.lightning import LightningAttention
     from kvcalc.engine.mixers.mamba import Mamba
@@ -41,6 +42,7 @@ _KINDS = {
     "FullAttention": "attention",
     "SlidingWindowAttention": "attention",
     "ChunkedLocalAttention": "attention",
+    "CompressedAttention": "compressed",
     "MultiHeadLatentAttention": "mla",
     "IndexedLatentAttention": "mla_indexed",
     "Mamba": "mamba",
@@ -68,6 +70,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "FFN",
     "ChunkedLocalAttention",
+    "CompressedAttention",
     "DenseMLP",
     "FullAttention",
     "GatedDeltaNet",
@@ -184,6 +187,16 @@ class ModelSpec:
         shared: dict[Mixer, Mixer] = {}
         pattern = tuple(shared.setdefault(m, m) for m in self.mixer_pattern)
         object.__setattr__(self, "mixer_pattern", pattern)
+
+    @property
+    def kv_default(self) -> str:
+        """The KV format a practitioner gets without asking for one: what the engines store for
+        the model's kinds (DeepSeek-V4: the packed fp8 entry), else the model's dtype."""
+        for mixer in self.mixer_pattern:
+            engine = mixer.engine_kv_dtype()
+            if engine is not None:
+                return engine
+        return self.default_dtype
 
     def block_counts(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         """The distinct (mixer, FFN) pairs of ``layers``, in order of first appearance, with how

@@ -19,6 +19,13 @@ contributes its main spec and then one spec per side cache, so the specs, groups
 count vLLM's cache layers, and a pipeline stage's decoder layers map to the run of cache layers
 they own (:func:`stage_cache_layers`).
 
+DeepSeek-V4 follows vLLM 0.33 (../shared/reference/arch-2026.md section 1): each layer registers
+its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla pages padded to
+576 bytes, none split by TP, at the backend's own blocks (64 for the window, 256 for the latents,
+4 and 8 for the states; ``--block-size`` does not change them), grouped by
+:func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``. The
+MTP draft layer (one more window-only layer) is not modelled, like every draft layer.
+
 Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
 ``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
 the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
@@ -74,7 +81,7 @@ HYBRID_BLOCK_ALIGNMENT = 16
 GROUP_SIZE_SLACK = Fraction(3, 2)
 
 SpecKind = Literal["full", "sliding", "chunked", "mla", "mamba"]
-Grouping = Literal["uniform_spec", "uniform_type", "hybrid"]
+Grouping = Literal["uniform_spec", "uniform_type", "hybrid", "packed"]
 
 
 class VLLMConfigError(ValueError):
@@ -190,11 +197,102 @@ def side_cache_specs(mixer: Mixer, block_size: int) -> tuple[LayerCacheSpec, ...
 
 
 def cache_layers_of(mixer: Mixer) -> int:
-    """vLLM cache layers one decoder layer of ``mixer`` registers: its own and its side caches;
-    none for a layer reusing another's cache (it reports no spec)."""
+    """vLLM cache layers one decoder layer of ``mixer`` registers: its own and its side caches
+    (DeepSeek-V4: its window, compressed, indexer and compressor-state specs); none for a layer
+    reusing another's cache (it reports no spec)."""
     if not mixer.owns_cache:
         return 0
+    if is_compressed(mixer):
+        return len(dsv4_specs(mixer))
     return 1 + len(mixer.side_caches())
+
+
+# --------------------------------------------------------------------------------------------
+# DeepSeek-V4 (vLLM 0.33, ../shared/reference/arch-2026.md section 1): every layer registers
+# several specs, all replicated over TP (max_tp_shards 1), in fp8_ds_mla pages padded to 576 B.
+
+#: The window cache's block (DeepseekV4SWACache, sparse_swa.py).
+DSV4_SWA_BLOCK = 64
+#: The compressed latents' and indexer keys' block (DeepseekSparseSWABackend's preferred size).
+DSV4_STORAGE_BLOCK = 256
+#: Blocks of the compressor-state caches by ratio (CompressorStateCache, compressor.py).
+DSV4_STATE_BLOCK = {4: 4, 128: 8}
+#: Every DSV4 page is rounded up to a multiple of this (the 576-value MLA row alignment).
+DSV4_PAGE_ALIGNMENT = 576
+
+
+def is_compressed(mixer: Mixer) -> bool:
+    return mixer.kind == "compressed"
+
+
+def backend_blocks(model: ModelSpec) -> bool:
+    """Whether vLLM pages ``model`` at its attention backend's own blocks, whatever
+    ``--block-size`` says (DeepSeek-V4)."""
+    return any(is_compressed(m) for m in model.mixer_pattern)
+
+
+def _aligned(page: int) -> int:
+    return -(-page // DSV4_PAGE_ALIGNMENT) * DSV4_PAGE_ALIGNMENT
+
+
+def dsv4_specs(mixer: Mixer) -> tuple[LayerCacheSpec, ...]:
+    """The specs one DeepSeek-V4 layer registers, at vLLM's default fp8_ds_mla layout: its
+    window (SlidingWindowMLASpec, 64-token blocks); with a ratio r its compressed latents
+    (MLAAttentionSpec of 256-token blocks holding 256 / r entries) and its compressor state (a
+    window of coff x r fp32 rows); at r = 4 also the indexer keys and the indexer's compressor
+    state."""
+    from kvcalc.engine.mixers.compressed import (
+        CompressedAttention,
+        index_key_bytes,
+        overlap,
+        packed_entry_bytes,
+    )
+
+    assert isinstance(mixer, CompressedAttention)
+    entry = packed_entry_bytes(mixer.head_dim, mixer.rope_dim)
+    swa = DSV4_SWA_BLOCK
+    specs = [
+        LayerCacheSpec("sliding", swa, _aligned(swa * entry), 1, entry, window=mixer.window)
+    ]
+    r = mixer.compress_ratio
+    if not r:
+        return tuple(specs)
+    store, coff, block = DSV4_STORAGE_BLOCK, overlap(r), DSV4_STATE_BLOCK[r]
+    entries = store // r
+
+    def state(dim: int) -> LayerCacheSpec:
+        row = 2 * coff * dim * 4  # fp32 kv and score rows
+        return LayerCacheSpec("sliding", block, _aligned(block * row), 1, row, window=coff * r)
+
+    latents = LayerCacheSpec("mla", store, _aligned(entries * entry), 1, entry)
+    specs += [latents, state(mixer.head_dim)]
+    if mixer.indexed:
+        key = index_key_bytes(mixer.index_head_dim)
+        specs += [
+            LayerCacheSpec("mla", store, _aligned(entries * key), 1, key),
+            state(mixer.index_head_dim),
+        ]
+    return tuple(specs)
+
+
+def packed_groups(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
+    """``_get_packed_kv_cache_groups`` for block-outermost layouts (DSV4's indexer backend):
+    the full-attention-type layers (compressed latents, indexer keys) form one group whose
+    block costs the sum of their pages; every other bucket of equal window and block is cut
+    into the fewest groups (layers[i::k]) whose pages fit that budget. The reference worked
+    this from the code without running it (arch-2026.md uncertainty 1)."""
+    specs = tuple(specs)
+    full = tuple(i for i, s in enumerate(specs) if s.type_key == ("full", 0))
+    budget = max(sum(specs[i].page_bytes for i in full), max(s.page_bytes for s in specs))
+    groups = [KVCacheGroup(specs[full[0]], full)] if full else []
+    buckets: dict[tuple[str, int, int], list[int]] = {}
+    for i, s in enumerate(specs):
+        if i not in full:
+            buckets.setdefault((s.kind, s.window, s.block_size), []).append(i)
+    for layers in buckets.values():
+        count = math.ceil(sum(specs[i].page_bytes for i in layers) / budget)
+        groups.extend(KVCacheGroup(specs[layers[0]], tuple(layers[i::count])) for i in range(count))
+    return LayerGrouping("packed", tuple(groups), max(len(g.layers) for g in groups), specs)
 
 
 def stage_cache_layers(model: ModelSpec, stage: range) -> range:
@@ -279,6 +377,14 @@ def layer_cache_specs(
     # A layer reusing another's cache reports no spec (kv_sharing_target_layer_name).
     all_mixers = (model.mixer_at(i).per_rank(tp) for i in range(model.num_layers))
     mixers = [m for m in all_mixers if m.owns_cache]
+    if any(is_compressed(m) for m in mixers):
+        if kv_dtype.name != "fp8" or not all(is_compressed(m) for m in mixers):
+            raise VLLMConfigError(
+                f"{model.id}: vLLM stores DeepSeek-V4's cache as fp8_ds_mla (its FlashMLA "
+                "default; bf16 is refused there, and the plain-row backends are not modelled); "
+                "use --kv-dtype fp8"
+            )
+        return tuple(spec for m in mixers for spec in dsv4_specs(m))
     attention = [m for m in mixers if m.holds_tokens]
     states = [state_bytes(m, conv_dtype, ssm_dtype) for m in mixers if not m.holds_tokens]
     if states and attention:
@@ -341,6 +447,8 @@ class LayerGrouping:
         """Every group's page (hybrid pages are unified); the summed page for a uniform type."""
         if self.kind == "uniform_type":
             return sum(s.page_bytes for s in self.layer_specs)
+        if self.kind == "packed":
+            return max(sum(self.layer_specs[i].page_bytes for i in g.layers) for g in self.groups)
         return self.groups[0].spec.page_bytes
 
     @property
@@ -374,13 +482,16 @@ def hybrid_group_size(bucket_sizes: Sequence[int]) -> int:
     return largest if largest < GROUP_SIZE_SLACK * smallest else smallest
 
 
-def group_layers(specs: Sequence[LayerCacheSpec]) -> LayerGrouping:
+def group_layers(specs: Sequence[LayerCacheSpec], packed: bool = False) -> LayerGrouping:
     """``get_kv_cache_groups``: one group for a uniform spec or type, else hybrid groups.
 
     Hybrid buckets are cut into ceil(n / group_size) groups taking every k-th layer
-    (``layers[i::k]``), so pipeline stages keep balanced groups.
+    (``layers[i::k]``), so pipeline stages keep balanced groups. ``packed``: a block-outermost
+    layout (DeepSeek-V4), grouped by :func:`packed_groups`.
     """
     specs = tuple(specs)
+    if packed:
+        return packed_groups(specs)
     one_group = (KVCacheGroup(specs[0], tuple(range(len(specs)))),)
     if len(set(specs)) == 1:
         return LayerGrouping("uniform_spec", one_group, len(specs), specs)
@@ -422,6 +533,11 @@ def stage_bytes_per_block(grouping: LayerGrouping, stage: range) -> int:
     has in any one group (it allocates that many shared tensors)."""
     if grouping.kind == "uniform_type":
         return sum(grouping.layer_specs[i].page_bytes for i in stage)
+    if grouping.kind == "packed":
+        pages = grouping.layer_specs
+        return max(
+            sum(pages[i].page_bytes for i in g.layers if i in stage) for g in grouping.groups
+        )
     tensors = max(sum(1 for i in g.layers if i in stage) for g in grouping.groups)
     return grouping.page_bytes * tensors
 
@@ -633,7 +749,7 @@ def vllm_kv_cache(
     specs = layer_cache_specs(
         model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype
     )
-    grouping = group_layers(specs)
+    grouping = group_layers(specs, packed=any(is_compressed(m) for m in model.mixer_pattern))
     setup = VLLMSetup(
         model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens
     )
@@ -670,7 +786,10 @@ def vllm_kv_cache(
         num_blocks=blocks,
         blocks_per_request=per_request,
         max_concurrency=max_concurrency(blocks, per_request),
-        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping),
+        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping)
+        if grouping.kind != "packed"
+        # Later releases log max_concurrency x max_model_len (_report_kv_cache_config).
+        else int(max_concurrency(blocks, per_request) * max_model_len),
     )
 
 

@@ -125,6 +125,58 @@ class IndexedMLAttention(MLAttention):
         )
 
 
+class CompressedMixer(Strict):
+    """DeepSeek-V4 compressed attention, one layer type per ``compress_ratios`` value (0: the
+    window only; 4: compressed sparse attention with the indexer; 128: heavily compressed).
+    config.json names: sliding_window, head_dim, qk_rope_head_dim, q_lora_rank, o_lora_rank,
+    o_groups, index_n_heads, index_head_dim, index_topk."""
+
+    kind: Literal["compressed"]
+    compress_ratio: Literal[0, 4, 128]
+    window: PosInt
+    head_dim: PosInt
+    rope_dim: PosInt
+    q_lora_rank: PosInt
+    o_lora_rank: PosInt
+    o_groups: PosInt
+    index_heads: NonNegInt = 0
+    index_head_dim: NonNegInt = 0
+    index_topk: NonNegInt = 0
+    hc_mult: NonNegInt = Field(0, description="hyper-connection streams (config.json hc_mult)")
+    q_heads: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> CompressedMixer:
+        if self.rope_dim >= self.head_dim:
+            raise ValueError(f"rope_dim {self.rope_dim} must be below head_dim {self.head_dim}")
+        if self.compress_ratio == 4 and not (
+            self.index_heads and self.index_head_dim and self.index_topk
+        ):
+            raise ValueError("a compress_ratio 4 layer needs index_heads, index_head_dim and "
+                             "index_topk (its indexer)")
+        return self
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        q_heads = self.q_heads or arch.num_attention_heads
+        if q_heads % self.o_groups:
+            raise ValueError(f"{q_heads} query heads do not split into {self.o_groups} o_groups")
+        indexed = self.compress_ratio == 4
+        return spec.CompressedAttention(
+            compress_ratio=self.compress_ratio,
+            window=self.window,
+            head_dim=self.head_dim,
+            rope_dim=self.rope_dim,
+            q_heads=q_heads,
+            q_lora_rank=self.q_lora_rank,
+            o_lora_rank=self.o_lora_rank,
+            o_groups=self.o_groups,
+            index_heads=self.index_heads if indexed else 0,
+            index_head_dim=self.index_head_dim if indexed else 0,
+            index_topk=self.index_topk if indexed else 0,
+            hc_mult=self.hc_mult,
+        )
+
+
 class MambaMixer(Strict):
     kind: Literal["mamba"]
     d_state: PosInt
@@ -209,6 +261,7 @@ MixerSchema = Annotated[
     FullAttention
     | SlidingAttention
     | ChunkedAttention
+    | CompressedMixer
     | MLAttention
     | IndexedMLAttention
     | MambaMixer
@@ -481,13 +534,25 @@ class Weights(Strict):
 
     format: Literal["fp8-block", "mxfp4", "int4-g128", "int4-g32"]
     applies_to: Literal["layers", "experts"] = "layers"
+    experts: Literal["fp8-block", "mxfp4", "int4-g128", "int4-g32"] | None = Field(
+        None,
+        description="the routed experts' own format when the layers are in another "
+        "(DeepSeek-V4: fp8-block layers, FP4 experts); needs applies_to: layers",
+    )
     source: str
+
+    @model_validator(mode="after")
+    def _check(self) -> Weights:
+        if self.experts is not None and self.applies_to != "layers":
+            raise ValueError("weights.experts needs applies_to: layers")
+        return self
 
     def to_format(self, model_dtype: str) -> CheckpointFormat:
         fmt = NAMED_FORMATS[self.format]
         keep = plain(units.dtype(model_dtype))
         layers = fmt if self.applies_to == "layers" else keep
-        return CheckpointFormat(experts=fmt, layers=layers, other=keep, source=self.source)
+        experts = NAMED_FORMATS[self.experts] if self.experts else fmt
+        return CheckpointFormat(experts=experts, layers=layers, other=keep, source=self.source)
 
     @classmethod
     def of(cls, checkpoint: CheckpointFormat, model_dtype: str, source: str) -> Weights | None:
@@ -496,9 +561,14 @@ class Weights(Strict):
         name = checkpoint.experts.name
         if name not in NAMED_FORMATS or checkpoint.experts != NAMED_FORMATS[name]:
             return None
-        for applies_to in ("layers", "experts"):
-            data = {"format": name, "applies_to": applies_to, "source": source}
-            weights = cls.model_validate(data)
+        candidates: list[dict[str, str]] = [
+            {"format": name, "applies_to": applies_to} for applies_to in ("layers", "experts")
+        ]
+        layers = checkpoint.layers.name
+        if layers in NAMED_FORMATS and layers != name:
+            candidates.append({"format": layers, "applies_to": "layers", "experts": name})
+        for data in candidates:
+            weights = cls.model_validate(data | {"source": source})
             if weights.to_format(model_dtype) == checkpoint:
                 return weights
         return None

@@ -406,7 +406,10 @@ VLLM_FIELDS = (
 
 
 def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> Report:
-    from kvcalc.engine.vllm import KVCacheTooSmall
+    from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+
+    # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
+    own_blocks = backend_blocks(dep.model)
 
     setup = {
         "model": dep.model.id,
@@ -416,7 +419,7 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         "engine": "vllm",
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": kv_bits_per_value(dep),
-        "block_size": dep.block_size,
+        "block_size": None if own_blocks else dep.block_size,
         "max_num_batched_tokens": dep.max_num_batched_tokens,
         **layout_payload(dep),
     }
@@ -432,9 +435,12 @@ def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -
         "results": per_length,
     }
     records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
+    release, block = ("0.19", f"block {dep.block_size}")
+    if own_blocks:
+        release, block = ("0.33", "the backend's blocks (64-token windows, 256-token latents)")
     header = (
-        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM 0.19, tp {dep.tp}, "
-        f"pp {dep.pp}, KV {kv_label(dep)}, block {dep.block_size}"
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
+        f"pp {dep.pp}, KV {kv_label(dep)}, {block}"
     )
     too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
     lengths = [r.setup.max_model_len for r in results]

@@ -105,9 +105,16 @@ def format_lines(size: KVSize) -> list[str]:
     return [*lines, f"              {note}"] if note else lines
 
 
+def kind_notes(size: KVSize) -> list[str]:
+    """What the KV format means for a kind with its own layout (DeepSeek-V4's packed entry)."""
+    notes = dict.fromkeys(n for g in size.groups if (n := g.mixer.format_note()))
+    return [f"KV layout:    {n}" for n in notes]
+
+
 def size_summary(size: KVSize) -> list[str]:
     lines = [
         *format_lines(size),
+        *kind_notes(size),
         f"per token:    {size.bytes_per_token:,} B ({format_binary(size.bytes_per_token)})",
         f"per sequence: {size.bytes_per_sequence:,} B = {both_units(size.bytes_per_sequence)}",
     ]

@@ -10,7 +10,11 @@ flops.py, vllm.py) and the tables never branch on the kind:
   latent for quantised formats), ``tokens_held``, ``state_tensors`` (``state_elements`` is
   their sum), ``holds_tokens``; ``main_token_bytes`` (the main entry at the KV dtype) and
   ``side_caches`` kept at a fixed format (DeepSeek-V3.2's indexer keys), which
-  :mod:`kvcalc.engine.kv` adds up;
+  :mod:`kvcalc.engine.kv` adds up; a kind that does not keep one entry per held token
+  (DeepSeek-V4's window plus compressed entries) sizes its tokens itself (``held_bytes``,
+  ``slope_bytes``), with a fixed-format state (``state_cache_bytes``), the formats it has a
+  layout in (``check_format``), the one the engines default to (``engine_kv_dtype``) and what
+  that means (``format_note``);
 - weights: ``weight_tensors``; decode FLOPs: ``attention_flops_per_held_token``,
   ``state_flops_per_token``;
 - vLLM: ``page_layout`` (the fields of an attention layer's KV-cache spec);
@@ -31,6 +35,7 @@ from kvcalc.engine.tensors import CacheVectors, StateTensor, Tensor
 from kvcalc.engine.units import DType
 
 if TYPE_CHECKING:
+    from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.mixers.caches import PageLayout
     from kvcalc.engine.mixers.side_cache import SideCache
     from kvcalc.engine.variant import AttentionVariant
@@ -95,6 +100,35 @@ class Mixer(ABC):
     def side_caches(self) -> tuple[SideCache, ...]:
         """Fixed-format per-token caches beside the main one (none for most kinds)."""
         return ()
+
+    def held_bytes(self, kv: KVFormat, tokens: int) -> int | None:
+        """Bytes ``tokens`` held tokens take in one layer when the kind does not keep one entry
+        per held token (DeepSeek-V4's window plus compressed entries); None for the usual
+        kinds, which the format sizes as tokens x entry."""
+        return None
+
+    def slope_bytes(self, kv: KVFormat) -> int | None:
+        """Bytes one token adds while no window is full, for a kind with :meth:`held_bytes`;
+        None otherwise."""
+        return None
+
+    def state_cache_bytes(self) -> int:
+        """Fixed per-sequence bytes kept at their own format beside any recurrent state
+        (DeepSeek-V4's fp32 compressor state); 0 for most kinds."""
+        return 0
+
+    def check_format(self, kv: KVFormat) -> None:  # noqa: B027 - most kinds take any format
+        """Raise :class:`~kvcalc.engine.kvformat.KVFormatError` when the kind has no layout in
+        ``kv``."""
+
+    def engine_kv_dtype(self) -> str | None:
+        """The KV dtype the serving engines store this kind in by default, when it is not the
+        model's dtype (DeepSeek-V4: fp8); None: the model's dtype."""
+        return None
+
+    def format_note(self) -> str | None:
+        """What a reader must know about how the KV format stores this kind (None: nothing)."""
+        return None
 
     @abstractmethod
     def cache_vectors(self) -> tuple[CacheVectors, ...]:

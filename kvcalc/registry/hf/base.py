@@ -14,7 +14,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Generic, Literal, NoReturn, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Generic,
+    Literal,
+    NoReturn,
+    TypeVar,
+    cast,
+)
 
 from pydantic import (
     AliasChoices,
@@ -28,6 +38,9 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from kvcalc.registry.load import RegistryError
+
+if TYPE_CHECKING:
+    from kvcalc.engine.checkpoint import CheckpointFormat
 from kvcalc.registry.schema import MAX_LAYERS  # more than any model has: per-layer lists stay small
 
 #: torch dtype names in config.json -> kvcalc dtype names.
@@ -379,6 +392,11 @@ class Adapter(ABC, Generic[C]):
             "pattern": shortest_cycle(names),
             **self.feed_forward(),
         }
+
+    def released_checkpoint(self, stated: CheckpointFormat | None) -> CheckpointFormat | None:
+        """The released weight format, given what the quantization_config states: that, for
+        most families (DeepSeek-V4 adds its FP4 experts)."""
+        return stated
 
     def derived_head_dim(self) -> int:
         hidden, heads = self.config.hidden_size, self.config.num_attention_heads

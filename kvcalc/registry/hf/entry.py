@@ -142,7 +142,8 @@ def weights_mapping(imported: ImportedConfig) -> dict[str, Any]:
         raise RegistryError(
             f"{imported.path}: quantization_config: its format ({imported.checkpoint.name}) has "
             f"no registry weights: form (one of {', '.join(NAMED_FORMATS)}, on every layer "
-            "matrix or the routed experts only); size the config.json itself, e.g. "
+            "matrix, the routed experts only, or one on the layers and another on the experts); "
+            "size the config.json itself, e.g. "
             "`kvcalc batch PATH --gpus ...`"
         )
     return {"weights": weights.model_dump(mode="json", exclude_defaults=True)}

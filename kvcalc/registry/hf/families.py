@@ -6,6 +6,7 @@ from typing import Any
 
 from kvcalc.registry.hf.base import Adapter
 from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
+from kvcalc.registry.hf.deepseek_v4 import DeepseekV4
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
@@ -43,7 +44,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Llama, Mistral, Mixtral, Phi, Phi3,
     Qwen, Qwen3, Qwen2Moe, Qwen3Moe, Qwen3Next, Qwen35, Qwen35Moe, Qwen3VLText, Qwen3VLMoeText,
     Gemma, Gemma2, Gemma3Text, Gemma4Text,
-    DeepseekV2, DeepseekV3, DeepseekV32,
+    DeepseekV2, DeepseekV3, DeepseekV32, DeepseekV4,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
 )  # fmt: skip
 

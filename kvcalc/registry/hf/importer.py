@@ -288,7 +288,9 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
         model_id=model_id,
         name=name,
         repo=stated_repo(top),
-        checkpoint=checkpoint_format(where, top.get("quantization_config"), model_dtype),
+        checkpoint=adapter.released_checkpoint(
+            checkpoint_format(where, top.get("quantization_config"), model_dtype)
+        ),
         assumed=assumed,
     )
 
