@@ -9,11 +9,13 @@ from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text
+from kvcalc.registry.hf.glm import Glm4Moe
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
+from kvcalc.registry.hf.minimax import MiniMaxM2
 from kvcalc.registry.hf.qwen import Qwen, Qwen2Moe, Qwen3, Qwen3Moe, Qwen3Next
 from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
@@ -30,6 +32,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
+    Glm4Moe, MiniMaxM2,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.

@@ -1,0 +1,226 @@
+"""config.json import of MiniMax-M2, GLM-4.x MoE, the standard-decoder fallback for a model_type
+without an adapter, and JSON's non-finite constants.
+
+The fixtures tests/fixtures/hf/minimax-m2 and glm-4.6 are written, as the others are, from
+shared/reference/model-configs-2025.yaml (its MiniMax-M2 and GLM-4.6 entries, with the
+official key names and their sources there). Every golden figure is worked by hand below from
+the engines' rules in shared/reference/arch-2026.md sections 4 and 6.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.engine import spec
+from kvcalc.engine.kv import kv_bytes_per_sequence, kv_bytes_per_token
+from kvcalc.engine.units import dtype
+from kvcalc.registry.hf import load_hf_config
+from kvcalc.registry.load import RegistryError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf"
+BF16, FP8 = dtype("bf16"), dtype("fp8")
+
+
+def fixture(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name / "config.json").read_text())
+    return data
+
+
+def write(tmp_path: Path, data: dict[str, Any] | str) -> Path:
+    path = tmp_path / "m" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def refusal(path: Path) -> str:
+    with pytest.raises(RegistryError) as info:
+        load_hf_config(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+# ------------------------------------------------------------------ MiniMax-M2 (section 4)
+
+
+def test_minimax_m2_kv_is_62_full_gqa_layers() -> None:
+    model = load_hf_config(FIXTURES / "minimax-m2")
+    # 62 layers x (K + V) x 8 KV heads x 128 x 2 bytes = 253,952 B/token; the 3 MTP modules
+    # are dropped by vLLM's loader and hold nothing.
+    assert kv_bytes_per_token(model, BF16) == 62 * 2 * 8 * 128 * 2 == 253_952
+    # 33.3 GB (31 GiB) at 128k in bf16, half with fp8.
+    assert kv_bytes_per_sequence(model, 131_072, BF16) == 33_285_996_544
+    assert kv_bytes_per_sequence(model, 131_072, FP8) == 33_285_996_544 // 2
+    assert model.rotary_caches == ((196_608, 64),)  # RoPE on rotary_dim 64 of 128
+    assert model.moe is not None and (model.moe.experts, model.moe.top_k) == (256, 8)
+
+
+def test_minimax_m2_lightning_layer_is_refused(tmp_path: Path) -> None:
+    data = fixture("minimax-m2")
+    data["attn_type_list"] = [0] + [1] * 61
+    assert "attn_type_list: minimax_m2 has softmax attention" in refusal(write(tmp_path, data))
+
+
+def test_minimax_m2_attn_type_list_must_cover_every_layer(tmp_path: Path) -> None:
+    data = fixture("minimax-m2") | {"attn_type_list": [1] * 61}
+    assert "attn_type_list: must list 62 entries" in refusal(write(tmp_path, data))
+
+
+# ------------------------------------------------------------------ GLM-4.x MoE (section 6)
+
+
+def test_glm46_kv_is_92_full_gqa_layers_and_moe_from_layer_3() -> None:
+    model = load_hf_config(FIXTURES / "glm-4.6")
+    # head_dim 128 as stated (96 x 128 = 12,288, not hidden 5120 / 96): 92 x 2 x 8 x 128 x 2.
+    assert kv_bytes_per_token(model, BF16) == 92 * 2 * 8 * 128 * 2 == 376_832
+    assert [model.ffn_at(i) is model.moe for i in range(5)] == [False, False, False, True, True]
+    assert model.moe is not None and model.moe.shared_experts == 1
+    assert model.rotary_caches == ((202_752, 64),)  # partial_rotary_factor 0.5 of 128
+
+
+def test_glm_without_head_dim_on_an_uneven_width_is_refused(tmp_path: Path) -> None:
+    data = fixture("glm-4.6")
+    del data["head_dim"]  # 5120 / 96 would floor to 53: not GLM's 128
+    assert "head_dim: missing required field" in refusal(write(tmp_path, data))
+
+
+def test_glm_without_head_dim_on_an_even_width_derives_it(tmp_path: Path) -> None:
+    data = fixture("glm-4.6") | {"hidden_size": 6144}
+    del data["head_dim"]
+    model = load_hf_config(write(tmp_path, data))
+    assert model.mixer_at(0) == spec.FullAttention(8, 64, 64, 96)
+
+
+def test_glm_partial_rotary_factor_must_be_finite(tmp_path: Path) -> None:
+    text = json.dumps(fixture("glm-4.6")).replace(
+        '"partial_rotary_factor": 0.5', '"partial_rotary_factor": NaN'
+    )
+    assert "partial_rotary_factor: must be a finite number, got NaN" in refusal(
+        write(tmp_path, text)
+    )
+
+
+# ------------------------------------------------------------------ JSON's non-finite constants
+
+
+def test_infinity_and_nan_in_fields_no_formula_reads_are_accepted(tmp_path: Path) -> None:
+    # Nemotron-H's official config.json holds "time_step_limit": [0.0, Infinity].
+    text = json.dumps(fixture("minimax-m2"))[:-1] + (
+        ', "time_step_limit": [0.0, Infinity], "router_jitter_noise": NaN, "floor": -Infinity}'
+    )
+    model = load_hf_config(write(tmp_path, text), "minimax-m2", "minimax-m2")
+    assert model == load_hf_config(FIXTURES / "minimax-m2")
+
+
+@pytest.mark.parametrize("constant", ["Infinity", "-Infinity", "NaN"])
+def test_infinity_and_nan_in_a_field_the_sizing_reads_are_refused(
+    tmp_path: Path, constant: str
+) -> None:
+    text = json.dumps(fixture("glm-4.6")).replace(
+        '"num_key_value_heads": 8', f'"num_key_value_heads": {constant}'
+    )
+    message = refusal(write(tmp_path, text))
+    assert f"num_key_value_heads: must be a finite number, got {constant}" in message
+
+
+# ------------------------------------------------------------------ unknown model_type
+
+
+def standard(**changes: Any) -> dict[str, Any]:
+    """The Llama-3-70B fixture under a model_type kvcalc has no adapter for."""
+    return fixture("llama3-70b") | {"model_type": "acme_decoder"} | changes
+
+
+def test_a_standard_decoder_of_unknown_type_is_sized_as_its_llama_reading(
+    tmp_path: Path,
+) -> None:
+    model = load_hf_config(write(tmp_path, standard()))
+    llama = load_hf_config(FIXTURES / "llama3-70b", "m", "m")
+    # The same mixers, FFNs, depth, widths and dtype as the llama adapter's reading of the file.
+    assert model.mixer_pattern == llama.mixer_pattern
+    assert (model.dense_mlp, model.moe, model.num_layers) == (llama.dense_mlp, None, 80)
+    assert (model.hidden_size, model.vocab_size) == (llama.hidden_size, llama.vocab_size)
+    assert kv_bytes_per_token(model, BF16) == 2 * 80 * 8 * 128 * 2  # seed 004: 320 KiB
+    (warning,) = model.assumed
+    assert "model_type 'acme_decoder' has no kvcalc adapter; sized as a standard decoder" in warning
+    for name in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+        assert name in warning
+    assert "head_dim = hidden_size / num_attention_heads" in warning  # Llama-3 states none
+
+
+def test_a_standard_decoder_follows_its_layer_types(tmp_path: Path) -> None:
+    layer_types = ["sliding_attention", "full_attention"] * 40
+    model = load_hf_config(write(tmp_path, standard(layer_types=layer_types, sliding_window=4096)))
+    window = spec.SlidingWindowAttention(8, 128, 128, 64, window=4096)
+    assert model.mixer_pattern == (window, spec.FullAttention(8, 128, 128, 64))
+    assert "sliding where layer_types says so" in model.assumed[0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"kv_lora_rank": 512}, "kv_lora_rank"),  # MLA
+        ({"compress_ratios": [0, 4, 128]}, "compress_ratios"),  # DeepSeek-V4
+        ({"linear_num_value_heads": 32}, "linear_num_value_heads"),  # Gated DeltaNet
+        ({"mamba_d_state": 128}, "mamba_d_state"),  # state-space layers
+        ({"conv_L_cache": 3}, "conv_L_cache"),  # LFM2's short convolutions
+        ({"num_local_experts": 8}, "num_local_experts"),  # experts a dense MLP would misstate
+        ({"text_config": {"num_hidden_layers": 2}}, "text_config"),  # a wrapper
+        ({"layer_types": ["full_attention"] * 79 + ["linear_attention"]}, "'linear_attention'"),
+    ],
+)
+def test_signs_of_another_attention_are_refused_by_name(
+    tmp_path: Path, changes: dict[str, Any], named: str
+) -> None:
+    message = refusal(write(tmp_path, standard(**changes)))
+    assert "unsupported model_type 'acme_decoder', and not a standard decoder" in message
+    assert named in message and "write a registry file" in message
+
+
+def test_a_false_or_null_sign_is_no_sign(tmp_path: Path) -> None:
+    model = load_hf_config(write(tmp_path, standard(use_mla=False, kv_lora_rank=None)))
+    assert kv_bytes_per_token(model, BF16) == 2 * 80 * 8 * 128 * 2
+
+
+def test_a_standard_decoder_without_kv_heads_is_refused(tmp_path: Path) -> None:
+    data = standard()
+    del data["num_key_value_heads"]  # MHA is not assumed
+    assert "it states no num_key_value_heads" in refusal(write(tmp_path, data))
+
+
+def test_a_window_without_layer_types_is_refused(tmp_path: Path) -> None:
+    # Which layers slide is each family's rule (Mistral all, Qwen2 from max_window_layers on).
+    message = refusal(write(tmp_path, standard(sliding_window=4096)))
+    assert "sliding_window: stated without layer_types" in message
+
+
+def test_sliding_layers_without_a_window_are_refused(tmp_path: Path) -> None:
+    data = standard(layer_types=["sliding_attention"] * 80)
+    assert "sliding_window: missing" in refusal(write(tmp_path, data))
+
+
+def test_unknown_type_through_the_cli_warns_once_and_sizes(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = write(tmp_path, standard())
+    result = runner.invoke(app, ["size", str(path), "--ctx", "8k", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["kv_bytes_per_token"] == 327_680
+    lines = [line for line in result.stderr.splitlines() if "no kvcalc adapter" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: ")
+
+
+def test_unknown_type_with_signs_through_the_cli_is_one_line_and_exit_2(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = write(tmp_path, standard(kv_lora_rank=512))
+    result = runner.invoke(app, ["size", str(path), "--ctx", "8k"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "kv_lora_rank" in result.stderr
