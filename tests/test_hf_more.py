@@ -224,3 +224,103 @@ def test_unknown_type_with_signs_through_the_cli_is_one_line_and_exit_2(
     result = runner.invoke(app, ["size", str(path), "--ctx", "8k"])
     assert result.exit_code == 2 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "kv_lora_rank" in result.stderr
+
+
+# ------------------------------------------------------------------ Nemotron-H (section 5)
+# The fixtures nemotron-h-8b / -56b carry the layer patterns and shapes of NVIDIA's own
+# Megatron-Bridge providers (nemotron_h_provider.py, NemotronHModelProvider8B / 56B) in the
+# key names of the released config.json files, Infinity included.
+
+
+def nemotron(name: str) -> dict[str, Any]:
+    text = (FIXTURES / name / "config.json").read_text()
+    data: dict[str, Any] = json.loads(text.replace("Infinity", "1e308"))  # no constant inside
+    return data
+
+
+def test_nemotron_h_56b_caches_as_its_mamba_and_attention_blocks() -> None:
+    model = load_hf_config(FIXTURES / "nemotron-h-56b")
+    # 118 blocks: 54 Mamba-2 (M), 10 attention (*), 54 MLP (-); the kvcalc layers are the 64
+    # blocks that cache something.
+    kinds = [type(model.mixer_at(i)).__name__ for i in range(model.num_layers)]
+    assert (kinds.count("Mamba2"), kinds.count("FullAttention"), len(kinds)) == (54, 10, 64)
+    # Attention: 10 x 2 x 8 KV heads x 128 (hidden 8192 / 64 heads) x 2 bytes = 40,960 B/token.
+    assert kv_bytes_per_token(model, BF16) == 10 * 4_096 == 40_960
+    # Mamba-2 state, bf16: conv (256 x 64 + 2 x 8 x 256) x (4 - 1) + SSM 256 x 64 x 256 values.
+    state = 54 * ((16_384 + 4_096) * 3 + 256 * 64 * 256) * 2
+    assert kv_bytes_per_sequence(model, 8_192, BF16) == state + 8_192 * 40_960
+    assert model.rotary_caches == ()  # NemotronHAttention has no RoPE
+
+
+def test_nemotron_h_56b_mlp_blocks_spread_over_its_layers() -> None:
+    model = load_hf_config(FIXTURES / "nemotron-h-56b")
+    # 54 MLPs of 32,768 (up and down, squared ReLU) over 64 layers: 27,648 on each.
+    assert model.dense_mlp == spec.DenseMLP(54 * 32_768 // 64, gated=False)
+    assert model.moe is None
+
+
+def test_nemotron_h_56b_vllm_pages_match_the_worked_example() -> None:
+    from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
+
+    model = load_hf_config(FIXTURES / "nemotron-h-56b")
+    # arch-2026.md section 5, vLLM 0.33 with the SSM state in float32 (its Nemotron-H default):
+    # a Mamba page of 20,480 x 3 x 2 + 256 x 64 x 256 x 4 = 16,900,096 B; attention block
+    # 16 x ceil(16,900,096 / (16 x 4,096)) = 4,128 tokens, page 4,128 x 4,096 = 16,908,288 B;
+    # 6 Mamba groups + 1 attention group of 10 layers: 169,082,880 B per block.
+    for tokens, blocks in ((8_192, 6 + 2), (131_072, 6 + 32)):
+        cache = vllm_kv_cache(
+            model, 80 << 30, max_model_len=tokens, kv_dtype=BF16, ssm_state_dtype=dtype("fp32")
+        )
+        assert isinstance(cache, VLLMKVCache)
+        grouping = cache.grouping
+        assert (grouping.page_bytes, grouping.group_size, len(grouping.groups)) == (
+            16_908_288,
+            10,
+            7,
+        )
+        assert grouping.groups[-1].spec.block_size == 4_128
+        assert cache.stages[0].bytes_per_block == 169_082_880
+        assert cache.blocks_per_request == blocks  # 1.35 GB at 8k, 6.43 GB at 128k
+
+
+def test_nemotron_h_8b_reads_the_released_key_names() -> None:
+    model = load_hf_config(FIXTURES / "nemotron-h-8b")
+    # 24 Mamba-2 + 4 attention layers; 4 x 2 x 8 x 128 x 2 = 16,384 B/token.
+    assert model.num_layers == 28 and kv_bytes_per_token(model, BF16) == 16_384
+    assert model.mixer_at(0) == spec.Mamba2(
+        n_heads=128, head_dim=64, n_groups=8, d_state=128, d_conv=4
+    )
+    assert model.dense_mlp == spec.DenseMLP(24 * 21_504 // 28, gated=False)
+
+
+def test_nemotron_h_layers_block_type_is_the_same_model(tmp_path: Path) -> None:
+    data = nemotron("nemotron-h-8b")
+    names = {"M": "mamba", "*": "attention", "-": "mlp"}
+    data["layers_block_type"] = [names[c] for c in data.pop("hybrid_override_pattern")]
+    model = load_hf_config(write(tmp_path, data), "nemotron-h-8b", "nemotron-h-8b")
+    assert model == load_hf_config(FIXTURES / "nemotron-h-8b")
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"hybrid_override_pattern": "MEM*E"}, "MoE blocks (E"),
+        ({"hybrid_override_pattern": "M-M*X-"}, "must be blocks M, *, - or E"),
+        # 4B's pattern with 8B's widths: 24 MLPs of 21,504 do spread, of 12,288 do not.
+        ({"intermediate_size": 12_288}, "24 MLP blocks of 12,288 do not spread evenly over its 28"),
+        ({"num_hidden_layers": 50}, "num_hidden_layers: is 50, but hybrid_override_pattern has 52"),
+        ({"layers_block_type": ["mamba", "conv"], "hybrid_override_pattern": None}, "'conv'"),
+    ],
+)
+def test_nemotron_h_what_kvcalc_cannot_represent_is_refused(
+    tmp_path: Path, changes: dict[str, Any], needle: str
+) -> None:
+    data = nemotron("nemotron-h-8b") | changes
+    assert needle in refusal(write(tmp_path, data))
+
+
+def test_nemotron_h_without_a_pattern_is_refused_not_the_toy_default(tmp_path: Path) -> None:
+    data = nemotron("nemotron-h-8b")
+    del data["hybrid_override_pattern"]
+    message = refusal(write(tmp_path, data))
+    assert "hybrid_override_pattern: missing required field" in message

@@ -112,6 +112,13 @@ KV_BYTES_PER_TOKEN = {
     "granite-4.0-h-small": 2 * 4 * 8 * 128 * 2,  # 4 attention layers; 36 Mamba-2 hold a state
     "granite-4.0-h-tiny": 2 * 4 * 4 * 128 * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2,  # head_dim 2048 / 32
+    # issue 17 (arch-2026.md sections 4-6): GLM-4.7 and MiniMax-M2.5/M2.7 keep their
+    # predecessors' attention; Nemotron-H caches only in its attention blocks (10 of 118, 4 of 52)
+    "glm-4.7": 2 * 92 * 8 * 128 * 2,
+    "minimax-m2.5": 2 * 62 * 8 * 128 * 2,
+    "minimax-m2.7": 2 * 62 * 8 * 128 * 2,
+    "nemotron-h-56b": 2 * 10 * 8 * 128 * 2,
+    "nemotron-h-8b": 2 * 4 * 8 * 128 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -146,6 +153,12 @@ KV_BYTES_AT_128K = {
     + 36 * ((48 * 64 + 2 * 1 * 128) * (4 - 1) + 48 * 64 * 128) * 2,
     "granite-4.0-h-micro": 2 * 4 * 8 * 64 * 2 * K128
     + 36 * ((64 * 64 + 2 * 1 * 128) * (4 - 1) + 64 * 64 * 128) * 2,
+    # issue 17: Nemotron-H's Mamba-2 blocks (54 of 256 heads x 64, 8 groups, d_state 256; 24 of
+    # 128 heads x 64, 8 groups, d_state 128), conv 4
+    "nemotron-h-56b": 2 * 10 * 8 * 128 * 2 * K128
+    + 54 * ((256 * 64 + 2 * 8 * 256) * (4 - 1) + 256 * 64 * 256) * 2,
+    "nemotron-h-8b": 2 * 4 * 8 * 128 * 2 * K128
+    + 24 * ((128 * 64 + 2 * 8 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -168,6 +181,10 @@ HYBRID_LAYERS = {
     "granite-4.0-h-small": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-tiny": ("full", [5, 15, 25, 35]),
     "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
+    # issue 17: the attention blocks among Nemotron-H's Mamba-2 and attention blocks (the MLP
+    # blocks hold no cache): after the 4th Mamba-2 block, then after every 5th
+    "nemotron-h-56b": ("full", list(range(4, 59, 6))),
+    "nemotron-h-8b": ("full", [4, 10, 16, 22]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -184,6 +201,7 @@ MOE_LAYERS = {
     "kimi-k2-thinking": list(range(1, 61)),
     "glm-4.6": list(range(3, 92)),
     "deepseek-v3.2-exp": list(range(3, 61)),
+    "glm-4.7": list(range(3, 92)),  # issue 17
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -208,6 +226,7 @@ VERIFICATION = {
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",
         "llama3.3-70b", "deepseek-v3.1", "deepseek-r1-distill-llama-70b", "gemma2-2b", "gemma3-1b",
         "gemma3-12b", "phi-4", "glm-4.6", "qwen3-4b", "qwen3-235b-a22b-2507", "minimax-m2",
+        "glm-4.7",  # issue 17
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -216,6 +235,9 @@ VERIFICATION = {
         # model-configs-2025.yaml: Granite-4.0-H-Small is secondary; Tiny and Micro were sourced
         # the same way (copies of the config.json, not the file).
         "granite-4.0-h-small", "granite-4.0-h-tiny", "granite-4.0-h-micro",
+        # issue 17: shapes from NVIDIA's Megatron-Bridge providers and MiniMax-M2's, not the
+        # checkpoints' own config.json
+        "minimax-m2.5", "minimax-m2.7", "nemotron-h-56b", "nemotron-h-8b",
     },
 }  # fmt: skip
 
@@ -252,6 +274,12 @@ TYPED_NAMES = {
     "MiniMaxAI/MiniMax-M2": "minimax-m2",
     "deepseek-ai/DeepSeek-V3.2-Exp": "deepseek-v3.2-exp",
     "IBM-Granite/Granite-4.0-H-Small": "granite-4.0-h-small",
+    # issue 17
+    "zai-org/GLM-4.7": "glm-4.7",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "MiniMax-M2.7": "minimax-m2.7",
+    "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b",
+    "Nemotron-H-8B": "nemotron-h-8b",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and

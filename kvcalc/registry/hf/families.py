@@ -16,6 +16,7 @@ from kvcalc.registry.hf.jamba import Jamba
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
 from kvcalc.registry.hf.minimax import MiniMaxM2
+from kvcalc.registry.hf.nemotron import NemotronH
 from kvcalc.registry.hf.qwen import Qwen, Qwen2Moe, Qwen3, Qwen3Moe, Qwen3Next
 from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
@@ -32,7 +33,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
-    Glm4Moe, MiniMaxM2,
+    Glm4Moe, MiniMaxM2, NemotronH,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.
