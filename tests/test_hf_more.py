@@ -324,3 +324,42 @@ def test_nemotron_h_without_a_pattern_is_refused_not_the_toy_default(tmp_path: P
     del data["hybrid_override_pattern"]
     message = refusal(write(tmp_path, data))
     assert "hybrid_override_pattern: missing required field" in message
+
+
+# ------------------------------------------------------------------ GLM-4.7-Flash (glm4_moe_lite)
+
+
+def glm_lite(**changes: Any) -> dict[str, Any]:
+    """A glm4_moe_lite config stating Glm4MoeLiteConfig's own shape (GLM-4.7-Flash's, per the
+    public model cards: 47 layers, 20 heads, q_lora 768, kv_lora 512, 64 + 1 experts, top-4)."""
+    return {
+        "model_type": "glm4_moe_lite", "vocab_size": 154880, "hidden_size": 2048,
+        "intermediate_size": 10240, "moe_intermediate_size": 1536, "num_hidden_layers": 47,
+        "num_attention_heads": 20, "num_key_value_heads": 20, "n_shared_experts": 1,
+        "n_routed_experts": 64, "kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64,
+        "v_head_dim": 256, "qk_nope_head_dim": 192, "num_experts_per_tok": 4,
+        "max_position_embeddings": 202752, "tie_word_embeddings": False,
+        "first_k_dense_replace": 1, "torch_dtype": "bfloat16",
+    } | changes  # fmt: skip
+
+
+def test_glm_lite_caches_an_mla_latent_per_layer(tmp_path: Path) -> None:
+    model = load_hf_config(write(tmp_path, glm_lite()))
+    # DeepseekV2MLAAttention: the 512 latent plus the 64-wide RoPE key, no K/V factor 2.
+    assert kv_bytes_per_token(model, BF16) == 47 * (512 + 64) * 2 == 54_144
+    assert [model.ffn_at(i) is model.moe for i in range(3)] == [False, True, True]
+    assert model.moe is not None and (model.moe.experts, model.moe.top_k) == (64, 4)
+
+
+def test_glm_lite_layer_list_must_agree_with_what_vllm_builds(tmp_path: Path) -> None:
+    agreeing = glm_lite(mlp_layer_types=["dense"] + ["sparse"] * 46)
+    assert load_hf_config(write(tmp_path, agreeing)).moe is not None
+    other = glm_lite(mlp_layer_types=["dense"] * 2 + ["sparse"] * 45)
+    assert "mlp_layer_types: disagrees with first_k_dense_replace" in refusal(
+        write(tmp_path, other)
+    )
+
+
+def test_glm_lite_with_an_indexer_is_refused(tmp_path: Path) -> None:
+    message = refusal(write(tmp_path, glm_lite(index_topk=2048)))
+    assert "index_topk: a sparse-attention indexer is not modelled" in message

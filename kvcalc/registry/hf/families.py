@@ -9,7 +9,7 @@ from kvcalc.registry.hf.deepseek import DeepseekV2, DeepseekV3
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text
-from kvcalc.registry.hf.glm import Glm4Moe
+from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
@@ -33,7 +33,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text,
     DeepseekV2, DeepseekV3, DeepseekV32,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
-    Glm4Moe, MiniMaxM2, NemotronH,
+    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.

@@ -1,5 +1,6 @@
 """GLM-4.5 / 4.6 / 4.7 (glm4_moe): grouped-query softmax attention on every layer, dense MLPs
-on the first first_k_dense_replace layers and routed plus shared experts on the rest.
+on the first first_k_dense_replace layers and routed plus shared experts on the rest; and
+GLM-4.7-Flash (glm4_moe_lite), the same MoE over DeepSeek's multi-head latent attention.
 
 Defaults: transformers 5.24.0, models/glm4_moe/configuration_glm4_moe.py. head_dim is not a
 Glm4MoeConfig field: the modeling code (Glm4MoeAttention) uses the config's head_dim when the
@@ -10,18 +11,21 @@ decoding (vLLM glm4_moe_mtp.py) and are not sized.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from kvcalc.registry.hf.base import (
     DecoderAdapter,
     DecoderConfig,
     LayerCount,
+    Mixers,
     MoEFlags,
     NonNegInt,
     PosInt,
+    TextConfig,
     experts_field,
     routed_experts,
 )
+from kvcalc.registry.hf.deepseek import DeepseekMLA, DeepseekV2Config
 
 
 class Glm4MoeConfig(DecoderConfig):
@@ -85,3 +89,72 @@ class Glm4Moe(DecoderAdapter[Glm4MoeConfig]):
         dims = int(self.head_dim() * factor)
         positions = self.config.max_position_embeddings
         return super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
+
+
+class Glm4MoeLiteConfig(DeepseekV2Config):
+    """GLM-4.7-Flash (glm4_moe_lite): DeepSeek's multi-head latent attention with GLM's MoE.
+    Defaults: transformers 5.24.0, models/glm4_moe_lite/configuration_glm4_moe_lite.py."""
+
+    #: vLLM's glm4_moe_lite.py reads moe_layer_freq with getattr(config, ..., 1): every layer
+    #: from first_k_dense_replace on is MoE when the file states none.
+    documented_defaults: ClassVar[frozenset[str]] = TextConfig.documented_defaults | {
+        "moe_layer_freq"
+    }
+
+    vocab_size: PosInt = 154880
+    hidden_size: PosInt = 2048
+    intermediate_size: PosInt = 10240
+    moe_intermediate_size: PosInt = 1536
+    num_hidden_layers: LayerCount = 47
+    num_attention_heads: PosInt = 20
+    num_key_value_heads: PosInt | None = 20
+    n_shared_experts: NonNegInt | None = 1
+    n_routed_experts: NonNegInt | None = experts_field(64, "n_routed_experts", "num_local_experts")
+    kv_lora_rank: PosInt = 512
+    q_lora_rank: NonNegInt | None = 768
+    qk_rope_head_dim: PosInt = 64
+    v_head_dim: PosInt = 256
+    qk_nope_head_dim: PosInt = 192
+    num_experts_per_tok: PosInt | None = 4
+    max_position_embeddings: PosInt = 202752
+    tie_word_embeddings: bool = False
+    # Not a Glm4MoeLiteConfig field, but what vLLM's glm4_moe_lite.py reads; the class's own
+    # rule (mlp_layer_types None: one dense layer, then sparse) is the same layout.
+    first_k_dense_replace: NonNegInt | None = 1
+    mlp_layer_types: list[Literal["dense", "sparse"]] | None = None
+    # DeepSeek Sparse Attention's indexer keys (GLM-5's glm_moe_dsa); none in GLM-4.7-Flash.
+    index_topk: PosInt | None = None
+
+
+class Glm4MoeLite(DeepseekMLA[Glm4MoeLiteConfig]):
+    """MLA on every layer (vLLM: Glm4MoeLiteMLAAttention is DeepseekV2MLAAttention, caching the
+    kv_lora_rank latent and the qk_rope_head_dim key), MoE from first_k_dense_replace on."""
+
+    model_types = ("glm4_moe_lite",)
+    family = "glm"
+    config_class = Glm4MoeLiteConfig
+
+    def mixers(self) -> Mixers:
+        if self.config.index_topk is not None:
+            self.fail(
+                "index_topk",
+                "a sparse-attention indexer is not modelled for glm4_moe_lite; write a "
+                "registry file",
+            )
+        return super().mixers()
+
+    def moe_flags(self) -> MoEFlags:
+        moe, flags = super().moe_flags()
+        types = self.config.mlp_layer_types
+        if moe is None or types is None:
+            return moe, flags
+        if len(types) != self.num_layers:
+            self.fail("mlp_layer_types", f"must list {self.num_layers} entries, one per layer")
+        stated = [t == "sparse" for t in types]
+        if stated != flags:
+            # vLLM builds its MoE layers from first_k_dense_replace, not this list.
+            self.fail(
+                "mlp_layer_types",
+                "disagrees with first_k_dense_replace, which vLLM builds the MoE layers from",
+            )
+        return moe, flags
