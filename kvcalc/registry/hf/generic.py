@@ -29,19 +29,24 @@ from kvcalc.registry.hf.base import (
 #: (Llama 4), interleaved hybrids (Jamba, Nemotron-H, Qwen3-Next), experts (weights a dense MLP
 #: would misstate), and a wrapper's nested language model.
 OTHER_KIND_KEYS = (
-    "attention_chunk_size", "attention_k_eq_v", "attn_layer_offset", "attn_layer_period",
-    "attn_type_list", "block_types", "compress_ratios", "compress_rates", "decoder_sparse_step",
-    "first_k_dense_replace", "full_attention_interval", "global_head_dim",
-    "hybrid_override_pattern", "index_head_dim", "index_n_heads", "index_topk",
-    "kv_lora_rank", "layers_block_type", "moe_intermediate_size", "n_routed_experts",
-    "n_shared_experts", "no_rope_layers", "num_experts", "num_global_key_value_heads",
+    "attention_chunk_size", "attention_k_eq_v", "attention_pattern", "attn_layer_offset",
+    "attn_layer_period", "attn_type_list", "block_types", "compress_ratios", "compress_rates",
+    "cross_attention_layers", "decoder_sparse_step", "dual_chunk_attention_config",
+    "first_k_dense_replace", "full_attention_interval", "global_attn_every_n_layers",
+    "global_head_dim", "hybrid_override_pattern", "index_head_dim", "index_n_heads",
+    "index_topk", "interleaved_sliding_window", "is_encoder_decoder", "kv_lora_rank",
+    "layer_pattern", "layers_block_type", "n_routed_experts", "n_shared_experts",
+    "no_rope_layers", "num_experts", "num_experts_per_tok", "num_global_key_value_heads",
     "num_kv_shared_layers", "num_local_experts", "q_lora_rank", "qk_nope_head_dim",
     "qk_rope_head_dim", "sliding_window_pattern", "text_config", "use_mla", "v_head_dim",
     "vision_config",
 )  # fmt: skip
 #: Key prefixes of the same: linear attention (Qwen3-Next's linear_*), state-space layers
-#: (mamba_*, ssm_*, conv_*, time_step_*), short convolutions (LFM2), lightning attention.
-OTHER_KIND_PREFIXES = ("linear_", "mamba", "ssm_", "conv_", "time_step", "lightning", "rwkv")
+#: (mamba_*, ssm_*, conv_*, time_step_*), short convolutions (LFM2), lightning attention,
+#: experts (moe_*) and per-layer window lists (swa_*).
+OTHER_KIND_PREFIXES = (
+    "linear_", "mamba", "ssm_", "conv_", "time_step", "lightning", "rwkv", "moe_", "swa_",
+)  # fmt: skip
 #: The layer_types entries a standard decoder has.
 KNOWN_LAYER_TYPES = ("full_attention", "sliding_attention")
 #: The keys the standard-decoder reading needs; head_dim may be derived from these.
