@@ -315,14 +315,24 @@ def test_a_config_with_no_shape_field_is_refused(runner: CliRunner, tmp_path: Pa
     [
         '{"model_type": "llama", "num_hidden_layers": ' + LONG + "}",
         '{"model_type": "llama", "hidden_size": 1e999}',
-        '{"model_type": "llama", "hidden_size": NaN}',
-        '{"model_type": "llama", "hidden_size": Infinity}',
     ],
 )
 def test_numbers_in_a_config_follow_the_rule(
     runner: CliRunner, tmp_path: Path, text: str
 ) -> None:
     refused(runner, ["size", str(write_config(tmp_path, text)), "--ctx", "8k"], "invalid JSON")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_non_finite_constant_in_a_field_the_sizing_reads_is_refused(
+    runner: CliRunner, tmp_path: Path, constant: str
+) -> None:
+    text = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": ' + constant + "}"
+    refused(
+        runner,
+        ["size", str(write_config(tmp_path, text)), "--ctx", "8k"],
+        f"hidden_size: must be a finite number, got {constant}",
+    )
 
 
 def test_a_config_context_beyond_the_limit_is_refused(runner: CliRunner, tmp_path: Path) -> None:

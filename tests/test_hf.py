@@ -1,8 +1,9 @@
 """Importing Hugging Face config.json files.
 
 The fixtures under tests/fixtures/hf/<registry id>/config.json are written from
-shared/reference/model-configs.yaml with the official key names and the sparseness of the real
-files; each must import to the same KV cache as its hand-written registry entry.
+shared/reference/model-configs.yaml (model-configs-2025.yaml for MiniMax-M2 and GLM-4.6) with
+the official key names and the sparseness of the real files; each must import to the same KV
+cache as its hand-written registry entry.
 """
 
 from __future__ import annotations

@@ -244,7 +244,10 @@ def nested(key: str, value: Any) -> dict[str, Any]:
         (llama("num_key_value_heads", -8), ["num_key_value_heads: must be at least 1, got -8"]),
         (llama("vocab_size", None), ["vocab_size: must be an integer, not null"]),
         (llama("tie_word_embeddings", None), ["tie_word_embeddings: must be true or false"]),
-        (llama("model_type", "bert"), ["unsupported model_type 'bert'", "llama4"]),
+        (
+            llama("model_type", "bert") | {"kv_lora_rank": 512},
+            ["unsupported model_type 'bert'", "kv_lora_rank", "llama4"],
+        ),
         ({"model_type": "llama4"}, ["text_config: missing required field"]),
         ({"model_type": "llama4", "text_config": "llama"}, ["text_config: must be a JSON object"]),
         (nested("num_hidden_layers", 0), ["text_config.num_hidden_layers: must be at least 1"]),

@@ -147,6 +147,13 @@ KV_BYTES_PER_TOKEN = {
     "qwen3.6-35b-a3b": 2 * 10 * 2 * 256 * 2,
     "qwen3.5-122b-a10b": 2 * 12 * 2 * 256 * 2,
     "qwen3.5-397b-a17b": 2 * 15 * 2 * 256 * 2,
+    # issue 17 (arch-2026.md sections 4-6): GLM-4.7 and MiniMax-M2.5/M2.7 keep their
+    # predecessors' attention; Nemotron-H caches only in its attention blocks (10 of 118, 4 of 52)
+    "glm-4.7": 2 * 92 * 8 * 128 * 2,
+    "minimax-m2.5": 2 * 62 * 8 * 128 * 2,
+    "minimax-m2.7": 2 * 62 * 8 * 128 * 2,
+    "nemotron-h-56b": 2 * 10 * 8 * 128 * 2,
+    "nemotron-h-8b": 2 * 4 * 8 * 128 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -210,6 +217,12 @@ KV_BYTES_AT_128K = {
             ("qwen3.5-122b-a10b", 48, 2, 64), ("qwen3.5-397b-a17b", 60, 2, 64),
         )
     },  # fmt: skip
+    # issue 17: Nemotron-H's Mamba-2 blocks (54 of 256 heads x 64, 8 groups, d_state 256; 24 of
+    # 128 heads x 64, 8 groups, d_state 128), conv 4
+    "nemotron-h-56b": 2 * 10 * 8 * 128 * 2 * K128
+    + 54 * ((256 * 64 + 2 * 8 * 256) * (4 - 1) + 256 * 64 * 256) * 2,
+    "nemotron-h-8b": 2 * 4 * 8 * 128 * 2 * K128
+    + 24 * ((128 * 64 + 2 * 8 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -239,6 +252,10 @@ HYBRID_LAYERS = {
     "granite-4.0-h-micro": ("full", [5, 15, 25, 35]),
     "qwen3.6-27b": ("full", list(range(3, 64, 4))),  # layer_types of the official config
     "qwen3.5-397b-a17b": ("full", list(range(3, 60, 4))),
+    # issue 17: the attention blocks among Nemotron-H's Mamba-2 and attention blocks (the MLP
+    # blocks hold no cache): after the 4th Mamba-2 block, then after every 5th
+    "nemotron-h-56b": ("full", list(range(4, 59, 6))),
+    "nemotron-h-8b": ("full", [4, 10, 16, 22]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -256,6 +273,7 @@ MOE_LAYERS = {
     "glm-4.6": list(range(3, 92)),
     "deepseek-v3.2-exp": list(range(3, 61)),
     "deepseek-v3.2": list(range(3, 61)),
+    "glm-4.7": list(range(3, 92)),  # issue 17
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -286,6 +304,7 @@ VERIFICATION = {
         # issue 17: copies of the official config.json text_config (see each file's source)
         "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
         "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
+        "glm-4.7",  # issue 17
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -297,6 +316,9 @@ VERIFICATION = {
         # issue 17: shapes from public copies and ports, not the official files
         "qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-122b-a10b",
         "qwen3.5-397b-a17b", "qwen3.6-35b-a3b", "qwen3-vl-8b",
+        # issue 17: shapes from NVIDIA's Megatron-Bridge providers and MiniMax-M2's, not the
+        # checkpoints' own config.json
+        "minimax-m2.5", "minimax-m2.7", "nemotron-h-56b", "nemotron-h-8b",
     },
 }  # fmt: skip
 
@@ -335,6 +357,12 @@ TYPED_NAMES = {
     "IBM-Granite/Granite-4.0-H-Small": "granite-4.0-h-small",
     "google/gemma-4-E2B-it": "gemma-4-e2b",
     "Gemma-4-26B-A4B-it": "gemma-4-26b-a4b",
+    # issue 17
+    "zai-org/GLM-4.7": "glm-4.7",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "MiniMax-M2.7": "minimax-m2.7",
+    "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b",
+    "Nemotron-H-8B": "nemotron-h-8b",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and

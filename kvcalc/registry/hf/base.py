@@ -9,6 +9,7 @@ An adapter turns one validated config into the ``architecture`` mapping of a reg
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -85,7 +86,9 @@ class HFConfig(BaseModel):
     """Any config object of a config.json: unknown keys (rope_scaling, architectures, ...) are
     ignored, the keys read here are strictly typed."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    # allow_inf_nan=False: a float the sizing reads must be finite (JSON's Infinity and NaN
+    # are accepted only in keys no field declares).
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, allow_inf_nan=False)
 
     # PretrainedConfig: ``dtype`` since transformers 4.56, ``torch_dtype`` before.
     dtype: TorchDtype = None
@@ -187,6 +190,14 @@ class Where:
             self.fail(_location(errors[0]), _problem(errors[0]) + more)
 
 
+def non_finite_problem(value: float) -> str:
+    """The refusal of JSON's Infinity / -Infinity / NaN in a field a formula reads."""
+    return (
+        f"must be a finite number, got {value!r}: kvcalc reads this field to size the model "
+        "(Infinity and NaN are accepted only in fields it does not read)"
+    )
+
+
 def _location(error: ErrorDetails) -> str:
     ctx = error.get("ctx") or {}
     if not error["loc"] and "field" in ctx:
@@ -202,6 +213,8 @@ def _problem(error: ErrorDetails) -> str:
     kind, value, ctx = error["type"], error["input"], error.get("ctx") or {}
     if kind == "missing":
         return "missing required field"
+    if isinstance(value, float) and not math.isfinite(value):
+        return non_finite_problem(value)
     expected = {
         "int_type": "an integer",
         "bool_type": "true or false",

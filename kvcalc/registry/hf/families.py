@@ -10,11 +10,14 @@ from kvcalc.registry.hf.deepseek_v4 import DeepseekV4
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
+from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
+from kvcalc.registry.hf.minimax import MiniMaxM2
+from kvcalc.registry.hf.nemotron import NemotronH
 from kvcalc.registry.hf.qwen import (
     Qwen,
     Qwen2Moe,
@@ -46,6 +49,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32, DeepseekV4,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
+    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.

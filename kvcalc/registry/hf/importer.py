@@ -74,8 +74,25 @@ def _json_float(text: str) -> float:
     return value
 
 
+class NonFinite(float):
+    """JSON's ``Infinity``, ``-Infinity`` or ``NaN``, which Python's json writes and Hugging Face
+    configs carry (Nemotron-H's ``time_step_limit``). Read as the float it names, so a key no
+    formula reads may hold one; a field the sizing reads refuses it by name
+    (:func:`kvcalc.registry.hf.base.non_finite_problem`)."""
+
+    name: str
+
+    def __new__(cls, name: str) -> NonFinite:
+        value = super().__new__(cls, name)
+        value.name = name
+        return value
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 def _json_constant(name: str) -> float:
-    raise _NumberError(f"{name} is not a number kvcalc reads")
+    return NonFinite(name)
 
 
 def model_type(where: Where, value: Any) -> str:
@@ -251,9 +268,20 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
 
     path, top = read_config_json(Path(path))
     where = Where(path)
-    top_type = model_type(where, top.get("model_type"))
+    generic: str | None = None
+    stated = top.get("model_type")
+    if isinstance(stated, str) and stated not in SUPPORTED_MODEL_TYPES:
+        generic = stated  # no adapter: a standard decoder, else refused (hf/generic.py)
+    top_type = generic or model_type(where, stated)
     wrapper_class = WRAPPERS.get(top_type)
-    if wrapper_class is None:
+    adapter: Adapter[Any]
+    if generic is not None:
+        from kvcalc.registry.hf.generic import standard_decoder
+
+        adapter = standard_decoder(where, top, generic)
+        tied = adapter.config.tie_word_embeddings
+        dtype = adapter.config.stated_dtype()
+    elif wrapper_class is None:
         adapter = text_adapter(where, top, top_type)
         tied = adapter.config.tie_word_embeddings
         # The model dtype is the default KV dtype; quantization_config is about weights.
@@ -277,6 +305,11 @@ def import_hf_config(path: Path | str) -> ImportedConfig:
     arch = validate(path, architecture, Architecture)
     context = max_context(adapter)
     assumed = defaults_taken(adapter, top_level=wrapper_class is None)
+    if generic is not None:
+        from kvcalc.registry.hf.generic import StandardDecoder, standard_decoder_warning
+
+        assert isinstance(adapter, StandardDecoder)
+        assumed = (standard_decoder_warning(adapter, generic), *assumed)
     model_id, name = _names(path, top)
     model_dtype = dtype or DEFAULT_DTYPE
     return ImportedConfig(

@@ -57,8 +57,10 @@ _ROLE_MODULES: dict[Role, tuple[str, ...]] = {
         "model.layers.0.mlp.shared_experts.down_proj",
         "model.layers.0.mlp.shared_expert.down_proj",
     ),
-    "lm_head": ("lm_head",),
 }
+# No "lm_head": the LM head is at the model dtype whatever an ignore list says
+# (CheckpointFormat.format_for), so naming it (MiniMax-M2's modules_to_not_convert does) keeps
+# nothing, and the format stays the one a registry ``weights:`` block states.
 _PREFIXES = ("", "language_model.", "model.language_model.")
 
 
