@@ -70,10 +70,10 @@ def test_tp_spans_nodes_only_when_the_weights_need_it() -> None:
     assert (d.tp, d.replicas, d.tp_nodes) == (16, 1, 2)
     assert d.tp_reason is not None and "do not fit on one node of 8 GPUs" in d.tp_reason
     # The rule with its fit test replaced: tp 8 fitting keeps the model in one node.
-    assert choose_tp(model, gpus, 1, lambda tp: True).tp == 8
-    assert choose_tp(model, gpus, 1, lambda tp: tp >= 16).tp == 16
+    assert choose_tp(model, gpus, 1, lambda c: True).tp == 8
+    assert choose_tp(model, gpus, 1, lambda c: c.tp >= 16).tp == 16
     # Nothing fits: the largest size, the closest to fitting.
-    assert choose_tp(model, gpus, 1, lambda tp: False).tp == 16
+    assert choose_tp(model, gpus, 1, lambda c: False).tp == 16
 
 
 def test_without_a_node_size_the_largest_split_of_the_set_is_taken() -> None:

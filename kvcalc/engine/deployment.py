@@ -18,7 +18,7 @@ overhead), or vLLM's profiled activation peak plus non-torch memory for that sta
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -389,19 +389,25 @@ def default_tp(gpu_count: int, pp: int) -> int:
     return gpu_count // pp
 
 
-def tp_sizes(model: ModelSpec, per_stage: int) -> list[int]:
-    """The tensor-parallel sizes, largest first, that divide the ``per_stage`` GPUs of a stage
-    and split every layer's heads (tp 1 always does); the GPUs left over serve as replicas."""
-    sizes = []
+def _splits(model: ModelSpec, per_stage: int) -> Iterator[tuple[int, str | None]]:
+    """Each tensor-parallel size dividing the ``per_stage`` GPUs of a stage, largest first, with
+    why the heads refuse it (None: they split). Lazy: a layout stops at the first size it takes,
+    and each split costs a per-rank model."""
     for tp in range(per_stage, 0, -1):
         if per_stage % tp:
             continue
         try:
             model.per_rank(tp)
-        except ParallelismError:
-            continue
-        sizes.append(tp)
-    return sizes
+        except ParallelismError as exc:
+            yield tp, str(exc)
+        else:
+            yield tp, None
+
+
+def tp_sizes(model: ModelSpec, per_stage: int) -> list[int]:
+    """The tensor-parallel sizes, largest first, that divide the ``per_stage`` GPUs of a stage
+    and split every layer's heads (tp 1 always does); the GPUs left over serve as replicas."""
+    return [tp for tp, refusal in _splits(model, per_stage) if refusal is None]
 
 
 class TpChoice(NamedTuple):
@@ -413,27 +419,41 @@ class TpChoice(NamedTuple):
 
 
 def choose_tp(
-    model: ModelSpec, gpus: GpuSet, pp: int, fits: Callable[[int], bool]
+    model: ModelSpec, gpus: GpuSet, pp: int, fits: Callable[[TpChoice], bool]
 ) -> TpChoice:
     """Tensor parallelism when none is given, as a practitioner lays a model out: the largest
     size that splits the heads (:func:`tp_sizes`) within one node's scale-up link, the GPUs
     left over as data-parallel replicas; if the weights do not fit there (``fits``: the KV
-    budget is positive), the fewest nodes that do; if none fits, the largest size."""
+    budget is positive, asked of each candidate with the reason it would be chosen for), the
+    fewest nodes that do; if none fits, the largest size."""
     per_stage = default_tp(gpus.count, pp)
-    sizes = tp_sizes(model, per_stage) or [per_stage]
     node = gpus.accelerator.node_gpus
-    local = [t for t in sizes if node is None or t <= node]
-    beyond = sorted(t for t in sizes if node is not None and t > node)
+    # Sizes beyond a node come first (largest first); the walk stops at the largest local one.
     # A smaller tp holds at least as much on each GPU: if the largest local size does not fit,
     # no smaller one does.
-    tried = [*local[:1], *beyond]
-    tp = next((t for t in tried if fits(t)), None)
-    chosen = sizes[0] if tp is None else tp
-    return TpChoice(chosen, _tp_reason(model, per_stage, chosen, node, tp is not None))
+    beyond: list[int] = []
+    local: int | None = None
+    refusal: str | None = None  # why the heads refuse every GPU of the stage
+    for tp, refused in _splits(model, per_stage):
+        if refused is not None:
+            refusal = refusal or (refused if tp == per_stage else None)
+            continue
+        if node is None or tp <= node:
+            local = tp
+            break
+        beyond.append(tp)
+    sizes = beyond + ([] if local is None else [local])
+    tried = ([] if local is None else [local]) + beyond[::-1]
+    for tp in tried:
+        choice = TpChoice(tp, _tp_reason(per_stage, tp, node, refusal, fitted=True))
+        if fits(choice):
+            return choice
+    largest = sizes[0] if sizes else per_stage
+    return TpChoice(largest, _tp_reason(per_stage, largest, node, refusal, fitted=False))
 
 
 def _tp_reason(
-    model: ModelSpec, per_stage: int, tp: int, node: int | None, fitted: bool
+    per_stage: int, tp: int, node: int | None, refusal: str | None, *, fitted: bool
 ) -> str | None:
     if node is not None and tp <= node < per_stage:
         which = "" if tp == node else " that splits the heads"
@@ -446,13 +466,9 @@ def _tp_reason(
             f"the weights do not fit on one node of {node} GPUs; tp {tp} is the smallest "
             "split across nodes that holds them"
         )
-    if tp == per_stage:
+    if tp == per_stage or refusal is None:
         return None
-    try:
-        model.per_rank(per_stage)
-    except ParallelismError as exc:
-        return f"{exc}; tp {tp} is the largest that does"
-    return None
+    return f"{refusal}; tp {tp} is the largest that does"
 
 
 def deployment(
@@ -517,5 +533,14 @@ def deployment(
         return build(tp)
     if pp > model.num_layers:
         build(default_tp(gpus.count, pp))  # refused for its layers before any split is tried
-    choice = choose_tp(model, gpus, pp, lambda t: min(build(t).kv_budget_per_stage) > 0)
-    return build(choice.tp, choice)
+    # Each candidate is built with the reason it would be chosen for, so the one taken is
+    # returned as built, not built again.
+    built: dict[TpChoice, Deployment] = {}
+
+    def fits(candidate: TpChoice) -> bool:
+        built[candidate] = build(candidate.tp, candidate)
+        return min(built[candidate].kv_budget_per_stage) > 0
+
+    choice = choose_tp(model, gpus, pp, fits)
+    taken = built.get(choice)
+    return build(choice.tp, choice) if taken is None else taken
