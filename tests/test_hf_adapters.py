@@ -270,3 +270,22 @@ def test_bad_config_through_the_cli_is_one_line_and_exit_2(
     assert str(path) in lines[0]
     for needle in needles:
         assert needle in lines[0]
+
+
+
+def test_mtp_layers_are_read_from_the_official_configs() -> None:
+    # The official configs (fixtures) state one MTP layer each: DeepSeek-V4's
+    # num_nextn_predict_layers 1 and Qwen3.6-27B's text_config mtp_num_hidden_layers 1; the
+    # registry files carry the same count, and it is not in num_layers (43, 61, 64).
+    from pathlib import Path
+
+    from specs import registry_model
+
+    from kvcalc.registry.hf import load_hf_config
+
+    fixtures = Path(__file__).parent / "fixtures" / "hf"
+    for name, layers in (("deepseek-v4-flash", 43), ("deepseek-v4-pro", 61), ("qwen3.6-27b", 64)):
+        imported = load_hf_config(fixtures / name / "config.json")
+        assert (imported.mtp_layers, imported.num_layers) == (1, layers)
+        assert registry_model(name).mtp_layers == 1
+    assert registry_model("llama3-70b").mtp_layers == 0

@@ -176,6 +176,10 @@ class ModelSpec:
     """The dtype the model states for the temporal (SSM) part of its recurrent states (Qwen3.5's
     ``mamba_ssm_dtype`` float32, which vLLM and SGLang honour); None: the model dtype (vLLM) or
     SGLang's float32 default."""
+    mtp_layers: int = 0
+    """Multi-token-prediction layers the checkpoint carries past ``num_layers`` (DeepSeek-V4's
+    ``num_nextn_predict_layers``, Qwen3.5's ``mtp_num_hidden_layers``). The engines load them,
+    weights and cache, only with speculative decoding, so no answer counts them yet."""
     assumed: tuple[str, ...] = field(default=(), compare=False)
     """Warnings for every answer about the model: the family defaults an imported config.json
     left to kvcalc (none for a registry model)."""

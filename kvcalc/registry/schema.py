@@ -422,6 +422,11 @@ class Architecture(Strict):
         description="the dtype the config states for the recurrent (SSM) state (Qwen3.5's "
         "mamba_ssm_dtype, which vLLM and SGLang store it in); default: the model dtype",
     )
+    mtp_layers: NonNegInt = Field(
+        0,
+        description="multi-token-prediction layers past num_layers (num_nextn_predict_layers, "
+        "mtp_num_hidden_layers), loaded only with speculative decoding; default: none",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Architecture:
@@ -503,6 +508,7 @@ class Architecture(Strict):
             vision=self.vision.to_spec() if self.vision else None,
             rotary_caches=None if self.rotary_caches is None else tuple(self.rotary_caches),
             ssm_state_dtype=self.ssm_state_dtype,
+            mtp_layers=self.mtp_layers,
             audio=self.audio.to_spec() if self.audio else None,
             per_layer_input=None
             if self.per_layer_input is None

@@ -73,6 +73,7 @@ class DeepseekV4Config(TextConfig):
     moe_intermediate_size: PosInt = 2048
     expert_dtype: str | None = Field(None, description="fp4: the routed experts ship in FP4")
     hc_mult: NonNegInt = 4
+    num_nextn_predict_layers: NonNegInt = 0  # the MTP layer(s) past num_hidden_layers
 
     @model_validator(mode="before")
     @classmethod
@@ -155,6 +156,11 @@ class DeepseekV4(Adapter[DeepseekV4Config]):
 
     def dense_mlp(self) -> dict[str, Any]:
         return {"intermediate_size": self.config.moe_intermediate_size, "gated": True}
+
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        arch = super().architecture(tied_embeddings)
+        mtp = self.config.num_nextn_predict_layers
+        return arch | {"mtp_layers": mtp} if mtp else arch
 
     def moe_flags(self) -> MoEFlags:
         c = self.config

@@ -151,6 +151,7 @@ class Qwen35Keys(DecoderConfig):
     linear_num_value_heads: PosInt = 32
     attn_output_gate: bool = True
     mamba_ssm_dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    mtp_num_hidden_layers: NonNegInt = 0  # Qwen3_5TextConfig has no such field: absent, none
     layer_types: list[Literal["full_attention", "linear_attention"]] | None = None  # type: ignore[assignment]
 
 
@@ -367,6 +368,8 @@ class Qwen35Hybrid(GatedDeltaNetHybrid[Q35]):
 
     def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
         arch = super().architecture(tied_embeddings)
+        if self.config.mtp_num_hidden_layers:
+            arch |= {"mtp_layers": self.config.mtp_num_hidden_layers}
         stated = self.config.mamba_ssm_dtype
         if stated is None or "linear" not in arch["pattern"]:
             return arch
