@@ -292,7 +292,7 @@ def test_only_check_offers_the_ci_formats(
 # ------------------------------------------------------------------ the example files
 
 
-def test_the_example_spec_holds_and_the_readme_shows_it(
+def test_the_example_spec_holds_and_its_page_shows_it(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)
@@ -301,15 +301,15 @@ def test_the_example_spec_holds_and_the_readme_shows_it(
     out = run_json(runner, EXAMPLE)
     assert out["ok"] is True
     names = [d["name"] for d in out["deployments"]]
-    readme = (ROOT / "README.md").read_text()
-    assert "$ kvcalc check examples/capacity.yaml\n" in readme
-    assert EXAMPLE.read_text() in readme  # the README shows the file it runs
+    page = (ROOT / "docs" / "commands" / "check.md").read_text()
+    assert "$ kvcalc check examples/capacity.yaml\n" in page
+    assert EXAMPLE.read_text() in page  # check's page shows the file it runs
     for name in names:
         assert name in result.stdout
 
 
 def test_the_example_workflow_installs_kvcalc_and_runs_the_check() -> None:
-    assert WORKFLOW.read_text() in (ROOT / "README.md").read_text()
+    assert WORKFLOW.read_text() in (ROOT / "docs" / "commands" / "check.md").read_text()
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert workflow["name"]
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
