@@ -9,6 +9,8 @@ docs/**/*.md) is held to what kvcalc prints:
 - figures quoted in prose sit under a ``<!-- figures:`` marker and are checked against the
   commands it names, or are listed in UNPRINTED with why no command prints them;
 - a fenced block under ``<!-- file: PATH -->`` is that file of the repository, as it is;
+- the JSON keys prose names under a ``<!-- json-keys: ... -->`` marker are keys the commands it
+  names print, so a renamed key fails the prose that still names the old one;
 - every relative link leads to a file that exists, and every #anchor to one of its headings.
 
 Regenerate the console blocks, the options sections and the index after a deliberate change with:
@@ -423,7 +425,7 @@ def test_prose_figures_are_what_the_cli_prints(
     doc: str, line: int, names: list[str], given: set[str], prose: str
 ) -> None:
     output = "\n".join(run_example(command)[0] for command in names)
-    quoted = FIGURE.findall(prose)
+    quoted = FIGURE.findall(NOT_PROSE.sub(_blank, prose))  # not the commands of a marker
     missing = [f for f in quoted if f not in given and not printed(f, output)]
     assert not missing, (
         f"{doc} line {line}: {', '.join(missing)} quoted but not printed by "
@@ -676,6 +678,58 @@ def test_a_new_unchecked_figure_fails() -> None:
     assert unchecked_figures(SYNTHETIC, stale)[1] == ["no such phrase 9.5", "Checked:", "3.75 GiB"]
     added = SYNTHETIC.replace("6.25 GiB.", "6.25 GiB, then 8.5 GiB.")
     assert unchecked_figures(added, explained) == (["line 15: 8.5"], [])
+
+
+# ----------------------------------------------------------------- JSON keys named in prose
+
+#: A marker in prose that names JSON (or CSV) keys: the commands whose output holds them, separated
+#: by ``;``. Its span is the rest of the paragraph (up to a blank line) or up to
+#: ``<!-- end json-keys -->``; every key written in backticks there (``kv_bytes_per_token``: a
+#: lower-case name with an underscore) must be a whole word of those commands' output.
+JSON_KEYS = re.compile(
+    r"<!-- json-keys:\n(.*?)-->(.*?)(?=<!-- end json-keys -->|\n[ \t]*\n|\Z)", re.S
+)
+KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*kvcalc ")
+
+
+def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
+    """(doc, line, commands, keys named) of every json-keys marker of the docs."""
+    spans = []
+    for path in doc_files():
+        text = path.read_text()
+        for m in JSON_KEYS.finditer(text):
+            names = [" ".join(c.split()) for c in m.group(1).split(";") if c.strip()]
+            keys = KEY.findall(NOT_PROSE.sub(_blank, m.group(2)))
+            spans.append((name_of(path), line_of(text, m.start()), names, keys))
+    return spans
+
+
+@pytest.mark.parametrize(
+    ("doc", "line", "names", "keys"),
+    key_spans(),
+    ids=[f"{span[0]}:{span[1]}" for span in key_spans()],
+)
+def test_json_keys_in_prose_are_printed(
+    doc: str, line: int, names: list[str], keys: list[str]
+) -> None:
+    assert names and all(COMMAND.match(n) for n in names), f"{doc} line {line}: `kvcalc ...`s"
+    assert keys, f"{doc} line {line}: a json-keys marker over no key"
+    output = "\n".join(run_example(command)[0] for command in names)
+    missing = [k for k in keys if not re.search(rf"(?<!\w){k}(?!\w)", output)]
+    assert not missing, (
+        f"{doc} line {line}: {', '.join(dict.fromkeys(missing))} named but not printed by "
+        f"{' / '.join(names)}; a key was renamed or dropped: fix the prose"
+    )
+
+
+@pytest.mark.parametrize("command", commands())
+def test_command_page_ties_its_json_to_the_cli(command: str) -> None:
+    doc = name_of(page_of(command))
+    named = [n for d, _, names, _ in key_spans() if d == doc for n in names]
+    assert any(COMMAND.match(n) and f"kvcalc {command} " in n for n in named), (
+        f"{doc}: its JSON keys are under no `<!-- json-keys: kvcalc {command} ... -->` marker"
+    )
 
 
 # ------------------------------------------------------------------------------------ update
