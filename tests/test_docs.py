@@ -349,6 +349,28 @@ def test_pending_pages_are_still_pending() -> None:
     assert not landed, f"{landed} exist now: drop them from PENDING in tests/test_docs.py"
 
 
+#: A path of the repository named in prose (``kvcalc/engine/vllm.py``, ``tests/test_hf.py``).
+PATH = re.compile(
+    r"(?<![\w/.\-])((?:kvcalc|tests|model_configs|examples|benchmarks|\.ci)/[\w./\-]*[\w/])"
+)
+#: Paths the docs name that are not files of the repository, each with why.
+NOT_FILES = {
+    "model_configs/models/qwen2.5-7b-instruct.yaml": "where import-hf's example writes its entry",
+}
+
+
+def test_paths_named_exist() -> None:
+    """A module moved or renamed fails the prose still naming its old path."""
+    missing: list[str] = []
+    for path in doc_files():
+        # Not the generated sections: the CLI's own help may name a path as an example.
+        text = FENCE.sub("", OPTIONS.sub("", INDEX_SECTION.sub("", path.read_text())))
+        named = sorted({m.group(1) for m in PATH.finditer(text)} - set(NOT_FILES))
+        missing += [f"{name_of(path)}: {p}" for p in named if not (ROOT / p).exists()]
+    assert not missing, f"paths named in the docs that do not exist: {'; '.join(missing)}"
+    assert all(any(p in d.read_text() for d in doc_files()) for p in NOT_FILES)
+
+
 def test_anchors_are_githubs() -> None:
     assert slug("Architecture what-ifs (`--as`)") == "architecture-what-ifs---as"
     assert slug("`kvcalc size`") == "kvcalc-size"
