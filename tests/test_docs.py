@@ -713,6 +713,7 @@ JSON_KEYS = re.compile(
 )
 KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
 COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*kvcalc ")
+KEY_WORD = re.compile(r"(?<!\w)[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?!\w)")
 
 
 def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
@@ -738,11 +739,20 @@ def test_json_keys_in_prose_are_printed(
     assert names and all(COMMAND.match(n) for n in names), f"{doc} line {line}: `kvcalc ...`s"
     assert keys, f"{doc} line {line}: a json-keys marker over no key"
     output = "\n".join(run_example(command)[0] for command in names)
-    missing = [k for k in keys if not re.search(rf"(?<!\w){k}(?!\w)", output)]
+    missing = [k for k in dict.fromkeys(keys) if not re.search(rf"(?<!\w){k}(?!\w)", output)]
+    printed_keys = sorted(set(KEY_WORD.findall(output)))
+    hints = [f"{k} (now {' or '.join(close(k, printed_keys)) or 'gone'}?)" for k in missing]
     assert not missing, (
-        f"{doc} line {line}: {', '.join(dict.fromkeys(missing))} named but not printed by "
+        f"{doc} line {line}: {'; '.join(hints)} named but not printed by "
         f"{' / '.join(names)}; a key was renamed or dropped: fix the prose"
     )
+
+
+def close(key: str, printed_keys: list[str]) -> list[str]:
+    """The printed keys a renamed ``key`` most likely became, for the failure's hint."""
+    import difflib
+
+    return difflib.get_close_matches(key, printed_keys, n=2, cutoff=0.6)
 
 
 @pytest.mark.parametrize("command", commands())
