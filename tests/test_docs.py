@@ -259,13 +259,35 @@ def test_command_page_options_are_its_help(command: str) -> None:
     )
 
 
+def page_problems(command: str, text: str) -> list[str]:
+    """What a command page lacks: written prose (not the update's stub), its title, and a real
+    output of the command itself (which test_example_output runs)."""
+    problems = []
+    if STUB in text:
+        problems.append("it is the update's stub")
+    if not text.startswith(f"# `kvcalc {command}`\n"):
+        problems.append(f"its title is not # `kvcalc {command}`")
+    if not re.search(rf"```console\n\$ (?:[A-Z_]+=\S+ )*kvcalc {re.escape(command)}[ \n]", text):
+        problems.append(f"no console example of `kvcalc {command}`")
+    return problems
+
+
 @pytest.mark.parametrize("command", commands())
 def test_command_page_is_written(command: str) -> None:
-    text = page_of(command).read_text()
-    assert STUB not in text, f"{name_of(page_of(command))} is the update's stub; write it"
-    assert text.startswith(f"# `kvcalc {command}`\n")
-    # A real output of the command itself, which test_example_output runs.
-    assert re.search(rf"```console\n\$ (?:[A-Z_]+=\S+ )*kvcalc {re.escape(command)}[ \n]", text)
+    problems = page_problems(command, page_of(command).read_text())
+    assert not problems, f"{name_of(page_of(command))}: {'; '.join(problems)}"
+
+
+def test_a_stub_page_fails_until_written() -> None:
+    stub = stub_page("size")
+    assert len(page_problems("size", stub)) == 2  # the stub, and no example
+    example = "```console\n$ kvcalc size llama3-8b\n...\n```\n"
+    written = stub.replace(STUB, "What it answers.").replace("## Options", example + "## Options")
+    assert page_problems("size", written) == []
+    assert page_problems("sweep", written) == [
+        "its title is not # `kvcalc sweep`",
+        "no console example of `kvcalc sweep`",
+    ]
 
 
 def test_command_index_is_generated() -> None:
