@@ -109,30 +109,58 @@ def _classes_within(value: object) -> Iterator[type]:
             yield from _classes_within(item)
 
 
-def test_the_key_covers_every_module_a_cached_spec_is_made_of() -> None:
-    # A cached spec is rebuilt into engine objects: an edit to any of their modules must miss.
-    # Every object of every registry model and accelerator counts (a checkpoint's weight
-    # formats, a vision tower), and every weight format a config.json can name.
+def test_an_edit_to_any_module_changes_the_key(tmp_path: Path) -> None:
+    # No hand-kept list of modules: the key covers the package's whole source, so an edit to
+    # engine/units.py (which no spec class lives in) misses the cache, as does a new module.
+    import kvcalc
+    from kvcalc.registry.cache import package_digest
+
+    package = tmp_path / "kvcalc"
+    shutil.copytree(Path(kvcalc.__file__).parent, package, ignore=shutil.ignore_patterns("*.pyc"))
+    before = package_digest(package, "0")
+    assert package_digest(package, "0") == before  # a key is stable
+    units = package / "engine" / "units.py"
+    units.write_text(units.read_text() + "\n# an edit\n")
+    edited = package_digest(package, "0")
+    assert edited != before
+    (package / "render" / "new_module.py").write_text("")
+    assert package_digest(package, "0") != edited
+    assert package_digest(package, "1") != package_digest(package, "0")  # and the version
+
+
+def test_a_warm_cache_misses_after_an_edit_to_a_module_no_spec_is_made_of(
+    tmp_path: Path,
+) -> None:
+    # End to end, in a copy of the package: a warm spec cache is read, then an edit to
+    # engine/units.py makes the next run validate again (a new entry), not serve the old one.
+    import subprocess
     import sys
 
-    from specs import registry_model
-
     import kvcalc
-    from kvcalc.engine.checkpoint import WeightFormat
-    from kvcalc.engine.quant_rows import ChannelScaled, TensorScaled
-    from kvcalc.registry.cache import code_files
-    from kvcalc.registry.gpus import find_accelerator, gpu_paths
-    from kvcalc.registry.load import model_paths
 
-    package = Path(kvcalc.__file__).parent
-    covered = {(package / name).resolve() for name in code_files(package)}
-    specs = [registry_model(path.stem) for path in model_paths()]
-    specs += [find_accelerator(path.stem) for path in gpu_paths()]
-    classes = {cls for spec in specs for cls in _classes_within(spec)}
-    classes |= {*WeightFormat.__subclasses__(), TensorScaled, ChannelScaled}
-    for cls in classes:
-        source = Path(sys.modules[cls.__module__].__file__ or "").resolve()
-        assert source in covered, f"{cls.__name__} comes from {source}"
+    root = tmp_path / "src"
+    shutil.copytree(
+        Path(kvcalc.__file__).parent, root / "kvcalc", ignore=shutil.ignore_patterns("*.pyc")
+    )
+    cache = tmp_path / "cache"
+    registry = Path(__file__).parent.parent / "model_configs"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "KVCALC_CACHE_DIR": str(cache),
+        "KVCALC_REGISTRY": str(registry),
+    }
+    script = "from kvcalc.registry.load import resolve_model; resolve_model('llama3-70b')"
+
+    def run() -> set[str]:
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, cwd=tmp_path)
+        return {p.name for p in cache.glob("*.json")}
+
+    first = run()
+    assert first and run() == first  # warm: read, nothing new written
+    units = root / "kvcalc" / "engine" / "units.py"
+    units.write_text(units.read_text() + "\n# an edit\n")
+    assert run() - first
 
 
 # ---------------------------------------------------------------- safe by construction

@@ -2,11 +2,12 @@
 
 Importing pydantic's BaseModel and building the registry schema costs about 100 ms, more than
 the rest of a `kvcalc size` run. A file's validated spec depends only on its bytes and on the
-code that validates it, so the spec is cached under a key made of both (the YAML bytes, the
-schema and spec sources, the kvcalc version): any edit to the file or to the schema misses the
-cache and is validated again. Every key is made of content, never of sizes or modification
-times, so an edit that keeps both still misses. The cache lives in $KVCALC_CACHE_DIR, else
-$XDG_CACHE_HOME/kvcalc, else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it off.
+code that builds it, so the spec is cached under a key made of both (the YAML bytes, every
+source file of the installed package, the kvcalc version): any edit to the file or to any
+module misses the cache and is validated again. Every key is made of content, never of sizes
+or modification times, so an edit that keeps both still misses. The cache lives in
+$KVCALC_CACHE_DIR, else $XDG_CACHE_HOME/kvcalc, else ~/.cache/kvcalc; KVCALC_NO_CACHE=1 turns it
+off.
 
 Safe by construction: an entry is plain JSON (:mod:`kvcalc.registry.plain`), never a pickle, so
 a writable cache cannot run code; what is read back is checked against the declared type of the
@@ -31,24 +32,6 @@ try:  # CPython's built-in BLAKE2: same digest as hashlib's, without loading Ope
 except ImportError:  # pragma: no cover - other interpreters
     from hashlib import blake2b as _hash
 
-_CODE_FILES = (
-    "registry/schema.py",
-    "registry/gpu_schema.py",
-    "registry/load.py",
-    "engine/spec.py",
-    "engine/hardware.py",
-    "engine/checkpoint.py",
-    "engine/quant.py",
-    "engine/quant_rows.py",
-    "engine/audio.py",
-    "engine/vision.py",
-    "registry/plain.py",
-)
-#: Folders whose every module is code the cached specs depend on: the mixer kinds, one module
-#: each, so that a new or edited kind misses the cache without being listed here.
-_CODE_DIRS = ("engine/mixers",)
-
-
 def cache_dir() -> Path | None:
     if os.environ.get("KVCALC_NO_CACHE"):
         return None
@@ -59,28 +42,8 @@ def cache_dir() -> Path | None:
     return Path(base) / "kvcalc"
 
 
-def code_files(package: Path) -> list[str]:
-    """The sources, relative to the package, that the cache key covers."""
-    names = list(_CODE_FILES)
-    for folder in _CODE_DIRS:
-        names.extend(sorted(f"{folder}/{p.name}" for p in (package / folder).glob("*.py")))
-    return names
-
-
-@lru_cache(maxsize=1)
-def _code_digest() -> bytes:
-    package = Path(kvcalc.__file__).parent
-    digest = _hash(kvcalc.__version__.encode())
-    for name in code_files(package):
-        try:
-            digest.update((package / name).read_bytes())
-        except OSError:
-            digest.update(name.encode())
-    return digest.digest()
-
-
 def cache_key(data: bytes, kind: str) -> str:
-    return _hash(_code_digest() + kind.encode() + b"\0" + data).hexdigest()
+    return _hash(_package_digest() + kind.encode() + b"\0" + data).hexdigest()
 
 
 #: An entry larger than this is not one kvcalc wrote (the whole registry's specs take ~200 KB).
@@ -200,11 +163,18 @@ Shape = Mapping[str, Any]
 
 @lru_cache(maxsize=1)
 def _package_digest() -> bytes:
-    """Every source file of kvcalc: a listing row is computed by render and engine code as much
-    as by the schema, so any edit to the package misses (reading the ~110 files takes ~2 ms,
-    far less than the pydantic validation a hit saves)."""
-    package = Path(kvcalc.__file__).parent
-    digest = _hash(kvcalc.__version__.encode())
+    """The digest of kvcalc's installed source: every key includes it, so that an edit to any
+    module misses the cache. A spec is validated by the schema and rebuilt into engine objects,
+    and a listing row is computed by render code as much: no hand-kept list of the modules a
+    value depends on can stay true, so the key covers them all (reading and hashing the ~190
+    files takes ~2 ms, far less than the pydantic validation a hit saves)."""
+    return package_digest(Path(kvcalc.__file__).parent, kvcalc.__version__)
+
+
+def package_digest(package: Path, version: str) -> bytes:
+    """The digest of every ``.py`` file under ``package`` (names and contents, in a fixed
+    order) and the ``version``: content, never sizes or modification times."""
+    digest = _hash(version.encode())
     for folder, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):
@@ -215,6 +185,7 @@ def _package_digest() -> bytes:
                     digest.update(fh.read())
             except OSError:
                 digest.update(b"\xff unreadable")
+            digest.update(b"\0")
     return digest.digest()
 
 
@@ -267,7 +238,7 @@ def cached_rows(
     directory = cache_dir()
     if directory is None:
         return build()
-    key = _hash(_package_digest() + kind.encode() + b"\0" + files_content(paths)).hexdigest()
+    key = cache_key(files_content(paths), kind)
     entry = directory / f"{key}.json"
     hit = _read_entry(entry, list[shape_hint(shape)])  # type: ignore[misc]
     if hit is not None:
