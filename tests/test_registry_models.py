@@ -154,6 +154,12 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m2.7": 2 * 62 * 8 * 128 * 2,
     "nemotron-h-56b": 2 * 10 * 8 * 128 * 2,
     "nemotron-h-8b": 2 * 4 * 8 * 128 * 2,
+    # issue 17: LFM2 caches only in its 6 grouped-query attention layers (8 KV heads of 64 at
+    # every size); the short-conv layers hold a fixed state
+    "lfm2-350m": 2 * 6 * 8 * 64 * 2,
+    "lfm2-700m": 2 * 6 * 8 * 64 * 2,
+    "lfm2-1.2b": 2 * 6 * 8 * 64 * 2,
+    "lfm2-8b-a1b": 2 * 6 * 8 * 64 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -223,6 +229,15 @@ KV_BYTES_AT_128K = {
     + 54 * ((256 * 64 + 2 * 8 * 256) * (4 - 1) + 256 * 64 * 256) * 2,
     "nemotron-h-8b": 2 * 4 * 8 * 128 * 2 * K128
     + 24 * ((128 * 64 + 2 * 8 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
+    # issue 17: LFM2's short convs keep hidden x (conv_L_cache - 1) inputs and no SSM state
+    # (vLLM short_conv_state_shape); 10 conv layers in the dense sizes, 18 in the 8B-A1B
+    **{
+        model_id: 2 * 6 * 8 * 64 * 2 * K128 + conv * hidden * (3 - 1) * 2
+        for model_id, conv, hidden in (
+            ("lfm2-350m", 10, 1024), ("lfm2-700m", 10, 1536), ("lfm2-1.2b", 10, 2048),
+            ("lfm2-8b-a1b", 18, 2048),
+        )
+    },  # fmt: skip
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -256,6 +271,11 @@ HYBRID_LAYERS = {
     # blocks hold no cache): after the 4th Mamba-2 block, then after every 5th
     "nemotron-h-56b": ("full", list(range(4, 59, 6))),
     "nemotron-h-8b": ("full", [4, 10, 16, 22]),
+    # issue 17: LFM2's full_attn_idxs / layer_types
+    "lfm2-350m": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-700m": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-1.2b": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-8b-a1b": ("full", [2, 6, 10, 14, 18, 21]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -274,6 +294,7 @@ MOE_LAYERS = {
     "deepseek-v3.2-exp": list(range(3, 61)),
     "deepseek-v3.2": list(range(3, 61)),
     "glm-4.7": list(range(3, 92)),  # issue 17
+    "lfm2-8b-a1b": list(range(2, 24)),  # issue 17: num_dense_layers 2
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -305,6 +326,7 @@ VERIFICATION = {
         "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
         "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
         "glm-4.7",  # issue 17
+        "lfm2-350m", "lfm2-1.2b", "lfm2-8b-a1b",  # issue 17: public copies of config.json
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -319,6 +341,7 @@ VERIFICATION = {
         # issue 17: shapes from NVIDIA's Megatron-Bridge providers and MiniMax-M2's, not the
         # checkpoints' own config.json
         "minimax-m2.5", "minimax-m2.7", "nemotron-h-56b", "nemotron-h-8b",
+        "lfm2-700m",  # issue 17: its shape from a real SGLang start-up, not its config.json
     },
 }  # fmt: skip
 
