@@ -46,14 +46,21 @@ from kvcalc.registry.load import RegistryError
 BF16, FP8, FP32 = dtype("bf16"), dtype("fp8"), dtype("fp32")
 K128 = 131_072
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
-SIZES = ("lfm2-350m", "lfm2-700m", "lfm2-1.2b", "lfm2-8b-a1b")
+SIZES = ("lfm2-350m", "lfm2-700m", "lfm2-1.2b", "lfm2-2.6b", "lfm2-8b-a1b")
 
-# Every size: 6 attention layers x (K + V) x 8 KV heads x 64 x 2 bytes (bf16) = 12,288 B/token.
-ATTN_TOKEN = 6 * 2 * 8 * 64 * 2
+# An attention layer: (K + V) x 8 KV heads x 64 x 2 bytes (bf16) = 2,048 B/token at every size.
+ATTN_LAYER = 2 * 8 * 64 * 2
+# 6 attention layers in each size but the 2.6B's 8: 12,288 B/token.
+ATTN_TOKEN = 6 * ATTN_LAYER
 # One conv layer keeps conv_L_cache - 1 = 2 past inputs of its hidden_size channels, in bf16.
-CONV_LAYER = {"lfm2-350m": 1024 * 2 * 2, "lfm2-700m": 1536 * 2 * 2, "lfm2-1.2b": 2048 * 2 * 2}
-CONV_LAYER["lfm2-8b-a1b"] = 2048 * 2 * 2
-CONV_LAYERS = {"lfm2-350m": 10, "lfm2-700m": 10, "lfm2-1.2b": 10, "lfm2-8b-a1b": 18}
+# name -> (attention layers, conv layers, bytes of one conv layer's state)
+LAYOUT = {
+    "lfm2-350m": (6, 10, 1024 * 2 * 2),
+    "lfm2-700m": (6, 10, 1536 * 2 * 2),
+    "lfm2-1.2b": (6, 10, 2048 * 2 * 2),
+    "lfm2-2.6b": (8, 22, 2048 * 2 * 2),
+    "lfm2-8b-a1b": (6, 18, 2048 * 2 * 2),
+}
 
 
 def config(name: str) -> dict[str, Any]:
@@ -85,12 +92,13 @@ def refusal(path: Path) -> str:
 
 @pytest.mark.parametrize("name", SIZES)
 def test_only_the_attention_layers_grow(name: str) -> None:
+    n_attn, n_conv, conv_state = LAYOUT[name]
     model = load_hf_config(FIXTURES / name)
-    assert kv_bytes_per_token(model, BF16) == ATTN_TOKEN == 12_288
+    assert kv_bytes_per_token(model, BF16) == n_attn * ATTN_LAYER
     conv, attn = kv_size(model, K128, BF16).groups
-    assert (conv.kind, conv.layers) == ("short_conv", CONV_LAYERS[name])
-    assert conv.bytes == conv.state_bytes == CONV_LAYERS[name] * CONV_LAYER[name]
-    assert (attn.kind, attn.layers, attn.bytes) == ("full", 6, ATTN_TOKEN * K128)
+    assert (conv.kind, conv.layers) == ("short_conv", n_conv)
+    assert conv.bytes == conv.state_bytes == n_conv * conv_state
+    assert (attn.kind, attn.layers, attn.bytes) == ("full", n_attn, n_attn * ATTN_LAYER * K128)
 
 
 def test_the_700m_state_is_the_61440_bytes_sglang_logged_per_request() -> None:
@@ -184,8 +192,9 @@ def test_the_cli_refuses_in_one_line(tmp_path: Path) -> None:
 
 def test_the_mlp_is_two_thirds_of_block_ff_dim_rounded_to_256() -> None:
     # Lfm2MLP: int(2 x 6656 / 3) = 4437 -> 4608; int(2 x 12288 / 3) = 8192; 10240 -> 6826 -> 6912.
-    sizes = {n: registry_model(n).dense_mlp.intermediate_size for n in SIZES[:3]}  # type: ignore[union-attr]
-    assert sizes == {"lfm2-350m": 4608, "lfm2-700m": 6912, "lfm2-1.2b": 8192}
+    sizes = {n: registry_model(n).dense_mlp.intermediate_size for n in SIZES[:4]}  # type: ignore[union-attr]
+    # The 2.6B's is the 10,752 its file states, not adjusted.
+    assert sizes == {"lfm2-350m": 4608, "lfm2-700m": 6912, "lfm2-1.2b": 8192, "lfm2-2.6b": 10752}
     # lfm2_moe's dense layers take intermediate_size as stated.
     assert registry_model("lfm2-8b-a1b").dense_mlp.intermediate_size == 7168  # type: ignore[union-attr]
 
@@ -198,6 +207,23 @@ def test_parameters_are_the_model_cards_less_the_qk_norms(name: str, card: int) 
     # which kvcalc does not count (kvcalc/engine/weights.py leaves per-head QK norms out).
     counts = param_counts(load_hf_config(FIXTURES / name))
     assert counts.total == counts.active == card - 6 * 2 * 64
+
+
+def test_the_700m_and_2_6b_counts_by_hand() -> None:
+    # Stated only to three digits (742M, 2.57B); by hand from the shapes, tied embedding
+    # 65,536 x hidden, per conv layer 4 x hidden^2 + 3 x hidden, per attention layer 2 x hidden^2
+    # + 2 x hidden x 512, per layer a SwiGLU of 3 x hidden x FF and two norms, a final norm:
+    def by_hand(hidden: int, ff: int, n_attn: int, n_conv: int) -> int:
+        conv = 4 * hidden**2 + 3 * hidden
+        attn = 2 * hidden**2 + 2 * hidden * 512
+        per_layer = 3 * hidden * ff + 2 * hidden
+        embedding = 65_536 * hidden
+        return embedding + n_conv * conv + n_attn * attn + (n_attn + n_conv) * per_layer + hidden
+
+    assert by_hand(1536, 6912, 6, 10) == 742_488_576  # 742M with the QK norms (+768)
+    assert by_hand(2048, 10752, 8, 22) == 2_569_271_296  # 2.57B (+1,024)
+    for name, hand in (("lfm2-700m", 742_488_576), ("lfm2-2.6b", 2_569_271_296)):
+        assert param_counts(load_hf_config(FIXTURES / name)).total == hand
 
 
 def test_the_short_conv_weights_by_hand() -> None:

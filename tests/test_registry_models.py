@@ -159,6 +159,7 @@ KV_BYTES_PER_TOKEN = {
     "lfm2-350m": 2 * 6 * 8 * 64 * 2,
     "lfm2-700m": 2 * 6 * 8 * 64 * 2,
     "lfm2-1.2b": 2 * 6 * 8 * 64 * 2,
+    "lfm2-2.6b": 2 * 8 * 8 * 64 * 2,  # 8 attention layers of its 30
     "lfm2-8b-a1b": 2 * 6 * 8 * 64 * 2,
 }
 
@@ -230,12 +231,12 @@ KV_BYTES_AT_128K = {
     "nemotron-h-8b": 2 * 4 * 8 * 128 * 2 * K128
     + 24 * ((128 * 64 + 2 * 8 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
     # issue 17: LFM2's short convs keep hidden x (conv_L_cache - 1) inputs and no SSM state
-    # (vLLM short_conv_state_shape); 10 conv layers in the dense sizes, 18 in the 8B-A1B
+    # (vLLM short_conv_state_shape); 10 conv layers up to 1.2B, 22 in the 2.6B, 18 in the 8B-A1B
     **{
-        model_id: 2 * 6 * 8 * 64 * 2 * K128 + conv * hidden * (3 - 1) * 2
-        for model_id, conv, hidden in (
-            ("lfm2-350m", 10, 1024), ("lfm2-700m", 10, 1536), ("lfm2-1.2b", 10, 2048),
-            ("lfm2-8b-a1b", 18, 2048),
+        model_id: 2 * attn * 8 * 64 * 2 * K128 + conv * hidden * (3 - 1) * 2
+        for model_id, attn, conv, hidden in (
+            ("lfm2-350m", 6, 10, 1024), ("lfm2-700m", 6, 10, 1536), ("lfm2-1.2b", 6, 10, 2048),
+            ("lfm2-2.6b", 8, 22, 2048), ("lfm2-8b-a1b", 6, 18, 2048),
         )
     },  # fmt: skip
 }
@@ -275,6 +276,7 @@ HYBRID_LAYERS = {
     "lfm2-350m": ("full", [2, 5, 8, 10, 12, 14]),
     "lfm2-700m": ("full", [2, 5, 8, 10, 12, 14]),
     "lfm2-1.2b": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-2.6b": ("full", [2, 5, 9, 13, 17, 21, 24, 27]),
     "lfm2-8b-a1b": ("full", [2, 6, 10, 14, 18, 21]),
 }
 
@@ -341,7 +343,8 @@ VERIFICATION = {
         # issue 17: shapes from NVIDIA's Megatron-Bridge providers and MiniMax-M2's, not the
         # checkpoints' own config.json
         "minimax-m2.5", "minimax-m2.7", "nemotron-h-56b", "nemotron-h-8b",
-        "lfm2-700m",  # issue 17: its shape from a real SGLang start-up, not its config.json
+        # issue 17: shapes from a real SGLang start-up and a port's presets, not config.json
+        "lfm2-700m", "lfm2-2.6b",
     },
 }  # fmt: skip
 
