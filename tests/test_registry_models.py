@@ -389,6 +389,11 @@ TYPED_NAMES = {
     "MiniMax-M2.7": "minimax-m2.7",
     "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b",
     "Nemotron-H-8B": "nemotron-h-8b",
+    "LiquidAI/LFM2-8B-A1B": "lfm2-8b-a1b",
+    "LFM2-350M": "lfm2-350m",
+    # Liquid Nanos (Liquid AI docs): fine-tunes of the size they are named after
+    "LiquidAI/LFM2-1.2B-RAG": "lfm2-1.2b",
+    "LiquidAI/LFM2-350M-Math": "lfm2-350m",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and
