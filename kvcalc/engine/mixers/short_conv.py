@@ -42,7 +42,8 @@ class ShortConv(RecurrentMixer):
         b = int(self.bias)
         tensors = (
             linear("mixer", self.channels, 3, hidden),  # in_proj: B, C and x
-            Tensor("mixer", self.channels, self.conv_kernel + 4 * b),  # conv1d; biases of both
+            # conv1d taps, plus its bias and in_proj's three per channel
+            Tensor("mixer", self.channels, self.conv_kernel + 4 * b),
             row_parallel("mixer", self.channels, hidden, 1),  # out_proj
         )
         return (*tensors, replicated("mixer", hidden)) if self.bias else tensors
