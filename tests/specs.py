@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from kvcalc.engine.deployment import Deployment, deployment
+from kvcalc.engine.hardware import Accelerator, GpuSet
 from kvcalc.engine.spec import (
     DenseMLP,
     FullAttention,
@@ -27,6 +28,7 @@ from kvcalc.engine.spec import (
     MultiHeadLatentAttention,
     SlidingWindowAttention,
 )
+from kvcalc.engine.units import MiB
 from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.load import find_model
 from kvcalc.registry.schema import ModelFile
@@ -231,3 +233,18 @@ def registry_model(model_id: str) -> ModelSpec:
 def registry_deployment(model_id: str, gpus: str = "h100", **options: object) -> Deployment:
     """A deployment of a registry model on a GPU set, with ``deployment()``'s keyword options."""
     return deployment(registry_model(model_id), parse_gpu_set(gpus), **options)  # type: ignore[arg-type]
+
+
+#: The 16 GB GPU of the LFM2-700M SGLang start-up (shared/reference/sglang-kv-algorithm.md
+#: section 4): 16,303 MiB as nvidia-smi reports it; bandwidth and FLOPs play no part there.
+GPU_16GB = GpuSet(
+    Accelerator(
+        id="gpu-16g",
+        name="16 GB GPU",
+        memory_bytes=16303 * MiB,
+        memory_marketed="16 GB",
+        bandwidth_bytes_per_s=10**12,
+        dense_flops={"bf16": 10**14},
+        smi_memory_bytes=16303 * MiB,
+    )
+)

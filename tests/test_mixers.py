@@ -39,6 +39,7 @@ from kvcalc.engine.spec import (
     ModelSpec,
     MultiHeadLatentAttention,
     SharedKVAttention,
+    ShortConv,
     SlidingWindowAttention,
 )
 from kvcalc.engine.tensors import StateTensor, Tensor
@@ -159,6 +160,9 @@ def mixer_of(draw: st.DrawFn, cls: type[Mixer]) -> Mixer:
         if f.name == "source":  # a KV-shared layer reads a full or sliding layer's cache
             attention = st.sampled_from([FullAttention, SlidingWindowAttention])
             values[f.name] = draw(attention.flatmap(mixer_of))
+            continue
+        if f.type == "bool":
+            values[f.name] = draw(st.booleans())
             continue
         value = st.integers(1, 48).map(lambda x: 2 * x)
         values[f.name] = draw(value | st.none() if "None" in str(f.type) else value)
@@ -325,6 +329,13 @@ def _deltanet(m: GatedDeltaNet, context: int) -> Expected:
     return Expected(0, 0, conv, vh * kd * vd, 0, 6 * vh * kd * vd, f"{vh} v heads x {kd}x{vd}")
 
 
+def _short_conv(m: ShortConv, context: int) -> Expected:
+    c, k = m.channels, m.conv_kernel
+    # vLLM short_conv_state_shape: (conv_dim, L_cache - 1) and no temporal state; decode
+    # multiplies two gates (B * x, C * y) per channel.
+    return Expected(0, 0, c * (k - 1), 0, 0, 2 * c, f"{c} channels, conv {k}")
+
+
 def _lightning(m: LightningAttention, context: int) -> Expected:
     h, d = m.heads, m.head_dim
     return Expected(0, 0, 0, h * d * d, 0, 4 * h * d * d, f"{h} heads x {d}x{d}")
@@ -370,6 +381,7 @@ EXPECTED: dict[str, Callable[[Any, int], Expected]] = {
     "mamba": _mamba,
     "mamba2": _mamba2,
     "gated_deltanet": _deltanet,
+    "short_conv": _short_conv,
     "lightning": _lightning,
     "shared_kv": _shared_kv,
 }
@@ -433,6 +445,10 @@ GOLDEN_LAYERS = {
     # covering the whole context; per entry 2 x 64 heads x (512 + 512) plus the indexer's
     # 2 x 64 x 128, one entry per 4 tokens
     "deepseek-v4-flash": (2, 512, 10**6, 0, (2 * 64 * 1024 + 2 * 64 * 128) // 4, 0),
+    # short conv (LFM2-700M layer 0): the last conv_L_cache - 1 = 2 inputs of its 1536 channels
+    # (61,440 bytes over 10 layers in bf16, SGLang's logged state per request); the gates B * x
+    # and C * y multiply 2 x 1536 values per token
+    "lfm2-700m": (0, 0, 0, 1536 * 2, 0, 2 * 1536),
 }
 
 

@@ -154,6 +154,13 @@ KV_BYTES_PER_TOKEN = {
     "minimax-m2.7": 2 * 62 * 8 * 128 * 2,
     "nemotron-h-56b": 2 * 10 * 8 * 128 * 2,
     "nemotron-h-8b": 2 * 4 * 8 * 128 * 2,
+    # issue 17: LFM2 caches only in its 6 grouped-query attention layers (8 KV heads of 64 at
+    # every size); the short-conv layers hold a fixed state
+    "lfm2-350m": 2 * 6 * 8 * 64 * 2,
+    "lfm2-700m": 2 * 6 * 8 * 64 * 2,
+    "lfm2-1.2b": 2 * 6 * 8 * 64 * 2,
+    "lfm2-2.6b": 2 * 8 * 8 * 64 * 2,  # 8 attention layers of its 30
+    "lfm2-8b-a1b": 2 * 6 * 8 * 64 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -223,6 +230,15 @@ KV_BYTES_AT_128K = {
     + 54 * ((256 * 64 + 2 * 8 * 256) * (4 - 1) + 256 * 64 * 256) * 2,
     "nemotron-h-8b": 2 * 4 * 8 * 128 * 2 * K128
     + 24 * ((128 * 64 + 2 * 8 * 128) * (4 - 1) + 128 * 64 * 128) * 2,
+    # issue 17: LFM2's short convs keep hidden x (conv_L_cache - 1) inputs and no SSM state
+    # (vLLM short_conv_state_shape); 10 conv layers up to 1.2B, 22 in the 2.6B, 18 in the 8B-A1B
+    **{
+        model_id: 2 * attn * 8 * 64 * 2 * K128 + conv * hidden * (3 - 1) * 2
+        for model_id, attn, conv, hidden in (
+            ("lfm2-350m", 6, 10, 1024), ("lfm2-700m", 6, 10, 1536), ("lfm2-1.2b", 6, 10, 2048),
+            ("lfm2-2.6b", 8, 22, 2048), ("lfm2-8b-a1b", 6, 18, 2048),
+        )
+    },  # fmt: skip
 }
 
 # 0-based layers using the "special" mixer of each hybrid, from the reference's layer lists.
@@ -256,6 +272,12 @@ HYBRID_LAYERS = {
     # blocks hold no cache): after the 4th Mamba-2 block, then after every 5th
     "nemotron-h-56b": ("full", list(range(4, 59, 6))),
     "nemotron-h-8b": ("full", [4, 10, 16, 22]),
+    # issue 17: LFM2's full_attn_idxs / layer_types
+    "lfm2-350m": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-700m": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-1.2b": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-2.6b": ("full", [2, 5, 9, 13, 17, 21, 24, 27]),
+    "lfm2-8b-a1b": ("full", [2, 6, 10, 14, 18, 21]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -274,6 +296,7 @@ MOE_LAYERS = {
     "deepseek-v3.2-exp": list(range(3, 61)),
     "deepseek-v3.2": list(range(3, 61)),
     "glm-4.7": list(range(3, 92)),  # issue 17
+    "lfm2-8b-a1b": list(range(2, 24)),  # issue 17: num_dense_layers 2
 }
 
 # Verification level per model-configs.md ("How well each model is verified") and, for the
@@ -305,6 +328,7 @@ VERIFICATION = {
         "gemma-4-12b", "gemma-4-26b-a4b", "gemma-4-31b", "gemma-4-e2b", "gemma-4-e4b",
         "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
         "glm-4.7",  # issue 17
+        "lfm2-350m", "lfm2-1.2b", "lfm2-8b-a1b",  # issue 17: public copies of config.json
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",
@@ -319,6 +343,8 @@ VERIFICATION = {
         # issue 17: shapes from NVIDIA's Megatron-Bridge providers and MiniMax-M2's, not the
         # checkpoints' own config.json
         "minimax-m2.5", "minimax-m2.7", "nemotron-h-56b", "nemotron-h-8b",
+        # issue 17: shapes from a real SGLang start-up and a port's presets, not config.json
+        "lfm2-700m", "lfm2-2.6b",
     },
 }  # fmt: skip
 
@@ -363,6 +389,11 @@ TYPED_NAMES = {
     "MiniMax-M2.7": "minimax-m2.7",
     "nvidia/Nemotron-H-56B-Base-8K": "nemotron-h-56b",
     "Nemotron-H-8B": "nemotron-h-8b",
+    "LiquidAI/LFM2-8B-A1B": "lfm2-8b-a1b",
+    "LFM2-350M": "lfm2-350m",
+    # Liquid Nanos (Liquid AI docs): fine-tunes of the size they are named after
+    "LiquidAI/LFM2-1.2B-RAG": "lfm2-1.2b",
+    "LiquidAI/LFM2-350M-Math": "lfm2-350m",
 }
 
 # Repo ids of instruction-tuned / chat releases that share their entry's architecture and

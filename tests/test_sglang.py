@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from report_check import refused, run_json
+from specs import GPU_16GB
 from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 from kvcalc.engine.deployment import Deployment, deployment
-from kvcalc.engine.hardware import Accelerator, GpuSet
 from kvcalc.engine.sglang import (
     PrefillGraphInputs,
     SGLangConfigError,
@@ -38,7 +38,7 @@ from kvcalc.engine.sglang import (
     sglang_version,
 )
 from kvcalc.engine.spec import DenseMLP, FullAttention, Mamba, ModelSpec
-from kvcalc.engine.units import GiB, MiB
+from kvcalc.engine.units import GiB
 
 HALF_CENT_GIB = Fraction("0.005") * GiB
 
@@ -322,18 +322,6 @@ LFM2 = ModelSpec(
     dense_mlp=DenseMLP(intermediate_size=4608),
     max_context=128_000,
 )
-GPU_16GB = GpuSet(
-    Accelerator(
-        id="gpu-16g",
-        name="16 GB GPU",
-        memory_bytes=16303 * MiB,
-        memory_marketed="16 GB",
-        bandwidth_bytes_per_s=10**12,
-        dense_flops={"bf16": 10**14},
-        smi_memory_bytes=16303 * MiB,
-    )
-)
-
 
 def test_lfm2_hybrid_pools_match_the_log() -> None:
     d = deployment(LFM2, GPU_16GB)

@@ -313,6 +313,12 @@ KNOWN_GAPS = {
     ),
     ("minimax-m2.5", "active"): "same architecture and figures as minimax-m2",
     ("minimax-m2.7", "active"): "same architecture and figures as minimax-m2",
+    ("lfm2-8b-a1b", "active"): (
+        "'1.5B active' (transformers docs): we count 1.558B with the tied embedding (1.424B "
+        "without), by hand from the config: 134.2M embedding + 18 convs x 16.78M + 6 attention "
+        "layers x 10.49M + 2 dense MLPs x 44.04M + 22 x (4 experts x 11.01M + 65.5K router); the "
+        "figure rounds 1.56B down"
+    ),
 }
 
 

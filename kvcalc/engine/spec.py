@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.mixers.mla import MultiHeadLatentAttention
     from kvcalc.engine.mixers.mla_indexed import IndexedLatentAttention
     from kvcalc.engine.mixers.shared_kv import SharedKVAttention
+    from kvcalc.engine.mixers.short_conv import ShortConv
     from kvcalc.engine.vision import VisionEncoder
 
 #: Re-exported kind -> its module. Imported on first use: a command loading a cached Llama spec
@@ -50,6 +51,7 @@ _KINDS = {
     "GatedDeltaNet": "deltanet",
     "LightningAttention": "lightning",
     "SharedKVAttention": "shared_kv",
+    "ShortConv": "short_conv",
 }
 
 
@@ -86,6 +88,7 @@ __all__ = [
     "MultiHeadLatentAttention",
     "ParallelismError",
     "SharedKVAttention",
+    "ShortConv",
     "SlidingWindowAttention",
     "split_heads",
 ]

@@ -232,6 +232,21 @@ class GatedDeltaNetMixer(Strict):
         )
 
 
+class ShortConvMixer(Strict):
+    """LFM2's gated short convolution: ``channels`` (config.json conv_dim, its hidden_size) and
+    ``conv_kernel`` taps (conv_L_cache), whose last conv_kernel - 1 inputs are the state."""
+
+    kind: Literal["short_conv"]
+    channels: PosInt
+    conv_kernel: int = Field(
+        ge=2, le=64, strict=True, description="taps (conv_L_cache); the state keeps one fewer"
+    )
+    bias: bool = Field(False, description="conv_bias: in_proj, conv1d and out_proj biases")
+
+    def to_spec(self, arch: Architecture) -> spec.Mixer:
+        return spec.ShortConv(channels=self.channels, conv_kernel=self.conv_kernel, bias=self.bias)
+
+
 class LightningMixer(Strict):
     kind: Literal["lightning"]
     heads: PosInt
@@ -267,6 +282,7 @@ MixerSchema = Annotated[
     | MambaMixer
     | Mamba2Mixer
     | GatedDeltaNetMixer
+    | ShortConvMixer
     | LightningMixer
     | SharedKVMixer,
     Field(discriminator="kind"),

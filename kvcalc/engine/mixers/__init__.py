@@ -1,5 +1,5 @@
 """Mixer kinds, one module each: attention (full, sliding, chunked), mla, mla_indexed, mamba,
-mamba2, deltanet, lightning, shared_kv. The interface is
+mamba2, deltanet, lightning, shared_kv, short_conv. The interface is
 :class:`kvcalc.engine.mixers.base.Mixer`; the kinds are re-exported by :mod:`kvcalc.engine.spec`.
 
 A new kind is one new module here (a frozen dataclass implementing :class:`Mixer`, which

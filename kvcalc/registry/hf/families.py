@@ -14,6 +14,7 @@ from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
+from kvcalc.registry.hf.lfm2 import Lfm2, Lfm2Moe
 from kvcalc.registry.hf.llama import Llama, Mistral, Mixtral, Phi, Phi3
 from kvcalc.registry.hf.llama4 import Llama4Text
 from kvcalc.registry.hf.minimax import MiniMaxM2
@@ -49,7 +50,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32, DeepseekV4,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
-    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH,
+    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH, Lfm2, Lfm2Moe,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.
