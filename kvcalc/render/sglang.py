@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.units import GiB
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
-from kvcalc.render.layout import layout_notes, layout_payload
-from kvcalc.render.report import Report
+from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
+from kvcalc.render.report import Report, flatten
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -22,13 +22,15 @@ if TYPE_CHECKING:
 def sglang_payload(
     dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
 ) -> dict[str, Any]:
-    """One JSON object: the issue's keys, the inputs SGLang read, and one row per context."""
+    """One JSON object: the issue's keys, the inputs SGLang read, and one row per context
+    (``max_batch_per_replica``: SGLang's concurrency for that length on one server;
+    ``max_batch``: that across the replicas; 0 for every context when the pool is too small)."""
     from kvcalc.engine.sglang import SGLangPool, sliding_window
 
     memory = result.memory
     payload: dict[str, Any] = {
         "model": dep.model.id,
-        "gpus": str(dep.gpus),
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         **layout_payload(dep),
@@ -59,7 +61,7 @@ def sglang_payload(
             "max_total_num_tokens": 0,
             "max_running_requests": 0,
             "kv_pool_bytes": 0,
-            "contexts": [],
+            "contexts": [context_payload(c, 0, dep.replicas) for c in contexts],
         }
     window = sliding_window(dep.model)
     refusals = [r for r in (result.refusal(c, window) for c in contexts) if r is not None]
@@ -76,13 +78,17 @@ def sglang_payload(
         "max_req_len": result.max_req_len,
         "kv_pool_bytes": result.kv_pool_bytes,
         "contexts": [
-            {
-                "context_tokens": c,
-                "concurrency": result.concurrency(c, window),
-                "fits": result.concurrency(c, window) > 0,
-            }
-            for c in contexts
+            context_payload(c, result.concurrency(c, window), dep.replicas) for c in contexts
         ],
+    }
+
+
+def context_payload(context: int, concurrency: int, replicas: int) -> dict[str, Any]:
+    return {
+        "context_tokens": context,
+        "max_batch": concurrency * replicas,
+        "max_batch_per_replica": concurrency,
+        "fits": concurrency > 0,
     }
 
 
@@ -166,7 +172,10 @@ def sglang_lines(
 #: The keys of every CSV record: the pool, then one row per context.
 SGLANG_FIELDS = (
     "model",
-    "gpus",
+    "gpus_id",
+    "gpus_label",
+    "gpus_accelerator",
+    "gpus_count",
     "tp",
     "pp",
     "sglang_version",
@@ -178,7 +187,8 @@ SGLANG_FIELDS = (
     "max_running_requests",
     "fits",
     "context_tokens",
-    "concurrency",
+    "max_batch",
+    "max_batch_per_replica",
 )
 
 
@@ -188,10 +198,8 @@ def sglang_report(
     from kvcalc.render.warnings import max_context_warnings
 
     payload = sglang_payload(dep, result, contexts)
-    rows = payload["contexts"] or [
-        {"context_tokens": c, "concurrency": 0, "fits": False} for c in contexts
-    ]
-    records = [{k: {**payload, **row}.get(k) for k in SGLANG_FIELDS} for row in rows]
+    top = flatten({k: v for k, v in payload.items() if k not in ("contexts", "estimated")})
+    records = [{k: {**top, **row}.get(k) for k in SGLANG_FIELDS} for row in payload["contexts"]]
     return Report(
         payload=payload,
         records=records,
