@@ -150,13 +150,15 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
     assert result.exit_code == 0, result.stderr
     assert "weights at each model's dtype, KV int4 g64 fp16, attention as mqa" in result.stdout
     out = json.loads(run(runner, *args, "--as", "mla:512+64", "--format", "json").stdout)
-    assert (out["weight_dtype"], out["kv_dtype"], out["attention"]) == (None, None, "mla:512+64")
+    assert (out["weight_dtype"], out["kv_dtype"], out["as_attention"]) == (
+        None, None, "mla:512+64"
+    )
     rows = {r["model"]: r for r in out["models"]}
     # DeepSeek-V3.2's indexed MLA takes the latent; a sliding-only model has nothing to turn.
     assert "re-derive" not in (rows["deepseek-v3.2-exp"]["reason"] or "")
     assert "no full-attention or MLA layers" in rows["mistral-7b-v0.1"]["reason"]
     plain = json.loads(run(runner, *args, "--format", "json").stdout)
-    assert (plain["weight_dtype"], plain["kv_dtype"], plain["attention"]) == (None, None, None)
+    assert (plain["weight_dtype"], plain["kv_dtype"], plain["as_attention"]) == (None, None, None)
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,7 @@ def test_json_keys_and_values(runner: CliRunner) -> None:
     assert out["groups"] == [
         {
             "kind": "full",
+            "detail": "8 kv x 128",
             "layers": 80,
             "kv_bytes_per_token": 327_680,
             "tokens_held": 8192,

@@ -168,7 +168,7 @@ def test_decode_reports_the_estimate_beside_the_roofline(runner: CliRunner) -> N
     assert step["step_overhead_seconds"] == 0.001
     assert step["tokens_per_second"] == pytest.approx(1 / est.tpot_seconds)
     assert step["ttft_seconds"] == prefill_estimate(dep, prompt_tokens=8192).ttft_seconds
-    assert out["efficiency"] == "measured"
+    assert out["efficiency_basis"] == "measured"
 
 
 def test_decode_mfu_changes_the_ttft_only(runner: CliRunner) -> None:

@@ -351,7 +351,7 @@ def registry_report(
             "gpus": gpus_payload(gpus),
             "weight_dtype": setting.weight_dtype,
             "kv_dtype": setting.kv_dtype,
-            "attention": setting.attention,
+            "as_attention": setting.attention,
             "context_tokens_list": contexts,
             "models": rows,
         },

@@ -6,11 +6,12 @@ JSON (docs/json.md): ``spec``, ``ok``, ``requirement_count`` and ``failed`` (cou
 ``kv_head_copies``, ``layout_notes``), ``kv_dtype``, ``weight_dtype``, ``eviction`` as every
 report states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
 nothing fits, else null), ``ok`` and ``requirements``: one entry per requirement with
-``requirement``, ``bound``, ``unit``, ``required``, ``measured``, ``margin``, ``margin_ratio``,
-``passed``, ``line`` and ``note``. The human formats show one table per deployment, titled
-with its set-up, its layout notes under it (as `batch` and `decode` print them); the CI formats
-(junit, github) render its ``cases``, each a requirement, and no layout note: a note is no
-pass or fail, and an annotation on every run of a sound layout would bury the failures.
+``requirement``, ``limit`` (``min`` or ``max``), ``unit``, ``required``, ``measured``,
+``margin``, ``margin_ratio``, ``passed``, ``line`` and ``note``. The human formats show one
+table per deployment, titled with its set-up, its layout notes under it (as `batch` and
+`decode` print them); the CI formats (junit, github) render its ``cases``, each a requirement,
+and no layout note: a note is no pass or fail, and an annotation on every run of a sound layout
+would bury the failures.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def outcome_payload(outcome: Outcome, line: int) -> dict[str, Any]:
     r = outcome.requirement
     return {
         "requirement": r.key,
-        "bound": r.bound,
+        "limit": r.bound,
         "unit": r.unit,
         "required": outcome.required,
         "measured": outcome.measured,

@@ -102,7 +102,7 @@ def decode_payload(
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": kv_bits_per_value(dep),
         "mbu": mbu,
-        "efficiency": efficiency_basis(dep),
+        "efficiency_basis": efficiency_basis(dep),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,

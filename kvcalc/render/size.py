@@ -20,6 +20,7 @@ from kvcalc.render.report import Column, Report, Section, gib, number, text
 def group_payload(group: GroupKV) -> dict[str, Any]:
     return {
         "kind": group.kind,
+        "detail": group.mixer.detail(),
         "layers": group.layers,
         "kv_bytes_per_token": group.bytes_per_token,
         "tokens_held": group.tokens_held,
