@@ -53,8 +53,27 @@ def validate(command: str, document: Any) -> None:
 
 def command_schema(command: str) -> dict[str, Any]:
     body = adapter(command).json_schema()
+    if command not in REGISTRY_FORMATS:
+        _describe(body)
     title = f"kvcalc {command} --format json"
     return {"$schema": DIALECT, "title": title, **{k: v for k, v in body.items() if k != "title"}}
+
+
+def _describe(node: Any) -> None:
+    """Give every property the vocabulary's meaning and unit as its description."""
+    from kvcalc.render.vocabulary import VOCABULARY
+
+    if isinstance(node, dict):
+        for key, prop in node.get("properties", {}).items():
+            term = VOCABULARY.get(key)
+            if term is not None and isinstance(prop, dict):
+                unit = f" ({term.unit})" if term.unit else ""
+                prop["description"] = term.meaning + unit
+        for value in node.values():
+            _describe(value)
+    elif isinstance(node, list):
+        for value in node:
+            _describe(value)
 
 
 def commands() -> list[str]:
