@@ -174,6 +174,23 @@ def test_the_same_quantity_has_the_same_key_in_every_command() -> None:
     assert {VOCABULARY[k].unit for k in usage if k.endswith("_seconds")} == {"seconds"}
 
 
+def test_a_gpu_set_id_is_what_gpus_takes(runner: CliRunner) -> None:
+    from kvcalc.registry.gpus import all_gpus, parse_gpu_set
+    from kvcalc.render.layout import gpus_payload
+
+    for gpu in all_gpus():
+        gpus = parse_gpu_set(f"3x{gpu.id}")
+        payload = gpus_payload(gpus)
+        again = parse_gpu_set(payload["id"])
+        assert (again.accelerator.id, again.count) == (payload["accelerator"], 3) == (gpu.id, 3)
+        assert payload["label"] == str(gpus)
+    # What plan answers runs as written in the other commands.
+    best = document(runner, ["plan", "llama3-70b", "--users", "10", "--gpus", "mi300x"], 0)
+    gpus = best["layouts"][0]["gpus"]
+    fit = document(runner, ["batch", "llama3-70b", "--gpus", gpus["id"], "--ctx", "8k"], 0)
+    assert fit["gpus"] == gpus
+
+
 def test_the_schema_version_is_one_figure() -> None:
     assert typing.get_args(SchemaVersion) == (SCHEMA_VERSION,)
     text = schema.JSON_MD.read_text()
