@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.serving.base import GPUS_COLUMNS
 from kvcalc.engine.weight_names import weight_dtype_name
 from kvcalc.render.layout import gpus_payload
 from kvcalc.render.layout import layout_payload as deployment_layout
@@ -24,12 +25,10 @@ from kvcalc.render.report import Column, Record, Report, Section, flatten, ms, n
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
+    from kvcalc.engine.serving.base import ServingEngine
 
 FIELDS = (
-    "gpus_id",
-    "gpus_label",
-    "gpus_accelerator",
-    "gpus_count",
+    *GPUS_COLUMNS,
     "tp",
     "pp",
     "replicas",
@@ -127,7 +126,7 @@ def gpus_cell(row: Record) -> str:
     return str(row["gpus"]["id"])
 
 
-def plan_title(result: Plan, engine: str) -> str:
+def plan_title(result: Plan, engine: ServingEngine) -> str:
     request = result.request
     model = request.model
     wanted = [f"{request.users:,} users at {request.context_tokens:,} tokens"]
@@ -135,7 +134,7 @@ def plan_title(result: Plan, engine: str) -> str:
         wanted.append(f"TPOT <= {request.max_tpot_seconds * 1000:g} ms")
     if request.max_ttft_seconds is not None:
         wanted.append(f"TTFT <= {request.max_ttft_seconds * 1000:g} ms")
-    sized = "" if engine == "simple" else ", cache as vLLM sizes it"
+    sized = f", cache as {engine.label} sizes it" if engine.label else ""
     return f"{model.name} ({model.id}) plan: {', '.join(wanted)}{sized}"
 
 
@@ -176,7 +175,7 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
     return notes
 
 
-def plan_report(result: Plan, top: int, engine: str) -> Report:
+def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
     """A context beyond the model's maximum is warned about (the convention of every command,
     :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``)."""
     from kvcalc.render.warnings import max_context_warnings

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.serving.base import GPUS_COLUMNS
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.batch import deployment_setup
@@ -39,10 +40,7 @@ POINT_FIELDS = (
 )
 SERIES_FIELDS = (
     "model",
-    "gpus_id",
-    "gpus_label",
-    "gpus_accelerator",
-    "gpus_count",
+    *GPUS_COLUMNS,
     "tp",
     "pp",
     "replicas",

@@ -229,7 +229,7 @@ class BatchVllmDocument(Layout):
     gpus: GpuSet
     tp: int
     pp: int
-    engine: Literal["vllm"]
+    engine: str
     kv_dtype: str
     kv_bits_per_value: float | None
     block_size: int | None
@@ -260,7 +260,7 @@ class BatchSglangDocument(Layout):
     gpus: GpuSet
     tp: int
     pp: int
-    engine: Literal["sglang"]
+    engine: str
     sglang_version: str
     kv_dtype: str
     kv_bits_per_value: float | None
@@ -680,7 +680,7 @@ VOCABULARY: dict[str, Term] = {
     "label": Term("", "the GPU set as the text prints it (`8x NVIDIA H100 SXM5 80GB`)"),
     "accelerator": Term("", "the registry id of the GPU (`h100-sxm`)"),
     "count": Term("", "the number of GPUs in the set"),
-    "engine": Term("", "the serving engine whose rules size the cache (`simple`: the budget)"),
+    "engine": Term("", "the serving engine whose rules size the cache (--engine)"),
     "kv_dtype": Term("", "the KV-cache format (null: each model's own)"),
     "kv_bits_per_value": Term("bits", "bits per stored KV value at long context, scales in"),
     "weight_dtype": Term("", "the weight precision (null: each model's own)"),
