@@ -172,7 +172,9 @@ before it ships.
   Infinity and NaN are `null`.
 - A byte figure without a suffix is the whole model's (all the GPUs of a replica); `_per_gpu`
   marks one GPU's share: `kv_bytes_per_sequence` (size, sweep, compare, offload) is one sequence's
-  cache, `kv_bytes_per_sequence_per_gpu` (batch) one GPU's part of it.
+  cache, `kv_bytes_per_sequence_per_gpu` (batch) one GPU's part of it. A serving engine's own
+  figures, named after what its log prints (SGLang's `cell_size_bytes`, `kv_pool_bytes`,
+  `free_before_load_bytes`; vLLM's `available_bytes_per_gpu`), are one rank's, as it reports them.
 - `tpot_seconds`, `ttft_seconds` and `tokens_per_second` are the realistic estimate of `kvcalc
   decode` in every command (null when it cannot be made: a multi-GPU replica on a GPU with no
   link speed, or a point that is not timed); the bound is beside them with a `roofline_` prefix.

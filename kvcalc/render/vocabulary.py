@@ -10,7 +10,8 @@ imports pydantic's typing helpers); the commands never load it.
 Rules the names follow (docs/json.md repeats them):
 
 - a byte figure with no suffix is the whole model's (all the GPUs of a replica); ``_per_gpu``
-  marks one GPU's share (``kv_bytes_per_sequence`` vs ``kv_bytes_per_sequence_per_gpu``);
+  marks one GPU's share (``kv_bytes_per_sequence`` vs ``kv_bytes_per_sequence_per_gpu``); an
+  engine's own figures, named after its log, are one rank's, as the engine reports them;
 - ``tpot_seconds``, ``ttft_seconds`` and ``tokens_per_second`` are the realistic estimate of
   `kvcalc decode`; the bound is beside them with a ``roofline_`` prefix;
 - ``max_batch`` is the sequences of a context that fit at once across all replicas,
@@ -749,8 +750,8 @@ VOCABULARY: dict[str, Term] = {
     "mem_fraction_static": Term("fraction", "SGLang's static memory share"),
     "chunked_prefill_size": Term(TOK, "SGLang's chunked prefill size, or null"),
     "cuda_graph_max_bs": Term(SEQ, "SGLang's largest CUDA-graph batch, or null"),
-    "free_before_load_bytes": Term(B, "free memory before the weights load"),
-    "free_after_load_bytes": Term(B, "free memory after the weights load"),
+    "free_before_load_bytes": Term(B, "free memory of one GPU before the weights load"),
+    "free_after_load_bytes": Term(B, "free memory of one GPU after the weights load"),
     "estimated": Term("", "which of SGLang's inputs kvcalc estimated"),
     "cell_size_bytes": Term(B, "KV bytes per token per rank (SGLang's cell_size)"),
     "mamba_bytes_per_request": Term(B, "state bytes per request (hybrids), or null"),
