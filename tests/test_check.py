@@ -66,7 +66,7 @@ def requirements(payload: dict, deployment: int = 0) -> dict[str, dict]:
 
 def test_seed_figures(runner: CliRunner, tmp_path: Path) -> None:
     out = run_json(runner, write(tmp_path, SEED.format(min_batch=162, tpot=21.5)), 0, "--roofline")
-    assert out["ok"] is True and out["failed"] == 0 and out["requirements"] == 4
+    assert out["ok"] is True and out["failed"] == 0 and out["requirement_count"] == 4
     req = requirements(out)
     # Seed 004: 162 sequences of 8K fit (the README's batch example).
     assert req["min_batch"]["measured"] == 162
@@ -119,7 +119,7 @@ def test_vllm_engine_counts_whole_requests(runner: CliRunner, tmp_path: Path) ->
     # vLLM 0.19 on one H100: decode's default batch is the whole requests of its concurrency.
     decode = runner.invoke(app, ["decode", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm",
                                  "--ctx", "8k", "--format", "json"])
-    whole = json.loads(decode.stdout)["steps"][0]["batch"]
+    whole = json.loads(decode.stdout)["contexts"][0]["batch"]
     spec = f"""\
 deployments:
   - {{name: v, model: llama3.1-8b, gpus: h100, engine: vllm, ctx: 8k,
@@ -212,7 +212,8 @@ deployments:
     assert (a["min_batch"]["required"], a["min_batch"]["line"]) == (2, 11)
     assert (b["min_batch"]["required"], b["min_batch"]["line"]) == (1, 6)
     assert a["max_kv_fraction"]["line"] == b["max_kv_fraction"]["line"] == 5
-    assert out["deployments"][1]["gpus"].startswith("1x")
+    assert out["deployments"][1]["gpus"]["label"].startswith("1x")
+    assert out["deployments"][1]["gpus"]["id"] == "1xH100-SXM"
     assert [d["line"] for d in out["deployments"]] == [8, 12]
 
 
@@ -300,7 +301,7 @@ def test_the_example_spec_holds_and_its_page_shows_it(
     assert result.exit_code == 0, result.stderr
     out = run_json(runner, EXAMPLE)
     assert out["ok"] is True
-    names = [d["name"] for d in out["deployments"]]
+    names = [d["deployment"] for d in out["deployments"]]
     page = (ROOT / "docs" / "commands" / "check.md").read_text()
     assert "$ kvcalc check examples/capacity.yaml\n" in page
     assert EXAMPLE.read_text() in page  # check's page shows the file it runs
@@ -505,12 +506,12 @@ def test_a_config_path_is_relative_to_the_spec(runner: CliRunner, tmp_path: Path
 def test_spec_keys_are_the_command_line_options() -> None:
     from dataclasses import fields
 
-    from kvcalc.cli.deploy import DeploymentOptions, EngineChoice, SGLangFlags
+    from kvcalc.cli.deploy import ENGINE_INPUT_NAMES, DeploymentOptions, EngineChoice
     from kvcalc.cli.eviction import EvictionOptions
     from kvcalc.registry.check_spec import DeploymentEntry
 
     options = {f.name for cls in (DeploymentOptions, EvictionOptions) for f in fields(cls)}
-    options |= {*SGLangFlags._fields, *EngineChoice._fields}
+    options |= {*ENGINE_INPUT_NAMES, *EngineChoice._fields}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {
         "name", "model", "ctx", "mfu", "require"
@@ -694,15 +695,15 @@ deployments:
     req = requirements(run_json(runner, write(tmp_path, spec)))
     decode = runner.invoke(app, ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k",
                                  "--batch", "100", "--format", "json"])
-    (step,) = json.loads(decode.stdout)["steps"]
-    assert req["max_tpot_ms"]["measured"] == pytest.approx(step["tpot_estimate_seconds"] * 1000)
-    assert req["max_ttft_ms"]["measured"] == pytest.approx(step["ttft_estimate_seconds"] * 1000)
+    (step,) = json.loads(decode.stdout)["contexts"]
+    assert req["max_tpot_ms"]["measured"] == pytest.approx(step["tpot_seconds"] * 1000)
+    assert req["max_ttft_ms"]["measured"] == pytest.approx(step["ttft_seconds"] * 1000)
     assert req["min_tokens_per_second"]["measured"] == pytest.approx(
-        step["tokens_per_second_estimate"]
+        step["tokens_per_second"]
     )
     assert "estimate" in req["max_tpot_ms"]["note"]
     bound = requirements(run_json(runner, write(tmp_path, spec), 0, "--roofline"))
-    assert bound["max_tpot_ms"]["measured"] == pytest.approx(step["tpot_seconds"] * 1000)
+    assert bound["max_tpot_ms"]["measured"] == pytest.approx(step["roofline_tpot_seconds"] * 1000)
     assert bound["max_ttft_ms"]["measured"] < req["max_ttft_ms"]["measured"]
 
 
@@ -763,10 +764,10 @@ deployments:
     assert "one prompt of 32,768 tokens" in requirements(out, 1)["max_ttft_ms"]["note"]
     decode = runner.invoke(app, ["decode", "llama3-70b", "--gpus", "8xH100", "--snapkv-budget",
                                  "1024", "--prompt", "32k", "--gen", "1k", "--format", "json"])
-    (step,) = json.loads(decode.stdout)["steps"]
+    (step,) = json.loads(decode.stdout)["contexts"]
     assert requirements(out, 1)["min_batch"]["measured"] == step["batch"]
     assert requirements(out, 1)["max_ttft_ms"]["measured"] == pytest.approx(
-        step["ttft_estimate_seconds"] * 1000
+        step["ttft_seconds"] * 1000
     )
 
 

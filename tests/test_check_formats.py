@@ -69,10 +69,10 @@ def test_every_format_parses_whatever_the_name_holds(
     out.encode("utf-8")  # no lone surrogate reaches the output
     if fmt == "json":
         document = json.loads(out)
-        assert document["deployments"][0]["name"] == NAME  # JSON escapes it: exact
+        assert document["deployments"][0]["deployment"] == NAME  # JSON escapes it: exact
         assert document["warnings"][0].startswith(f"{NAME}: ")
     elif fmt == "yaml":
-        assert yaml.safe_load(out)["deployments"][0]["name"] == NAME  # YAML escapes it too
+        assert yaml.safe_load(out)["deployments"][0]["deployment"] == NAME  # YAML escapes it too
     elif fmt == "csv":
         (row,) = list(csv.DictReader(io.StringIO(out)))
         assert row["deployment"] == visible(NAME)

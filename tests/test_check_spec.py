@@ -193,7 +193,8 @@ deployments:
 """
     result = check(runner, write(tmp_path, spec), "-f", "json")
     assert result.exit_code == 0, result.stderr
-    assert [d["name"] for d in json.loads(result.stdout)["deployments"]] == ["no", "007", "1.50"]
+    deployments = json.loads(result.stdout)["deployments"]
+    assert [d["deployment"] for d in deployments] == ["no", "007", "1.50"]
 
 
 # ------------------------------------------------------------------ token counts

@@ -42,7 +42,7 @@ def test_seed_capacity_table_has_bars(runner: CliRunner) -> None:
 
 
 def test_seed_decode(runner: CliRunner) -> None:
-    out = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")["steps"][0]
+    out = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k")["contexts"][0]
     assert out["batch"] == 162  # default batch: what fits
     assert out["weight_read_seconds"] * 1000 == pytest.approx(5.2, abs=0.1)
     assert out["kv_read_seconds"] * 1000 == pytest.approx(16, abs=0.3)
@@ -51,11 +51,11 @@ def test_seed_decode(runner: CliRunner) -> None:
     assert out["kv_bytes_read"] == 162 * 8192 * 327_680
     assert out["kv_read_seconds"] == pytest.approx(162 * 8192 * 327_680 / (8 * 3.35e12))
     # A memory-bound step reads both: about 5.2 + 16 ms, so about 162 / 21.2 ms tokens per second.
-    assert out["tpot_seconds"] * 1000 == pytest.approx(5.2 + 16, abs=0.1 + 0.3)
-    assert out["tokens_per_second"] == pytest.approx(162 / 0.0212, rel=0.02)
+    assert out["roofline_tpot_seconds"] * 1000 == pytest.approx(5.2 + 16, abs=0.1 + 0.3)
+    assert out["roofline_tokens_per_second"] == pytest.approx(162 / 0.0212, rel=0.02)
     fp8 = run_json(
         runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162", "--kv-dtype", "fp8"
-    )["steps"][0]
+    )["contexts"][0]
     assert fp8["kv_read_seconds"] == pytest.approx(out["kv_read_seconds"] / 2)
 
 
@@ -63,7 +63,7 @@ def test_decode_kv_takes_over_as_context_grows(runner: CliRunner) -> None:
     out = run_json(
         runner, "decode", "llama3-70b", "--gpus", "8xH100", "--batch", "8", "--ctx", "1k,32k,128k"
     )
-    shares = [o["kv_share"] for o in out["steps"]]
+    shares = [o["kv_share"] for o in out["contexts"]]
     assert shares == sorted(shares) and shares[-1] > 0.5
 
 
@@ -168,8 +168,8 @@ def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
         "--ctx",
         "8k",
     )
-    assert out["results"][0]["kv_cache_groups"] == 7
-    assert out["results"][0]["blocks_per_request"] == 3_590
+    assert out["contexts"][0]["kv_cache_groups"] == 7
+    assert out["contexts"][0]["blocks_per_request"] == 3_590
 
 
 @pytest.mark.parametrize(
@@ -354,9 +354,9 @@ def test_decode_with_a_batch_that_does_not_fit(runner: CliRunner) -> None:
 
 def test_vllm_honours_reserve_and_overhead(runner: CliRunner) -> None:
     base = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"]
-    profiled = run_json(runner, *base)["results"][0]["available_bytes_per_gpu"]
-    reserved = run_json(runner, *base, "--reserve", "0.2")["results"][0]
-    overhead = run_json(runner, *base, "--overhead", "1GiB")["results"][0]
+    profiled = run_json(runner, *base)["contexts"][0]["available_bytes_per_gpu"]
+    reserved = run_json(runner, *base, "--reserve", "0.2")["contexts"][0]
+    overhead = run_json(runner, *base, "--overhead", "1GiB")["contexts"][0]
     simple = run_json(runner, *base[:-4], "--ctx", "8k", "--reserve", "0.2")
     # A reserve leaves memory x 0.8 - weights, as the budget formula computes it: the H100's
     # 85,020,639,232 bytes x 0.8, rounded up, less 8,030,261,248 parameters x 2 bytes and the
@@ -380,7 +380,7 @@ def test_decode_json_reports_why_nothing_fits(runner: CliRunner) -> None:
     assert result.exit_code == 1
     out = json.loads(result.stdout)
     assert out["fits"] is False and out["reason"].startswith("weights")
-    assert out["steps"] == []
+    assert out["contexts"] == []
 
 
 @pytest.mark.parametrize("engine", ["simple", "vllm", "sglang"])

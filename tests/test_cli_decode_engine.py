@@ -18,7 +18,7 @@ H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
 
 
 def decode_batches(runner: CliRunner, *args: str) -> list[int]:
-    return [step["batch"] for step in run_json(runner, "decode", *H100, *args)["steps"]]
+    return [step["batch"] for step in run_json(runner, "decode", *H100, *args)["contexts"]]
 
 
 def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunner) -> None:
@@ -34,7 +34,7 @@ def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunn
 
 def test_sglang_batch_is_its_concurrency_at_each_context(runner: CliRunner) -> None:
     sglang = run_json(runner, "batch", *H100, "--engine", "sglang")
-    expected = [row["concurrency"] for row in sglang["contexts"]]
+    expected = [row["max_batch_per_replica"] for row in sglang["contexts"]]
     assert decode_batches(runner, "--engine", "sglang") == expected
 
 

@@ -76,7 +76,7 @@ def test_batch_with_snapkv_sizes_prompt_plus_generated(runner: CliRunner) -> Non
 def test_decode_reads_only_the_kept_tokens(runner: CliRunner) -> None:
     out = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k", "--batch", "162",
                   "--h2o-budget", "2048")
-    (step,) = out["steps"]
+    (step,) = out["contexts"]
     assert step["tokens_held"] == 2048
     assert step["kv_bytes_read"] == 162 * 2048 * LLAMA70_TOKEN
     assert out["eviction"]["policy"] == "h2o"

@@ -69,7 +69,7 @@ def test_table_shows_fp16_rate_where_bf16_is_missing(runner: CliRunner) -> None:
 def test_json_lists_every_accelerator_with_stable_keys(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "--format", "json"])
     assert result.exit_code == 0, result.stderr
-    rows = json.loads(result.stdout)["gpus"]
+    rows = json.loads(result.stdout)["accelerators"]
     assert [r["id"] for r in rows] == [p.stem for p in gpu_paths()]
     for row in rows:
         assert set(row) == JSON_KEYS
@@ -80,7 +80,7 @@ def test_json_lists_every_accelerator_with_stable_keys(runner: CliRunner) -> Non
 def test_json_filtered_by_alias_keeps_order_and_raw_numbers(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "-f", "json", "mi300x", "H100"])
     assert result.exit_code == 0, result.stderr
-    mi300x, h100 = json.loads(result.stdout)["gpus"]
+    mi300x, h100 = json.loads(result.stdout)["accelerators"]
     assert mi300x["id"] == "mi300x"
     assert mi300x["memory_bytes"] == 205_822_885_888
     assert mi300x["memory_basis"] == "rocm_smi"
@@ -141,7 +141,7 @@ def test_bad_registry_file_exits_2_when_listing(runner: CliRunner, tmp_path: Pat
 def test_json_carries_the_decode_efficiency(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "h100", "b200", "--format", "json"])
     assert result.exit_code == 0, result.stderr
-    rows = {row["id"]: row["efficiency"] for row in json.loads(result.stdout)["gpus"]}
+    rows = {row["id"]: row["efficiency"] for row in json.loads(result.stdout)["accelerators"]}
     assert rows["h100-sxm"] == {
         "bandwidth_fraction": 0.82,
         "step_overhead_seconds": 0.001,
@@ -164,7 +164,7 @@ def test_cached_gpu_rows_print_exactly_what_a_fresh_validation_prints(
             outputs.append(result.stdout)
         # Byte for byte: an int read back as a float (0.001 s vs 1 ms) would show.
         assert outputs[0] == outputs[1] == outputs[2]
-    assert [r["id"] for r in json.loads(outputs[2])["gpus"]] == [
+    assert [r["id"] for r in json.loads(outputs[2])["accelerators"]] == [
         "mi300x", "h100-sxm", "v100-sxm-32gb"
     ]
 
@@ -180,14 +180,14 @@ def test_an_edited_gpu_file_misses_the_listing_cache(runner: CliRunner, tmp_path
         for _ in range(2):  # a miss, then a hit
             result = runner.invoke(app, args, env=env)
             assert result.exit_code == 0, result.stderr
-            (row,) = json.loads(result.stdout)["gpus"]
+            (row,) = json.loads(result.stdout)["accelerators"]
             assert row["bandwidth_bytes_per_s"] == int(tbps * 10) * 10**11
 
 
 def test_the_2026_workstation_parts_resolve_by_the_names_users_type(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "-f", "json", "dgx-spark", "gb10", "rtx-pro-6000"])
     assert result.exit_code == 0, result.stderr
-    rows = json.loads(result.stdout)["gpus"]
+    rows = json.loads(result.stdout)["accelerators"]
     assert [r["id"] for r in rows] == ["dgx-spark", "dgx-spark", "rtx-pro-6000"]
     spark = rows[0]
     # torch total_memory on a GB10 = MemTotal, 130663006208 B (unsloth PR #10486).

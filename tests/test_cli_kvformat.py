@@ -70,7 +70,7 @@ def test_batch_and_decode_take_the_format_and_the_variant(runner: CliRunner) -> 
     assert kivi["kv_dtype"] == "kivi2"
     step = json.loads(run(runner, "decode", *base, "--batch", "1", "--as", "mha").stdout)
     plain_step = json.loads(run(runner, "decode", *base, "--batch", "1").stdout)
-    assert step["steps"][0]["kv_bytes_read"] == 8 * plain_step["steps"][0]["kv_bytes_read"]
+    assert step["contexts"][0]["kv_bytes_read"] == 8 * plain_step["contexts"][0]["kv_bytes_read"]
 
 
 def test_every_engine_reports_the_effective_bits(runner: CliRunner) -> None:
@@ -93,8 +93,8 @@ def test_plan_tries_format_names_and_takes_the_variant(runner: CliRunner) -> Non
     result = run(runner, *args, "--kv-dtype", "bf16,kivi2,nvfp4", "--as", "mha", "-f", "json")
     assert result.exit_code == 0, result.stderr
     best = {}
-    for layout in json.loads(result.stdout):
-        best.setdefault(layout["kv_dtype"], layout["count"])
+    for layout in json.loads(result.stdout)["layouts"]:
+        best.setdefault(layout["kv_dtype"], layout["gpus"]["count"])
     # As MHA the cache is 8x Llama-3-70B's: fewer bits per value need fewer GPUs.
     assert best["kivi2"] <= best["nvfp4"] <= best.get("bf16", 9)
     assert "kivi2" in best
@@ -150,13 +150,15 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
     assert result.exit_code == 0, result.stderr
     assert "weights at each model's dtype, KV int4 g64 fp16, attention as mqa" in result.stdout
     out = json.loads(run(runner, *args, "--as", "mla:512+64", "--format", "json").stdout)
-    assert (out["weight_dtype"], out["kv_dtype"], out["attention"]) == (None, None, "mla:512+64")
+    assert (out["weight_dtype"], out["kv_dtype"], out["as_attention"]) == (
+        None, None, "mla:512+64"
+    )
     rows = {r["model"]: r for r in out["models"]}
     # DeepSeek-V3.2's indexed MLA takes the latent; a sliding-only model has nothing to turn.
     assert "re-derive" not in (rows["deepseek-v3.2-exp"]["reason"] or "")
     assert "no full-attention or MLA layers" in rows["mistral-7b-v0.1"]["reason"]
     plain = json.loads(run(runner, *args, "--format", "json").stdout)
-    assert (plain["weight_dtype"], plain["kv_dtype"], plain["attention"]) == (None, None, None)
+    assert (plain["weight_dtype"], plain["kv_dtype"], plain["as_attention"]) == (None, None, None)
 
 
 @pytest.mark.parametrize(

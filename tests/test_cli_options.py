@@ -209,7 +209,7 @@ def test_the_gpu_forms_answer_alike(runner: CliRunner) -> None:
         runner.invoke(app, ["batch", "llama3-70b", "-g", text, "--ctx", "8k", "-f", "json"]).stdout
         for text in ("8xH100", "h100:8", "H100x8")
     }
-    assert len(outputs) == 1 and json.loads(outputs.pop())["gpu_count"] == 8
+    assert len(outputs) == 1 and json.loads(outputs.pop())["gpus"]["count"] == 8
 
 
 # ---------------------------------------------------------------- choices in any case

@@ -45,11 +45,12 @@ def test_json_keys_and_values(runner: CliRunner) -> None:
     assert out["groups"] == [
         {
             "kind": "full",
+            "detail": "8 kv x 128",
             "layers": 80,
-            "bytes_per_token": 327_680,
+            "kv_bytes_per_token": 327_680,
             "tokens_held": 8192,
             "state_bytes": 0,
-            "bytes": int(2.5 * 2**30),
+            "kv_bytes_per_sequence": int(2.5 * 2**30),
         }
     ]
 
@@ -90,8 +91,9 @@ def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: 
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
     assert list(out) == [
+        "schema_version",
         "model",
-        "name",
+        "model_name",
         "kv_dtype",
         "kv_bits_per_value",
         "batch",

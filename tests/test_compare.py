@@ -70,8 +70,8 @@ def test_baseline_row_is_what_size_reports(
 ) -> None:
     size = run_json(runner, "size", model, "--ctx", ctx, *extra)
     baseline = rows(runner, model, "--ctx", ctx, *extra, "--only", "baseline")["baseline"]
-    assert baseline["bytes_per_token"] == size["kv_bytes_per_token"]
-    assert baseline["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+    assert baseline["kv_bytes_per_token"] == size["kv_bytes_per_token"]
+    assert baseline["kv_bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
     assert baseline["kv_dtype"] == size["kv_dtype"]
     assert baseline["reduction"] == 1
 
@@ -89,8 +89,8 @@ def test_seed_000_llama_70b_at_100k_is_262_gb_and_mqa_gqa_reduce_it_64x_and_8x(
 ) -> None:
     # "2 x 80 x 64 x 100,000 x 128 x 2 (FP16) = 262 GB": a 64-KV-head (MHA) Llama-70B.
     table = rows(runner, "llama3-70b", "--kv-heads", "64", "--ctx", "100000")
-    assert table["baseline"]["bytes_per_sequence"] == 2 * 80 * 64 * 100_000 * 128 * 2
-    assert table["baseline"]["bytes_per_sequence"] == 262_144_000_000
+    assert table["baseline"]["kv_bytes_per_sequence"] == 2 * 80 * 64 * 100_000 * 128 * 2
+    assert table["baseline"]["kv_bytes_per_sequence"] == 262_144_000_000
     assert table["as-mqa"]["reduction"] == 64
     assert table["as-gqa-8"]["reduction"] == 8
     assert table["as-mqa"]["category"] == table["as-gqa-8"]["category"] == "needs retraining"
@@ -99,7 +99,7 @@ def test_seed_000_llama_70b_at_100k_is_262_gb_and_mqa_gqa_reduce_it_64x_and_8x(
 
 def test_int4_without_metadata_is_4x_and_paged_attention_no_reduction(runner: CliRunner) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "128k")
-    assert table["int4"]["bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN // 4
+    assert table["int4"]["kv_bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN // 4
     assert table["int4"]["reduction"] == 4
     assert table["int8"]["reduction"] == table["fp8"]["reduction"] == 2
     assert table["paged"]["reduction"] == 1
@@ -109,7 +109,7 @@ def test_int4_without_metadata_is_4x_and_paged_attention_no_reduction(runner: Cl
 
 def test_seed_000_combination_llama3_70b_at_1m_in_int8_holds_160_gib(runner: CliRunner) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "1m", "--only", "int8")
-    assert table["int8"]["bytes_per_sequence"] == 160 * GiB == 163_840 * 1_048_576
+    assert table["int8"]["kv_bytes_per_sequence"] == 160 * GiB == 163_840 * 1_048_576
 
 
 def test_a_20_gib_cache_fits_one_gpu_with_the_weights_at_these_dtypes(runner: CliRunner) -> None:
@@ -137,7 +137,7 @@ def test_a_20_gib_cache_fits_one_gpu_with_the_weights_at_these_dtypes(runner: Cl
 def test_int4_with_group_32_fp16_scales_and_zero_points_is_3_2x(runner: CliRunner) -> None:
     # 4 bits + (16-bit scale + 16-bit zero point) / 32 values = 5 bits: 16 / 5 = 3.2x.
     table = rows(runner, "llama3-70b", "--ctx", "128k", "--only", "int4-g32")
-    assert table["int4-g32"]["bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 5 // 16
+    assert table["int4-g32"]["kv_bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 5 // 16
     assert table["int4-g32"]["reduction"] == 3.2
 
 
@@ -157,7 +157,7 @@ def test_format_and_attention_rows_are_what_size_reports(
     for model in ("llama3-70b", "qwen3-next-80b-a3b"):
         size = run_json(runner, "size", model, "--ctx", "32k", *options)
         table = rows(runner, model, "--ctx", "32k", "--only", row)
-        assert table[row]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+        assert table[row]["kv_bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
 
 
 def test_format_options_apply_without_gpus_and_rows_that_cannot_store_a_model_are_left_out(
@@ -165,7 +165,8 @@ def test_format_options_apply_without_gpus_and_rows_that_cannot_store_a_model_ar
 ) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "8k", "--kv-dtype", "int4", "--kv-group", "32",
                  "--only", "baseline")
-    assert table["baseline"]["bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 9 // 32  # 4.5 bits
+    # 4.5 bits
+    assert table["baseline"]["kv_bytes_per_token"] == LLAMA3_70B_BYTES_PER_TOKEN * 9 // 32
     (model,) = run_json(runner, "compare", "deepseek-v3", "--ctx", "8k")["models"]
     skipped = {s["technique"]: s["reason"] for s in model["skipped"]}
     assert "an MLA latent is neither" in skipped["kivi-2"]
@@ -176,13 +177,13 @@ def test_sliding_window_and_streaming_llm_are_bounded(runner: CliRunner) -> None
     at_128k = rows(runner, "llama3-70b", "--ctx", "128k", "--only", "window,streamingllm")
     at_1m = rows(runner, "llama3-70b", "--ctx", "1m", "--only", "window,streamingllm")
     for name in ("window", "streamingllm"):
-        assert at_1m[name]["bytes_per_sequence"] == at_128k[name]["bytes_per_sequence"]
+        assert at_1m[name]["kv_bytes_per_sequence"] == at_128k[name]["kv_bytes_per_sequence"]
         assert at_1m[name]["reduction"] > at_128k[name]["reduction"]
 
 
 def test_seed_000_combination_with_a_128k_window_holds_20_gib(runner: CliRunner) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "1m", "--only", "int8+window-128k")
-    assert table["int8+window-128k"]["bytes_per_sequence"] == 20 * GiB
+    assert table["int8+window-128k"]["kv_bytes_per_sequence"] == 20 * GiB
 
 
 @pytest.mark.parametrize(
@@ -201,7 +202,7 @@ def test_eviction_rows_are_what_size_reports_with_their_options(
     for model in ("llama3-70b", "gemma3-27b"):
         size = run_json(runner, "size", model, "--ctx", "128k", *options)
         table = rows(runner, model, "--ctx", "128k", "--only", row)
-        assert table[row]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+        assert table[row]["kv_bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
         assert table[row]["category"] == "lossy"
 
 
@@ -211,8 +212,8 @@ def test_snapkv_row_compresses_the_prompt(runner: CliRunner) -> None:
                     "--prompt", "32k", "--gen", "4k")
     table = rows(runner, *args, "--only", "snapkv")
     # 4,096 prompt tokens kept and the 4,096 generated ones.
-    assert table["snapkv"]["bytes_per_sequence"] == 8192 * LLAMA31_8B_BYTES_PER_TOKEN
-    assert table["snapkv"]["bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
+    assert table["snapkv"]["kv_bytes_per_sequence"] == 8192 * LLAMA31_8B_BYTES_PER_TOKEN
+    assert table["snapkv"]["kv_bytes_per_sequence"] == size["contexts"][0]["kv_bytes_per_sequence"]
 
 
 def test_a_users_eviction_policy_is_the_baselines(runner: CliRunner) -> None:
@@ -220,10 +221,10 @@ def test_a_users_eviction_policy_is_the_baselines(runner: CliRunner) -> None:
     table = rows(runner, "llama3-70b", "--ctx", "32k", "--window", "8192", "--only",
                  "baseline,fp8,h2o")
     per_sequence = size["contexts"][0]["kv_bytes_per_sequence"]
-    assert table["baseline"]["bytes_per_sequence"] == per_sequence == 8192 * 327_680
-    assert table["fp8"]["bytes_per_sequence"] == per_sequence // 2
+    assert table["baseline"]["kv_bytes_per_sequence"] == per_sequence == 8192 * 327_680
+    assert table["fp8"]["kv_bytes_per_sequence"] == per_sequence // 2
     # A row of another policy replaces the user's: H2O keeps 4,096 tokens, not the window.
-    assert table["h2o"]["bytes_per_sequence"] == 4096 * 327_680
+    assert table["h2o"]["kv_bytes_per_sequence"] == 4096 * 327_680
 
 
 def test_a_policy_that_evicts_nothing_leaves_its_row_out(runner: CliRunner) -> None:
@@ -240,8 +241,8 @@ def test_eviction_rows_on_gpus_fit_what_batch_fits(runner: CliRunner) -> None:
     table = rows(runner, *args, "--only", "window")
     batch = run_json(runner, "batch", *args, "--window", "4096")
     decode = run_json(runner, "decode", *args, "--window", "4096")
-    assert table["window"]["max_sequences"] == batch["contexts"][0]["max_batch"]
-    assert table["window"]["tpot_seconds"] == decode["steps"][0]["tpot_seconds"]
+    assert table["window"]["max_batch"] == batch["contexts"][0]["max_batch"]
+    assert table["window"]["tpot_seconds"] == decode["contexts"][0]["tpot_seconds"]
 
 
 # ------------------------------------------------------------------ rows on GPUs = batch, decode
@@ -253,10 +254,10 @@ def test_rows_on_gpus_are_what_batch_and_decode_report(runner: CliRunner) -> Non
     for name, dtype in (("baseline", "bf16"), ("fp8", "fp8")):
         batch = run_json(runner, "batch", *args, "--kv-dtype", dtype)
         decode = run_json(runner, "decode", *args, "--kv-dtype", dtype)
-        assert table[name]["max_sequences"] == batch["contexts"][0]["max_batch"]
-        assert table[name]["batch"] == decode["steps"][0]["batch"]
-        assert table[name]["tpot_seconds"] == decode["steps"][0]["tpot_seconds"]
-    assert table["fp8"]["max_sequences"] > table["baseline"]["max_sequences"]
+        assert table[name]["max_batch"] == batch["contexts"][0]["max_batch"]
+        assert table[name]["batch"] == decode["contexts"][0]["batch"]
+        assert table[name]["tpot_seconds"] == decode["contexts"][0]["tpot_seconds"]
+    assert table["fp8"]["max_batch"] > table["baseline"]["max_batch"]
 
 
 def test_given_batch_times_that_batch(runner: CliRunner) -> None:
@@ -264,15 +265,16 @@ def test_given_batch_times_that_batch(runner: CliRunner) -> None:
     baseline = rows(runner, *args, "--only", "baseline")["baseline"]
     decode = run_json(runner, "decode", *args)
     assert baseline["batch"] == 4
-    assert baseline["tpot_seconds"] == decode["steps"][0]["tpot_seconds"]
+    assert baseline["tpot_seconds"] == decode["contexts"][0]["tpot_seconds"]
 
 
 def test_mqa_under_tensor_parallelism_is_replicated_per_rank(runner: CliRunner) -> None:
     # One KV head on 8 ranks is stored by each: the cache per GPU is that of 8 heads, so the
     # sequences that fit are those of GQA-8, though the bytes of one sequence are 8x fewer.
     table = rows(runner, "llama3-70b", "--kv-heads", "64", "--gpus", "8xH100", "--ctx", "32k")
-    assert table["as-mqa"]["max_sequences"] == table["as-gqa-8"]["max_sequences"]
-    assert table["as-gqa-8"]["bytes_per_sequence"] == 8 * table["as-mqa"]["bytes_per_sequence"]
+    assert table["as-mqa"]["max_batch"] == table["as-gqa-8"]["max_batch"]
+    mqa = table["as-mqa"]["kv_bytes_per_sequence"]
+    assert table["as-gqa-8"]["kv_bytes_per_sequence"] == 8 * mqa
 
 
 def test_a_row_that_does_not_fit_says_why(runner: CliRunner) -> None:
@@ -283,10 +285,10 @@ def test_a_row_that_does_not_fit_says_why(runner: CliRunner) -> None:
     reason = json.loads(result.stdout)["reason"]
     assert reason.startswith("one sequence of 8,192 tokens needs 2.50 GiB per GPU > KV budget")
     table = rows(runner, *args, "--only", "baseline,int4")
-    assert table["baseline"]["max_sequences"] == 0
+    assert table["baseline"]["max_batch"] == 0
     assert table["baseline"]["batch"] is None and table["baseline"]["tpot_seconds"] is None
-    assert table["baseline"]["does_not_fit"] == reason
-    assert table["int4"]["max_sequences"] >= 1 and table["int4"]["does_not_fit"] is None
+    assert table["baseline"]["reason"] == reason
+    assert table["int4"]["max_batch"] >= 1 and table["int4"]["reason"] is None
     result = runner.invoke(app, ["compare", *args], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.stderr
     assert f"baseline: does not fit, {reason}" in result.stdout
@@ -299,9 +301,9 @@ def test_prefix_sharing_spreads_the_prefix_over_the_batch(runner: CliRunner) -> 
     table = rows(runner, "llama3.1-8b", "--ctx", "32k", "--batch", "10", "--prefix-shared", "8192")
     unique = (32_768 - 8_192) * LLAMA31_8B_BYTES_PER_TOKEN  # 3,221,225,472
     shared = 8_192 * LLAMA31_8B_BYTES_PER_TOKEN  # 1,073,741,824, stored once for 10 sequences
-    assert table["prefix-shared"]["bytes_per_sequence"] == unique + math.ceil(shared / 10)
-    assert table["prefix-shared"]["bytes_per_sequence"] == 3_328_599_655
-    assert table["baseline"]["bytes_per_sequence"] == 32_768 * LLAMA31_8B_BYTES_PER_TOKEN
+    assert table["prefix-shared"]["kv_bytes_per_sequence"] == unique + math.ceil(shared / 10)
+    assert table["prefix-shared"]["kv_bytes_per_sequence"] == 3_328_599_655
+    assert table["baseline"]["kv_bytes_per_sequence"] == 32_768 * LLAMA31_8B_BYTES_PER_TOKEN
     assert table["prefix-shared"]["reduction"] == pytest.approx(4_294_967_296 / 3_328_599_655)
     assert table["prefix-shared"]["category"] == "lossless"
 
@@ -311,9 +313,9 @@ def test_prefix_sharing_on_gpus_fits_what_batch_fits(runner: CliRunner) -> None:
     table = rows(runner, *args, "--prefix-shared", "8192")
     shared = run_json(runner, "batch", *args, "--prefix-shared", "8192")
     plain = run_json(runner, "batch", *args)
-    assert table["prefix-shared"]["max_sequences"] == shared["contexts"][0]["max_batch"]
-    assert table["baseline"]["max_sequences"] == plain["contexts"][0]["max_batch"]
-    assert table["prefix-shared"]["max_sequences"] > table["baseline"]["max_sequences"]
+    assert table["prefix-shared"]["max_batch"] == shared["contexts"][0]["max_batch"]
+    assert table["baseline"]["max_batch"] == plain["contexts"][0]["max_batch"]
+    assert table["prefix-shared"]["max_batch"] > table["baseline"]["max_batch"]
 
 
 def test_no_prefix_row_without_the_option(runner: CliRunner) -> None:
@@ -342,7 +344,7 @@ def test_no_cache_row_and_json(runner: CliRunner) -> None:
     assert out["token_passes_without_cache"] == 1_500_500
     assert out["no_cache_factor"] == 750.25
     table = {r["technique"]: r for r in out["models"][0]["rows"]}
-    assert table["no-cache"]["bytes_per_sequence"] == 0
+    assert table["no-cache"]["kv_bytes_per_sequence"] == 0
     assert table["no-cache"]["token_passes"] == 1_500_500
     assert table["baseline"]["token_passes"] == 2_000
     assert table["no-cache"]["reduction"] is None
@@ -365,7 +367,7 @@ def test_models_side_by_side_have_the_same_rows(runner: CliRunner) -> None:
         out["models"], (LLAMA3_70B_BYTES_PER_TOKEN, LLAMA31_8B_BYTES_PER_TOKEN), strict=True
     ):
         assert [r["technique"] for r in model["rows"]] == ["baseline", "int4"]
-        assert model["rows"][0]["bytes_per_sequence"] == 8192 * per_token
+        assert model["rows"][0]["kv_bytes_per_sequence"] == 8192 * per_token
 
 
 def test_only_keeps_the_table_order(runner: CliRunner) -> None:

@@ -320,8 +320,6 @@ def test_docs_document_shell_completion() -> None:
 #: Drop an entry once its page exists (a test says so).
 PENDING: dict[str, str] = {
     "docs/api.md": "the Python API's page, written by branch api (issue 16 part 1)",
-    "docs/json.md": "the JSON vocabulary's table, written by branch vocab (issue 16 part 5)",
-    "docs/serving.md": "the serving-engine protocol, written by branch serving (issue 16 part 3)",
 }
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```[^\n]*", re.S | re.M)

@@ -200,7 +200,7 @@ def test_size_defaults_to_the_packed_fp8_entry_and_says_so(runner: CliRunner) ->
     payload = run_json(runner, "size", "deepseek-v4-flash", "--ctx", "128k")
     assert payload["kv_dtype"] == "fp8"
     assert payload["contexts"][0]["kv_bytes_per_sequence"] == 520_080_384
-    rows = {g["bytes"] for g in payload["contexts"][0]["groups"]}
+    rows = {g["kv_bytes_per_sequence"] for g in payload["contexts"][0]["groups"]}
     # One row per layer type: 2 window-only, 21 C4 and 20 C128 layers (test above, by hand).
     window = 128 * ENTRY
     assert rows == {2 * window, 21 * (window + 32768 * (ENTRY + KEY) + 81920),

@@ -131,7 +131,7 @@ def test_the_smallest_mbu_gives_finite_times(runner: CliRunner) -> None:
         app, ["decode", "llama3-8b", "-g", "1xH100", "--mbu", "0.01", "-f", "json"]
     )
     assert result.exit_code == 0, result.stderr
-    assert "Infinity" not in result.stdout and "null" not in result.stdout.split('"steps"')[1]
+    assert "Infinity" not in result.stdout and "null" not in result.stdout.split('"contexts"')[1]
 
 
 # ---------------------------------------------------------------- contexts beyond the maximum

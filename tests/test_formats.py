@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from kvcalc.cli.app import ReportFormat, app
 from kvcalc.cli.check import CheckFormat
 from kvcalc.render.formats import CASE_FORMATS, FORMATTERS, render
-from kvcalc.render.report import Column, Report, Section, flatten, number, text
+from kvcalc.render.report import SCHEMA_VERSION, Column, Report, Section, flatten, number, text
 
 HF_FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 #: Every converted command, in the shapes whose layout differs (hybrid, state bytes, batch,
@@ -150,6 +150,9 @@ NOT_IN_TABLE = {
     # The registry-wide table shows the batches per context; the capacity in tokens and the
     # longest single context are in its JSON (and in `kvcalc batch MODEL`).
     "batch --gpus": frozenset({"kv_tokens_capacity", "max_context_at_batch_1"}),
+    # vLLM's lines print its concurrency per instance, as its log does; the sequences across
+    # the replicas (docs/json.md: max_batch) are in the JSON only.
+    "batch qwen2.5-7b --gpus 8xH100 --engine vllm": frozenset({"max_batch"}),
     # The registry listings show parameters and memory in their units (B, TB/s, TFLOPS).
     "models": None,
     "gpus": None,
@@ -280,7 +283,7 @@ def figures_report(value: float, big: int) -> Report:
 def test_non_finite_numbers_are_null(value: float) -> None:
     report = figures_report(value, 1)
     assert json.loads(render(report, "json", 80)) == {
-        "ratio": None, "values": [None, None], "big": 1
+        "schema_version": SCHEMA_VERSION, "ratio": None, "values": [None, None], "big": 1
     }
     assert yaml.safe_load(render(report, "yaml", 80))["ratio"] is None
     assert list(csv.reader(io.StringIO(render(report, "csv", 80))))[1][2] == ""

@@ -158,33 +158,33 @@ def test_decode_reports_the_estimate_beside_the_roofline(runner: CliRunner) -> N
     out = run_json(
         runner, "decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k", "--batch", "1"
     )
-    step = out["steps"][0]
+    step = out["contexts"][0]
     dep = registry_deployment("llama3-70b", "8xh100")
     est = tpot_estimate(dep, batch=1, context_tokens=8192)
-    assert step["tpot_seconds"] == est.roofline.tpot_seconds
-    assert step["tpot_estimate_seconds"] == est.tpot_seconds
+    assert step["roofline_tpot_seconds"] == est.roofline.tpot_seconds
+    assert step["tpot_seconds"] == est.tpot_seconds
     assert step["memory_estimate_seconds"] == est.memory_seconds
     assert step["communication_seconds"] == est.communication_seconds
     assert step["step_overhead_seconds"] == 0.001
-    assert step["tokens_per_second_estimate"] == pytest.approx(1 / est.tpot_seconds)
-    assert step["ttft_estimate_seconds"] == prefill_estimate(dep, prompt_tokens=8192).ttft_seconds
-    assert out["efficiency"] == "measured"
+    assert step["tokens_per_second"] == pytest.approx(1 / est.tpot_seconds)
+    assert step["ttft_seconds"] == prefill_estimate(dep, prompt_tokens=8192).ttft_seconds
+    assert out["efficiency_basis"] == "measured"
 
 
 def test_decode_mfu_changes_the_ttft_only(runner: CliRunner) -> None:
     args = ("llama3-70b", "--gpus", "8xH100", "--ctx", "32k", "--batch", "1")
-    default = run_json(runner, "decode", *args)["steps"][0]
-    slow = run_json(runner, "decode", *args, "--mfu", "0.2")["steps"][0]
-    assert slow["ttft_estimate_seconds"] > 3 * default["ttft_estimate_seconds"]
-    assert slow["tpot_seconds"] == default["tpot_seconds"]
+    default = run_json(runner, "decode", *args)["contexts"][0]
+    slow = run_json(runner, "decode", *args, "--mfu", "0.2")["contexts"][0]
+    assert slow["ttft_seconds"] > 3 * default["ttft_seconds"]
+    assert slow["roofline_tpot_seconds"] == default["roofline_tpot_seconds"]
     assert slow["memory_estimate_seconds"] == default["memory_estimate_seconds"]
 
 
 def test_decode_without_a_link_speed_leaves_the_estimate_empty(runner: CliRunner) -> None:
     out = run_json(runner, "decode", "llama3-8b", "--gpus", "2xapple-m4-max", "--ctx", "1k")
-    step = out["steps"][0]
-    assert step["tpot_seconds"] > 0
-    assert step["tpot_estimate_seconds"] is None and step["ttft_estimate_seconds"] is None
+    step = out["contexts"][0]
+    assert step["roofline_tpot_seconds"] > 0
+    assert step["tpot_seconds"] is None and step["ttft_seconds"] is None
 
 
 @pytest.mark.parametrize("mfu", ["0", "1.5", "-0.2"])
@@ -247,7 +247,7 @@ def test_snapkv_ttft_is_the_prefill_of_its_prompt(runner: CliRunner) -> None:
         runner, "decode", "llama3-70b", "--gpus", "8xH100", "--snapkv-budget", "1024",
         "--prompt", "32k", "--gen", "1k", "--batch", "1",
     )
-    step = out["steps"][0]
+    step = out["contexts"][0]
     assert step["context_tokens"] == 32768 + 1024
     dep = registry_deployment("llama3-70b", "8xh100")
-    assert step["ttft_estimate_seconds"] == prefill_estimate(dep, prompt_tokens=32768).ttft_seconds
+    assert step["ttft_seconds"] == prefill_estimate(dep, prompt_tokens=32768).ttft_seconds

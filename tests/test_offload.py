@@ -55,16 +55,16 @@ def test_each_tier_holds_its_capacity_over_the_bytes_per_token_and_sequence(
     runner: CliRunner,
 ) -> None:
     out = tiers(runner, "llama3.1-8b", "--gpus", "h100", "--ctx", "32k", *TIERS)
-    assert out["cpu"]["tokens"] == 512 * 10**9 // BYTES_PER_TOKEN == 3_906_250
-    assert out["cpu"]["sequences"] == 512 * 10**9 // (32_768 * BYTES_PER_TOKEN) == 119
-    assert out["ssd"]["tokens"] == 4 * 10**12 // BYTES_PER_TOKEN == 30_517_578
-    assert out["ssd"]["sequences"] == 931
+    assert out["cpu"]["kv_tokens_capacity"] == 512 * 10**9 // BYTES_PER_TOKEN == 3_906_250
+    assert out["cpu"]["max_batch"] == 512 * 10**9 // (32_768 * BYTES_PER_TOKEN) == 119
+    assert out["ssd"]["kv_tokens_capacity"] == 4 * 10**12 // BYTES_PER_TOKEN == 30_517_578
+    assert out["ssd"]["max_batch"] == 931
     batch = json.loads(
         runner.invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "32k",
                             "--format", "json"]).stdout
     )
-    assert out["hbm"]["tokens"] == batch["kv_tokens_capacity"]
-    assert out["hbm"]["sequences"] == batch["contexts"][0]["max_batch"]
+    assert out["hbm"]["kv_tokens_capacity"] == batch["kv_tokens_capacity"]
+    assert out["hbm"]["max_batch"] == batch["contexts"][0]["max_batch"]
 
 
 def test_loading_against_recomputing_a_32k_prefix(runner: CliRunner) -> None:

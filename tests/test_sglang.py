@@ -498,7 +498,9 @@ def test_cli_json_has_the_issue_keys(runner: CliRunner) -> None:
     assert out["free_before_load_bytes"] == int(Fraction("78.43") * GiB)
     assert out["free_after_load_bytes"] == int(Fraction("63.41") * GiB)
     assert out["estimated"] == []
-    assert out["contexts"] == [{"context_tokens": 8192, "concurrency": 50, "fits": True}]
+    assert out["contexts"] == [
+        {"context_tokens": 8192, "max_batch": 50, "max_batch_per_replica": 50, "fits": True}
+    ]
 
 
 def test_cli_text_says_what_it_estimated(runner: CliRunner) -> None:
@@ -554,7 +556,8 @@ def test_a_context_the_pool_cannot_hold_does_not_fit(
     assert out["fits"] is False and why in out["reason"]
     assert out["contexts"][-1] == {
         "context_tokens": out["contexts"][-1]["context_tokens"],
-        "concurrency": 0,
+        "max_batch": 0,
+        "max_batch_per_replica": 0,
         "fits": False,
     }
 

@@ -132,13 +132,16 @@ def test_points_equal_batch_and_decode_at_the_same_context(runner: CliRunner) ->
     assert [p["context_tokens"] for p in series["points"]] == [8192, 16384, 32768]
     batch = run_json(runner, "batch", "llama3-70b", *SEED, "--ctx", "8k,16k,32k")
     decode = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "8k,16k,32k")
-    for point, fit, step in zip(series["points"], batch["contexts"], decode["steps"], strict=True):
+    steps = decode["contexts"]
+    for point, fit, step in zip(series["points"], batch["contexts"], steps, strict=True):
         kv = LLAMA3_70B_BYTES_PER_TOKEN * point["context_tokens"]
         assert point["kv_bytes_per_sequence"] == kv
         assert point["max_batch"] == fit["max_batch"]
         assert point["batch"] == step["batch"]
         assert point["tpot_seconds"] == step["tpot_seconds"]
         assert point["tokens_per_second"] == step["tokens_per_second"]
+        assert point["roofline_tpot_seconds"] == step["roofline_tpot_seconds"]
+        assert point["roofline_tokens_per_second"] == step["roofline_tokens_per_second"]
     # Seed 004: 162 sequences of 8K fit in 8 x 54.5 GB at 320 KiB per token.
     assert series["points"][0]["max_batch"] == 162
 
@@ -148,13 +151,13 @@ def test_one_series_per_model_and_gpu_set_in_order(runner: CliRunner) -> None:
         runner, "sweep", "llama3.1-8b", "llama3-70b", "--gpus", "8xH100", "--gpus", "4xH100",
         "--ctx", "8k..32k:2",
     )
-    assert [(s["model"], s["gpus"][:2]) for s in out["series"]] == [
+    assert [(s["model"], s["gpus"]["id"][:2]) for s in out["series"]] == [
         ("llama3.1-8b", "8x"),
         ("llama3.1-8b", "4x"),
         ("llama3-70b", "8x"),
         ("llama3-70b", "4x"),
     ]
-    assert out["contexts"] == [8192, 32768]
+    assert out["context_tokens_list"] == [8192, 32768]
     # The KV of a sequence is the model's, whatever GPUs hold it.
     kv = [[p["kv_bytes_per_sequence"] for p in s["points"]] for s in out["series"]]
     assert kv[0] == kv[1] and kv[2] == kv[3]
@@ -170,8 +173,9 @@ def test_a_batch_sweep_times_only_batches_that_fit(runner: CliRunner) -> None:
     assert [p["max_batch"] for p in points] == [10, 10, 10]
     assert [p["fits"] for p in points] == [True, True, False]
     assert points[2]["tpot_seconds"] is None and points[2]["tokens_per_second"] is None
+    assert points[2]["roofline_tpot_seconds"] is None
     decode = run_json(runner, "decode", "llama3-70b", *SEED, "--ctx", "128k", "--batch", "8")
-    assert points[1]["tpot_seconds"] == decode["steps"][0]["tpot_seconds"]
+    assert points[1]["tpot_seconds"] == decode["contexts"][0]["tpot_seconds"]
 
 
 def test_a_series_that_fits_nowhere_exits_1_and_says_why(runner: CliRunner) -> None:

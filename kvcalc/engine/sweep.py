@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.capacity import capacity
 from kvcalc.engine.decode import DecodeStep, decode_step_for
 from kvcalc.engine.kv import kv_bytes_per_sequence
+from kvcalc.engine.latency import can_time_communication, tpot_estimate
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -30,7 +31,11 @@ class SweepPoint:
     max_batch: int
     """Sequences that fit across all replicas, as `kvcalc batch` prints it."""
     step: DecodeStep | None
-    """One replica's decode step at ``batch``; None when that batch does not fit."""
+    """One replica's decode step at ``batch`` (the roofline); None when that batch does not
+    fit."""
+    tpot_seconds: float | None = None
+    """The realistic TPOT of that step, as `kvcalc decode` estimates it; None when the step is
+    not timed or the replica's link speed is unknown."""
 
     @property
     def fits(self) -> bool:
@@ -65,5 +70,10 @@ def sweep(
                 if fits
                 else None
             )
-            points.append(SweepPoint(fit.context_tokens, batch, kv, fit.max_batch, step))
+            estimate = (
+                tpot_estimate(dep, batch=batch, context_tokens=fit.context_tokens).tpot_seconds
+                if step is not None and can_time_communication(dep)
+                else None
+            )
+            points.append(SweepPoint(fit.context_tokens, batch, kv, fit.max_batch, step, estimate))
     return Sweep(dep, mbu, tuple(points), cap.reason)

@@ -4,8 +4,10 @@ JSON shapes (documented in the README):
 
 - one model: the deployment, its ``eviction`` policy and its budget at the top, one entry per
   context under ``contexts`` (with ``tokens_held``, the tokens the policy keeps);
-- the registry: ``gpus``, ``context_tokens`` and one row per model under ``models``;
-- ``--engine vllm``: the set-up at the top, one entry per request length under ``results``.
+- the registry: ``gpus``, ``context_tokens_list`` and one row per model under ``models``;
+- ``--engine vllm``: the set-up at the top, one entry per request length under ``contexts``.
+
+Every key is in the vocabulary of docs/json.md (kvcalc.render.vocabulary declares the shapes).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_ti
 from kvcalc.render.hint import fit_hint
 from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
-from kvcalc.render.layout import layout_notes, layout_payload
-from kvcalc.render.report import Column, Record, Report, Section, number, text
+from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
+from kvcalc.render.report import Column, Record, Report, Section, flatten, number, text
 from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
 
 if TYPE_CHECKING:
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 BAR_WIDTH = 40
 
@@ -39,9 +40,8 @@ def deployment_payload(dep: Deployment) -> dict[str, Any]:
     """What every answer about a deployment states first: the model and the layout."""
     return {
         "model": dep.model.id,
-        "name": dep.model.name,
-        "gpus": str(dep.gpus),
-        "gpu_count": dep.gpus.count,
+        "model_name": dep.model.name,
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         "replicas": dep.replicas,
@@ -76,6 +76,7 @@ def capacity_payload(cap: Capacity) -> dict[str, Any]:
                 "context_tokens": c.context_tokens,
                 "tokens_held": c.tokens_held,
                 "max_batch": c.max_batch,
+                "max_batch_per_replica": c.max_batch_per_replica,
                 "kv_bytes_per_sequence_per_gpu": c.bytes_per_sequence_per_gpu,
             }
             for c in cap.contexts
@@ -110,10 +111,11 @@ def capacity_lines(cap: Capacity) -> list[str]:
 
 
 def deployment_setup(dep: Deployment) -> dict[str, Any]:
-    """The fields that name a deployment in a record (CSV row, series), in their stable order."""
+    """The fields that name a deployment in a record (CSV row, series), in their stable order
+    (``gpus`` an object: a CSV record flattens it)."""
     return {
         "model": dep.model.id,
-        "gpus": str(dep.gpus),
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         "replicas": dep.replicas,
@@ -126,7 +128,7 @@ def capacity_record(cap: Capacity, index: int) -> dict[str, Any]:
     """One CSV row: the deployment at one context."""
     dep, c = cap.deployment, cap.contexts[index]
     return {
-        **deployment_setup(dep),
+        **flatten(deployment_setup(dep)),
         "kv_budget_bytes_per_gpu": max(0, cap.kv_budget_bytes_per_gpu),
         "eviction": dep.eviction.policy,
         "context_tokens": c.context_tokens,
@@ -188,7 +190,18 @@ def registry_row(
     """One model of the registry-wide table; ``error`` when no layout could be built for it,
     ``layout`` when it runs in another split than the one asked for (and why)."""
     if cap is None:
-        return {"model": model_id, "fits": False, "reason": error, "layout": None, "contexts": []}
+        # Every row has every key (null where no layout was built), as the schema declares.
+        return {
+            "model": model_id,
+            "fits": False,
+            "reason": error,
+            "layout": None,
+            **dict.fromkeys(("tp", "pp", "replicas", "tp_given", "tp_reason", "tp_nodes")),
+            "kv_head_copies": None,
+            "layout_notes": [],
+            **dict.fromkeys(REGISTRY_FIGURES),
+            "contexts": [],
+        }
     from kvcalc.engine.kv import beyond_max_context
 
     model = cap.deployment.model
@@ -214,6 +227,15 @@ def registry_row(
             for c in cap.contexts
         ],
     }
+
+
+#: The figures of a registry row that need a layout (null in a row without one).
+REGISTRY_FIGURES = (
+    "weights_bytes_per_gpu",
+    "kv_budget_bytes_per_gpu",
+    "kv_tokens_capacity",
+    "max_context_at_batch_1",
+)
 
 
 def registry_record(row: dict[str, Any], contexts: list[int]) -> dict[str, Any]:
@@ -325,130 +347,14 @@ def registry_report(
     notes = [note(r) for r in reasons]
     return Report(
         payload={
-            "gpus": str(gpus),
+            "gpus": gpus_payload(gpus),
             "weight_dtype": setting.weight_dtype,
             "kv_dtype": setting.kv_dtype,
-            "attention": setting.attention,
-            "context_tokens": contexts,
+            "as_attention": setting.attention,
+            "context_tokens_list": contexts,
             "models": rows,
         },
         records=records,
         sections=[Section(title, columns, records, notes=notes)],
         warnings=registry_context_warnings(models, contexts),
-    )
-
-
-# ------------------------------------------------------------------ vLLM
-
-
-def vllm_payload(result: VLLMKVCache | KVCacheTooSmall) -> dict[str, Any]:
-    from kvcalc.engine.vllm import KVCacheTooSmall
-
-    if isinstance(result, KVCacheTooSmall):
-        return {
-            "max_model_len": result.setup.max_model_len,
-            "fits": False,
-            "reason": result.message,
-            "needed_bytes": result.needed_bytes,
-            "available_bytes": result.available_bytes,
-            "estimated_max_model_len": result.estimated_max_model_len,
-        }
-    return {
-        "max_model_len": result.setup.max_model_len,
-        "fits": True,
-        "num_blocks": result.num_blocks,
-        "kv_cache_tokens": result.kv_cache_size_tokens,
-        "blocks_per_request": result.blocks_per_request,
-        "max_concurrency": result.max_concurrency,
-        "kv_cache_groups": len(result.grouping.groups),
-        "available_bytes_per_gpu": min(s.available_bytes for s in result.stages),
-    }
-
-
-def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
-    """vLLM's own start-up lines, as its log prints them."""
-    from kvcalc.engine.vllm import KVCacheTooSmall
-
-    if isinstance(result, KVCacheTooSmall):
-        return [f"max_model_len {result.setup.max_model_len:,}: does not fit: {result.message}"]
-    avail = min(s.available_bytes for s in result.stages)
-    return [
-        f"Available KV cache memory: {avail / GiB:.2f} GiB",
-        f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
-        f"group(s), {result.blocks_per_request:,} blocks per request)",
-        f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
-        f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
-        f"{result.max_concurrency:.2f}x",
-    ]
-
-
-#: The keys of every vLLM CSV record, fitting or not (a missing figure is an empty cell).
-VLLM_FIELDS = (
-    "model",
-    "gpus",
-    "tp",
-    "pp",
-    "kv_dtype",
-    "block_size",
-    "max_model_len",
-    "fits",
-    "reason",
-    "num_blocks",
-    "kv_cache_tokens",
-    "blocks_per_request",
-    "max_concurrency",
-    "kv_cache_groups",
-    "available_bytes_per_gpu",
-    "needed_bytes",
-    "available_bytes",
-    "estimated_max_model_len",
-)
-
-
-def vllm_report(dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> Report:
-    from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
-
-    # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
-    own_blocks = backend_blocks(dep.model)
-
-    setup = {
-        "model": dep.model.id,
-        "gpus": str(dep.gpus),
-        "tp": dep.tp,
-        "pp": dep.pp,
-        "engine": "vllm",
-        "kv_dtype": dep.kv_dtype.name,
-        "kv_bits_per_value": kv_bits_per_value(dep),
-        "block_size": None if own_blocks else dep.block_size,
-        "max_num_batched_tokens": dep.max_num_batched_tokens,
-        **layout_payload(dep),
-    }
-    per_length = [vllm_payload(r) for r in results]
-    first = per_length[0]
-    payload = {
-        **setup,
-        # The first request length's figures at the top, for the common one-length question.
-        **{k: first.get(k) for k in ("num_blocks", "kv_cache_tokens", "max_concurrency")},
-        # As every engine's JSON: false, with the first reason, when any length does not fit.
-        "fits": all(p["fits"] for p in per_length),
-        "reason": next((p["reason"] for p in per_length if not p["fits"]), None),
-        "results": per_length,
-    }
-    records = [{k: ({**setup, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
-    release, block = ("0.19", f"block {dep.block_size}")
-    if own_blocks:
-        release, block = ("0.33", "the backend's blocks (64-token windows, 256-token latents)")
-    header = (
-        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
-        f"pp {dep.pp}, KV {kv_label(dep)}, {block}"
-    )
-    too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
-    lengths = [r.setup.max_model_len for r in results]
-    return Report(
-        payload=payload,
-        records=records,
-        fields=VLLM_FIELDS,
-        lines=[header, *layout_notes(dep), *(line for r in results for line in vllm_lines(r))],
-        exit_code=1 if too_small else 0,
-        warnings=max_context_warnings(dep.model, lengths),
     )

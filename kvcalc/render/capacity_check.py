@@ -1,16 +1,17 @@
 """The report of `kvcalc check SPEC`: every requirement of every deployment, measured.
 
-JSON (documented in the README): ``spec``, ``ok``, ``requirements`` and ``failed`` (counts),
-and ``deployments``, each with its layout (``name``, ``line``, ``model``, ``gpus``, ``engine``,
+JSON (docs/json.md): ``spec``, ``ok``, ``requirement_count`` and ``failed`` (counts), and
+``deployments``, each with its layout (``deployment``, ``line``, ``model``, ``gpus``, ``engine``,
 ``tp``, ``pp``, the layout keys (``replicas``, ``tp_given``, ``tp_reason``, ``tp_nodes``,
 ``kv_head_copies``, ``layout_notes``), ``kv_dtype``, ``weight_dtype``, ``eviction`` as every
 report states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
 nothing fits, else null), ``ok`` and ``requirements``: one entry per requirement with
-``requirement``, ``bound``, ``unit``, ``required``, ``measured``, ``margin``, ``margin_ratio``,
-``passed``, ``line`` and ``note``. The human formats show one table per deployment, titled
-with its set-up, its layout notes under it (as `batch` and `decode` print them); the CI formats
-(junit, github) render its ``cases``, each a requirement, and no layout note: a note is no
-pass or fail, and an annotation on every run of a sound layout would bury the failures.
+``requirement``, ``limit`` (``min`` or ``max``), ``unit``, ``required``, ``measured``,
+``margin``, ``margin_ratio``, ``passed``, ``line`` and ``note``. The human formats show one
+table per deployment, titled with its set-up, its layout notes under it (as `batch` and
+`decode` print them); the CI formats (junit, github) render its ``cases``, each a requirement,
+and no layout note: a note is no pass or fail, and an annotation on every run of a sound layout
+would bury the failures.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
-from kvcalc.render.layout import layout_notes, layout_payload
-from kvcalc.render.report import Case, Column, Record, Report, Section, number, text
+from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
+from kvcalc.render.report import Case, Column, Record, Report, Section, flatten, number, text
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def outcome_payload(outcome: Outcome, line: int) -> dict[str, Any]:
     r = outcome.requirement
     return {
         "requirement": r.key,
-        "bound": r.bound,
+        "limit": r.bound,
         "unit": r.unit,
         "required": outcome.required,
         "measured": outcome.measured,
@@ -137,10 +138,10 @@ def outcome_payload(outcome: Outcome, line: int) -> dict[str, Any]:
 def deployment_payload(checked: CheckedDeployment) -> dict[str, Any]:
     dep = checked.dep
     return {
-        "name": checked.name,
+        "deployment": checked.name,
         "line": checked.line,
         "model": dep.model.id,
-        "gpus": str(dep.gpus),
+        "gpus": gpus_payload(dep.gpus),
         "engine": checked.engine,
         "tp": dep.tp,
         "pp": dep.pp,
@@ -166,8 +167,8 @@ def records(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """One flat row per requirement, its deployment's name and set-up first."""
     return [
         {
-            "deployment": d["name"],
-            **{k: d[k] for k in SETUP_FIELDS},
+            "deployment": d["deployment"],
+            **flatten({k: d[k] for k in SETUP_FIELDS}),
             "eviction": d["eviction"]["policy"],
             **{k: r[k] for k in ("requirement", "unit", "required", "measured", "margin")},
             "passed": r["passed"],
@@ -210,7 +211,7 @@ def deployment_line(checked: CheckedDeployment) -> str:
 
 
 def summary(payload: dict[str, Any]) -> str:
-    total, failed = payload["requirements"], payload["failed"]
+    total, failed = payload["requirement_count"], payload["failed"]
     count = len(payload["deployments"])
     deployments = f"{count} deployment{'s' if count != 1 else ''}"
     if failed:
@@ -227,7 +228,7 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
     payload = {
         "spec": spec,
         "ok": failed == 0,
-        "requirements": len(outcomes),
+        "requirement_count": len(outcomes),
         "failed": failed,
         "deployments": deployments,
     }

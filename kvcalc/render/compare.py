@@ -3,7 +3,9 @@
 JSON: one object whatever the number of models: the context, GPUs and batch at the top, the
 no-cache figures (``token_passes_with_cache``, ``token_passes_without_cache``,
 ``no_cache_factor``; null without --prompt/--gen), and one entry per model under ``models`` with
-its ``rows`` and the rows ``skipped`` (name and reason).
+its ``rows`` and the rows ``skipped`` (name and reason). A row's ``tpot_seconds`` and
+``tokens_per_second`` are the realistic estimate of `kvcalc decode` (null when it cannot be made),
+``roofline_tpot_seconds`` and ``roofline_tokens_per_second`` the bound the table shows.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.compare import reduction, token_passes_with_cache, token_passes_without_cache
-from kvcalc.render.layout import layout_notes, layout_payload
+from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
@@ -71,40 +73,60 @@ class ModelComparison:
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
-def row_payload(row: CompareRow, baseline: CompareRow, no_cache: NoCache | None) -> dict[str, Any]:
+def row_payload(
+    row: CompareRow, baseline: CompareRow, no_cache: NoCache | None, context: int
+) -> dict[str, Any]:
     passes = None
     if no_cache is not None:
         passes = no_cache.with_cache if row.cached else no_cache.without_cache
+    estimate = estimated_tpot(row, context)
     return {
         "technique": row.technique,
         "category": row.category,
         "kv_dtype": row.kv_dtype,
-        "bytes_per_token": row.bytes_per_token,
-        "bytes_per_sequence": row.bytes_per_sequence,
+        "kv_bytes_per_token": row.bytes_per_token,
+        "kv_bytes_per_sequence": row.bytes_per_sequence,
         "reduction": reduction(baseline.bytes_per_sequence, row.bytes_per_sequence),
-        "max_sequences": row.max_sequences,
+        "max_batch": row.max_sequences,
         "batch": row.batch,
-        "tpot_seconds": row.tpot_seconds,
-        "tokens_per_second": tokens_per_second(row),
+        "tpot_seconds": estimate,
+        "roofline_tpot_seconds": row.tpot_seconds,
+        "tokens_per_second": tokens_per_second(row.batch, estimate),
+        "roofline_tokens_per_second": tokens_per_second(row.batch, row.tpot_seconds),
         "token_passes": passes,
-        "does_not_fit": row.reason,
+        "reason": row.reason,
         "note": row.note,
     }
 
 
-def tokens_per_second(row: CompareRow) -> float | None:
-    """Decode throughput of one replica at the row's batch."""
-    if row.tpot_seconds is None or row.batch is None:
+def estimated_tpot(row: CompareRow, context: int) -> float | None:
+    """The realistic TPOT of the row's timed step (as `kvcalc decode` estimates it); None when
+    the row is not timed or its replica's link speed is unknown."""
+    dep = row.deployment
+    if dep is None or row.batch is None or row.tpot_seconds is None:
         return None
-    return row.batch / row.tpot_seconds
+    from kvcalc.engine.latency import can_time_communication, tpot_estimate
+
+    if not can_time_communication(dep):
+        return None
+    return tpot_estimate(dep, batch=row.batch, context_tokens=context).tpot_seconds
 
 
-def model_payload(comparison: ModelComparison, no_cache: NoCache | None) -> dict[str, Any]:
+def tokens_per_second(batch: int | None, tpot: float | None) -> float | None:
+    """Decode throughput of one replica at the row's batch."""
+    if tpot is None or batch is None:
+        return None
+    return batch / tpot
+
+
+def model_payload(
+    comparison: ModelComparison, no_cache: NoCache | None, context: int
+) -> dict[str, Any]:
     return {
         "model": comparison.model.id,
-        "name": comparison.model.name,
+        "model_name": comparison.model.name,
         **_layout(comparison.baseline.deployment),
-        "rows": [row_payload(r, comparison.baseline, no_cache) for r in comparison.rows],
+        "rows": [row_payload(r, comparison.baseline, no_cache, context) for r in comparison.rows],
         "skipped": [{"technique": n, "reason": why} for n, why in comparison.skipped],
     }
 
@@ -118,14 +140,14 @@ def compare_payload(
 ) -> dict[str, Any]:
     return {
         "context_tokens": context,
-        "gpus": None if gpus is None else str(gpus),
+        "gpus": None if gpus is None else gpus_payload(gpus),
         "batch": batch,
         "prompt_tokens": None if no_cache is None else no_cache.prompt_tokens,
         "generated_tokens": None if no_cache is None else no_cache.generated_tokens,
         "token_passes_with_cache": None if no_cache is None else no_cache.with_cache,
         "token_passes_without_cache": None if no_cache is None else no_cache.without_cache,
         "no_cache_factor": None if no_cache is None else no_cache.factor,
-        "models": [model_payload(c, no_cache) for c in comparisons],
+        "models": [model_payload(c, no_cache, context) for c in comparisons],
     }
 
 
@@ -136,17 +158,17 @@ def times(record: Record) -> str:
 
 def compare_columns(on_gpus: bool, passes: bool) -> list[Column]:
     gpu_columns = [
-        number("sequences", "max_sequences"),
+        number("sequences", "max_batch"),
         number("batch", "batch"),
-        ms("TPOT ms", "tpot_seconds"),
-        number("tokens/s", "tokens_per_second", ",.0f"),
+        ms("TPOT ms", "roofline_tpot_seconds"),
+        number("tokens/s", "roofline_tokens_per_second", ",.0f"),
     ]
     return [
         text("technique", "technique", "name"),
         text("category", "category"),
-        number("bytes/token", "bytes_per_token"),
-        number("bytes/sequence", "bytes_per_sequence"),
-        gib("GiB", "bytes_per_sequence"),
+        number("bytes/token", "kv_bytes_per_token"),
+        number("bytes/sequence", "kv_bytes_per_sequence"),
+        gib("GiB", "kv_bytes_per_sequence"),
         Column("reduction", times),
         *(gpu_columns if on_gpus else []),
         *([number("token passes", "token_passes")] if passes else []),

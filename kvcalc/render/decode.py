@@ -2,10 +2,11 @@
 
 JSON: one object whatever the number of contexts; the deployment and its ``eviction`` policy at the
 top, ``fits`` and ``reason`` (why nothing fits), and one entry per context that fits under
-``steps`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy). Each
-step has the roofline (``tpot_seconds``) and the realistic estimate beside it
-(``tpot_estimate_seconds`` and its terms, ``ttft_estimate_seconds`` for a prompt of the context's
-length; null when the GPU's link speed is unknown and the replica spans several GPUs).
+``contexts`` (with ``tokens_held``, the tokens of each sequence a step reads under the policy).
+Each has the realistic estimate (``tpot_seconds``, ``tokens_per_second`` and its terms,
+``ttft_seconds`` for a prompt of the context's length; null when the GPU's link speed is unknown
+and the replica spans several GPUs) and the roofline beside it (``roofline_tpot_seconds``,
+``roofline_tokens_per_second`` and its terms), as every command names them (docs/json.md).
 """
 
 from __future__ import annotations
@@ -16,31 +17,35 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.eviction import eviction_notes, eviction_payload, eviction_title
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
-from kvcalc.render.layout import layout_notes, layout_payload
-from kvcalc.render.report import Column, Report, Section, ms, number, text
+from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
+from kvcalc.render.report import Column, Report, Section, flatten, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.latency import PrefillEstimate, TpotEstimate
+    from kvcalc.engine.serving.base import ServingEngine
 
 
-#: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
-STEP_FIELDS = (
-    "context_tokens",
-    "tokens_held",
-    "batch",
-    "weight_bytes_read",
-    "kv_bytes_read",
-    "flops",
-    "weight_read_seconds",
-    "kv_read_seconds",
-    "compute_seconds",
-    "tpot_seconds",
-    "tokens_per_second",
-    "bound",
-    "kv_share",
-)
+#: The roofline's keys of one step: JSON key -> attribute of DecodeStep (the realistic
+#: estimate's ``tpot_seconds`` and ``tokens_per_second`` are the plain names, as everywhere).
+ROOFLINE_KEYS = {
+    "context_tokens": "context_tokens",
+    "tokens_held": "tokens_held",
+    "batch": "batch",
+    "weight_bytes_read": "weight_bytes_read",
+    "kv_bytes_read": "kv_bytes_read",
+    "flops": "flops",
+    "weight_read_seconds": "weight_read_seconds",
+    "kv_read_seconds": "kv_read_seconds",
+    "compute_seconds": "compute_seconds",
+    "roofline_tpot_seconds": "tpot_seconds",
+    "roofline_tokens_per_second": "tokens_per_second",
+    "bound": "bound",
+    "kv_share": "kv_share",
+}
+#: The keys of one step's roofline, also the CSV header when no step fits.
+STEP_FIELDS = tuple(ROOFLINE_KEYS)
 
 
 #: The realistic estimate's keys beside the roofline's (TpotEstimate / PrefillEstimate).
@@ -49,9 +54,9 @@ ESTIMATE_FIELDS = (
     "compute_estimate_seconds",
     "communication_seconds",
     "step_overhead_seconds",
-    "tpot_estimate_seconds",
-    "tokens_per_second_estimate",
-    "ttft_estimate_seconds",
+    "tpot_seconds",
+    "tokens_per_second",
+    "ttft_seconds",
 )
 
 
@@ -73,24 +78,28 @@ def estimate_payload(tpot: TpotEstimate | None, prefill: PrefillEstimate | None)
         "compute_estimate_seconds": tpot.compute_seconds,
         "communication_seconds": tpot.communication_seconds,
         "step_overhead_seconds": tpot.overhead_seconds,
-        "tpot_estimate_seconds": tpot.tpot_seconds,
-        "tokens_per_second_estimate": tpot.tokens_per_second,
-        "ttft_estimate_seconds": prefill.ttft_seconds,
+        "tpot_seconds": tpot.tpot_seconds,
+        "tokens_per_second": tpot.tokens_per_second,
+        "ttft_seconds": prefill.ttft_seconds,
     }
 
 
 def step_payload(timed: TimedStep) -> dict[str, Any]:
-    roofline = {key: getattr(timed.roofline, key) for key in STEP_FIELDS}
+    roofline = {key: getattr(timed.roofline, name) for key, name in ROOFLINE_KEYS.items()}
     return {**roofline, **estimate_payload(timed.tpot, timed.prefill)}
 
 
 def decode_payload(
-    dep: Deployment, steps: list[TimedStep], mbu: float, reason: str | None, engine: str
+    dep: Deployment,
+    steps: list[TimedStep],
+    mbu: float,
+    reason: str | None,
+    engine: ServingEngine,
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
-        "engine": engine,
-        "gpus": str(dep.gpus),
+        "engine": engine.name,
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         **layout_payload(dep),
@@ -98,25 +107,22 @@ def decode_payload(
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": kv_bits_per_value(dep),
         "mbu": mbu,
-        "efficiency": efficiency_basis(dep),
+        "efficiency_basis": efficiency_basis(dep),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
-        "steps": [step_payload(s) for s in steps],
+        "contexts": [step_payload(s) for s in steps],
     }
 
 
-def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
-    # The engine decides the default batch; the budget formula ("simple") goes unnamed.
-    sized = "" if engine == "simple" else f", batch as {ENGINE_NAMES[engine]} sizes it"
+def decode_title(dep: Deployment, mbu: float, engine: ServingEngine) -> str:
+    # The engine decides the default batch; the budget formula goes unnamed.
+    sized = f", batch as {engine.label} sizes it" if engine.label else ""
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
         f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, mbu {mbu:g}{sized}"
         f"{eviction_title(dep.eviction)}"
     )
-
-
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def efficiency_basis(dep: Deployment) -> str:
@@ -141,8 +147,8 @@ COLUMNS = [
     ms("weights ms", "weight_read_seconds", "n/a"),
     ms("KV ms", "kv_read_seconds", "n/a"),
     ms("compute ms", "compute_seconds", "n/a"),
-    ms("TPOT ms", "tpot_seconds", "n/a"),
-    number("tokens/s", "tokens_per_second", ",.0f"),
+    ms("TPOT ms", "roofline_tpot_seconds", "n/a"),
+    number("tokens/s", "roofline_tokens_per_second", ",.0f"),
     number("KV share", "kv_share", ".0%"),
     text("bound", "bound", "name"),
 ]
@@ -155,9 +161,9 @@ ESTIMATE = [
     ms("compute ms", "compute_estimate_seconds", "n/a"),
     ms("all-reduce ms", "communication_seconds", "n/a"),
     ms("overhead ms", "step_overhead_seconds", "n/a"),
-    ms("est. TPOT ms", "tpot_estimate_seconds", "n/a"),
-    number("est. tokens/s", "tokens_per_second_estimate", ",.0f"),
-    ms("est. TTFT ms", "ttft_estimate_seconds", "n/a"),
+    ms("est. TPOT ms", "tpot_seconds", "n/a"),
+    number("est. tokens/s", "tokens_per_second", ",.0f"),
+    ms("est. TTFT ms", "ttft_seconds", "n/a"),
 ]
 
 
@@ -181,18 +187,18 @@ def decode_report(
     mbu: float,
     reason: str | None,
     warnings: list[str],
-    engine: str = "simple",
+    engine: ServingEngine,
 ) -> Report:
     """``warnings`` (a batch timed beyond what fits) follow the convention of every command
     (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
     from kvcalc.render.warnings import max_context_warnings
 
     payload = decode_payload(dep, steps, mbu, reason, engine)
-    setup = {
-        k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")
-    }
+    setup = flatten(
+        {k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
+    )
     setup["eviction"] = dep.eviction.policy
-    records = [{**setup, "mbu": mbu, **p} for p in payload["steps"]]
+    records = [{**setup, "mbu": mbu, **p} for p in payload["contexts"]]
     diagnostics = [f"does not fit: {reason}"] if reason else []
     contexts = [s.roofline.context_tokens for s in steps]
     warned = [

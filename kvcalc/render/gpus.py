@@ -1,6 +1,7 @@
 """The report of `kvcalc gpus`: the accelerator registry, one record per device.
 
-JSON: ``{"gpus": [...]}``, one object per accelerator with raw numbers (bytes, bytes/s, FLOP/s),
+JSON: ``{"accelerators": [...]}`` (``gpus`` is a GPU set in every other command), one object
+per accelerator with raw numbers (bytes, bytes/s, FLOP/s),
 and ``efficiency``: the measured decode figures of the realistic estimate (all null where the
 registry has none and the generic figures apply).
 """
@@ -158,7 +159,7 @@ GPU_COLUMNS = (
 
 def gpus_report(rows: list[dict[str, Any]]) -> Report:
     return Report(
-        payload={"gpus": rows},
+        payload={"accelerators": rows},
         records=[flatten(r) for r in rows],
         sections=[Section(TITLE, GPU_COLUMNS, rows, notes=[NOTE])],
     )

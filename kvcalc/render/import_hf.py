@@ -1,7 +1,8 @@
 """The report of `kvcalc import-hf`: one registry entry.
 
 JSON and YAML print the entry itself, the mapping a registry file holds, so the YAML output is a
-file for model_configs/models/ (``kvcalc import-hf ID > model_configs/models/NAME.yaml``). CSV has
+file for model_configs/models/ (``kvcalc import-hf ID > model_configs/models/NAME.yaml``), with
+no ``schema_version``: its format is the registry's (kvcalc.registry.schema.ModelFile). CSV has
 one row of the flattened entry (``architecture_mixers_attn_kv_heads``), and the table and
 markdown formats list the same fields one per row.
 """
@@ -40,4 +41,5 @@ def import_report(entry: Mapping[str, Any], warnings: list[str]) -> Report:
         records=[flat],
         sections=[Section(title, COLUMNS, [{"field": k, "value": v} for k, v in flat.items()])],
         diagnostics=warnings,
+        versioned=False,
     )

@@ -16,6 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
+
+
+def gpus_id(gpus: GpuSet) -> str:
+    """The GPU set as a user types it to ``--gpus`` (``8xH100``)."""
+    return f"{gpus.count}x{gpus.accelerator.id.upper()}"
+
+
+def gpus_payload(gpus: GpuSet) -> dict[str, Any]:
+    """JSON ``gpus`` in every command: ``id`` (``8xH100``, what ``--gpus`` takes), ``label``
+    (``8x NVIDIA H100 SXM5 80GB``, what the text output prints), ``accelerator`` (the registry
+    id, ``h100``) and ``count``."""
+    return {
+        "id": gpus_id(gpus),
+        "label": str(gpus),
+        "accelerator": gpus.accelerator.id,
+        "count": gpus.count,
+    }
 
 
 def split_label(dep: Deployment) -> str:

@@ -1,8 +1,10 @@
 """The report of `kvcalc offload`: HBM and each tier beyond it, at one prefix length.
 
-JSON: the deployment and the prefix at the top (``context_tokens``, ``prefix_bytes``,
-``prefill_flops``, ``prefill_flops_per_second``: null when the GPU publishes no dense rate), then
-``tiers``: ``hbm`` first (the KV budget of the GPUs, nothing to load), one entry per tier after.
+JSON: the deployment and the prefix at the top (``context_tokens``, ``kv_bytes_per_sequence``:
+the prefix's KV, ``prefill_flops``, ``prefill_flops_per_second``: null when the GPU publishes no
+dense rate), then ``tiers``: ``hbm`` first (the KV budget of the GPUs, nothing to load), one
+entry per tier after, each with ``kv_tokens_capacity`` and ``max_batch`` (the tokens and the
+prefixes it holds).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.offload import TierFit, prefill_flops_per_second
 from kvcalc.engine.units import GB
 from kvcalc.engine.weights import precision_name
-from kvcalc.render.layout import layout_payload
+from kvcalc.render.layout import gpus_payload, layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, gib, ms, number, text
 from kvcalc.render.warnings import max_context_warnings
 
@@ -28,8 +30,8 @@ def hbm_payload(cap: Capacity) -> dict[str, Any]:
         "tier": "hbm",
         "capacity_bytes": max(cap.kv_budget_bytes_per_gpu, 0) * dep.gpus.count,
         "bandwidth_bytes_per_s": None,
-        "tokens": cap.kv_tokens_capacity,
-        "sequences": fit.max_batch,
+        "kv_tokens_capacity": cap.kv_tokens_capacity,
+        "max_batch": fit.max_batch,
         "load_seconds": None,
         "recompute_seconds": None,
         "faster": None,
@@ -42,8 +44,8 @@ def tier_payload(fit: TierFit) -> dict[str, Any]:
         "tier": fit.tier.name,
         "capacity_bytes": fit.tier.capacity_bytes,
         "bandwidth_bytes_per_s": fit.tier.bandwidth_bytes_per_s,
-        "tokens": fit.tokens,
-        "sequences": fit.sequences,
+        "kv_tokens_capacity": fit.tokens,
+        "max_batch": fit.sequences,
         "load_seconds": fit.load_seconds,
         "recompute_seconds": fit.recompute_seconds,
         "faster": fit.faster,
@@ -57,14 +59,14 @@ def offload_payload(cap: Capacity, fits: list[TierFit]) -> dict[str, Any]:
     prefix = fits[0].prefix_bytes if fits else None
     return {
         "model": dep.model.id,
-        "gpus": str(dep.gpus),
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         **layout_payload(dep),
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "context_tokens": context,
-        "prefix_bytes": prefix,
+        "kv_bytes_per_sequence": prefix,
         "prefill_flops": prefill_flops(dep.model, context).total,
         "prefill_flops_per_second": prefill_flops_per_second(dep),
         "tiers": [hbm_payload(cap), *(tier_payload(f) for f in fits)],
@@ -92,8 +94,8 @@ COLUMNS = [
     text("tier", "tier", "name"),
     gib("GiB", "capacity_bytes"),
     Column("GB/s", rate),
-    number("tokens", "tokens"),
-    number("sequences", "sequences"),
+    number("tokens", "kv_tokens_capacity"),
+    number("sequences", "max_batch"),
     ms("load ms", "load_seconds"),
     ms("recompute ms", "recompute_seconds"),
     text("faster", "faster", "name"),
@@ -113,8 +115,8 @@ def offload_title(cap: Capacity) -> str:
 def offload_notes(payload: dict[str, Any]) -> list[str]:
     notes = [
         *payload["layout_notes"],
-        f"prefix: {payload['prefix_bytes']:,} B of KV; prefill {payload['prefill_flops']:,} "
-        "FLOPs (2 x weights x tokens + causal attention)"
+        f"prefix: {payload['kv_bytes_per_sequence']:,} B of KV; "
+        f"prefill {payload['prefill_flops']:,} FLOPs (2 x weights x tokens + causal attention)"
     ]
     peak = payload["prefill_flops_per_second"]
     if peak is None:

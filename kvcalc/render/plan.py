@@ -1,31 +1,34 @@
 """The report of `kvcalc plan`: the layouts that meet the targets, best first.
 
-JSON: a list of layouts, best first, each with ``gpus`` (``4xH200``), ``gpu`` (registry id),
-``count``, ``tp``, ``pp``, the layout keys of every command's deployment object
+JSON: the request at the top (``model``, ``model_name``, ``context_tokens``, ``users``,
+``latency``: what the targets and the ranking hold to, ``estimate`` or ``roofline`` with
+--roofline) and ``layouts``, best first, each with ``gpus`` (``id`` ``4xH200``, ``label``,
+``accelerator``, ``count``), ``tp``, ``pp``, the layout keys of every command's deployment object
 (:mod:`kvcalc.render.layout`: ``replicas``, ``tp_given`` false, as plan chose tp, ``tp_reason``,
 ``tp_nodes``, ``kv_head_copies``, ``layout_notes``), ``weight_dtype``, ``kv_dtype``, ``max_batch``
 (sequences of the context that fit across the replicas), ``batch_per_replica`` (the users one
-replica serves), ``tpot_seconds`` and ``ttft_seconds`` (the realistic estimate, or the roofline
-with --roofline: ``latency`` says which), ``watts`` (count x board power, null when unknown) and
-``price_per_hour`` (null without --price). CSV: the same keys, ``layout_notes`` one
-``;``-separated cell.
+replica serves), ``tpot_seconds`` and ``ttft_seconds`` (the realistic estimate) with
+``roofline_tpot_seconds`` and ``roofline_ttft_seconds`` beside them, ``latency``, ``watts``
+(count x board power, null when unknown) and ``price_per_hour`` (null without --price). CSV: one
+row per layout, ``gpus`` flattened (``gpus_id``, ...), ``layout_notes`` one ``;``-separated cell.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.serving.base import GPUS_COLUMNS
 from kvcalc.engine.weight_names import weight_dtype_name
+from kvcalc.render.layout import gpus_payload
 from kvcalc.render.layout import layout_payload as deployment_layout
-from kvcalc.render.report import Column, Report, Section, flatten, ms, number, text
+from kvcalc.render.report import Column, Record, Report, Section, flatten, ms, number, text
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
+    from kvcalc.engine.serving.base import ServingEngine
 
 FIELDS = (
-    "gpus",
-    "gpu",
-    "count",
+    *GPUS_COLUMNS,
     "tp",
     "pp",
     "replicas",
@@ -39,19 +42,48 @@ FIELDS = (
     "max_batch",
     "batch_per_replica",
     "tpot_seconds",
+    "roofline_tpot_seconds",
     "ttft_seconds",
+    "roofline_ttft_seconds",
     "latency",
     "watts",
     "price_per_hour",
 )
 
 
+def times(layout: PlannedLayout, result: Plan) -> dict[str, float | None]:
+    """The layout's TPOT and TTFT both ways: the search timed it on the basis the targets hold
+    to; the other basis is timed here, for the layouts shown only."""
+    from kvcalc.engine.latency import tpot_seconds, ttft_seconds
+
+    request = result.request
+    searched = {"tpot": layout.tpot_seconds, "ttft": layout.ttft_seconds}
+    other: dict[str, float | None] = {"tpot": None, "ttft": None}
+    dep, context = layout.deployment, request.context_tokens
+    basis = not request.roofline
+    if layout.tpot_seconds is not None:
+        other["tpot"] = tpot_seconds(
+            dep,
+            batch=layout.batch_per_replica,
+            context_tokens=context,
+            roofline=basis,
+            mfu=request.mfu,
+        )
+    if layout.ttft_seconds is not None:
+        other["ttft"] = ttft_seconds(dep, prompt_tokens=context, roofline=basis, mfu=request.mfu)
+    estimate, roofline = (other, searched) if request.roofline else (searched, other)
+    return {
+        "tpot_seconds": estimate["tpot"],
+        "roofline_tpot_seconds": roofline["tpot"],
+        "ttft_seconds": estimate["ttft"],
+        "roofline_ttft_seconds": roofline["ttft"],
+    }
+
+
 def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
     dep = layout.deployment
     return {
-        "gpus": layout.label,
-        "gpu": layout.accelerator.id,
-        "count": layout.count,
+        "gpus": gpus_payload(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         **deployment_layout(dep),
@@ -59,18 +91,23 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
         "kv_dtype": dep.kv_dtype.name,
         "max_batch": layout.max_batch,
         "batch_per_replica": layout.batch_per_replica,
-        "tpot_seconds": layout.tpot_seconds,
-        "ttft_seconds": layout.ttft_seconds,
-        "latency": "roofline" if result.request.roofline else "estimate",
+        **times(layout, result),
+        "latency": latency(result),
         "watts": layout.watts,
         "price_per_hour": layout.price_per_hour(result.request.prices),
     }
 
 
+def latency(result: Plan) -> str:
+    return "roofline" if result.request.roofline else "estimate"
+
+
 def columns(result: Plan) -> list[Column]:
+    # The table shows the times the targets hold to.
+    prefix = "roofline_" if result.request.roofline else ""
     priced = [number("$/hour", "price_per_hour", ",.2f")] if result.tie_break == "price" else []
     return [
-        text("GPUs", "gpus", "name"),
+        Column("GPUs", gpus_cell, "name"),
         number("tp", "tp"),
         number("pp", "pp"),
         number("replicas", "replicas"),
@@ -78,14 +115,18 @@ def columns(result: Plan) -> list[Column]:
         text("KV", "kv_dtype", "name"),
         number("max batch", "max_batch"),
         number("batch/replica", "batch_per_replica"),
-        ms("TPOT ms", "tpot_seconds", "n/a"),
-        ms("TTFT ms", "ttft_seconds", "n/a"),
+        ms("TPOT ms", f"{prefix}tpot_seconds", "n/a"),
+        ms("TTFT ms", f"{prefix}ttft_seconds", "n/a"),
         number("watts", "watts"),
         *priced,
     ]
 
 
-def plan_title(result: Plan, engine: str) -> str:
+def gpus_cell(row: Record) -> str:
+    return str(row["gpus"]["id"])
+
+
+def plan_title(result: Plan, engine: ServingEngine) -> str:
     request = result.request
     model = request.model
     wanted = [f"{request.users:,} users at {request.context_tokens:,} tokens"]
@@ -93,7 +134,7 @@ def plan_title(result: Plan, engine: str) -> str:
         wanted.append(f"TPOT <= {request.max_tpot_seconds * 1000:g} ms")
     if request.max_ttft_seconds is not None:
         wanted.append(f"TTFT <= {request.max_ttft_seconds * 1000:g} ms")
-    sized = "" if engine == "simple" else ", cache as vLLM sizes it"
+    sized = f", cache as {engine.label} sizes it" if engine.label else ""
     return f"{model.name} ({model.id}) plan: {', '.join(wanted)}{sized}"
 
 
@@ -120,7 +161,7 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
 
     def who(row: dict[str, Any]) -> str:
         pair = f" ({row['weight_dtype']} weights, {row['kv_dtype']} KV)" if dtypes else ""
-        return f"{row['gpus']}{pair}"
+        return f"{row['gpus']['id']}{pair}"
 
     notes = []
     for row in rows:
@@ -134,16 +175,23 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
     return notes
 
 
-def plan_report(result: Plan, top: int, engine: str) -> Report:
-    """A context beyond the model's maximum is warned about on stderr (the convention of every
-    command, :mod:`kvcalc.render.warnings`); the JSON list has no key for it."""
+def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
+    """A context beyond the model's maximum is warned about (the convention of every command,
+    :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``)."""
     from kvcalc.render.warnings import max_context_warnings
 
     rows = [layout_payload(layout, result) for layout in result.layouts[:top]]
     request = result.request
     return Report(
         warnings=max_context_warnings(request.model, [request.context_tokens]),
-        payload=rows,
+        payload={
+            "model": request.model.id,
+            "model_name": request.model.name,
+            "context_tokens": request.context_tokens,
+            "users": request.users,
+            "latency": latency(result),
+            "layouts": rows,
+        },
         records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
         fields=FIELDS,
         sections=[

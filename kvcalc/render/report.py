@@ -39,6 +39,10 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from kvcalc.render.chart import Chart
 
+#: The version of every JSON/YAML document's shape, its top-level ``schema_version``
+#: (docs/json.md). Documents before it had no such key: that unversioned shape is version 1.
+SCHEMA_VERSION = 2
+
 #: "number": a figure, right-aligned, never wrapped or cut. "name": an identifier (model or GPU
 #: id), left-aligned, never wrapped or cut, so it stays greppable. "text": prose that may wrap at
 #: word boundaries (detail, note, interconnect).
@@ -159,13 +163,18 @@ class Report:
     """Answers that hold but rest on an unusual input (:mod:`kvcalc.render.warnings`)."""
     warning_lines: Mapping[str, tuple[str | None, int | None]] = field(default_factory=dict)
     """Warning -> the file and line it is about, where a CI format can annotate it."""
+    versioned: bool = True
+    """False for a document whose format is another's (`import-hf` prints a registry file,
+    which the registry schema defines): no ``schema_version`` is added to it."""
 
     def document(self) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
-        """The JSON/YAML document: the payload, plus ``warnings`` when there are any. A list
-        payload (a ranking) has no key to hold them: its warnings are on stderr only."""
-        if not self.warnings or not isinstance(self.payload, Mapping):
+        """The JSON/YAML document: ``schema_version`` first, the payload, then ``warnings``
+        when there are any. A list payload has no key to hold either (no command has one)."""
+        if not isinstance(self.payload, Mapping):
             return self.payload
-        return {**self.payload, "warnings": list(self.warnings)}
+        head = {"schema_version": SCHEMA_VERSION} if self.versioned else {}
+        tail = {"warnings": list(self.warnings)} if self.warnings else {}
+        return {**head, **self.payload, **tail}
 
     def csv_fields(self) -> list[str]:
         if self.fields:

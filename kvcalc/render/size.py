@@ -20,11 +20,12 @@ from kvcalc.render.report import Column, Report, Section, gib, number, text
 def group_payload(group: GroupKV) -> dict[str, Any]:
     return {
         "kind": group.kind,
+        "detail": group.mixer.detail(),
         "layers": group.layers,
-        "bytes_per_token": group.bytes_per_token,
+        "kv_bytes_per_token": group.bytes_per_token,
         "tokens_held": group.tokens_held,
         "state_bytes": group.state_bytes,
-        "bytes": group.bytes,
+        "kv_bytes_per_sequence": group.bytes,
     }
 
 
@@ -43,7 +44,7 @@ def size_payload(sizes: list[KVSize], name: str) -> dict[str, Any]:
     first = sizes[0]
     return {
         "model": first.model_id,
-        "name": name,
+        "model_name": name,
         "kv_dtype": first.kv_dtype,
         "kv_bits_per_value": None if first.kv_bits is None else float(first.kv_bits),
         "batch": first.batch,
@@ -71,9 +72,9 @@ def total_record(size: KVSize) -> dict[str, Any]:
     return {
         "kind": "total",
         "layers": sum(g.layers for g in size.groups),
-        "bytes_per_token": size.bytes_per_token,
+        "kv_bytes_per_token": size.bytes_per_token,
         "state_bytes": sum(g.state_bytes for g in size.groups),
-        "bytes": size.bytes_per_sequence,
+        "kv_bytes_per_sequence": size.bytes_per_sequence,
     }
 
 
@@ -83,11 +84,11 @@ def size_columns(with_state: bool) -> list[Column]:
         text("kind", "kind", "name"),
         text("detail", "detail"),
         number("layers", "layers", ""),
-        number("bytes/token", "bytes_per_token"),
+        number("bytes/token", "kv_bytes_per_token"),
         number("tokens held", "tokens_held"),
         *state,
-        number("bytes/sequence", "bytes"),
-        gib("GiB", "bytes"),
+        number("bytes/sequence", "kv_bytes_per_sequence"),
+        gib("GiB", "kv_bytes_per_sequence"),
     ]
 
 

@@ -1,9 +1,11 @@
 """The report of `kvcalc sweep`: KV per sequence, max batch and TPOT along a context (or batch)
 sweep, one series per model and GPU set.
 
-JSON: ``mbu``, ``x`` (the swept quantity: ``context_tokens`` or ``batch``), ``contexts``,
-``batches`` (null: the most that fit at each context) and ``series``, one per model and GPU set
-with its deployment, ``fits``, ``reason`` and ``points`` (one per context and batch).
+JSON: ``mbu``, ``x`` (the swept quantity: ``context_tokens`` or ``batch``),
+``context_tokens_list``, ``batches`` (null: the most that fit at each context) and ``series``,
+one per model and GPU set with its deployment, ``fits``, ``reason`` and ``points`` (one per
+context and batch; ``tpot_seconds`` the realistic estimate, ``roofline_tpot_seconds`` the bound
+the table and charts show, as every command names them).
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.serving.base import GPUS_COLUMNS
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.batch import deployment_setup
 from kvcalc.render.chart import Chart
 from kvcalc.render.kvformat import kv_label
 from kvcalc.render.layout import layout_notes, layout_payload
-from kvcalc.render.report import Record, Report, Section, gib, ms, number
+from kvcalc.render.report import Record, Report, Section, flatten, gib, ms, number
 from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
@@ -31,21 +34,33 @@ POINT_FIELDS = (
     "max_batch",
     "fits",
     "tpot_seconds",
+    "roofline_tpot_seconds",
     "tokens_per_second",
+    "roofline_tokens_per_second",
 )
-SERIES_FIELDS = ("model", "gpus", "tp", "pp", "replicas", "weight_dtype", "kv_dtype")
+SERIES_FIELDS = (
+    "model",
+    *GPUS_COLUMNS,
+    "tp",
+    "pp",
+    "replicas",
+    "weight_dtype",
+    "kv_dtype",
+)
 
 
 def point_payload(point: SweepPoint) -> dict[str, Any]:
-    step = point.step
+    step, estimate = point.step, point.tpot_seconds
     return {
         "context_tokens": point.context_tokens,
         "batch": point.batch,
         "kv_bytes_per_sequence": point.kv_bytes_per_sequence,
         "max_batch": point.max_batch,
         "fits": point.fits,
-        "tpot_seconds": None if step is None else step.tpot_seconds,
-        "tokens_per_second": None if step is None else step.tokens_per_second,
+        "tpot_seconds": estimate,
+        "roofline_tpot_seconds": None if step is None else step.tpot_seconds,
+        "tokens_per_second": None if estimate is None else point.batch / estimate,
+        "roofline_tokens_per_second": None if step is None else step.tokens_per_second,
     }
 
 
@@ -80,8 +95,8 @@ COLUMNS = [
     number("max batch", "max_batch"),
     number("batch", "batch"),
     # n/a: the batch does not fit at that context, so it is not timed.
-    ms("TPOT ms", "tpot_seconds", "n/a"),
-    number("tokens/s", "tokens_per_second", ",.0f", "n/a"),
+    ms("TPOT ms", "roofline_tpot_seconds", "n/a"),
+    number("tokens/s", "roofline_tokens_per_second", ",.0f", "n/a"),
 ]
 
 NOT_TIMED = (
@@ -222,14 +237,14 @@ def sweep_report(
     payload = {
         "mbu": results[0].mbu if results else None,
         "x": x,
-        "contexts": list(contexts),
+        "context_tokens_list": list(contexts),
         "batches": None if batches is None else list(batches),
         "series": series,
     }
     sections = []
     records: list[Record] = []
     for result, one, setup in zip(results, series, setups, strict=True):
-        rows = [{**setup, **p} for p in one["points"]]
+        rows = [{**flatten(setup), **p} for p in one["points"]]
         records += rows
         sections.append(section(result, rows))
     missing = [s for s in series if not s["fits"]]
@@ -239,7 +254,7 @@ def sweep_report(
         fields=[*SERIES_FIELDS, *POINT_FIELDS],
         sections=sections,
         diagnostics=[
-            f"does not fit: {s['model']} on {s['gpus']}: "
+            f"does not fit: {s['model']} on {s['gpus']['label']}: "
             f"{s['reason'] or 'no point of the sweep fits'}"
             for s in missing
         ],
