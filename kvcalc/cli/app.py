@@ -120,10 +120,8 @@ def _deployment_error_line(exc: Exception) -> str | None:
     if "kvcalc.engine.serving.base" in sys.modules:
         from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
 
-        if isinstance(exc, InputRefusal):
+        if isinstance(exc, (InputRefusal, EngineRefusal)):
             return exc.worded(option_name)
-        if isinstance(exc, EngineRefusal):
-            return str(exc)
     if "kvcalc.engine.deployment" not in sys.modules:
         return None  # not imported, so not raised
     from kvcalc.engine.deployment import DeploymentError
