@@ -343,7 +343,14 @@ def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
         policy, notes = (
             evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
         )
-        dep = options.deploy.deployment(parts.model, parts.gpus, parts.engine, policy)
+        from kvcalc.engine.inputs import deployment_from
+
+        # The library's DeploymentError names its fields: _refusing words them as keys.
+        deploy = options.deploy
+        dep = deployment_from(
+            parts.model, parts.gpus, deploy.given_values(), engine=parts.engine,
+            eviction=policy, kv_format=deploy.kv_format,
+        )
         line = entry.line_of(evict.given()[0]) if notes else entry.line
         return Built(dep, parts.engine, options.flags, parts.ctx,
                      tuple((line, f"{entry.name}: {n}") for n in notes))

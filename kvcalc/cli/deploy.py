@@ -119,27 +119,15 @@ class DeploymentOptions(KvFormatOptions):
         ``engine`` (None: the budget formula), keeping the tokens ``eviction`` keeps (None:
         every token)."""
         from kvcalc.engine.deployment import DeploymentError
-
-        try:
-            return self.deployment(model, gpus, engine, eviction)
-        except DeploymentError as exc:
-            raise input_error(exc) from None
-
-    def deployment(
-        self,
-        model: ModelSpec,
-        gpus: GpuSet,
-        engine: ServingEngine | None = None,
-        eviction: Eviction | None = None,
-    ) -> Deployment:
-        """As :meth:`build`, a deployment that cannot be built raising the library's
-        DeploymentError (naming its fields) for the caller to word."""
         from kvcalc.engine.inputs import deployment_from
 
-        return deployment_from(
-            model, gpus, self.given_values(), engine=engine, eviction=eviction,
-            kv_format=self.kv_format,
-        )
+        try:
+            return deployment_from(
+                model, gpus, self.given_values(), engine=engine, eviction=eviction,
+                kv_format=self.kv_format,
+            )
+        except DeploymentError as exc:
+            raise input_error(exc) from None
 
 
 _GPUS = DEPLOYMENT_INPUTS[0]
