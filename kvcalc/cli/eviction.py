@@ -18,6 +18,7 @@ import typer
 from kvcalc.cli.app import (
     EVICTION_PANEL,
     TOKENS,
+    WordedInputError,
     fail,
     grouped_options,
     in_panel,
@@ -75,7 +76,7 @@ class EvictionOptions:
         try:
             return _POLICIES[chosen[0]][1](self)
         except EvictionError as exc:
-            fail(exc.worded(option_name))
+            raise WordedInputError(exc) from None
 
     def _window(self) -> Eviction:
         from kvcalc.engine.eviction.policies import SlidingWindow
