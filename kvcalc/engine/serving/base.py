@@ -160,7 +160,25 @@ class ServingEngine(Protocol):
 
 class EngineRefusal(ValueError):
     """A set-up the engine would refuse to start with (or that is not modelled): one line in
-    its own words, naming the fix."""
+    its own words, naming the fix. With ``fields``, ``message`` is a template naming those
+    inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as
+    :class:`InputRefusal` is; without, it is the line as it reads."""
+
+    def __init__(self, message: str, *fields: str) -> None:
+        self.template = message if fields else message.replace("{", "{{").replace("}", "}}")
+        self.fields = fields
+        super().__init__(self.worded(cli_name))
+
+    @classmethod
+    def at(cls, field: str, reason: str) -> EngineRefusal:
+        """``field`` refused for ``reason`` (literal text)."""
+        return cls("{" + field + "}: " + reason.replace("{", "{{").replace("}", "}}"), field)
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return self.template.format_map({f: name(f) for f in self.fields})
+
+    def __str__(self) -> str:
+        return self.worded(cli_name)
 
 
 def cli_name(name: str) -> str:
