@@ -5,7 +5,58 @@ The package is layered; imports only point down:
 - ``kvcalc.engine``: pure formulas over typed specs (no I/O).
 - ``kvcalc.registry``: YAML registry and Hugging Face ``config.json`` import, validated by pydantic.
 - ``kvcalc.render``: tables and machine-readable output built from engine results.
+- ``kvcalc.api``: the Python API, one function per command (``kvcalc.size(...)``).
 - ``kvcalc.cli``: the typer shell.
+
+Every name is exported lazily (module ``__getattr__``), so ``import kvcalc`` costs nothing
+until a function is called: the command line's start-up does not pay for the API.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: Exported name -> the module defining it.
+_EXPORTS = {
+    "KvcalcError": "kvcalc.errors",
+    "InputError": "kvcalc.errors",
+    "LayoutError": "kvcalc.errors",
+    "RegistryError": "kvcalc.errors",
+    "UnknownNameError": "kvcalc.errors",
+}
+
+if TYPE_CHECKING:
+    from kvcalc.errors import (
+        InputError as InputError,
+    )
+    from kvcalc.errors import (
+        KvcalcError as KvcalcError,
+    )
+    from kvcalc.errors import (
+        LayoutError as LayoutError,
+    )
+    from kvcalc.errors import (
+        RegistryError as RegistryError,
+    )
+    from kvcalc.errors import (
+        UnknownNameError as UnknownNameError,
+    )
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvcalc' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later reads do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

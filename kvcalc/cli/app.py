@@ -16,6 +16,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+# Bad input is a KvcalcError, reported as one line on stderr with exit code 2; the commands
+# read InputError, LayoutError (a layout one model refuses) and fail from here.
+from kvcalc.errors import InputError as InputError
+from kvcalc.errors import KvcalcError
+from kvcalc.errors import LayoutError as LayoutError
+from kvcalc.errors import fail as fail
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -27,19 +34,6 @@ EXIT_OK = 0
 EXIT_DOES_NOT_FIT = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-
-
-class InputError(Exception):
-    """Bad input from the user: reported as one line on stderr with exit code 2."""
-
-
-class LayoutError(InputError):
-    """Valid options that this particular model cannot be split by (its heads or layers): the
-    registry-wide table reports it as that model's row; any other bad option stops the command."""
-
-
-def fail(message: str) -> NoReturn:
-    raise InputError(message)
 
 
 #: A word of an error line longer than this is cut: the line names a value, it does not echo
@@ -112,18 +106,6 @@ def option_name(field: str) -> str:
     return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
-def _deployment_error_line(exc: Exception) -> str | None:
-    """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
-    of the contexts) worded with the options at fault; None for any other exception."""
-    if "kvcalc.engine.deployment" not in sys.modules:
-        return None  # not imported, so not raised
-    from kvcalc.engine.deployment import DeploymentError
-
-    if not isinstance(exc, DeploymentError):
-        return None
-    return exc.worded(option_name)
-
-
 def _is_click_error(exc: Exception) -> bool:
     """Whether ``exc`` is a parsing error of the option parser (unknown option, bad value).
 
@@ -185,9 +167,6 @@ class KvcalcGroup(TyperGroup):
             _closed_pipe()
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        from kvcalc.engine.units import UnitError
-        from kvcalc.registry.load import RegistryError
-
         kwargs["standalone_mode"] = False
         if os.environ.get(COMPLETE_VAR):  # the shell asks for completions (see _show_completion)
             from typer.completion import completion_init
@@ -206,8 +185,8 @@ class KvcalcGroup(TyperGroup):
                 rv = exc.exit_code
             note_exit(rv if isinstance(rv, int) else EXIT_OK)
             sys.stdout.flush()  # a full disk or closed pipe shows here, not at interpreter exit
-        except (InputError, RegistryError, UnitError) as exc:
-            _error_line(str(exc))
+        except KvcalcError as exc:  # worded with the options at fault (--kv-memory)
+            _error_line(exc.worded(option_name))
             sys.exit(EXIT_USAGE)
         except typer.Abort:
             _error_line("aborted")
@@ -227,10 +206,6 @@ class KvcalcGroup(TyperGroup):
             if _is_click_error(exc):  # option parsing
                 _error_line(exc.format_message())  # type: ignore[attr-defined]
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-            worded = _deployment_error_line(exc)
-            if worded is not None:
-                _error_line(worded)
-                sys.exit(EXIT_USAGE)
             if os.environ.get("KVCALC_DEBUG"):
                 raise
             _error_line(

@@ -724,9 +724,13 @@ MEASURES: dict[str, Measure] = {
 
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
     """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
-    is a spec problem."""
+    is a spec problem (the engine's DeploymentError is its caller's: it names the key)."""
+    from kvcalc.engine.deployment import DeploymentError
+
     try:
         return run()
+    except DeploymentError:
+        raise
     except InputError as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None

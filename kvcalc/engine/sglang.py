@@ -45,12 +45,13 @@ from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_byt
 from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
+from kvcalc.errors import InputError
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
 
-class SGLangConfigError(ValueError):
+class SGLangConfigError(InputError, ValueError):
     """A set-up SGLang would refuse, or that this model does not cover; one line naming the fix."""
 
 
