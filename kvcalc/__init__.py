@@ -20,6 +20,11 @@ __version__ = "0.1.0"
 
 #: Exported name -> the module defining it.
 _EXPORTS = {
+    "size": "kvcalc.api",
+    "sweep": "kvcalc.api",
+    "offload": "kvcalc.api",
+    "compare": "kvcalc.api",
+    "check": "kvcalc.api",
     "KvcalcError": "kvcalc.errors",
     "InputError": "kvcalc.errors",
     "LayoutError": "kvcalc.errors",
@@ -28,6 +33,11 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from kvcalc.api import check as check
+    from kvcalc.api import compare as compare
+    from kvcalc.api import offload as offload
+    from kvcalc.api import size as size
+    from kvcalc.api import sweep as sweep
     from kvcalc.errors import (
         InputError as InputError,
     )

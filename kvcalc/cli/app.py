@@ -23,11 +23,21 @@ from kvcalc.errors import KvcalcError
 from kvcalc.errors import LayoutError as LayoutError
 from kvcalc.errors import fail as fail
 
+# The values every command reads, read by the commands from here.
+from kvcalc.values import MAX_BATCH as MAX_BATCH
+from kvcalc.values import check_mbu as check_mbu
+from kvcalc.values import check_mfu as check_mfu
+from kvcalc.values import head_override_problem as head_override_problem
+from kvcalc.values import load_model as load_model
+from kvcalc.values import one_length as one_length
+from kvcalc.values import option_name as option_name
+from kvcalc.values import parse_attention_variant as parse_attention_variant
+from kvcalc.values import parse_ctx_list as parse_ctx_list
+from kvcalc.values import parse_size as parse_size
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.variant import AttentionVariant
     from kvcalc.render.report import Report
 
 EXIT_OK = 0
@@ -93,17 +103,6 @@ def _closed_pipe() -> NoReturn:
     that only lists. Caught before click, which would exit 1, the code of "does not fit" here."""
     _discard_stdout()
     raise typer.Exit(_verdict) from None
-
-
-#: Engine field -> option, where the option's name is not the field's with dashes (no
-#: eviction input or compare row option is among them).
-_OPTION_NAMES = {"weights_total": "--weights"}
-
-
-def option_name(field: str) -> str:
-    """The command-line spelling of an engine field (``kv_memory`` -> ``--kv-memory``), as
-    every command's errors name the deployment, SGLang and eviction options."""
-    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
 def _is_click_error(exc: Exception) -> bool:
@@ -514,28 +513,6 @@ def emit_report(
         raise typer.Exit(code)
 
 
-def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
-    """Parse one context or a comma-separated list (``8k,32k,128k``) into token counts."""
-    from kvcalc.engine.units import UnitError, parse_context
-
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        fail(f"{option}: give at least one context, e.g. 8k or 8k,32k,128k")
-    try:
-        return [parse_context(p) for p in parts]
-    except UnitError as exc:
-        fail(f"{option}: {exc}")
-
-
-def one_length(text: str, option: str, example: str = "32k") -> int:
-    """A token count as --ctx spells it (1000, 32k), one only; ``example`` is shown when a
-    list is given."""
-    lengths = parse_ctx_list(text, option)
-    if len(lengths) != 1:
-        fail(f"{option}: give one length, e.g. {example}")
-    return lengths[0]
-
-
 #: The largest token count an option takes unless it says otherwise (the longest context).
 MAX_TOKENS = 1 << 30
 #: The metavar of every option that counts tokens.
@@ -578,88 +555,11 @@ def _token_parser(option: str, minimum: int, maximum: int) -> Callable[[Any], in
     return tokens
 
 
-def parse_size(text: str, option: str) -> int:
-    from kvcalc.engine.units import BareBytesError, UnitError, parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except BareBytesError as exc:
-        # --weights 140B is most likely the parameter count, which the model already has.
-        hint = "; or leave --weights out: kvcalc sizes the weights from the model" * (
-            option == "--weights"
-        )
-        fail(f"{option}: {exc}{hint}")
-    except UnitError as exc:
-        fail(f"{option}: {exc}")
-
-
-def parse_attention_variant(text: str) -> AttentionVariant:
-    """``--as``: ``mha``, ``gqa:G``, ``mqa`` or ``mla:LATENT[+ROPE]`` (e.g. ``mla:512+64``)."""
-    from kvcalc.engine.units import number_text_problem, shown
-    from kvcalc.engine.variant import AttentionVariant, VariantError
-
-    kind, _, numbers = text.strip().lower().partition(":")
-    usage = "use mha, gqa:G (e.g. gqa:8), mqa or mla:LATENT[+ROPE] (e.g. mla:512+64)"
-    problem = number_text_problem(numbers)
-    if problem is not None:
-        fail(f"--as: {shown(text)!r}: {problem}")
-    try:
-        if kind in ("mha", "mqa") and not numbers:
-            return AttentionVariant(kind)  # type: ignore[arg-type]
-        if kind == "gqa" and numbers.isdigit():
-            return AttentionVariant("gqa", kv_heads=int(numbers))
-        latent, _, rope = numbers.partition("+")
-        if kind == "mla" and latent.isdigit() and (rope.isdigit() or not rope):
-            return AttentionVariant("mla", latent=int(latent), rope=int(rope or 0))
-    except VariantError as exc:
-        fail(f"--as {shown(text)}: {exc}")
-    fail(f"--as: {shown(text)!r} is not an attention variant; {usage}")
-
-
 #: What MODEL may be, in the help of every command that takes one.
 MODEL_HELP = (
     "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
     "or config.json path"
 )
-
-
-def load_model(
-    name: str,
-    kv_heads: int | None,
-    head_dim: int | None,
-    layers: int | None,
-    attention: str | None = None,
-) -> ModelSpec:
-    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply the what-ifs:
-    ``--as`` first (another attention), then the head and layer overrides."""
-    from kvcalc.registry.load import resolve_model
-
-    model = resolve_model(name)
-    if attention is not None:
-        from kvcalc.engine.variant import VariantError, as_attention
-
-        variant = parse_attention_variant(attention)
-        if kv_heads is not None:
-            fail(f"--kv-heads: --as {variant.label} sets the KV heads; give one of the two")
-        try:
-            model = as_attention(model, variant)
-        except VariantError as exc:
-            fail(f"--as {variant.label}: {exc}")
-    problem = head_override_problem(model) if kv_heads or head_dim else None
-    if problem is not None:
-        option = "--kv-heads" if kv_heads else "--head-dim"
-        fail(f"{option}: {problem}")
-    try:
-        return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
-    except ValueError as exc:
-        fail(f"--kv-heads: {exc}")
-
-
-def head_override_problem(model: ModelSpec) -> str | None:
-    """Why ``model``'s KV heads or head size cannot be overridden (None: they can)."""
-    if model.accepts_head_overrides():
-        return None
-    return f"{model.id} has no KV heads to change (its layers are MLA or states)"
 
 
 # ------------------------------------------------------------------ shell completion
@@ -742,7 +642,6 @@ RegistryOption = typer.Option(
     None, "--registry", help="registry directory holding models/ and gpus/ [default: bundled]"
 )
 
-MAX_BATCH = 1_000_000
 #: --ctx and --batch mean the same in every command; each command's help states its default.
 ContextsOption = typer.Option(
     None,
@@ -782,14 +681,6 @@ MbuOption = typer.Option(
 )
 
 
-def check_mbu(mbu: float) -> float:
-    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
-
-    if not mbu_in_range(mbu):
-        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
-    return mbu
-
-
 KvDtypeOption = typer.Option(
     None,
     "--kv-dtype",
@@ -817,11 +708,6 @@ MfuOption = typer.Option(
     "ceiling (stas00 MAMF), else 0.5]",
     show_default=False,
 )
-
-
-def check_mfu(mfu: float | None) -> None:
-    if mfu is not None and not 0 < mfu <= 1:
-        fail(f"--mfu: {mfu} is not a fraction in (0, 1], e.g. 0.5")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

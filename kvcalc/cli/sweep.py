@@ -4,14 +4,13 @@ one line per model and GPU set, as tables, a terminal chart and optionally a plo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from kvcalc.cli.app import (
-    MAX_BATCH,
     MODEL_PANEL,
     OUTPUT_PANEL,
     TOKENS,
@@ -24,7 +23,6 @@ from kvcalc.cli.app import (
     complete_models,
     emit_report,
     fail,
-    load_model,
 )
 from kvcalc.cli.deploy import DeploymentOptions, deployment_sets_options
 
@@ -82,64 +80,31 @@ def sweep(
 ) -> None:
     """KV bytes per sequence, max batch and decode TPOT at each context (default 4k..128k), one
     line per MODEL and --gpus set: a table per line and a chart of each quantity."""
-    from kvcalc.engine.sweep import sweep as sweep_of
-    from kvcalc.engine.units import parse_context
-    from kvcalc.render.sweep import sweep_report, swept_axis
+    from kvcalc.api import given_inputs
+    from kvcalc.api import sweep as sweep_of
+    from kvcalc.render.sweep import swept_axis
 
-    check_mbu(mbu)
-    contexts = sweep_values(ctx, "--ctx", parse_context)
-    batches = sweep_values(batch, "--batch", parse_batch) if batch is not None else None
-    swept = swept_axis(contexts, batches) is not None
-    target = plot_target(plot, swept) if plot is not None else None
-    refuse_repeats(models, "MODEL")
-    refuse_repeats([d.gpus or "" for d in deploys], "--gpus")  # always given here
-    if len(models) > 1:
-        deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
-    specs = [load_model(name, None, None, None, attention) for name in models]
-    results = [
-        sweep_of(d.build(spec, d.resolve_gpus()), contexts, batches, mbu)
-        for spec in specs
-        for d in deploys
-    ]
-    report = sweep_report(results, contexts, batches)
-    if target is not None:
+    if plot is not None:  # the file is checked before any work
+        from kvcalc.api import parse_batch, sweep_values
+        from kvcalc.engine.units import parse_context
+
+        check_mbu(mbu)
+        contexts = sweep_values(ctx, "--ctx", parse_context)
+        batches = sweep_values(batch, "--batch", parse_batch) if batch is not None else None
+        target = plot_target(plot, swept_axis(contexts, batches) is not None)
+    result = sweep_of(
+        models,
+        gpus=[d.gpus or "" for d in deploys],
+        ctx=ctx,
+        batch=batch,
+        attention=attention,
+        mbu=mbu,
+        **given_inputs(deploys[0]),
+    )
+    report = result.report()
+    if plot is not None:
         draw(report.charts, target, mbu)
     emit_report(report, fmt)
-
-
-def sweep_values(text: str, option: str, parse_point: Callable[[str], int]) -> list[int]:
-    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values."""
-    from kvcalc.engine.units import UnitError, parse_range
-
-    try:
-        if ".." in text:
-            return parse_range(text, parse_point)
-        values = [parse_point(p) for p in text.split(",") if p.strip()]
-    except UnitError as exc:
-        fail(f"{option}: {exc}")
-    if not values:
-        fail(f"{option}: give a range such as 4k..1m or a list such as 8k,32k")
-    refuse_repeats([str(v) for v in values], option)
-    return values
-
-
-def parse_batch(text: str) -> int:
-    from kvcalc.engine.units import UnitError, parse_count
-
-    value = parse_count(text)
-    if value > MAX_BATCH:
-        raise UnitError(f"invalid batch {text!r}: above the limit of {MAX_BATCH:,} sequences")
-    return value
-
-
-def refuse_repeats(values: list[str], option: str) -> None:
-    from kvcalc.engine.units import shown
-
-    seen = set()
-    for value in values:
-        if value in seen:
-            fail(f"{option}: {shown(value, 100)} is given twice; each gives one line, give it once")
-        seen.add(value)
 
 
 def plot_target(text: str, swept: bool) -> Path:

@@ -1,0 +1,112 @@
+"""The results of the Python API (:mod:`kvcalc.api`): one frozen dataclass per command.
+
+Each holds the figures a notebook reads as typed attributes (``result.kv_bytes_per_token``,
+``result.max_batch``) and the engine's own objects behind them; ``report()`` is the render
+:class:`~kvcalc.render.report.Report` the command line prints, and ``to_dict()`` exactly the
+command's ``--format json`` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvcalc.engine.capacity import Capacity
+    from kvcalc.engine.kv import KVSize
+    from kvcalc.engine.offload import TierFit
+    from kvcalc.engine.sweep import Sweep
+    from kvcalc.render.capacity_check import CheckedDeployment
+    from kvcalc.render.compare import ModelComparison
+    from kvcalc.render.report import Report
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    """What every result has: its report, its JSON document and its exit code."""
+
+    _report: Report = field(repr=False, compare=False)
+
+    def report(self) -> Report:
+        """The report every output format renders (a copy: a caller may add warnings)."""
+        return replace(self._report)
+
+    def to_dict(self) -> Any:
+        """The command's ``--format json`` document, as ``json.loads`` reads it back (a list
+        for `plan`'s ranking, else an object)."""
+        import json
+
+        from kvcalc.render.json import dumps
+
+        return json.loads(dumps(self._report.document()))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Answers that hold but rest on an unusual input (the command line's ``warning:``)."""
+        return tuple(self._report.warnings)
+
+    @property
+    def exit_code(self) -> int:
+        """The command line's exit code: 0, or 1 when the answer is "does not fit" or a
+        requirement fails."""
+        return self._report.exit_code
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeResult(Result):
+    """`kvcalc size`: the cache of one model, at each context."""
+
+    model: str
+    """The model's registry id."""
+    kv_dtype: str
+    batch: int
+    kv_bytes_per_token: int
+    """Bytes one token adds to a sequence (all layers, all GPUs; states excluded)."""
+    contexts: tuple[int, ...]
+    kv_bytes_per_sequence: tuple[int, ...]
+    """One sequence's cache at each of ``contexts`` (windows capped, states included)."""
+    kv_bytes_total: tuple[int, ...]
+    """``batch`` sequences' cache at each of ``contexts``."""
+    sizes: tuple[KVSize, ...]
+    """The engine's answer at each context, layer group by layer group."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult(Result):
+    """`kvcalc sweep`: one line per model and GPU set along the contexts (and batches)."""
+
+    lines: tuple[Sweep, ...]
+    """Model-major, then GPU set, as given."""
+    contexts: tuple[int, ...]
+    batches: tuple[int, ...] | None
+    """The batches timed; None: the most that fit at each context."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffloadResult(Result):
+    """`kvcalc offload`: what each memory tier beyond HBM holds of the cache at one context."""
+
+    model: str
+    context: int
+    capacity: Capacity
+    """The deployment's HBM capacity at ``context``."""
+    tiers: tuple[TierFit, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareResult(Result):
+    """`kvcalc compare`: the techniques' rows of each model at one context."""
+
+    context: int
+    models: tuple[ModelComparison, ...]
+    """Each model's rows (``rows``), its baseline and the rows skipped with why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult(Result):
+    """`kvcalc check`: every deployment of a spec file against its requirements."""
+
+    spec: str
+    deployments: tuple[CheckedDeployment, ...]
+    passed: bool
+    """Whether every requirement of every deployment holds."""
