@@ -32,11 +32,22 @@ def _fields_of(message: str) -> tuple[str, ...]:
     return tuple(keyword(o) for o in lead.group(1).split(" and ")) if lead else ()
 
 
+#: A clause that says what to do: after a separator, it starts with one of these verbs.
+_FIX = re.compile(
+    r"(?:^|[:;,(] )((?:use|give|choose|drop|remove|raise|shorten|name|set|install|run|leave|"
+    r"list|free|open|check|fix|size|pass|lower|add) .*?)\)?$"
+)
+
+
 def _fix_of(message: str) -> str | None:
-    """The clause after the message's last ``; `` (the fix), or its ``e.g.`` example."""
+    """The clause after the message's last ``; `` (the fix), else its last clause that says
+    what to do (``...: use a whole number of tokens``), else its ``e.g.`` example."""
     _, semicolon, fix = message.rpartition("; ")
-    if semicolon:
-        return fix.strip() or None
+    if semicolon and fix.strip():
+        return fix.strip()
+    clauses = list(_FIX.finditer(message))
+    if clauses:
+        return clauses[-1].group(1).strip()
     _, eg, example = message.rpartition(", e.g. ")
     return f"e.g. {example.strip()}" if eg else None
 

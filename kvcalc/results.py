@@ -40,6 +40,13 @@ class Result:
 
         return json.loads(dumps(self._report.document()))
 
+    def render(self, fmt: str = "table", width: int = 100) -> str:
+        """The report as the command line prints it in ``fmt`` (table, json, yaml, csv,
+        markdown; `check` also junit and github), ``width`` columns wide, without colour."""
+        from kvcalc.render.formats import render
+
+        return render(self._report, fmt, width)
+
     @property
     def warnings(self) -> tuple[str, ...]:
         """Answers that hold but rest on an unusual input (the command line's ``warning:``)."""
