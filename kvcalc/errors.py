@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import NoReturn
 
 #: A message's leading inputs: ``--kv-memory: ``, ``--sinks and --recent: ``, ``MODEL: ``.
-_LEAD = re.compile(r"^((?:--[a-z][a-z0-9-]*|MODEL)(?: and (?:--[a-z][a-z0-9-]*|MODEL))*)[: ]")
+#: (Patterns, compiled by ``re`` when first used: every command imports this module.)
+_LEAD = r"^((?:--[a-z][a-z0-9-]*|MODEL)(?: and (?:--[a-z][a-z0-9-]*|MODEL))*)[: ]"
 #: Options whose keyword is not the option without dashes.
 _KEYWORDS = {"--as": "attention", "MODEL": "model"}
 
@@ -28,13 +29,13 @@ def keyword(option: str) -> str:
 
 
 def _fields_of(message: str) -> tuple[str, ...]:
-    lead = _LEAD.match(message)
+    lead = re.match(_LEAD, message)
     return tuple(keyword(o) for o in lead.group(1).split(" and ")) if lead else ()
 
 
 #: A clause that says what to do: after a separator, it starts with one of these verbs.
-_FIX = re.compile(
-    r"(?:^|[:;,(] )((?:use|give|choose|drop|remove|raise|shorten|name|set|install|run|leave|"
+_FIX = (
+    r"(?:^|[:;,] |\()((?:use|give|choose|drop|remove|raise|shorten|name|set|install|run|leave|"
     r"list|free|open|check|fix|size|pass|lower|add) .*?)\)?$"
 )
 
@@ -45,7 +46,7 @@ def _fix_of(message: str) -> str | None:
     _, semicolon, fix = message.rpartition("; ")
     if semicolon and fix.strip():
         return fix.strip()
-    clauses = list(_FIX.finditer(message))
+    clauses = list(re.finditer(_FIX, message))
     if clauses:
         return clauses[-1].group(1).strip()
     _, eg, example = message.rpartition(", e.g. ")
