@@ -21,6 +21,9 @@ __version__ = "0.1.0"
 #: Exported name -> the module defining it.
 _EXPORTS = {
     "size": "kvcalc.api",
+    "batch": "kvcalc.api",
+    "decode": "kvcalc.api",
+    "plan": "kvcalc.api",
     "sweep": "kvcalc.api",
     "offload": "kvcalc.api",
     "compare": "kvcalc.api",
@@ -33,7 +36,10 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from kvcalc.api import batch as batch
     from kvcalc.api import check as check
+    from kvcalc.api import decode as decode
+    from kvcalc.api import plan as plan
     from kvcalc.api import compare as compare
     from kvcalc.api import offload as offload
     from kvcalc.api import size as size

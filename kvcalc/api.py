@@ -18,20 +18,23 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from kvcalc.errors import InputError, fail
+from kvcalc.errors import InputError, LayoutError, fail
 from kvcalc.values import MAX_BATCH, check_mbu, load_model, option_name, parse_ctx_list
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
     from kvcalc.engine.offload import Tier
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.options import EvictionOptions, KvFormatOptions
     from kvcalc.results import (
+        BatchResult,
         CheckResult,
         CompareResult,
+        DecodeResult,
         OffloadResult,
+        PlanResult,
         SizeResult,
         SweepResult,
     )
@@ -87,16 +90,39 @@ class CompareInputs(DeploymentInputs, EvictionInputs, total=False):
     """The inputs of :func:`compare`."""
 
 
+class EngineInputs(TypedDict, total=False):
+    """The serving engines' own options (``--mem-fraction-static`` ...), each read by its
+    engine only (:mod:`kvcalc.engine.serving`)."""
+
+    sglang_version: str
+    mem_fraction_static: float
+    page_size: int | str
+    context_length: int | str
+    chunked_prefill_size: int | str
+    cuda_graph_max_bs: int
+    max_total_tokens: int | str
+    free_before_load: str | float
+    free_after_load: str | float
+    swa_full_tokens_ratio: float
+
+
+class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False):
+    """The inputs of :func:`batch` and :func:`decode`."""
+
+
 # ------------------------------------------------------------------ reading the keywords
 
 #: Inputs that are sizes: a number is bytes.
 _SIZES = frozenset({"overhead", "gpu_memory", "weights", "kv_memory"})
 #: Inputs the option groups hold as text (the command line's spelling: ``32k``).
 _TEXTS = frozenset({"prompt", "gen"})
+#: Inputs the option groups hold as text (the command line's spelling: ``63.41``, ``32k``).
+_ENGINE_TEXTS = frozenset({"context_length", "free_before_load", "free_after_load"})
 #: Inputs that count tokens, held as numbers: text (``4k``) is read as the command line reads it.
 _TOKEN_COUNTS = frozenset({
     "kv_residual", "window", "sinks", "recent", "h2o_budget", "snapkv_budget",
     "observation_window", "block_size", "prefix_shared", "max_num_batched_tokens",
+    "page_size", "chunked_prefill_size", "max_total_tokens",
 })
 
 
@@ -145,7 +171,7 @@ def _value(name: str, value: Any) -> Any:
     """An input as the option groups hold it: sizes and lengths as text, counts as numbers."""
     if name in _SIZES:
         return f"{value}B" if isinstance(value, int) and not isinstance(value, bool) else value
-    if name in _TEXTS:
+    if name in _TEXTS or name in _ENGINE_TEXTS:
         return str(value)
     return _token_count(name, value) if name in _TOKEN_COUNTS else value
 
@@ -177,11 +203,22 @@ def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOp
     return DeploymentOptions.from_values({**_given(inputs, names), "gpus": gpus})
 
 
+def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
+    from kvcalc.cli.deploy import EngineFlags
+
+    return EngineFlags(**{**dict.fromkeys(EngineFlags._fields), **_given(
+        inputs, EngineFlags._fields
+    )})
+
+
 def given_inputs(*groups: Any) -> dict[str, Any]:
     """The inputs an option group holds that were given, by keyword: what the command line
     passes to this API (a group's defaults are the API's, so leaving them out is the same)."""
     given: dict[str, Any] = {}
     for group in groups:
+        if isinstance(group, tuple):  # the engines' flags (a NamedTuple)
+            given.update({k: v for k, v in group._asdict().items() if v is not None})  # type: ignore[attr-defined]
+            continue
         for f in fields(group):
             value = getattr(group, f.name)
             chosen = group.given(f.name) if hasattr(group, "refuse") else value is not None
@@ -262,6 +299,353 @@ def size(
         kv_bytes_total=tuple(s.bytes_total for s in sizes),
         sizes=sizes,
     )
+
+
+# ------------------------------------------------------------------ batch
+
+BATCH_CONTEXTS = "8k,32k,128k"
+
+
+def _engine_names(inputs: Mapping[str, Any]) -> list[str]:
+    from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.options import EvictionOptions
+
+    return [*_group_names(DeploymentOptions, EvictionOptions), *EngineFlags._fields]
+
+
+def batch(
+    model: str | ModelSpec | None = None,
+    *,
+    gpus: str,
+    ctx: str | int | Sequence[str | int] | None = None,
+    attention: str | None = None,
+    max_model_len: str | int | Sequence[str | int] | None = None,
+    engine: str | None = None,
+    **inputs: Unpack[ServingInputs],
+) -> BatchResult:
+    """Sequences that fit at each context (default 8k, 32k and 128k; SGLang 8k; vLLM the
+    model's maximum; SnapKV ``prompt`` + ``gen``) as ``engine`` sizes the cache (default: the
+    budget formula): memory budget, KV capacity, max context at batch 1. Without a model, every
+    model of the registry (the budget formula)."""
+    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engines
+    from kvcalc.engine.serving.base import BatchRequest
+    from kvcalc.render.serving import engine_report
+    from kvcalc.results import BatchResult
+
+    _refuse_unknown("batch", inputs, _engine_names(inputs))
+    deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
+        inputs
+    )
+    chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    evict.check_applies(chosen)
+    ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len)
+    if not chosen.takes_lengths and lengths_text is not None:
+        takers = " or ".join(e.name for e in engines() if e.takes_lengths)
+        fail(f"--max-model-len: applies to --engine {takers} only; the budget formula uses --ctx")
+    if deploy.given("kv_memory"):
+        deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
+    gpu_set = deploy.resolve_gpus()
+    if model is None:
+        if not chosen.sizes_registry:
+            fail(f"--engine {chosen.name} needs a MODEL")
+        deploy.refuse("weights", because="it is one model's weights; name the MODEL")
+        if evict.given():
+            fail(f"{evict.flags()}: an eviction policy is sized for one model; name the MODEL")
+        return _whole_registry(
+            gpu_set, parse_ctx_list(ctx_text or BATCH_CONTEXTS), deploy, attention, chosen.name
+        )
+    spec = load_model(model, None, None, None, attention)
+    notes: list[str] = []
+    policy = None
+    contexts = parse_ctx_list(ctx_text) if ctx_text else None
+    if chosen.evicts:
+        defaults = chosen.default_contexts or ()
+        contexts = evict.contexts(ctx_text, lambda: list(defaults))
+        policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    lengths = parse_ctx_list(lengths_text, "--max-model-len") if lengths_text else None
+    pool = engine_pool_of(dep, chosen, flags)
+    answer = pool.batch(BatchRequest(contexts=contexts, lengths=lengths))
+    report = engine_report(dep, answer)
+    report.warnings = [*report.warnings, *notes]
+    answered = _answered(answer)
+    per_replica, _ = pool.max_batches(answered)
+    per_replica = [*per_replica, *[0] * (len(answered) - len(per_replica))]
+    return BatchResult(
+        _report=report,
+        model=spec.id,
+        engine=chosen.name,
+        contexts=tuple(answered),
+        max_batch=tuple(n * dep.replicas for n in per_replica),
+        registry={},
+    )
+
+
+def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:
+    from kvcalc.cli.deploy import engine_pool
+
+    return engine_pool(dep, engine, flags)
+
+
+def _answered(answer: Any) -> list[int]:
+    """The contexts (or request lengths) an engine's answer is for."""
+    from kvcalc.render.serving import setup_of
+
+    capacity = getattr(answer, "capacity", None)
+    if capacity is not None:
+        return [c.context_tokens for c in capacity.contexts]
+    dep = getattr(answer, "dep", None)
+    part = answer.part(setup_of(dep)) if dep is not None else None
+    return list(part.lengths) if part is not None else []
+
+
+def _whole_registry(
+    gpu_set: Any, contexts: list[int], deploy: DeploymentOptions, attention: str | None,
+    engine: str,
+) -> BatchResult:
+    """Every model of the registry on ``gpu_set``: a model that cannot take the what-if, the
+    KV format or the layout is its row, not an error."""
+    from kvcalc.engine.capacity import capacity
+    from kvcalc.registry.load import all_model_specs
+    from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
+    from kvcalc.render.layout import layout_note
+    from kvcalc.results import BatchResult
+    from kvcalc.values import parse_attention_variant
+
+    variant = parse_attention_variant(attention) if attention else None
+    # The what-if module loads only when one is asked for.
+    refused: tuple[type[Exception], ...] = (LayoutError,)
+    if variant is not None:
+        from kvcalc.engine.variant import VariantError, as_attention
+
+        refused = (VariantError, LayoutError)
+    rows = []
+    found: dict[str, Any] = {}
+    specs = all_model_specs()
+    kv_name = None
+    for spec in specs:
+        try:
+            if variant is not None:
+                spec = as_attention(spec, variant)
+            kv = deploy.kv_format(spec)
+            kv_name = kv.name if deploy.format_given() else None
+            # Without --tp the split is the default every command takes (choose_tp).
+            dep = deploy.build(spec, gpu_set)
+        except refused as exc:
+            rows.append(registry_row(None, spec.id, str(exc)))
+            found[spec.id] = str(exc)
+            continue
+        cap = capacity(dep, contexts)
+        found[spec.id] = cap
+        rows.append(registry_row(cap, spec.id, None, layout_note(dep)))
+    setting = RegistrySetting(
+        weight_dtype=deploy.weight_dtype,
+        kv_dtype=kv_name,
+        attention=None if variant is None else variant.label,
+    )
+    return BatchResult(
+        _report=registry_report(rows, gpu_set, contexts, specs, setting),
+        model=None,
+        engine=engine,
+        contexts=tuple(contexts),
+        max_batch=(),
+        registry=found,
+    )
+
+
+# ------------------------------------------------------------------ decode
+
+DECODE_CONTEXT = "8k"
+
+
+def decode(
+    model: str | ModelSpec,
+    *,
+    gpus: str,
+    ctx: str | int | Sequence[str | int] | None = None,
+    attention: str | None = None,
+    batch: int | None = None,
+    mbu: float = 1.0,
+    mfu: float | None = None,
+    engine: str | None = None,
+    **inputs: Unpack[ServingInputs],
+) -> DecodeResult:
+    """Decode-step time at each context (default 8k): weight-read, KV-read and compute time,
+    TPOT and tokens/s at ``batch`` sequences (default: the most that fit, as ``engine`` sizes
+    the cache), and beside the roofline (at ``mbu``) a realistic TPOT and TTFT estimate (at
+    ``mfu``: default the GPU's measured matmul ceiling)."""
+    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.engine.serving import DEFAULT_ENGINE
+    from kvcalc.render.decode import decode_report
+    from kvcalc.results import DecodeResult
+    from kvcalc.values import check_mfu
+
+    _refuse_unknown("decode", inputs, _engine_names(inputs))
+    _bounded("batch", batch, 1, MAX_BATCH)
+    check_mbu(mbu)
+    check_mfu(mfu)
+    deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
+        inputs
+    )
+    chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    evict.check_applies(chosen)
+    gpu_set = deploy.resolve_gpus()
+    spec = load_model(model, None, None, None, attention)
+    contexts = evict.contexts(_tokens_text(ctx), lambda: parse_ctx_list(DECODE_CONTEXT))
+    policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    max_batches, why = engine_pool_of(dep, chosen, flags).max_batches(contexts)
+    steps = []
+    warnings = list(notes)
+    reason = None
+    for context, fits in zip(contexts, max_batches, strict=True):
+        if fits < 1:
+            reason = why or f"no sequence of {context:,} tokens fits"
+            break
+        n = batch if batch is not None else fits
+        if n > fits:
+            # A what-if beyond memory is still timed, but never silently.
+            warnings.append(
+                f"--batch {n:,} exceeds the {fits:,} sequences of "
+                f"{context:,} tokens that fit in the KV budget"
+            )
+        steps.append(timed_step(dep, n, context, mbu, mfu))
+    return DecodeResult(
+        _report=decode_report(dep, steps, mbu, reason, warnings, chosen),
+        model=spec.id,
+        engine=chosen.name,
+        contexts=tuple(s.roofline.context_tokens for s in steps),
+        batch=tuple(s.roofline.batch for s in steps),
+        tpot_seconds=tuple(None if s.tpot is None else s.tpot.tpot_seconds for s in steps),
+        roofline_tpot_seconds=tuple(s.roofline.tpot_seconds for s in steps),
+        ttft_seconds=tuple(None if s.prefill is None else s.prefill.ttft_seconds for s in steps),
+        steps=tuple(steps),
+        reason=reason,
+    )
+
+
+def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+    """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
+    TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
+    from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.latency import (
+        can_time_communication,
+        prefill_estimate,
+        prompt_tokens_at,
+        tpot_estimate,
+    )
+    from kvcalc.render.decode import TimedStep
+
+    roofline = decode_step_for(dep, batch=batch, context_tokens=context, mbu=mbu)
+    if not can_time_communication(dep):
+        return TimedStep(roofline, None, None)
+    return TimedStep(
+        roofline,
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
+        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
+    )
+
+
+# ------------------------------------------------------------------ plan
+
+
+def plan(
+    model: str | ModelSpec,
+    *,
+    users: int,
+    ctx: str | int | None = None,
+    max_tpot: str | None = None,
+    max_ttft: str | None = None,
+    attention: str | None = None,
+    gpus: str | Sequence[str] | None = None,
+    max_gpus: int | None = None,
+    weight_dtype: str | Sequence[str] | None = None,
+    kv_dtype: str | Sequence[str] | None = None,
+    engine: str | None = None,
+    price: str | Mapping[str, float] | None = None,
+    roofline: bool = False,
+    mfu: float | None = None,
+    top: int | None = None,
+) -> PlanResult:
+    """The fewest GPUs that hold ``users`` sequences of ``ctx`` tokens (default 8k) and meet
+    ``max_tpot`` / ``max_ttft`` (``"50ms"``, ``"2s"``): every accelerator (or those of
+    ``gpus``), count up to ``max_gpus`` (default 8), tp/pp split, replica count and dtype
+    (``weight_dtype``, ``kv_dtype``: several to try); ranked by GPU count, then ``price``
+    (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
+    InputError naming the closest."""
+    from kvcalc.engine.plan import PlanRequest, max_batch_rule
+    from kvcalc.engine.plan import plan as search
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
+    from kvcalc.planning import (
+        DEFAULT_CONTEXT,
+        DEFAULT_MAX_GPUS,
+        DEFAULT_TOP,
+        MAX_MAX_GPUS,
+        candidate_accelerators,
+        dtype_list,
+        duration,
+        kv_format_list,
+        nothing_meets,
+        parse_prices,
+        plan_engines,
+    )
+    from kvcalc.render.plan import plan_report
+    from kvcalc.results import PlanResult
+    from kvcalc.values import check_mfu
+
+    max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
+    top = DEFAULT_TOP if top is None else top
+    check_mfu(mfu)
+    if roofline and mfu is not None:
+        fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
+    names = [e.name for e in plan_engines()]
+    wanted = (engine or DEFAULT_ENGINE).lower()
+    if wanted not in names:
+        fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
+    chosen = engine_named(wanted)
+    if not 1 <= users <= 1_000_000:
+        fail(f"--users: {users} is not between 1 and 1,000,000")
+    if not 1 <= max_gpus <= MAX_MAX_GPUS:
+        fail(f"--max-gpus: {max_gpus} is not between 1 and {MAX_MAX_GPUS}, e.g. 8")
+    if top < 1:
+        fail(f"--top: {top} must be at least 1")
+    spec = load_model(model, None, None, None, attention)
+    contexts = parse_ctx_list(_tokens_text(ctx) or DEFAULT_CONTEXT)
+    if len(contexts) != 1:
+        fail("--ctx: plan serves one context length; give one, e.g. 16k")
+    if isinstance(price, Mapping):
+        price = ",".join(f"{gpu}={amount}" for gpu, amount in price.items())
+    prices = parse_prices(price) if price else None
+    request = PlanRequest(
+        model=spec,
+        users=users,
+        context_tokens=contexts[0],
+        accelerators=candidate_accelerators(_listed(gpus), prices),
+        max_gpus=max_gpus,
+        weight_dtypes=dtype_list(_listed(weight_dtype), "--weight-dtype", spec),
+        kv_dtypes=kv_format_list(_listed(kv_dtype), spec, chosen),
+        max_tpot_seconds=duration(max_tpot, "--max-tpot"),
+        max_ttft_seconds=duration(max_ttft, "--max-ttft"),
+        roofline=roofline,
+        mfu=mfu,
+        prices=prices,
+    )
+    result = search(request, max_batch_rule(chosen))
+    if not result.layouts:
+        fail(nothing_meets(result))
+    return PlanResult(
+        _report=plan_report(result, top, chosen),
+        model=spec.id,
+        engine=chosen.name,
+        layouts=result.layouts[:top],
+        plan=result,
+    )
+
+
+def _listed(value: str | Sequence[str] | None) -> str | None:
+    """A list input as the command line spells it: ``"H100,H200"``."""
+    return value if value is None or isinstance(value, str) else ",".join(value)
 
 
 # ------------------------------------------------------------------ sweep

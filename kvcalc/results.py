@@ -12,12 +12,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.kv import KVSize
     from kvcalc.engine.offload import TierFit
+    from kvcalc.engine.plan import Plan, PlannedLayout
     from kvcalc.engine.sweep import Sweep
     from kvcalc.render.capacity_check import CheckedDeployment
     from kvcalc.render.compare import ModelComparison
+    from kvcalc.render.decode import TimedStep
     from kvcalc.render.report import Report
 
 
@@ -76,6 +80,52 @@ class SizeResult(Result):
     """``batch`` sequences' cache at each of ``contexts``."""
     sizes: tuple[KVSize, ...]
     """The engine's answer at each context, layer group by layer group."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchResult(Result):
+    """`kvcalc batch`: the sequences that fit on the GPUs, as the engine sizes the cache."""
+
+    model: str | None
+    """None: every model of the registry (``registry``)."""
+    engine: str
+    contexts: tuple[int, ...]
+    """The contexts answered (for vLLM, the request lengths it starts with)."""
+    max_batch: tuple[int, ...]
+    """Sequences of each context that fit on all replicas (empty for the whole registry)."""
+    registry: Mapping[str, Capacity | str]
+    """Without a model: each model's capacity, or why none could be built for it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeResult(Result):
+    """`kvcalc decode`: one decode step at each context."""
+
+    model: str
+    engine: str
+    contexts: tuple[int, ...]
+    """The contexts timed (up to the first at which nothing fits: ``reason``)."""
+    batch: tuple[int, ...]
+    """The batch timed at each context (one replica)."""
+    tpot_seconds: tuple[float | None, ...]
+    """The realistic estimate (None where a multi-GPU replica's links cannot be timed)."""
+    roofline_tpot_seconds: tuple[float, ...]
+    ttft_seconds: tuple[float | None, ...]
+    """The realistic prefill of one prompt of the context."""
+    steps: tuple[TimedStep, ...]
+    reason: str | None
+    """Why no sequence fits at the first context left untimed, else None."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanResult(Result):
+    """`kvcalc plan`: the layouts that serve the users within the targets, best first."""
+
+    model: str
+    engine: str
+    layouts: tuple[PlannedLayout, ...]
+    """The ``top`` best (``plan.layouts`` has every one found)."""
+    plan: Plan
 
 
 @dataclass(frozen=True, kw_only=True)
