@@ -38,10 +38,10 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from kvcalc.api import batch as batch
     from kvcalc.api import check as check
-    from kvcalc.api import decode as decode
-    from kvcalc.api import plan as plan
     from kvcalc.api import compare as compare
+    from kvcalc.api import decode as decode
     from kvcalc.api import offload as offload
+    from kvcalc.api import plan as plan
     from kvcalc.api import size as size
     from kvcalc.api import sweep as sweep
     from kvcalc.errors import (
