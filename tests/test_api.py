@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_check import run_json
+from report_check import SEED, run_json
 from typer.testing import CliRunner
 
 import kvcalc
@@ -27,6 +27,10 @@ from kvcalc.errors import InputError, KvcalcError, LayoutError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 1 << 30
+#: report_check.SEED as keywords: 140 GB of weights on eight 80 GB H100s, 10% held back.
+SEED_INPUTS: dict[str, Any] = {
+    "gpus": "8xH100", "gpu_memory": "80GB", "weights": 140 * 10**9, "reserve": 0.10
+}
 
 
 # ------------------------------------------------------------------ the API is the CLI's JSON
@@ -49,6 +53,46 @@ SAME = [
     (
         ["size", "llama3-8b", "--as", "mla:512+64", "--ctx", "32k"],
         lambda: kvcalc.size("llama3-8b", attention="mla:512+64", ctx="32k"),
+    ),
+    (["batch", "llama3-70b", *SEED], lambda: kvcalc.batch("llama3-70b", **SEED_INPUTS)),
+    (
+        ["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k", "--kv-dtype", "fp8",
+         "--window", "4096"],
+        lambda: kvcalc.batch("llama3-70b", gpus="8xH100", ctx="8k,32k", kv_dtype="fp8",
+                             window=4096),
+    ),
+    (
+        ["batch", "llama3.1-8b", "--gpus", "1xH100", "--engine", "vllm",
+         "--max-model-len", "32k,128k"],
+        lambda: kvcalc.batch("llama3.1-8b", gpus="1xH100", engine="vllm",
+                             max_model_len=["32k", "128k"]),
+    ),
+    (
+        ["batch", "llama3.1-8b", "--gpus", "1xH100", "--engine", "sglang", "--ctx", "8k",
+         "--mem-fraction-static", "0.85", "--free-before-load", "78.43"],
+        lambda: kvcalc.batch("llama3.1-8b", gpus="1xH100", engine="sglang", ctx=8192,
+                             mem_fraction_static=0.85, free_before_load=78.43),
+    ),
+    (
+        ["batch", "--gpus", "8xH100", "--ctx", "32k"],
+        lambda: kvcalc.batch(gpus="8xH100", ctx="32k"),
+    ),
+    (
+        ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k"],
+        lambda: kvcalc.decode("llama3-70b", gpus="8xH100", ctx=["8k", "32k"]),
+    ),
+    (
+        ["decode", "llama3-70b", "--gpus", "8xH100", "--batch", "400", "--mbu", "0.8",
+         "--mfu", "0.5", "--engine", "vllm"],
+        lambda: kvcalc.decode("llama3-70b", gpus="8xH100", batch=400, mbu=0.8, mfu=0.5,
+                              engine="vllm"),
+    ),
+    (
+        ["plan", "llama3-70b", "--users", "32", "--ctx", "8k", "--max-tpot", "50ms",
+         "--gpus", "H100,H200", "--kv-dtype", "bf16,fp8", "--price", "H100=2.5,H200=3.1"],
+        lambda: kvcalc.plan("llama3-70b", users=32, ctx="8k", max_tpot="50ms",
+                            gpus=["H100", "H200"], kv_dtype=["bf16", "fp8"],
+                            price={"H100": 2.5, "H200": 3.1}),
     ),
     (
         ["sweep", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k..32k"],
@@ -124,6 +168,49 @@ def test_llama3_70b_golden_figures() -> None:
     assert result.kv_bytes_per_sequence == (40 * GiB,)
     assert result.kv_bytes_total == (40 * GiB,)
     assert result.kv_dtype == "bf16"
+
+
+def test_batch_golden_figures(runner: CliRunner) -> None:
+    # Seed 004: 8 x 80 GB - 10% - 140 GB of weights = 436 GB of KV, 327,680 B per token.
+    result = kvcalc.batch("llama3-70b", **SEED_INPUTS, ctx="128k")
+    assert result.contexts == (131_072,)
+    assert result.max_batch == (436 * 10**9 // (40 * GiB),) == (10,)
+    registry = kvcalc.batch(gpus="8xH100", ctx="32k")
+    assert registry.model is None and registry.max_batch == ()
+    cap = registry.registry["llama3-70b"]
+    assert not isinstance(cap, str)
+    assert cap.contexts[0].max_batch == kvcalc.batch("llama3-70b", gpus="8xH100", ctx="32k"
+                                                     ).max_batch[0]
+
+
+def test_batch_typed_figures_are_the_jsons() -> None:
+    vllm = kvcalc.batch("llama3.1-8b", gpus="1xH100", engine="vllm", max_model_len="32k")
+    assert vllm.engine == "vllm" and vllm.contexts == (32_768,)
+    # vLLM's log prints its concurrency as a fraction; whole requests are what run at once.
+    assert vllm.max_batch[0] == int(vllm.to_dict()["max_concurrency"]) > 0
+
+
+def test_decode_figures() -> None:
+    result = kvcalc.decode("llama3-70b", gpus="8xH100", ctx=["8k", "32k"], batch=8)
+    assert result.contexts == (8192, 32_768) and result.batch == (8, 8)
+    document = result.to_dict()
+    assert [c["tpot_seconds"] for c in document["steps"]] == list(
+        result.roofline_tpot_seconds
+    )
+    # The realistic estimate is slower than the roofline bound, never faster.
+    assert all(
+        t is not None and t > r
+        for t, r in zip(result.tpot_seconds, result.roofline_tpot_seconds, strict=True)
+    )
+    assert all(t is not None and t > 0 for t in result.ttft_seconds)
+
+
+def test_plan_layouts() -> None:
+    result = kvcalc.plan("llama3-70b", users=32, ctx="8k", max_tpot="50ms", gpus="H100,H200")
+    best = result.layouts[0]
+    assert best.max_batch >= 32
+    assert best.tpot_seconds is not None and best.tpot_seconds <= 0.050
+    assert result.to_dict()[0]["gpus"] == best.label
 
 
 def test_a_spec_object_is_a_model() -> None:
@@ -221,6 +308,31 @@ REFUSED = [
         "only",
     ),
     (
+        ["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "vllm", "--window", "4k"],
+        lambda: kvcalc.batch("llama3-70b", gpus="8xH100", engine="vllm", window="4k"),
+        "window",
+    ),
+    (
+        ["batch", "llama3-70b", "--gpus", "8xH100", "--page-size", "16"],
+        lambda: kvcalc.batch("llama3-70b", gpus="8xH100", page_size=16),
+        "page_size",
+    ),
+    (
+        ["decode", "llama3-70b", "--gpus", "8xH100", "--mbu", "1.5"],
+        lambda: kvcalc.decode("llama3-70b", gpus="8xH100", mbu=1.5),
+        "mbu",
+    ),
+    (
+        ["plan", "llama3-70b", "--users", "100000", "--gpus", "H100", "--max-gpus", "2"],
+        lambda: kvcalc.plan("llama3-70b", users=100_000, gpus="H100", max_gpus=2),
+        None,
+    ),
+    (
+        ["plan", "llama3-70b", "--users", "8", "--engine", "sglang"],
+        lambda: kvcalc.plan("llama3-70b", users=8, engine="sglang"),
+        "engine",
+    ),
+    (
         ["compare", "llama3-70b", "--tp", "4"],
         lambda: kvcalc.compare("llama3-70b", tp=4),
         "tp",
@@ -301,7 +413,9 @@ def test_import_kvcalc_imports_no_command() -> None:
 
 
 def test_every_function_is_exported() -> None:
-    for name in ("size", "sweep", "offload", "compare", "check", "KvcalcError"):
+    for name in (
+        "size", "batch", "decode", "plan", "sweep", "offload", "compare", "check", "KvcalcError"
+    ):
         assert name in kvcalc.__all__ and callable(getattr(kvcalc, name))
     with pytest.raises(AttributeError):
         kvcalc.no_such_name  # noqa: B018
