@@ -116,13 +116,10 @@ class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False)
 _SIZES = frozenset({"overhead", "gpu_memory", "weights", "kv_memory"})
 #: Inputs the option groups hold as text (the command line's spelling: ``32k``).
 _TEXTS = frozenset({"prompt", "gen"})
-#: Inputs the option groups hold as text (the command line's spelling: ``63.41``, ``32k``).
-_ENGINE_TEXTS = frozenset({"context_length", "free_before_load", "free_after_load"})
 #: Inputs that count tokens, held as numbers: text (``4k``) is read as the command line reads it.
 _TOKEN_COUNTS = frozenset({
     "kv_residual", "window", "sinks", "recent", "h2o_budget", "snapkv_budget",
     "observation_window", "block_size", "prefix_shared", "max_num_batched_tokens",
-    "page_size", "chunked_prefill_size", "max_total_tokens",
 })
 
 
@@ -171,7 +168,7 @@ def _value(name: str, value: Any) -> Any:
     """An input as the option groups hold it: sizes and lengths as text, counts as numbers."""
     if name in _SIZES:
         return f"{value}B" if isinstance(value, int) and not isinstance(value, bool) else value
-    if name in _TEXTS or name in _ENGINE_TEXTS:
+    if name in _TEXTS:
         return str(value)
     return _token_count(name, value) if name in _TOKEN_COUNTS else value
 
@@ -204,11 +201,17 @@ def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOp
 
 
 def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
+    """The engines' own inputs given, as given: each engine reads its own (its declaration in
+    :mod:`kvcalc.engine.inputs` says how)."""
     from kvcalc.cli.deploy import EngineFlags
 
-    return EngineFlags(**{**dict.fromkeys(EngineFlags._fields), **_given(
-        inputs, EngineFlags._fields
-    )})
+    return EngineFlags(**{n: inputs[n] for n in _engine_input_names() if n in inputs})
+
+
+def _engine_input_names() -> list[str]:
+    from kvcalc.engine.inputs import engine_inputs
+
+    return [i.name for i in engine_inputs()]
 
 
 def given_inputs(*groups: Any) -> dict[str, Any]:
@@ -216,8 +219,8 @@ def given_inputs(*groups: Any) -> dict[str, Any]:
     passes to this API (a group's defaults are the API's, so leaving them out is the same)."""
     given: dict[str, Any] = {}
     for group in groups:
-        if isinstance(group, tuple):  # the engines' flags (a NamedTuple)
-            given.update({k: v for k, v in group._asdict().items() if v is not None})  # type: ignore[attr-defined]
+        if hasattr(group, "named"):  # the engines' own options, by name
+            given.update(group.named())
             continue
         for f in fields(group):
             value = getattr(group, f.name)
@@ -307,10 +310,10 @@ BATCH_CONTEXTS = "8k,32k,128k"
 
 
 def _engine_names(inputs: Mapping[str, Any]) -> list[str]:
-    from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.cli.deploy import DeploymentOptions
     from kvcalc.options import EvictionOptions
 
-    return [*_group_names(DeploymentOptions, EvictionOptions), *EngineFlags._fields]
+    return [*_group_names(DeploymentOptions, EvictionOptions), *_engine_input_names()]
 
 
 def batch(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.cli.deploy import (
+    ENGINE_INPUT_NAMES,
     DeploymentOptions,
     EngineChoice,
     EngineFlags,
@@ -24,9 +25,10 @@ from kvcalc.cli.deploy import (
     option_bounds,
 )
 from kvcalc.cli.eviction import eviction_option_bounds
+from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, KV_FORMAT_INPUTS, all_inputs
 from kvcalc.errors import InputError
 from kvcalc.options import EvictionOptions
-from kvcalc.values import load_model, option_name, parse_size
+from kvcalc.values import load_model, option_name
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -89,19 +91,13 @@ def _line_of(problem: str) -> int:
 #: The spec keys that are sizes (``80GB``): a bare number is passed on as text, so the size
 #: parser reads it as the command line would.
 _TEXT_KEYS = (
-    "overhead",
-    "gpu_memory",
-    "weights",
-    "kv_memory",
-    "free_before_load",
-    "free_after_load",
-    "context_length",
+    *(i.name for i in all_inputs().values() if i.unit in ("bytes", "context")),
     "prompt",
     "gen",
 )
 
 
-_SGLANG_KEYS = EngineFlags._fields
+_ENGINE_KEYS = ENGINE_INPUT_NAMES
 _EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 
@@ -233,7 +229,7 @@ def entry_options(entry: SpecDeployment) -> Options:
     return Options(
         values,
         DeploymentOptions.from_values(values),
-        EngineFlags(**{name: values.get(name) for name in _SGLANG_KEYS}),
+        EngineFlags(**{name: values.get(name) for name in _ENGINE_KEYS}),
         EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS}),
     )
 
@@ -277,9 +273,8 @@ class Parts(NamedTuple):
 
 
 #: The sizes of the deployment options, each parsed on its own.
-_SIZE_KEYS = ("overhead", "gpu_memory", "weights", "kv_memory")
-_KV_KEYS = ("kv_dtype", "kv_group", "kv_scale_dtype", "kv_zero_point", "kv_quant", "kv_bits",
-            "kv_residual")
+_SIZE_KEYS = tuple(i.name for i in DEPLOYMENT_INPUTS if i.unit == "bytes")
+_KV_KEYS = tuple(i.name for i in KV_FORMAT_INPUTS)
 
 
 def resolve_parts(
@@ -338,7 +333,9 @@ def resolve_parts(
 
 
 def _size_parser(text: str, key: str) -> Callable[[], int]:
-    return lambda: parse_size(text, option_name(key))
+    from kvcalc.engine.inputs import read_value
+
+    return lambda: int(read_value(all_inputs()[key], text))
 
 
 def _evicting_context(entry: SpecDeployment, evict: EvictionOptions, ctx: int | None) -> int | None:

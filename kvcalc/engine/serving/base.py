@@ -23,6 +23,7 @@ from kvcalc.errors import InputError
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.inputs import Input
     from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.spec import ModelSpec
 
@@ -113,8 +114,11 @@ class ServingEngine(Protocol):
     unnamed in titles."""
     summary: str
     """Its part of ``--engine``'s help: ``vllm: vLLM 0.19's exact block count``."""
+    inputs: tuple[Input, ...]
+    """The declarations of the inputs only this engine reads (:mod:`kvcalc.engine.inputs`):
+    the command line's options and the spec file's keys follow from them."""
     options: tuple[str, ...]
-    """The inputs only this engine reads (:mod:`kvcalc.inputs` names): refused with any other."""
+    """Their names: refused with any other engine."""
     evicts: bool
     """Whether it sizes an evicting cache (the eviction options apply)."""
     sizes_registry: bool
@@ -213,6 +217,7 @@ class Engine:
     default context; each input in :attr:`refusals` refused, every model and KV format taken."""
 
     label = ""
+    inputs: tuple[Input, ...] = ()
     options: tuple[str, ...] = ()
     evicts = False
     sizes_registry = False
