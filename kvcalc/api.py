@@ -664,16 +664,18 @@ def sweep(
     batch: str | int | Sequence[str | int] | None = None,
     attention: str | None = None,
     mbu: float = 1.0,
+    plot: str | Path | None = None,
     **inputs: Unpack[DeploymentInputs],
 ) -> SweepResult:
     """KV bytes per sequence, max batch and decode TPOT at each context (``"4k..128k"``: both
     ends and the powers of two between; ``"4k..1m:8"``: 8 log-spaced points; or a list), one
     line per model and GPU set (``gpus`` may be several); ``batch`` the batches timed
-    (default: the most that fit at each context)."""
+    (default: the most that fit at each context). ``plot``: also draw the charts into this
+    .png or .svg file (needs matplotlib), checked before any work."""
     from kvcalc.cli.deploy import DeploymentOptions
     from kvcalc.engine.sweep import sweep as sweep_of
     from kvcalc.engine.units import parse_context
-    from kvcalc.render.sweep import sweep_report
+    from kvcalc.render.sweep import sweep_report, swept_axis
     from kvcalc.results import SweepResult
 
     _refuse_unknown("sweep", inputs, _group_names(DeploymentOptions))
@@ -681,6 +683,11 @@ def sweep(
     contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context)
     batch_text = _tokens_text(batch)
     batches = sweep_values(batch_text, "--batch", parse_batch) if batch_text is not None else None
+    target = None
+    if plot is not None:
+        from kvcalc.render.plot import plot_target
+
+        target = plot_target(str(plot), swept_axis(contexts, batches) is not None)
     names = _models(models)
     gpu_sets = [gpus] if isinstance(gpus, str) else list(gpus)
     refuse_repeats([str(n) for n in names], "MODEL")
@@ -694,8 +701,13 @@ def sweep(
         for spec in specs
         for d in deploys
     )
+    report = sweep_report(list(lines), contexts, batches)
+    if target is not None:
+        from kvcalc.render.plot import draw
+
+        draw(report.charts, target, mbu)
     return SweepResult(
-        _report=sweep_report(list(lines), contexts, batches),
+        _report=report,
         lines=lines,
         contexts=tuple(contexts),
         batches=None if batches is None else tuple(batches),

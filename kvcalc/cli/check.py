@@ -5,7 +5,6 @@ holds, 1 when any fails, 2 when the spec is invalid.
 
 from __future__ import annotations
 
-import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -22,7 +21,7 @@ from kvcalc.cli.app import (
 )
 
 if TYPE_CHECKING:
-    from kvcalc.render.report import Case
+    pass
 
 command_app = command_typer()
 
@@ -88,26 +87,8 @@ def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
         # first: stdout may be gone
         sys.stderr.write(f"Error: {visible(' '.join(problem.split()))}\n")
     if fmt in (CheckFormat.github, CheckFormat.junit):
+        from kvcalc.render.capacity_check import spec_problems_report
         from kvcalc.render.formats import render
-        from kvcalc.render.report import Report
 
-        cases = [_spec_problem_case(problem, spec) for problem in problems]
-        sys.stdout.write(render(Report(payload={}, cases=cases), fmt.value, 0))
+        sys.stdout.write(render(spec_problems_report(problems, str(spec)), fmt.value, 0))
     raise typer.Exit(EXIT_USAGE)
-
-
-def _spec_problem_case(problem: str, spec: Path) -> Case:
-    from kvcalc.render.report import Case
-
-    # Problems read "<spec>:<line>: <message>", or "<spec>: <message>" for the whole file.
-    rest = problem.removeprefix(f"{spec}:")
-    located = _LINE.match(rest)
-    line = int(located.group(1)) if located else None
-    message = rest[located.end():] if located else rest.strip()
-    name = f"line {line}" if line else "file"
-    return Case("invalid spec", name, False, message, str(spec), line, kind="invalid spec")
-
-
-_LINE = re.compile(r"^(\d+): ")
-
-

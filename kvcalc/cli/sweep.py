@@ -3,9 +3,6 @@ one line per model and GPU set, as tables, a terminal chart and optionally a plo
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -18,16 +15,14 @@ from kvcalc.cli.app import (
     MbuOption,
     ReportFormat,
     ReportFormatOption,
-    check_mbu,
     command_typer,
     complete_models,
     emit_report,
-    fail,
 )
 from kvcalc.cli.deploy import DeploymentOptions, deployment_sets_options
 
 if TYPE_CHECKING:
-    from kvcalc.render.chart import Chart
+    pass
 
 DEFAULT_CONTEXTS = "4k..128k"
 
@@ -82,16 +77,7 @@ def sweep(
     line per MODEL and --gpus set: a table per line and a chart of each quantity."""
     from kvcalc.api import given_inputs
     from kvcalc.api import sweep as sweep_of
-    from kvcalc.render.sweep import swept_axis
 
-    if plot is not None:  # the file is checked before any work
-        from kvcalc.api import parse_batch, sweep_values
-        from kvcalc.engine.units import parse_context
-
-        check_mbu(mbu)
-        contexts = sweep_values(ctx, "--ctx", parse_context)
-        batches = sweep_values(batch, "--batch", parse_batch) if batch is not None else None
-        target = plot_target(plot, swept_axis(contexts, batches) is not None)
     result = sweep_of(
         models,
         gpus=[d.gpus or "" for d in deploys],
@@ -99,43 +85,7 @@ def sweep(
         batch=batch,
         attention=attention,
         mbu=mbu,
+        plot=plot,
         **given_inputs(deploys[0]),
     )
-    report = result.report()
-    if plot is not None:
-        draw(report.charts, target, mbu)
-    emit_report(report, fmt)
-
-
-def plot_target(text: str, swept: bool) -> Path:
-    """The --plot file, checked before any work: its type, its folder, that there is a line to
-    draw, and matplotlib."""
-    from kvcalc.engine.units import shown
-    from kvcalc.render.plot import INSTALL_HINT, PLOT_SUFFIXES, matplotlib_available
-
-    path = Path(text)
-    named = shown(text, 200)
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        fail(f"--plot: {named!r} is not a .png or .svg file name; give e.g. sweep.png")
-    folder = path.parent
-    if path.is_dir():
-        fail(f"--plot: {named} is a folder; give a file name in it such as {named}/sweep.png")
-    if not folder.is_dir():
-        fail(f"--plot: cannot write {named}: the folder {shown(str(folder), 200)} does not exist")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        fail(f"--plot: cannot write {named}: permission denied")
-    if not swept:
-        fail("--plot: one point has nothing to draw; give a range such as --ctx 4k..1m")
-    if not matplotlib_available():
-        fail(f"--plot: needs matplotlib, an optional extra; install it with {INSTALL_HINT}")
-    return path
-
-
-def draw(charts: Sequence[Chart], target: Path, mbu: float) -> None:
-    from kvcalc.engine.units import shown
-    from kvcalc.render.plot import write_plot
-
-    try:
-        write_plot(charts, target, f"kvcalc sweep (mbu {mbu:g})")
-    except OSError as exc:
-        fail(f"--plot: cannot write {shown(str(target), 200)}: {exc.strerror or exc}")
+    emit_report(result.report(), fmt)
