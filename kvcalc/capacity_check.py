@@ -24,10 +24,9 @@ from kvcalc.cli.deploy import (
     engine_pool,
     option_bounds,
 )
-from kvcalc.cli.eviction import eviction_option_bounds
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, KV_FORMAT_INPUTS, all_inputs
 from kvcalc.errors import InputError
-from kvcalc.options import EvictionOptions
+from kvcalc.options import EvictionOptions, eviction_bounds
 from kvcalc.values import load_model, option_name
 
 if TYPE_CHECKING:
@@ -209,7 +208,7 @@ def out_of_range(entry: SpecDeployment) -> dict[str, str]:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
         low, high = option_bounds(key) if key not in _EVICTION_KEYS else (
-            eviction_option_bounds(key)
+            eviction_bounds(key)
         )
         if (low is not None and value < low) or (high is not None and value > high):
             span = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.inputs import Input
 from kvcalc.errors import LayoutError, fail
 from kvcalc.values import one_length, option_name, parse_ctx_list
 
@@ -237,3 +238,44 @@ _POLICIES: dict[str, tuple[tuple[str, ...], Callable[[EvictionOptions], Eviction
 }
 
 
+#: Where the command line's help lists the eviction inputs.
+EVICTION = "Eviction"
+
+#: The eviction and bounding inputs, each declared once (as the deployment's are in
+#: :mod:`kvcalc.engine.inputs`): the command line's options, the spec file's ranges and the
+#: API's keywords come from them.
+EVICTION_INPUTS: tuple[Input, ...] = (
+    Input("window", "tokens", "keep the last W tokens (lossy)", panel=EVICTION),
+    Input(
+        "sinks", "tokens", "StreamingLLM: sink tokens [default: 4]", minimum=0, panel=EVICTION
+    ),
+    Input(
+        "recent", "tokens", "StreamingLLM: keep the sinks + the last R tokens (lossy)",
+        panel=EVICTION,
+    ),
+    Input(
+        "h2o_budget", "tokens", "H2O: keep N heavy-hitter + recent tokens (lossy)",
+        panel=EVICTION,
+    ),
+    Input(
+        "snapkv_budget", "tokens", "SnapKV: compress the --prompt to N tokens once (lossy)",
+        panel=EVICTION,
+    ),
+    Input(
+        "observation_window", "tokens",
+        "SnapKV: voting prompt tokens, within the budget [default: 32]", panel=EVICTION,
+    ),
+    Input("prompt", "context", "SnapKV: prompt length, e.g. 32k", panel=EVICTION),
+    Input("gen", "context", "SnapKV: generated tokens, e.g. 1k", panel=EVICTION),
+    Input(
+        "keep_ratio", "fraction", "token pruning: keep this share, in (0, 1] (lossy)",
+        panel=EVICTION,
+    ),
+)
+assert [i.name for i in EVICTION_INPUTS] == [f.name for f in fields(EvictionOptions)]
+
+
+def eviction_bounds(name: str) -> tuple[float | None, float | None]:
+    """The (min, max) an eviction input is held to (a spec file's field as the option)."""
+    declared = {i.name: i for i in EVICTION_INPUTS}.get(name)
+    return (None, None) if declared is None else declared.bounds()
