@@ -174,7 +174,31 @@ def _value(name: str, value: Any) -> Any:
 
 
 def _given(inputs: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    return {n: _value(n, inputs[n]) for n in names if inputs.get(n) is not None}
+    given = {n: _value(n, inputs[n]) for n in names if inputs.get(n) is not None}
+    for name, value in given.items():
+        _in_range(name, value)
+    return given
+
+
+def _in_range(name: str, value: Any) -> None:
+    """A number held to the range its input declares (:mod:`kvcalc.engine.inputs`), as the
+    command line's option and a spec file's key are."""
+    from kvcalc.engine.inputs import all_inputs
+    from kvcalc.options import EVICTION_INPUTS
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    declared = {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}.get(name)
+    if declared is None:
+        return
+    low, high = declared.bounds()
+    if (low is not None and value < low) or (high is not None and value > high):
+        span = (
+            f"at least {low:g}" if high is None
+            else f"at most {high:g}" if low is None
+            else f"from {low:g} to {high:g}"
+        )
+        fail(f"{declared.flag}: {value:g} is out of range; give {span}")
 
 
 def _kv_options(inputs: Mapping[str, Any]) -> KvFormatOptions:
@@ -205,7 +229,10 @@ def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     :mod:`kvcalc.engine.inputs` says how)."""
     from kvcalc.cli.deploy import EngineFlags
 
-    return EngineFlags(**{n: inputs[n] for n in _engine_input_names() if n in inputs})
+    given = {n: inputs[n] for n in _engine_input_names() if inputs.get(n) is not None}
+    for name, value in given.items():
+        _in_range(name, value)
+    return EngineFlags(**given)
 
 
 def _engine_input_names() -> list[str]:

@@ -379,6 +379,16 @@ def test_a_layout_the_model_refuses_is_a_layout_error() -> None:
     assert other.value.fields == ("tp", "pp")
 
 
+def test_inputs_are_held_to_their_declared_range() -> None:
+    # --tp takes 1 to 4096 and --window at least one token, on the command line and here.
+    with pytest.raises(InputError) as tp:
+        kvcalc.batch("llama3-70b", gpus="8xH100", tp=0)
+    assert tp.value.field == "tp" and tp.value.fix == "give from 1 to 4096"
+    with pytest.raises(InputError) as window:
+        kvcalc.size("llama3-70b", window=0)
+    assert window.value.field == "window"
+
+
 def test_an_input_the_function_does_not_take_is_refused() -> None:
     with pytest.raises(InputError) as caught:
         kvcalc.size("llama3-70b", gpus="8xH100")  # type: ignore[call-arg]
