@@ -25,7 +25,7 @@ from kvcalc.cli.deploy import (
     option_bounds,
 )
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, KV_FORMAT_INPUTS, all_inputs
-from kvcalc.errors import InputError
+from kvcalc.errors import InputError, WordedInputError
 from kvcalc.options import EvictionOptions, eviction_bounds
 from kvcalc.values import load_model, option_name
 
@@ -243,7 +243,14 @@ def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
         policy, notes = (
             evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
         )
-        dep = options.deploy.build(parts.model, parts.gpus, parts.engine, policy)
+        from kvcalc.engine.inputs import deployment_from
+
+        # The library's DeploymentError names its fields: _refusing words them as keys.
+        deploy = options.deploy
+        dep = deployment_from(
+            parts.model, parts.gpus, deploy.given_values(), engine=parts.engine,
+            eviction=policy, kv_format=deploy.kv_format,
+        )
         line = entry.line_of(evict.given()[0]) if notes else entry.line
         return Built(dep, parts.engine, options.flags, parts.ctx,
                      tuple((line, f"{entry.name}: {n}") for n in notes))
@@ -396,6 +403,11 @@ def model_path(model: str, base: Path) -> str:
 
 
 _OPTION = re.compile(r"--([a-z][a-z-]*)")
+
+
+def spec_key(field: str) -> str:
+    """A field as a spec file's key names it (the deployment's ``weights_total`` is ``weights``)."""
+    return "weights" if field == "weights_total" else field
 
 
 def spec_wording(message: str) -> tuple[str | None, str]:
@@ -622,17 +634,20 @@ MEASURES: dict[str, Measure] = {
 
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
     """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
-    is a spec problem (the engine's DeploymentError is its caller's: it names the key)."""
+    is a spec problem."""
     from kvcalc.engine.deployment import DeploymentError
-    from kvcalc.engine.serving.base import InputRefusal
+    from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
 
     try:
         return run()
-    except DeploymentError:
-        raise
-    except InputRefusal as exc:  # names its fields: worded as the spec's keys
-        raise _problem(entry, exc.fields[0], exc.worded(str)) from None
-    except InputError as exc:  # an engine's refusal too
+    except (InputRefusal, EngineRefusal, DeploymentError) as exc:
+        if exc.fields:  # it names its fields: worded as the spec's keys
+            raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
+        key, message = spec_wording(str(exc))
+        raise _problem(entry, key, message) from None
+    except WordedInputError as exc:  # it names its fields too
+        raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
+    except InputError as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None
 

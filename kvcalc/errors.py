@@ -89,6 +89,30 @@ class LayoutError(InputError):
     layers): a registry-wide table reports it as that model's row; any other bad input stops."""
 
 
+class WordedInputError(InputError):
+    """Bad input from an error that names its fields (``fields`` and ``worded``, as the engine's
+    refusals do), worded by each front end its own way: the options' spellings on the command
+    line, a spec file's keys there. ``suffix`` is literal text after the message."""
+
+    def __init__(self, source: KvcalcError, suffix: str = "") -> None:
+        self.source = source
+        self.suffix = suffix
+        super().__init__(self.worded(_option_name), fields=source.fields)
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return str(self.source.worded(name)) + self.suffix
+
+
+class WordedLayoutError(WordedInputError, LayoutError):
+    """A :class:`LayoutError` that names its fields."""
+
+
+def _option_name(field: str) -> str:
+    from kvcalc.values import option_name
+
+    return option_name(field)
+
+
 class RegistryError(KvcalcError):
     """Bad registry data or an unknown name. The message is one line naming the file and field."""
 

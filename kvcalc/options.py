@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.inputs import Input
-from kvcalc.errors import LayoutError, fail
+from kvcalc.errors import WordedInputError, WordedLayoutError, fail
 from kvcalc.values import one_length, option_name, parse_ctx_list
 
 if TYPE_CHECKING:
@@ -76,12 +76,12 @@ class KvFormatOptions:
             try:
                 fmt = kv_format(self.request(), model.default_dtype, model.kv_default)
             except KVFormatError as exc:
-                fail(str(exc))
+                raise WordedInputError(exc) from None
             self._formats[key] = fmt
         try:
             check_stores(fmt, model)
         except KVFormatError as exc:
-            raise LayoutError(f"{exc} ({model.id})") from None
+            raise WordedLayoutError(exc, f" ({model.id})") from None
         return fmt
 
     def cache_format(self, model: ModelSpec) -> CacheFormat:
@@ -132,7 +132,7 @@ class EvictionOptions:
         try:
             return _POLICIES[chosen[0]][1](self)
         except EvictionError as exc:
-            fail(exc.worded(option_name))
+            raise WordedInputError(exc) from None
 
     def _window(self) -> Eviction:
         from kvcalc.engine.eviction.policies import SlidingWindow

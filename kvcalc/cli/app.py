@@ -21,6 +21,8 @@ from typer.core import TyperCommand, TyperGroup
 from kvcalc.errors import InputError as InputError
 from kvcalc.errors import KvcalcError
 from kvcalc.errors import LayoutError as LayoutError
+from kvcalc.errors import WordedInputError as WordedInputError
+from kvcalc.errors import WordedLayoutError as WordedLayoutError
 from kvcalc.errors import fail as fail
 
 # The values every command reads, read by the commands from here.

@@ -156,7 +156,28 @@ class ServingEngine(Protocol):
 
 class EngineRefusal(InputError, ValueError):
     """A set-up the engine would refuse to start with (or that is not modelled): one line in
-    its own words, naming the fix."""
+    its own words, naming the fix. With ``fields``, ``message`` is a template naming those
+    inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as
+    :class:`InputRefusal` is; without, it is the line as it reads."""
+
+    def __init__(self, message: str, *fields: str) -> None:
+        self.template = message if fields else message.replace("{", "{{").replace("}", "}}")
+        super().__init__(self.worded(cli_name, fields))
+        # Only the inputs it names are worded by a front end; ``field`` stays the one its
+        # message leads with.
+        self.fields = fields
+
+    @classmethod
+    def at(cls, field: str, reason: str) -> EngineRefusal:
+        """``field`` refused for ``reason`` (literal text)."""
+        return cls("{" + field + "}: " + reason.replace("{", "{{").replace("}", "}}"), field)
+
+    def worded(self, name: Callable[[str], str], fields: tuple[str, ...] | None = None) -> str:
+        named = self.fields if fields is None else fields
+        return self.template.format_map({f: name(f) for f in named})
+
+    def __str__(self) -> str:
+        return self.worded(cli_name)
 
 
 def cli_name(name: str) -> str:
