@@ -16,14 +16,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.inputs import Input
-from kvcalc.errors import WordedInputError, WordedLayoutError, fail
+from kvcalc.errors import WordedInputError, WordedLayoutError
 from kvcalc.values import one_length, option_name, parse_ctx_list
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.kv import CacheFormat
     from kvcalc.engine.kvformat import KVFormat, KVFormatRequest
-    from kvcalc.engine.serving.base import ServingEngine
+    from kvcalc.engine.serving.base import InputRefusal, ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
 
@@ -115,6 +115,15 @@ class EvictionOptions:
         """The options given, as typed (``--sinks and --recent``)."""
         return " and ".join(option_name(n) for n in self.given())
 
+    def refused(self, reason: str, *named: str) -> InputRefusal:
+        """The options given refused for ``reason`` (a template that may name ``named``
+        inputs, ``{engine}``), each front end spelling them its own way."""
+        from kvcalc.engine.serving.base import InputRefusal
+
+        given = self.given()
+        lead = " and ".join("{" + name + "}" for name in given)
+        return InputRefusal(f"{lead}: {reason}", *given, *named)
+
     def policy(self) -> Eviction:
         """The one policy the options describe (no eviction when none is given); a missing
         partner option, two policies at once or a bad value fails with one line."""
@@ -123,9 +132,8 @@ class EvictionOptions:
         given = self.given()
         chosen = [p for p, (names, _) in _POLICIES.items() if any(n in given for n in names)]
         if len(chosen) > 1:
-            fail(
-                f"{self.flags()}: {' and '.join(chosen)} are different eviction policies; "
-                "give one at a time"
+            raise self.refused(
+                f"{' and '.join(chosen)} are different eviction policies; give one at a time"
             )
         if not chosen:
             return KEEP_ALL
@@ -143,7 +151,8 @@ class EvictionOptions:
         from kvcalc.engine.eviction.policies import DEFAULT_SINKS, StreamingLLM
 
         if self.recent is None:
-            fail("--sinks: StreamingLLM keeps sinks and recent tokens; give --recent too")
+            raise _refusal("{sinks}: StreamingLLM keeps sinks and recent tokens; give {recent} too",
+                           "sinks", "recent")
         return StreamingLLM(DEFAULT_SINKS if self.sinks is None else self.sinks, self.recent)
 
     def _h2o(self) -> Eviction:
@@ -156,11 +165,14 @@ class EvictionOptions:
 
         if self.snapkv_budget is None:
             first = self.given()[0]
-            fail(f"{option_name(first)}: applies to SnapKV only; give --snapkv-budget too")
+            raise _refusal(f"{{{first}}}: applies to SnapKV only; give {{snapkv_budget}} too",
+                           first, "snapkv_budget")
         if self.prompt is None or self.gen is None:
-            fail(
-                "--snapkv-budget: SnapKV compresses the prompt once after prefill, then keeps "
-                "each generated token; give --prompt and --gen lengths, e.g. --prompt 32k --gen 1k"
+            raise _refusal(
+                "{snapkv_budget}: SnapKV compresses the prompt once after prefill, then keeps "
+                "each generated token; give {prompt} and {gen} lengths, e.g. {prompt} 32k "
+                "{gen} 1k",
+                "snapkv_budget", "prompt", "gen",
             )
         window = self.observation_window
         return SnapKV(
@@ -192,7 +204,10 @@ class EvictionOptions:
         fixed = self.policy().fixed_context
         if fixed is not None:
             if ctx is not None:
-                fail("--ctx: with --snapkv-budget the context is --prompt + --gen; drop --ctx")
+                raise _refusal(
+                    "{ctx}: with {snapkv_budget} the context is {prompt} + {gen}; drop {ctx}",
+                    "ctx", "snapkv_budget", "prompt", "gen",
+                )
             return [fixed]
         return parse_ctx_list(ctx) if ctx is not None else default()
 
@@ -202,9 +217,10 @@ class EvictionOptions:
 
         if self.given() and not engine.evicts:
             evicting = next(e.name for e in engines() if e.evicts)
-            fail(
-                f"{self.flags()}: {engine.label} keeps every token of a "
-                f"request (it does not evict); size an evicting cache with --engine {evicting}"
+            raise self.refused(
+                f"{engine.label} keeps every token of a request (it does not evict); size an "
+                f"evicting cache with {{engine}} {evicting}",
+                "engine",
             )
 
     def checked(self, model: ModelSpec, contexts: list[int]) -> tuple[Eviction, list[str]]:
@@ -216,13 +232,19 @@ class EvictionOptions:
         policy = self.policy()
         reason = no_eviction_reason(model, contexts, policy)
         if reason is not None:
-            fail(f"{self.flags()}: {reason}")
+            raise self.refused(reason.replace("{", "{{").replace("}", "}}"))
         notes = [
             f"{policy.describe()} evicts nothing at {c:,} tokens"
             for c in contexts
             if policy.lossy and not evicts(model, c, policy)
         ]
         return policy, notes
+
+
+def _refusal(template: str, *fields: str) -> InputRefusal:
+    from kvcalc.engine.serving.base import InputRefusal
+
+    return InputRefusal(template, *fields)
 
 
 #: The policies: the options that choose each, and how they build it.
