@@ -104,7 +104,7 @@ class EngineInputs(TypedDict, total=False):
     free_before_load: str | float
     free_after_load: str | float
     swa_full_tokens_ratio: float
-    # TensorRT-LLM's (``engine="trtllm"``), named as its own options are.
+    # TensorRT-LLM's, named as its own options are.
     free_gpu_memory_fraction: float
     tokens_per_block: int | str
     max_tokens: int | str
