@@ -28,6 +28,14 @@ _EXPORTS = {
     "offload": "kvcalc.api",
     "compare": "kvcalc.api",
     "check": "kvcalc.api",
+    "SizeResult": "kvcalc.results",
+    "BatchResult": "kvcalc.results",
+    "DecodeResult": "kvcalc.results",
+    "PlanResult": "kvcalc.results",
+    "CompareResult": "kvcalc.results",
+    "OffloadResult": "kvcalc.results",
+    "SweepResult": "kvcalc.results",
+    "CheckResult": "kvcalc.results",
     "KvcalcError": "kvcalc.errors",
     "InputError": "kvcalc.errors",
     "LayoutError": "kvcalc.errors",
@@ -58,6 +66,30 @@ if TYPE_CHECKING:
     )
     from kvcalc.errors import (
         UnknownNameError as UnknownNameError,
+    )
+    from kvcalc.results import (
+        BatchResult as BatchResult,
+    )
+    from kvcalc.results import (
+        CheckResult as CheckResult,
+    )
+    from kvcalc.results import (
+        CompareResult as CompareResult,
+    )
+    from kvcalc.results import (
+        DecodeResult as DecodeResult,
+    )
+    from kvcalc.results import (
+        OffloadResult as OffloadResult,
+    )
+    from kvcalc.results import (
+        PlanResult as PlanResult,
+    )
+    from kvcalc.results import (
+        SizeResult as SizeResult,
+    )
+    from kvcalc.results import (
+        SweepResult as SweepResult,
     )
 
 __all__ = [*_EXPORTS, "__version__"]

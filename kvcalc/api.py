@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from kvcalc.errors import InputError, LayoutError, fail
@@ -485,7 +486,7 @@ def _whole_registry(
         engine=engine,
         contexts=tuple(contexts),
         max_batch=(),
-        registry=found,
+        registry=MappingProxyType(found),
     )
 
 
