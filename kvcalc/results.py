@@ -4,6 +4,9 @@ Each holds the figures a notebook reads as typed attributes (``result.kv_bytes_p
 ``result.max_batch``) and the engine's own objects behind them; ``report()`` is the render
 :class:`~kvcalc.render.report.Report` the command line prints, and ``to_dict()`` exactly the
 command's ``--format json`` document.
+
+Results compare by identity (``eq=False``): they hold the engine's objects, and each generated
+``__eq__`` costs every command's start-up time.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from kvcalc.render.report import Report
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Result:
     """What every result has: its report, its JSON document and its exit code."""
 
@@ -63,7 +66,7 @@ class Result:
         return self._report.exit_code
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class SizeResult(Result):
     """`kvcalc size`: the cache of one model, at each context."""
 
@@ -82,7 +85,7 @@ class SizeResult(Result):
     """The engine's answer at each context, layer group by layer group."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class BatchResult(Result):
     """`kvcalc batch`: the sequences that fit on the GPUs, as the engine sizes the cache."""
 
@@ -97,7 +100,7 @@ class BatchResult(Result):
     """Without a model: each model's capacity, or why none could be built for it."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class DecodeResult(Result):
     """`kvcalc decode`: one decode step at each context."""
 
@@ -117,7 +120,7 @@ class DecodeResult(Result):
     """Why no sequence fits at the first context left untimed, else None."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class PlanResult(Result):
     """`kvcalc plan`: the layouts that serve the users within the targets, best first."""
 
@@ -128,7 +131,7 @@ class PlanResult(Result):
     plan: Plan
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class SweepResult(Result):
     """`kvcalc sweep`: one line per model and GPU set along the contexts (and batches)."""
 
@@ -139,7 +142,7 @@ class SweepResult(Result):
     """The batches timed; None: the most that fit at each context."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class OffloadResult(Result):
     """`kvcalc offload`: what each memory tier beyond HBM holds of the cache at one context."""
 
@@ -150,7 +153,7 @@ class OffloadResult(Result):
     tiers: tuple[TierFit, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class CompareResult(Result):
     """`kvcalc compare`: the techniques' rows of each model at one context."""
 
@@ -159,7 +162,7 @@ class CompareResult(Result):
     """Each model's rows (``rows``), its baseline and the rows skipped with why."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class CheckResult(Result):
     """`kvcalc check`: every deployment of a spec file against its requirements."""
 
