@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.engine.inputs import Input
     from kvcalc.engine.offload import Tier
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.options import EvictionOptions, KvFormatOptions
@@ -118,17 +119,6 @@ class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False)
 
 # ------------------------------------------------------------------ reading the keywords
 
-#: Inputs that are sizes: a number is bytes.
-_SIZES = frozenset({"overhead", "gpu_memory", "weights", "kv_memory"})
-#: Inputs the option groups hold as text (the command line's spelling: ``32k``).
-_TEXTS = frozenset({"prompt", "gen"})
-#: Inputs that count tokens, held as numbers: text (``4k``) is read as the command line reads it.
-_TOKEN_COUNTS = frozenset({
-    "kv_residual", "window", "sinks", "recent", "h2o_budget", "snapkv_budget",
-    "observation_window", "block_size", "prefix_shared", "max_num_batched_tokens",
-})
-
-
 def _group_names(*groups: type) -> list[str]:
     return [f.name for g in groups for f in fields(g)]
 
@@ -158,53 +148,55 @@ def _tokens_text(value: Any) -> str | None:
     raise InputError(f"--ctx: {value!r} is no token count; give e.g. 128k, 131072 or ['8k', '32k']")
 
 
-def _token_count(name: str, value: Any) -> Any:
-    """A token-count input given as text (``4k``) read as the command line reads it."""
-    if not isinstance(value, str):
-        return value
-    from kvcalc.engine.units import UnitError, parse_tokens
-
-    try:
-        return parse_tokens(value, 0, 1 << 40, what="token count")
-    except UnitError as exc:
-        fail(f"{option_name(name)}: {exc}")
-
-
-def _value(name: str, value: Any) -> Any:
-    """An input as the option groups hold it: sizes and lengths as text, counts as numbers."""
-    if name in _SIZES:
-        return f"{value}B" if isinstance(value, int) and not isinstance(value, bool) else value
-    if name in _TEXTS:
-        return str(value)
-    return _token_count(name, value) if name in _TOKEN_COUNTS else value
-
-
-def _given(inputs: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    given = {n: _value(n, inputs[n]) for n in names if inputs.get(n) is not None}
-    for name, value in given.items():
-        _in_range(name, value)
-    return given
-
-
-def _in_range(name: str, value: Any) -> None:
-    """A number held to the range its input declares (:mod:`kvcalc.engine.inputs`), as the
-    command line's option and a spec file's key are."""
+def _declared() -> dict[str, Input]:
+    """Every declared input by name: the deployment's, the engines' own, the eviction's."""
     from kvcalc.engine.inputs import all_inputs
     from kvcalc.options import EVICTION_INPUTS
 
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return
-    declared = {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}.get(name)
-    if declared is None:
-        return
-    low, high = declared.bounds()
+    return {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}
+
+
+def _value(name: str, value: Any, declared: Mapping[str, Input]) -> Any:
+    """An input as the option groups hold it, by its declared unit: a size given as a number is
+    bytes, a length (``prompt``) is text as typed, a token count given as text (``4k``) is read
+    as the command line reads it; a number is held to the declared range."""
+    inp = declared.get(name)
+    if inp is None:
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if inp.unit == "bytes" and isinstance(value, int) and number:
+        return f"{value}B"
+    if inp.unit == "context":
+        return str(value)
+    if inp.unit == "tokens" and isinstance(value, str):
+        from kvcalc.engine.units import UnitError, parse_tokens
+
+        try:
+            value = parse_tokens(value, 0, 1 << 40, what="token count")
+        except UnitError as exc:
+            fail(f"{inp.flag}: {exc}")
+        number = True
+    if number:
+        _in_range(inp, value)
+    return value
+
+
+def _given(inputs: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    declared = _declared()
+    return {n: _value(n, inputs[n], declared) for n in names if inputs.get(n) is not None}
+
+
+def _in_range(inp: Input, value: float) -> None:
+    """A number held to the range its input declares (:mod:`kvcalc.engine.inputs`), as the
+    command line's option and a spec file's key are."""
+    low, high = inp.bounds()
     if (low is not None and value < low) or (high is not None and value > high):
         span = (
             f"at least {low:g}" if high is None
             else f"at most {high:g}" if low is None
             else f"from {low:g} to {high:g}"
         )
-        fail(f"{declared.flag}: {value:g} is out of range; give {span}")
+        fail(f"{inp.flag}: {value:g} is out of range; give {span}")
 
 
 def _kv_options(inputs: Mapping[str, Any]) -> KvFormatOptions:
@@ -235,9 +227,11 @@ def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     :mod:`kvcalc.engine.inputs` says how)."""
     from kvcalc.cli.deploy import EngineFlags
 
+    declared = _declared()
     given = {n: inputs[n] for n in _engine_input_names() if inputs.get(n) is not None}
-    for name, value in given.items():
-        _in_range(name, value)
+    for name, value in given.items():  # as given: the engine reads its own (a bare GiB, ...)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            _in_range(declared[name], value)
     return EngineFlags(**given)
 
 
