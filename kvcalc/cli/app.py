@@ -385,15 +385,6 @@ PANELS = (
 _DEFAULT_NOTE = re.compile(r"\s*\[(default: |required\])")
 
 
-def in_panel(panel: str, parameters: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
-    """``parameters`` (name -> (type, typer option)), each option without a panel put in
-    ``panel``."""
-    for _, option in parameters.values():
-        if getattr(option, "rich_help_panel", None) is None:
-            option.rich_help_panel = panel
-    return parameters
-
-
 def usage_name(param: Any, bare: bool = False) -> str:
     """An argument as every usage line spells it: ``MODEL`` (required), ``[MODEL]`` (optional),
     ``MODEL...`` (one or more); ``bare``: without the brackets, as the Arguments section."""
