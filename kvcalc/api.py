@@ -137,7 +137,7 @@ def _refuse_unknown(command: str, inputs: Mapping[str, Any], known: Iterable[str
             )
 
 
-def _tokens_text(value: Any) -> str | None:
+def _tokens_text(value: Any, option: str = "--ctx") -> str | None:
     """Token counts as the command line spells them: ``128k``, ``131072``, ``8k,32k``."""
     if value is None:
         return None
@@ -145,7 +145,9 @@ def _tokens_text(value: Any) -> str | None:
         return str(value)
     if isinstance(value, Sequence):
         return ",".join(str(v) for v in value)
-    raise InputError(f"--ctx: {value!r} is no token count; give e.g. 128k, 131072 or ['8k', '32k']")
+    raise InputError(
+        f"{option}: {value!r} is no token count; give e.g. 128k, 131072 or ['8k', '32k']"
+    )
 
 
 def _declared() -> dict[str, Input]:
@@ -369,7 +371,7 @@ def batch(
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
     evict.check_applies(chosen)
-    ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len)
+    ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len, "--max-model-len")
     if not chosen.takes_lengths and lengths_text is not None:
         takers = " or ".join(e.name for e in engines() if e.takes_lengths)
         fail(f"--max-model-len: applies to --engine {takers} only; the budget formula uses --ctx")
@@ -708,7 +710,7 @@ def sweep(
     _refuse_unknown("sweep", inputs, _group_names(DeploymentOptions))
     check_mbu(mbu)
     contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context)
-    batch_text = _tokens_text(batch)
+    batch_text = _tokens_text(batch, "--batch")
     batches = sweep_values(batch_text, "--batch", parse_batch) if batch_text is not None else None
     target = None
     if plot is not None:
