@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 MAX_BATCH = 1_000_000
 
 
-#: Engine field -> option, where the option's name is not the field's with dashes (no
-#: eviction input or compare row option is among them).
-_OPTION_NAMES = {"weights_total": "--weights"}
+#: Field -> option, where the option's name is not the field's with dashes (the inverse of
+#: :func:`kvcalc.errors.keyword`; no eviction input or compare row option is among them).
+_OPTION_NAMES = {"weights_total": "--weights", "attention": "--as", "model": "MODEL"}
 
 
 def option_name(field: str) -> str:
