@@ -619,7 +619,7 @@ def test_a_spec_of_made_up_names_stops_at_the_problem_limit(
     # Each unknown name costs the registry's fuzzy search milliseconds: 1,500 deployments of
     # made-up names (under the node limit) took 7 s to refuse. The first 100 problems are
     # reported, and no name after them is looked up.
-    from kvcalc.cli import check as check_module
+    from kvcalc import capacity_check as check_module
     from kvcalc.registry.check_spec import MAX_PROBLEMS
 
     lookups: list[str] = []

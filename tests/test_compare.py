@@ -16,8 +16,7 @@ from specs import registry_deployment, registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.cli.compare import check_techniques
-from kvcalc.cli.techniques import CATEGORIES, TECHNIQUES
+from kvcalc.comparison import check_techniques
 from kvcalc.engine.compare import (
     cache_cost,
     token_passes_with_cache,
@@ -25,6 +24,7 @@ from kvcalc.engine.compare import (
 )
 from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.units import GiB
+from kvcalc.techniques import CATEGORIES, TECHNIQUES
 
 #: Llama-3-70B stores 80 layers x 8 KV heads x 128 x (K and V) x 2 bytes per token in bf16.
 LLAMA3_70B_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2

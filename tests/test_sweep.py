@@ -322,10 +322,10 @@ def test_the_plot_install_hint_installs_the_plot_extras_requirement() -> None:
 def test_an_unwritable_plot_is_one_line(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kvcalc.cli.sweep
+    import kvcalc.render.plot
 
     # Root may write anywhere: the permission check is exercised by denying it.
-    monkeypatch.setattr(kvcalc.cli.sweep.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(kvcalc.render.plot.os, "access", lambda path, mode: False)
     result = runner.invoke(app, ["sweep", "llama3-70b", *SEED, "--plot", str(tmp_path / "s.svg")])
     assert result.exit_code == 2
     assert result.stderr == f"Error: --plot: cannot write {tmp_path / 's.svg'}: permission denied\n"

@@ -16,50 +16,37 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+# Bad input is a KvcalcError, reported as one line on stderr with exit code 2; the commands
+# read InputError, LayoutError (a layout one model refuses) and fail from here.
+from kvcalc.errors import InputError as InputError
+from kvcalc.errors import KvcalcError
+from kvcalc.errors import LayoutError as LayoutError
+from kvcalc.errors import WordedInputError as WordedInputError
+from kvcalc.errors import WordedLayoutError as WordedLayoutError
+from kvcalc.errors import fail as fail
+
+# The values every command reads, read by the commands from here.
+from kvcalc.values import MAX_BATCH as MAX_BATCH
+from kvcalc.values import check_mbu as check_mbu
+from kvcalc.values import check_mfu as check_mfu
+from kvcalc.values import head_override_problem as head_override_problem
+from kvcalc.values import load_model as load_model
+from kvcalc.values import one_length as one_length
+from kvcalc.values import option_name as option_name
+from kvcalc.values import parse_attention_variant as parse_attention_variant
+from kvcalc.values import parse_ctx_list as parse_ctx_list
+from kvcalc.values import parse_size as parse_size
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     from kvcalc.engine.inputs import Input
-    from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.variant import AttentionVariant
     from kvcalc.render.report import Report
 
 EXIT_OK = 0
 EXIT_DOES_NOT_FIT = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-
-
-class InputError(Exception):
-    """Bad input from the user: reported as one line on stderr with exit code 2."""
-
-
-class LayoutError(InputError):
-    """Valid options that this particular model cannot be split by (its heads or layers): the
-    registry-wide table reports it as that model's row; any other bad option stops the command."""
-
-
-def fail(message: str) -> NoReturn:
-    raise InputError(message)
-
-
-class WordedInputError(InputError):
-    """Bad input from an error that names its fields (``fields`` and ``worded``, as the engine's
-    refusals do): one line with the options' spellings here, worded by a spec file as its keys.
-    ``suffix`` is literal text after the message."""
-
-    def __init__(self, source: Any, suffix: str = "") -> None:
-        self.source = source
-        self.fields: tuple[str, ...] = source.fields
-        self.suffix = suffix
-        super().__init__(self.worded(option_name))
-
-    def worded(self, name: Callable[[str], str]) -> str:
-        return str(self.source.worded(name)) + self.suffix
-
-
-class WordedLayoutError(WordedInputError, LayoutError):
-    """A :class:`LayoutError` that names its fields."""
 
 
 #: A word of an error line longer than this is cut: the line names a value, it does not echo
@@ -119,35 +106,6 @@ def _closed_pipe() -> NoReturn:
     that only lists. Caught before click, which would exit 1, the code of "does not fit" here."""
     _discard_stdout()
     raise typer.Exit(_verdict) from None
-
-
-#: Engine field -> option, where the option's name is not the field's with dashes (no
-#: eviction input or compare row option is among them).
-_OPTION_NAMES = {"weights_total": "--weights"}
-
-
-def option_name(field: str) -> str:
-    """The command-line spelling of an engine field (``kv_memory`` -> ``--kv-memory``), as
-    every command's errors name the deployment, SGLang and eviction options."""
-    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
-
-
-def _deployment_error_line(exc: Exception) -> str | None:
-    """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
-    of the contexts) or a serving engine's refusal, worded with the options at fault; None for
-    any other exception."""
-    if "kvcalc.engine.serving.base" in sys.modules:
-        from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
-
-        if isinstance(exc, (InputRefusal, EngineRefusal)):
-            return exc.worded(option_name)
-    if "kvcalc.engine.deployment" not in sys.modules:
-        return None  # not imported, so not raised
-    from kvcalc.engine.deployment import DeploymentError
-
-    if not isinstance(exc, DeploymentError):
-        return None
-    return exc.worded(option_name)
 
 
 def _is_click_error(exc: Exception) -> bool:
@@ -211,9 +169,6 @@ class KvcalcGroup(TyperGroup):
             _closed_pipe()
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        from kvcalc.engine.units import UnitError
-        from kvcalc.registry.load import RegistryError
-
         kwargs["standalone_mode"] = False
         if os.environ.get(COMPLETE_VAR):  # the shell asks for completions (see _show_completion)
             from typer.completion import completion_init
@@ -232,8 +187,8 @@ class KvcalcGroup(TyperGroup):
                 rv = exc.exit_code
             note_exit(rv if isinstance(rv, int) else EXIT_OK)
             sys.stdout.flush()  # a full disk or closed pipe shows here, not at interpreter exit
-        except (InputError, RegistryError, UnitError) as exc:
-            _error_line(str(exc))
+        except KvcalcError as exc:  # worded with the options at fault (--kv-memory)
+            _error_line(exc.worded(option_name))
             sys.exit(EXIT_USAGE)
         except typer.Abort:
             _error_line("aborted")
@@ -253,10 +208,6 @@ class KvcalcGroup(TyperGroup):
             if _is_click_error(exc):  # option parsing
                 _error_line(exc.format_message())  # type: ignore[attr-defined]
                 sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-            worded = _deployment_error_line(exc)
-            if worded is not None:
-                _error_line(worded)
-                sys.exit(EXIT_USAGE)
             if os.environ.get("KVCALC_DEBUG"):
                 raise
             _error_line(
@@ -434,15 +385,6 @@ PANELS = (
 _DEFAULT_NOTE = re.compile(r"\s*\[(default: |required\])")
 
 
-def in_panel(panel: str, parameters: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
-    """``parameters`` (name -> (type, typer option)), each option without a panel put in
-    ``panel``."""
-    for _, option in parameters.values():
-        if getattr(option, "rich_help_panel", None) is None:
-            option.rich_help_panel = panel
-    return parameters
-
-
 def usage_name(param: Any, bare: bool = False) -> str:
     """An argument as every usage line spells it: ``MODEL`` (required), ``[MODEL]`` (optional),
     ``MODEL...`` (one or more); ``bare``: without the brackets, as the Arguments section."""
@@ -565,28 +507,6 @@ def emit_report(
         raise typer.Exit(code)
 
 
-def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
-    """Parse one context or a comma-separated list (``8k,32k,128k``) into token counts."""
-    from kvcalc.engine.units import UnitError, parse_context
-
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        fail(f"{option}: give at least one context, e.g. 8k or 8k,32k,128k")
-    try:
-        return [parse_context(p) for p in parts]
-    except UnitError as exc:
-        fail(f"{option}: {exc}")
-
-
-def one_length(text: str, option: str, example: str = "32k") -> int:
-    """A token count as --ctx spells it (1000, 32k), one only; ``example`` is shown when a
-    list is given."""
-    lengths = parse_ctx_list(text, option)
-    if len(lengths) != 1:
-        fail(f"{option}: give one length, e.g. {example}")
-    return lengths[0]
-
-
 #: The largest token count an option takes unless it says otherwise (the longest context).
 MAX_TOKENS = 1 << 30
 #: The metavar of every option that counts tokens.
@@ -629,88 +549,11 @@ def _token_parser(option: str, minimum: int, maximum: int) -> Callable[[Any], in
     return tokens
 
 
-def parse_size(text: str, option: str) -> int:
-    from kvcalc.engine.units import BareBytesError, UnitError, parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except BareBytesError as exc:
-        # --weights 140B is most likely the parameter count, which the model already has.
-        hint = "; or leave --weights out: kvcalc sizes the weights from the model" * (
-            option == "--weights"
-        )
-        fail(f"{option}: {exc}{hint}")
-    except UnitError as exc:
-        fail(f"{option}: {exc}")
-
-
-def parse_attention_variant(text: str) -> AttentionVariant:
-    """``--as``: ``mha``, ``gqa:G``, ``mqa`` or ``mla:LATENT[+ROPE]`` (e.g. ``mla:512+64``)."""
-    from kvcalc.engine.units import number_text_problem, shown
-    from kvcalc.engine.variant import AttentionVariant, VariantError
-
-    kind, _, numbers = text.strip().lower().partition(":")
-    usage = "use mha, gqa:G (e.g. gqa:8), mqa or mla:LATENT[+ROPE] (e.g. mla:512+64)"
-    problem = number_text_problem(numbers)
-    if problem is not None:
-        fail(f"--as: {shown(text)!r}: {problem}")
-    try:
-        if kind in ("mha", "mqa") and not numbers:
-            return AttentionVariant(kind)  # type: ignore[arg-type]
-        if kind == "gqa" and numbers.isdigit():
-            return AttentionVariant("gqa", kv_heads=int(numbers))
-        latent, _, rope = numbers.partition("+")
-        if kind == "mla" and latent.isdigit() and (rope.isdigit() or not rope):
-            return AttentionVariant("mla", latent=int(latent), rope=int(rope or 0))
-    except VariantError as exc:
-        fail(f"--as {shown(text)}: {exc}")
-    fail(f"--as: {shown(text)!r} is not an attention variant; {usage}")
-
-
 #: What MODEL may be, in the help of every command that takes one.
 MODEL_HELP = (
     "registry name (`kvcalc models`), Hugging Face repo id (org/name[@revision]) "
     "or config.json path"
 )
-
-
-def load_model(
-    name: str,
-    kv_heads: int | None,
-    head_dim: int | None,
-    layers: int | None,
-    attention: str | None = None,
-) -> ModelSpec:
-    """Resolve MODEL (registry name, Hub repo id or config.json path) and apply the what-ifs:
-    ``--as`` first (another attention), then the head and layer overrides."""
-    from kvcalc.registry.load import resolve_model
-
-    model = resolve_model(name)
-    if attention is not None:
-        from kvcalc.engine.variant import VariantError, as_attention
-
-        variant = parse_attention_variant(attention)
-        if kv_heads is not None:
-            fail(f"--kv-heads: --as {variant.label} sets the KV heads; give one of the two")
-        try:
-            model = as_attention(model, variant)
-        except VariantError as exc:
-            fail(f"--as {variant.label}: {exc}")
-    problem = head_override_problem(model) if kv_heads or head_dim else None
-    if problem is not None:
-        option = "--kv-heads" if kv_heads else "--head-dim"
-        fail(f"{option}: {problem}")
-    try:
-        return model.with_overrides(kv_heads=kv_heads, head_dim=head_dim, num_layers=layers)
-    except ValueError as exc:
-        fail(f"--kv-heads: {exc}")
-
-
-def head_override_problem(model: ModelSpec) -> str | None:
-    """Why ``model``'s KV heads or head size cannot be overridden (None: they can)."""
-    if model.accepts_head_overrides():
-        return None
-    return f"{model.id} has no KV heads to change (its layers are MLA or states)"
 
 
 # ------------------------------------------------------------------ shell completion
@@ -793,7 +636,6 @@ RegistryOption = typer.Option(
     None, "--registry", help="registry directory holding models/ and gpus/ [default: bundled]"
 )
 
-MAX_BATCH = 1_000_000
 #: --ctx and --batch mean the same in every command; each command's help states its default.
 ContextsOption = typer.Option(
     None,
@@ -833,14 +675,6 @@ MbuOption = typer.Option(
 )
 
 
-def check_mbu(mbu: float) -> float:
-    from kvcalc.engine.decode import MIN_MBU, mbu_in_range
-
-    if not mbu_in_range(mbu):
-        fail(f"--mbu: {mbu:g} is not a fraction in [{MIN_MBU}, 1], e.g. 0.8")
-    return mbu
-
-
 AttentionOption = typer.Option(
     None,
     "--as",
@@ -859,11 +693,6 @@ MfuOption = typer.Option(
     "ceiling (stas00 MAMF), else 0.5]",
     show_default=False,
 )
-
-
-def check_mfu(mfu: float | None) -> None:
-    if mfu is not None and not 0 < mfu <= 1:
-        fail(f"--mfu: {mfu} is not a fraction in (0, 1], e.g. 0.5")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

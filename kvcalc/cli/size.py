@@ -17,8 +17,6 @@ from kvcalc.cli.app import (
     command_typer,
     complete_models,
     emit_report,
-    fail,
-    load_model,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 from kvcalc.cli.kvformat import KvFormatOptions, kv_format_options
@@ -44,20 +42,17 @@ def size(
 ) -> None:
     """KV-cache bytes per token, per sequence at --ctx (default: the model's maximum context),
     and for --batch sequences (default 1), keeping what an eviction policy keeps."""
-    from kvcalc.engine.kv import kv_size
-    from kvcalc.render.size import size_report
-    from kvcalc.render.warnings import max_context_warnings
+    from kvcalc.api import given_inputs
+    from kvcalc.api import size as size_of
 
-    spec = load_model(model, kv_heads, head_dim, layers, attention)
-
-    def model_maximum() -> list[int]:
-        if spec.max_context is None:
-            fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
-        return [spec.max_context]
-
-    contexts = evict.contexts(ctx, model_maximum)
-    policy, notes = evict.checked(spec, contexts)
-    cache = kv.cache_format(spec)
-    sizes = [kv_size(spec, c, cache, batch or 1, policy) for c in contexts]
-    report = size_report(sizes, spec.name)
-    emit_report(report, fmt, warnings=[*max_context_warnings(spec, contexts), *notes])
+    result = size_of(
+        model,
+        ctx=ctx,
+        batch=batch,
+        attention=attention,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        layers=layers,
+        **given_inputs(kv, evict),
+    )
+    emit_report(result.report(), fmt)

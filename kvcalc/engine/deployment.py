@@ -36,6 +36,7 @@ from kvcalc.engine.overhead import (
 from kvcalc.engine.spec import ModelSpec, ParallelismError
 from kvcalc.engine.units import GiB
 from kvcalc.engine.weights import WeightPrecision, compute_dtype, pipeline_stages, weights_per_gpu
+from kvcalc.errors import InputError, LayoutError
 
 #: The share of GPU memory a serving engine takes by default (vLLM ``--gpu-memory-utilization``).
 DEFAULT_GPU_UTIL = Fraction(9, 10)
@@ -43,7 +44,7 @@ DEFAULT_GPU_UTIL = Fraction(9, 10)
 DEFAULT_BLOCK_SIZE = 16
 
 
-class DeploymentError(ValueError):
+class DeploymentError(InputError, ValueError):
     """A deployment that cannot be built. ``fields`` names the inputs at fault (``tp``,
     ``kv_memory``, ...) so that each front end can word them its own way (``--kv-memory`` on the
     command line, ``kv_memory:`` in a spec file). ``model_specific`` marks a layout that other
@@ -51,8 +52,7 @@ class DeploymentError(ValueError):
     that are wrong for every model."""
 
     def __init__(self, fields: tuple[str, ...], reason: str, *, model_specific: bool = False):
-        super().__init__(f"{' and '.join(fields)}: {reason}")
-        self.fields = fields
+        super().__init__(f"{' and '.join(fields)}: {reason}", fields=fields)
         self.reason = reason
         self.model_specific = model_specific
 
@@ -61,7 +61,7 @@ class DeploymentError(ValueError):
         return f"{' and '.join(name(f) for f in self.fields)}: {self.reason}"
 
 
-class TpSplitError(DeploymentError):
+class TpSplitError(DeploymentError, LayoutError):
     """A tp the heads do not split. Its wording names the sizes that do on these GPUs, found only
     when it is worded: a planner trying every split discards thousands of these unread."""
 

@@ -45,9 +45,12 @@ class KVFormatError(UnitError):
         self.option = option
         field = option.removeprefix("--").replace("-", "_")
         named = (f for _, f, _, _ in string.Formatter().parse(message) if f)
-        self.fields: tuple[str, ...] = tuple(dict.fromkeys((field, *named)))
+        fields = tuple(dict.fromkeys((field, *named)))
         self.template = "{" + field + "}: " + message
-        super().__init__(self.worded(lambda f: "--" + f.replace("_", "-")))
+        super().__init__(
+            self.template.format_map({f: "--" + f.replace("_", "-") for f in fields}),
+            fields=fields,
+        )
 
     def worded(self, name: Callable[[str], str]) -> str:
         return self.template.format_map({f: name(f) for f in self.fields})

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from kvcalc.errors import InputError
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -26,7 +28,7 @@ TB = 10**12
 MAX_CONTEXT_TOKENS = 1 << 30
 
 
-class UnitError(ValueError):
+class UnitError(InputError, ValueError):
     """A quantity could not be parsed; the message names the input and the accepted forms."""
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from kvcalc.errors import InputError
+
 if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
 
@@ -32,8 +34,11 @@ MAX_KV_HEADS = 4096
 MAX_WIDTH = 65536
 
 
-class VariantError(ValueError):
+class VariantError(InputError, ValueError):
     """A variant this model cannot take; the message names the fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="attention")
 
 
 def check_rope(rope: int, width: int, example: str = "") -> None:

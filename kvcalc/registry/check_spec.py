@@ -38,6 +38,7 @@ from pydantic import (
 from kvcalc.engine.inputs import Input, all_inputs
 from kvcalc.engine.serving import ENGINE_NAMES
 from kvcalc.engine.units import number_text_problem, shown
+from kvcalc.errors import KvcalcError
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -104,7 +105,7 @@ def stopped(file: str, line: int | None, count: int) -> str:
     )
 
 
-class SpecError(Exception):
+class SpecError(KvcalcError):
     """An invalid spec file: one ``file:line: field: message`` line per problem."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -84,6 +84,9 @@ def check_gpus(root: Path | None = None) -> list[str]:
 class GpuSetError(RegistryError, ValueError):
     """A GPU set that cannot be parsed (bad count or shape); one line naming the fix."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="gpus")
+
 
 _SET_FORMS = (
     "use COUNTxGPU such as 8xH100 (or H100x8, h100:8, 8*h100), 4xMI300X, or a single name "

@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvcalc.engine.units import shown
 
+# Defined beside every other error, read from here by the registry.
+from kvcalc.errors import RegistryError as RegistryError
+from kvcalc.errors import UnknownNameError as UnknownNameError
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -28,22 +32,6 @@ if TYPE_CHECKING:
 
 #: Registry files larger than this are refused before parsing (a hostile or mistaken file).
 MAX_FILE_BYTES = 1 << 20
-
-
-class RegistryError(Exception):
-    """Bad registry data or an unknown name. The message is one line naming the file and field."""
-
-
-class UnknownNameError(RegistryError):
-    """A model or accelerator name that is not in the registry; carries the closest names."""
-
-    def __init__(self, what: str, name: str, suggestions: list[str]) -> None:
-        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(
-            f"unknown {what} {shown(name, 100)!r}{hint} (list them with `kvcalc {what}s`)"
-        )
-        self.name = name
-        self.suggestions = suggestions
 
 
 def registry_root() -> Path:

@@ -263,3 +263,20 @@ def check_spec_report(spec: str, checked: Sequence[CheckedDeployment]) -> Report
         warning_lines={w: (spec, line) for line, w in warnings},
         exit_code=1 if failed else 0,
     )
+
+
+def spec_problems_report(problems: Sequence[str], spec: str) -> Report:
+    """An invalid spec's problems as failed cases, for the CI formats (an annotation on the
+    line, a failed JUnit test): a pipeline that only reads stdout still shows why."""
+    import re
+
+    cases = []
+    for problem in problems:
+        # Problems read "<spec>:<line>: <message>", or "<spec>: <message>" for the whole file.
+        rest = problem.removeprefix(f"{spec}:")
+        located = re.match(r"^(\d+): ", rest)
+        line = int(located.group(1)) if located else None
+        message = rest[located.end():] if located else rest.strip()
+        name = f"line {line}" if line else "file"
+        cases.append(Case("invalid spec", name, False, message, spec, line, kind="invalid spec"))
+    return Report(payload={}, cases=cases)

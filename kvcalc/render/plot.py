@@ -8,10 +8,12 @@ backend.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvcalc.errors import fail
 from kvcalc.install import pip_install_hint
 from kvcalc.render.chart import Chart
 
@@ -90,3 +92,35 @@ def plot_figure(charts: Sequence[Chart], title: str) -> Figure:
     axes[-1].set_xlabel(charts[-1].x_label)
     figure.suptitle(title)
     return figure
+
+
+def plot_target(text: str, swept: bool) -> Path:
+    """The --plot file, checked before any work: its type, its folder, that there is a line to
+    draw, and matplotlib."""
+    from kvcalc.engine.units import shown
+
+    path = Path(text)
+    named = shown(text, 200)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        fail(f"--plot: {named!r} is not a .png or .svg file name; give e.g. sweep.png")
+    folder = path.parent
+    if path.is_dir():
+        fail(f"--plot: {named} is a folder; give a file name in it such as {named}/sweep.png")
+    if not folder.is_dir():
+        fail(f"--plot: cannot write {named}: the folder {shown(str(folder), 200)} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(f"--plot: cannot write {named}: permission denied")
+    if not swept:
+        fail("--plot: one point has nothing to draw; give a range such as --ctx 4k..1m")
+    if not matplotlib_available():
+        fail(f"--plot: needs matplotlib, an optional extra; install it with {INSTALL_HINT}")
+    return path
+
+
+def draw(charts: Sequence[Chart], target: Path, mbu: float) -> None:
+    from kvcalc.engine.units import shown
+
+    try:
+        write_plot(charts, target, f"kvcalc sweep (mbu {mbu:g})")
+    except OSError as exc:
+        fail(f"--plot: cannot write {shown(str(target), 200)}: {exc.strerror or exc}")

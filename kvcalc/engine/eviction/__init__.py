@@ -40,16 +40,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from kvcalc.errors import InputError
+
 if TYPE_CHECKING:
     from kvcalc.engine.spec import Mixer, ModelSpec
 
-class EvictionError(ValueError):
+class EvictionError(InputError, ValueError):
     """A policy that cannot be built, naming its inputs at fault (``window``, ``keep_ratio``,
     ...) so that each front end words them its own way (``--keep-ratio`` on the command line)."""
 
     def __init__(self, fields: tuple[str, ...], reason: str) -> None:
-        super().__init__(f"{' and '.join(fields)}: {reason}")
-        self.fields = fields
+        super().__init__(f"{' and '.join(fields)}: {reason}", fields=fields)
         self.reason = reason
 
     def worded(self, name: Callable[[str], str]) -> str:

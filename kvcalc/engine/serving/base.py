@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kvcalc.errors import InputError
+
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
@@ -158,7 +160,7 @@ class ServingEngine(Protocol):
         ...
 
 
-class EngineRefusal(ValueError):
+class EngineRefusal(InputError, ValueError):
     """A set-up the engine would refuse to start with (or that is not modelled): one line in
     its own words, naming the fix. With ``fields``, ``message`` is a template naming those
     inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as
@@ -166,16 +168,19 @@ class EngineRefusal(ValueError):
 
     def __init__(self, message: str, *fields: str) -> None:
         self.template = message if fields else message.replace("{", "{{").replace("}", "}}")
+        super().__init__(self.worded(cli_name, fields))
+        # Only the inputs it names are worded by a front end; ``field`` stays the one its
+        # message leads with.
         self.fields = fields
-        super().__init__(self.worded(cli_name))
 
     @classmethod
     def at(cls, field: str, reason: str) -> EngineRefusal:
         """``field`` refused for ``reason`` (literal text)."""
         return cls("{" + field + "}: " + reason.replace("{", "{{").replace("}", "}}"), field)
 
-    def worded(self, name: Callable[[str], str]) -> str:
-        return self.template.format_map({f: name(f) for f in self.fields})
+    def worded(self, name: Callable[[str], str], fields: tuple[str, ...] | None = None) -> str:
+        named = self.fields if fields is None else fields
+        return self.template.format_map({f: name(f) for f in named})
 
     def __str__(self) -> str:
         return self.worded(cli_name)
@@ -187,7 +192,7 @@ def cli_name(name: str) -> str:
     return "--weights" if name == "weights_total" else "--" + name.replace("_", "-")
 
 
-class InputRefusal(ValueError):
+class InputRefusal(InputError, ValueError):
     """An input an engine refuses. Its message names inputs in its text: ``template`` holds
     ``{kv_memory}`` where each named input goes, spelled by the front end (``--kv-memory``,
     ``kv_memory``); ``fields`` are the inputs it names, the one at fault first. (It reads as a
@@ -196,12 +201,11 @@ class InputRefusal(ValueError):
 
     def __init__(self, template: str, *fields: str, model_specific: bool = False) -> None:
         self.template = template
-        self.fields = fields
         self.model_specific = model_specific
-        super().__init__(self.worded(cli_name))
+        super().__init__(self.worded(cli_name, fields), fields=fields)
 
-    def worded(self, name: Callable[[str], str]) -> str:
-        return self.template.format_map({f: name(f) for f in self.fields})
+    def worded(self, name: Callable[[str], str], fields: tuple[str, ...] = ()) -> str:
+        return self.template.format_map({f: name(f) for f in fields or self.fields})
 
     def __str__(self) -> str:
         return self.worded(cli_name)

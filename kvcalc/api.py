@@ -1,0 +1,922 @@
+"""The Python API: one function per command, ``import kvcalc`` and call ``kvcalc.size(...)``.
+
+Keywords are named and typed as the command line's options, dashes as underscores:
+``ctx="128k"`` (or ``131072``, or a list such as ``["8k", "32k"]``), ``gpus="8xH100"``,
+``kv_dtype="fp8"``, ``kv_memory="52GiB"`` (or a number of bytes). A model is a registry name,
+a Hugging Face repo id, a ``config.json`` path, or a :class:`~kvcalc.engine.spec.ModelSpec`.
+
+Each function returns a frozen result (:mod:`kvcalc.results`) whose ``to_dict()`` is exactly
+the command's ``--format json`` document and ``report()`` what every format renders. Bad input
+raises a :class:`~kvcalc.errors.KvcalcError` subclass naming the input (``field``) and the fix
+(``fix``); the command line prints the same error as its one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from kvcalc.errors import InputError, LayoutError, fail
+from kvcalc.values import MAX_BATCH, check_mbu, load_model, option_name, parse_ctx_list
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.engine.inputs import Input
+    from kvcalc.engine.offload import Tier
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.options import EvictionOptions, KvFormatOptions
+    from kvcalc.results import (
+        BatchResult,
+        CheckResult,
+        CompareResult,
+        DecodeResult,
+        OffloadResult,
+        PlanResult,
+        SizeResult,
+        SweepResult,
+    )
+
+class KvFormatInputs(TypedDict, total=False):
+    """The KV cache format (``--kv-dtype`` ...): every command that sizes a cache takes it."""
+
+    kv_dtype: str
+    kv_group: int
+    kv_scale_dtype: str
+    kv_zero_point: bool
+    kv_quant: str
+    kv_bits: int
+    kv_residual: int | str
+
+
+class EvictionInputs(TypedDict, total=False):
+    """An eviction or bounding policy (``--window`` ...): `size`, `batch`, `decode`, `compare`."""
+
+    window: int | str
+    sinks: int | str
+    recent: int | str
+    h2o_budget: int | str
+    snapkv_budget: int | str
+    observation_window: int | str
+    prompt: int | str
+    gen: int | str
+    keep_ratio: float
+
+
+class SizeInputs(KvFormatInputs, EvictionInputs, total=False):
+    """The inputs of :func:`size`."""
+
+
+class DeploymentInputs(KvFormatInputs, total=False):
+    """A deployment on the GPUs (``--tp``, ``--kv-memory`` ...), the KV format included."""
+
+    tp: int
+    pp: int
+    gpu_util: float
+    reserve: float
+    overhead: str | int
+    gpu_memory: str | int
+    weights: str | int
+    kv_memory: str | int
+    weight_dtype: str
+    block_size: int | str
+    prefix_shared: int | str
+    max_num_batched_tokens: int | str
+
+
+class CompareInputs(DeploymentInputs, EvictionInputs, total=False):
+    """The inputs of :func:`compare`."""
+
+
+class EngineInputs(TypedDict, total=False):
+    """The serving engines' own options (``--mem-fraction-static`` ...), each read by its
+    engine only (:mod:`kvcalc.engine.serving`)."""
+
+    sglang_version: str
+    mem_fraction_static: float
+    page_size: int | str
+    context_length: int | str
+    chunked_prefill_size: int | str
+    cuda_graph_max_bs: int
+    max_total_tokens: int | str
+    free_before_load: str | float
+    free_after_load: str | float
+    swa_full_tokens_ratio: float
+    # TensorRT-LLM's, named as its own options are.
+    free_gpu_memory_fraction: float
+    tokens_per_block: int | str
+    max_tokens: int | str
+    free_memory: str | float
+
+
+class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False):
+    """The inputs of :func:`batch` and :func:`decode`."""
+
+
+# ------------------------------------------------------------------ reading the keywords
+
+def _group_names(*groups: type) -> list[str]:
+    return [f.name for g in groups for f in fields(g)]
+
+
+def _refuse_unknown(command: str, inputs: Mapping[str, Any], known: Iterable[str]) -> None:
+    """An input this command does not take (a typo, or another command's) is refused, naming
+    the inputs it does take."""
+    allowed = set(known)
+    for name in inputs:
+        if name not in allowed:
+            raise InputError(
+                f"{name}: kvcalc.{command} takes no such input; it takes "
+                f"{', '.join(sorted(allowed))}",
+                field=name,
+                fix=f"drop {name}",
+            )
+
+
+def _tokens_text(value: Any, option: str = "--ctx") -> str | None:
+    """Token counts as the command line spells them: ``128k``, ``131072``, ``8k,32k``."""
+    if value is None:
+        return None
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, Sequence):
+        return ",".join(str(v) for v in value)
+    raise InputError(
+        f"{option}: {value!r} is no token count; give e.g. 128k, 131072 or ['8k', '32k']"
+    )
+
+
+def _declared() -> dict[str, Input]:
+    """Every declared input by name: the deployment's, the engines' own, the eviction's."""
+    from kvcalc.engine.inputs import all_inputs
+    from kvcalc.options import EVICTION_INPUTS
+
+    return {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}
+
+
+def _value(name: str, value: Any, declared: Mapping[str, Input]) -> Any:
+    """An input as the option groups hold it, by its declared unit: a size given as a number is
+    bytes, a length (``prompt``) is text as typed, a token count given as text (``4k``) is read
+    as the command line reads it; a number is held to the declared range."""
+    inp = declared.get(name)
+    if inp is None:
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if inp.unit == "bytes" and isinstance(value, int) and number:
+        return f"{value}B"
+    if inp.unit == "context":
+        return str(value)
+    if inp.unit == "tokens" and isinstance(value, str):
+        from kvcalc.engine.units import UnitError, parse_tokens
+
+        try:
+            value = parse_tokens(value, 0, 1 << 40, what="token count")
+        except UnitError as exc:
+            fail(f"{inp.flag}: {exc}")
+        number = True
+    if number:
+        _in_range(inp, value)
+    return value
+
+
+def _given(inputs: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    declared = _declared()
+    return {n: _value(n, inputs[n], declared) for n in names if inputs.get(n) is not None}
+
+
+def _in_range(inp: Input, value: float) -> None:
+    """A number held to the range its input declares (:mod:`kvcalc.engine.inputs`), as the
+    command line's option and a spec file's key are."""
+    low, high = inp.bounds()
+    if (low is not None and value < low) or (high is not None and value > high):
+        span = (
+            f"at least {low:g}" if high is None
+            else f"at most {high:g}" if low is None
+            else f"from {low:g} to {high:g}"
+        )
+        fail(f"{inp.flag}: {value:g} is out of range; give {span}")
+
+
+def _kv_options(inputs: Mapping[str, Any]) -> KvFormatOptions:
+    from kvcalc.options import KvFormatOptions
+
+    names = _group_names(KvFormatOptions)
+    values: dict[str, Any] = {**dict.fromkeys(names), "kv_zero_point": False}
+    return KvFormatOptions(**{**values, **_given(inputs, names)})
+
+
+def _evict_options(inputs: Mapping[str, Any]) -> EvictionOptions:
+    from kvcalc.options import EvictionOptions
+
+    names = _group_names(EvictionOptions)
+    return EvictionOptions(**{**dict.fromkeys(names), **_given(inputs, names)})
+
+
+def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOptions:
+    # The deployment inputs are declared with the command line's options for now.
+    from kvcalc.cli.deploy import DeploymentOptions
+
+    names = [n for n in _group_names(DeploymentOptions) if n != "gpus"]
+    return DeploymentOptions.from_values({**_given(inputs, names), "gpus": gpus})
+
+
+def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
+    """The engines' own inputs given, as given: each engine reads its own (its declaration in
+    :mod:`kvcalc.engine.inputs` says how)."""
+    from kvcalc.cli.deploy import EngineFlags
+
+    declared = _declared()
+    given = {n: inputs[n] for n in _engine_input_names() if inputs.get(n) is not None}
+    for name, value in given.items():  # as given: the engine reads its own (a bare GiB, ...)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            _in_range(declared[name], value)
+    return EngineFlags(**given)
+
+
+def _engine_input_names() -> list[str]:
+    from kvcalc.engine.inputs import engine_inputs
+
+    return [i.name for i in engine_inputs()]
+
+
+def given_inputs(*groups: Any) -> dict[str, Any]:
+    """The inputs an option group holds that were given, by keyword: what the command line
+    passes to this API (a group's defaults are the API's, so leaving them out is the same)."""
+    given: dict[str, Any] = {}
+    for group in groups:
+        if hasattr(group, "named"):  # the engines' own options, by name
+            given.update(group.named())
+            continue
+        for f in fields(group):
+            value = getattr(group, f.name)
+            chosen = group.given(f.name) if hasattr(group, "refuse") else value is not None
+            if chosen and value is not False:
+                given[f.name] = value
+    given.pop("gpus", None)  # an argument of its own
+    return given
+
+
+def _bounded(name: str, value: int | None, low: int, high: int) -> None:
+    """A count the command line's option bounds (``--batch``, ``--kv-heads``) held to them."""
+    if value is not None and not low <= value <= high:
+        fail(f"{option_name(name)}: {value} is out of range; give from {low:,} to {high:,}")
+
+
+def _what_ifs(kv_heads: int | None, head_dim: int | None, layers: int | None) -> None:
+    _bounded("kv_heads", kv_heads, 1, 4096)
+    _bounded("head_dim", head_dim, 1, 65536)
+    _bounded("layers", layers, 1, 100_000)
+
+
+def _models(models: str | ModelSpec | Sequence[str | ModelSpec]) -> list[str | ModelSpec]:
+    return [models] if isinstance(models, str) or not isinstance(models, Sequence) else list(
+        models
+    )
+
+
+# ------------------------------------------------------------------ size
+
+
+def size(
+    model: str | ModelSpec,
+    *,
+    ctx: str | int | Sequence[str | int] | None = None,
+    batch: int | None = None,
+    attention: str | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    layers: int | None = None,
+    **inputs: Unpack[SizeInputs],
+) -> SizeResult:
+    """KV-cache bytes per token, per sequence at ``ctx`` (default: the model's maximum context)
+    and for ``batch`` sequences (default 1), keeping what an eviction policy keeps.
+
+    ``attention`` (``"gqa:8"``, ``"mla:512+64"``), ``kv_heads``, ``head_dim`` and ``layers``
+    are what-ifs on the model, as ``--as``, ``--kv-heads``, ``--head-dim`` and ``--layers``."""
+    from kvcalc.engine.kv import kv_size
+    from kvcalc.options import EvictionOptions, KvFormatOptions
+    from kvcalc.render.size import size_report
+    from kvcalc.render.warnings import max_context_warnings
+    from kvcalc.results import SizeResult
+
+    _refuse_unknown("size", inputs, _group_names(KvFormatOptions, EvictionOptions))
+    _bounded("batch", batch, 1, MAX_BATCH)
+    _what_ifs(kv_heads, head_dim, layers)
+    kv, evict = _kv_options(inputs), _evict_options(inputs)
+    spec = load_model(model, kv_heads, head_dim, layers, attention)
+
+    def model_maximum() -> list[int]:
+        if spec.max_context is None:
+            fail("--ctx: this model states no maximum context; give one, e.g. --ctx 8k")
+        return [spec.max_context]
+
+    contexts = evict.contexts(_tokens_text(ctx), model_maximum)
+    policy, notes = evict.checked(spec, contexts)
+    cache = kv.cache_format(spec)
+    sizes = tuple(kv_size(spec, c, cache, batch or 1, policy) for c in contexts)
+    report = size_report(list(sizes), spec.name)
+    report.warnings = [*report.warnings, *max_context_warnings(spec, contexts), *notes]
+    return SizeResult(
+        _report=report,
+        model=spec.id,
+        kv_dtype=sizes[0].kv_dtype,
+        batch=sizes[0].batch,
+        kv_bytes_per_token=sizes[0].bytes_per_token,
+        contexts=tuple(contexts),
+        kv_bytes_per_sequence=tuple(s.bytes_per_sequence for s in sizes),
+        kv_bytes_total=tuple(s.bytes_total for s in sizes),
+        sizes=sizes,
+    )
+
+
+# ------------------------------------------------------------------ batch
+
+BATCH_CONTEXTS = "8k,32k,128k"
+
+
+def _engine_names(inputs: Mapping[str, Any]) -> list[str]:
+    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.options import EvictionOptions
+
+    return [*_group_names(DeploymentOptions, EvictionOptions), *_engine_input_names()]
+
+
+def batch(
+    model: str | ModelSpec | None = None,
+    *,
+    gpus: str,
+    ctx: str | int | Sequence[str | int] | None = None,
+    attention: str | None = None,
+    max_model_len: str | int | Sequence[str | int] | None = None,
+    engine: str | None = None,
+    **inputs: Unpack[ServingInputs],
+) -> BatchResult:
+    """Sequences that fit at each context (default 8k, 32k and 128k; SGLang 8k; vLLM the
+    model's maximum; SnapKV ``prompt`` + ``gen``) as ``engine`` sizes the cache (default: the
+    budget formula): memory budget, KV capacity, max context at batch 1. Without a model, every
+    model of the registry (the budget formula)."""
+    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engines
+    from kvcalc.engine.serving.base import BatchRequest
+    from kvcalc.render.serving import engine_report
+    from kvcalc.results import BatchResult
+
+    _refuse_unknown("batch", inputs, _engine_names(inputs))
+    deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
+        inputs
+    )
+    chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    evict.check_applies(chosen)
+    ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len, "--max-model-len")
+    if not chosen.takes_lengths and lengths_text is not None:
+        takers = " or ".join(e.name for e in engines() if e.takes_lengths)
+        fail(f"--max-model-len: applies to --engine {takers} only; the budget formula uses --ctx")
+    if deploy.given("kv_memory"):
+        deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
+    gpu_set = deploy.resolve_gpus()
+    if model is None:
+        if not chosen.sizes_registry:
+            fail(f"--engine {chosen.name} needs a MODEL")
+        deploy.refuse("weights", because="it is one model's weights; name the MODEL")
+        if evict.given():
+            fail(f"{evict.flags()}: an eviction policy is sized for one model; name the MODEL")
+        return _whole_registry(
+            gpu_set, parse_ctx_list(ctx_text or BATCH_CONTEXTS), deploy, attention, chosen.name
+        )
+    spec = load_model(model, None, None, None, attention)
+    notes: list[str] = []
+    policy = None
+    contexts = parse_ctx_list(ctx_text) if ctx_text else None
+    if chosen.evicts:
+        defaults = chosen.default_contexts or ()
+        contexts = evict.contexts(ctx_text, lambda: list(defaults))
+        policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    lengths = parse_ctx_list(lengths_text, "--max-model-len") if lengths_text else None
+    pool = engine_pool_of(dep, chosen, flags)
+    answer = pool.batch(BatchRequest(contexts=contexts, lengths=lengths))
+    report = engine_report(dep, answer)
+    report.warnings = [*report.warnings, *notes]
+    answered = _answered(answer)
+    per_replica, _ = pool.max_batches(answered)
+    per_replica = [*per_replica, *[0] * (len(answered) - len(per_replica))]
+    return BatchResult(
+        _report=report,
+        model=spec.id,
+        engine=chosen.name,
+        contexts=tuple(answered),
+        max_batch=tuple(n * dep.replicas for n in per_replica),
+        registry={},
+    )
+
+
+def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:
+    from kvcalc.cli.deploy import engine_pool
+
+    return engine_pool(dep, engine, flags)
+
+
+def _answered(answer: Any) -> list[int]:
+    """The contexts (or request lengths) an engine's answer is for."""
+    from kvcalc.render.serving import setup_of
+
+    capacity = getattr(answer, "capacity", None)
+    if capacity is not None:
+        return [c.context_tokens for c in capacity.contexts]
+    dep = getattr(answer, "dep", None)
+    part = answer.part(setup_of(dep)) if dep is not None else None
+    return list(part.lengths) if part is not None else []
+
+
+def _whole_registry(
+    gpu_set: Any, contexts: list[int], deploy: DeploymentOptions, attention: str | None,
+    engine: str,
+) -> BatchResult:
+    """Every model of the registry on ``gpu_set``: a model that cannot take the what-if, the
+    KV format or the layout is its row, not an error."""
+    from kvcalc.engine.capacity import capacity
+    from kvcalc.registry.load import all_model_specs
+    from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
+    from kvcalc.render.layout import layout_note
+    from kvcalc.results import BatchResult
+    from kvcalc.values import parse_attention_variant
+
+    variant = parse_attention_variant(attention) if attention else None
+    # The what-if module loads only when one is asked for.
+    refused: tuple[type[Exception], ...] = (LayoutError,)
+    if variant is not None:
+        from kvcalc.engine.variant import VariantError, as_attention
+
+        refused = (VariantError, LayoutError)
+    rows = []
+    found: dict[str, Any] = {}
+    specs = all_model_specs()
+    kv_name = None
+    for spec in specs:
+        try:
+            if variant is not None:
+                spec = as_attention(spec, variant)
+            kv = deploy.kv_format(spec)
+            kv_name = kv.name if deploy.format_given() else None
+            # Without --tp the split is the default every command takes (choose_tp).
+            dep = deploy.build(spec, gpu_set)
+        except refused as exc:
+            rows.append(registry_row(None, spec.id, str(exc)))
+            found[spec.id] = str(exc)
+            continue
+        cap = capacity(dep, contexts)
+        found[spec.id] = cap
+        rows.append(registry_row(cap, spec.id, None, layout_note(dep)))
+    setting = RegistrySetting(
+        weight_dtype=deploy.weight_dtype,
+        kv_dtype=kv_name,
+        attention=None if variant is None else variant.label,
+    )
+    return BatchResult(
+        _report=registry_report(rows, gpu_set, contexts, specs, setting),
+        model=None,
+        engine=engine,
+        contexts=tuple(contexts),
+        max_batch=(),
+        registry=MappingProxyType(found),
+    )
+
+
+# ------------------------------------------------------------------ decode
+
+DECODE_CONTEXT = "8k"
+
+
+def decode(
+    model: str | ModelSpec,
+    *,
+    gpus: str,
+    ctx: str | int | Sequence[str | int] | None = None,
+    attention: str | None = None,
+    batch: int | None = None,
+    mbu: float = 1.0,
+    mfu: float | None = None,
+    engine: str | None = None,
+    **inputs: Unpack[ServingInputs],
+) -> DecodeResult:
+    """Decode-step time at each context (default 8k): weight-read, KV-read and compute time,
+    TPOT and tokens/s at ``batch`` sequences (default: the most that fit, as ``engine`` sizes
+    the cache), and beside the roofline (at ``mbu``) a realistic TPOT and TTFT estimate (at
+    ``mfu``: default the GPU's measured matmul ceiling)."""
+    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.engine.serving import DEFAULT_ENGINE
+    from kvcalc.render.decode import decode_report
+    from kvcalc.results import DecodeResult
+    from kvcalc.values import check_mfu
+
+    _refuse_unknown("decode", inputs, _engine_names(inputs))
+    _bounded("batch", batch, 1, MAX_BATCH)
+    check_mbu(mbu)
+    check_mfu(mfu)
+    deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
+        inputs
+    )
+    chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    evict.check_applies(chosen)
+    gpu_set = deploy.resolve_gpus()
+    spec = load_model(model, None, None, None, attention)
+    contexts = evict.contexts(_tokens_text(ctx), lambda: parse_ctx_list(DECODE_CONTEXT))
+    policy, notes = evict.checked(spec, contexts)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    max_batches, why = engine_pool_of(dep, chosen, flags).max_batches(contexts)
+    steps = []
+    warnings = list(notes)
+    reason = None
+    for context, fits in zip(contexts, max_batches, strict=True):
+        if fits < 1:
+            reason = why or f"no sequence of {context:,} tokens fits"
+            break
+        n = batch if batch is not None else fits
+        if n > fits:
+            # A what-if beyond memory is still timed, but never silently.
+            warnings.append(
+                f"--batch {n:,} exceeds the {fits:,} sequences of "
+                f"{context:,} tokens that fit in the KV budget"
+            )
+        steps.append(timed_step(dep, n, context, mbu, mfu))
+    return DecodeResult(
+        _report=decode_report(dep, steps, mbu, reason, warnings, chosen),
+        model=spec.id,
+        engine=chosen.name,
+        contexts=tuple(s.roofline.context_tokens for s in steps),
+        batch=tuple(s.roofline.batch for s in steps),
+        tpot_seconds=tuple(None if s.tpot is None else s.tpot.tpot_seconds for s in steps),
+        roofline_tpot_seconds=tuple(s.roofline.tpot_seconds for s in steps),
+        ttft_seconds=tuple(None if s.prefill is None else s.prefill.ttft_seconds for s in steps),
+        steps=tuple(steps),
+        reason=reason,
+    )
+
+
+def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+    """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
+    TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
+    from kvcalc.engine.decode import decode_step_for
+    from kvcalc.engine.latency import (
+        can_time_communication,
+        prefill_estimate,
+        prompt_tokens_at,
+        tpot_estimate,
+    )
+    from kvcalc.render.decode import TimedStep
+
+    roofline = decode_step_for(dep, batch=batch, context_tokens=context, mbu=mbu)
+    if not can_time_communication(dep):
+        return TimedStep(roofline, None, None)
+    return TimedStep(
+        roofline,
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
+        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
+    )
+
+
+# ------------------------------------------------------------------ plan
+
+
+def plan(
+    model: str | ModelSpec,
+    *,
+    users: int,
+    ctx: str | int | None = None,
+    max_tpot: str | None = None,
+    max_ttft: str | None = None,
+    attention: str | None = None,
+    gpus: str | Sequence[str] | None = None,
+    max_gpus: int | None = None,
+    weight_dtype: str | Sequence[str] | None = None,
+    kv_dtype: str | Sequence[str] | None = None,
+    engine: str | None = None,
+    price: str | Mapping[str, float] | None = None,
+    roofline: bool = False,
+    mfu: float | None = None,
+    top: int | None = None,
+) -> PlanResult:
+    """The fewest GPUs that hold ``users`` sequences of ``ctx`` tokens (default 8k) and meet
+    ``max_tpot`` / ``max_ttft`` (``"50ms"``, ``"2s"``): every accelerator (or those of
+    ``gpus``), count up to ``max_gpus`` (default 8), tp/pp split, replica count and dtype
+    (``weight_dtype``, ``kv_dtype``: several to try); ranked by GPU count, then ``price``
+    (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
+    InputError naming the closest."""
+    from kvcalc.engine.plan import PlanRequest, max_batch_rule
+    from kvcalc.engine.plan import plan as search
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
+    from kvcalc.planning import (
+        DEFAULT_CONTEXT,
+        DEFAULT_MAX_GPUS,
+        DEFAULT_TOP,
+        MAX_MAX_GPUS,
+        candidate_accelerators,
+        dtype_list,
+        duration,
+        kv_format_list,
+        nothing_meets,
+        parse_prices,
+        plan_engines,
+    )
+    from kvcalc.render.plan import plan_report
+    from kvcalc.results import PlanResult
+    from kvcalc.values import check_mfu
+
+    max_gpus = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
+    top = DEFAULT_TOP if top is None else top
+    check_mfu(mfu)
+    if roofline and mfu is not None:
+        fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
+    names = [e.name for e in plan_engines()]
+    wanted = (engine or DEFAULT_ENGINE).lower()
+    if wanted not in names:
+        fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
+    chosen = engine_named(wanted)
+    if not 1 <= users <= 1_000_000:
+        fail(f"--users: {users} is not between 1 and 1,000,000")
+    if not 1 <= max_gpus <= MAX_MAX_GPUS:
+        fail(f"--max-gpus: {max_gpus} is not between 1 and {MAX_MAX_GPUS}, e.g. 8")
+    if top < 1:
+        fail(f"--top: {top} must be at least 1")
+    spec = load_model(model, None, None, None, attention)
+    contexts = parse_ctx_list(_tokens_text(ctx) or DEFAULT_CONTEXT)
+    if len(contexts) != 1:
+        fail("--ctx: plan serves one context length; give one, e.g. 16k")
+    if isinstance(price, Mapping):
+        price = ",".join(f"{gpu}={amount}" for gpu, amount in price.items())
+    prices = parse_prices(price) if price else None
+    request = PlanRequest(
+        model=spec,
+        users=users,
+        context_tokens=contexts[0],
+        accelerators=candidate_accelerators(_listed(gpus), prices),
+        max_gpus=max_gpus,
+        weight_dtypes=dtype_list(_listed(weight_dtype), "--weight-dtype", spec),
+        kv_dtypes=kv_format_list(_listed(kv_dtype), spec, chosen),
+        max_tpot_seconds=duration(max_tpot, "--max-tpot"),
+        max_ttft_seconds=duration(max_ttft, "--max-ttft"),
+        roofline=roofline,
+        mfu=mfu,
+        prices=prices,
+    )
+    result = search(request, max_batch_rule(chosen))
+    if not result.layouts:
+        fail(nothing_meets(result))
+    return PlanResult(
+        _report=plan_report(result, top, chosen),
+        model=spec.id,
+        engine=chosen.name,
+        layouts=result.layouts[:top],
+        plan=result,
+    )
+
+
+def _listed(value: str | Sequence[str] | None) -> str | None:
+    """A list input as the command line spells it: ``"H100,H200"``."""
+    return value if value is None or isinstance(value, str) else ",".join(value)
+
+
+# ------------------------------------------------------------------ sweep
+
+SWEEP_CONTEXTS = "4k..128k"
+
+
+def sweep(
+    models: str | ModelSpec | Sequence[str | ModelSpec],
+    *,
+    gpus: str | Sequence[str],
+    ctx: str | int | Sequence[str | int] = SWEEP_CONTEXTS,
+    batch: str | int | Sequence[str | int] | None = None,
+    attention: str | None = None,
+    mbu: float = 1.0,
+    plot: str | Path | None = None,
+    **inputs: Unpack[DeploymentInputs],
+) -> SweepResult:
+    """KV bytes per sequence, max batch and decode TPOT at each context (``"4k..128k"``: both
+    ends and the powers of two between; ``"4k..1m:8"``: 8 log-spaced points; or a list), one
+    line per model and GPU set (``gpus`` may be several); ``batch`` the batches timed
+    (default: the most that fit at each context). ``plot``: also draw the charts into this
+    .png or .svg file (needs matplotlib), checked before any work."""
+    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.engine.sweep import sweep as sweep_of
+    from kvcalc.engine.units import parse_context
+    from kvcalc.render.sweep import sweep_report, swept_axis
+    from kvcalc.results import SweepResult
+
+    _refuse_unknown("sweep", inputs, _group_names(DeploymentOptions))
+    check_mbu(mbu)
+    contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context)
+    batch_text = _tokens_text(batch, "--batch")
+    batches = sweep_values(batch_text, "--batch", parse_batch) if batch_text is not None else None
+    target = None
+    if plot is not None:
+        from kvcalc.render.plot import plot_target
+
+        target = plot_target(str(plot), swept_axis(contexts, batches) is not None)
+    names = _models(models)
+    gpu_sets = [gpus] if isinstance(gpus, str) else list(gpus)
+    refuse_repeats([str(n) for n in names], "MODEL")
+    refuse_repeats(gpu_sets, "--gpus")
+    deploys = [_deploy_options(inputs, g) for g in gpu_sets]
+    if len(names) > 1:
+        deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
+    specs = [load_model(name, None, None, None, attention) for name in names]
+    lines = tuple(
+        sweep_of(d.build(spec, d.resolve_gpus()), contexts, batches, mbu)
+        for spec in specs
+        for d in deploys
+    )
+    report = sweep_report(list(lines), contexts, batches)
+    if target is not None:
+        from kvcalc.render.plot import draw
+
+        draw(report.charts, target, mbu)
+    return SweepResult(
+        _report=report,
+        lines=lines,
+        contexts=tuple(contexts),
+        batches=None if batches is None else tuple(batches),
+    )
+
+
+def sweep_values(text: str, option: str, parse_point: Any) -> list[int]:
+    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values."""
+    from kvcalc.engine.units import UnitError, parse_range
+
+    try:
+        if ".." in text:
+            return parse_range(text, parse_point)
+        values = [parse_point(p) for p in text.split(",") if p.strip()]
+    except UnitError as exc:
+        fail(f"{option}: {exc}")
+    if not values:
+        fail(f"{option}: give a range such as 4k..1m or a list such as 8k,32k")
+    refuse_repeats([str(v) for v in values], option)
+    return values
+
+
+def parse_batch(text: str) -> int:
+    from kvcalc.engine.units import UnitError, parse_count
+
+    value = parse_count(text)
+    if value > MAX_BATCH:
+        raise UnitError(f"invalid batch {text!r}: above the limit of {MAX_BATCH:,} sequences")
+    return value
+
+
+def refuse_repeats(values: list[str], option: str) -> None:
+    from kvcalc.engine.units import shown
+
+    seen = set()
+    for value in values:
+        if value in seen:
+            fail(f"{option}: {shown(value, 100)} is given twice; each gives one line, give it once")
+        seen.add(value)
+
+
+# ------------------------------------------------------------------ offload
+
+OFFLOAD_CONTEXT = "32k"
+
+
+def offload(
+    model: str | ModelSpec,
+    *,
+    gpus: str,
+    ctx: str | int = OFFLOAD_CONTEXT,
+    tier: str | Tier | Sequence[str | Tier] | None = None,
+    **inputs: Unpack[DeploymentInputs],
+) -> OffloadResult:
+    """Tokens and sequences each memory tier holds at ``ctx`` (one prefix length), the time to
+    load a cached prefix back into HBM against recomputing its prefill, and the prefix length
+    from which loading wins. ``tier``: ``"cpu:512GB@64GB/s"`` (or several; default: host memory
+    2x the GPUs' over PCIe, one 4 TB NVMe at 7 GB/s per GPU)."""
+    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.engine.capacity import capacity
+    from kvcalc.engine.offload import default_tiers, tier_fit
+    from kvcalc.render.offload import offload_report
+    from kvcalc.results import OffloadResult
+
+    _refuse_unknown("offload", inputs, _group_names(DeploymentOptions))
+    contexts = parse_ctx_list(_tokens_text(ctx) or OFFLOAD_CONTEXT)
+    if len(contexts) != 1:
+        fail("--ctx: give one prefix length, e.g. --ctx 32k")
+    context = contexts[0]
+    deploy = _deploy_options(inputs, gpus)
+    dep = deploy.build(load_model(model, None, None, None), deploy.resolve_gpus())
+    given = [] if tier is None else [tier] if isinstance(tier, str) or not isinstance(
+        tier, Sequence) else list(tier)
+    tiers = parse_tiers(given) if given else list(default_tiers(dep))
+    fits = tuple(tier_fit(dep, t, context) for t in tiers)
+    cap = capacity(dep, [context])
+    return OffloadResult(
+        _report=offload_report(cap, list(fits)),
+        model=dep.model.id,
+        context=context,
+        capacity=cap,
+        tiers=fits,
+    )
+
+
+def parse_tiers(given: Sequence[str | Tier]) -> list[Tier]:
+    from kvcalc.engine.units import shown
+
+    tiers = [parse_tier(t) if isinstance(t, str) else t for t in given]
+    names = [t.name for t in tiers]
+    for name in names:
+        if names.count(name) > 1:
+            fail(f"--tier: {shown(name)} is given twice; name each tier once")
+    return tiers
+
+
+def parse_tier(text: str) -> Tier:
+    """``cpu:512GB@64GB/s`` -> a tier of 512 GB read at 64 GB/s."""
+    from kvcalc.engine.offload import Tier
+    from kvcalc.engine.units import shown
+    from kvcalc.values import parse_size
+
+    example = "e.g. cpu:512GB@64GB/s"
+    given = f"--tier {shown(text)}"
+    name, colon, rest = text.partition(":")
+    if not colon or not name.strip():
+        fail(f"{given}: name the tier and its size, {example}")
+    amount, at, rate = rest.partition("@")
+    if not at or not rate.strip():
+        fail(f"{given}: give the bandwidth it is read back at, {example}")
+    rate = rate.strip()
+    if not rate.lower().endswith("/s"):
+        fail(f"{given}: give the bandwidth per second, {example}")
+    return Tier(name.strip().lower(), parse_size(amount, given), parse_size(rate[:-2], given))
+
+
+# ------------------------------------------------------------------ compare
+
+
+def compare(
+    models: str | ModelSpec | Sequence[str | ModelSpec],
+    *,
+    ctx: str | int | None = None,
+    gpus: str | None = None,
+    batch: int | None = None,
+    attention: str | None = None,
+    only: str | Sequence[str] | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    layers: int | None = None,
+    **inputs: Unpack[CompareInputs],
+) -> CompareResult:
+    """KV-cache techniques side by side at one ``ctx`` (default: the smallest maximum context of
+    the models): bytes per token and per sequence, the reduction against the baseline, and with
+    ``gpus`` the sequences that fit and the decode TPOT. ``only``: the rows to show
+    (:data:`kvcalc.techniques.TECHNIQUES`); ``prompt`` and ``gen`` add the no-cache and SnapKV
+    rows."""
+    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.comparison import compared
+    from kvcalc.options import EvictionOptions
+    from kvcalc.results import CompareResult
+
+    _refuse_unknown("compare", inputs, _group_names(DeploymentOptions, EvictionOptions))
+    _bounded("batch", batch, 1, MAX_BATCH)
+    _what_ifs(kv_heads, head_dim, layers)
+    rows = only if only is None or isinstance(only, str) else ",".join(only)
+    context, comparisons, report = compared(
+        _models(models),
+        _tokens_text(ctx),
+        batch,
+        attention,
+        rows,
+        kv_heads,
+        head_dim,
+        layers,
+        _deploy_options(inputs, gpus),
+        _evict_options(inputs),
+    )
+    return CompareResult(_report=report, context=context, models=tuple(comparisons))
+
+
+# ------------------------------------------------------------------ check
+
+
+def check(spec: str | Path, *, roofline: bool = False) -> CheckResult:
+    """Every deployment of the capacity spec file ``spec`` against its requirements; an invalid
+    spec raises :class:`~kvcalc.registry.check_spec.SpecError` (a KvcalcError) holding one
+    ``file:line: ...`` line per problem (``problems``). ``roofline``: hold the time
+    requirements to the roofline bound, not the realistic estimate."""
+    from kvcalc.capacity_check import check_all
+    from kvcalc.registry.check_spec import load_spec
+    from kvcalc.render.capacity_check import check_spec_report
+    from kvcalc.results import CheckResult
+
+    path = Path(spec)
+    checked = tuple(check_all(load_spec(path), roofline))
+    report = check_spec_report(str(spec), checked)
+    return CheckResult(
+        _report=report,
+        spec=str(spec),
+        deployments=checked,
+        passed=all(c.ok for c in checked),
+    )
