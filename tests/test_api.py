@@ -445,9 +445,10 @@ def python_blocks(path: Path) -> list[tuple[str, str | None]]:
     return [(m.group(1), m.group(2)) for m in pattern.finditer(text)]
 
 
-def test_docs_api_examples_run_and_print_what_they_show(tmp_path: Path) -> None:
-    blocks = python_blocks(ROOT / "docs" / "api.md")
-    assert len(blocks) >= 5
+@pytest.mark.parametrize(("page", "least"), [("docs/api.md", 5), ("README.md", 1)])
+def test_the_api_examples_run_and_print_what_they_show(page: str, least: int) -> None:
+    blocks = python_blocks(ROOT / page)
+    assert len(blocks) >= least
     for code, shown in blocks:
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

@@ -319,7 +319,6 @@ def test_docs_document_shell_completion() -> None:
 #: Pages other branches of issue 16 write; until they land a link to them may lead nowhere.
 #: Drop an entry once its page exists (a test says so).
 PENDING: dict[str, str] = {
-    "docs/api.md": "the Python API's page, written by branch api (issue 16 part 1)",
 }
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```[^\n]*", re.S | re.M)

@@ -79,7 +79,7 @@ def test_readme_has_a_short_tour() -> None:
 def test_readme_python_api_section_is_a_short_pointer() -> None:
     api = section("Python API")
     assert len(api.strip().splitlines()) <= 30
-    assert "<!-- python-api -->" in api  # where the API's own example goes
+    assert "```python\nimport kvcalc\n" in api  # an example, run by tests/test_api.py
     assert "(docs/api.md)" in api
 
 
