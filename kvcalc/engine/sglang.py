@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from kvcalc.engine.eviction import kept_by_engine
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.kvformat import KVFormat, plain
+from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
 
 
-class SGLangConfigError(ValueError):
+class SGLangConfigError(EngineRefusal):
     """A set-up SGLang would refuse, or that this model does not cover; one line naming the fix."""
 
 

@@ -52,6 +52,7 @@ from kvcalc.engine.overhead import (
     activation_peak,
     non_torch_memory,
 )
+from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.weights import pipeline_stages
@@ -84,7 +85,7 @@ SpecKind = Literal["full", "sliding", "chunked", "mla", "mamba"]
 Grouping = Literal["uniform_spec", "uniform_type", "hybrid", "packed"]
 
 
-class VLLMConfigError(ValueError):
+class VLLMConfigError(EngineRefusal):
     """A configuration vLLM 0.19 would refuse (or that is not modelled); one line naming the fix."""
 
 

@@ -1,0 +1,204 @@
+"""The serving-engine protocol: what every engine that sizes a KV cache tells the rest of kvcalc.
+
+An engine is one module of this package holding one object that satisfies
+:class:`ServingEngine`; :mod:`kvcalc.engine.serving` registers it by name. Nothing outside this
+package compares an engine's name: a command asks the engine (which inputs it reads, its KV
+pool, the batch it holds at a context, the longest context, its part of the report) and a
+renderer turns the pure data it answers (:class:`EnginePart`) into rows and lines.
+
+Refusals are :class:`InputRefusal`: they name the input at fault by its field (``kv_memory``),
+which each front end spells its own way (``--kv-memory`` on the command line, ``kv_memory:`` in
+a spec file). Only this module is imported at start-up: each engine imports its formulas when
+asked for a pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kvcalc.engine.capacity import Capacity
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.kvformat import KVFormat
+    from kvcalc.engine.spec import ModelSpec
+
+#: The inputs given: field name -> its value (an input not given is absent).
+Given = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """What `kvcalc batch` asks of an engine: the contexts given (``--ctx``; None: not given)
+    and, for an engine that starts at request lengths, those given (``--max-model-len``)."""
+
+    contexts: Sequence[int] | None = None
+    lengths: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the render layer states of every deployment, handed to an engine so that its part of
+    the report places those figures where its own output puts them."""
+
+    layout: Mapping[str, Any]
+    """The layout's JSON keys (replicas, the split when it was chosen, ...)."""
+    layout_notes: Sequence[str]
+    kv_label: str
+    """The KV format as the header names it (``fp8``, ``kivi2 (2-bit, g32)``)."""
+    kv_bits_per_value: float | None
+
+
+@dataclass(frozen=True)
+class EnginePart:
+    """An engine's part of a report, as pure data: the JSON object, the CSV records (with their
+    columns), the lines people read, and whether every request fits. A renderer turns it into a
+    report without knowing which engine made it."""
+
+    payload: Mapping[str, Any]
+    records: Sequence[Mapping[str, Any]] = ()
+    fields: Sequence[str] = ()
+    lines: Sequence[str] = ()
+    fits: bool = True
+    lengths: Sequence[int] = ()
+    """The request lengths answered, checked against the model's maximum by the renderer."""
+    capacity: Capacity | None = None
+    """The budget formula's capacity at each context, rendered as its table (then the other
+    fields are unused)."""
+
+
+class KVPool(Protocol):
+    """One replica's KV cache as an engine sizes it for one deployment."""
+
+    def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
+        """The most sequences of each context one replica runs at once, and why none fits when
+        the cache holds nothing (the list stops at the first context that fits none)."""
+        ...
+
+    def max_batch(self, context: int) -> int:
+        """Sequences of ``context`` one replica holds; 0 when none fits or the engine would
+        refuse the layout (a planner tries thousands: no error)."""
+        ...
+
+    def fraction(self, batch_per_replica: int, context: int) -> float:
+        """The share of the cache ``batch_per_replica`` sequences of ``context`` take (inf: the
+        engine does not start)."""
+        ...
+
+    def longest_context(self) -> int | None:
+        """The longest single sequence (None: no limit below 2^30 tokens)."""
+        ...
+
+    def batch(self, request: BatchRequest) -> Answer:
+        """`kvcalc batch`'s answer for this deployment."""
+        ...
+
+
+class Answer(Protocol):
+    """An engine's answer to `kvcalc batch`, turned into its part of the report."""
+
+    def part(self, setup: Setup) -> EnginePart: ...
+
+
+class ServingEngine(Protocol):
+    """A serving engine: its name, its inputs, its KV pool and its part of the report."""
+
+    name: str
+    """``--engine``'s value and the JSON ``engine``."""
+    label: str
+    """The engine as prose names it (``vLLM``); empty for the budget formula, which goes
+    unnamed in titles."""
+    summary: str
+    """Its part of ``--engine``'s help: ``vllm: vLLM 0.19's exact block count``."""
+    options: tuple[str, ...]
+    """The inputs only this engine reads (:mod:`kvcalc.inputs` names): refused with any other."""
+    evicts: bool
+    """Whether it sizes an evicting cache (the eviction options apply)."""
+    sizes_registry: bool
+    """Whether `kvcalc batch` without a MODEL (every model) sizes with it."""
+    plans: bool
+    """Whether `kvcalc plan`'s search sizes layouts with it."""
+    default_contexts: tuple[int, ...] | None
+    """The contexts `kvcalc batch` answers for without --ctx; None: the model's maximum."""
+    takes_lengths: bool
+    """Whether it starts at request lengths of its own (`kvcalc batch --max-model-len`)."""
+
+    def check_inputs(self, given: Given) -> None:
+        """Refuse (InputRefusal naming the field) a deployment input given that this engine
+        would not read, or a pair of inputs it reads that contradict each other."""
+        ...
+
+    def check_model(self, model: ModelSpec, given: Given) -> None:
+        """Refuse an input given that this engine ignores for ``model`` (e.g. a block size
+        for a model its backend pages at its own blocks)."""
+        ...
+
+    def check_kv_format(self, kv: KVFormat) -> None:
+        """Refuse (InputRefusal on ``kv_dtype``) a KV format this engine cannot store."""
+        ...
+
+    def engine_options(self, given: Given) -> Any:
+        """Its own options (:attr:`options`) from their values, defaults filled in; a value it
+        refuses raises InputRefusal naming the field."""
+        ...
+
+    def pool(self, dep: Deployment, options: Any) -> KVPool:
+        """Its KV pool for ``dep`` with ``options`` (from :meth:`engine_options`)."""
+        ...
+
+
+class EngineRefusal(ValueError):
+    """A set-up the engine would refuse to start with (or that is not modelled): one line in
+    its own words, naming the fix."""
+
+
+def cli_name(name: str) -> str:
+    """An input as the command line spells it, for an error's own ``str()`` (the front ends
+    word it with :meth:`InputRefusal.worded`)."""
+    return "--weights" if name == "weights_total" else "--" + name.replace("_", "-")
+
+
+class InputRefusal(ValueError):
+    """An input an engine refuses. Its message names inputs in its text: ``template`` holds
+    ``{kv_memory}`` where each named input goes, spelled by the front end (``--kv-memory``,
+    ``kv_memory``); ``fields`` are the inputs it names, the one at fault first. (It reads as a
+    :class:`~kvcalc.engine.deployment.DeploymentError` does -- ``fields``, ``model_specific``,
+    :meth:`worded` -- without importing the deployment at start-up.)"""
+
+    def __init__(self, template: str, *fields: str, model_specific: bool = False) -> None:
+        self.template = template
+        self.fields = fields
+        self.model_specific = model_specific
+        super().__init__(self.worded(cli_name))
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return self.template.format_map({f: name(f) for f in self.fields})
+
+    def __str__(self) -> str:
+        return self.worded(cli_name)
+
+
+def refusal(name: str, reason: str, *named: str) -> InputRefusal:
+    """``name`` refused for ``reason``, which may name other inputs (``{page_size}``)."""
+    return InputRefusal("{" + name + "}: " + reason, name, *named)
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """The deployment inputs an engine does not read, each with why (the usual way to write
+    :meth:`ServingEngine.check_inputs`)."""
+
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+    def check(self, given: Given) -> None:
+        for name, reason in self.reasons.items():
+            if name in given:
+                raise refusal(name, reason, *_named(reason))
+
+
+def _named(template: str) -> tuple[str, ...]:
+    """The inputs a reason names (``{page_size}``), in order."""
+    import string
+
+    return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f)

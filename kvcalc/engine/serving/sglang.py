@@ -1,0 +1,385 @@
+"""SGLang (``--engine sglang``): its token pool(s) as SGLang sizes them at start-up
+(:mod:`kvcalc.engine.sglang`), with its server arguments as options named as SGLang names them.
+
+Its part of the report echoes SGLang's own log so that a run can be compared with a real
+start-up log line by line, with the units corrected: SGLang prints GiB (2^30 bytes, two
+decimals) as "GB", kvcalc prints them as GiB and says so once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.serving.base import (
+    BatchRequest,
+    EnginePart,
+    Given,
+    Refusals,
+    ServingEngine,
+    Setup,
+    refusal,
+)
+from kvcalc.engine.units import GiB
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.kvformat import KVFormat
+    from kvcalc.engine.sglang import SGLangMemory, SGLangOptions, SGLangPool, SGLangPoolTooSmall
+    from kvcalc.engine.spec import ModelSpec
+
+#: The request length its concurrency is shown for when --ctx is not given.
+DEFAULT_CONTEXT = 8192
+
+# SGLang sizes its pool from its own share of *free* memory (--mem-fraction-static), with no
+# profiled overhead, pages of --page-size and no prefix charge.
+_BUDGET = (
+    "SGLang's budget is {mem_fraction_static} of the free memory "
+    "(or {free_before_load} / {free_after_load} from its log)"
+)
+_REFUSALS = Refusals({
+    "gpu_util": _BUDGET,
+    "reserve": _BUDGET,
+    "overhead": _BUDGET,
+    "kv_memory": _BUDGET,
+    "block_size": "SGLang pages its pool with {page_size}",
+    "prefix_shared": "SGLang's token pool does not depend on it",
+    "max_num_batched_tokens": "SGLang's step is {chunked_prefill_size}",
+})
+
+
+class SGLang:
+    name = "sglang"
+    label = "SGLang"
+    summary = "sglang: SGLang's token pool (0.4.0-0.5.18)"
+    #: Its server arguments, named as SGLang names them.
+    options: tuple[str, ...] = (
+        "sglang_version",
+        "mem_fraction_static",
+        "page_size",
+        "context_length",
+        "chunked_prefill_size",
+        "cuda_graph_max_bs",
+        "max_total_tokens",
+        "free_before_load",
+        "free_after_load",
+        "swa_full_tokens_ratio",
+    )
+    evicts = False
+    sizes_registry = False
+    plans = False
+    default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
+    takes_lengths = False
+
+    def check_inputs(self, given: Given) -> None:
+        _REFUSALS.check(given)
+        if "free_after_load" in given:
+            loaded = "{free_after_load} is the memory left once the weights are loaded"
+            Refusals(dict.fromkeys(("weights", "weight_dtype"), loaded)).check(given)
+        if {"mem_fraction_static", "free_before_load", "free_after_load"} <= set(given):
+            Refusals({
+                "gpu_memory": "{mem_fraction_static} and both free-memory figures leave "
+                "nothing for the GPU's memory to decide"
+            }).check(given)
+
+    def check_model(self, model: ModelSpec, given: Given) -> None:
+        return None
+
+    def check_kv_format(self, kv: KVFormat) -> None:
+        return None
+
+    def engine_options(self, given: Given) -> SGLangOptions:
+        """SGLang's options from their values (free memory in bytes, the context in tokens);
+        a value SGLang refuses raises its one line."""
+        from kvcalc.engine.deployment import as_fraction
+        from kvcalc.engine.sglang import (
+            DEFAULT_VERSION,
+            SGLangOptions,
+            mfs_uses_graph_inputs,
+            sglang_version,
+        )
+
+        text = given.get("sglang_version")
+        version = sglang_version(text) if text else DEFAULT_VERSION
+        for name in ("chunked_prefill_size", "cuda_graph_max_bs"):
+            if name not in given:
+                continue
+            if "mem_fraction_static" in given:
+                raise refusal(name, "only the default {mem_fraction_static} reads it")
+            if not mfs_uses_graph_inputs(version):
+                raise refusal(
+                    name,
+                    f"SGLang {version}'s default {{mem_fraction_static}} does not read it "
+                    "(0.5.3 and later do)",
+                    "mem_fraction_static",
+                )
+
+        def fraction(name: str) -> Any:
+            value = given.get(name)
+            return None if value is None else as_fraction(value)
+
+        page_size = given.get("page_size")
+        return SGLangOptions(
+            version=version,
+            mem_fraction_static=fraction("mem_fraction_static"),
+            page_size=page_size if page_size is not None else 1,
+            context_length=given.get("context_length"),
+            chunked_prefill_size=given.get("chunked_prefill_size"),
+            cuda_graph_max_bs=given.get("cuda_graph_max_bs"),
+            max_total_tokens=given.get("max_total_tokens"),
+            free_before_load_bytes=given.get("free_before_load"),
+            free_after_load_bytes=given.get("free_after_load"),
+            swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
+        )
+
+    def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
+        return SGLangTokenPool(dep, options if options is not None else self.engine_options({}))
+
+
+class SGLangTokenPool:
+    """SGLang's token pool(s) of one replica, started once."""
+
+    def __init__(self, dep: Deployment, options: SGLangOptions) -> None:
+        self.dep = dep
+        self.options = options
+        self._started: SGLangPool | SGLangPoolTooSmall | None = None
+
+    def start(self) -> SGLangPool | SGLangPoolTooSmall:
+        """SGLang's start-up; a setting SGLang rejects raises its
+        :class:`~kvcalc.engine.sglang.SGLangConfigError`."""
+        from kvcalc.engine.sglang import sglang_pool
+
+        if self._started is None:
+            self._started = sglang_pool(self.dep, self.options)
+        return self._started
+
+    def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
+        """The requests of each length the pool holds, capped by ``max_running_requests`` (0
+        past ``max_req_len``)."""
+        from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+        result = self.start()
+        if not isinstance(result, SGLangPool):
+            return [0] * len(contexts), result.message
+        window = sliding_window(self.dep.model)
+        return [result.concurrency(context, window) for context in contexts], None
+
+    def max_batch(self, context: int) -> int:
+        from kvcalc.engine.sglang import SGLangConfigError
+
+        try:
+            return self.max_batches([context])[0][0]
+        except SGLangConfigError:
+            return 0
+
+    def fraction(self, batch_per_replica: int, context: int) -> float:
+        from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+        pool = self.start()
+        if not isinstance(pool, SGLangPool):
+            return math.inf
+        return pool.pool_fraction(batch_per_replica, context, sliding_window(self.dep.model))
+
+    def longest_context(self) -> int | None:
+        """The longest request the scheduler admits (``max_req_len``)."""
+        from kvcalc.engine.sglang import SGLangPool
+
+        pool = self.start()
+        return pool.max_req_len if isinstance(pool, SGLangPool) else 0
+
+    def batch(self, request: BatchRequest) -> SGLangAnswer:
+        contexts = list(request.contexts or (DEFAULT_CONTEXT,))
+        return SGLangAnswer(self.dep, self.start(), contexts)
+
+
+class SGLangAnswer:
+    def __init__(
+        self, dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: list[int]
+    ) -> None:
+        self.dep = dep
+        self.result = result
+        self.contexts = contexts
+
+    def part(self, setup: Setup) -> EnginePart:
+        dep, result, contexts = self.dep, self.result, self.contexts
+        payload = sglang_payload(dep, result, contexts, setup)
+        rows = payload["contexts"] or [
+            {"context_tokens": c, "concurrency": 0, "fits": False} for c in contexts
+        ]
+        records = [{k: {**payload, **row}.get(k) for k in SGLANG_FIELDS} for row in rows]
+        return EnginePart(
+            payload=payload,
+            records=records,
+            fields=SGLANG_FIELDS,
+            lines=sglang_lines(dep, result, contexts, setup),
+            fits=payload["fits"],
+            lengths=contexts,
+        )
+
+
+def sglang_payload(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: Sequence[int], setup: Setup
+) -> dict[str, Any]:
+    """One JSON object: the issue's keys, the inputs SGLang read, and one row per context."""
+    from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+    memory = result.memory
+    payload: dict[str, Any] = {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        **setup.layout,
+        "engine": ENGINE.name,
+        "sglang_version": str(result.version),
+        "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": setup.kv_bits_per_value,
+        "gpu_memory_mib": memory.gpu_memory_mib,
+        "mem_fraction_static": float(memory.mem_fraction_static),
+        "chunked_prefill_size": memory.chunked_prefill_size,
+        "cuda_graph_max_bs": memory.cuda_graph_max_bs,
+        "free_before_load_bytes": memory.free_before_load_bytes,
+        "free_after_load_bytes": memory.free_after_load_bytes,
+        "estimated": list(memory.estimated),
+        "cell_size_bytes": result.cells.cell_size,
+        "mamba_bytes_per_request": result.cells.state_bytes_per_request or None,
+        "max_mamba_cache_size": result.mamba_cache_size,
+    }
+    if memory.prefill_graph_mib is not None:
+        # Only releases from 0.5.10 reserve for the prefill CUDA graph: older payloads keep
+        # their keys.
+        payload["prefill_cuda_graph_reserved_mib"] = memory.prefill_graph_mib
+    if not isinstance(result, SGLangPool):
+        return {
+            **payload,
+            "fits": False,
+            "reason": result.message,
+            "max_total_num_tokens": 0,
+            "max_running_requests": 0,
+            "kv_pool_bytes": 0,
+            "contexts": [],
+        }
+    window = sliding_window(dep.model)
+    refusals = [r for r in (result.refusal(c, window) for c in contexts) if r is not None]
+    return {
+        **payload,
+        "fits": not refusals,
+        "reason": refusals[0] if refusals else None,
+        "page_size": result.page_size,
+        "context_length": result.context_length,
+        "max_total_num_tokens": result.max_total_num_tokens,
+        "swa_tokens": result.swa_tokens,
+        "max_running_requests": result.max_running_requests,
+        "req_pool_size": result.req_pool_size,
+        "max_req_len": result.max_req_len,
+        "kv_pool_bytes": result.kv_pool_bytes,
+        "contexts": [
+            {
+                "context_tokens": c,
+                "concurrency": result.concurrency(c, window),
+                "fits": result.concurrency(c, window) > 0,
+            }
+            for c in contexts
+        ],
+    }
+
+
+def _gib(value: float) -> str:
+    return f"{value / GiB:.2f} GiB"
+
+
+def _log_units(memory: SGLangMemory) -> str:
+    """The note that lets a reader match the avail-mem lines against SGLang's own log."""
+    before = memory.free_before_load_bytes / GiB
+    return f'(SGLang\'s log prints these GiB as "GB": avail mem={before:.2f} GB)'
+
+
+def _source(memory: SGLangMemory, name: str) -> str:
+    return " (estimated)" if name in memory.estimated else ""
+
+
+def _prefill_graph(memory: SGLangMemory) -> str:
+    if memory.prefill_graph_mib is None:
+        return ""
+    return f", prefill CUDA graph {memory.prefill_graph_mib:g} MiB"
+
+
+def sglang_lines(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: Sequence[int], setup: Setup
+) -> list[str]:
+    """The text output: the set-up, the inputs, then SGLang's own log lines."""
+    from kvcalc.engine.sglang import SGLangPool, sliding_window
+
+    memory = result.memory
+    rule = (
+        f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
+        if memory.chunked_prefill_size is None
+        else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
+        f"chunked_prefill_size {memory.chunked_prefill_size}, "
+        f"cuda_graph_max_bs {memory.cuda_graph_max_bs}{_prefill_graph(memory)}"
+    )
+    lines = [
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "
+        f"tp {dep.tp}, pp {dep.pp}, KV {setup.kv_label}",
+        *setup.layout_notes,
+        f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
+        f"Load weight begin. avail mem={_gib(memory.free_before_load_bytes)}"
+        f"{_source(memory, 'free_before_load')}",
+        f"Load weight end. avail mem={_gib(memory.free_after_load_bytes)}"
+        f"{_source(memory, 'free_after_load')}",
+        _log_units(memory),
+        f"cell_size: {result.cells.cell_size:,} bytes per token per rank",
+    ]
+    if result.mamba_cache_size is not None:
+        lines.append(
+            f"Mamba Cache is allocated. max_mamba_cache_size: {result.mamba_cache_size:,} "
+            f"({result.cells.state_bytes_per_request:,} bytes per request)"
+        )
+    if not isinstance(result, SGLangPool):
+        return [*lines, f"does not fit: {result.message}"]
+    if result.swa_tokens is not None:
+        lines.append(
+            f"Use Sliding window memory pool. full_layer_tokens={result.max_total_num_tokens}, "
+            f"swa_layer_tokens={result.swa_tokens}"
+        )
+    lines += [
+        f"KV Cache is allocated. #tokens: {result.max_total_num_tokens}, "
+        f"pool {_gib(result.kv_pool_bytes)} per rank",
+        f"max_total_num_tokens={result.max_total_num_tokens}, "
+        f"max_running_requests={result.max_running_requests}, "
+        f"context_len={result.context_length}",
+        f"request pool: {result.req_pool_size:,} slots, max_req_len {result.max_req_len:,}, "
+        f"page_size {result.page_size}",
+    ]
+    window = sliding_window(dep.model)
+    lines += [
+        f"Concurrency for {c:,} tokens per request: {result.concurrency(c, window):,}"
+        + (f" (longer than max_req_len {result.max_req_len:,})" if c > result.max_req_len else "")
+        for c in contexts
+    ]
+    refusals = (result.refusal(c, window) for c in contexts)
+    return lines + [f"does not fit: {r}" for r in refusals if r is not None][:1]
+
+
+#: The keys of every CSV record: the pool, then one row per context.
+SGLANG_FIELDS = (
+    "model",
+    "gpus",
+    "tp",
+    "pp",
+    "sglang_version",
+    "kv_dtype",
+    "mem_fraction_static",
+    "cell_size_bytes",
+    "kv_pool_bytes",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "fits",
+    "context_tokens",
+    "concurrency",
+)
+
+
+
+ENGINE: ServingEngine = SGLang()

@@ -1,0 +1,286 @@
+"""vLLM (``--engine vllm``): its block pool as vLLM 0.19 sizes it at start-up
+(:mod:`kvcalc.engine.vllm`), started with ``--max-model-len`` = each request length."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.engine.serving.base import (
+    BatchRequest,
+    EnginePart,
+    Given,
+    InputRefusal,
+    Refusals,
+    ServingEngine,
+    Setup,
+    refusal,
+)
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.kvformat import KVFormat
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
+
+_REFUSALS = Refusals({
+    "prefix_shared": "vLLM's block count does not depend on prefix caching",
+})
+
+
+class VLLM:
+    name = "vllm"
+    label = "vLLM"
+    summary = "vllm: vLLM 0.19's exact block count"
+    options: tuple[str, ...] = ()
+    evicts = False
+    sizes_registry = False
+    plans = True
+    default_contexts: tuple[int, ...] | None = None
+    takes_lengths = True
+
+    def check_inputs(self, given: Given) -> None:
+        _REFUSALS.check(given)
+
+    def check_model(self, model: ModelSpec, given: Given) -> None:
+        from kvcalc.engine.vllm import backend_blocks
+
+        if "block_size" in given and backend_blocks(model):
+            model_id = model.id.replace("{", "{{").replace("}", "}}")
+            raise refusal(
+                "block_size",
+                f"vLLM pages {model_id}'s caches at its backend's own blocks "
+                "(64-token windows, 256-token latents); drop it",
+            )
+
+    def check_kv_format(self, kv: KVFormat) -> None:
+        from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_dtype
+
+        try:
+            vllm_kv_dtype(kv)
+        except VLLMConfigError as exc:
+            raise InputRefusal("{kv_dtype}: " + str(exc).replace("{", "{{").replace("}", "}}"),
+                               "kv_dtype") from None
+
+    def engine_options(self, given: Given) -> None:
+        return None
+
+    def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
+        return VLLMPool(dep)
+
+
+class VLLMPool:
+    """vLLM's block pool of one replica, started once per request length (its max_model_len)."""
+
+    def __init__(self, dep: Deployment) -> None:
+        self.dep = dep
+        self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
+
+    def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+        """vLLM started with ``--max-model-len``; a setting vLLM rejects raises its
+        :class:`~kvcalc.engine.vllm.VLLMConfigError`."""
+        from kvcalc.engine.vllm import vllm_kv_cache_for
+
+        result = self._started.get(max_model_len)
+        if result is None:
+            result = self._started[max_model_len] = vllm_kv_cache_for(self.dep, max_model_len)
+        return result
+
+    def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
+        """The whole requests of its log's "Maximum concurrency" at each context (floor: a
+        fraction of a request does not decode)."""
+        from kvcalc.engine.vllm import KVCacheTooSmall
+
+        batches: list[int] = []
+        for context in contexts:
+            result = self.start(context)
+            if isinstance(result, KVCacheTooSmall):
+                return [*batches, 0], result.message
+            batches.append(math.floor(result.max_concurrency))
+        return batches, None
+
+    def max_batch(self, context: int) -> int:
+        from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError
+
+        try:
+            result = self.start(context)
+        except VLLMConfigError:
+            return 0
+        if isinstance(result, KVCacheTooSmall):
+            return 0
+        return math.floor(result.max_concurrency)
+
+    def fraction(self, batch_per_replica: int, context: int) -> float:
+        """Blocks per request x requests over the pool's blocks (vLLM refusing to start: inf)."""
+        from kvcalc.engine.vllm import VLLMKVCache
+
+        result = self.start(context)
+        if not isinstance(result, VLLMKVCache):
+            return math.inf
+        return result.pool_fraction(batch_per_replica)
+
+    def longest_context(self) -> int | None:
+        """The model's maximum (or 2^30) when vLLM starts with it, else the max_model_len vLLM
+        estimates when it refuses."""
+        from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+        from kvcalc.engine.vllm import VLLMKVCache
+
+        length = self.dep.model.max_context or MAX_CONTEXT_TOKENS
+        result = self.start(length)
+        return length if isinstance(result, VLLMKVCache) else result.estimated_max_model_len
+
+    def batch(self, request: BatchRequest) -> VLLMAnswer:
+        """vLLM started at each ``--max-model-len`` (else each ``--ctx``, else the model's
+        maximum)."""
+        if request.lengths and request.contexts:
+            _refuse_ctx_with_max_model_len(request.contexts, request.lengths)
+        lengths = request.lengths or request.contexts
+        if not lengths and self.dep.model.max_context:
+            lengths = [self.dep.model.max_context]
+        if not lengths:
+            raise refusal("max_model_len", "give the request length vLLM serves, e.g. 8k")
+        return VLLMAnswer(self.dep, [self.start(length) for length in lengths])
+
+
+def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
+    """vLLM answers for --max-model-len, the longest request it admits: a --ctx beside it would
+    be silently dropped, or (longer) is a request vLLM refuses."""
+    longest, cap = max(contexts), max(lengths)
+    if longest > cap:
+        raise InputRefusal(
+            f"{{ctx}} {longest:,} is longer than {{max_model_len}} {cap:,}: vLLM refuses such a "
+            "request; raise {max_model_len} or shorten {ctx}",
+            "ctx",
+            "max_model_len",
+        )
+    raise InputRefusal(
+        "{ctx}: with {engine} vllm the request length is {max_model_len}, and vLLM's figures "
+        "are for it; give one of {ctx} and {max_model_len}",
+        "ctx",
+        "engine",
+        "max_model_len",
+    )
+
+
+def vllm_payload(result: VLLMKVCache | KVCacheTooSmall) -> dict[str, Any]:
+    from kvcalc.engine.vllm import KVCacheTooSmall
+
+    if isinstance(result, KVCacheTooSmall):
+        return {
+            "max_model_len": result.setup.max_model_len,
+            "fits": False,
+            "reason": result.message,
+            "needed_bytes": result.needed_bytes,
+            "available_bytes": result.available_bytes,
+            "estimated_max_model_len": result.estimated_max_model_len,
+        }
+    return {
+        "max_model_len": result.setup.max_model_len,
+        "fits": True,
+        "num_blocks": result.num_blocks,
+        "kv_cache_tokens": result.kv_cache_size_tokens,
+        "blocks_per_request": result.blocks_per_request,
+        "max_concurrency": result.max_concurrency,
+        "kv_cache_groups": len(result.grouping.groups),
+        "available_bytes_per_gpu": min(s.available_bytes for s in result.stages),
+    }
+
+
+def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
+    """vLLM's own start-up lines, as its log prints them."""
+    from kvcalc.engine.units import GiB
+    from kvcalc.engine.vllm import KVCacheTooSmall
+
+    if isinstance(result, KVCacheTooSmall):
+        return [f"max_model_len {result.setup.max_model_len:,}: does not fit: {result.message}"]
+    avail = min(s.available_bytes for s in result.stages)
+    return [
+        f"Available KV cache memory: {avail / GiB:.2f} GiB",
+        f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
+        f"group(s), {result.blocks_per_request:,} blocks per request)",
+        f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
+        f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
+        f"{result.max_concurrency:.2f}x",
+    ]
+
+
+#: The keys of every vLLM CSV record, fitting or not (a missing figure is an empty cell).
+VLLM_FIELDS = (
+    "model",
+    "gpus",
+    "tp",
+    "pp",
+    "kv_dtype",
+    "block_size",
+    "max_model_len",
+    "fits",
+    "reason",
+    "num_blocks",
+    "kv_cache_tokens",
+    "blocks_per_request",
+    "max_concurrency",
+    "kv_cache_groups",
+    "available_bytes_per_gpu",
+    "needed_bytes",
+    "available_bytes",
+    "estimated_max_model_len",
+)
+
+
+class VLLMAnswer:
+    """vLLM's start-up at each request length."""
+
+    def __init__(self, dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> None:
+        self.dep = dep
+        self.results = results
+
+    def part(self, setup: Setup) -> EnginePart:
+        from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+
+        dep, results = self.dep, self.results
+        # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
+        own_blocks = backend_blocks(dep.model)
+        head = {
+            "model": dep.model.id,
+            "gpus": str(dep.gpus),
+            "tp": dep.tp,
+            "pp": dep.pp,
+            "engine": ENGINE.name,
+            "kv_dtype": dep.kv_dtype.name,
+            "kv_bits_per_value": setup.kv_bits_per_value,
+            "block_size": None if own_blocks else dep.block_size,
+            "max_num_batched_tokens": dep.max_num_batched_tokens,
+            **setup.layout,
+        }
+        per_length = [vllm_payload(r) for r in results]
+        first = per_length[0]
+        payload = {
+            **head,
+            # The first request length's figures at the top, for the common one-length question.
+            **{k: first.get(k) for k in ("num_blocks", "kv_cache_tokens", "max_concurrency")},
+            # As every engine's JSON: false, with the first reason, when any length does not fit.
+            "fits": all(p["fits"] for p in per_length),
+            "reason": next((p["reason"] for p in per_length if not p["fits"]), None),
+            "results": per_length,
+        }
+        records = [{k: ({**head, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
+        release, block = ("0.19", f"block {dep.block_size}")
+        if own_blocks:
+            release, block = ("0.33", "the backend's blocks (64-token windows, 256-token latents)")
+        header = (
+            f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
+            f"pp {dep.pp}, KV {setup.kv_label}, {block}"
+        )
+        too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
+        return EnginePart(
+            payload=payload,
+            records=records,
+            fields=VLLM_FIELDS,
+            lines=[header, *setup.layout_notes, *(line for r in results for line in vllm_lines(r))],
+            fits=not too_small,
+            lengths=[r.setup.max_model_len for r in results],
+        )
+
+
+ENGINE: ServingEngine = VLLM()
