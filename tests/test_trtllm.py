@@ -18,6 +18,8 @@ import pytest
 from specs import registry_deployment, registry_model
 
 from kvcalc.engine.deployment import Deployment, deployment
+from kvcalc.engine.serving import check_inputs, engine_named
+from kvcalc.engine.serving.base import BatchRequest, InputRefusal, ServingEngine
 from kvcalc.engine.serving.trtllm import (
     TrtllmConfigError,
     TrtllmOptions,
@@ -29,6 +31,7 @@ from kvcalc.engine.serving.trtllm import (
 from kvcalc.engine.spec import DenseMLP, FullAttention, ModelSpec
 from kvcalc.engine.units import GiB
 from kvcalc.registry.gpus import parse_gpu_set
+from kvcalc.render.serving import setup_of
 
 LOGS = Path(__file__).parent / "fixtures" / "trtllm"
 HALF_CENT = Fraction("0.005")
@@ -228,6 +231,9 @@ def test_gpt_oss_max_tokens_and_blocks_are_reproduced() -> None:
     # The logged max_tokens given as TensorRT-LLM's cap gives the logged pool exactly.
     capped = pool_at(case, spark_free() + spread, max_tokens=max_tokens)
     assert (capped.max_tokens, capped.num_blocks, capped.kv_cache_tokens) == (86711, 2710, 86720)
+    # "Adjusted max_seq_len to 86720": the pool holds fewer tokens than the model's 131072.
+    adjusted = re.findall(r"Reducing to (\d+)", SPARK_LOG)[-1]
+    assert capped.max_seq_len == int(adjusted)
 
 
 def test_gpt_oss_allocation_lines_match_the_size_per_token() -> None:
@@ -320,3 +326,99 @@ def test_no_block_is_refused() -> None:
         trtllm_pool(
             registry_deployment("llama3.1-8b", "h100"), TrtllmOptions(free_memory_bytes=1000)
         )
+
+
+# --------------------------------------------------------------------------------------------
+# Behind the serving protocol (kvcalc.engine.serving)
+
+
+def engine() -> ServingEngine:
+    return engine_named("trtllm")
+
+
+def test_registered_with_its_own_options() -> None:
+    trt = engine()
+    assert (trt.name, trt.label) == ("trtllm", "TensorRT-LLM")
+    assert set(trt.options) == {
+        "free_gpu_memory_fraction",
+        "tokens_per_block",
+        "max_tokens",
+        "free_memory",
+    }
+    with pytest.raises(InputRefusal, match="--tokens-per-block: applies to --engine trtllm only"):
+        check_inputs(engine_named("vllm"), {"tokens_per_block": 32})
+
+
+@pytest.mark.parametrize("name", ["gpu_util", "kv_memory", "block_size", "prefix_shared"])
+def test_inputs_it_does_not_read_are_refused(name: str) -> None:
+    with pytest.raises(InputRefusal, match=f"--{name.replace('_', '-')}:"):
+        check_inputs(engine(), {name: 1})
+
+
+def test_free_memory_leaves_the_weights_nothing_to_decide() -> None:
+    with pytest.raises(InputRefusal, match="--weights: --free-memory is the memory left"):
+        check_inputs(engine(), {"free_memory": 10 * GiB, "weights": 5 * GiB})
+
+
+def test_options_from_values_and_their_refusals() -> None:
+    opts = engine().engine_options(
+        {"free_gpu_memory_fraction": 0.45, "tokens_per_block": 64, "free_memory": 16 * GiB}
+    )
+    assert opts == TrtllmOptions(Fraction("0.45"), 64, None, 16 * GiB)
+    assert engine().engine_options({}) == TrtllmOptions(Fraction("0.9"), 32)
+    with pytest.raises(InputRefusal, match="--free-gpu-memory-fraction: 1 must be"):
+        engine().engine_options({"free_gpu_memory_fraction": 1})
+    with pytest.raises(InputRefusal, match="--tokens-per-block: 0"):
+        engine().engine_options({"tokens_per_block": 0})
+
+
+def test_model_and_format_checks_name_the_input() -> None:
+    with pytest.raises(InputRefusal, match="--engine trtllm: nemotron-h-8b has mamba"):
+        engine().check_model(registry_model("nemotron-h-8b"), {})
+    engine().check_model(registry_model("gpt-oss-120b"), {})
+    with pytest.raises(InputRefusal, match="--kv-dtype: TensorRT-LLM has no kivi2"):
+        engine().check_kv_format(
+            registry_deployment("llama3.1-8b", "h100", kv_dtype="kivi2").kv_dtype
+        )
+
+
+def test_batch_answer_reports_the_log_figures() -> None:
+    """The RTX 5090 log through the protocol: JSON ``num_blocks`` and ``kv_cache_tokens`` at the
+    top end of the logged 17.83 GiB, the lines TensorRT-LLM prints, and the batch per context."""
+    case = cases()[0]
+    dep = case.dep
+    opts = engine().engine_options({"free_memory": int(Fraction("17.8349") * GiB)})
+    pool = engine().pool(dep, opts)
+    part = pool.batch(BatchRequest(contexts=[2048, 1 << 20])).part(setup_of(dep))
+    payload = part.payload
+    assert (payload["num_blocks"], payload["kv_cache_tokens"]) == (8219, 263008)
+    assert payload["engine"] == "trtllm" and payload["kv_bytes_per_token"] == 65536
+    rows = payload["contexts"]
+    assert rows[0] == {
+        "context_tokens": 2048,
+        "blocks_per_sequence": 64,
+        "max_batch": 8219 // 64,
+        "fits": True,
+    }
+    assert rows[1]["max_batch"] == 0 and not payload["fits"]
+    assert "[MemUsageChange] Allocated 16.05 GiB for max tokens in paged KV cache (263,008)." in (
+        part.lines
+    )
+    # The pool holds more than the model's 131072 positions: max_seq_len stays the model's.
+    assert pool.longest_context() == 131072 and pool.max_batch(131073) == 0
+    assert pool.fraction(8219 // 64, 2048) <= 1 < pool.fraction(8219 // 64 + 1, 2048)
+    assert part.records[0]["max_batch"] == 128 and part.fields[0] == "model"
+
+
+def test_short_contexts_stop_at_max_batch_size() -> None:
+    pool = engine().pool(registry_deployment("llama3.1-8b", "h100"), TrtllmOptions())
+    assert pool.max_batch(32) == 2048
+
+
+def test_a_pool_of_no_block_answers_does_not_fit() -> None:
+    dep = registry_deployment("llama3.1-8b", "h100")
+    pool = engine().pool(dep, TrtllmOptions(free_memory_bytes=1000))
+    batches, reason = pool.max_batches([8192])
+    assert batches == [0] and reason and "no KV block" in reason
+    part = pool.batch(BatchRequest(contexts=[8192])).part(setup_of(dep))
+    assert not part.fits and part.payload["num_blocks"] == 0

@@ -54,17 +54,27 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kvcalc.engine.kv import as_cache_format, mixer_counts
-from kvcalc.engine.overhead import estimated_overhead
-from kvcalc.engine.spec import Mixer, ModelSpec
+from kvcalc.engine.serving.base import (
+    BatchRequest,
+    EnginePart,
+    EngineRefusal,
+    Given,
+    InputRefusal,
+    Refusals,
+    ServingEngine,
+    Setup,
+    refusal,
+)
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.kvformat import KVFormat
+    from kvcalc.engine.spec import Mixer, ModelSpec
 
 NAME = "trtllm"
 LABEL = "TensorRT-LLM"
@@ -84,7 +94,7 @@ TRTLLM_KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "nvfp4")
 TOKEN_KINDS = ("full", "sliding", "chunked", "mla")
 
 
-class TrtllmConfigError(ValueError):
+class TrtllmConfigError(EngineRefusal):
     """A set-up TensorRT-LLM refuses, or that is not modelled; one line naming the fix."""
 
 
@@ -150,6 +160,8 @@ def check_layer(mixer: Mixer, model_id: str) -> None:
 def stage_kv_size_per_token(per_rank_model: ModelSpec, stage: range, fmt: KVFormat) -> int:
     """Bytes one token adds on one rank of a pipeline stage: every attention layer of the stage
     at its per-rank heads (``per_rank_model`` is the tensor-parallel rank's model)."""
+    from kvcalc.engine.kv import as_cache_format, mixer_counts
+
     cache = as_cache_format(fmt)
     total = 0
     for mixer, n in mixer_counts(per_rank_model, stage):
@@ -178,6 +190,8 @@ def estimated_free_memory(dep: Deployment, max_num_tokens: int = DEFAULT_MAX_NUM
     estimated_overhead`: the forward pass over ``max_num_tokens`` tokens, MoE workspaces,
     communication buffers). The profile's dummy requests each generate one token, so one row of
     logits is sampled, not a batch of them."""
+    from kvcalc.engine.overhead import estimated_overhead
+
     memory = dep.memory_bytes_per_gpu
     return min(
         memory
@@ -218,15 +232,32 @@ class TrtllmPool:
     num_blocks: int
     kv_cache_tokens: int
     """``num_blocks x tokens_per_block``: the ``(N)`` of the ``Allocated ... GiB`` line."""
+    max_seq_len: int
+    """The longest sequence: the model's maximum (``max_seq_len is not specified, using
+    inferred value``), lowered to the pool's tokens when it holds fewer ("Attention window size
+    131072 exceeds upper bound 86720 for available blocks ... Adjusted max_seq_len to 86720")."""
 
     @property
     def allocated_bytes(self) -> int:
         """The pool's allocation, the ``X GiB`` of ``Allocated X GiB for max tokens``."""
         return self.kv_cache_tokens * self.kv_size_per_token
 
+    def blocks_per_sequence(self, context: int) -> int:
+        """Blocks one sequence of ``context`` tokens takes: ``ceil(context / tokens_per_block)``
+        (``KVCacheManager::calculateMaxBlockRequirements``, beam width 1, no sink tokens)."""
+        return pool_blocks(context, self.options.tokens_per_block)
+
+    def max_batch(self, context: int) -> int:
+        """Sequences of ``context`` tokens the pool holds at once, at most ``max_batch_size``."""
+        if context > self.max_seq_len:
+            return 0
+        return min(self.num_blocks // self.blocks_per_sequence(context), DEFAULT_MAX_BATCH_SIZE)
+
 
 def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     """TensorRT-LLM's pool for a deployment; a budget too small for one block is refused."""
+    from kvcalc.engine.units import MAX_CONTEXT_TOKENS
+
     per_token = kv_size_per_token(dep)
     if per_token == 0:
         raise TrtllmConfigError(f"--engine trtllm: {dep.model.id} caches no tokens")
@@ -252,4 +283,326 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
         max_tokens=tokens,
         num_blocks=blocks,
         kv_cache_tokens=blocks * opts.tokens_per_block,
+        max_seq_len=min(
+            dep.model.max_context or MAX_CONTEXT_TOKENS, blocks * opts.tokens_per_block
+        ),
     )
+
+
+#: ``max_batch_size`` of the LLM API and ``trtllm-serve`` (``--max_batch_size``, default 2048):
+#: the scheduler runs no more sequences at once, whatever the pool holds.
+DEFAULT_MAX_BATCH_SIZE = 2048
+
+
+# --------------------------------------------------------------------------------------------
+# The engine behind the serving protocol (:mod:`kvcalc.engine.serving.base`)
+
+#: The request length its batch is shown for when --ctx is not given.
+DEFAULT_CONTEXT = 8192
+
+_BUDGET = (
+    "TensorRT-LLM's budget is {free_gpu_memory_fraction} of the memory free after the weights "
+    "and its profile (or {free_memory} from its log)"
+)
+
+
+_REFUSALS = Refusals(
+    {
+        "gpu_util": _BUDGET,
+        "reserve": _BUDGET,
+        "overhead": _BUDGET,
+        "kv_memory": _BUDGET,
+        "block_size": "TensorRT-LLM pages its pool with {tokens_per_block}",
+        "prefix_shared": "TensorRT-LLM's pool does not depend on block reuse",
+        "max_num_batched_tokens": "TensorRT-LLM's profile runs its own max_num_tokens (8192)",
+    }
+)
+
+
+class TensorRTLLM:
+    name = NAME
+    label = LABEL
+    summary = "trtllm: TensorRT-LLM's KV pool (free_gpu_memory_fraction of the free memory)"
+    #: Its ``KvCacheConfig`` fields, and the "available" figure of its log.
+    options: tuple[str, ...] = (
+        "free_gpu_memory_fraction",
+        "tokens_per_block",
+        "max_tokens",
+        "free_memory",
+    )
+    evicts = False
+    sizes_registry = False
+    plans = False
+    default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
+    takes_lengths = False
+
+    def check_inputs(self, given: Given) -> None:
+        _REFUSALS.check(given)
+        if "free_memory" in given:
+            loaded = "{free_memory} is the memory left once the weights are loaded"
+            Refusals(dict.fromkeys(("weights", "weight_dtype"), loaded)).check(given)
+
+    def check_model(self, model: ModelSpec, given: Given) -> None:
+        for mixer in model.mixer_pattern:
+            try:
+                check_layer(mixer, model.id)
+            except TrtllmConfigError as exc:
+                text = _braced(str(exc)).replace("--engine", "{engine}", 1)
+                raise InputRefusal(text, "engine", model_specific=True) from None
+
+    def check_kv_format(self, kv: KVFormat) -> None:
+        try:
+            trtllm_kv_format(kv)
+        except TrtllmConfigError as exc:
+            text = _braced(str(exc)).replace("--kv-dtype", "{kv_dtype}", 1)
+            raise InputRefusal(text, "kv_dtype") from None
+
+    def engine_options(self, given: Given) -> TrtllmOptions:
+        """Its options from their values (the free memory in bytes, token counts as integers);
+        a value TensorRT-LLM refuses raises the refusal naming the field."""
+        from kvcalc.engine.deployment import as_fraction
+
+        fraction = given.get("free_gpu_memory_fraction")
+        share = DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else as_fraction(fraction)
+        if not 0 < share < 1:
+            raise refusal(
+                "free_gpu_memory_fraction",
+                f"{float(share):g} must be above 0 and below 1 (TensorRT-LLM refuses 1), e.g. 0.9",
+            )
+        block = given.get("tokens_per_block")
+        if block is not None and block < 1:
+            raise refusal("tokens_per_block", f"{block} must be at least 1, e.g. 32")
+        tokens = given.get("max_tokens")
+        if tokens is not None and tokens < 1:
+            raise refusal("max_tokens", f"{tokens} must be at least 1 token")
+        free = given.get("free_memory")
+        if free is not None and free <= 0:
+            raise refusal("free_memory", "give the positive 'available' figure of the log")
+        return TrtllmOptions(
+            free_gpu_memory_fraction=share,
+            tokens_per_block=DEFAULT_TOKENS_PER_BLOCK if block is None else block,
+            max_tokens=tokens,
+            free_memory_bytes=free,
+        )
+
+    def pool(self, dep: Deployment, options: TrtllmOptions | None = None) -> TrtllmKVPool:
+        return TrtllmKVPool(dep, options if options is not None else TrtllmOptions())
+
+
+def _braced(text: str) -> str:
+    """``text`` as literal text of a refusal's template."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class TrtllmKVPool:
+    """TensorRT-LLM's pool of one replica, started once."""
+
+    def __init__(self, dep: Deployment, options: TrtllmOptions) -> None:
+        self.dep = dep
+        self.options = options
+        self._started: TrtllmPool | TrtllmConfigError | None = None
+
+    def start(self) -> TrtllmPool | TrtllmConfigError:
+        """The pool, or why TensorRT-LLM holds no block (a layout it refuses raises)."""
+        if self._started is None:
+            try:
+                self._started = trtllm_pool(self.dep, self.options)
+            except TrtllmConfigError as exc:
+                if "no KV block" not in str(exc):
+                    raise
+                self._started = exc
+        return self._started
+
+    def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
+        pool = self.start()
+        if not isinstance(pool, TrtllmPool):
+            return [0] * len(contexts), str(pool)
+        return [pool.max_batch(c) for c in contexts], None
+
+    def max_batch(self, context: int) -> int:
+        try:
+            pool = self.start()
+        except TrtllmConfigError:
+            return 0
+        return pool.max_batch(context) if isinstance(pool, TrtllmPool) else 0
+
+    def fraction(self, batch_per_replica: int, context: int) -> float:
+        pool = self.start()
+        if not isinstance(pool, TrtllmPool) or context > pool.max_seq_len:
+            return math.inf
+        return batch_per_replica * pool.blocks_per_sequence(context) / pool.num_blocks
+
+    def longest_context(self) -> int | None:
+        """``max_seq_len``: the model's maximum, lowered to what the pool holds."""
+        pool = self.start()
+        return pool.max_seq_len if isinstance(pool, TrtllmPool) else 0
+
+    def batch(self, request: BatchRequest) -> TrtllmAnswer:
+        contexts = list(request.contexts or (DEFAULT_CONTEXT,))
+        return TrtllmAnswer(self.dep, self.start(), contexts)
+
+
+#: The keys of every CSV record: the pool, then one row per context.
+TRTLLM_FIELDS = (
+    "model",
+    "gpus",
+    "tp",
+    "pp",
+    "kv_dtype",
+    "free_gpu_memory_fraction",
+    "tokens_per_block",
+    "free_memory_bytes",
+    "kv_bytes_per_token",
+    "num_blocks",
+    "kv_cache_tokens",
+    "fits",
+    "context_tokens",
+    "blocks_per_sequence",
+    "max_batch",
+)
+
+
+class TrtllmAnswer:
+    """`kvcalc batch`'s answer: the pool and the batch at each context."""
+
+    def __init__(
+        self, dep: Deployment, result: TrtllmPool | TrtllmConfigError, contexts: list[int]
+    ) -> None:
+        self.dep = dep
+        self.result = result
+        self.contexts = contexts
+
+    def part(self, setup: Setup) -> EnginePart:
+        payload = trtllm_payload(self.dep, self.result, self.contexts, setup)
+        rows = payload["contexts"] or [
+            {"context_tokens": c, "blocks_per_sequence": None, "max_batch": 0, "fits": False}
+            for c in self.contexts
+        ]
+        records = [{k: {**payload, **row}.get(k) for k in TRTLLM_FIELDS} for row in rows]
+        return EnginePart(
+            payload=payload,
+            records=records,
+            fields=TRTLLM_FIELDS,
+            lines=trtllm_lines(self.dep, self.result, self.contexts, setup),
+            fits=payload["fits"],
+            lengths=self.contexts,
+        )
+
+
+def _why_not(pool: TrtllmPool, context: int) -> str | None:
+    if context > pool.max_seq_len:
+        held = "the pool holds" if pool.max_seq_len == pool.kv_cache_tokens else "of the model"
+        return f"{context:,} tokens exceed max_seq_len {pool.max_seq_len:,} ({held})"
+    return None
+
+
+def trtllm_payload(
+    dep: Deployment,
+    result: TrtllmPool | TrtllmConfigError,
+    contexts: Sequence[int],
+    setup: Setup,
+) -> dict[str, Any]:
+    """One JSON object: the inputs TensorRT-LLM read, its pool, one row per context."""
+    opts = result.options if isinstance(result, TrtllmPool) else None
+    head: dict[str, Any] = {
+        "model": dep.model.id,
+        "gpus": str(dep.gpus),
+        "tp": dep.tp,
+        "pp": dep.pp,
+        **setup.layout,
+        "engine": NAME,
+        "kv_dtype": dep.kv_dtype.name,
+        "kv_bits_per_value": setup.kv_bits_per_value,
+        "gpu_memory_bytes": dep.memory_bytes_per_gpu,
+    }
+    if not isinstance(result, TrtllmPool):
+        return {
+            **head,
+            "fits": False,
+            "reason": str(result),
+            "num_blocks": 0,
+            "kv_cache_tokens": 0,
+            "contexts": [],
+        }
+    assert opts is not None
+    reasons = [r for r in (_why_not(result, c) for c in contexts) if r is not None]
+    return {
+        **head,
+        "free_gpu_memory_fraction": float(opts.free_gpu_memory_fraction),
+        "tokens_per_block": opts.tokens_per_block,
+        "max_tokens_given": opts.max_tokens,
+        "free_memory_bytes": result.free_memory_bytes,
+        "estimated": ["free_memory"] if result.free_memory_estimated else [],
+        "kv_bytes_per_token": result.kv_size_per_token,
+        "pool_bytes": result.pool_bytes,
+        "max_tokens": result.max_tokens,
+        "num_blocks": result.num_blocks,
+        "kv_cache_tokens": result.kv_cache_tokens,
+        "kv_pool_bytes": result.allocated_bytes,
+        "max_seq_len": result.max_seq_len,
+        "max_batch_size": DEFAULT_MAX_BATCH_SIZE,
+        "fits": not reasons and all(result.max_batch(c) > 0 for c in contexts),
+        "reason": reasons[0] if reasons else None,
+        "contexts": [
+            {
+                "context_tokens": c,
+                "blocks_per_sequence": result.blocks_per_sequence(c),
+                "max_batch": result.max_batch(c),
+                "fits": result.max_batch(c) > 0,
+            }
+            for c in contexts
+        ],
+    }
+
+
+def _gib(value: int) -> str:
+    return f"{value / (1 << 30):.2f} GiB"
+
+
+def trtllm_lines(
+    dep: Deployment,
+    result: TrtllmPool | TrtllmConfigError,
+    contexts: Sequence[int],
+    setup: Setup,
+) -> list[str]:
+    """The text output: the set-up, then TensorRT-LLM's own start-up lines."""
+    header = (
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: {LABEL}, tp {dep.tp}, pp {dep.pp}, "
+        f"KV {setup.kv_label}"
+    )
+    if not isinstance(result, TrtllmPool):
+        return [header, *setup.layout_notes, f"does not fit: {result}"]
+    opts = result.options
+    cap = f", max_tokens={opts.max_tokens:,}" if opts.max_tokens is not None else ""
+    source = (
+        " (estimated: the GPU less its weights and the activation profile; give --free-memory "
+        "from the log)"
+        if result.free_memory_estimated
+        else ""
+    )
+    lines = [
+        header,
+        *setup.layout_notes,
+        f"free_gpu_memory_fraction={float(opts.free_gpu_memory_fraction):g}, "
+        f"tokens_per_block={opts.tokens_per_block}{cap}",
+        "Memory usage when calculating max tokens in paged kv cache: total: "
+        f"{_gib(dep.memory_bytes_per_gpu)}, available: {_gib(result.free_memory_bytes)}{source}",
+        f"kv size per token is {result.kv_size_per_token:,} bytes per rank",
+        f"max tokens: {result.max_tokens:,} ({_gib(result.pool_bytes)} of KV budget)",
+        f"Number of blocks in KV cache primary pool: {result.num_blocks:,}",
+        f"Number of tokens per block: {opts.tokens_per_block}.",
+        f"[MemUsageChange] Allocated {_gib(result.allocated_bytes)} for max tokens in paged KV "
+        f"cache ({result.kv_cache_tokens:,}).",
+    ]
+    for c in contexts:
+        batch = result.max_batch(c)
+        capped = " (max_batch_size)" if batch == DEFAULT_MAX_BATCH_SIZE else ""
+        lines.append(
+            f"Sequences of {c:,} tokens at once: {batch:,}{capped} "
+            f"({result.blocks_per_sequence(c):,} blocks each)"
+        )
+    reasons = [r for r in (_why_not(result, c) for c in contexts) if r is not None]
+    return lines + [f"does not fit: {r}" for r in reasons][:1]
+
+
+ENGINE: ServingEngine = TensorRTLLM()
