@@ -57,23 +57,15 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engine.serving.base import (
-    BatchRequest,
-    EnginePart,
-    EngineRefusal,
-    Given,
-    InputRefusal,
-    Refusals,
-    ServingEngine,
-    Setup,
-    refusal,
-)
+from kvcalc.engine.serving.base import EnginePart, EngineRefusal, InputRefusal, Refusals, refusal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.kvformat import KVFormat
+    from kvcalc.engine.serving.base import BatchRequest, Given, ServingEngine, Setup
     from kvcalc.engine.spec import Mixer, ModelSpec
 
 NAME = "trtllm"
@@ -306,6 +298,7 @@ _BUDGET = (
 )
 
 
+_LOADED = "{free_memory} is the memory left once the weights are loaded"
 _REFUSALS = Refusals(
     {
         "gpu_util": _BUDGET,
@@ -330,17 +323,15 @@ class TensorRTLLM:
         "max_tokens",
         "free_memory",
     )
-    evicts = False
-    sizes_registry = False
-    plans = False
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
-    takes_lengths = False
+    # One pool per start-up, no eviction, not searched by `plan` nor run over the registry.
+    evicts = sizes_registry = plans = takes_lengths = False
 
     def check_inputs(self, given: Given) -> None:
-        _REFUSALS.check(given)
+        reasons = dict(_REFUSALS.reasons)
         if "free_memory" in given:
-            loaded = "{free_memory} is the memory left once the weights are loaded"
-            Refusals(dict.fromkeys(("weights", "weight_dtype"), loaded)).check(given)
+            reasons.update(dict.fromkeys(("weights", "weight_dtype"), _LOADED))
+        Refusals(reasons).check(given)
 
     def check_model(self, model: ModelSpec, given: Given) -> None:
         for mixer in model.mixer_pattern:
@@ -394,23 +385,24 @@ def _braced(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+@dataclass(frozen=True)
 class TrtllmKVPool:
     """TensorRT-LLM's pool of one replica, started once."""
 
-    def __init__(self, dep: Deployment, options: TrtllmOptions) -> None:
-        self.dep = dep
-        self.options = options
-        self._started: TrtllmPool | TrtllmConfigError | None = None
+    dep: Deployment
+    options: TrtllmOptions
+
+    @cached_property
+    def _started(self) -> TrtllmPool | TrtllmConfigError:
+        try:
+            return trtllm_pool(self.dep, self.options)
+        except TrtllmConfigError as exc:
+            if "no KV block" not in str(exc):
+                raise
+            return exc
 
     def start(self) -> TrtllmPool | TrtllmConfigError:
         """The pool, or why TensorRT-LLM holds no block (a layout it refuses raises)."""
-        if self._started is None:
-            try:
-                self._started = trtllm_pool(self.dep, self.options)
-            except TrtllmConfigError as exc:
-                if "no KV block" not in str(exc):
-                    raise
-                self._started = exc
         return self._started
 
     def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
@@ -433,13 +425,13 @@ class TrtllmKVPool:
         return batch_per_replica * pool.blocks_per_sequence(context) / pool.num_blocks
 
     def longest_context(self) -> int | None:
-        """``max_seq_len``: the model's maximum, lowered to what the pool holds."""
-        pool = self.start()
+        """``max_seq_len``: the model's maximum, lowered to what the pool holds (0: no pool)."""
+        pool = self._started
         return pool.max_seq_len if isinstance(pool, TrtllmPool) else 0
 
     def batch(self, request: BatchRequest) -> TrtllmAnswer:
-        contexts = list(request.contexts or (DEFAULT_CONTEXT,))
-        return TrtllmAnswer(self.dep, self.start(), contexts)
+        """The pool at the contexts asked (else at 8,192 tokens)."""
+        return TrtllmAnswer(self.dep, self._started, list(request.contexts or (DEFAULT_CONTEXT,)))
 
 
 #: The keys of every CSV record: the pool, then one row per context.
@@ -462,31 +454,32 @@ TRTLLM_FIELDS = (
 )
 
 
+@dataclass(frozen=True)
 class TrtllmAnswer:
-    """`kvcalc batch`'s answer: the pool and the batch at each context."""
+    """`kvcalc batch`'s answer: the pool (or why it holds no block) and the contexts asked."""
 
-    def __init__(
-        self, dep: Deployment, result: TrtllmPool | TrtllmConfigError, contexts: list[int]
-    ) -> None:
-        self.dep = dep
-        self.result = result
-        self.contexts = contexts
+    dep: Deployment
+    result: TrtllmPool | TrtllmConfigError
+    contexts: list[int]
 
     def part(self, setup: Setup) -> EnginePart:
+        """The JSON object, one CSV record per context (the pool's figures repeated on each, a
+        context with no pool as not fitting) and TensorRT-LLM's lines."""
         payload = trtllm_payload(self.dep, self.result, self.contexts, setup)
-        rows = payload["contexts"] or [
-            {"context_tokens": c, "blocks_per_sequence": None, "max_batch": 0, "fits": False}
+        pool_figures = {k: payload.get(k) for k in TRTLLM_FIELDS}
+        by_context = {row["context_tokens"]: row for row in payload["contexts"]}
+        records = [
+            {
+                **pool_figures,
+                "context_tokens": c,
+                "max_batch": 0,
+                "fits": False,
+                **by_context.get(c, {}),
+            }
             for c in self.contexts
         ]
-        records = [{k: {**payload, **row}.get(k) for k in TRTLLM_FIELDS} for row in rows]
-        return EnginePart(
-            payload=payload,
-            records=records,
-            fields=TRTLLM_FIELDS,
-            lines=trtllm_lines(self.dep, self.result, self.contexts, setup),
-            fits=payload["fits"],
-            lengths=self.contexts,
-        )
+        lines = trtllm_lines(self.dep, self.result, self.contexts, setup)
+        return EnginePart(payload, records, TRTLLM_FIELDS, lines, payload["fits"], self.contexts)
 
 
 def _why_not(pool: TrtllmPool, context: int) -> str | None:
