@@ -61,6 +61,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.serving.base import EnginePart, EngineRefusal, InputRefusal, Refusals, refusal
+from kvcalc.engine.units import GiB
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -176,15 +177,23 @@ def kv_size_per_token(dep: Deployment) -> int:
 # The free memory and the pool
 
 
+#: The CUDA context and allocator state, counted in TensorRT-LLM's peak (``total_used -
+#: torch_used`` is measured from zero, not from a baseline as vLLM does): an H100 reports 79.19
+#: GiB to torch and 78.43-78.81 GiB free before any weights (the SGLang reference, section 8).
+CUDA_CONTEXT_BYTES = 3 * GiB // 4
+
+
 def estimated_free_memory(dep: Deployment, max_num_tokens: int = DEFAULT_MAX_NUM_TOKENS) -> int:
-    """The free memory beside the model on the tightest GPU, estimated: its memory less its
-    weights and the runtime memory of the profile (:func:`kvcalc.engine.overhead.
+    """The free memory beside the model on the tightest GPU, estimated: its memory less the CUDA
+    context, its weights and the runtime memory of the profile (:func:`kvcalc.engine.overhead.
     estimated_overhead`: the forward pass over ``max_num_tokens`` tokens, MoE workspaces,
     communication buffers). The profile's dummy requests each generate one token, so one row of
-    logits is sampled, not a batch of them."""
+    logits is sampled, not a batch of them. A TensorRT engine also holds its execution context,
+    runtime buffers and decoder, sized by its build settings (not estimated): on the two logs of
+    one without other tenants, the estimate is 6% and 11% above the logged figure."""
     from kvcalc.engine.overhead import estimated_overhead
 
-    memory = dep.memory_bytes_per_gpu
+    memory = dep.memory_bytes_per_gpu - CUDA_CONTEXT_BYTES
     return min(
         memory
         - weights
@@ -262,7 +271,7 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     blocks = pool_blocks(tokens, opts.tokens_per_block)
     if blocks == 0:
         raise TrtllmConfigError(
-            f"--engine trtllm: {max(free, 0) / (1 << 30):.2f} GiB free beside "
+            f"--engine trtllm: {max(free, 0) / GiB:.2f} GiB free beside "
             f"{dep.model.id}'s weights on one {dep.gpus.accelerator.name} leaves no KV block; "
             "use more GPUs, lighter weights or give --free-memory"
         )
@@ -549,7 +558,7 @@ def trtllm_payload(
 
 
 def _gib(value: int) -> str:
-    return f"{value / (1 << 30):.2f} GiB"
+    return f"{value / GiB:.2f} GiB"
 
 
 def trtllm_lines(
