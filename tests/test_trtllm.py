@@ -311,7 +311,7 @@ def test_estimated_free_memory_is_flagged() -> None:
 
 @pytest.mark.parametrize("fraction", ["0", "1", "1.2"])
 def test_fraction_must_be_below_one(fraction: str) -> None:
-    with pytest.raises(TrtllmConfigError, match="--free-gpu-memory-fraction"):
+    with pytest.raises(InputRefusal, match="--free-gpu-memory-fraction: .* below 1"):
         TrtllmOptions(free_gpu_memory_fraction=Fraction(fraction))
 
 

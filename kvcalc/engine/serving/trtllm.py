@@ -109,22 +109,34 @@ class TrtllmOptions:
     """The profile's token count, for the estimate of the activation peak."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.free_gpu_memory_fraction < 1:
-            # TLLM_CHECK_WITH_INFO(freeMemFraction < 1.0f, ...) in calculateFreeMemBytes.
-            raise TrtllmConfigError(
-                f"--free-gpu-memory-fraction: {float(self.free_gpu_memory_fraction):g} must be "
-                "above 0 and below 1 (TensorRT-LLM refuses 1), e.g. 0.9"
-            )
-        if self.tokens_per_block < 1:
-            raise TrtllmConfigError(
-                f"--tokens-per-block: {self.tokens_per_block} must be at least 1, e.g. 32"
-            )
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise TrtllmConfigError(f"--max-tokens: {self.max_tokens} must be at least 1")
-        if self.free_memory_bytes is not None and self.free_memory_bytes <= 0:
-            raise TrtllmConfigError(
-                "--free-memory: give the positive 'available' figure of the start-up log"
-            )
+        # Refused as TensorRT-LLM refuses them (TLLM_CHECK_WITH_INFO(freeMemFraction < 1.0f) in
+        # calculateFreeMemBytes), naming the input so that each front end spells it its way.
+        checks = (
+            (
+                "free_gpu_memory_fraction",
+                0 < self.free_gpu_memory_fraction < 1,
+                f"{float(self.free_gpu_memory_fraction):g} must be above 0 and below 1 "
+                "(TensorRT-LLM refuses 1), e.g. 0.9",
+            ),
+            (
+                "tokens_per_block",
+                self.tokens_per_block >= 1,
+                f"{self.tokens_per_block} must be at least 1, e.g. 32",
+            ),
+            (
+                "max_tokens",
+                self.max_tokens is None or self.max_tokens >= 1,
+                f"{self.max_tokens} must be at least 1 token",
+            ),
+            (
+                "free_memory",
+                self.free_memory_bytes is None or self.free_memory_bytes > 0,
+                "give the positive 'available' figure of the start-up log",
+            ),
+        )
+        for name, ok, reason in checks:
+            if not ok:
+                raise refusal(name, reason)
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,26 +375,14 @@ class TensorRTLLM:
         from kvcalc.engine.deployment import as_fraction
 
         fraction = given.get("free_gpu_memory_fraction")
-        share = DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else as_fraction(fraction)
-        if not 0 < share < 1:
-            raise refusal(
-                "free_gpu_memory_fraction",
-                f"{float(share):g} must be above 0 and below 1 (TensorRT-LLM refuses 1), e.g. 0.9",
-            )
         block = given.get("tokens_per_block")
-        if block is not None and block < 1:
-            raise refusal("tokens_per_block", f"{block} must be at least 1, e.g. 32")
-        tokens = given.get("max_tokens")
-        if tokens is not None and tokens < 1:
-            raise refusal("max_tokens", f"{tokens} must be at least 1 token")
-        free = given.get("free_memory")
-        if free is not None and free <= 0:
-            raise refusal("free_memory", "give the positive 'available' figure of the log")
         return TrtllmOptions(
-            free_gpu_memory_fraction=share,
+            free_gpu_memory_fraction=(
+                DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else as_fraction(fraction)
+            ),
             tokens_per_block=DEFAULT_TOKENS_PER_BLOCK if block is None else block,
-            max_tokens=tokens,
-            free_memory_bytes=free,
+            max_tokens=given.get("max_tokens"),
+            free_memory_bytes=given.get("free_memory"),
         )
 
     def pool(self, dep: Deployment, options: TrtllmOptions | None = None) -> TrtllmKVPool:
