@@ -114,7 +114,15 @@ def option_name(field: str) -> str:
 
 def _deployment_error_line(exc: Exception) -> str | None:
     """The engine's DeploymentError (raised past the option parsing, e.g. by a capacity check
-    of the contexts) worded with the options at fault; None for any other exception."""
+    of the contexts) or a serving engine's refusal, worded with the options at fault; None for
+    any other exception."""
+    if "kvcalc.engine.serving.base" in sys.modules:
+        from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
+
+        if isinstance(exc, InputRefusal):
+            return exc.worded(option_name)
+        if isinstance(exc, EngineRefusal):
+            return str(exc)
     if "kvcalc.engine.deployment" not in sys.modules:
         return None  # not imported, so not raised
     from kvcalc.engine.deployment import DeploymentError

@@ -25,23 +25,19 @@ from kvcalc.cli.app import (
 from kvcalc.cli.deploy import (
     DeploymentOptions,
     EngineChoice,
+    EngineFlags,
     LayoutError,
-    SGLangFlags,
     deployment_options,
     engine_options,
-    sglang_start,
-    vllm_start,
+    engine_pool,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
 if TYPE_CHECKING:
-    from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.variant import AttentionVariant
 
 DEFAULT_CONTEXTS = "8k,32k,128k"
-#: The request length SGLang's concurrency is shown for when --ctx is not given.
-DEFAULT_SGLANG_CONTEXT = "8k"
 
 command_app = command_typer()
 
@@ -70,21 +66,26 @@ def batch(
     *,
     deploy: DeploymentOptions,
     engine: EngineChoice,
-    sglang: SGLangFlags,
+    flags: EngineFlags,
     evict: EvictionOptions,
 ) -> None:
     """Sequences that fit at each context (default 8k,32k,128k; SGLang 8k; vLLM the model's
     maximum; SnapKV --prompt + --gen): memory budget, KV capacity, max context at batch 1."""
-    name = engine.checked(deploy, sglang)
-    evict.check_applies(name)
-    if name != "vllm" and max_model_len is not None:
-        fail("--max-model-len: applies to --engine vllm only; the budget formula uses --ctx")
+    from kvcalc.engine.serving import engines
+    from kvcalc.engine.serving.base import BatchRequest
+    from kvcalc.render.serving import engine_report
+
+    chosen = engine.checked(deploy, flags)
+    evict.check_applies(chosen)
+    if not chosen.takes_lengths and max_model_len is not None:
+        takers = " or ".join(e.name for e in engines() if e.takes_lengths)
+        fail(f"--max-model-len: applies to --engine {takers} only; the budget formula uses --ctx")
     if deploy.given("kv_memory"):
         deploy.refuse("weights", because="--kv-memory gives the KV budget directly")
     gpu_set = deploy.resolve_gpus()
     if model is None:
-        if name != "simple":
-            fail(f"--engine {name} needs a MODEL")
+        if not chosen.sizes_registry:
+            fail(f"--engine {chosen.name} needs a MODEL")
         deploy.refuse("weights", because="it is one model's weights; name the MODEL")
         if evict.given():
             fail(f"{evict.flags()}: an eviction policy is sized for one model; name the MODEL")
@@ -92,24 +93,18 @@ def batch(
         _whole_registry(gpu_set, parse_ctx_list(ctx or DEFAULT_CONTEXTS), deploy, fmt, variant)
         return
     spec = load_model(model, None, None, None, attention)
-    if name == "simple":
-        contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXTS))
+    notes: list[str] = []
+    policy = None
+    contexts = parse_ctx_list(ctx) if ctx else None
+    if chosen.evicts:
+        defaults = chosen.default_contexts or ()
+        contexts = evict.contexts(ctx, lambda: list(defaults))
         policy, notes = evict.checked(spec, contexts)
-        _simple(deploy.build(spec, gpu_set, name, policy), contexts, notes, fmt)
-        return
-    dep = deploy.build(spec, gpu_set, name)
-    if name == "vllm":
-        _vllm(dep, ctx, max_model_len, fmt)
-        return
-    if name == "sglang":
-        _sglang(dep, sglang, parse_ctx_list(ctx or DEFAULT_SGLANG_CONTEXT), fmt)
-
-
-def _simple(dep: Deployment, contexts: list[int], notes: list[str], fmt: ReportFormat) -> None:
-    from kvcalc.engine.capacity import capacity
-    from kvcalc.render.batch import capacity_report
-
-    emit_report(capacity_report(capacity(dep, contexts)), fmt, warnings=notes)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    lengths = parse_ctx_list(max_model_len, "--max-model-len") if max_model_len else None
+    pool = engine_pool(dep, chosen, flags)
+    answer = pool.batch(BatchRequest(contexts=contexts, lengths=lengths))
+    emit_report(engine_report(dep, answer), fmt, warnings=notes)
 
 
 def _whole_registry(
@@ -156,41 +151,3 @@ def _whole_registry(
         attention=None if variant is None else variant.label,
     )
     emit_report(registry_report(rows, gpu_set, contexts, specs, setting), fmt)
-
-
-def _vllm(dep: Deployment, ctx: str | None, max_model_len: str | None, fmt: ReportFormat) -> None:
-    from kvcalc.render.batch import vllm_report
-
-    if max_model_len and ctx:
-        _refuse_ctx_with_max_model_len(parse_ctx_list(ctx), parse_ctx_list(max_model_len))
-    if max_model_len:
-        lengths = parse_ctx_list(max_model_len, "--max-model-len")
-    elif ctx:
-        lengths = parse_ctx_list(ctx)
-    elif dep.model.max_context:
-        lengths = [dep.model.max_context]
-    else:
-        fail("--max-model-len: give the request length vLLM serves, e.g. 8k")
-    results = [vllm_start(dep, length) for length in lengths]
-    emit_report(vllm_report(dep, results), fmt)
-
-
-def _refuse_ctx_with_max_model_len(contexts: list[int], lengths: list[int]) -> None:
-    """vLLM answers for --max-model-len, the longest request it admits: a --ctx beside it would
-    be silently dropped, or (longer) is a request vLLM refuses."""
-    longest, cap = max(contexts), max(lengths)
-    if longest > cap:
-        fail(
-            f"--ctx {longest:,} is longer than --max-model-len {cap:,}: vLLM refuses such a "
-            "request; raise --max-model-len or shorten --ctx"
-        )
-    fail(
-        "--ctx: with --engine vllm the request length is --max-model-len, and vLLM's figures "
-        "are for it; give one of --ctx and --max-model-len"
-    )
-
-
-def _sglang(dep: Deployment, flags: SGLangFlags, contexts: list[int], fmt: ReportFormat) -> None:
-    from kvcalc.render.sglang import sglang_report
-
-    emit_report(sglang_report(dep, sglang_start(dep, flags), contexts), fmt)

@@ -35,10 +35,9 @@ from kvcalc.cli.app import (
 from kvcalc.cli.deploy import (
     DeploymentOptions,
     EngineChoice,
-    SGLangFlags,
+    EngineFlags,
+    engine_pool,
     option_bounds,
-    sglang_start,
-    vllm_start,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_option_bounds
 
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.requirements import Outcome
+    from kvcalc.engine.serving.base import KVPool, ServingEngine
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.registry.check_spec import Spec, SpecDeployment
     from kvcalc.render.capacity_check import CheckedDeployment
@@ -201,15 +201,15 @@ _TEXT_KEYS = (
 )
 
 
-_SGLANG_KEYS = SGLangFlags._fields
+_SGLANG_KEYS = EngineFlags._fields
 _EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 
 @dataclass(frozen=True)
 class Built:
     dep: Deployment
-    engine: str
-    sglang: SGLangFlags
+    engine: ServingEngine
+    flags: EngineFlags
     ctx: int | None = None
     """The context the requirements at a context are measured at: ``ctx``, or SnapKV's
     prompt + gen."""
@@ -333,7 +333,7 @@ def entry_options(entry: SpecDeployment) -> Options:
     return Options(
         values,
         DeploymentOptions.from_values(values),
-        SGLangFlags(**{name: values.get(name) for name in _SGLANG_KEYS}),
+        EngineFlags(**{name: values.get(name) for name in _SGLANG_KEYS}),
         EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS}),
     )
 
@@ -362,14 +362,14 @@ class Options(NamedTuple):
 
     values: dict[str, Any]
     deploy: DeploymentOptions
-    flags: SGLangFlags
+    flags: EngineFlags
     evict: EvictionOptions
 
 
 class Parts(NamedTuple):
     """What a deployment is built from, each part checked on its own."""
 
-    engine: str
+    engine: ServingEngine
     gpus: GpuSet
     model: ModelSpec
     ctx: int | None
@@ -409,8 +409,10 @@ def resolve_parts(
             problems.extend(exc.problems)
             return None
 
-    named = values.get("engine", "simple")  # one of the engines: the schema says so
-    engine = attempt(lambda: EngineChoice(named).checked(deploy, flags))
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
+
+    named = engine_named(values.get("engine", DEFAULT_ENGINE))  # the schema names only engines
+    engine = attempt(lambda: EngineChoice(named.name).checked(deploy, flags))
     for key in _SIZE_KEYS:
         if key in values:
             attempt(_size_parser(values[key], key), key)
@@ -535,7 +537,7 @@ def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> Chec
         name=entry.name,
         line=entry.line,
         dep=built.dep,
-        engine=built.engine,
+        engine=built.engine.name,
         context_tokens=m.ctx,
         batch=m.batch,
         reason=m.reason,
@@ -565,7 +567,7 @@ class Measuring:
 
     @classmethod
     def start(cls, entry: SpecDeployment, built: Built, roofline: bool = False) -> Measuring:
-        cache = ENGINE_CACHES[built.engine](built)
+        cache = EngineCache(built)
         ctx = built.ctx
         if ctx is None:
             return cls(entry, built, cache, None, 0, None, None, roofline)
@@ -725,93 +727,35 @@ MEASURES: dict[str, Measure] = {
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
     """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
     is a spec problem."""
+    from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
+
     try:
         return run()
-    except InputError as exc:
+    except InputRefusal as exc:  # names its fields: worded as the spec's keys
+        raise _problem(entry, exc.fields[0], exc.worded(str)) from None
+    except (InputError, EngineRefusal) as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None
 
 
 class EngineCache:
-    """One replica's KV cache as an engine sizes it: the budget formula (``simple``); each
-    engine is a subclass with its own two formulas."""
+    """One replica's KV cache as its engine sizes it (its
+    :class:`~kvcalc.engine.serving.base.KVPool`), as `kvcalc decode` sizes its default batch
+    with the same engine."""
 
     def __init__(self, built: Built) -> None:
         self.dep = built.dep
-        self.sglang = built.sglang
+        self.pool: KVPool = engine_pool(built.dep, built.engine, built.flags)
 
     def fits(self, ctx: int) -> tuple[int, str | None]:
-        """Sequences of ``ctx`` one replica holds, and why none does, as `kvcalc decode`
-        sizes its default batch with the same engine."""
-        from kvcalc.cli.decode import max_batches_by_engine
-
-        batches, reason = max_batches_by_engine(self.dep, self.engine, self.sglang, [ctx])
+        """Sequences of ``ctx`` one replica holds, and why none does."""
+        batches, reason = self.pool.max_batches([ctx])
         return batches[0], reason
 
-    engine = "simple"
-
     def fraction(self, batch_per_replica: int, ctx: int) -> float:
-        """The share of the cache ``batch_per_replica`` sequences of ``ctx`` take: whole
-        blocks (and the shared prefix) over the fullest stage's budget."""
-        from kvcalc.engine.capacity import kv_budget_fraction, layout_of
-
-        return kv_budget_fraction(layout_of(self.dep), batch_per_replica, ctx)
+        """The share of the cache ``batch_per_replica`` sequences of ``ctx`` take."""
+        return self.pool.fraction(batch_per_replica, ctx)
 
     def longest_context(self) -> int | None:
         """The longest single sequence (None: no limit below 2^30 tokens)."""
-        from kvcalc.engine.capacity import layout_of, max_context_at_batch_1
-
-        return max_context_at_batch_1(layout_of(self.dep))
-
-
-class VLLMCache(EngineCache):
-    """vLLM 0.19 started with ``--max-model-len`` = the context, as `batch --engine vllm`."""
-
-    engine = "vllm"
-
-    def fraction(self, batch_per_replica: int, ctx: int) -> float:
-        """Blocks per request x requests over the pool's blocks (vLLM refusing to start: inf)."""
-        from kvcalc.engine.vllm import VLLMKVCache
-
-        result = vllm_start(self.dep, ctx)
-        if not isinstance(result, VLLMKVCache):
-            return math.inf
-        return result.pool_fraction(batch_per_replica)
-
-    def longest_context(self) -> int | None:
-        """The model's maximum (or 2^30) when vLLM starts with it, else the max_model_len vLLM
-        estimates when it refuses."""
-        from kvcalc.engine.units import MAX_CONTEXT_TOKENS
-        from kvcalc.engine.vllm import VLLMKVCache
-
-        length = self.dep.model.max_context or MAX_CONTEXT_TOKENS
-        result = vllm_start(self.dep, length)
-        return length if isinstance(result, VLLMKVCache) else result.estimated_max_model_len
-
-
-class SGLangCache(EngineCache):
-    """SGLang's token pool(s), with the spec's SGLang keys, as `batch --engine sglang`."""
-
-    engine = "sglang"
-
-    def fraction(self, batch_per_replica: int, ctx: int) -> float:
-        from kvcalc.engine.sglang import SGLangPool, sliding_window
-
-        pool = sglang_start(self.dep, self.sglang)
-        if not isinstance(pool, SGLangPool):
-            return math.inf
-        return pool.pool_fraction(batch_per_replica, ctx, sliding_window(self.dep.model))
-
-    def longest_context(self) -> int | None:
-        """The longest request the scheduler admits (``max_req_len``)."""
-        from kvcalc.engine.sglang import SGLangPool
-
-        pool = sglang_start(self.dep, self.sglang)
-        return pool.max_req_len if isinstance(pool, SGLangPool) else 0
-
-
-ENGINE_CACHES: dict[str, type[EngineCache]] = {
-    "simple": EngineCache,
-    "vllm": VLLMCache,
-    "sglang": SGLangCache,
-}
+        return self.pool.longest_context()

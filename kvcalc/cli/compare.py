@@ -394,7 +394,7 @@ def deployment_of(
     """The row's deployment, as `batch` and `decode` build it; a layout the row's model cannot
     take (heads tp does not split) skips the row."""
     try:
-        return options.build(model, gpus, "simple", policy)
+        return options.build(model, gpus, None, policy)
     except LayoutError as exc:
         raise Skip(str(exc)) from None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import typer
@@ -27,11 +26,10 @@ from kvcalc.cli.app import (
 from kvcalc.cli.deploy import (
     DeploymentOptions,
     EngineChoice,
-    SGLangFlags,
+    EngineFlags,
     deployment_options,
     engine_options,
-    sglang_start,
-    vllm_start,
+    engine_pool,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 
@@ -59,7 +57,7 @@ def decode(
     *,
     deploy: DeploymentOptions,
     engine: EngineChoice,
-    sglang: SGLangFlags,
+    flags: EngineFlags,
     evict: EvictionOptions,
 ) -> None:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
@@ -70,14 +68,14 @@ def decode(
 
     check_mbu(mbu)
     check_mfu(mfu)
-    name = engine.checked(deploy, sglang)
-    evict.check_applies(name)
+    chosen = engine.checked(deploy, flags)
+    evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()
     spec = load_model(model, None, None, None, attention)
     contexts = evict.contexts(ctx, lambda: parse_ctx_list(DEFAULT_CONTEXT))
     policy, notes = evict.checked(spec, contexts)
-    dep = deploy.build(spec, gpu_set, name, policy)
-    max_batches, why = max_batches_by_engine(dep, name, sglang, contexts)
+    dep = deploy.build(spec, gpu_set, chosen, policy)
+    max_batches, why = engine_pool(dep, chosen, flags).max_batches(contexts)
     steps = []
     warnings = list(notes)
     reason = None
@@ -93,7 +91,7 @@ def decode(
                 f"{context:,} tokens that fit in the KV budget"
             )
         steps.append(timed_step(dep, n, context, mbu, mfu))
-    emit_report(decode_report(dep, steps, mbu, reason, warnings, name), fmt)
+    emit_report(decode_report(dep, steps, mbu, reason, warnings, chosen), fmt)
 
 
 def timed_step(
@@ -118,46 +116,3 @@ def timed_step(
         tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
         prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
     )
-
-
-def max_batches_by_engine(
-    dep: Deployment, engine: str, sglang: SGLangFlags, contexts: list[int]
-) -> tuple[list[int], str | None]:
-    """The most sequences one replica runs at once at each context, as ``engine`` sizes its
-    cache, and why none fits when the cache holds nothing."""
-    if engine == "vllm":
-        return vllm_max_batches(dep, contexts)
-    if engine == "sglang":
-        return sglang_max_batches(dep, sglang, contexts)
-    from kvcalc.engine.capacity import capacity
-
-    cap = capacity(dep, contexts)
-    return [fit.max_batch_per_replica for fit in cap.contexts], cap.reason
-
-
-def vllm_max_batches(dep: Deployment, contexts: list[int]) -> tuple[list[int], str | None]:
-    """vLLM started with ``--max-model-len`` = each context: the whole requests of its log's
-    "Maximum concurrency" (floor: a fraction of a request does not decode)."""
-    from kvcalc.engine.vllm import KVCacheTooSmall
-
-    batches: list[int] = []
-    for context in contexts:
-        result = vllm_start(dep, context)
-        if isinstance(result, KVCacheTooSmall):
-            return [*batches, 0], result.message
-        batches.append(math.floor(result.max_concurrency))
-    return batches, None
-
-
-def sglang_max_batches(
-    dep: Deployment, sglang: SGLangFlags, contexts: list[int]
-) -> tuple[list[int], str | None]:
-    """SGLang's concurrency at each context: the requests of that length its token pool holds,
-    capped by ``max_running_requests`` (0 past ``max_req_len``)."""
-    from kvcalc.engine.sglang import SGLangPool, sliding_window
-
-    result = sglang_start(dep, sglang)
-    if not isinstance(result, SGLangPool):
-        return [0] * len(contexts), result.message
-    window = sliding_window(dep.model)
-    return [result.concurrency(context, window) for context in contexts], None

@@ -35,16 +35,15 @@ from kvcalc.cli.app import (
     token_option,
 )
 from kvcalc.cli.kvformat import KV_PARAMETERS, KvFormatOptions
+from kvcalc.engine.serving import DEFAULT_ENGINE, ENGINE_NAMES, engines
 
 if TYPE_CHECKING:
-    from fractions import Fraction
 
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
-    from kvcalc.engine.sglang import SGLangOptions, SGLangPool, SGLangPoolTooSmall
+    from kvcalc.engine.serving.base import KVPool, ServingEngine
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -118,62 +117,29 @@ class DeploymentOptions(KvFormatOptions):
         if condition:
             self.refuse(*names, because=because)
 
-    def check_applies(self, engine: str) -> None:
-        """Refuse the options ``engine`` would not use."""
-        if engine == "vllm":
-            self.refuse(
-                "prefix_shared", because="vLLM's block count does not depend on prefix caching"
-            )
-        elif engine == "sglang":
-            self._check_applies_sglang()
-        elif self.given("max_num_batched_tokens") and any(
-            self.given(o) for o in ("overhead", "reserve", "kv_memory")
-        ):
-            fail(
-                "--max-num-batched-tokens: sizes only the estimated overhead, which "
-                "--overhead, --reserve or --kv-memory replaces"
-            )
-
-    def _check_applies_sglang(self) -> None:
-        # SGLang sizes its pool from its own share of *free* memory (--mem-fraction-static),
-        # with no profiled overhead, pages of --page-size and no prefix charge.
-        self.refuse(
-            "gpu_util",
-            "reserve",
-            "overhead",
-            "kv_memory",
-            because="SGLang's budget is --mem-fraction-static of the free memory "
-            "(or --free-before-load / --free-after-load from its log)",
-        )
-        self.refuse("block_size", because="SGLang pages its pool with --page-size")
-        self.refuse("prefix_shared", because="SGLang's token pool does not depend on it")
-        self.refuse(
-            "max_num_batched_tokens", because="SGLang's step is --chunked-prefill-size"
-        )
+    def given_values(self) -> dict[str, Any]:
+        """The options given, by field name (what an engine is asked whether it reads)."""
+        return {name: getattr(self, name) for name in _PARAMETERS if self.given(name)}
 
     def build(
         self,
         model: ModelSpec,
         gpus: GpuSet,
-        engine: str = "simple",
+        engine: ServingEngine | None = None,
         eviction: Eviction | None = None,
     ) -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
-        ``engine`` (``simple``: the budget formula, or ``vllm``), keeping the tokens
-        ``eviction`` keeps (None: every token)."""
+        ``engine`` (None: the budget formula), keeping the tokens ``eviction`` keeps (None:
+        every token)."""
         from kvcalc.engine.deployment import DeploymentError, deployment
         from kvcalc.engine.eviction import KEEP_ALL
+        from kvcalc.engine.serving import DEFAULT_ENGINE, check_inputs, engine_named
 
-        self.check_applies(engine)
-        if engine == "vllm":
-            from kvcalc.engine.vllm import backend_blocks
-
-            self.refuse_if(
-                backend_blocks(model),
-                "block_size",
-                because=f"vLLM pages {model.id}'s caches at its backend's own blocks "
-                "(64-token windows, 256-token latents); drop it",
-            )
+        # An input the engine refuses raises its InputRefusal, which names the field.
+        engine = engine or engine_named(DEFAULT_ENGINE)
+        given = self.given_values()
+        check_inputs(engine, given)
+        engine.check_model(model, given)
 
         sizes: dict[str, Any] = {
             f"{name}_bytes": parse_size(text, option_name(name)) if text else None
@@ -354,7 +320,7 @@ def _per_gpu_set(gpus: list[str], **options: Any) -> list[DeploymentOptions]:
 
 # A NamedTuple, not a frozen dataclass: several times cheaper to create at start-up (every
 # command with --engine loads this module).
-class SGLangFlags(NamedTuple):
+class EngineFlags(NamedTuple):
     """SGLang's server arguments as given on the command line (None: not given), named as
     SGLang names them; :meth:`options` turns them into the engine's
     :class:`~kvcalc.engine.sglang.SGLangOptions`."""
@@ -370,85 +336,22 @@ class SGLangFlags(NamedTuple):
     free_after_load: str | None
     swa_full_tokens_ratio: float | None
 
-    def given(self) -> list[str]:
-        return [name for name, value in zip(self._fields, self, strict=True) if value is not None]
+    def given(self) -> dict[str, Any]:
+        """The flags given, by field name, each parsed (free memory in bytes, the context
+        length in tokens)."""
+        return {
+            name: _PARSERS[name](value) if name in _PARSERS else value
+            for name, value in zip(self._fields, self, strict=True)
+            if value is not None
+        }
 
-    def check_applies(self, engine: str, deploy: DeploymentOptions) -> None:
-        """Refuse SGLang flags without ``--engine sglang``, and deployment options or flags that
-        would not change SGLang's answer."""
-        given = self.given()
-        if engine != "sglang":
-            if given:
-                fail(f"{option_name(given[0])}: applies to --engine sglang only")
-            return
-        if self.free_after_load is not None:
-            deploy.refuse(
-                "weights",
-                "weight_dtype",
-                because="--free-after-load is the memory left once the weights are loaded",
-            )
-        if self.mem_fraction_static is not None:
-            deploy.refuse_if(
-                self.free_before_load is not None and self.free_after_load is not None,
-                "gpu_memory",
-                because="--mem-fraction-static and both free-memory figures leave nothing "
-                "for the GPU's memory to decide",
-            )
-
-    def options(self) -> SGLangOptions:
-        """The engine's options; bad values fail with one line naming the flag."""
-        from kvcalc.engine.sglang import (
-            DEFAULT_VERSION,
-            SGLangConfigError,
-            SGLangOptions,
-            mfs_uses_graph_inputs,
-            sglang_version,
-        )
-
-        try:
-            version = (
-                sglang_version(self.sglang_version) if self.sglang_version else DEFAULT_VERSION
-            )
-            for name in ("chunked_prefill_size", "cuda_graph_max_bs"):
-                if getattr(self, name) is None:
-                    continue
-                if self.mem_fraction_static is not None:
-                    fail(f"{option_name(name)}: only the default --mem-fraction-static reads it")
-                if not mfs_uses_graph_inputs(version):
-                    fail(
-                        f"{option_name(name)}: SGLang {version}'s default "
-                        "--mem-fraction-static does not read it (0.5.3 and later do)"
-                    )
-            return SGLangOptions(
-                version=version,
-                mem_fraction_static=_fraction(self.mem_fraction_static),
-                page_size=self.page_size if self.page_size is not None else 1,
-                context_length=(
-                    None
-                    if self.context_length is None
-                    else one_length(self.context_length, "--context-length")
-                ),
-                chunked_prefill_size=self.chunked_prefill_size,
-                cuda_graph_max_bs=self.cuda_graph_max_bs,
-                max_total_tokens=self.max_total_tokens,
-                free_before_load_bytes=_size(self.free_before_load, "--free-before-load"),
-                free_after_load_bytes=_size(self.free_after_load, "--free-after-load"),
-                swa_full_tokens_ratio=_fraction(self.swa_full_tokens_ratio),
-            )
-        except SGLangConfigError as exc:
-            fail(str(exc))
-
-
-def _fraction(value: float | None) -> Fraction | None:
-    from kvcalc.engine.deployment import as_fraction
-
-    return None if value is None else as_fraction(value)
+    def options(self, engine: ServingEngine) -> Any:
+        """``engine``'s options; a bad value raises the engine's refusal naming the flag."""
+        return engine.engine_options(self.given())
 
 
 #: SGLang prints "avail mem=63.41 GB" meaning GiB (it divides by 2^30): a bare number is read so.
-def _size(text: str | None, option: str) -> int | None:
-    if text is None:
-        return None
+def _size(text: str, option: str) -> int:
     bare = text.strip()
     try:
         float(bare)
@@ -456,6 +359,12 @@ def _size(text: str | None, option: str) -> int | None:
         return parse_size(text, option)
     return parse_size(f"{bare}GiB", option)
 
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "context_length": lambda text: one_length(text, "--context-length"),
+    "free_before_load": lambda text: _size(text, "--free-before-load"),
+    "free_after_load": lambda text: _size(text, "--free-after-load"),
+}
 
 _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(SGLANG_PANEL, {
     "sglang_version": (
@@ -552,7 +461,7 @@ _SGLANG_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(SGLANG_PANEL, {
         ),
     ),
 })
-assert set(_SGLANG_PARAMETERS) == set(SGLangFlags._fields)
+assert set(_SGLANG_PARAMETERS) == set(EngineFlags._fields)
 
 
 def option_bounds(name: str) -> tuple[float | None, float | None]:
@@ -563,17 +472,15 @@ def option_bounds(name: str) -> tuple[float | None, float | None]:
 
 
 def sglang_options(command: F) -> F:
-    """Add SGLang's options to ``command``, which receives them as ``sglang``."""
-    return grouped_options(command, "sglang", SGLangFlags, _SGLANG_PARAMETERS)
+    """Add SGLang's options to ``command``, which receives them as ``flags``."""
+    return grouped_options(command, "flags", EngineFlags, _SGLANG_PARAMETERS)
 
 
 # ------------------------------------------------------------------ the engine
 
-ENGINES = ("simple", "vllm", "sglang")
-
 
 def complete_engines(incomplete: str) -> list[str]:
-    return complete_names(incomplete, ENGINES)
+    return complete_names(incomplete, ENGINE_NAMES)
 
 
 # A NamedTuple, not a frozen dataclass: several times cheaper to create at start-up.
@@ -582,13 +489,12 @@ class EngineChoice(NamedTuple):
 
     engine: str
 
-    def checked(self, deploy: DeploymentOptions, sglang: SGLangFlags) -> str:
+    def checked(self, deploy: DeploymentOptions, flags: EngineFlags) -> ServingEngine:
         """The engine, once it is known and no option it would ignore was given."""
-        engine = str(self.engine).lower()  # a spec file's engine, as --engine, any case
-        if engine not in ENGINES:
-            fail(f"--engine: unknown engine {self.engine!r}; choose {', '.join(ENGINES)}")
-        deploy.check_applies(engine)
-        sglang.check_applies(engine, deploy)
+        from kvcalc.engine.serving import check_inputs, engine_named
+
+        engine = engine_named(self.engine)  # a spec file's engine, as --engine, any case
+        check_inputs(engine, {**deploy.given_values(), **flags.given()})
         return engine
 
 
@@ -596,13 +502,12 @@ _ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "engine": (
         str,
         typer.Option(
-            "simple",
+            DEFAULT_ENGINE,
             "--engine",
-            metavar="[" + "|".join(ENGINES) + "]",
+            metavar="[" + "|".join(ENGINE_NAMES) + "]",
             autocompletion=complete_engines,
             rich_help_panel=DEPLOYMENT_PANEL,
-            help="simple: the budget formula; vllm: vLLM 0.19's exact block count; "
-            "sglang: SGLang's token pool (0.4.0-0.5.18)",
+            help="; ".join(engine.summary for engine in engines()),
         ),
     ),
 }
@@ -610,26 +515,11 @@ assert set(_ENGINE_PARAMETERS) == set(EngineChoice._fields)
 
 
 def engine_options(command: F) -> F:
-    """Add ``--engine`` and SGLang's options to ``command``, which receives them as ``engine``
-    (an :class:`EngineChoice`) and ``sglang``."""
+    """Add ``--engine`` and the engines' own options to ``command``, which receives them as
+    ``engine`` (an :class:`EngineChoice`) and ``flags``."""
     return sglang_options(grouped_options(command, "engine", EngineChoice, _ENGINE_PARAMETERS))
 
 
-def vllm_start(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
-    """vLLM started with ``--max-model-len``; a setting vLLM rejects fails with its one line."""
-    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_cache_for
-
-    try:
-        return vllm_kv_cache_for(dep, max_model_len)
-    except VLLMConfigError as exc:
-        fail(str(exc))
-
-
-def sglang_start(dep: Deployment, flags: SGLangFlags) -> SGLangPool | SGLangPoolTooSmall:
-    """SGLang's token pool with ``flags``; a setting SGLang rejects fails with its one line."""
-    from kvcalc.engine.sglang import SGLangConfigError, sglang_pool
-
-    try:
-        return sglang_pool(dep, flags.options())
-    except SGLangConfigError as exc:
-        fail(str(exc))
+def engine_pool(dep: Deployment, engine: ServingEngine, flags: EngineFlags) -> KVPool:
+    """``engine``'s KV pool for ``dep``, with its options from ``flags``."""
+    return engine.pool(dep, flags.options(engine))

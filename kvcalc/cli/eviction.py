@@ -29,6 +29,7 @@ from kvcalc.cli.app import (
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
+    from kvcalc.engine.serving.base import ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -138,12 +139,15 @@ class EvictionOptions:
             return [fixed]
         return parse_ctx_list(ctx) if ctx is not None else default()
 
-    def check_applies(self, engine: str) -> None:
+    def check_applies(self, engine: ServingEngine) -> None:
         """Refuse a policy for an engine that keeps every token."""
-        if self.given() and engine != "simple":
+        from kvcalc.engine.serving import engines
+
+        if self.given() and not engine.evicts:
+            evicting = next(e.name for e in engines() if e.evicts)
             fail(
-                f"{self.flags()}: {_ENGINE_TEXT.get(engine, engine)} keeps every token of a "
-                "request (it does not evict); size an evicting cache with --engine simple"
+                f"{self.flags()}: {engine.label} keeps every token of a "
+                f"request (it does not evict); size an evicting cache with --engine {evicting}"
             )
 
     def checked(self, model: ModelSpec, contexts: list[int]) -> tuple[Eviction, list[str]]:
@@ -175,7 +179,6 @@ _POLICIES: dict[str, tuple[tuple[str, ...], Callable[[EvictionOptions], Eviction
     ),
     "keep_ratio": (("keep_ratio",), EvictionOptions._keep_ratio),
 }
-_ENGINE_TEXT = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 _EVICTION_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(EVICTION_PANEL, {

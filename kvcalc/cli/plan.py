@@ -28,12 +28,15 @@ from kvcalc.cli.app import (
     emit_report,
     fail,
     load_model,
+    option_name,
     parse_ctx_list,
 )
+from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
 
 if TYPE_CHECKING:
     from kvcalc.engine.hardware import Accelerator
     from kvcalc.engine.plan import Plan, PlannedLayout, PlanRequest
+    from kvcalc.engine.serving.base import ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
 DEFAULT_CONTEXT = "8k"
@@ -41,13 +44,23 @@ DEFAULT_MAX_GPUS = 8
 DEFAULT_TOP = 5
 #: The largest count searched: the search is per count, and 64 GPUs is eight 8-GPU nodes.
 MAX_MAX_GPUS = 64
-PLAN_ENGINES = ("simple", "vllm")
 
 command_app = command_typer()
 
 
+def plan_engines() -> list[ServingEngine]:
+    """The engines plan's search sizes layouts with."""
+    from kvcalc.engine.serving import engines
+
+    return [engine for engine in engines() if engine.plans]
+
+
 def complete_plan_engines(incomplete: str) -> list[str]:
-    return complete_names(incomplete, PLAN_ENGINES)
+    return complete_names(incomplete, [engine.name for engine in plan_engines()])
+
+
+def _plan_engine_names() -> list[str]:
+    return [engine.name for engine in plan_engines()]
 
 
 @command_app.command()
@@ -115,12 +128,12 @@ def plan(
         show_default=False,
     ),
     engine: str = typer.Option(
-        "simple",
+        DEFAULT_ENGINE,
         "--engine",
-        metavar="[" + "|".join(PLAN_ENGINES) + "]",
+        metavar="[" + "|".join(_plan_engine_names()) + "]",
         autocompletion=complete_plan_engines,
         rich_help_panel=DEPLOYMENT_PANEL,
-        help="simple: the budget formula; vllm: vLLM 0.19's block count",
+        help="; ".join(e.summary for e in plan_engines()),
     ),
     price: str = typer.Option(
         None,
@@ -140,16 +153,17 @@ def plan(
     """The fewest GPUs that hold --users sequences of --ctx tokens (default 8k) and meet
     --max-tpot / --max-ttft: every accelerator, count up to --max-gpus, tp/pp split, replica
     count and dtype; ranked by GPU count, then price (--price) or watts."""
-    from kvcalc.engine.plan import MAX_BATCH_RULES, PlanRequest
+    from kvcalc.engine.plan import PlanRequest, max_batch_rule
     from kvcalc.engine.plan import plan as search
     from kvcalc.render.plan import plan_report
 
     check_mfu(mfu)
     if roofline and mfu is not None:
         fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
-    engine = engine.lower()
-    if engine not in PLAN_ENGINES:
-        fail(f"--engine: plan sizes the cache with {' or '.join(PLAN_ENGINES)}, not {engine!r}")
+    names = _plan_engine_names()
+    if engine.lower() not in names:
+        fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {engine.lower()!r}")
+    chosen = engine_named(engine)
     if not 1 <= users <= 1_000_000:
         fail(f"--users: {users} is not between 1 and 1,000,000")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
@@ -168,17 +182,17 @@ def plan(
         accelerators=candidate_accelerators(gpus, prices),
         max_gpus=max_gpus,
         weight_dtypes=dtype_list(weight_dtype, "--weight-dtype", spec),
-        kv_dtypes=kv_format_list(kv_dtype, spec, engine),
+        kv_dtypes=kv_format_list(kv_dtype, spec, chosen),
         max_tpot_seconds=duration(max_tpot, "--max-tpot"),
         max_ttft_seconds=duration(max_ttft, "--max-ttft"),
         roofline=roofline,
         mfu=mfu,
         prices=prices,
     )
-    result = search(request, MAX_BATCH_RULES[engine])
+    result = search(request, max_batch_rule(chosen))
     if not result.layouts:
         fail(nothing_meets(result))
-    emit_report(plan_report(result, top, engine), fmt)
+    emit_report(plan_report(result, top, chosen), fmt)
 
 
 def duration(text: str | None, option: str) -> float | None:
@@ -220,11 +234,13 @@ def dtype_list(text: str | None, option: str, model: ModelSpec) -> list[str | No
     return list(names)
 
 
-def kv_format_list(text: str | None, model: ModelSpec, engine: str) -> list[str | None]:
+def kv_format_list(
+    text: str | None, model: ModelSpec, engine: ServingEngine
+) -> list[str | None]:
     """The KV formats to try, by name (None: the model's own), each one the engine stores and
     the model's layers take, duplicates refused."""
     from kvcalc.engine.kvformat import KVFormatError, KVFormatRequest, check_stores, kv_format
-    from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_dtype
+    from kvcalc.engine.serving.base import InputRefusal
 
     if text is None:
         return [None]
@@ -233,10 +249,11 @@ def kv_format_list(text: str | None, model: ModelSpec, engine: str) -> list[str 
         try:
             fmt = kv_format(KVFormatRequest(item), model.default_dtype)
             check_stores(fmt, model)
-            if engine == "vllm":
-                vllm_kv_dtype(fmt)
-        except (KVFormatError, VLLMConfigError) as exc:
+            engine.check_kv_format(fmt)
+        except KVFormatError as exc:
             fail(f"--kv-dtype: {str(exc).removeprefix('--kv-dtype: ')}")
+        except InputRefusal as exc:
+            fail(exc.worded(option_name))
         names.append(fmt.name)
     if len(set(names)) != len(names):
         fail(f"--kv-dtype: {text!r} names a format twice; give each once")

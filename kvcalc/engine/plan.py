@@ -25,6 +25,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
 from kvcalc.engine.hardware import Accelerator, GpuSet
@@ -32,6 +33,9 @@ from kvcalc.engine.kv import kv_bytes_per_sequence
 from kvcalc.engine.latency import can_time_communication, tpot_seconds, ttft_seconds
 from kvcalc.engine.requirements import batch_per_replica
 from kvcalc.engine.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.engine.serving.base import ServingEngine
 from kvcalc.engine.weights import weight_bytes
 
 #: Sequences one replica of a deployment runs at once at a context (the engine's rule).
@@ -301,25 +305,7 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
     )
 
 
-def budget_max_batch(dep: Deployment, context_tokens: int) -> int:
-    """Sequences one replica holds by the budget formula (what `batch` reports per replica)."""
-    from kvcalc.engine.capacity import layout_of, max_batch
-
-    return max_batch(layout_of(dep), context_tokens)
-
-
-def vllm_max_batch(dep: Deployment, context_tokens: int) -> int:
-    """Whole requests of ``context_tokens`` vLLM's block pool holds at once (its "Maximum
-    concurrency", floored), 0 when the pool is too small or vLLM would refuse the layout."""
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError, vllm_kv_cache_for
-
-    try:
-        result = vllm_kv_cache_for(dep, context_tokens)
-    except VLLMConfigError:
-        return 0
-    if isinstance(result, KVCacheTooSmall):
-        return 0
-    return math.floor(result.max_concurrency)
-
-
-MAX_BATCH_RULES: dict[str, MaxBatch] = {"simple": budget_max_batch, "vllm": vllm_max_batch}
+def max_batch_rule(engine: ServingEngine, options: Any = None) -> MaxBatch:
+    """Sequences one replica holds at a context as ``engine`` sizes its pool (0 when none fits
+    or the engine would refuse the layout)."""
+    return lambda dep, context_tokens: engine.pool(dep, options).max_batch(context_tokens)

@@ -34,6 +34,7 @@ from pydantic import (
     field_validator,
 )
 
+from kvcalc.engine.serving import ENGINE_NAMES
 from kvcalc.engine.units import number_text_problem, shown
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ Fraction = Annotated[float, Field(gt=0, le=1), Kind.NUMBER]
 Size = Annotated[str, Kind.SIZE]
 #: A context such as ``32k`` or ``32768``.
 Context = Annotated[int, Kind.TOKENS]
+#: One of the serving engines' names (:data:`kvcalc.engine.serving.ENGINE_NAMES`).
+EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
 
 
 def context_tokens(value: object) -> int | None:
@@ -143,7 +146,7 @@ class DeploymentEntry(_Strict):
     gpus: str | None = None
     ctx: Context | None = None
     mfu: Fraction | None = None
-    engine: Literal["simple", "vllm", "sglang"] | None = None
+    engine: EngineName | None = None
     # The deployment options (kvcalc.cli.deploy.DeploymentOptions, the KV format options
     # included), named as there.
     tp: PosInt | None = None
@@ -165,7 +168,7 @@ class DeploymentEntry(_Strict):
     block_size: PosTokens | None = None
     prefix_shared: NonNegTokens | None = None
     max_num_batched_tokens: PosTokens | None = None
-    # SGLang's server arguments (kvcalc.cli.deploy.SGLangFlags), named as there.
+    # SGLang's server arguments (kvcalc.cli.deploy.EngineFlags), named as there.
     sglang_version: str | None = None
     mem_fraction_static: Number | None = None
     page_size: PosTokens | None = None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.latency import PrefillEstimate, TpotEstimate
+    from kvcalc.engine.serving.base import ServingEngine
 
 
 #: The keys of one step (attributes of DecodeStep), also the CSV header when no step fits.
@@ -85,11 +86,15 @@ def step_payload(timed: TimedStep) -> dict[str, Any]:
 
 
 def decode_payload(
-    dep: Deployment, steps: list[TimedStep], mbu: float, reason: str | None, engine: str
+    dep: Deployment,
+    steps: list[TimedStep],
+    mbu: float,
+    reason: str | None,
+    engine: ServingEngine,
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
-        "engine": engine,
+        "engine": engine.name,
         "gpus": str(dep.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
@@ -106,17 +111,14 @@ def decode_payload(
     }
 
 
-def decode_title(dep: Deployment, mbu: float, engine: str) -> str:
-    # The engine decides the default batch; the budget formula ("simple") goes unnamed.
-    sized = "" if engine == "simple" else f", batch as {ENGINE_NAMES[engine]} sizes it"
+def decode_title(dep: Deployment, mbu: float, engine: ServingEngine) -> str:
+    # The engine decides the default batch; the budget formula goes unnamed.
+    sized = f", batch as {engine.label} sizes it" if engine.label else ""
     return (
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
         f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, mbu {mbu:g}{sized}"
         f"{eviction_title(dep.eviction)}"
     )
-
-
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def efficiency_basis(dep: Deployment) -> str:
@@ -181,7 +183,7 @@ def decode_report(
     mbu: float,
     reason: str | None,
     warnings: list[str],
-    engine: str = "simple",
+    engine: ServingEngine,
 ) -> Report:
     """``warnings`` (a batch timed beyond what fits) follow the convention of every command
     (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""

@@ -21,6 +21,7 @@ from kvcalc.render.report import Column, Report, Section, flatten, ms, number, t
 
 if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
+    from kvcalc.engine.serving.base import ServingEngine
 
 FIELDS = (
     "gpus",
@@ -85,7 +86,7 @@ def columns(result: Plan) -> list[Column]:
     ]
 
 
-def plan_title(result: Plan, engine: str) -> str:
+def plan_title(result: Plan, engine: ServingEngine) -> str:
     request = result.request
     model = request.model
     wanted = [f"{request.users:,} users at {request.context_tokens:,} tokens"]
@@ -93,7 +94,7 @@ def plan_title(result: Plan, engine: str) -> str:
         wanted.append(f"TPOT <= {request.max_tpot_seconds * 1000:g} ms")
     if request.max_ttft_seconds is not None:
         wanted.append(f"TTFT <= {request.max_ttft_seconds * 1000:g} ms")
-    sized = "" if engine == "simple" else ", cache as vLLM sizes it"
+    sized = f", cache as {engine.label} sizes it" if engine.label else ""
     return f"{model.name} ({model.id}) plan: {', '.join(wanted)}{sized}"
 
 
@@ -134,7 +135,7 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
     return notes
 
 
-def plan_report(result: Plan, top: int, engine: str) -> Report:
+def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
     """A context beyond the model's maximum is warned about on stderr (the convention of every
     command, :mod:`kvcalc.render.warnings`); the JSON list has no key for it."""
     from kvcalc.render.warnings import max_context_warnings

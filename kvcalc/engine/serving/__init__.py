@@ -54,7 +54,7 @@ def check_inputs(engine: ServingEngine, given: Given) -> None:
             continue
         for name in other.options:
             if name in given:
-                raise refusal(name, "applies to {engine} " + other.name + " only", "engine")
+                raise refusal(name, "applies to {engine} " + other.name + " only")
 
 
 def _braced(text: str) -> str:

@@ -179,9 +179,11 @@ class InputRefusal(ValueError):
         return self.worded(cli_name)
 
 
-def refusal(name: str, reason: str, *named: str) -> InputRefusal:
-    """``name`` refused for ``reason``, which may name other inputs (``{page_size}``)."""
-    return InputRefusal("{" + name + "}: " + reason, name, *named)
+def refusal(name: str, reason: str) -> InputRefusal:
+    """``name`` refused for ``reason``, which may name other inputs (``{page_size}``; literal
+    braces doubled)."""
+    others = tuple(dict.fromkeys(f for f in _named(reason) if f != name))
+    return InputRefusal("{" + name + "}: " + reason, name, *others)
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ class Refusals:
     def check(self, given: Given) -> None:
         for name, reason in self.reasons.items():
             if name in given:
-                raise refusal(name, reason, *_named(reason))
+                raise refusal(name, reason)
 
 
 def _named(template: str) -> tuple[str, ...]:
@@ -202,3 +204,30 @@ def _named(template: str) -> tuple[str, ...]:
     import string
 
     return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f)
+
+
+class Engine:
+    """The defaults of an engine (the usual base of a :class:`ServingEngine`): no options of
+    its own, no eviction, no registry-wide table, not planned, the model's maximum as the
+    default context; each input in :attr:`refusals` refused, every model and KV format taken."""
+
+    label = ""
+    options: tuple[str, ...] = ()
+    evicts = False
+    sizes_registry = False
+    plans = False
+    default_contexts: tuple[int, ...] | None = None
+    takes_lengths = False
+    refusals = Refusals()
+
+    def check_inputs(self, given: Given) -> None:
+        self.refusals.check(given)
+
+    def check_model(self, model: ModelSpec, given: Given) -> None:
+        return None
+
+    def check_kv_format(self, kv: KVFormat) -> None:
+        return None
+
+    def engine_options(self, given: Given) -> Any:
+        return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.serving.base import (
     BatchRequest,
+    Engine,
     EnginePart,
     Given,
     Refusals,
@@ -25,9 +26,7 @@ from kvcalc.engine.units import GiB
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
-    from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.sglang import SGLangMemory, SGLangOptions, SGLangPool, SGLangPoolTooSmall
-    from kvcalc.engine.spec import ModelSpec
 
 #: The request length its concurrency is shown for when --ctx is not given.
 DEFAULT_CONTEXT = 8192
@@ -38,7 +37,7 @@ _BUDGET = (
     "SGLang's budget is {mem_fraction_static} of the free memory "
     "(or {free_before_load} / {free_after_load} from its log)"
 )
-_REFUSALS = Refusals({
+_REFUSALS: dict[str, str] = {
     "gpu_util": _BUDGET,
     "reserve": _BUDGET,
     "overhead": _BUDGET,
@@ -46,10 +45,10 @@ _REFUSALS = Refusals({
     "block_size": "SGLang pages its pool with {page_size}",
     "prefix_shared": "SGLang's token pool does not depend on it",
     "max_num_batched_tokens": "SGLang's step is {chunked_prefill_size}",
-})
+}
 
 
-class SGLang:
+class SGLang(Engine):
     name = "sglang"
     label = "SGLang"
     summary = "sglang: SGLang's token pool (0.4.0-0.5.18)"
@@ -66,14 +65,11 @@ class SGLang:
         "free_after_load",
         "swa_full_tokens_ratio",
     )
-    evicts = False
-    sizes_registry = False
-    plans = False
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
-    takes_lengths = False
+    refusals = Refusals(_REFUSALS)
 
     def check_inputs(self, given: Given) -> None:
-        _REFUSALS.check(given)
+        self.refusals.check(given)
         if "free_after_load" in given:
             loaded = "{free_after_load} is the memory left once the weights are loaded"
             Refusals(dict.fromkeys(("weights", "weight_dtype"), loaded)).check(given)
@@ -82,12 +78,6 @@ class SGLang:
                 "gpu_memory": "{mem_fraction_static} and both free-memory figures leave "
                 "nothing for the GPU's memory to decide"
             }).check(given)
-
-    def check_model(self, model: ModelSpec, given: Given) -> None:
-        return None
-
-    def check_kv_format(self, kv: KVFormat) -> None:
-        return None
 
     def engine_options(self, given: Given) -> SGLangOptions:
         """SGLang's options from their values (free memory in bytes, the context in tokens);
@@ -112,7 +102,6 @@ class SGLang:
                     name,
                     f"SGLang {version}'s default {{mem_fraction_static}} does not read it "
                     "(0.5.3 and later do)",
-                    "mem_fraction_static",
                 )
 
         def fraction(name: str) -> Any:

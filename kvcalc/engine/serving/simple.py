@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.serving.base import (
     BatchRequest,
+    Engine,
     EnginePart,
     Given,
     InputRefusal,
@@ -18,23 +19,18 @@ from kvcalc.engine.serving.base import (
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
-    from kvcalc.engine.kvformat import KVFormat
-    from kvcalc.engine.spec import ModelSpec
 
 #: The contexts `kvcalc batch` answers for when --ctx is not given.
 DEFAULT_CONTEXTS = (8192, 32768, 131072)
 
 
-class BudgetFormula:
+class BudgetFormula(Engine):
     name = "simple"
-    label = ""
     summary = "simple: the budget formula"
-    options: tuple[str, ...] = ()
     evicts = True
     sizes_registry = True
     plans = True
     default_contexts: tuple[int, ...] | None = DEFAULT_CONTEXTS
-    takes_lengths = False
 
     def check_inputs(self, given: Given) -> None:
         if "max_num_batched_tokens" in given and any(
@@ -48,15 +44,6 @@ class BudgetFormula:
                 "reserve",
                 "kv_memory",
             )
-
-    def check_model(self, model: ModelSpec, given: Given) -> None:
-        return None
-
-    def check_kv_format(self, kv: KVFormat) -> None:
-        return None
-
-    def engine_options(self, given: Given) -> None:
-        return None
 
     def pool(self, dep: Deployment, options: Any = None) -> BudgetPool:
         return BudgetPool(dep)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.serving.base import (
     BatchRequest,
+    Engine,
     EnginePart,
     Given,
     InputRefusal,
@@ -24,24 +25,15 @@ if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
 
-_REFUSALS = Refusals({
-    "prefix_shared": "vLLM's block count does not depend on prefix caching",
-})
-
-
-class VLLM:
+class VLLM(Engine):
     name = "vllm"
     label = "vLLM"
     summary = "vllm: vLLM 0.19's exact block count"
-    options: tuple[str, ...] = ()
-    evicts = False
-    sizes_registry = False
     plans = True
-    default_contexts: tuple[int, ...] | None = None
     takes_lengths = True
-
-    def check_inputs(self, given: Given) -> None:
-        _REFUSALS.check(given)
+    refusals = Refusals({
+        "prefix_shared": "vLLM's block count does not depend on prefix caching",
+    })
 
     def check_model(self, model: ModelSpec, given: Given) -> None:
         from kvcalc.engine.vllm import backend_blocks
@@ -62,9 +54,6 @@ class VLLM:
         except VLLMConfigError as exc:
             raise InputRefusal("{kv_dtype}: " + str(exc).replace("{", "{{").replace("}", "}}"),
                                "kv_dtype") from None
-
-    def engine_options(self, given: Given) -> None:
-        return None
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
         return VLLMPool(dep)
