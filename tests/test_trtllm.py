@@ -10,7 +10,7 @@ one its allocation line implies, never against kvcalc's own formula.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -69,6 +69,8 @@ def qwen(
 QWEN15_7B = qwen("Qwen1.5-7B", 32, 4096, 32, 32, 11008, False, 32768)
 QWEN25_15B = qwen("Qwen2.5-1.5B", 28, 1536, 12, 2, 8960, True, 131072)
 QWEN25_05B = qwen("Qwen2.5-0.5B", 24, 896, 14, 2, 4864, True, 32768)
+# HuggingFaceTB/SmolLM2-135M config.json (vocab_size 49152, not Qwen's).
+SMOLLM2_135M = replace(qwen("SmolLM2-135M", 30, 576, 9, 3, 1536, True, 8192), vocab_size=49152)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def cases() -> list[Case]:
         ),
         Case("trtllm-triton-qwen2.5-1.5b-l4.log", on(QWEN25_15B, "l4", "fp16"), "0.45", 32),
         Case("trtllm-triton-qwen2.5-0.5b-l4.log", on(QWEN25_05B, "l4", "fp16"), "0.25", 32),
+        Case("trtllm-lm7-smollm2-135m-rtx4070s-1.2.1.log", on(SMOLLM2_135M, "rtx-4090", "bf16")),
     ]
 
 
@@ -115,6 +118,17 @@ def logged_available(text: str) -> Fraction:
     return gib(match.group(1))
 
 
+def logged_free(case: Case) -> tuple[Fraction, Fraction]:
+    """The free memory the log implies and the half-width of its rounding: the "available"
+    figure, or the PyTorch backend's budget (``Estimated max memory in KV cache``, already
+    times the fraction) over the fraction."""
+    budget = re.search(r"Estimated max memory in KV cache : ([0-9.]+) GiB", case.text)
+    if budget is None:
+        return logged_available(case.text), HALF_CENT
+    fraction = float32(Fraction(case.fraction))
+    return gib(budget.group(1)) / fraction, HALF_CENT / fraction
+
+
 ALLOCATED = re.compile(r"Allocated ([0-9.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 
 
@@ -124,7 +138,7 @@ def logged_allocations(text: str) -> list[tuple[Fraction, int]]:
 
 
 def logged_tokens_per_block(text: str) -> int | None:
-    found = re.findall(r"Number of tokens per block: (\d+)", text)
+    found = re.findall(r"(?:Number of tokens per block: |tokens per block=)(\d+)", text)
     return int(found[-1]) if found else None
 
 
@@ -151,7 +165,7 @@ def test_logged_token_count_is_reproduced(case: Case) -> None:
     allocations = logged_allocations(case.text)
     if not allocations:
         pytest.skip("the log quotes no allocation line")
-    low, high = ends(case, logged_available(case.text))
+    low, high = ends(case, *logged_free(case))
     _, tokens = allocations[-1]
     assert low.kv_cache_tokens <= tokens <= high.kv_cache_tokens
     # The rounding of the log leaves 0.2% of play at most: a KV size per token off by more
@@ -161,10 +175,12 @@ def test_logged_token_count_is_reproduced(case: Case) -> None:
 
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c.log)
 def test_logged_block_count_is_reproduced(case: Case) -> None:
-    found = re.search(r"Number of blocks in KV cache primary pool: (\d+)", case.text)
+    found = re.search(
+        r"(?:Number of blocks in KV cache primary pool: |primary blocks=)(\d+)", case.text
+    )
     if found is None:
         pytest.skip("the log quotes no block line")
-    low, high = ends(case, logged_available(case.text))
+    low, high = ends(case, *logged_free(case))
     assert low.num_blocks <= int(found.group(1)) <= high.num_blocks
 
 
@@ -434,3 +450,12 @@ def test_estimated_free_memory_against_the_logs(case: Case) -> None:
     logged = logged_available(case.text) * GiB
     estimate = estimated_free_memory(case.dep)
     assert logged < estimate < logged * Fraction("1.12")
+
+
+def test_blocks_per_sequence_is_the_logged_one() -> None:
+    """``Max KV cache blocks per sequence: 65 [window size=2049], tokens per block=32``."""
+    case = cases()[-1]
+    found = re.search(r"blocks per sequence: (\d+) \[window size=(\d+)\]", case.text)
+    assert found
+    pool = pool_at(case, logged_free(case)[0])
+    assert pool.blocks_per_sequence(int(found.group(2))) == int(found.group(1))
