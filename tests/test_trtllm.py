@@ -453,9 +453,44 @@ def test_estimated_free_memory_against_the_logs(case: Case) -> None:
 
 
 def test_blocks_per_sequence_is_the_logged_one() -> None:
-    """``Max KV cache blocks per sequence: 65 [window size=2049], tokens per block=32``."""
+    """``Max KV cache blocks per sequence: 65 [window size=2049], ... max sequence length=2049``:
+    a sequence of the longest length takes ``ceil(2049 / 32)`` blocks."""
     case = cases()[-1]
-    found = re.search(r"blocks per sequence: (\d+) \[window size=(\d+)\]", case.text)
+    found = re.search(PER_SEQUENCE, case.text)
     assert found
     pool = pool_at(case, logged_free(case)[0])
-    assert pool.blocks_per_sequence(int(found.group(2))) == int(found.group(1))
+    assert pool.blocks_per_sequence(int(found.group(2))) == int(found.group(1)) == 65
+
+
+#: ``Max KV cache blocks per sequence: B [window size=W], ..., max sequence length=L``.
+PER_SEQUENCE = re.compile(r"blocks per sequence: (\d+) \[.*?max sequence length=(\d+)")
+
+
+def size_only() -> list[Case]:
+    """Logs that print no free-memory figure: only their sizes are checked."""
+    return [
+        Case(
+            "trtllm-kimi-k2.5-nvfp4-8xb300-1.3.0rc7.log",
+            registry_deployment("kimi-k2", "8xb300", kv_dtype="fp8"),
+        ),
+        Case(
+            "trtllm-blog-qwen3-8b-fp8-rtx50-1.2.0rc2.log",
+            registry_deployment("qwen3-8b", "rtx-5090", kv_dtype="fp8"),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", size_only(), ids=lambda c: c.log)
+def test_size_per_token_and_blocks_of_logs_without_free_memory(case: Case) -> None:
+    """Each allocation line is ``primary blocks x 32`` tokens at kvcalc's size per token
+    (Kimi-K2.5 at tp 8: one 576-value fp8 latent a layer, unsplit; Qwen3-8B: 36 x 8 x 128 x 2
+    fp8), and each ``blocks per sequence`` is ``ceil(max sequence length / 32)``."""
+    per_token = kv_size_per_token(case.dep)
+    blocks = [int(b) for b in re.findall(r"primary blocks=(\d+)", case.text)]
+    allocations = logged_allocations(case.text)
+    assert [n for _, n in allocations] == [b * 32 for b in blocks]
+    for allocated, tokens in allocations:
+        assert abs(Fraction(per_token * tokens, GiB) - allocated) <= HALF_CENT
+    pool = pool_at(case, Fraction(1))
+    for per_seq, longest in re.findall(PER_SEQUENCE, case.text):
+        assert pool.blocks_per_sequence(int(longest)) == int(per_seq)
