@@ -468,16 +468,10 @@ PER_SEQUENCE = re.compile(r"blocks per sequence: (\d+) \[.*?max sequence length=
 
 def size_only() -> list[Case]:
     """Logs that print no free-memory figure: only their sizes are checked."""
-    return [
-        Case(
-            "trtllm-kimi-k2.5-nvfp4-8xb300-1.3.0rc7.log",
-            registry_deployment("kimi-k2", "8xb300", kv_dtype="fp8"),
-        ),
-        Case(
-            "trtllm-blog-qwen3-8b-fp8-rtx50-1.2.0rc2.log",
-            registry_deployment("qwen3-8b", "rtx-5090", kv_dtype="fp8"),
-        ),
-    ]
+    kimi = registry_deployment("kimi-k2", "8xb300", kv_dtype="fp8")
+    qwen3 = registry_deployment("qwen3-8b", "rtx-5090", kv_dtype="fp8")
+    names = ("kimi-k2.5-nvfp4-8xb300-1.3.0rc7", "blog-qwen3-8b-fp8-rtx50-1.2.0rc2")
+    return [Case(f"trtllm-{name}.log", dep) for name, dep in zip(names, (kimi, qwen3), strict=True)]
 
 
 @pytest.mark.parametrize("case", size_only(), ids=lambda c: c.log)
