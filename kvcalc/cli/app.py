@@ -17,8 +17,9 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
+    from kvcalc.engine.inputs import Input
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.engine.variant import AttentionVariant
     from kvcalc.render.report import Report
@@ -119,10 +120,8 @@ def _deployment_error_line(exc: Exception) -> str | None:
     if "kvcalc.engine.serving.base" in sys.modules:
         from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
 
-        if isinstance(exc, InputRefusal):
+        if isinstance(exc, (InputRefusal, EngineRefusal)):
             return exc.worded(option_name)
-        if isinstance(exc, EngineRefusal):
-            return str(exc)
     if "kvcalc.engine.deployment" not in sys.modules:
         return None  # not imported, so not raised
     from kvcalc.engine.deployment import DeploymentError
@@ -823,15 +822,6 @@ def check_mbu(mbu: float) -> float:
     return mbu
 
 
-KvDtypeOption = typer.Option(
-    None,
-    "--kv-dtype",
-    metavar="DTYPE",
-    rich_help_panel=KV_PANEL,
-    autocompletion=complete_kv_dtypes,
-    help="KV cache format: fp32, bf16, fp16, fp8, int8, int4, int2, nvfp4, mxfp4, "
-    "fp8_per_token_head, int8_per_token_head, kivi2, kivi4 [default: the model's dtype]",
-)
 AttentionOption = typer.Option(
     None,
     "--as",
@@ -883,3 +873,53 @@ def grouped_options(
         **{name: kind for name, (kind, _) in parameters.items()},
     }
     return wrapper  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ declared inputs
+
+_COMPLETIONS: dict[str, Callable[[str], list[str]]] = {
+    "gpu_sets": complete_gpu_sets,
+    "weight_dtypes": complete_weight_dtypes,
+    "kv_dtypes": complete_kv_dtypes,
+}
+
+
+def input_option(
+    inp: Input, *, default: Any = None, help: str | None = None
+) -> tuple[Any, Any]:
+    """The command-line option of a declared input (:mod:`kvcalc.engine.inputs`), and the type
+    its value reaches the command as; ``default`` (``...``: required) and ``help`` override the
+    declaration's."""
+    names = (inp.flag, inp.short) if inp.short else (inp.flag,)
+    value = inp.default if default is None else default
+    text = inp.help if help is None else help
+    extra: dict[str, Any] = {"rich_help_panel": inp.panel}
+    if inp.metavar:
+        extra["metavar"] = inp.metavar
+    if inp.completion:
+        extra["autocompletion"] = _COMPLETIONS[inp.completion]
+    optional = value is None
+    if inp.unit == "tokens":
+        low, high = inp.bounds()
+        option = token_option(
+            value, *names, help=text, minimum=int(low or 0), maximum=int(high or 0), **extra
+        )
+        return (int | None if optional else int), option
+    if inp.unit == "count":
+        bounds: dict[str, Any] = {
+            k: v for k, v in (("min", inp.minimum), ("max", inp.maximum)) if v is not None
+        }
+        option = typer.Option(value, *names, help=text, **bounds, **extra)
+        return (int | None if optional else int), option
+    if inp.unit == "fraction":
+        return (float | None), typer.Option(value, *names, help=text, **extra)
+    if inp.unit == "flag":
+        return bool, typer.Option(bool(value), *names, help=text, **extra)
+    if inp.unit == "context":
+        extra.setdefault("metavar", TOKENS)
+    return (str | None if optional else str), typer.Option(value, *names, help=text, **extra)
+
+
+def input_options(inputs: Iterable[Input]) -> dict[str, tuple[Any, Any]]:
+    """The options of ``inputs``, by field name."""
+    return {inp.name: input_option(inp) for inp in inputs}

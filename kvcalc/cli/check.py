@@ -30,9 +30,9 @@ from kvcalc.cli.app import (
     load_model,
     note_exit,
     option_name,
-    parse_size,
 )
 from kvcalc.cli.deploy import (
+    ENGINE_INPUT_NAMES,
     DeploymentOptions,
     EngineChoice,
     EngineFlags,
@@ -40,6 +40,7 @@ from kvcalc.cli.deploy import (
     option_bounds,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_option_bounds
+from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, KV_FORMAT_INPUTS, all_inputs
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -189,19 +190,13 @@ def _line_of(problem: str) -> int:
 #: The spec keys that are sizes (``80GB``): a bare number is passed on as text, so the size
 #: parser reads it as the command line would.
 _TEXT_KEYS = (
-    "overhead",
-    "gpu_memory",
-    "weights",
-    "kv_memory",
-    "free_before_load",
-    "free_after_load",
-    "context_length",
+    *(i.name for i in all_inputs().values() if i.unit in ("bytes", "context")),
     "prompt",
     "gen",
 )
 
 
-_SGLANG_KEYS = EngineFlags._fields
+_ENGINE_KEYS = ENGINE_INPUT_NAMES
 _EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 
@@ -333,7 +328,7 @@ def entry_options(entry: SpecDeployment) -> Options:
     return Options(
         values,
         DeploymentOptions.from_values(values),
-        EngineFlags(**{name: values.get(name) for name in _SGLANG_KEYS}),
+        EngineFlags(**{name: values.get(name) for name in _ENGINE_KEYS}),
         EvictionOptions(**{name: values.get(name) for name in _EVICTION_KEYS}),
     )
 
@@ -348,7 +343,14 @@ def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
         policy, notes = (
             evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
         )
-        dep = options.deploy.build(parts.model, parts.gpus, parts.engine, policy)
+        from kvcalc.engine.inputs import deployment_from
+
+        # The library's DeploymentError names its fields: _refusing words them as keys.
+        deploy = options.deploy
+        dep = deployment_from(
+            parts.model, parts.gpus, deploy.given_values(), engine=parts.engine,
+            eviction=policy, kv_format=deploy.kv_format,
+        )
         line = entry.line_of(evict.given()[0]) if notes else entry.line
         return Built(dep, parts.engine, options.flags, parts.ctx,
                      tuple((line, f"{entry.name}: {n}") for n in notes))
@@ -377,9 +379,8 @@ class Parts(NamedTuple):
 
 
 #: The sizes of the deployment options, each parsed on its own.
-_SIZE_KEYS = ("overhead", "gpu_memory", "weights", "kv_memory")
-_KV_KEYS = ("kv_dtype", "kv_group", "kv_scale_dtype", "kv_zero_point", "kv_quant", "kv_bits",
-            "kv_residual")
+_SIZE_KEYS = tuple(i.name for i in DEPLOYMENT_INPUTS if i.unit == "bytes")
+_KV_KEYS = tuple(i.name for i in KV_FORMAT_INPUTS)
 
 
 def resolve_parts(
@@ -438,7 +439,9 @@ def resolve_parts(
 
 
 def _size_parser(text: str, key: str) -> Callable[[], int]:
-    return lambda: parse_size(text, option_name(key))
+    from kvcalc.engine.inputs import read_value
+
+    return lambda: int(read_value(all_inputs()[key], text))
 
 
 def _evicting_context(entry: SpecDeployment, evict: EvictionOptions, ctx: int | None) -> int | None:
@@ -500,6 +503,11 @@ def model_path(model: str, base: Path) -> str:
 
 
 _OPTION = re.compile(r"--([a-z][a-z-]*)")
+
+
+def spec_key(field: str) -> str:
+    """A field as a spec file's key names it (the deployment's ``weights_total`` is ``weights``)."""
+    return "weights" if field == "weights_total" else field
 
 
 def spec_wording(message: str) -> tuple[str | None, str]:
@@ -727,13 +735,17 @@ MEASURES: dict[str, Measure] = {
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
     """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
     is a spec problem."""
+    from kvcalc.engine.deployment import DeploymentError
     from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
 
     try:
         return run()
-    except InputRefusal as exc:  # names its fields: worded as the spec's keys
-        raise _problem(entry, exc.fields[0], exc.worded(str)) from None
-    except (InputError, EngineRefusal) as exc:
+    except (InputRefusal, EngineRefusal, DeploymentError) as exc:
+        if exc.fields:  # it names its fields: worded as the spec's keys
+            raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
+        key, message = spec_wording(str(exc))
+        raise _problem(entry, key, message) from None
+    except InputError as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None
 

@@ -12,17 +12,8 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-
-from kvcalc.cli.app import (
-    KV_PANEL,
-    KvDtypeOption,
-    LayoutError,
-    fail,
-    grouped_options,
-    in_panel,
-    token_option,
-)
+from kvcalc.cli.app import LayoutError, fail, grouped_options, input_options
+from kvcalc.engine.inputs import KV_FORMAT_INPUTS
 
 if TYPE_CHECKING:
     from kvcalc.engine.kv import CacheFormat
@@ -96,58 +87,7 @@ class KvFormatOptions:
         return cache_format(model, self.kv_format(model))
 
 
-KV_PARAMETERS: dict[str, tuple[Any, Any]] = in_panel(KV_PANEL, {
-    "kv_dtype": (str | None, KvDtypeOption),
-    "kv_group": (
-        int | None,
-        typer.Option(
-            None,
-            "--kv-group",
-            min=1,
-            max=1 << 20,
-            help="quantised KV: values per scale (KIVI: tokens per key scale) "
-            "[default: per format; KIVI: 32]",
-        ),
-    ),
-    "kv_scale_dtype": (
-        str | None,
-        typer.Option(
-            None,
-            "--kv-scale-dtype",
-            metavar="DTYPE",
-            help="quantised KV: scale (and zero-point) dtype, fp16, bf16, fp32, fp8 or e8m0 "
-            "[default: fp16]",
-        ),
-    ),
-    "kv_zero_point": (
-        bool,
-        typer.Option(
-            False, "--kv-zero-point", help="quantised KV: asymmetric, a zero point per scale"
-        ),
-    ),
-    "kv_quant": (
-        str | None,
-        typer.Option(
-            None,
-            "--kv-quant",
-            metavar="NAME",
-            help="KV quantiser: kivi (with --kv-bits, --kv-residual)",
-        ),
-    ),
-    "kv_bits": (
-        int | None,
-        typer.Option(None, "--kv-bits", help="KIVI: bits per value, 2 or 4 [default: 2]"),
-    ),
-    "kv_residual": (
-        int | None,
-        token_option(
-            None,
-            "--kv-residual",
-            minimum=0,
-            help="KIVI: most recent tokens kept at full precision [default: 128]",
-        ),
-    ),
-})
+KV_PARAMETERS: dict[str, tuple[Any, Any]] = input_options(KV_FORMAT_INPUTS)
 assert set(KV_PARAMETERS) == {f.name for f in fields(KvFormatOptions)}
 
 

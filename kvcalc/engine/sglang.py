@@ -98,20 +98,22 @@ def sglang_version(text: str) -> SGLangVersion:
     """Parse a release name; refuse one that does not exist or that is not modelled."""
     match = _VERSION_RE.match(text.strip())
     if match is None:
-        raise SGLangConfigError(
-            f"--sglang-version: {text!r} is not a release; use X.Y.Z[.postN] such as 0.5.6"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"{text!r} is not a release; use X.Y.Z[.postN] such as 0.5.6",
         )
     major, minor, patch = (int(match.group(i)) for i in (1, 2, 3))
     version = SGLangVersion(major, minor, patch, int(match.group(4) or 0))
     if not OLDEST <= version <= SGLangVersion(*NEWEST.key[:3], post=99):
-        raise SGLangConfigError(
-            f"--sglang-version: {version} is not supported; kvcalc models SGLang "
-            f"{SUPPORTED_RANGE}"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"{version} is not supported; kvcalc models SGLang {SUPPORTED_RANGE}",
         )
     if patch > LAST_PATCH[(major, minor)]:
-        raise SGLangConfigError(
-            f"--sglang-version: there is no SGLang {version}; the {major}.{minor} series ends at "
-            f"{major}.{minor}.{LAST_PATCH[(major, minor)]}"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"there is no SGLang {version}; the {major}.{minor} series ends at "
+            f"{major}.{minor}.{LAST_PATCH[(major, minor)]}",
         )
     return version
 
@@ -357,9 +359,10 @@ DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
 
 def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
     if kv.name not in SGLANG_KV_DTYPES:
-        raise SGLangConfigError(
-            f"--kv-dtype: SGLang has no {kv.name} KV cache; use bf16, fp16, fp8 "
-            "(fp8_e4m3 / fp8_e5m2, one byte) or nvfp4 (fp4_e2m1)"
+        raise SGLangConfigError.at(
+            "kv_dtype",
+            f"SGLang has no {kv.name} KV cache; use bf16, fp16, fp8 "
+            "(fp8_e4m3 / fp8_e5m2, one byte) or nvfp4 (fp4_e2m1)",
         )
     return kv
 
@@ -370,9 +373,10 @@ def check_fp4_workspace(dep: Deployment, version: SGLangVersion) -> None:
     if dep.cache.kv.name != "nvfp4" or version < v(FP4_WORKSPACE_SINCE):
         return
     if any(m.has_kv_heads for m in dep.model.mixer_pattern):
-        raise SGLangConfigError(
-            f"--sglang-version: SGLang {version} adds an FP8 dequant workspace to an fp4 MHA "
-            "cache, which is not modelled; use 0.5.17 or an MLA model"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"SGLang {version} adds an FP8 dequant workspace to an fp4 MHA "
+            "cache, which is not modelled; use 0.5.17 or an MLA model",
         )
 
 
@@ -389,13 +393,15 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
     if mixer.kind == "lightning":
         raise SGLangConfigError(
             "lightning attention (MiniMax) has no SGLang token or mamba pool kvcalc knows of; "
-            "use --engine vllm or --engine simple"
+            "use {engine} vllm or {engine} simple",
+            "engine",
         )
     if mixer.kind == "compressed":
         raise SGLangConfigError(
             "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
             f"(read in 0.5.23; kvcalc models SGLang {SUPPORTED_RANGE} without it); use "
-            "--engine vllm or --engine simple"
+            "{engine} vllm or {engine} simple",
+            "engine",
         )
     return mixer.per_rank(tp)
 
@@ -483,29 +489,32 @@ def check_options(opts: SGLangOptions) -> None:
     """Every rule the options must satisfy; one :class:`SGLangConfigError` naming the flag."""
     mfs = opts.mem_fraction_static
     if mfs is not None and not 0 < mfs < 1:
-        raise SGLangConfigError(
-            f"--mem-fraction-static: {float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
+        raise SGLangConfigError.at(
+            "mem_fraction_static", f"{float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
         )
     for name in ("page_size", "context_length", "chunked_prefill_size", "cuda_graph_max_bs",
                  "max_total_tokens"):
         value = getattr(opts, name)
         if value is not None and value < 1:
-            raise SGLangConfigError(f"--{name.replace('_', '-')}: must be at least 1, not {value}")
+            raise SGLangConfigError.at(name, f"must be at least 1, not {value}")
     before, after = opts.free_before_load_bytes, opts.free_after_load_bytes
     if before is not None and after is not None and after > before:
         raise SGLangConfigError(
-            f"--free-after-load: {after / GiB:.2f} GiB is more than --free-before-load "
-            f"{before / GiB:.2f} GiB; loading the weights only takes memory (swap them?)"
+            f"{{free_after_load}}: {after / GiB:.2f} GiB is more than {{free_before_load}} "
+            f"{before / GiB:.2f} GiB; loading the weights only takes memory (swap them?)",
+            "free_after_load",
+            "free_before_load",
         )
     ratio = opts.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
-        raise SGLangConfigError(
-            f"--swa-full-tokens-ratio: {float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio", f"{float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
         )
     if ratio is not None and not v("0.5.6") <= opts.version < v("0.5.10"):
-        raise SGLangConfigError(
-            f"--swa-full-tokens-ratio: the separate sliding-window pool is modelled for SGLang "
-            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"the separate sliding-window pool is modelled for SGLang "
+            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
         )
 
 
@@ -702,10 +711,11 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         )
     before = opts.free_before_load_bytes
     if before is not None and before > dep.memory_bytes_per_gpu:
-        raise SGLangConfigError(
-            f"--free-before-load: {before / GiB:.2f} GiB is more than the "
+        raise SGLangConfigError.at(
+            "free_before_load",
+            f"{before / GiB:.2f} GiB is more than the "
             f"{dep.memory_bytes_per_gpu / GiB:.2f} GiB of one {dep.gpus.accelerator.name}; "
-            "give the avail mem of the log's Load weight begin line"
+            "give the avail mem of the log's Load weight begin line",
         )
     if before is None:
         before = estimated_free_before_load(dep.memory_bytes_per_gpu, dep.gpus_per_replica)
@@ -740,31 +750,34 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     check_fp4_workspace(dep, opts.version)
     split = opts.swa_full_tokens_ratio is not None
     if split and not is_hybrid_swa(dep.model):
-        raise SGLangConfigError(
-            f"--swa-full-tokens-ratio: {dep.model.id} has no sliding-window layers beside "
-            "full ones to pool apart"
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"{dep.model.id} has no sliding-window layers beside full ones to pool apart",
         )
     if is_hybrid_swa(dep.model) and opts.version >= v("0.5.10"):
         # 0.5.10+ pools the sliding-window layers of such models apart by default, with a split
         # not modelled here; pricing every layer as full would overstate the cell.
-        raise SGLangConfigError(
-            f"--sglang-version: SGLang {opts.version} pools the sliding-window layers of "
-            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"SGLang {opts.version} pools the sliding-window layers of "
+            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9",
         )
     cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
     if any(c.state_bytes_per_request for c in cells) and not (
         v("0.5.6") <= opts.version < v("0.5.10")
     ):
-        raise SGLangConfigError(
-            f"--sglang-version: the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
-            f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
+            f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
         )
     if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
         # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's
         # mamba_ssm_dtype (configs/mamba_utils.py); earlier ones cannot load such a model.
-        raise SGLangConfigError(
-            f"--sglang-version: SGLang serves {dep.model.id} (its config states mamba_ssm_dtype, "
-            f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9"
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"SGLang serves {dep.model.id} (its config states mamba_ssm_dtype, "
+            f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9",
         )
     return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
 
@@ -777,8 +790,8 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     memory = resolve_memory(dep, opts)
     context_length = opts.context_length or dep.model.max_context
     if context_length is None:
-        raise SGLangConfigError(
-            f"--context-length: {dep.model.id} states no maximum context; give one, e.g. 32k"
+        raise SGLangConfigError.at(
+            "context_length", f"{dep.model.id} states no maximum context; give one, e.g. 32k"
         )
     rest = memory.rest_bytes
     slots = None

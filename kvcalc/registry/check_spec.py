@@ -31,9 +31,11 @@ from pydantic import (
     Field,
     StrictBool,
     ValidationError,
+    create_model,
     field_validator,
 )
 
+from kvcalc.engine.inputs import Input, all_inputs
 from kvcalc.engine.serving import ENGINE_NAMES
 from kvcalc.engine.units import number_text_problem, shown
 
@@ -137,64 +139,78 @@ class Requirements(_Strict):
 REQUIREMENT_KEYS = tuple(Requirements.model_fields)
 
 
-class DeploymentEntry(_Strict):
+def _spec_type(inp: Input) -> Any:
+    """The type a spec file's key for a declared input reads (:mod:`kvcalc.engine.inputs`)."""
+    if inp.unit == "tokens":
+        return NonNegTokens if inp.minimum == 0 else PosTokens
+    return {
+        "bytes": Size,
+        "context": Context,
+        "count": PosInt,
+        "fraction": Number,
+        "flag": StrictBool,
+        "text": str,
+    }[inp.unit]
+
+
+#: The keys read as a context such as ``32k`` (one length, as ``--ctx`` reads it).
+_CONTEXT_KEYS = (
+    "ctx", *(i.name for i in all_inputs().values() if i.unit == "context"), "prompt", "gen"
+)
+
+
+class _Entry(_Strict):
     """One deployment (or the defaults): every key optional here; ``model`` and ``gpus`` are
-    required once the defaults are merged in (:func:`merged_deployments`)."""
+    required once the defaults are merged in (:func:`merged_deployments`). Its keys: ``name``,
+    ``model``, ``ctx``, ``mfu``, ``engine``, every declared input (the deployment's, the KV
+    format's, each engine's own, named as :mod:`kvcalc.engine.inputs` names them), the
+    eviction and bounding options (:class:`kvcalc.cli.eviction.EvictionOptions`, named as
+    there) and ``require``."""
 
     name: str | None = None
-    model: str | None = None
-    gpus: str | None = None
-    ctx: Context | None = None
-    mfu: Fraction | None = None
-    engine: EngineName | None = None
-    # The deployment options (kvcalc.cli.deploy.DeploymentOptions, the KV format options
-    # included), named as there.
-    tp: PosInt | None = None
-    pp: PosInt | None = None
-    gpu_util: Number | None = None
-    reserve: Number | None = None
-    overhead: Size | None = None
-    gpu_memory: Size | None = None
-    weights: Size | None = None
-    kv_memory: Size | None = None
-    weight_dtype: str | None = None
-    kv_dtype: str | None = None
-    kv_group: PosInt | None = None
-    kv_scale_dtype: str | None = None
-    kv_zero_point: StrictBool | None = None
-    kv_quant: str | None = None
-    kv_bits: PosInt | None = None
-    kv_residual: NonNegTokens | None = None
-    block_size: PosTokens | None = None
-    prefix_shared: NonNegTokens | None = None
-    max_num_batched_tokens: PosTokens | None = None
-    # SGLang's server arguments (kvcalc.cli.deploy.EngineFlags), named as there.
-    sglang_version: str | None = None
-    mem_fraction_static: Number | None = None
-    page_size: PosTokens | None = None
-    context_length: Context | None = None
-    chunked_prefill_size: PosTokens | None = None
-    cuda_graph_max_bs: PosInt | None = None
-    max_total_tokens: PosTokens | None = None
-    free_before_load: Size | None = None
-    free_after_load: Size | None = None
-    swa_full_tokens_ratio: Number | None = None
-    # The eviction and bounding options (kvcalc.cli.eviction.EvictionOptions), named as there.
-    window: PosTokens | None = None
-    sinks: NonNegTokens | None = None
-    recent: PosTokens | None = None
-    h2o_budget: PosTokens | None = None
-    snapkv_budget: PosTokens | None = None
-    observation_window: PosTokens | None = None
-    prompt: Context | None = None
-    gen: Context | None = None
-    keep_ratio: Number | None = None
-    require: Requirements | None = None
 
-    @field_validator("ctx", "context_length", "prompt", "gen", mode="before")
+    @field_validator(*_CONTEXT_KEYS, mode="before", check_fields=False)
     @classmethod
     def _tokens(cls, value: Context | None) -> int | None:
         return context_tokens(value)
+
+
+def _optional(kind: Any) -> Any:
+    return (kind | None, None)
+
+
+_EVICTION_FIELDS: dict[str, Any] = {
+    "window": PosTokens,
+    "sinks": NonNegTokens,
+    "recent": PosTokens,
+    "h2o_budget": PosTokens,
+    "snapkv_budget": PosTokens,
+    "observation_window": PosTokens,
+    "prompt": Context,
+    "gen": Context,
+    "keep_ratio": Number,
+}
+
+if TYPE_CHECKING:
+    DeploymentEntry = _Entry
+else:
+    DeploymentEntry = create_model(
+        "DeploymentEntry",
+        __base__=_Entry,
+        __module__=__name__,
+        model=_optional(str),
+        gpus=_optional(str),
+        ctx=_optional(Context),
+        mfu=_optional(Fraction),
+        engine=_optional(EngineName),
+        **{
+            name: _optional(_spec_type(inp))
+            for name, inp in all_inputs().items()
+            if name != "gpus"
+        },
+        **{name: _optional(kind) for name, kind in _EVICTION_FIELDS.items()},
+        require=_optional(Requirements),
+    )
 
 
 class SpecFile(_Strict):

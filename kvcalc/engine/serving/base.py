@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.inputs import Input
     from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.spec import ModelSpec
 
@@ -111,8 +112,11 @@ class ServingEngine(Protocol):
     unnamed in titles."""
     summary: str
     """Its part of ``--engine``'s help: ``vllm: vLLM 0.19's exact block count``."""
+    inputs: tuple[Input, ...]
+    """The declarations of the inputs only this engine reads (:mod:`kvcalc.engine.inputs`):
+    the command line's options and the spec file's keys follow from them."""
     options: tuple[str, ...]
-    """The inputs only this engine reads (:mod:`kvcalc.inputs` names): refused with any other."""
+    """Their names: refused with any other engine."""
     evicts: bool
     """Whether it sizes an evicting cache (the eviction options apply)."""
     sizes_registry: bool
@@ -150,7 +154,25 @@ class ServingEngine(Protocol):
 
 class EngineRefusal(ValueError):
     """A set-up the engine would refuse to start with (or that is not modelled): one line in
-    its own words, naming the fix."""
+    its own words, naming the fix. With ``fields``, ``message`` is a template naming those
+    inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as
+    :class:`InputRefusal` is; without, it is the line as it reads."""
+
+    def __init__(self, message: str, *fields: str) -> None:
+        self.template = message if fields else message.replace("{", "{{").replace("}", "}}")
+        self.fields = fields
+        super().__init__(self.worded(cli_name))
+
+    @classmethod
+    def at(cls, field: str, reason: str) -> EngineRefusal:
+        """``field`` refused for ``reason`` (literal text)."""
+        return cls("{" + field + "}: " + reason.replace("{", "{{").replace("}", "}}"), field)
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return self.template.format_map({f: name(f) for f in self.fields})
+
+    def __str__(self) -> str:
+        return self.worded(cli_name)
 
 
 def cli_name(name: str) -> str:
@@ -212,6 +234,7 @@ class Engine:
     default context; each input in :attr:`refusals` refused, every model and KV format taken."""
 
     label = ""
+    inputs: tuple[Input, ...] = ()
     options: tuple[str, ...] = ()
     evicts = False
     sizes_registry = False

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.inputs import Input
 from kvcalc.engine.serving.base import (
     BatchRequest,
     Engine,
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 #: The request length its concurrency is shown for when --ctx is not given.
 DEFAULT_CONTEXT = 8192
 
+_NAME = "sglang"
+#: What each of its own inputs declares: the engine that reads it, where the help lists it.
+_OWN: dict[str, Any] = {"engine": _NAME, "panel": "SGLang engine"}
+
 # SGLang sizes its pool from its own share of *free* memory (--mem-fraction-static), with no
 # profiled overhead, pages of --page-size and no prefix charge.
 _BUDGET = (
@@ -49,22 +54,38 @@ _REFUSALS: dict[str, str] = {
 
 
 class SGLang(Engine):
-    name = "sglang"
+    name = _NAME
     label = "SGLang"
     summary = "sglang: SGLang's token pool (0.4.0-0.5.18)"
     #: Its server arguments, named as SGLang names them.
-    options: tuple[str, ...] = (
-        "sglang_version",
-        "mem_fraction_static",
-        "page_size",
-        "context_length",
-        "chunked_prefill_size",
-        "cuda_graph_max_bs",
-        "max_total_tokens",
-        "free_before_load",
-        "free_after_load",
-        "swa_full_tokens_ratio",
+    inputs: tuple[Input, ...] = (
+        Input("sglang_version", "text", "release, 0.4.0-0.5.18 [default: 0.5.6]",
+              metavar="X.Y.Z", **_OWN),
+        Input("mem_fraction_static", "fraction",
+              "share of free memory for weights + KV [default: the release's rule]", **_OWN),
+        Input("page_size", "tokens", "tokens per page [default: 1]", maximum=65536, **_OWN),
+        Input("context_length", "context", "context length [default: the model's maximum]",
+              **_OWN),
+        Input("chunked_prefill_size", "tokens", "prefill chunk (feeds the default memory share)",
+              maximum=1 << 24, **_OWN),
+        Input("cuda_graph_max_bs", "count",
+              "largest CUDA-graph batch (feeds the default memory share)",
+              minimum=1, maximum=1 << 16, **_OWN),
+        Input("max_total_tokens", "tokens", "pool cap [default: none]", maximum=1 << 40,
+              **_OWN),
+        # SGLang prints "avail mem=63.41 GB" meaning GiB (it divides by 2^30): a bare number
+        # is read so.
+        Input("free_before_load", "bytes",
+              "'Load weight begin. avail mem' in GiB, e.g. 78.43 [default: estimated]",
+              metavar="GIB", bare_unit="GiB", **_OWN),
+        Input("free_after_load", "bytes",
+              "'Load weight end. avail mem' in GiB, e.g. 63.41 [default: estimated]",
+              metavar="GIB", bare_unit="GiB", **_OWN),
+        Input("swa_full_tokens_ratio", "fraction",
+              "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
+              "[default: one shared pool]", **_OWN),
     )
+    options = tuple(i.name for i in inputs)
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
     refusals = Refusals(_REFUSALS)
 
