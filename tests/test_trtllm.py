@@ -15,8 +15,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from report_check import refused, run_json
 from specs import registry_deployment, registry_model
+from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.deployment import Deployment, deployment
 from kvcalc.engine.serving import check_inputs, engine_named
 from kvcalc.engine.serving.base import BatchRequest, InputRefusal, ServingEngine
@@ -488,3 +491,46 @@ def test_size_per_token_and_blocks_of_logs_without_free_memory(case: Case) -> No
     pool = pool_at(case, Fraction(1))
     for per_seq, longest in re.findall(PER_SEQUENCE, case.text):
         assert pool.blocks_per_sequence(int(longest)) == int(per_seq)
+
+
+# --------------------------------------------------------------------------------------------
+# On the command line and in a spec file: the options come from the engine's declarations
+
+
+def test_cli_reproduces_the_rtx_5090_log(runner: CliRunner) -> None:
+    """``--free-memory`` takes the log's figure as printed (a bare number is GiB)."""
+    case = cases()[0]
+    available = re.search(r"available: ([0-9.]+) GiB", case.text)
+    assert available
+    args = ["batch", "llama3.1-8b", "--gpus", "rtx-5090", "--engine", "trtllm"]
+    doc = run_json(runner, *args, "--kv-dtype", "fp8", "--free-memory", available.group(1))
+    low, high = ends(case, logged_available(case.text))
+    assert doc["engine"] == "trtllm" and doc["estimated"] == []
+    assert low.num_blocks <= doc["num_blocks"] <= high.num_blocks
+    assert low.kv_cache_tokens <= doc["kv_cache_tokens"] <= high.kv_cache_tokens
+    assert doc["kv_bytes_per_token"] == 65536
+
+
+def test_cli_options_are_its_own(runner: CliRunner) -> None:
+    base = ["batch", "llama3.1-8b", "--gpus", "h100"]
+    refused(runner, [*base, "--tokens-per-block", "64"], "--tokens-per-block", "--engine trtllm")
+    trt = [*base, "--engine", "trtllm"]
+    refused(runner, [*trt, "--free-gpu-memory-fraction", "1"], "--free-gpu-memory-fraction")
+    refused(runner, [*trt, "--block-size", "32"], "--block-size", "--tokens-per-block")
+    doc = run_json(runner, *trt, "--max-tokens", "8k", "--tokens-per-block", "64")
+    assert (doc["max_tokens"], doc["num_blocks"], doc["kv_cache_tokens"]) == (8192, 128, 8192)
+
+
+def test_spec_file_takes_its_options(tmp_path: Path, runner: CliRunner) -> None:
+    spec = tmp_path / "trt.yaml"
+    spec.write_text(
+        "deployments:\n  - model: llama3.1-8b\n    gpus: rtx-5090\n    engine: trtllm\n"
+        "    kv_dtype: fp8\n    free_memory: 17.83\n    ctx: 2k\n"
+        "    require: {min_batch: 128}\n"
+    )
+    # 8,214 to 8,219 blocks of 32 tokens: 128 sequences of 64 blocks.
+    result = runner.invoke(app, ["check", str(spec)])
+    assert result.exit_code == 0, result.output
+    spec.write_text(spec.read_text().replace("free_memory: 17.83", "tokens_per_block: 0"))
+    result = runner.invoke(app, ["check", str(spec)])
+    assert result.exit_code == 2 and "tokens_per_block" in result.stderr

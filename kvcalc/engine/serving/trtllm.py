@@ -60,7 +60,15 @@ from fractions import Fraction
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engine.serving.base import EnginePart, EngineRefusal, InputRefusal, Refusals, refusal
+from kvcalc.engine.inputs import Input
+from kvcalc.engine.serving.base import (
+    Engine,
+    EnginePart,
+    EngineRefusal,
+    InputRefusal,
+    Refusals,
+    refusal,
+)
 from kvcalc.engine.units import GiB
 
 if TYPE_CHECKING:
@@ -143,12 +151,20 @@ class TrtllmOptions:
 # The KV size per token
 
 
+def _braced(text: str) -> str:
+    """``text`` as literal text of a refusal's template."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def trtllm_kv_format(fmt: KVFormat) -> KVFormat:
     """The KV format, refused unless TensorRT-LLM's managers size it."""
     if fmt.name not in TRTLLM_KV_DTYPES:
         raise TrtllmConfigError(
-            f"--kv-dtype: TensorRT-LLM has no {fmt.name} KV cache; use one of "
-            f"{', '.join(TRTLLM_KV_DTYPES)}"
+            "{kv_dtype}: "
+            + _braced(
+                f"TensorRT-LLM has no {fmt.name} KV cache; use one of {', '.join(TRTLLM_KV_DTYPES)}"
+            ),
+            "kv_dtype",
         )
     return fmt
 
@@ -157,8 +173,13 @@ def check_layer(mixer: Mixer, model_id: str) -> None:
     """Refuse a layer whose cache is not keys and values per token."""
     if mixer.kind not in TOKEN_KINDS or mixer.side_caches() or mixer.state_tensors():
         raise TrtllmConfigError(
-            f"--engine trtllm: {model_id} has {mixer.kind} layers, which TensorRT-LLM sizes "
-            "with a hybrid or sparse cache manager that is not modelled; use --engine vllm"
+            "{engine} "
+            + _braced(
+                f"{NAME}: {model_id} has {mixer.kind} layers, which TensorRT-LLM sizes with a "
+                "hybrid or sparse cache manager that is not modelled; use "
+            )
+            + "{engine} vllm",
+            "engine",
         )
 
 
@@ -273,7 +294,9 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
 
     per_token = kv_size_per_token(dep)
     if per_token == 0:
-        raise TrtllmConfigError(f"--engine trtllm: {dep.model.id} caches no tokens")
+        raise TrtllmConfigError(
+            "{engine} " + _braced(f"{NAME}: {dep.model.id} caches no tokens"), "engine"
+        )
     free = opts.free_memory_bytes
     estimated = free is None
     if free is None:
@@ -283,9 +306,15 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     blocks = pool_blocks(tokens, opts.tokens_per_block)
     if blocks == 0:
         raise TrtllmConfigError(
-            f"--engine trtllm: {max(free, 0) / GiB:.2f} GiB free beside "
-            f"{dep.model.id}'s weights on one {dep.gpus.accelerator.name} leaves no KV block; "
-            "use more GPUs, lighter weights or give --free-memory"
+            "{engine} "
+            + _braced(
+                f"{NAME}: {max(free, 0) / GiB:.2f} GiB free beside {dep.model.id}'s weights on "
+                f"one {dep.gpus.accelerator.name} leaves no KV block; use more GPUs, lighter "
+                "weights or give "
+            )
+            + "{free_memory}",
+            "engine",
+            "free_memory",
         )
     return TrtllmPool(
         options=opts,
@@ -333,23 +362,48 @@ _REFUSALS = Refusals(
 )
 
 
-class TensorRTLLM:
+#: What each of its own inputs declares: the engine that reads it, where the help lists it.
+_OWN: dict[str, Any] = {"engine": NAME, "panel": "TensorRT-LLM engine"}
+
+
+class TensorRTLLM(Engine):
     name = NAME
     label = LABEL
     summary = "trtllm: TensorRT-LLM's KV pool (free_gpu_memory_fraction of the free memory)"
     #: Its ``KvCacheConfig`` fields, and the "available" figure of its log.
-    options: tuple[str, ...] = (
-        "free_gpu_memory_fraction",
-        "tokens_per_block",
-        "max_tokens",
-        "free_memory",
+    inputs: tuple[Input, ...] = (
+        Input(
+            "free_gpu_memory_fraction",
+            "fraction",
+            "share of the memory free after the weights and the profile [default: 0.9]",
+            **_OWN,
+        ),
+        Input(
+            "tokens_per_block",
+            "count",
+            "tokens per KV block [default: 32; a TensorRT engine's is its build setting]",
+            minimum=1,
+            maximum=65536,
+            **_OWN,
+        ),
+        Input("max_tokens", "tokens", "cap on the pool's tokens [default: none]", **_OWN),
+        # TensorRT-LLM prints GiB: a bare number is read so.
+        Input(
+            "free_memory",
+            "bytes",
+            "'available' of its 'Memory usage when calculating max tokens in paged kv cache' "
+            "line in GiB, e.g. 17.83 [default: estimated]",
+            metavar="GIB",
+            bare_unit="GiB",
+            **_OWN,
+        ),
     )
+    options = tuple(i.name for i in inputs)
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
-    # One pool per start-up, no eviction, not searched by `plan` nor run over the registry.
-    evicts = sizes_registry = plans = takes_lengths = False
+    refusals = _REFUSALS
 
     def check_inputs(self, given: Given) -> None:
-        reasons = dict(_REFUSALS.reasons)
+        reasons = dict(self.refusals.reasons)
         if "free_memory" in given:
             reasons.update(dict.fromkeys(("weights", "weight_dtype"), _LOADED))
         Refusals(reasons).check(given)
@@ -359,15 +413,13 @@ class TensorRTLLM:
             try:
                 check_layer(mixer, model.id)
             except TrtllmConfigError as exc:
-                text = _braced(str(exc)).replace("--engine", "{engine}", 1)
-                raise InputRefusal(text, "engine", model_specific=True) from None
+                raise InputRefusal(exc.template, *exc.fields, model_specific=True) from None
 
     def check_kv_format(self, kv: KVFormat) -> None:
         try:
             trtllm_kv_format(kv)
         except TrtllmConfigError as exc:
-            text = _braced(str(exc)).replace("--kv-dtype", "{kv_dtype}", 1)
-            raise InputRefusal(text, "kv_dtype") from None
+            raise InputRefusal(exc.template, *exc.fields) from None
 
     def engine_options(self, given: Given) -> TrtllmOptions:
         """Its options from their values (the free memory in bytes, token counts as integers);
@@ -387,11 +439,6 @@ class TensorRTLLM:
 
     def pool(self, dep: Deployment, options: TrtllmOptions | None = None) -> TrtllmKVPool:
         return TrtllmKVPool(dep, options if options is not None else TrtllmOptions())
-
-
-def _braced(text: str) -> str:
-    """``text`` as literal text of a refusal's template."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 @dataclass(frozen=True)
