@@ -43,6 +43,25 @@ def fail(message: str) -> NoReturn:
     raise InputError(message)
 
 
+class WordedInputError(InputError):
+    """Bad input from an error that names its fields (``fields`` and ``worded``, as the engine's
+    refusals do): one line with the options' spellings here, worded by a spec file as its keys.
+    ``suffix`` is literal text after the message."""
+
+    def __init__(self, source: Any, suffix: str = "") -> None:
+        self.source = source
+        self.fields: tuple[str, ...] = source.fields
+        self.suffix = suffix
+        super().__init__(self.worded(option_name))
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return str(self.source.worded(name)) + self.suffix
+
+
+class WordedLayoutError(WordedInputError, LayoutError):
+    """A :class:`LayoutError` that names its fields."""
+
+
 #: A word of an error line longer than this is cut: the line names a value, it does not echo
 #: a megabyte of it.
 _MAX_WORD_CHARS = 200

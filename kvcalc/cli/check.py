@@ -25,6 +25,7 @@ from kvcalc.cli.app import (
     EXIT_USAGE,
     OUTPUT_PANEL,
     InputError,
+    WordedInputError,
     command_typer,
     emit_report,
     load_model,
@@ -745,6 +746,8 @@ def _refusing(entry: SpecDeployment, run: Any) -> Any:
             raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None
+    except WordedInputError as exc:  # it names its fields too
+        raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
     except InputError as exc:
         key, message = spec_wording(str(exc))
         raise _problem(entry, key, message) from None

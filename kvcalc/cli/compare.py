@@ -363,10 +363,11 @@ def evicting_policy(evict: EvictionOptions, model: ModelSpec, context: int) -> E
     """The row's eviction policy; one that cannot be built for the request, or that evicts
     nothing of this model at the context (it would repeat the baseline), skips the row."""
     from kvcalc.engine.eviction import no_eviction_reason
+    from kvcalc.engine.serving.base import InputRefusal
 
     try:
         policy = row_policy(evict)
-    except InputError as exc:
+    except (InputError, InputRefusal) as exc:
         raise Skip(str(exc)) from None
     reason = no_eviction_reason(model, [context], policy)
     if reason is not None:

@@ -18,7 +18,7 @@ import typer
 from kvcalc.cli.app import (
     EVICTION_PANEL,
     TOKENS,
-    fail,
+    WordedInputError,
     grouped_options,
     in_panel,
     one_length,
@@ -29,7 +29,7 @@ from kvcalc.cli.app import (
 
 if TYPE_CHECKING:
     from kvcalc.engine.eviction import Eviction
-    from kvcalc.engine.serving.base import ServingEngine
+    from kvcalc.engine.serving.base import InputRefusal, ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,6 +58,15 @@ class EvictionOptions:
         """The options given, as typed (``--sinks and --recent``)."""
         return " and ".join(option_name(n) for n in self.given())
 
+    def refused(self, reason: str, *named: str) -> InputRefusal:
+        """The options given refused for ``reason`` (a template that may name ``named``
+        inputs, ``{engine}``), each front end spelling them its own way."""
+        from kvcalc.engine.serving.base import InputRefusal
+
+        given = self.given()
+        lead = " and ".join("{" + name + "}" for name in given)
+        return InputRefusal(f"{lead}: {reason}", *given, *named)
+
     def policy(self) -> Eviction:
         """The one policy the options describe (no eviction when none is given); a missing
         partner option, two policies at once or a bad value fails with one line."""
@@ -66,16 +75,15 @@ class EvictionOptions:
         given = self.given()
         chosen = [p for p, (names, _) in _POLICIES.items() if any(n in given for n in names)]
         if len(chosen) > 1:
-            fail(
-                f"{self.flags()}: {' and '.join(chosen)} are different eviction policies; "
-                "give one at a time"
+            raise self.refused(
+                f"{' and '.join(chosen)} are different eviction policies; give one at a time"
             )
         if not chosen:
             return KEEP_ALL
         try:
             return _POLICIES[chosen[0]][1](self)
         except EvictionError as exc:
-            fail(exc.worded(option_name))
+            raise WordedInputError(exc) from None
 
     def _window(self) -> Eviction:
         from kvcalc.engine.eviction.policies import SlidingWindow
@@ -86,7 +94,8 @@ class EvictionOptions:
         from kvcalc.engine.eviction.policies import DEFAULT_SINKS, StreamingLLM
 
         if self.recent is None:
-            fail("--sinks: StreamingLLM keeps sinks and recent tokens; give --recent too")
+            raise _refusal("{sinks}: StreamingLLM keeps sinks and recent tokens; give {recent} too",
+                           "sinks", "recent")
         return StreamingLLM(DEFAULT_SINKS if self.sinks is None else self.sinks, self.recent)
 
     def _h2o(self) -> Eviction:
@@ -99,11 +108,14 @@ class EvictionOptions:
 
         if self.snapkv_budget is None:
             first = self.given()[0]
-            fail(f"{option_name(first)}: applies to SnapKV only; give --snapkv-budget too")
+            raise _refusal(f"{{{first}}}: applies to SnapKV only; give {{snapkv_budget}} too",
+                           first, "snapkv_budget")
         if self.prompt is None or self.gen is None:
-            fail(
-                "--snapkv-budget: SnapKV compresses the prompt once after prefill, then keeps "
-                "each generated token; give --prompt and --gen lengths, e.g. --prompt 32k --gen 1k"
+            raise _refusal(
+                "{snapkv_budget}: SnapKV compresses the prompt once after prefill, then keeps "
+                "each generated token; give {prompt} and {gen} lengths, e.g. {prompt} 32k "
+                "{gen} 1k",
+                "snapkv_budget", "prompt", "gen",
             )
         window = self.observation_window
         return SnapKV(
@@ -135,7 +147,10 @@ class EvictionOptions:
         fixed = self.policy().fixed_context
         if fixed is not None:
             if ctx is not None:
-                fail("--ctx: with --snapkv-budget the context is --prompt + --gen; drop --ctx")
+                raise _refusal(
+                    "{ctx}: with {snapkv_budget} the context is {prompt} + {gen}; drop {ctx}",
+                    "ctx", "snapkv_budget", "prompt", "gen",
+                )
             return [fixed]
         return parse_ctx_list(ctx) if ctx is not None else default()
 
@@ -145,9 +160,10 @@ class EvictionOptions:
 
         if self.given() and not engine.evicts:
             evicting = next(e.name for e in engines() if e.evicts)
-            fail(
-                f"{self.flags()}: {engine.label} keeps every token of a "
-                f"request (it does not evict); size an evicting cache with --engine {evicting}"
+            raise self.refused(
+                f"{engine.label} keeps every token of a request (it does not evict); size an "
+                f"evicting cache with {{engine}} {evicting}",
+                "engine",
             )
 
     def checked(self, model: ModelSpec, contexts: list[int]) -> tuple[Eviction, list[str]]:
@@ -159,13 +175,19 @@ class EvictionOptions:
         policy = self.policy()
         reason = no_eviction_reason(model, contexts, policy)
         if reason is not None:
-            fail(f"{self.flags()}: {reason}")
+            raise self.refused(reason.replace("{", "{{").replace("}", "}}"))
         notes = [
             f"{policy.describe()} evicts nothing at {c:,} tokens"
             for c in contexts
             if policy.lossy and not evicts(model, c, policy)
         ]
         return policy, notes
+
+
+def _refusal(template: str, *fields: str) -> InputRefusal:
+    from kvcalc.engine.serving.base import InputRefusal
+
+    return InputRefusal(template, *fields)
 
 
 #: The policies: the options that choose each, and how they build it.

@@ -12,7 +12,12 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kvcalc.cli.app import LayoutError, fail, grouped_options, input_options
+from kvcalc.cli.app import (
+    WordedInputError,
+    WordedLayoutError,
+    grouped_options,
+    input_options,
+)
 from kvcalc.engine.inputs import KV_FORMAT_INPUTS
 
 if TYPE_CHECKING:
@@ -72,12 +77,12 @@ class KvFormatOptions:
             try:
                 fmt = kv_format(self.request(), model.default_dtype, model.kv_default)
             except KVFormatError as exc:
-                fail(str(exc))
+                raise WordedInputError(exc) from None
             self._formats[key] = fmt
         try:
             check_stores(fmt, model)
         except KVFormatError as exc:
-            raise LayoutError(f"{exc} ({model.id})") from None
+            raise WordedLayoutError(exc, f" ({model.id})") from None
         return fmt
 
     def cache_format(self, model: ModelSpec) -> CacheFormat:

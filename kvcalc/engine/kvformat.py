@@ -34,11 +34,28 @@ if TYPE_CHECKING:
 
 class KVFormatError(UnitError):
     """A format that cannot be built, or cannot store a model's cache; names the option at
-    fault (``--kv-group``, ...) so that the CLI reports it as one line."""
+    fault (``--kv-group``, ...) so that the CLI reports it as one line. ``message`` may name
+    other KV inputs as ``{kv_quant}`` (literal braces doubled: :func:`literal`); ``fields`` are
+    the inputs named, the one at fault first, and :meth:`worded` spells them as a front end
+    does (``--kv-quant``, ``kv_quant``)."""
 
     def __init__(self, option: str, message: str) -> None:
-        super().__init__(f"{option}: {message}")
+        import string
+
         self.option = option
+        field = option.removeprefix("--").replace("-", "_")
+        named = (f for _, f, _, _ in string.Formatter().parse(message) if f)
+        self.fields: tuple[str, ...] = tuple(dict.fromkeys((field, *named)))
+        self.template = "{" + field + "}: " + message
+        super().__init__(self.worded(lambda f: "--" + f.replace("_", "-")))
+
+    def worded(self, name: Callable[[str], str]) -> str:
+        return self.template.format_map({f: name(f) for f in self.fields})
+
+
+def literal(text: str) -> str:
+    """``text`` as literal text of a :class:`KVFormatError` message."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def ceil_bytes(bits: Fraction | int) -> int:
@@ -159,7 +176,7 @@ def scale_dtype(name: str) -> DType:
     except UnitError:
         raise KVFormatError(
             "--kv-scale-dtype",
-            f"unknown scale dtype {shown(name)!r}; choose {', '.join(SCALE_DTYPES)}",
+            f"unknown scale dtype {literal(repr(shown(name)))}; choose {', '.join(SCALE_DTYPES)}",
         ) from None
 
 
@@ -241,13 +258,13 @@ def kv_format(request: KVFormatRequest, model_dtype: str, default: str | None = 
         assert isinstance(base, KiviKV)  # every preset is linear or KIVI
         if request.bits is not None:
             raise KVFormatError(
-                "--kv-bits", f"{base.name} already names its bits; use --kv-quant kivi"
+                "--kv-bits", f"{base.name} already names its bits; use {{kv_quant}} kivi"
             )
         return _kivi_format(request, base)
     for option, value in (("--kv-bits", request.bits), ("--kv-residual", request.residual)):
         if value is not None:
             raise KVFormatError(
-                option, "applies to KIVI only (--kv-dtype kivi2|kivi4 or --kv-quant kivi)"
+                option, "applies to KIVI only ({kv_dtype} kivi2|kivi4 or {kv_quant} kivi)"
             )
     return _linear_format(request, base)
 
@@ -262,7 +279,8 @@ def _preset(name: str, full: DType) -> KVFormat:
     if key not in PRESETS:
         raise KVFormatError(
             "--kv-dtype",
-            f"unknown dtype {shown(name)!r} for the KV cache; choose one of {', '.join(PRESETS)}",
+            f"unknown dtype {literal(repr(shown(name)))} for the KV cache; choose one of "
+            f"{', '.join(PRESETS)}",
         )
     return PRESETS[key](full)
 
@@ -275,7 +293,7 @@ def _linear_format(request: KVFormatRequest, base: LinearKV) -> KVFormat:
             raise KVFormatError(
                 "--kv-group",
                 f"a {base.name} cache is not quantised and has no scales; pick a low-bit "
-                "--kv-dtype such as int4 or int8",
+                "{kv_dtype} such as int4 or int8",
             )
         scale = scale_dtype(request.scale_dtype) if request.scale_dtype else None
         fmt = replace(fmt, group=request.group, scale=scale or base.scale or dtype("fp16"))
@@ -283,7 +301,7 @@ def _linear_format(request: KVFormatRequest, base: LinearKV) -> KVFormat:
         if base.scale is None:
             raise KVFormatError(
                 "--kv-scale-dtype",
-                f"{base.name} stores no scales; add --kv-group G (values per scale) or pick "
+                f"{base.name} stores no scales; add {{kv_group}} G (values per scale) or pick "
                 "a scaled format such as nvfp4",
             )
         fmt = replace(fmt, scale=scale_dtype(request.scale_dtype))
@@ -291,7 +309,7 @@ def _linear_format(request: KVFormatRequest, base: LinearKV) -> KVFormat:
         if fmt.scale is None:
             raise KVFormatError(
                 "--kv-zero-point",
-                f"{base.name} stores no scales to pair a zero point with; add --kv-group G",
+                f"{base.name} stores no scales to pair a zero point with; add {{kv_group}} G",
             )
         fmt = replace(fmt, zero_point=True)
     return fmt if fmt == base else replace(fmt, name=_linear_name(fmt, base))
@@ -312,11 +330,12 @@ def _quantiser(request: KVFormatRequest, full: DType) -> KiviKV:
     assert request.quant is not None
     if request.quant.strip().lower() != "kivi":
         raise KVFormatError(
-            "--kv-quant", f"unknown quantiser {shown(request.quant)!r}; the one modelled is kivi"
+            "--kv-quant",
+            f"unknown quantiser {literal(repr(shown(request.quant)))}; the one modelled is kivi",
         )
     if request.dtype is not None:
         raise KVFormatError(
-            "--kv-dtype", "--kv-quant kivi sets the dtype itself; give its bits with --kv-bits"
+            "--kv-dtype", "{kv_quant} kivi sets the dtype itself; give its bits with {kv_bits}"
         )
     bits = request.bits if request.bits is not None else KIVI_BITS[0]
     if bits not in KIVI_BITS:

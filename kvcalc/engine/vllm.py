@@ -380,10 +380,12 @@ def layer_cache_specs(
     mixers = [m for m in all_mixers if m.owns_cache]
     if any(is_compressed(m) for m in mixers):
         if kv_dtype.name != "fp8" or not all(is_compressed(m) for m in mixers):
+            model_id = model.id.replace("{", "{{").replace("}", "}}")
             raise VLLMConfigError(
-                f"{model.id}: vLLM stores DeepSeek-V4's cache as fp8_ds_mla (its FlashMLA "
+                f"{model_id}: vLLM stores DeepSeek-V4's cache as fp8_ds_mla (its FlashMLA "
                 "default; bf16 is refused there, and the plain-row backends are not modelled); "
-                "use --kv-dtype fp8"
+                "use {kv_dtype} fp8",
+                "kv_dtype",
             )
         return tuple(spec for m in mixers for spec in dsv4_specs(m))
     attention = [m for m in mixers if m.holds_tokens]
