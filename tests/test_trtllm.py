@@ -534,3 +534,15 @@ def test_spec_file_takes_its_options(tmp_path: Path, runner: CliRunner) -> None:
     spec.write_text(spec.read_text().replace("free_memory: 17.83", "tokens_per_block: 0"))
     result = runner.invoke(app, ["check", str(spec)])
     assert result.exit_code == 2 and "tokens_per_block" in result.stderr
+
+
+def test_nvidia_gpus_only(runner: CliRunner) -> None:
+    with pytest.raises(TrtllmConfigError, match="--gpus: TensorRT-LLM runs on NVIDIA GPUs only"):
+        trtllm_pool(registry_deployment("llama3.1-8b", "mi300x"), TrtllmOptions())
+    refused(runner, ["batch", "llama3.1-8b", "--gpus", "mi300x", "--engine", "trtllm"], "--gpus")
+    # plan searches NVIDIA parts only.
+    options = run_json(
+        runner, "plan", "llama3.1-70b", "--engine", "trtllm", "--ctx", "32k", "-u", "64"
+    )
+    parts = [parse_gpu_set(o["gpus"]).accelerator.name for o in options]
+    assert parts and all(p.startswith("NVIDIA") for p in parts), parts

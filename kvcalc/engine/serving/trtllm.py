@@ -292,6 +292,13 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     """TensorRT-LLM's pool for a deployment; a budget too small for one block is refused."""
     from kvcalc.engine.units import MAX_CONTEXT_TOKENS
 
+    accelerator = dep.gpus.accelerator.name
+    if not accelerator.startswith("NVIDIA"):
+        # The registry names every NVIDIA part "NVIDIA ..." and no other part so.
+        raise TrtllmConfigError(
+            "{gpus}: " + _braced(f"TensorRT-LLM runs on NVIDIA GPUs only, not on {accelerator}"),
+            "gpus",
+        )
     per_token = kv_size_per_token(dep)
     if per_token == 0:
         raise TrtllmConfigError(
@@ -401,6 +408,7 @@ class TensorRTLLM(Engine):
     options = tuple(i.name for i in inputs)
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
     refusals = _REFUSALS
+    plans = True
 
     def check_inputs(self, given: Given) -> None:
         reasons = dict(self.refusals.reasons)
