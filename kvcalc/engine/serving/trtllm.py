@@ -398,8 +398,9 @@ class TensorRTLLM(Engine):
         Input(
             "free_memory",
             "bytes",
-            "'available' of its 'Memory usage when calculating max tokens in paged kv cache' "
-            "line in GiB, e.g. 17.83 [default: estimated]",
+            "free memory in GiB: 'available' of its 'Memory usage when calculating max tokens "
+            "in paged kv cache' line, e.g. 17.83 (PyTorch logs: 'Estimated max memory in KV "
+            "cache' / the fraction) [default: estimated]",
             metavar="GIB",
             bare_unit="GiB",
             **_OWN,
