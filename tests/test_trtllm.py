@@ -546,3 +546,15 @@ def test_nvidia_gpus_only(runner: CliRunner) -> None:
     )
     parts = [parse_gpu_set(o["gpus"]).accelerator.name for o in options]
     assert parts and all(p.startswith("NVIDIA") for p in parts), parts
+
+
+def test_unified_memory_estimate_says_what_it_leaves_out() -> None:
+    """The DGX Spark log's profile held 49.28 GiB outside torch (the OS and page cache share the
+    memory): the estimate cannot know that, and says so; given the log's figure, it does not."""
+    dep = registry_deployment("gpt-oss-120b", "dgx-spark")
+    request = BatchRequest(contexts=[8192])
+    estimated = engine().pool(dep, TrtllmOptions()).batch(request).part(setup_of(dep))
+    assert any(line.startswith("unified memory:") for line in estimated.lines)
+    given = TrtllmOptions(free_memory_bytes=int(spark_free() * GiB))
+    logged = engine().pool(dep, given).batch(request).part(setup_of(dep))
+    assert not any(line.startswith("unified memory:") for line in logged.lines)

@@ -652,6 +652,12 @@ def trtllm_lines(
         f"[MemUsageChange] Allocated {_gib(result.allocated_bytes)} for max tokens in paged KV "
         f"cache ({result.kv_cache_tokens:,}).",
     ]
+    if result.free_memory_estimated and dep.gpus.accelerator.unified_memory:
+        # The DGX Spark log held 49.28 GiB outside torch: the OS and page cache share the pool.
+        lines.append(
+            "unified memory: what the OS and other processes hold is not estimated; "
+            "give --free-memory from the log"
+        )
     for c in contexts:
         batch = result.max_batch(c)
         capped = " (max_batch_size)" if batch == DEFAULT_MAX_BATCH_SIZE else ""
