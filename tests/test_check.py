@@ -378,7 +378,7 @@ BAD_SPECS = [
      "    require: {min_context: 8k}\n", 4, ["kv_memory:"]),
     ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    ctx: 8x\n"
      "    require: {min_batch: 1}\n", 4, ["deployments[0].ctx", "is not a token count"]),
-    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: trtllm\n"
+    ("deployments:\n  - model: llama3-8b\n    gpus: h100\n    engine: tgi\n"
      "    require: {min_context: 8k}\n", 4, ["deployments[0].engine", "simple"]),
     ("deployments:\n  - {name: a, model: llama3-8b, gpus: h100, require: {min_context: 8k}}\n"
      "  - {name: a, model: llama3-8b, gpus: h200, require: {min_context: 8k}}\n", 3,

@@ -249,7 +249,7 @@ def test_vllm_refuses_a_request_that_does_not_fit(runner: CliRunner) -> None:
         (["batch", "llama3-70b", "--gpus", "8xH100", "--pp", "3"], "--pp: 3 does not divide"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--block-size", "0"], "--block-size"),
         (["batch", "llama3-70b", "--gpus", "8xH100", "--ctx", "abc"], "--ctx"),
-        (["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "trtllm"], "--engine"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--engine", "tgi"], "--engine"),
         (["batch", "--gpus", "8xH100", "--engine", "vllm"], "needs a MODEL"),
         (["batch", "--gpus", "8xH100", "--gpu-util", "1.5"], "--gpu-util"),
         (["batch", "--gpus", "8xH100", "--weights", "-5GB"], "--weights"),

@@ -295,7 +295,7 @@ def test_options_are_grouped_in_panels(helps: dict[str, str]) -> None:
     batch = sections(helps["batch"])
     assert list(batch) == [
         "Arguments", "Model", "Deployment", "KV cache format", "Eviction", "vLLM engine",
-        "SGLang engine", "Output",
+        "SGLang engine", "TensorRT-LLM engine", "Output",
     ]
     for option, (command, _, _) in TOKEN_OPTIONS.items():
         assert f"{option} TOKENS" in helps[command], option
@@ -306,6 +306,7 @@ def test_options_are_grouped_in_panels(helps: dict[str, str]) -> None:
         "Eviction": ["--window", "--sinks", "--prompt"],
         "vLLM engine": ["--max-model-len", "--max-num-batched-tokens"],
         "SGLang engine": ["--page-size", "--mem-fraction-static"],
+        "TensorRT-LLM engine": ["--free-gpu-memory-fraction", "--free-memory"],
         "Output": ["--format", "--help"],
     }.items():
         for option in options:

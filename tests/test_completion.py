@@ -115,10 +115,10 @@ def test_engine_and_dtype_values_complete(runner: CliRunner) -> None:
     from kvcalc.engine.quant import WEIGHT_FORMAT_NAMES
 
     line = "kvcalc batch llama3-70b --gpus 8xH100"
-    assert complete_bash(runner, f"{line} --engine ") == ["simple", "vllm", "sglang"]
+    assert complete_bash(runner, f"{line} --engine ") == ["simple", "vllm", "sglang", "trtllm"]
     assert complete_bash(runner, f"{line} --engine v") == ["vllm"]
     assert complete_bash(runner, f"{line} --engine SG") == ["SGlang"]
-    assert complete_bash(runner, "kvcalc plan llama3-70b --engine ") == ["simple", "vllm"]
+    assert complete_bash(runner, "kvcalc plan llama3-70b --engine ") == ["simple", "vllm", "trtllm"]
     assert complete_bash(runner, f"{line} --kv-dtype ") == list(PRESETS)
     assert complete_bash(runner, "kvcalc size llama3-70b --kv-dtype kiv") == ["kivi2", "kivi4"]
     assert complete_bash(runner, f"{line} --weight-dtype ") == list(WEIGHT_FORMAT_NAMES)

@@ -29,9 +29,9 @@ def test_the_command_line_groups_are_the_declarations() -> None:
     from dataclasses import fields
 
     assert {f.name for f in fields(DeploymentOptions)} == {i.name for i in DEPLOYMENT_INPUTS}
-    sglang = engine_named("sglang")
-    assert set(ENGINE_INPUT_NAMES) == set(sglang.options)
-    assert all(i.engine == sglang.name for i in sglang.inputs)
+    own = [engine_named(name) for name in ("sglang", "trtllm")]
+    assert set(ENGINE_INPUT_NAMES) == {name for engine in own for name in engine.options}
+    assert all(i.engine == engine.name for engine in own for i in engine.inputs)
 
 
 def test_every_declared_option_is_in_the_help(runner: CliRunner) -> None:

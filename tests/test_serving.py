@@ -57,8 +57,9 @@ def test_registry_refuses_an_unknown_engine_with_the_list() -> None:
     with pytest.raises(InputRefusal) as info:
         engine_named("tgi")
     assert info.value.fields == ("engine",)
-    assert str(info.value) == "--engine: unknown engine 'tgi'; choose simple, vllm, sglang"
-    assert info.value.worded(str) == "engine: unknown engine 'tgi'; choose simple, vllm, sglang"
+    choose = "choose simple, vllm, sglang, trtllm"
+    assert str(info.value) == f"--engine: unknown engine 'tgi'; {choose}"
+    assert info.value.worded(str) == f"engine: unknown engine 'tgi'; {choose}"
 
 
 def test_registry_names_match_their_engines() -> None:

@@ -352,7 +352,9 @@ class OnceCommand(TyperCommand):
                 panel = getattr(param, "rich_help_panel", None) or "Options"
                 sections.setdefault(panel, []).append((record[0], help_text))
         order = ["Arguments", *PANELS]
-        for title in sorted(sections, key=lambda t: order.index(t) if t in order else len(order)):
+        # A panel not listed (a serving engine's own) goes before Output, in declaration order.
+        unlisted = order.index(OUTPUT_PANEL) - 0.5
+        for title in sorted(sections, key=lambda t: order.index(t) if t in order else unlisted):
             with formatter.section(title):
                 formatter.write_dl(sections[title])
 

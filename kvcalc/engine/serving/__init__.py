@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.serving.base import ServingEngine
 
 #: Every engine, in the order ``--engine`` lists them (each is the module of that name).
-ENGINE_NAMES: tuple[str, ...] = ("simple", "vllm", "sglang")
+ENGINE_NAMES: tuple[str, ...] = ("simple", "vllm", "sglang", "trtllm")
 #: The engine of a command given none: the budget formula.
 DEFAULT_ENGINE = ENGINE_NAMES[0]
 
