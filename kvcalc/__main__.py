@@ -1,3 +1,4 @@
-from kvcalc.cli import main
+# `python -m kvcalc` is the command line: the one module above cli/ that starts it.
+from kvcalc.cli import main  # noqa: TID251
 
 main()

@@ -25,7 +25,7 @@ from kvcalc.values import MAX_BATCH, check_mbu, load_model, option_name, parse_c
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from kvcalc.cli.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.deploy import DeploymentOptions, EngineFlags
     from kvcalc.engine.inputs import Input
     from kvcalc.engine.offload import Tier
     from kvcalc.engine.spec import ModelSpec
@@ -218,7 +218,7 @@ def _evict_options(inputs: Mapping[str, Any]) -> EvictionOptions:
 
 def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOptions:
     # The deployment inputs are declared with the command line's options for now.
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.deploy import DeploymentOptions
 
     names = [n for n in _group_names(DeploymentOptions) if n != "gpus"]
     return DeploymentOptions.from_values({**_given(inputs, names), "gpus": gpus})
@@ -227,20 +227,14 @@ def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOp
 def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     """The engines' own inputs given, as given: each engine reads its own (its declaration in
     :mod:`kvcalc.engine.inputs` says how)."""
-    from kvcalc.cli.deploy import EngineFlags
+    from kvcalc.deploy import EngineFlags, engine_input_names
 
     declared = _declared()
-    given = {n: inputs[n] for n in _engine_input_names() if inputs.get(n) is not None}
+    given = {n: inputs[n] for n in engine_input_names() if inputs.get(n) is not None}
     for name, value in given.items():  # as given: the engine reads its own (a bare GiB, ...)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             _in_range(declared[name], value)
     return EngineFlags(**given)
-
-
-def _engine_input_names() -> list[str]:
-    from kvcalc.engine.inputs import engine_inputs
-
-    return [i.name for i in engine_inputs()]
 
 
 def given_inputs(*groups: Any) -> dict[str, Any]:
@@ -339,10 +333,10 @@ BATCH_CONTEXTS = "8k,32k,128k"
 
 
 def _engine_names(inputs: Mapping[str, Any]) -> list[str]:
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.deploy import DeploymentOptions, engine_input_names
     from kvcalc.options import EvictionOptions
 
-    return [*_group_names(DeploymentOptions, EvictionOptions), *_engine_input_names()]
+    return [*_group_names(DeploymentOptions, EvictionOptions), *engine_input_names()]
 
 
 def batch(
@@ -359,7 +353,7 @@ def batch(
     model's maximum; SnapKV ``prompt`` + ``gen``) as ``engine`` sizes the cache (default: the
     budget formula): memory budget, KV capacity, max context at batch 1. Without a model, every
     model of the registry (the budget formula)."""
-    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.deploy import EngineChoice
     from kvcalc.engine.serving import DEFAULT_ENGINE, engines
     from kvcalc.engine.serving.base import BatchRequest
     from kvcalc.render.serving import engine_report
@@ -415,7 +409,7 @@ def batch(
 
 
 def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:
-    from kvcalc.cli.deploy import engine_pool
+    from kvcalc.deploy import engine_pool
 
     return engine_pool(dep, engine, flags)
 
@@ -507,7 +501,7 @@ def decode(
     TPOT and tokens/s at ``batch`` sequences (default: the most that fit, as ``engine`` sizes
     the cache), and beside the roofline (at ``mbu``) a realistic TPOT and TTFT estimate (at
     ``mfu``: default the GPU's measured matmul ceiling)."""
-    from kvcalc.cli.deploy import EngineChoice
+    from kvcalc.deploy import EngineChoice
     from kvcalc.engine.serving import DEFAULT_ENGINE
     from kvcalc.render.decode import decode_report
     from kvcalc.results import DecodeResult
@@ -701,7 +695,7 @@ def sweep(
     line per model and GPU set (``gpus`` may be several); ``batch`` the batches timed
     (default: the most that fit at each context). ``plot``: also draw the charts into this
     .png or .svg file (needs matplotlib), checked before any work."""
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.deploy import DeploymentOptions
     from kvcalc.engine.sweep import sweep as sweep_of
     from kvcalc.engine.units import parse_context
     from kvcalc.render.sweep import sweep_report, swept_axis
@@ -795,7 +789,7 @@ def offload(
     load a cached prefix back into HBM against recomputing its prefill, and the prefix length
     from which loading wins. ``tier``: ``"cpu:512GB@64GB/s"`` (or several; default: host memory
     2x the GPUs' over PCIe, one 4 TB NVMe at 7 GB/s per GPU)."""
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.deploy import DeploymentOptions
     from kvcalc.engine.capacity import capacity
     from kvcalc.engine.offload import default_tiers, tier_fit
     from kvcalc.render.offload import offload_report
@@ -874,8 +868,8 @@ def compare(
     ``gpus`` the sequences that fit and the decode TPOT. ``only``: the rows to show
     (:data:`kvcalc.techniques.TECHNIQUES`); ``prompt`` and ``gen`` add the no-cache and SnapKV
     rows."""
-    from kvcalc.cli.deploy import DeploymentOptions
     from kvcalc.comparison import compared
+    from kvcalc.deploy import DeploymentOptions
     from kvcalc.options import EvictionOptions
     from kvcalc.results import CompareResult
 

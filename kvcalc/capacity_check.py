@@ -16,11 +16,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kvcalc.cli.deploy import (
-    ENGINE_INPUT_NAMES,
+from kvcalc.deploy import (
     DeploymentOptions,
     EngineChoice,
     EngineFlags,
+    engine_input_names,
     engine_pool,
     option_bounds,
 )
@@ -96,7 +96,7 @@ _TEXT_KEYS = (
 )
 
 
-_ENGINE_KEYS = ENGINE_INPUT_NAMES
+_ENGINE_KEYS = engine_input_names()
 _EVICTION_KEYS = tuple(f.name for f in fields(EvictionOptions))
 
 

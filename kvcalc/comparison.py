@@ -21,7 +21,7 @@ from kvcalc.values import (
 )
 
 if TYPE_CHECKING:
-    from kvcalc.cli.deploy import DeploymentOptions
+    from kvcalc.deploy import DeploymentOptions
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
@@ -68,7 +68,7 @@ class RowOptions:
         """Every option a group of this class spells."""
         import typing
 
-        from kvcalc.cli.deploy import DeploymentOptions
+        from kvcalc.deploy import DeploymentOptions
 
         hints = typing.get_type_hints(cls, localns={"DeploymentOptions": DeploymentOptions})
         return {n for g in fields(cls) for n in _field_names(hints[g.name])}

@@ -506,12 +506,12 @@ def test_a_config_path_is_relative_to_the_spec(runner: CliRunner, tmp_path: Path
 def test_spec_keys_are_the_command_line_options() -> None:
     from dataclasses import fields
 
-    from kvcalc.cli.deploy import ENGINE_INPUT_NAMES, DeploymentOptions, EngineChoice
     from kvcalc.cli.eviction import EvictionOptions
+    from kvcalc.deploy import DeploymentOptions, EngineChoice, engine_input_names
     from kvcalc.registry.check_spec import DeploymentEntry
 
     options = {f.name for cls in (DeploymentOptions, EvictionOptions) for f in fields(cls)}
-    options |= {*ENGINE_INPUT_NAMES, *EngineChoice._fields}
+    options |= {*engine_input_names(), *EngineChoice._fields}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {
         "name", "model", "ctx", "mfu", "require"

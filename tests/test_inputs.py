@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app, option_name
-from kvcalc.cli.deploy import ENGINE_INPUT_NAMES, DeploymentOptions, option_bounds
+from kvcalc.deploy import DeploymentOptions, engine_input_names, option_bounds
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, all_inputs, deployment_from, read_value
 from kvcalc.engine.serving import engine_named
 from kvcalc.engine.serving.base import InputRefusal
@@ -30,7 +30,7 @@ def test_the_command_line_groups_are_the_declarations() -> None:
 
     assert {f.name for f in fields(DeploymentOptions)} == {i.name for i in DEPLOYMENT_INPUTS}
     own = [engine_named(name) for name in ("sglang", "trtllm")]
-    assert set(ENGINE_INPUT_NAMES) == {name for engine in own for name in engine.options}
+    assert set(engine_input_names()) == {name for engine in own for name in engine.options}
     assert all(i.engine == engine.name for engine in own for i in engine.inputs)
 
 

@@ -18,8 +18,9 @@ from kvcalc.cli.app import (
     complete_models,
     emit_report,
 )
-from kvcalc.cli.deploy import DeploymentOptions, optional_deployment_options
+from kvcalc.cli.deploy import optional_deployment_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.deploy import DeploymentOptions
 from kvcalc.techniques import technique_names
 
 command_app = command_typer()

@@ -17,14 +17,9 @@ from kvcalc.cli.app import (
     complete_models,
     emit_report,
 )
-from kvcalc.cli.deploy import (
-    DeploymentOptions,
-    EngineChoice,
-    EngineFlags,
-    deployment_options,
-    engine_options,
-)
+from kvcalc.cli.deploy import deployment_options, engine_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.deploy import DeploymentOptions, EngineChoice, EngineFlags
 
 command_app = command_typer()
 

@@ -14,7 +14,8 @@ from kvcalc.cli.app import (
     complete_models,
     emit_report,
 )
-from kvcalc.cli.deploy import DeploymentOptions, deployment_options
+from kvcalc.cli.deploy import deployment_options
+from kvcalc.deploy import DeploymentOptions
 
 DEFAULT_CONTEXT = "32k"
 

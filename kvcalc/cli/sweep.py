@@ -19,7 +19,8 @@ from kvcalc.cli.app import (
     complete_models,
     emit_report,
 )
-from kvcalc.cli.deploy import DeploymentOptions, deployment_sets_options
+from kvcalc.cli.deploy import deployment_sets_options
+from kvcalc.deploy import DeploymentOptions
 
 if TYPE_CHECKING:
     pass
