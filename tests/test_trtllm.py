@@ -412,12 +412,13 @@ def test_batch_answer_reports_the_log_figures() -> None:
     part = pool.batch(BatchRequest(contexts=[2048, 1 << 20])).part(setup_of(dep))
     payload = part.payload
     assert (payload["num_blocks"], payload["kv_cache_tokens"]) == (8219, 263008)
-    assert payload["engine"] == "trtllm" and payload["kv_bytes_per_token"] == 65536
+    assert payload["engine"] == "trtllm" and payload["kv_bytes_per_token_per_gpu"] == 65536
     rows = payload["contexts"]
     assert rows[0] == {
         "context_tokens": 2048,
         "blocks_per_sequence": 64,
         "max_batch": 8219 // 64,
+        "max_batch_per_replica": 8219 // 64,  # one replica: tp 1 on one GPU
         "fits": True,
     }
     assert rows[1]["max_batch"] == 0 and not payload["fits"]
@@ -508,7 +509,7 @@ def test_cli_reproduces_the_rtx_5090_log(runner: CliRunner) -> None:
     assert doc["engine"] == "trtllm" and doc["estimated"] == []
     assert low.num_blocks <= doc["num_blocks"] <= high.num_blocks
     assert low.kv_cache_tokens <= doc["kv_cache_tokens"] <= high.kv_cache_tokens
-    assert doc["kv_bytes_per_token"] == 65536
+    assert doc["kv_bytes_per_token_per_gpu"] == 65536
 
 
 def test_cli_options_are_its_own(runner: CliRunner) -> None:
@@ -558,3 +559,14 @@ def test_unified_memory_estimate_says_what_it_leaves_out() -> None:
     given = TrtllmOptions(free_memory_bytes=int(spark_free() * GiB))
     logged = engine().pool(dep, given).batch(request).part(setup_of(dep))
     assert not any(line.startswith("unified memory:") for line in logged.lines)
+
+
+def test_max_batch_counts_every_replica(runner: CliRunner) -> None:
+    # Four replicas of tp 2 on 8 GPUs: each runs its own pool, so the JSON's max_batch is four
+    # times one server's (max_batch_per_replica), as every engine's is.
+    doc = run_json(
+        runner, "batch", "llama3.1-8b", "--gpus", "8xH100", "--tp", "2", "--engine", "trtllm"
+    )
+    assert doc["replicas"] == 4 and doc["gpus"]["count"] == 8
+    row = doc["contexts"][0]
+    assert row["max_batch"] == 4 * row["max_batch_per_replica"] > 0

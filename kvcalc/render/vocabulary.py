@@ -39,7 +39,7 @@ SchemaVersion = Literal[2]
 
 @with_config(STRICT)
 class GpuSet(TypedDict):
-    """The GPUs serving one replica, in the words of every command."""
+    """The GPUs a deployment runs on (all its replicas), in the words of every command."""
 
     id: str
     label: str
@@ -287,6 +287,47 @@ class BatchSglangDocument(Layout):
     max_req_len: NotRequired[int]
     kv_pool_bytes: int
     contexts: list[SglangContext]
+    warnings: NotRequired[list[str]]
+
+
+@with_config(STRICT)
+class TrtllmContext(TypedDict):
+    context_tokens: int
+    blocks_per_sequence: int | None
+    max_batch: int
+    max_batch_per_replica: int
+    fits: bool
+
+
+@with_config(STRICT)
+class BatchTrtllmDocument(Layout):
+    """`kvcalc batch MODEL --engine trtllm`: TensorRT-LLM's start-up figures and pool."""
+
+    schema_version: SchemaVersion
+    model: str
+    gpus: GpuSet
+    tp: int
+    pp: int
+    engine: str
+    kv_dtype: str
+    kv_bits_per_value: float | None
+    gpu_memory_bytes: int
+    free_gpu_memory_fraction: float | None
+    tokens_per_block: int | None
+    max_tokens_cap: int | None
+    free_memory_bytes: int | None
+    estimated: list[str] | None
+    kv_bytes_per_token_per_gpu: int | None
+    kv_budget_bytes_per_gpu: int | None
+    max_tokens: int | None
+    num_blocks: int
+    kv_cache_tokens: int
+    kv_pool_bytes: int | None
+    max_seq_len: int | None
+    max_batch_size: int | None
+    fits: bool
+    reason: str | None
+    contexts: list[TrtllmContext]
     warnings: NotRequired[list[str]]
 
 
@@ -645,7 +686,13 @@ class ModelsDocument(TypedDict):
 #: depends on its options has several: `batch`'s four shapes; the listings' --check).
 COMMANDS: dict[str, tuple[type, ...]] = {
     "size": (SizeDocument,),
-    "batch": (BatchDocument, BatchRegistryDocument, BatchVllmDocument, BatchSglangDocument),
+    "batch": (
+        BatchDocument,
+        BatchRegistryDocument,
+        BatchVllmDocument,
+        BatchSglangDocument,
+        BatchTrtllmDocument,
+    ),
     "decode": (DecodeDocument,),
     "sweep": (SweepDocument,),
     "plan": (PlanDocument,),
@@ -676,7 +723,7 @@ VOCABULARY: dict[str, Term] = {
     # what is sized
     "model": Term("", "the registry id of the model (`llama3-70b`)"),
     "model_name": Term("", "the model's name (`Llama-3-70B`)"),
-    "gpus": Term("", "the GPU set of one replica: `id`, `label`, `accelerator`, `count`"),
+    "gpus": Term("", "the GPU set, all replicas: `id`, `label`, `accelerator`, `count`"),
     "id": Term("", "an identifier: the GPU set as --gpus takes it (`8xH100-SXM`), a registry id"),
     "label": Term("", "the GPU set as the text prints it (`8x NVIDIA H100 SXM5 80GB`)"),
     "accelerator": Term("", "the registry id of the GPU (`h100-sxm`)"),
@@ -735,8 +782,8 @@ VOCABULARY: dict[str, Term] = {
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
     "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),
-    "num_blocks": Term("", "blocks in vLLM's pool (num_gpu_blocks)"),
-    "kv_cache_tokens": Term(TOK, "vLLM's \"GPU KV cache size\" line"),
+    "num_blocks": Term("", "blocks in the engine's pool (vLLM num_gpu_blocks, TensorRT-LLM's)"),
+    "kv_cache_tokens": Term(TOK, "tokens the engine's pool holds (vLLM \"GPU KV cache size\")"),
     "blocks_per_request": Term("", "blocks one request of max_model_len takes"),
     "max_concurrency": Term(SEQ, "vLLM's \"Maximum concurrency\" (a ratio, one server)"),
     "kv_cache_groups": Term("", "vLLM's KV-cache groups"),
@@ -752,7 +799,7 @@ VOCABULARY: dict[str, Term] = {
     "cuda_graph_max_bs": Term(SEQ, "SGLang's largest CUDA-graph batch, or null"),
     "free_before_load_bytes": Term(B, "free memory of one GPU before the weights load"),
     "free_after_load_bytes": Term(B, "free memory of one GPU after the weights load"),
-    "estimated": Term("", "which of SGLang's inputs kvcalc estimated"),
+    "estimated": Term("", "which of the engine's inputs kvcalc estimated"),
     "cell_size_bytes": Term(B, "KV bytes per token per rank (SGLang's cell_size)"),
     "mamba_bytes_per_request": Term(B, "state bytes per request (hybrids), or null"),
     "max_mamba_cache_size": Term(SEQ, "SGLang's state slots, or null"),
@@ -764,7 +811,17 @@ VOCABULARY: dict[str, Term] = {
     "max_running_requests": Term(SEQ, "SGLang's cap on running requests"),
     "req_pool_size": Term(SEQ, "slots of SGLang's request pool"),
     "max_req_len": Term(TOK, "the longest request SGLang accepts"),
-    "kv_pool_bytes": Term(B, "bytes of SGLang's KV pool per rank"),
+    "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
+    # TensorRT-LLM
+    "free_gpu_memory_fraction": Term("fraction", "TensorRT-LLM's share of the free memory"),
+    "tokens_per_block": Term(TOK, "TensorRT-LLM's tokens per KV block"),
+    "max_tokens_cap": Term(TOK, "TensorRT-LLM's KvCacheConfig.max_tokens, or null"),
+    "free_memory_bytes": Term(B, "free memory of one GPU after the profile (its log's)"),
+    "kv_bytes_per_token_per_gpu": Term(B, "KV bytes per token on one rank (its log's)"),
+    "max_tokens": Term(TOK, "tokens the KV budget holds before block rounding"),
+    "max_seq_len": Term(TOK, "the longest sequence TensorRT-LLM admits"),
+    "max_batch_size": Term(SEQ, "TensorRT-LLM's cap on sequences at once"),
+    "blocks_per_sequence": Term("", "blocks one sequence of the context takes"),
     # decode and latency
     "mbu": Term("fraction", "the share of peak bandwidth the roofline assumes"),
     "efficiency_basis": Term("", "`measured` (the GPU's registry figures) or `generic`"),

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.inputs import Input
 from kvcalc.engine.serving.base import (
+    GPUS_COLUMNS,
     Engine,
     EnginePart,
     EngineRefusal,
@@ -502,20 +503,37 @@ class TrtllmKVPool:
 #: The keys of every CSV record: the pool, then one row per context.
 TRTLLM_FIELDS = (
     "model",
-    "gpus",
+    *GPUS_COLUMNS,
     "tp",
     "pp",
     "kv_dtype",
     "free_gpu_memory_fraction",
     "tokens_per_block",
     "free_memory_bytes",
-    "kv_bytes_per_token",
+    "kv_bytes_per_token_per_gpu",
     "num_blocks",
     "kv_cache_tokens",
     "fits",
     "context_tokens",
     "blocks_per_sequence",
     "max_batch",
+    "max_batch_per_replica",
+)
+
+
+#: The pool's keys of the JSON, after the set-up's and before its counts.
+_POOL_KEYS = (
+    "free_gpu_memory_fraction",
+    "tokens_per_block",
+    "max_tokens_cap",
+    "free_memory_bytes",
+    "estimated",
+    "kv_bytes_per_token_per_gpu",
+    "kv_budget_bytes_per_gpu",
+    "max_tokens",
+    "kv_pool_bytes",
+    "max_seq_len",
+    "max_batch_size",
 )
 
 
@@ -531,13 +549,15 @@ class TrtllmAnswer:
         """The JSON object, one CSV record per context (the pool's figures repeated on each, a
         context with no pool as not fitting) and TensorRT-LLM's lines."""
         payload = trtllm_payload(self.dep, self.result, self.contexts, setup)
-        pool_figures = {k: payload.get(k) for k in TRTLLM_FIELDS}
+        flat = {**payload, **{f"gpus_{k}": v for k, v in setup.gpus.items()}}
+        pool_figures = {k: flat.get(k) for k in TRTLLM_FIELDS}
         by_context = {row["context_tokens"]: row for row in payload["contexts"]}
         records = [
             {
                 **pool_figures,
                 "context_tokens": c,
                 "max_batch": 0,
+                "max_batch_per_replica": 0,
                 "fits": False,
                 **by_context.get(c, {}),
             }
@@ -564,7 +584,7 @@ def trtllm_payload(
     opts = result.options if isinstance(result, TrtllmPool) else None
     head: dict[str, Any] = {
         "model": dep.model.id,
-        "gpus": str(dep.gpus),
+        "gpus": dict(setup.gpus),
         "tp": dep.tp,
         "pp": dep.pp,
         **setup.layout,
@@ -576,11 +596,23 @@ def trtllm_payload(
     if not isinstance(result, TrtllmPool):
         return {
             **head,
+            # As every engine's JSON: each key its CSV holds, null where no pool was built.
+            **dict.fromkeys(_POOL_KEYS),
             "fits": False,
             "reason": str(result),
             "num_blocks": 0,
             "kv_cache_tokens": 0,
-            "contexts": [],
+            # As every engine's JSON: each context asked, none fitting (as the CSV lists them).
+            "contexts": [
+                {
+                    "context_tokens": c,
+                    "blocks_per_sequence": None,
+                    "max_batch": 0,
+                    "max_batch_per_replica": 0,
+                    "fits": False,
+                }
+                for c in contexts
+            ],
         }
     assert opts is not None
     reasons = [r for r in (_why_not(result, c) for c in contexts) if r is not None]
@@ -591,8 +623,8 @@ def trtllm_payload(
         "max_tokens_cap": opts.max_tokens,
         "free_memory_bytes": result.free_memory_bytes,
         "estimated": ["free_memory"] if result.free_memory_estimated else [],
-        "kv_bytes_per_token": result.kv_size_per_token,
-        "kv_budget_bytes": result.pool_bytes,
+        "kv_bytes_per_token_per_gpu": result.kv_size_per_token,
+        "kv_budget_bytes_per_gpu": result.pool_bytes,
         "max_tokens": result.max_tokens,
         "num_blocks": result.num_blocks,
         "kv_cache_tokens": result.kv_cache_tokens,
@@ -605,7 +637,8 @@ def trtllm_payload(
             {
                 "context_tokens": c,
                 "blocks_per_sequence": result.blocks_per_sequence(c),
-                "max_batch": result.max_batch(c),
+                "max_batch": result.max_batch(c) * dep.replicas,
+                "max_batch_per_replica": result.max_batch(c),
                 "fits": result.max_batch(c) > 0,
             }
             for c in contexts
