@@ -222,8 +222,8 @@ class VllmContext(TypedDict):
 
 
 @with_config(STRICT)
-class BatchVllmDocument(Layout):
-    """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
+class EngineDocument(Layout):
+    """What every serving engine's `kvcalc batch MODEL --engine E` document holds first."""
 
     schema_version: SchemaVersion
     model: str
@@ -233,6 +233,12 @@ class BatchVllmDocument(Layout):
     engine: str
     kv_dtype: str
     kv_bits_per_value: float | None
+
+
+@with_config(STRICT)
+class BatchVllmDocument(EngineDocument):
+    """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
+
     block_size: int | None
     max_num_batched_tokens: int
     num_blocks: int | None
@@ -253,18 +259,10 @@ class SglangContext(TypedDict):
 
 
 @with_config(STRICT)
-class BatchSglangDocument(Layout):
+class BatchSglangDocument(EngineDocument):
     """`kvcalc batch MODEL --engine sglang`: SGLang's start-up figures and pools."""
 
-    schema_version: SchemaVersion
-    model: str
-    gpus: GpuSet
-    tp: int
-    pp: int
-    engine: str
     sglang_version: str
-    kv_dtype: str
-    kv_bits_per_value: float | None
     gpu_memory_mib: int
     mem_fraction_static: float
     chunked_prefill_size: int | None
@@ -300,17 +298,9 @@ class TrtllmContext(TypedDict):
 
 
 @with_config(STRICT)
-class BatchTrtllmDocument(Layout):
+class BatchTrtllmDocument(EngineDocument):
     """`kvcalc batch MODEL --engine trtllm`: TensorRT-LLM's start-up figures and pool."""
 
-    schema_version: SchemaVersion
-    model: str
-    gpus: GpuSet
-    tp: int
-    pp: int
-    engine: str
-    kv_dtype: str
-    kv_bits_per_value: float | None
     gpu_memory_bytes: int
     free_gpu_memory_fraction: float | None
     tokens_per_block: int | None
