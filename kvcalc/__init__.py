@@ -5,8 +5,10 @@ The package is layered; imports only point down:
 - ``kvcalc.engine``: pure formulas over typed specs (no I/O).
 - ``kvcalc.registry``: YAML registry and Hugging Face ``config.json`` import, validated by pydantic.
 - ``kvcalc.render``: tables and machine-readable output built from engine results.
-- ``kvcalc.api``: the Python API, one function per command (``kvcalc.size(...)``).
-- ``kvcalc.cli``: the typer shell.
+- ``kvcalc.api``: the Python API, one function per command (``kvcalc.size(...)``), over the
+  library beside it (``results``, ``errors``, ``deploy``, ``options``, ``values``,
+  ``comparison``, ``techniques``, ``capacity_check``, ``planning``).
+- ``kvcalc.cli``: the typer shell: parse, call the API, render.
 
 Every name is exported lazily (module ``__getattr__``), so ``import kvcalc`` costs nothing
 until a function is called: the command line's start-up does not pay for the API.
