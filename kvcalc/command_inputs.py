@@ -119,6 +119,17 @@ REGISTRY_INPUTS = (
 )
 
 
+def engine_input() -> Input:
+    """--engine: the serving engine that sizes the cache (its help sums up every engine)."""
+    from kvcalc.engine.serving import DEFAULT_ENGINE, ENGINE_NAMES, engines
+
+    return Input(
+        "engine", "text", "; ".join(engine.summary for engine in engines()),
+        default=DEFAULT_ENGINE, metavar="[" + "|".join(ENGINE_NAMES) + "]", completion="engines",
+        panel=DEPLOYMENT,
+    )
+
+
 def compare_inputs() -> tuple[Input, ...]:
     """`compare`'s inputs (--only names every technique row)."""
     from kvcalc.techniques import technique_names

@@ -669,6 +669,13 @@ def grouped_options(
 
 # ------------------------------------------------------------------ declared inputs
 
+def complete_engines(incomplete: str) -> list[str]:
+    """--engine: the serving engines."""
+    from kvcalc.engine.serving import ENGINE_NAMES
+
+    return complete_names(incomplete, ENGINE_NAMES)
+
+
 def complete_plan_engines(incomplete: str) -> list[str]:
     """plan --engine: the engines plan sizes the cache with."""
     from kvcalc.planning import plan_engines
@@ -683,6 +690,7 @@ _COMPLETIONS: dict[str, Callable[[str], list[str]]] = {
     "gpu_lists": completing_lists(complete_gpus),
     "weight_dtype_lists": completing_lists(complete_weight_dtypes),
     "kv_dtype_lists": completing_lists(complete_kv_dtypes),
+    "engines": complete_engines,
     "plan_engines": complete_plan_engines,
 }
 
