@@ -218,7 +218,7 @@ def _evict_options(inputs: Mapping[str, Any]) -> EvictionOptions:
 
 
 def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOptions:
-    # The deployment inputs are declared with the command line's options for now.
+    # gpus is the function's own argument (several for sweep), not one of the inputs.
     from kvcalc.deploy import DeploymentOptions
 
     names = [n for n in _group_names(DeploymentOptions) if n != "gpus"]

@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 # Bad input is a KvcalcError, reported as one line on stderr with exit code 2; the commands
 # read InputError, LayoutError (a layout one model refuses) and fail from here.
+from kvcalc.engine.inputs import MAX_TOKENS
 from kvcalc.errors import InputError as InputError
 from kvcalc.errors import KvcalcError
 from kvcalc.errors import LayoutError as LayoutError
@@ -510,8 +511,6 @@ def emit_report(
         raise typer.Exit(code)
 
 
-#: The largest token count an option takes unless it says otherwise (the longest context).
-MAX_TOKENS = 1 << 30
 #: The metavar of every option that counts tokens.
 TOKENS = "TOKENS"
 
