@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from kvcalc.command_inputs import BATCH, HEAD_DIM, KV_HEADS, LAYERS, MAX_USERS
 from kvcalc.errors import InputError, LayoutError, fail
 from kvcalc.values import MAX_BATCH, check_mbu, load_model, option_name, parse_ctx_list
 
@@ -217,7 +218,7 @@ def _evict_options(inputs: Mapping[str, Any]) -> EvictionOptions:
 
 
 def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOptions:
-    # The deployment inputs are declared with the command line's options for now.
+    # gpus is the function's own argument (several for sweep), not one of the inputs.
     from kvcalc.deploy import DeploymentOptions
 
     names = [n for n in _group_names(DeploymentOptions) if n != "gpus"]
@@ -254,16 +255,18 @@ def given_inputs(*groups: Any) -> dict[str, Any]:
     return given
 
 
-def _bounded(name: str, value: int | None, low: int, high: int) -> None:
-    """A count the command line's option bounds (``--batch``, ``--kv-heads``) held to them."""
-    if value is not None and not low <= value <= high:
-        fail(f"{option_name(name)}: {value} is out of range; give from {low:,} to {high:,}")
+def _bounded(inp: Input, value: int | None) -> None:
+    """A count held to the bounds its declaration gives (:mod:`kvcalc.command_inputs`), the
+    command line's option's too (``--batch``, ``--kv-heads``)."""
+    low, high = inp.bounds()
+    if value is not None and not (low or 0) <= value <= (high or value):
+        fail(f"{option_name(inp.name)}: {value} is out of range; give from {low:,} to {high:,}")
 
 
 def _what_ifs(kv_heads: int | None, head_dim: int | None, layers: int | None) -> None:
-    _bounded("kv_heads", kv_heads, 1, 4096)
-    _bounded("head_dim", head_dim, 1, 65536)
-    _bounded("layers", layers, 1, 100_000)
+    _bounded(KV_HEADS, kv_heads)
+    _bounded(HEAD_DIM, head_dim)
+    _bounded(LAYERS, layers)
 
 
 def _models(models: str | ModelSpec | Sequence[str | ModelSpec]) -> list[str | ModelSpec]:
@@ -298,7 +301,7 @@ def size(
     from kvcalc.results import SizeResult
 
     _refuse_unknown("size", inputs, _group_names(KvFormatOptions, EvictionOptions))
-    _bounded("batch", batch, 1, MAX_BATCH)
+    _bounded(BATCH, batch)
     _what_ifs(kv_heads, head_dim, layers)
     kv, evict = _kv_options(inputs), _evict_options(inputs)
     spec = load_model(model, kv_heads, head_dim, layers, attention)
@@ -508,7 +511,7 @@ def decode(
     from kvcalc.values import check_mfu
 
     _refuse_unknown("decode", inputs, _engine_names(inputs))
-    _bounded("batch", batch, 1, MAX_BATCH)
+    _bounded(BATCH, batch)
     check_mbu(mbu)
     check_mfu(mfu)
     deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
@@ -630,8 +633,8 @@ def plan(
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
     chosen = engine_named(wanted)
-    if not 1 <= users <= 1_000_000:
-        fail(f"--users: {users} is not between 1 and 1,000,000")
+    if not 1 <= users <= MAX_USERS:
+        fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
         fail(f"--max-gpus: {max_gpus} is not between 1 and {MAX_MAX_GPUS}, e.g. 8")
     if top < 1:
@@ -874,7 +877,7 @@ def compare(
     from kvcalc.results import CompareResult
 
     _refuse_unknown("compare", inputs, _group_names(DeploymentOptions, EvictionOptions))
-    _bounded("batch", batch, 1, MAX_BATCH)
+    _bounded(BATCH, batch)
     _what_ifs(kv_heads, head_dim, layers)
     rows = only if only is None or isinstance(only, str) else ",".join(only)
     context, comparisons, report = compared(

@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
@@ -18,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 # Bad input is a KvcalcError, reported as one line on stderr with exit code 2; the commands
 # read InputError, LayoutError (a layout one model refuses) and fail from here.
+from kvcalc.engine.inputs import MAX_TOKENS
 from kvcalc.errors import InputError as InputError
 from kvcalc.errors import KvcalcError
 from kvcalc.errors import LayoutError as LayoutError
@@ -509,8 +511,6 @@ def emit_report(
         raise typer.Exit(code)
 
 
-#: The largest token count an option takes unless it says otherwise (the longest context).
-MAX_TOKENS = 1 << 30
 #: The metavar of every option that counts tokens.
 TOKENS = "TOKENS"
 
@@ -631,84 +631,25 @@ def completing_lists(complete: Callable[[str], list[str]]) -> Callable[[str], li
     return complete_last
 
 
-CheckOption = typer.Option(
-    False, "--check", help="validate every registry file; exit 2 if any is bad"
-)
-RegistryOption = typer.Option(
-    None, "--registry", help="registry directory holding models/ and gpus/ [default: bundled]"
-)
-
-#: --ctx and --batch mean the same in every command; each command's help states its default.
-ContextsOption = typer.Option(
-    None,
-    "--ctx",
-    "-c",
-    metavar=TOKENS,
-    rich_help_panel=MODEL_PANEL,
-    help="context(s) in tokens: 8192, 8k, 128k, 1m, or a list such as 8k,32k,128k",
-    show_default=False,
-)
-BatchOption = typer.Option(
-    None,
-    "--batch",
-    "-b",
-    min=1,
-    max=MAX_BATCH,
-    rich_help_panel=MODEL_PANEL,
-    help="sequences",
-    show_default=False,
-)
-KvHeadsOption = typer.Option(
-    None,
-    "--kv-heads",
-    min=1,
-    max=4096,
-    rich_help_panel=MODEL_PANEL,
-    help="what-if: KV heads per layer (1 = MQA)",
-)
-HeadDimOption = typer.Option(
-    None, "--head-dim", min=1, max=65536, rich_help_panel=MODEL_PANEL, help="what-if: head dim"
-)
-LayersOption = typer.Option(
-    None, "--layers", min=1, max=100_000, rich_help_panel=MODEL_PANEL, help="what-if: layer count"
-)
-MbuOption = typer.Option(
-    1.0, "--mbu", help="memory-bandwidth utilisation; 1.0 = the roofline bound"
-)
-
-
-AttentionOption = typer.Option(
-    None,
-    "--as",
-    metavar="VARIANT",
-    rich_help_panel=MODEL_PANEL,
-    help="what-if: the model with another attention, mha, gqa:G, mqa or mla:LATENT[+ROPE] "
-    "(other dimensions kept, cache re-derived)",
-)
-
-
-#: The prefill efficiency of the TTFT estimate, shared by `decode` and `plan`.
-MfuOption = typer.Option(
-    None,
-    "--mfu",
-    help="share of the dense peak prefill matmuls reach [default: the GPU's measured matmul "
-    "ceiling (stas00 MAMF), else 0.5]",
-    show_default=False,
-)
-
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def grouped_options(
-    command: F, argument: str, group: Callable[..., Any], parameters: dict[str, tuple[Any, Any]]
+    command: F,
+    argument: str,
+    group: Callable[..., Any],
+    parameters: dict[str, tuple[Any, Any]],
+    first: bool = False,
 ) -> F:
     """Add ``parameters`` to ``command``'s options; it receives them as one ``group`` value,
-    passed as ``argument``."""
+    passed as ``argument``; ``first``: listed before its own options."""
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != argument]
+    # After the arguments, before the command's own options (``--format`` last in Output).
+    at = sum(isinstance(p.default, typer.models.ArgumentInfo) for p in own) if first else len(own)
+    place = inspect.Parameter.POSITIONAL_OR_KEYWORD if first else inspect.Parameter.KEYWORD_ONLY
     added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+        inspect.Parameter(name, place, default=option, annotation=kind)
         for name, (kind, option) in parameters.items()
     ]
 
@@ -717,7 +658,7 @@ def grouped_options(
         options = group(**{name: kwargs.pop(name) for name in parameters})
         return command(**{argument: options}, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature.replace(parameters=[*own[:at], *added, *own[at:]])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {
         **{p.name: p.annotation for p in own},
         **{name: kind for name, (kind, _) in parameters.items()},
@@ -727,10 +668,29 @@ def grouped_options(
 
 # ------------------------------------------------------------------ declared inputs
 
+def complete_engines(incomplete: str) -> list[str]:
+    """--engine: the serving engines."""
+    from kvcalc.engine.serving import ENGINE_NAMES
+
+    return complete_names(incomplete, ENGINE_NAMES)
+
+
+def complete_plan_engines(incomplete: str) -> list[str]:
+    """plan --engine: the engines plan sizes the cache with."""
+    from kvcalc.planning import plan_engines
+
+    return complete_names(incomplete, [engine.name for engine in plan_engines()])
+
+
 _COMPLETIONS: dict[str, Callable[[str], list[str]]] = {
     "gpu_sets": complete_gpu_sets,
     "weight_dtypes": complete_weight_dtypes,
     "kv_dtypes": complete_kv_dtypes,
+    "gpu_lists": completing_lists(complete_gpus),
+    "weight_dtype_lists": completing_lists(complete_weight_dtypes),
+    "kv_dtype_lists": completing_lists(complete_kv_dtypes),
+    "engines": complete_engines,
+    "plan_engines": complete_plan_engines,
 }
 
 
@@ -765,11 +725,30 @@ def input_option(
         return (float | None), typer.Option(value, *names, help=text, **extra)
     if inp.unit == "flag":
         return bool, typer.Option(bool(value), *names, help=text, **extra)
-    if inp.unit == "context":
+    if inp.unit == "path":
+        return (Path | None), typer.Option(value, *names, help=text, **extra)
+    if inp.unit in ("context", "contexts"):
         extra.setdefault("metavar", TOKENS)
+    if inp.repeatable:
+        return list[str], typer.Option(value, *names, help=text, **extra)
     return (str | None if optional else str), typer.Option(value, *names, help=text, **extra)
 
 
 def input_options(inputs: Iterable[Input]) -> dict[str, tuple[Any, Any]]:
     """The options of ``inputs``, by field name."""
     return {inp.name: input_option(inp) for inp in inputs}
+
+
+def declared_options(inputs: Iterable[Input]) -> Callable[[F], F]:
+    """Add the options of ``inputs`` (declared in the library: :mod:`kvcalc.command_inputs`)
+    to a command, which receives their values as ``given``, by keyword: the API's."""
+    parameters = input_options(inputs)
+
+    def add(command: F) -> F:
+        return grouped_options(command, "given", dict, parameters, first=True)
+
+    return add
+
+
+#: MODEL, the argument of every command about one model.
+ModelArgument = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models)

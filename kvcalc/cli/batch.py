@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from kvcalc.cli.app import (
     MODEL_HELP,
-    TOKENS,
-    VLLM_PANEL,
-    AttentionOption,
-    ContextsOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
     complete_models,
+    declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import deployment_options, engine_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.command_inputs import BATCH_INPUTS
 from kvcalc.deploy import DeploymentOptions, EngineChoice, EngineFlags
 
 command_app = command_typer()
@@ -27,6 +27,7 @@ command_app = command_typer()
 @deployment_options
 @engine_options
 @eviction_options
+@declared_options(BATCH_INPUTS)
 def batch(
     model: str = typer.Argument(
         None,
@@ -34,17 +35,9 @@ def batch(
         autocompletion=complete_models,
         show_default=False,
     ),
-    ctx: str = ContextsOption,
-    attention: str = AttentionOption,
-    max_model_len: str = typer.Option(
-        None,
-        "--max-model-len",
-        metavar=TOKENS,
-        rich_help_panel=VLLM_PANEL,
-        help="request length(s) vLLM serves [default: each --ctx, else the model's maximum]",
-    ),
     fmt: ReportFormat = ReportFormatOption,
     *,
+    given: dict[str, Any],
     deploy: DeploymentOptions,
     engine: EngineChoice,
     flags: EngineFlags,
@@ -56,12 +49,7 @@ def batch(
     from kvcalc.api import given_inputs
 
     result = batch_of(
-        model,
-        gpus=deploy.gpus or "",
-        ctx=ctx,
-        attention=attention,
-        max_model_len=max_model_len,
-        engine=engine.engine,
+        model, gpus=deploy.gpus or "", engine=engine.engine, **given,
         **given_inputs(deploy, flags, evict),
     )
     emit_report(result.report(), fmt)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import typer
 
@@ -16,12 +16,11 @@ from kvcalc.cli.app import (
     EXIT_USAGE,
     OUTPUT_PANEL,
     command_typer,
+    declared_options,
     emit_report,
     note_exit,
 )
-
-if TYPE_CHECKING:
-    pass
+from kvcalc.command_inputs import CHECK_INPUTS
 
 command_app = command_typer()
 
@@ -55,13 +54,12 @@ SpecArgument = typer.Argument(..., help="capacity spec file (YAML), e.g. capacit
 
 
 @command_app.command()
+@declared_options(CHECK_INPUTS)
 def check(
     spec: Path = SpecArgument,
-    roofline: bool = typer.Option(
-        False, "--roofline", help="hold the time requirements to the roofline bound, not the "
-        "realistic estimate"
-    ),
     fmt: CheckFormat = CheckFormatOption,
+    *,
+    given: dict[str, Any],
 ) -> None:
     """Check every deployment of SPEC against its requirements (min_batch, min_context,
     max_tpot_ms, max_ttft_ms, min_tokens_per_second, max_kv_fraction): exit 0 when all hold, 1
@@ -70,7 +68,7 @@ def check(
     from kvcalc.registry.check_spec import SpecError
 
     try:
-        result = check_spec(spec, roofline=roofline)
+        result = check_spec(spec, **given)
     except SpecError as exc:
         refuse(exc.problems, spec, fmt)
     emit_report(result.report(), fmt)

@@ -3,25 +3,22 @@ several side by side; the rows are :func:`kvcalc.api.compare`'s."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from kvcalc.cli.app import (
-    AttentionOption,
-    BatchOption,
-    ContextsOption,
-    HeadDimOption,
-    KvHeadsOption,
-    LayersOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
     complete_models,
+    declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import optional_deployment_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.command_inputs import compare_inputs
 from kvcalc.deploy import DeploymentOptions
-from kvcalc.techniques import technique_names
 
 command_app = command_typer()
 
@@ -38,22 +35,12 @@ ModelsArgument = typer.Argument(
 @command_app.command()
 @optional_deployment_options
 @eviction_options
+@declared_options(compare_inputs())
 def compare(
     models: list[str] = ModelsArgument,
-    ctx: str = ContextsOption,
-    batch: int = BatchOption,
-    attention: str = AttentionOption,
-    only: str = typer.Option(
-        None,
-        "--only",
-        metavar="ROWS",
-        help=f"rows to show, comma-separated: {', '.join(technique_names())}",
-    ),
-    kv_heads: int = KvHeadsOption,
-    head_dim: int = HeadDimOption,
-    layers: int = LayersOption,
     fmt: ReportFormat = ReportFormatOption,
     *,
+    given: dict[str, Any],
     deploy: DeploymentOptions,
     evict: EvictionOptions,
 ) -> None:
@@ -64,16 +51,5 @@ def compare(
     from kvcalc.api import compare as compare_models
     from kvcalc.api import given_inputs
 
-    result = compare_models(
-        models,
-        ctx=ctx,
-        gpus=deploy.gpus,
-        batch=batch,
-        attention=attention,
-        only=only,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        layers=layers,
-        **given_inputs(deploy, evict),
-    )
+    result = compare_models(models, gpus=deploy.gpus, **given, **given_inputs(deploy, evict))
     emit_report(result.report(), fmt)

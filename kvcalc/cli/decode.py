@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from kvcalc.cli.app import (
-    MODEL_HELP,
-    AttentionOption,
-    BatchOption,
-    ContextsOption,
-    MbuOption,
-    MfuOption,
+    ModelArgument,
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
+    declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import deployment_options, engine_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
+from kvcalc.command_inputs import DECODE_INPUTS
 from kvcalc.deploy import DeploymentOptions, EngineChoice, EngineFlags
 
 command_app = command_typer()
@@ -28,15 +24,12 @@ command_app = command_typer()
 @deployment_options
 @engine_options
 @eviction_options
+@declared_options(DECODE_INPUTS)
 def decode(
-    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
-    ctx: str = ContextsOption,
-    attention: str = AttentionOption,
-    batch: int = BatchOption,
-    mbu: float = MbuOption,
-    mfu: float = MfuOption,
+    model: str = ModelArgument,
     fmt: ReportFormat = ReportFormatOption,
     *,
+    given: dict[str, Any],
     deploy: DeploymentOptions,
     engine: EngineChoice,
     flags: EngineFlags,
@@ -50,14 +43,7 @@ def decode(
     from kvcalc.api import given_inputs
 
     result = decode_of(
-        model,
-        gpus=deploy.gpus or "",
-        ctx=ctx,
-        attention=attention,
-        batch=batch,
-        mbu=mbu,
-        mfu=mfu,
-        engine=engine.engine,
+        model, gpus=deploy.gpus or "", engine=engine.engine, **given,
         **given_inputs(deploy, flags, evict),
     )
     emit_report(result.report(), fmt)

@@ -14,19 +14,11 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-import typer
-
-from kvcalc.cli.app import (
-    DEPLOYMENT_PANEL,
-    complete_names,
-    grouped_options,
-    input_option,
-    input_options,
-)
+from kvcalc.cli.app import grouped_options, input_option, input_options
 from kvcalc.cli.kvformat import KV_PARAMETERS
+from kvcalc.command_inputs import engine_input
 from kvcalc.deploy import DeploymentOptions, EngineChoice, EngineFlags
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, GPUS_HELP, engine_inputs
-from kvcalc.engine.serving import DEFAULT_ENGINE, ENGINE_NAMES, engines
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,23 +72,7 @@ def engine_input_options(command: F) -> F:
 # ------------------------------------------------------------------ the engine
 
 
-def complete_engines(incomplete: str) -> list[str]:
-    return complete_names(incomplete, ENGINE_NAMES)
-
-
-_ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "engine": (
-        str,
-        typer.Option(
-            DEFAULT_ENGINE,
-            "--engine",
-            metavar="[" + "|".join(ENGINE_NAMES) + "]",
-            autocompletion=complete_engines,
-            rich_help_panel=DEPLOYMENT_PANEL,
-            help="; ".join(engine.summary for engine in engines()),
-        ),
-    ),
-}
+_ENGINE_PARAMETERS: dict[str, tuple[Any, Any]] = input_options((engine_input(),))
 assert set(_ENGINE_PARAMETERS) == set(EngineChoice._fields)
 
 

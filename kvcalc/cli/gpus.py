@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import typer
 
 from kvcalc.cli.app import (
     EXIT_USAGE,
-    CheckOption,
-    RegistryOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
     complete_gpus,
+    declared_options,
     emit_report,
     fail,
 )
+from kvcalc.command_inputs import REGISTRY_INPUTS
 
 NamesArgument = typer.Argument(
     None,
@@ -30,13 +30,15 @@ command_app = command_typer()
 
 
 @command_app.command()
+@declared_options(REGISTRY_INPUTS)
 def gpus(
     names: list[str] = NamesArgument,
     fmt: ReportFormat = ReportFormatOption,
-    check: bool = CheckOption,
-    registry: Path = RegistryOption,
+    *,
+    given: dict[str, Any],
 ) -> None:
     """List the accelerators: usable memory, bandwidth, dense BF16/FP8 TFLOPS, links, status."""
+    check, registry = given["check"], given["registry"]
     from kvcalc.registry.gpus import check_gpus, find_gpu_path, gpu_paths, load_gpu_file
 
     if check:

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from kvcalc.cli.app import (
     EXIT_USAGE,
-    CheckOption,
-    RegistryOption,
     ReportFormat,
     ReportFormatOption,
     command_typer,
+    declared_options,
     emit_report,
 )
+from kvcalc.command_inputs import REGISTRY_INPUTS
 
 command_app = command_typer()
 
 
 @command_app.command()
+@declared_options(REGISTRY_INPUTS)
 def models(
     fmt: ReportFormat = ReportFormatOption,
-    check: bool = CheckOption,
-    registry: Path = RegistryOption,
+    *,
+    given: dict[str, Any],
 ) -> None:
     """List the registry models: attention kinds, KV bytes per token at bf16, parameters."""
+    check, registry = given["check"], given["registry"]
     from kvcalc.registry.load import all_models, check_models, model_paths
 
     if check:

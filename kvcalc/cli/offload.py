@@ -3,41 +3,31 @@ is faster to bring back than to recompute."""
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from kvcalc.cli.app import (
-    MODEL_HELP,
-    ContextsOption,
+    ModelArgument,
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
+    declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import deployment_options
+from kvcalc.command_inputs import OFFLOAD_CONTEXT, OFFLOAD_INPUTS
 from kvcalc.deploy import DeploymentOptions
 
-DEFAULT_CONTEXT = "32k"
-
 command_app = command_typer()
-
-TierOption = typer.Option(
-    None,
-    "--tier",
-    metavar="NAME:SIZE@RATE",
-    help="NAME:SIZE@BANDWIDTH/s, e.g. cpu:512GB@64GB/s (repeatable) "
-    "[default: host memory 2x the GPUs' over PCIe, one 4 TB NVMe at 7 GB/s per GPU]",
-)
 
 
 @command_app.command()
 @deployment_options
+@declared_options(OFFLOAD_INPUTS)
 def offload(
-    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
-    ctx: str = ContextsOption,
-    tier: list[str] = TierOption,
+    model: str = ModelArgument,
     fmt: ReportFormat = ReportFormatOption,
     *,
+    given: dict[str, Any],
     deploy: DeploymentOptions,
 ) -> None:
     """Tokens and sequences each tier holds at --ctx (default 32k), the time to load a cached
@@ -47,7 +37,7 @@ def offload(
     from kvcalc.api import offload as offload_of
 
     result = offload_of(
-        model, gpus=deploy.gpus or "", ctx=ctx or DEFAULT_CONTEXT, tier=tier or None,
-        **given_inputs(deploy),
+        model, gpus=deploy.gpus or "", ctx=given["ctx"] or OFFLOAD_CONTEXT,
+        tier=given["tier"] or None, **given_inputs(deploy),
     )
     emit_report(result.report(), fmt)

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from kvcalc.cli.app import (
-    MODEL_HELP,
-    AttentionOption,
-    BatchOption,
-    ContextsOption,
-    HeadDimOption,
-    KvHeadsOption,
-    LayersOption,
+    ModelArgument,
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
+    declared_options,
     emit_report,
 )
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 from kvcalc.cli.kvformat import KvFormatOptions, kv_format_options
+from kvcalc.command_inputs import SIZE_INPUTS
 
 command_app = command_typer()
 
@@ -27,16 +22,12 @@ command_app = command_typer()
 @command_app.command()
 @kv_format_options
 @eviction_options
+@declared_options(SIZE_INPUTS)
 def size(
-    model: str = typer.Argument(..., help=MODEL_HELP, autocompletion=complete_models),
-    ctx: str = ContextsOption,
-    batch: int = BatchOption,
-    attention: str = AttentionOption,
-    kv_heads: int = KvHeadsOption,
-    head_dim: int = HeadDimOption,
-    layers: int = LayersOption,
+    model: str = ModelArgument,
     fmt: ReportFormat = ReportFormatOption,
     *,
+    given: dict[str, Any],
     kv: KvFormatOptions,
     evict: EvictionOptions,
 ) -> None:
@@ -45,14 +36,4 @@ def size(
     from kvcalc.api import given_inputs
     from kvcalc.api import size as size_of
 
-    result = size_of(
-        model,
-        ctx=ctx,
-        batch=batch,
-        attention=attention,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        layers=layers,
-        **given_inputs(kv, evict),
-    )
-    emit_report(result.report(), fmt)
+    emit_report(size_of(model, **given, **given_inputs(kv, evict)).report(), fmt)

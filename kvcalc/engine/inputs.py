@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 
 #: How an input's value is written and read. ``bytes``: a size with its unit (``80GB``; with
 #: ``bare_unit``, a bare number is read in it); ``tokens``: a token count (``8k``), ``context``
-#: one context length read as ``--ctx`` reads it; ``count``: a whole number; ``fraction``: a
-#: share such as 0.9; ``text``: a name; ``flag``: on or off.
-Unit = Literal["bytes", "tokens", "context", "count", "fraction", "text", "flag"]
+#: one context length read as ``--ctx`` reads it, ``contexts`` one or several (``8k,32k``, a
+#: range), read by the command; ``count``: a whole number; ``fraction``: a share such as 0.9;
+#: ``text``: a name; ``path``: a file or directory; ``flag``: on or off.
+Unit = Literal[
+    "bytes", "tokens", "context", "contexts", "count", "fraction", "text", "path", "flag"
+]
 
 #: The largest token count an input takes unless it says otherwise (the longest context).
 MAX_TOKENS = 1 << 30
@@ -35,7 +38,7 @@ KV_FORMAT = "KV cache format"
 
 # A NamedTuple: several times cheaper to create at start-up than a frozen dataclass.
 class Input(NamedTuple):
-    """One input of a deployment."""
+    """One input of a deployment or a command."""
 
     name: str
     """The field: the spec file's key and the API's keyword (``kv_memory``)."""
@@ -56,6 +59,8 @@ class Input(NamedTuple):
     completion: str | None = None
     """The values the shell completes (``gpu_sets``, ``weight_dtypes``, ``kv_dtypes``)."""
     bare_unit: str | None = None
+    repeatable: bool = False
+    """Given once per value (``--tier A --tier B``): its value is a list."""
 
     @property
     def flag(self) -> str:
