@@ -329,3 +329,20 @@ def test_a_plain_integer_option_follows_the_number_rule(runner: CliRunner, args:
     # number rule too, and show the one placeholder N.
     refused(runner, args, "use ASCII digits (0-9)")
     assert command_param(args[0], args[-2]).metavar == "N"
+
+
+@pytest.mark.parametrize(
+    ("args", "bounds"),
+    [
+        (["size", "llama3-70b", "--batch", "0"], "1<=x<=1000000"),
+        (["size", "llama3-70b", "--layers", "0"], "1<=x<=100000"),
+        (["batch", "llama3-70b", "--gpus", "8xH100", "--tp", "0"], "1<=x<=4096"),
+    ],
+)
+def test_a_number_out_of_range_names_the_range(
+    runner: CliRunner, args: list[str], bounds: str
+) -> None:
+    # The help states no bounds (the error does): the range must not be left blank in it.
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert f"is not in the range {bounds}." in result.stderr

@@ -430,8 +430,15 @@ def strict_number_type(inner: Any) -> Any:
         _STRICT_TYPES[base] = type(
             f"Strict{base.__name__}",
             (base,),
-            # The bounds are stated by the error that enforces them, not in the help's notes.
-            {"convert": _strict_convert, "_describe_range": lambda self: ""},
+            # The bounds are stated by the error that enforces them, not in the help's notes:
+            # the range is described only while a value is converted (click words the error
+            # "0 is not in the range x>=1." with it).
+            {
+                "convert": _strict_convert,
+                "_describe_range": lambda self: (
+                    base._describe_range(self) if getattr(self, "converting", False) else ""
+                ),
+            },
         )
     strict: Any = object.__new__(_STRICT_TYPES[base])  # the same settings, stricter text
     strict.__dict__.update(inner.__dict__)
@@ -445,7 +452,11 @@ def _strict_convert(self: Any, value: Any, param: Any, ctx: Any) -> Any:
         problem = number_text_problem(value)
         if problem is not None:
             self.fail(f"{shown(value)!r}: {problem}", param, ctx)
-    result = super(type(self), self).convert(value, param, ctx)
+    self.converting = True
+    try:
+        result = super(type(self), self).convert(value, param, ctx)
+    finally:
+        self.converting = False
     if isinstance(result, float) and not math.isfinite(result):
         self.fail(f"{value!r} is not a finite number", param, ctx)
     return result
