@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.serving.base import KVPool, ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
@@ -98,17 +99,20 @@ class DeploymentOptions(KvFormatOptions):
         gpus: GpuSet,
         engine: ServingEngine | None = None,
         eviction: Eviction | None = None,
+        *,
+        kv: KVFormat | None = None,
     ) -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
         ``engine`` (None: the budget formula), keeping the tokens ``eviction`` keeps (None:
-        every token)."""
+        every token); ``kv`` is :meth:`kv_format` of ``model`` when the caller has it already
+        (None: resolved here)."""
         from kvcalc.engine.deployment import DeploymentError
         from kvcalc.engine.inputs import deployment_from
 
         try:
             return deployment_from(
                 model, gpus, self.given_values(), engine=engine, eviction=eviction,
-                kv_format=self.kv_format,
+                kv_format=self.kv_format if kv is None else lambda _: kv,
             )
         except DeploymentError as exc:
             raise input_error(exc) from None

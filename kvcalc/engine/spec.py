@@ -276,13 +276,25 @@ class ModelSpec:
         return any(m.has_kv_heads for m in self.mixer_pattern)
 
     def per_rank(self, tp: int) -> ModelSpec:
-        """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""
-        # Each distinct mixer is split once (a pattern repeats its objects: __post_init__).
-        ranks: dict[Mixer, Mixer] = {}
-        for mixer in self.mixer_pattern:
-            if mixer not in ranks:
-                ranks[mixer] = mixer.per_rank(tp)
-        return replace(self, mixer_pattern=tuple(ranks[m] for m in self.mixer_pattern))
+        """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated).
+
+        Kept per tp on the (frozen) spec: laying a model out asks whether the heads split at a
+        tp, then the deployment built at that tp asks for the same rank again."""
+        kept: dict[int, ModelSpec] | None = self.__dict__.get("_per_rank")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_per_rank", kept)
+        rank = kept.get(tp)
+        if rank is None:
+            # Each distinct mixer is split once (a pattern repeats its objects: __post_init__).
+            ranks: dict[Mixer, Mixer] = {}
+            for mixer in self.mixer_pattern:
+                if mixer not in ranks:
+                    ranks[mixer] = mixer.per_rank(tp)
+            rank = kept[tp] = replace(
+                self, mixer_pattern=tuple(ranks[m] for m in self.mixer_pattern)
+            )
+        return rank
 
 
 def _cycle(period: int, step: int) -> int:
