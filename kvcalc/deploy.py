@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS
@@ -91,6 +92,11 @@ class DeploymentOptions(KvFormatOptions):
 
     def given_values(self) -> dict[str, Any]:
         """The options given, by field name (what an engine is asked whether it reads)."""
+        return dict(self._given_values)
+
+    @cached_property
+    def _given_values(self) -> dict[str, Any]:
+        # Frozen options: a whole-registry batch builds 98 deployments from one set.
         return {name: getattr(self, name) for name in _DECLARED if self.given(name)}
 
     def build(
