@@ -212,7 +212,22 @@ class ModelSpec:
 
         The blocks repeat: the mixer with the pattern's length, the FFN with the MoE layout's
         period once past its dense layers. So each residue class of the combined period is
-        counted whole, and a model of any depth costs a few steps, not one per layer."""
+        counted whole, and a model of any depth costs a few steps, not one per layer.
+
+        Kept per range on the (frozen) spec: sizing one deployment asks for the same layers
+        from its weights, overhead and cache."""
+        kept: dict[range, tuple[tuple[Mixer, FFN, int], ...]] | None = self.__dict__.get(
+            "_block_counts"
+        )
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_block_counts", kept)
+        found = kept.get(layers)
+        if found is None:
+            found = kept[layers] = tuple(self._count_blocks(layers))
+        return list(found)
+
+    def _count_blocks(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         counts: dict[tuple[int, int], tuple[Mixer, FFN, int]] = {}
 
         def count_every(first: int, stop: int, period: int, step: int) -> None:
