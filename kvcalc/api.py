@@ -460,7 +460,7 @@ def _whole_registry(
             kv = deploy.kv_format(spec)
             kv_name = kv.name if deploy.format_given() else None
             # Without --tp the split is the default every command takes (choose_tp).
-            dep = deploy.build(spec, gpu_set)
+            dep = deploy.build(spec, gpu_set, kv=kv)
         except refused as exc:
             rows.append(registry_row(None, spec.id, str(exc)))
             found[spec.id] = str(exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment, DeploymentError
     from kvcalc.engine.eviction import Eviction
     from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.serving.base import KVPool, ServingEngine
     from kvcalc.engine.spec import ModelSpec
 
@@ -90,6 +92,11 @@ class DeploymentOptions(KvFormatOptions):
 
     def given_values(self) -> dict[str, Any]:
         """The options given, by field name (what an engine is asked whether it reads)."""
+        return dict(self._given_values)
+
+    @cached_property
+    def _given_values(self) -> dict[str, Any]:
+        # Frozen options: a whole-registry batch builds 98 deployments from one set.
         return {name: getattr(self, name) for name in _DECLARED if self.given(name)}
 
     def build(
@@ -98,17 +105,20 @@ class DeploymentOptions(KvFormatOptions):
         gpus: GpuSet,
         engine: ServingEngine | None = None,
         eviction: Eviction | None = None,
+        *,
+        kv: KVFormat | None = None,
     ) -> Deployment:
         """The deployment these options describe for ``model`` on ``gpus``, served by
         ``engine`` (None: the budget formula), keeping the tokens ``eviction`` keeps (None:
-        every token)."""
+        every token); ``kv`` is :meth:`kv_format` of ``model`` when the caller has it already
+        (None: resolved here)."""
         from kvcalc.engine.deployment import DeploymentError
         from kvcalc.engine.inputs import deployment_from
 
         try:
             return deployment_from(
                 model, gpus, self.given_values(), engine=engine, eviction=eviction,
-                kv_format=self.kv_format,
+                kv_format=self.kv_format if kv is None else lambda _: kv,
             )
         except DeploymentError as exc:
             raise input_error(exc) from None

@@ -130,9 +130,18 @@ def stage_bytes_per_sequence(layout: Layout, stage: Stage, context_tokens: int) 
 
 def max_batch(layout: Layout, context_tokens: int) -> int:
     """The most sequences of ``context_tokens`` that fit on every stage (0 when none does)."""
+    return _max_batch(layout, _stages_bytes(layout, context_tokens))
+
+
+def _stages_bytes(layout: Layout, context_tokens: int) -> list[tuple[int, int]]:
+    return [stage_bytes_per_sequence(layout, stage, context_tokens) for stage in layout.stages]
+
+
+def _max_batch(layout: Layout, stages_bytes: list[tuple[int, int]]) -> int:
+    """:func:`max_batch` from each stage's (unique, shared) bytes, so that a caller that needs
+    them too does not work them out twice."""
     best: int | None = None
-    for stage in layout.stages:
-        unique, shared = stage_bytes_per_sequence(layout, stage, context_tokens)
+    for stage, (unique, shared) in zip(layout.stages, stages_bytes, strict=True):
         room = stage.kv_budget_bytes - shared
         fits = 0 if room <= 0 else (room // unique if unique else MAX_BATCH_UNBOUNDED)
         best = fits if best is None else min(best, fits)
@@ -344,13 +353,14 @@ def capacity(dep: Deployment, contexts: Sequence[int]) -> Capacity:
     tight = dep.tightest_stage
     per_context = []
     for ctx in contexts:
-        per_replica = max_batch(layout, ctx)
+        stages_bytes = _stages_bytes(layout, ctx)
+        per_replica = _max_batch(layout, stages_bytes)
         per_context.append(
             ContextCapacity(
                 ctx,
                 per_replica * dep.replicas,
                 per_replica,
-                sum(stage_bytes_per_sequence(layout, layout.stages[tight], ctx)),
+                sum(stages_bytes[tight]),
                 dep.eviction.tokens_held(ctx),
             )
         )

@@ -289,7 +289,8 @@ def deployment_from(
     engine = engine or engine_named(DEFAULT_ENGINE)
     check_inputs(engine, given)
     engine.check_model(model, given)
-    values = read_values({k: v for k, v in given.items() if k in _DEPLOYMENT_NAMES})
+    # Only the deployment's own inputs are read here: no need to load every engine's.
+    values = {k: read_value(_DEPLOYMENT[k], v) for k, v in given.items() if k in _DEPLOYMENT}
     sizes = {
         f"{field}_bytes": values.get(name)
         for name, field in (
@@ -316,7 +317,7 @@ def deployment_from(
     )
 
 
-_DEPLOYMENT_NAMES = frozenset(i.name for i in DEPLOYMENT_INPUTS)
+_DEPLOYMENT = {i.name: i for i in DEPLOYMENT_INPUTS}
 _DEFAULTS = {i.name: i.default for i in DEPLOYMENT_INPUTS}
 
 

@@ -104,7 +104,7 @@ def model_cache_format(model: ModelSpec, fmt: CacheFormat | KVFormat | DType) ->
     return replace(as_cache_format(fmt), ssm_state=dtype(model.ssm_state_dtype))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class GroupKV:
     """The cache of one layer group (layers sharing one mixer spec) for one sequence."""
 
@@ -121,7 +121,7 @@ class GroupKV:
     """The group's bytes for one sequence: bytes_per_token x tokens_held + state_bytes."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class KVSize:
     """KV-cache size of a model at a context and batch."""
 

@@ -212,7 +212,22 @@ class ModelSpec:
 
         The blocks repeat: the mixer with the pattern's length, the FFN with the MoE layout's
         period once past its dense layers. So each residue class of the combined period is
-        counted whole, and a model of any depth costs a few steps, not one per layer."""
+        counted whole, and a model of any depth costs a few steps, not one per layer.
+
+        Kept per range on the (frozen) spec: sizing one deployment asks for the same layers
+        from its weights, overhead and cache."""
+        kept: dict[range, tuple[tuple[Mixer, FFN, int], ...]] | None = self.__dict__.get(
+            "_block_counts"
+        )
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_block_counts", kept)
+        found = kept.get(layers)
+        if found is None:
+            found = kept[layers] = tuple(self._count_blocks(layers))
+        return list(found)
+
+    def _count_blocks(self, layers: range) -> list[tuple[Mixer, FFN, int]]:
         counts: dict[tuple[int, int], tuple[Mixer, FFN, int]] = {}
 
         def count_every(first: int, stop: int, period: int, step: int) -> None:
@@ -276,13 +291,25 @@ class ModelSpec:
         return any(m.has_kv_heads for m in self.mixer_pattern)
 
     def per_rank(self, tp: int) -> ModelSpec:
-        """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated)."""
-        # Each distinct mixer is split once (a pattern repeats its objects: __post_init__).
-        ranks: dict[Mixer, Mixer] = {}
-        for mixer in self.mixer_pattern:
-            if mixer not in ranks:
-                ranks[mixer] = mixer.per_rank(tp)
-        return replace(self, mixer_pattern=tuple(ranks[m] for m in self.mixer_pattern))
+        """What one tensor-parallel rank of ``tp`` holds (heads split, MLA latent replicated).
+
+        Kept per tp on the (frozen) spec: laying a model out asks whether the heads split at a
+        tp, then the deployment built at that tp asks for the same rank again."""
+        kept: dict[int, ModelSpec] | None = self.__dict__.get("_per_rank")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_per_rank", kept)
+        rank = kept.get(tp)
+        if rank is None:
+            # Each distinct mixer is split once (a pattern repeats its objects: __post_init__).
+            ranks: dict[Mixer, Mixer] = {}
+            for mixer in self.mixer_pattern:
+                if mixer not in ranks:
+                    ranks[mixer] = mixer.per_rank(tp)
+            rank = kept[tp] = replace(
+                self, mixer_pattern=tuple(ranks[m] for m in self.mixer_pattern)
+            )
+        return rank
 
 
 def _cycle(period: int, step: int) -> int:

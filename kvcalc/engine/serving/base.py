@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 Given = Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class BatchRequest:
     """What `kvcalc batch` asks of an engine: the contexts given (``--ctx``; None: not given)
     and, for an engine that starts at request lengths, those given (``--max-model-len``)."""
@@ -44,7 +44,7 @@ class BatchRequest:
 GPUS_COLUMNS = ("gpus_id", "gpus_label", "gpus_accelerator", "gpus_count")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Setup:
     """What the render layer states of every deployment, handed to an engine so that its part of
     the report places those figures where its own output puts them."""
@@ -59,7 +59,7 @@ class Setup:
     kv_bits_per_value: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class EnginePart:
     """An engine's part of a report, as pure data: the JSON object, the CSV records (with their
     columns), the lines people read, and whether every request fits. A renderer turns it into a
@@ -218,7 +218,7 @@ def refusal(name: str, reason: str) -> InputRefusal:
     return InputRefusal("{" + name + "}: " + reason, name, *others)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Refusals:
     """The deployment inputs an engine does not read, each with why (the usual way to write
     :meth:`ServingEngine.check_inputs`)."""

@@ -252,7 +252,7 @@ def pool_blocks(tokens: int, tokens_per_block: int) -> int:
     return -(-tokens // tokens_per_block)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class TrtllmPool:
     """TensorRT-LLM's KV pool on one GPU of the tightest rank."""
 
@@ -451,7 +451,7 @@ class TensorRTLLM(Engine):
         return TrtllmKVPool(dep, options if options is not None else TrtllmOptions())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class TrtllmKVPool:
     """TensorRT-LLM's pool of one replica, started once."""
 
@@ -537,7 +537,7 @@ _POOL_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class TrtllmAnswer:
     """`kvcalc batch`'s answer: the pool (or why it holds no block) and the contexts asked."""
 
