@@ -134,6 +134,12 @@ class UnknownNameError(RegistryError):
         self.suggestions = suggestions
 
 
+def literal(text: str) -> str:
+    """``text`` as literal text of a message template that names its inputs as ``{kv_dtype}``
+    (each front end words them its own way): its braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def fail(message: str) -> NoReturn:
     """Refuse an input: ``message`` reads ``<input>: <problem>; <fix>`` (see the module)."""
     raise InputError(message)

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.inputs import Input
-from kvcalc.errors import WordedInputError, WordedLayoutError
+from kvcalc.errors import WordedInputError, WordedLayoutError, literal
 from kvcalc.values import one_length, option_name, parse_ctx_list
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ class EvictionOptions:
         policy = self.policy()
         reason = no_eviction_reason(model, contexts, policy)
         if reason is not None:
-            raise self.refused(reason.replace("{", "{{").replace("}", "}}"))
+            raise self.refused(literal(reason))
         notes = [
             f"{policy.describe()} evicts nothing at {c:,} tokens"
             for c in contexts

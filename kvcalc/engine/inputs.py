@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from kvcalc.errors import literal
+
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.eviction import Eviction
@@ -186,7 +188,7 @@ def refused(inp: Input, reason: str) -> InputRefusal:
     """``inp`` refused for ``reason`` (literal text), the field named by each front end."""
     from kvcalc.engine.serving.base import InputRefusal
 
-    return InputRefusal("{" + inp.name + "}: " + reason.replace("{", "{{").replace("}", "}}"),
+    return InputRefusal("{" + inp.name + "}: " + literal(reason),
                         inp.name)
 
 
@@ -227,7 +229,7 @@ def _with_hint(inp: Input, reason: str, hint: str) -> InputRefusal:
     from kvcalc.engine.serving.base import InputRefusal
 
     return InputRefusal(
-        "{" + inp.name + "}: " + reason.replace("{", "{{").replace("}", "}}") + hint,
+        "{" + inp.name + "}: " + literal(reason) + hint,
         inp.name,
     )
 

@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.units import KV_DTYPES, DType, UnitError, dtype, shown
+from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.kivi import KiviKV
@@ -54,11 +55,6 @@ class KVFormatError(UnitError):
 
     def worded(self, name: Callable[[str], str]) -> str:
         return self.template.format_map({f: name(f) for f in self.fields})
-
-
-def literal(text: str) -> str:
-    """``text`` as literal text of a :class:`KVFormatError` message."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def ceil_bytes(bits: Fraction | int) -> int:

@@ -56,6 +56,7 @@ from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.weights import pipeline_stages
+from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -380,7 +381,7 @@ def layer_cache_specs(
     mixers = [m for m in all_mixers if m.owns_cache]
     if any(is_compressed(m) for m in mixers):
         if kv_dtype.name != "fp8" or not all(is_compressed(m) for m in mixers):
-            model_id = model.id.replace("{", "{{").replace("}", "}}")
+            model_id = literal(model.id)
             raise VLLMConfigError(
                 f"{model_id}: vLLM stores DeepSeek-V4's cache as fp8_ds_mla (its FlashMLA "
                 "default; bf16 is refused there, and the plain-row backends are not modelled); "

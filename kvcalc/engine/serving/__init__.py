@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.serving.base import Given, InputRefusal, refusal
+from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.serving.base import ServingEngine
@@ -30,7 +31,7 @@ def engine_named(name: str) -> ServingEngine:
     key = str(name).strip().lower()
     if key not in ENGINE_NAMES:
         raise InputRefusal(
-            f"{{engine}}: unknown engine {_braced(repr(name))}; choose {', '.join(ENGINE_NAMES)}",
+            f"{{engine}}: unknown engine {literal(repr(name))}; choose {', '.join(ENGINE_NAMES)}",
             "engine",
         )
     engine = _LOADED.get(key)
@@ -57,6 +58,3 @@ def check_inputs(engine: ServingEngine, given: Given) -> None:
                 raise refusal(name, "applies to {engine} " + other.name + " only")
 
 
-def _braced(text: str) -> str:
-    """``text`` as literal text of a refusal's template."""
-    return text.replace("{", "{{").replace("}", "}}")

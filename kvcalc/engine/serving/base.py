@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kvcalc.errors import InputError
+from kvcalc.errors import InputError, literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
@@ -167,7 +167,7 @@ class EngineRefusal(InputError, ValueError):
     :class:`InputRefusal` is; without, it is the line as it reads."""
 
     def __init__(self, message: str, *fields: str) -> None:
-        self.template = message if fields else message.replace("{", "{{").replace("}", "}}")
+        self.template = message if fields else literal(message)
         super().__init__(self.worded(cli_name, fields))
         # Only the inputs it names are worded by a front end; ``field`` stays the one its
         # message leads with.
@@ -176,7 +176,7 @@ class EngineRefusal(InputError, ValueError):
     @classmethod
     def at(cls, field: str, reason: str) -> EngineRefusal:
         """``field`` refused for ``reason`` (literal text)."""
-        return cls("{" + field + "}: " + reason.replace("{", "{{").replace("}", "}}"), field)
+        return cls("{" + field + "}: " + literal(reason), field)
 
     def worded(self, name: Callable[[str], str], fields: tuple[str, ...] | None = None) -> str:
         named = self.fields if fields is None else fields

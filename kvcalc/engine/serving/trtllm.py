@@ -71,6 +71,7 @@ from kvcalc.engine.serving.base import (
     refusal,
 )
 from kvcalc.engine.units import GiB
+from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -152,17 +153,12 @@ class TrtllmOptions:
 # The KV size per token
 
 
-def _braced(text: str) -> str:
-    """``text`` as literal text of a refusal's template."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def trtllm_kv_format(fmt: KVFormat) -> KVFormat:
     """The KV format, refused unless TensorRT-LLM's managers size it."""
     if fmt.name not in TRTLLM_KV_DTYPES:
         raise TrtllmConfigError(
             "{kv_dtype}: "
-            + _braced(
+            + literal(
                 f"TensorRT-LLM has no {fmt.name} KV cache; use one of {', '.join(TRTLLM_KV_DTYPES)}"
             ),
             "kv_dtype",
@@ -175,7 +171,7 @@ def check_layer(mixer: Mixer, model_id: str) -> None:
     if mixer.kind not in TOKEN_KINDS or mixer.side_caches() or mixer.state_tensors():
         raise TrtllmConfigError(
             "{engine} "
-            + _braced(
+            + literal(
                 f"{NAME}: {model_id} has {mixer.kind} layers, which TensorRT-LLM sizes with a "
                 "hybrid or sparse cache manager that is not modelled; use "
             )
@@ -297,13 +293,13 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     if not accelerator.startswith("NVIDIA"):
         # The registry names every NVIDIA part "NVIDIA ..." and no other part so.
         raise TrtllmConfigError(
-            "{gpus}: " + _braced(f"TensorRT-LLM runs on NVIDIA GPUs only, not on {accelerator}"),
+            "{gpus}: " + literal(f"TensorRT-LLM runs on NVIDIA GPUs only, not on {accelerator}"),
             "gpus",
         )
     per_token = kv_size_per_token(dep)
     if per_token == 0:
         raise TrtllmConfigError(
-            "{engine} " + _braced(f"{NAME}: {dep.model.id} caches no tokens"), "engine"
+            "{engine} " + literal(f"{NAME}: {dep.model.id} caches no tokens"), "engine"
         )
     free = opts.free_memory_bytes
     estimated = free is None
@@ -315,7 +311,7 @@ def trtllm_pool(dep: Deployment, opts: TrtllmOptions) -> TrtllmPool:
     if blocks == 0:
         raise TrtllmConfigError(
             "{engine} "
-            + _braced(
+            + literal(
                 f"{NAME}: {max(free, 0) / GiB:.2f} GiB free beside {dep.model.id}'s weights on "
                 f"one {dep.gpus.accelerator.name} leaves no KV block; use more GPUs, lighter "
                 "weights or give "

@@ -19,6 +19,7 @@ from kvcalc.engine.serving.base import (
     Setup,
     refusal,
 )
+from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -40,7 +41,7 @@ class VLLM(Engine):
         from kvcalc.engine.vllm import backend_blocks
 
         if "block_size" in given and backend_blocks(model):
-            model_id = model.id.replace("{", "{{").replace("}", "}}")
+            model_id = literal(model.id)
             raise refusal(
                 "block_size",
                 f"vLLM pages {model_id}'s caches at its backend's own blocks "
@@ -53,7 +54,7 @@ class VLLM(Engine):
         try:
             vllm_kv_dtype(kv)
         except VLLMConfigError as exc:
-            raise InputRefusal("{kv_dtype}: " + str(exc).replace("{", "{{").replace("}", "}}"),
+            raise InputRefusal("{kv_dtype}: " + literal(str(exc)),
                                "kv_dtype") from None
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
