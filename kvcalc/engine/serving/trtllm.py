@@ -545,19 +545,10 @@ class TrtllmAnswer:
         """The JSON object, one CSV record per context (the pool's figures repeated on each, a
         context with no pool as not fitting) and TensorRT-LLM's lines."""
         payload = trtllm_payload(self.dep, self.result, self.contexts, setup)
+        # The payload lists every context asked, a pool too small for any with each not fitting.
         flat = {**payload, **{f"gpus_{k}": v for k, v in setup.gpus.items()}}
-        pool_figures = {k: flat.get(k) for k in TRTLLM_FIELDS}
-        by_context = {row["context_tokens"]: row for row in payload["contexts"]}
         records = [
-            {
-                **pool_figures,
-                "context_tokens": c,
-                "max_batch": 0,
-                "max_batch_per_replica": 0,
-                "fits": False,
-                **by_context.get(c, {}),
-            }
-            for c in self.contexts
+            {k: row.get(k, flat.get(k)) for k in TRTLLM_FIELDS} for row in payload["contexts"]
         ]
         lines = trtllm_lines(self.dep, self.result, self.contexts, setup)
         return EnginePart(payload, records, TRTLLM_FIELDS, lines, payload["fits"], self.contexts)
