@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kvcalc.engine.units import GiB
 from kvcalc.errors import InputError, literal
 
 if TYPE_CHECKING:
@@ -42,6 +43,11 @@ class BatchRequest:
 
 #: The CSV columns of a GPU set (``Setup.gpus`` flattened), in every record that names one.
 GPUS_COLUMNS = ("gpus_id", "gpus_label", "gpus_accelerator", "gpus_count")
+
+
+def log_gib(value: float) -> str:
+    """Bytes in GiB as the engines' start-up logs print them (two decimals, no separators)."""
+    return f"{value / GiB:.2f} GiB"
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build

@@ -22,6 +22,7 @@ from kvcalc.engine.serving.base import (
     Refusals,
     ServingEngine,
     Setup,
+    log_gib,
     refusal,
 )
 from kvcalc.engine.units import GiB
@@ -300,10 +301,6 @@ def context_payload(context: int, concurrency: int, replicas: int) -> dict[str, 
     }
 
 
-def _gib(value: float) -> str:
-    return f"{value / GiB:.2f} GiB"
-
-
 def _log_units(memory: SGLangMemory) -> str:
     """The note that lets a reader match the avail-mem lines against SGLang's own log."""
     before = memory.free_before_load_bytes / GiB
@@ -339,9 +336,9 @@ def sglang_lines(
         f"tp {dep.tp}, pp {dep.pp}, KV {setup.kv_label}",
         *setup.layout_notes,
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
-        f"Load weight begin. avail mem={_gib(memory.free_before_load_bytes)}"
+        f"Load weight begin. avail mem={log_gib(memory.free_before_load_bytes)}"
         f"{_source(memory, 'free_before_load')}",
-        f"Load weight end. avail mem={_gib(memory.free_after_load_bytes)}"
+        f"Load weight end. avail mem={log_gib(memory.free_after_load_bytes)}"
         f"{_source(memory, 'free_after_load')}",
         _log_units(memory),
         f"cell_size: {result.cells.cell_size:,} bytes per token per rank",
@@ -360,7 +357,7 @@ def sglang_lines(
         )
     lines += [
         f"KV Cache is allocated. #tokens: {result.max_total_num_tokens}, "
-        f"pool {_gib(result.kv_pool_bytes)} per rank",
+        f"pool {log_gib(result.kv_pool_bytes)} per rank",
         f"max_total_num_tokens={result.max_total_num_tokens}, "
         f"max_running_requests={result.max_running_requests}, "
         f"context_len={result.context_length}",

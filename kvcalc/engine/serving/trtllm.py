@@ -68,6 +68,7 @@ from kvcalc.engine.serving.base import (
     EngineRefusal,
     InputRefusal,
     Refusals,
+    log_gib,
     refusal,
 )
 from kvcalc.engine.units import GiB
@@ -633,10 +634,6 @@ def trtllm_payload(
     }
 
 
-def _gib(value: int) -> str:
-    return f"{value / GiB:.2f} GiB"
-
-
 def trtllm_lines(
     dep: Deployment,
     result: TrtllmPool | TrtllmConfigError,
@@ -664,12 +661,13 @@ def trtllm_lines(
         f"free_gpu_memory_fraction={float(opts.free_gpu_memory_fraction):g}, "
         f"tokens_per_block={opts.tokens_per_block}{cap}",
         "Memory usage when calculating max tokens in paged kv cache: total: "
-        f"{_gib(dep.memory_bytes_per_gpu)}, available: {_gib(result.free_memory_bytes)}{source}",
+        f"{log_gib(dep.memory_bytes_per_gpu)}, available: "
+        f"{log_gib(result.free_memory_bytes)}{source}",
         f"kv size per token is {result.kv_size_per_token:,} bytes per rank",
-        f"max tokens: {result.max_tokens:,} ({_gib(result.pool_bytes)} of KV budget)",
+        f"max tokens: {result.max_tokens:,} ({log_gib(result.pool_bytes)} of KV budget)",
         f"Number of blocks in KV cache primary pool: {result.num_blocks:,}",
         f"Number of tokens per block: {opts.tokens_per_block}.",
-        f"[MemUsageChange] Allocated {_gib(result.allocated_bytes)} for max tokens in paged KV "
+        f"[MemUsageChange] Allocated {log_gib(result.allocated_bytes)} for max tokens in paged KV "
         f"cache ({result.kv_cache_tokens:,}).",
     ]
     if result.free_memory_estimated and dep.gpus.accelerator.unified_memory:
