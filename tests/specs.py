@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from kvcalc.engine.deployment import Deployment, deployment
 from kvcalc.engine.hardware import Accelerator, GpuSet
@@ -248,3 +249,14 @@ GPU_16GB = GpuSet(
         smi_memory_bytes=16303 * MiB,
     )
 )
+
+
+def write_config(tmp_path: Path, data: Any, folder: str = "m") -> Path:
+    """``data`` (an object, or text as it stands) as the ``config.json`` of a model folder under
+    ``tmp_path`` (``folder`` empty: ``tmp_path`` itself)."""
+    import json
+
+    path = tmp_path / folder / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path

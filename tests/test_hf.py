@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from specs import registry_model
+from specs import registry_model, write_config
 from test_weights import stated_tolerance
 
 from kvcalc.engine import spec
@@ -33,13 +33,6 @@ CTX = 131_072
 #: fixture folder -> registry id (the same name except for the old-format Falcon-7B copy).
 REGISTRY_ID = {p.name: p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file()}
 REGISTRY_ID["falcon-7b-rw"] = "falcon-7b"
-
-
-def write_config(tmp_path: Path, data: Any, folder: str = "m") -> Path:
-    path = tmp_path / folder / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 def fixture_data(name: str) -> dict[str, Any]:

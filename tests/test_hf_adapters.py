@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from specs import write_config
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -19,13 +20,6 @@ from kvcalc.registry.load import RegistryError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 BF16 = dtype("bf16")
-
-
-def write_config(tmp_path: Path, data: Any) -> Path:
-    path = tmp_path / "m" / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 def fixture_data(name: str) -> dict[str, Any]:

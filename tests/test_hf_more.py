@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from specs import write_config as write
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -30,13 +31,6 @@ BF16, FP8 = dtype("bf16"), dtype("fp8")
 def fixture(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / name / "config.json").read_text())
     return data
-
-
-def write(tmp_path: Path, data: dict[str, Any] | str) -> Path:
-    path = tmp_path / "m" / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
-    return path
 
 
 def refusal(path: Path) -> str:

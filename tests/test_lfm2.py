@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from specs import GPU_16GB, registry_deployment, registry_model
+from specs import write_config as write
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -66,13 +67,6 @@ LAYOUT = {
 def config(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / name / "config.json").read_text())
     return data
-
-
-def write(tmp_path: Path, data: dict[str, Any]) -> Path:
-    path = tmp_path / "m" / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 def layers(model: ModelSpec) -> list[Mixer]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from specs import registry_deployment, registry_model
+from specs import write_config as write
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
@@ -63,13 +64,6 @@ ATTN_35B_TOKEN = 2 * 2 * 256 * 2  # 2,048
 def config() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(QWEN36_27B.read_text(encoding="utf-8"))
     return data
-
-
-def write(tmp_path: Path, data: dict[str, Any]) -> Path:
-    path = tmp_path / "m" / "config.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 # ---------------------------------------------------------------- the cache (arch-2026 section 3)
