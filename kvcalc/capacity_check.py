@@ -10,7 +10,6 @@ so by `kvcalc check`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,9 +24,9 @@ from kvcalc.deploy import (
     option_bounds,
 )
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, KV_FORMAT_INPUTS, all_inputs
-from kvcalc.errors import InputError, WordedInputError
+from kvcalc.errors import InputError
 from kvcalc.options import EvictionOptions, eviction_bounds
-from kvcalc.values import load_model, option_name
+from kvcalc.values import load_model
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -402,31 +401,9 @@ def model_path(model: str, base: Path) -> str:
     return str(local) if model.endswith(".json") or is_dir(local) else model
 
 
-_OPTION = re.compile(r"--([a-z][a-z-]*)")
-
-
 def spec_key(field: str) -> str:
     """A field as a spec file's key names it (the deployment's ``weights_total`` is ``weights``)."""
     return "weights" if field == "weights_total" else field
-
-
-def spec_wording(message: str) -> tuple[str | None, str]:
-    """An option-worded error (``--kv-memory: ...``) in the spec's words (``kv_memory: ...``),
-    and the first key it names."""
-    from kvcalc.registry.check_spec import DeploymentEntry
-
-    keys = {option_name(k): k for k in DeploymentEntry.model_fields}
-    named: list[str] = []
-
-    def word(match: re.Match[str]) -> str:
-        key = keys.get(match.group(0))
-        if key is None:
-            return match.group(0)
-        named.append(key)
-        return key
-
-    text = _OPTION.sub(word, " ".join(message.split()))
-    return (named[0] if named else None), text
 
 
 # ------------------------------------------------------------------ measuring
@@ -635,21 +612,11 @@ MEASURES: dict[str, Measure] = {
 def _refusing(entry: SpecDeployment, run: Any) -> Any:
     """Run the options' parsing or an engine; an option refused (exit 2 on the command line)
     is a spec problem."""
-    from kvcalc.engine.deployment import DeploymentError
-    from kvcalc.engine.serving.base import EngineRefusal, InputRefusal
-
     try:
         return run()
-    except (InputRefusal, EngineRefusal, DeploymentError) as exc:
-        if exc.fields:  # it names its fields: worded as the spec's keys
-            raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
-        key, message = spec_wording(str(exc))
-        raise _problem(entry, key, message) from None
-    except WordedInputError as exc:  # it names its fields too
-        raise _problem(entry, spec_key(exc.fields[0]), exc.worded(spec_key)) from None
-    except InputError as exc:
-        key, message = spec_wording(str(exc))
-        raise _problem(entry, key, message) from None
+    except InputError as exc:  # worded as the spec's keys: the inputs its message leads with
+        key = spec_key(exc.fields[0]) if exc.fields else None
+        raise _problem(entry, key, " ".join(exc.worded(spec_key).split())) from None
 
 
 class EngineCache:

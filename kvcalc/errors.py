@@ -28,9 +28,13 @@ def keyword(option: str) -> str:
     return _KEYWORDS.get(option, option.removeprefix("--").replace("-", "_"))
 
 
-def _fields_of(message: str) -> tuple[str, ...]:
+def _lead_of(message: str) -> tuple[tuple[str, ...], str | None]:
+    """The inputs a message leads with, as keywords, and the message after them (None: it
+    leads with none)."""
     lead = re.match(_LEAD, message)
-    return tuple(keyword(o) for o in lead.group(1).split(" and ")) if lead else ()
+    if lead is None:
+        return (), None
+    return tuple(keyword(o) for o in lead.group(1).split(" and ")), message[lead.end(1):]
 
 
 #: A clause that says what to do: after a separator, it starts with one of these verbs.
@@ -67,15 +71,24 @@ class KvcalcError(Exception):
         fix: str | None = None,
     ) -> None:
         super().__init__(message)
-        found = fields if fields is not None else ((field,) if field else _fields_of(message))
+        self._after_lead: str | None = None
+        if fields is not None:
+            found = fields
+        elif field:
+            found = (field,)
+        else:
+            found, self._after_lead = _lead_of(message)
         self.fields: tuple[str, ...] = found
         self.field: str | None = field if field is not None else (found[0] if found else None)
         self.fix: str | None = fix if fix is not None else _fix_of(message)
 
     def worded(self, name: Callable[[str], str]) -> str:
-        """The message with its inputs named by ``name`` (a front end's spelling); as given by
-        default, for an error whose message already names them."""
-        return str(self)
+        """The message with its inputs named by ``name`` (a front end's spelling): the inputs
+        it leads with (``--kv-memory: ...`` is ``kv_memory: ...`` in a spec file's words);
+        as given when it leads with none."""
+        if self._after_lead is None:
+            return str(self)
+        return " and ".join(name(f) for f in self.fields) + self._after_lead
 
 
 class InputError(KvcalcError):

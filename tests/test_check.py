@@ -639,6 +639,9 @@ def test_no_spec_gives_a_traceback(entries: list[dict], json_format: bool) -> No
         json.loads(result.stdout)
     if result.exit_code == 2:
         assert all(line.startswith(f"Error: {path}") for line in result.stderr.splitlines())
+        # A problem names the spec's keys (kv_memory), never the options (--kv-memory).
+        options = re.findall(r"--[a-z][a-z-]*", result.stderr.replace(str(path), ""))
+        assert set(options) <= {"--roofline"}, (entries, result.stderr)
 
 
 def test_a_context_beyond_the_model_warns(runner: CliRunner, tmp_path: Path) -> None:
@@ -851,3 +854,13 @@ def test_each_deployment_says_how_it_is_laid_out(runner: CliRunner, tmp_path: Pa
     # The CI formats annotate pass or fail: a note is neither.
     github = run(runner, path, "-f", "github").stdout
     assert github == f"{path}: all 2 requirements hold (2 deployments)\n"
+
+
+def test_an_engine_refusal_names_the_spec_key(runner: CliRunner, tmp_path: Path) -> None:
+    # vLLM refuses the format while it sizes the pool, not while the options are read: the
+    # problem still names the key as the spec spells it.
+    spec = "deployments:\n  - {model: llama3.1-8b, gpus: h100, ctx: 8k, engine: vllm,\n" \
+        "     kv_dtype: int4, kv_group: 32, require: {min_batch: 1}}\n"
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2
+    assert "kv_dtype: vLLM 0.19 has no int4" in result.stderr and "--" not in result.stderr

@@ -93,3 +93,15 @@ def test_the_library_refuses_what_the_engine_does_not_read(runner: CliRunner) ->
         ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--prefix-shared", "1k"],
         str(info.value),
     )
+
+
+def test_an_error_words_the_inputs_it_leads_with_for_each_front_end() -> None:
+    from kvcalc.errors import InputError
+
+    error = InputError("--kv-memory and --gpu-util: 2 GiB is less than --overhead; raise them")
+    assert error.fields == ("kv_memory", "gpu_util")
+    # Only the lead is the inputs' names; an option named later is text of the message.
+    assert error.worded(str) == "kv_memory and gpu_util: 2 GiB is less than --overhead; raise them"
+    assert str(error) == error.worded(lambda f: "--" + f.replace("_", "-"))
+    plain = InputError("no memory left; use more GPUs")
+    assert plain.fields == () and plain.worded(str) == str(plain)

@@ -148,8 +148,9 @@ def vllm_kv_dtype(kv_dtype: KVFormat | DType) -> KVFormat:
     """The KV format, refused unless vLLM 0.19 stores it."""
     fmt = as_kv_format(kv_dtype)
     if fmt.name not in VLLM_KV_DTYPES:
-        raise VLLMConfigError(
-            f"vLLM 0.19 has no {fmt.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}"
+        raise VLLMConfigError.at(
+            "kv_dtype",
+            f"vLLM 0.19 has no {fmt.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}",
         )
     return fmt
 

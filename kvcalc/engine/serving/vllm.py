@@ -54,8 +54,7 @@ class VLLM(Engine):
         try:
             vllm_kv_dtype(kv)
         except VLLMConfigError as exc:
-            raise InputRefusal("{kv_dtype}: " + literal(str(exc)),
-                               "kv_dtype") from None
+            raise InputRefusal(exc.template, *exc.fields) from None
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
         return VLLMPool(dep)
