@@ -121,7 +121,9 @@ class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False)
 # ------------------------------------------------------------------ reading the keywords
 
 def _group_names(*groups: type) -> list[str]:
-    return [f.name for g in groups for f in fields(g)]
+    """The inputs of option groups: a dataclass's fields, or the declared inputs a group holds
+    by name (``names``: the deployment's)."""
+    return [n for g in groups for n in getattr(g, "names", None) or [f.name for f in fields(g)]]
 
 
 def _refuse_unknown(command: str, inputs: Mapping[str, Any], known: Iterable[str]) -> None:
@@ -245,12 +247,11 @@ def given_inputs(*groups: Any) -> dict[str, Any]:
     for group in groups:
         if hasattr(group, "named"):  # the engines' own options, by name
             given.update(group.named())
-            continue
-        for f in fields(group):
-            value = getattr(group, f.name)
-            chosen = group.given(f.name) if hasattr(group, "refuse") else value is not None
-            if chosen and value is not False:
-                given[f.name] = value
+        elif hasattr(group, "given_values"):  # the deployment's, by name
+            given.update(group.given_values())
+        else:
+            values = {f.name: getattr(group, f.name) for f in fields(group)}
+            given.update({k: v for k, v in values.items() if v is not None and v is not False})
     given.pop("gpus", None)  # an argument of its own
     return given
 

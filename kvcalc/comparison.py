@@ -56,7 +56,7 @@ class RowOptions:
         groups = {g: getattr(self, g) for g in changes}
         if "evict" in groups:  # a row's policy replaces the user's
             groups["evict"] = without_policy(groups["evict"])
-        return replace(self, **{g: replace(groups[g], **kw) for g, kw in changes.items()})
+        return replace(self, **{g: _replaced(groups[g], kw) for g, kw in changes.items()})
 
     def given(self, name: str) -> bool:
         if name in _field_names(self.deploy):
@@ -75,7 +75,15 @@ class RowOptions:
 
 
 def _field_names(group: Any) -> set[str]:
+    from kvcalc.deploy import DeploymentOptions
+
+    if group is DeploymentOptions or isinstance(group, DeploymentOptions):
+        return set(DeploymentOptions.names)  # one value per declared input, not fields
     return {f.name for f in fields(group)}
+
+
+def _replaced(group: Any, changes: Mapping[str, Any]) -> Any:
+    return group.replace(**changes) if hasattr(group, "values") else replace(group, **changes)
 
 
 def without_policy(evict: EvictionOptions) -> EvictionOptions:
@@ -217,7 +225,7 @@ def compare_model(
     """Every chosen row of one model, with the baseline its reductions are relative to."""
     from kvcalc.render.compare import ModelComparison
 
-    base = replace(given, deploy=replace(given.deploy, prefix_shared=0))
+    base = replace(given, deploy=given.deploy.replace(prefix_shared=0))
     try:
         baseline = technique_row(TECHNIQUES[0], spec, base, given, context, batch, gpus)
     except Skip as exc:
@@ -225,7 +233,7 @@ def compare_model(
     if baseline.deployment is not None and given.deploy.tp is None:
         # Every row is sized on the baseline's layout, so that the rows differ by the
         # technique alone (a row whose heads that tp does not split is left out).
-        base = replace(base, deploy=replace(base.deploy, tp=baseline.deployment.tp))
+        base = replace(base, deploy=base.deploy.replace(tp=baseline.deployment.tp))
     rows: list[CompareRow] = []
     skipped: list[tuple[str, str]] = []
     for technique in techniques:

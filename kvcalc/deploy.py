@@ -9,9 +9,10 @@ carries its field.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from kvcalc.engine.inputs import DEPLOYMENT_INPUTS
 from kvcalc.errors import InputError, LayoutError, fail
@@ -36,36 +37,58 @@ def input_error(exc: DeploymentError) -> InputError:
 # ------------------------------------------------------------------ the deployment
 
 
-# Never compared or printed: no generated __eq__/__hash__/__repr__ (each costs start-up time).
-@dataclass(frozen=True, eq=False, repr=False)
 class DeploymentOptions(KvFormatOptions):
     """The deployment options as given on the command line (None: not given), the KV format
-    options included."""
+    options included: one value per input of :data:`~kvcalc.engine.inputs.DEPLOYMENT_INPUTS`,
+    by its name (``values``), so an input declared there is taken here with nothing more to
+    write. The few the library reads by name have typed properties."""
 
-    gpus: str | None
-    """None only for a command whose GPUs are optional (`compare`)."""
-    tp: int | None
-    pp: int
-    gpu_util: float | None
-    reserve: float | None
-    overhead: str | None
-    gpu_memory: str | None
-    weights: str | None
-    kv_memory: str | None
-    weight_dtype: str | None
-    block_size: int
-    prefix_shared: int
-    max_num_batched_tokens: int | None
+    values: Mapping[str, Any]
+    #: The inputs' names, in the order they are declared.
+    names: ClassVar[tuple[str, ...]]
+
+    def __init__(self, **given: Any) -> None:
+        unknown = set(given) - set(_DECLARED)
+        if unknown:
+            raise TypeError(f"not deployment inputs: {', '.join(sorted(unknown))}")
+        values = {name: given.get(name, i.default) for name, i in _DECLARED.items()}
+        super().__init__(**{name: values[name] for name in _KV_NAMES})
+        object.__setattr__(self, "values", MappingProxyType(values))  # frozen as the KV part
+
+    @property
+    def gpus(self) -> str | None:
+        """None only for a command whose GPUs are optional (`compare`)."""
+        return self.values["gpus"]  # type: ignore[no-any-return]
+
+    @property
+    def tp(self) -> int | None:
+        return self.values["tp"]  # type: ignore[no-any-return]
+
+    @property
+    def pp(self) -> int:
+        return self.values["pp"]  # type: ignore[no-any-return]
+
+    @property
+    def weight_dtype(self) -> str | None:
+        return self.values["weight_dtype"]  # type: ignore[no-any-return]
+
+    @property
+    def prefix_shared(self) -> int:
+        return self.values["prefix_shared"]  # type: ignore[no-any-return]
+
+    def replace(self, **changes: Any) -> DeploymentOptions:
+        """These options with ``changes`` (by name)."""
+        return DeploymentOptions(**{**self.values, **changes})
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> DeploymentOptions:
         """The options a spec file gives by field name (``kv_memory``), the others at their
         command-line defaults, so a spec file and the command line build the same deployment."""
-        return cls(**{name: values.get(name, _DECLARED[name].default) for name in _DECLARED})
+        return cls(**{name: values[name] for name in _DECLARED if name in values})
 
     def given(self, name: str) -> bool:
         """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
-        return _DECLARED[name].given(getattr(self, name))
+        return _DECLARED[name].given(self.values[name])
 
     def resolve_gpus(self) -> GpuSet:
         from kvcalc.registry.gpus import parse_gpu_set
@@ -97,7 +120,7 @@ class DeploymentOptions(KvFormatOptions):
     @cached_property
     def _given_values(self) -> dict[str, Any]:
         # Frozen options: a whole-registry batch builds 98 deployments from one set.
-        return {name: getattr(self, name) for name in _DECLARED if self.given(name)}
+        return {name: value for name, value in self.values.items() if self.given(name)}
 
     def build(
         self,
@@ -125,7 +148,8 @@ class DeploymentOptions(KvFormatOptions):
 
 
 _DECLARED = {i.name: i for i in DEPLOYMENT_INPUTS}
-assert set(_DECLARED) == {f.name for f in fields(DeploymentOptions)}
+_KV_NAMES = tuple(f.name for f in fields(KvFormatOptions))
+DeploymentOptions.names = tuple(_DECLARED)
 
 
 # ------------------------------------------------------------------ the engines' own options

@@ -510,7 +510,7 @@ def test_spec_keys_are_the_command_line_options() -> None:
     from kvcalc.deploy import DeploymentOptions, EngineChoice, engine_input_names
     from kvcalc.registry.check_spec import DeploymentEntry
 
-    options = {f.name for cls in (DeploymentOptions, EvictionOptions) for f in fields(cls)}
+    options = {*DeploymentOptions.names, *(f.name for f in fields(EvictionOptions))}
     options |= {*engine_input_names(), *EngineChoice._fields}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {

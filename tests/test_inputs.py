@@ -26,9 +26,14 @@ def test_every_declared_input_is_a_spec_key_with_the_command_line_range() -> Non
 
 
 def test_the_command_line_groups_are_the_declarations() -> None:
-    from dataclasses import fields
-
-    assert {f.name for f in fields(DeploymentOptions)} == {i.name for i in DEPLOYMENT_INPUTS}
+    # Every declared input is a value of the options by its name, at its default when not given.
+    options = DeploymentOptions(gpus="h100")
+    assert dict(options.values) == {
+        i.name: "h100" if i.name == "gpus" else i.default for i in DEPLOYMENT_INPUTS
+    }
+    assert options.given_values() == {"gpus": "h100"}
+    with pytest.raises(TypeError, match="not deployment inputs: page_size"):
+        DeploymentOptions(gpus="h100", page_size=1)  # an engine's own input, not the deployment's
     own = [engine_named(name) for name in ("sglang", "trtllm")]
     assert set(engine_input_names()) == {name for engine in own for name in engine.options}
     assert all(i.engine == engine.name for engine in own for i in engine.inputs)

@@ -11,7 +11,6 @@ option block and no command holds domain logic: resolving them is the library's
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any, TypeVar
 
 from kvcalc.cli.app import grouped_options, input_option, input_options
@@ -29,7 +28,6 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     i.name: KV_PARAMETERS[i.name] if i.name in KV_PARAMETERS else input_option(i)
     for i in DEPLOYMENT_INPUTS
 } | {"gpus": input_option(_GPUS, default=...)}
-assert set(_PARAMETERS) == {f.name for f in fields(DeploymentOptions)}
 
 
 def deployment_options(command: F) -> F:
