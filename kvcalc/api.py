@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from kvcalc.command_inputs import BATCH, HEAD_DIM, KV_HEADS, LAYERS, MAX_USERS
 from kvcalc.errors import InputError, LayoutError, fail
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from kvcalc.deploy import DeploymentOptions, EngineFlags
+    from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.inputs import Input
     from kvcalc.engine.offload import Tier
     from kvcalc.engine.spec import ModelSpec
@@ -408,7 +409,7 @@ def batch(
         engine=chosen.name,
         contexts=tuple(answered),
         max_batch=tuple(n * dep.replicas for n in per_replica),
-        registry={},
+        _registry=dict,
     )
 
 
@@ -435,12 +436,93 @@ def _whole_registry(
     engine: str,
 ) -> BatchResult:
     """Every model of the registry on ``gpu_set``: a model that cannot take the what-if, the
-    KV format or the layout is its row, not an error."""
+    KV format or the layout is its row, not an error.
+
+    The rows are plain data, cached under everything they are made from (the model files, the
+    GPU set, the inputs given, kvcalc's source: :func:`kvcalc.registry.cache.cached`), so the
+    same table asked again reads its rows back instead of sizing every model. Each model's
+    :class:`~kvcalc.engine.capacity.Capacity` (``BatchResult.registry``) is worked out when
+    asked for."""
+    import json
+
+    from kvcalc.registry.cache import cached, files_content
+    from kvcalc.registry.load import model_paths
+    from kvcalc.render.batch import RegistrySetting, registry_report
+    from kvcalc.results import BatchResult
+
+    sized: list[RegistryRows] = []
+
+    def rows_text() -> str:
+        sized.append(_registry_rows(gpu_set, contexts, deploy, attention))
+        return json.dumps(sized[0].plain(), separators=(",", ":"))
+
+    asked = json.dumps(
+        [repr(gpu_set), contexts, deploy.given_values(), attention, engine], default=repr
+    )
+    data = files_content(model_paths()) + b"\0" + asked.encode()
+    plain = _registry_plain(cached(data, rows_text, "registry-rows", str))
+    if plain is None:  # an entry of another shape: sized again
+        plain = json.loads(rows_text())
+    setting = RegistrySetting(deploy.weight_dtype, plain["kv_dtype"], plain["attention"])
+
+    def registry() -> Mapping[str, Capacity | str]:
+        rows = sized[0] if sized else _registry_rows(gpu_set, contexts, deploy, attention)
+        return MappingProxyType(rows.found)
+
+    return BatchResult(
+        _report=registry_report(plain["rows"], gpu_set, contexts, setting, plain["warnings"]),
+        model=None,
+        engine=engine,
+        contexts=tuple(contexts),
+        max_batch=(),
+        _registry=registry,
+    )
+
+
+class RegistryRows(NamedTuple):  # not a dataclass: cheaper to declare, for every command
+    """The whole-registry table's rows, its warnings and what they share, and each model's
+    capacity (or why none could be built)."""
+
+    rows: list[dict[str, Any]]
+    warnings: list[str]
+    kv_dtype: str | None
+    attention: str | None
+    found: dict[str, Capacity | str]
+
+    def plain(self) -> dict[str, Any]:
+        """What the table is rendered from (JSON: the capacities are not)."""
+        return {"rows": self.rows, "warnings": self.warnings, "kv_dtype": self.kv_dtype,
+                "attention": self.attention}
+
+
+def _registry_plain(text: str) -> dict[str, Any] | None:
+    """The rows :meth:`RegistryRows.plain` wrote, or None for text of any other shape (the
+    entry is kvcalc's own, trusted as the cached specs are; this catches a damaged one)."""
+    import json
+
+    from kvcalc.render.batch import registry_row
+
+    try:
+        plain = json.loads(text)
+    except ValueError:
+        return None
+    keys = set(registry_row(None, "", None))
+    if not isinstance(plain, dict) or set(plain) != set(RegistryRows._fields) - {"found"}:
+        return None
+    rows, warnings = plain["rows"], plain["warnings"]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and set(r) == keys for r in rows):
+        return None
+    return plain if isinstance(warnings, list) else None
+
+
+def _registry_rows(
+    gpu_set: Any, contexts: list[int], deploy: DeploymentOptions, attention: str | None
+) -> RegistryRows:
     from kvcalc.engine.capacity import capacity
     from kvcalc.registry.load import all_model_specs
-    from kvcalc.render.batch import RegistrySetting, registry_report, registry_row
+    from kvcalc.render.batch import registry_row
     from kvcalc.render.layout import layout_note
-    from kvcalc.results import BatchResult
+    from kvcalc.render.warnings import registry_context_warnings
     from kvcalc.values import parse_attention_variant
 
     variant = parse_attention_variant(attention) if attention else None
@@ -451,7 +533,7 @@ def _whole_registry(
 
         refused = (VariantError, LayoutError)
     rows = []
-    found: dict[str, Any] = {}
+    found: dict[str, Capacity | str] = {}
     specs = all_model_specs()
     kv_name = None
     for spec in specs:
@@ -469,18 +551,9 @@ def _whole_registry(
         cap = capacity(dep, contexts)
         found[spec.id] = cap
         rows.append(registry_row(cap, spec.id, None, layout_note(dep)))
-    setting = RegistrySetting(
-        weight_dtype=deploy.weight_dtype,
-        kv_dtype=kv_name,
-        attention=None if variant is None else variant.label,
-    )
-    return BatchResult(
-        _report=registry_report(rows, gpu_set, contexts, specs, setting),
-        model=None,
-        engine=engine,
-        contexts=tuple(contexts),
-        max_batch=(),
-        registry=MappingProxyType(found),
+    return RegistryRows(
+        rows, registry_context_warnings(specs, contexts), kv_name,
+        None if variant is None else variant.label, found,
     )
 
 

@@ -12,10 +12,11 @@ Results compare by identity (``eq=False``): they hold the engine's objects, and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.kv import KVSize
@@ -96,8 +97,13 @@ class BatchResult(Result):
     """The contexts answered (for vLLM, the request lengths it starts with)."""
     max_batch: tuple[int, ...]
     """Sequences of each context that fit on all replicas (empty for the whole registry)."""
-    registry: Mapping[str, Capacity | str]
-    """Without a model: each model's capacity, or why none could be built for it."""
+    _registry: Callable[[], Mapping[str, Capacity | str]] = field(repr=False)
+
+    @cached_property
+    def registry(self) -> Mapping[str, Capacity | str]:
+        """Without a model: each model's capacity, or why none could be built for it (worked
+        out when first asked: the report may come from the cache of registry rows)."""
+        return self._registry()
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -20,6 +20,7 @@ REGISTRY = Path(__file__).parent.parent / "model_configs"
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "registry"
     shutil.copytree(REGISTRY / "models", root / "models")
+    shutil.copytree(REGISTRY / "gpus", root / "gpus")
     monkeypatch.setenv("KVCALC_REGISTRY", str(root))
     monkeypatch.setenv("KVCALC_CACHE_DIR", str(tmp_path / "cache"))
     return root
@@ -282,3 +283,75 @@ def test_every_registry_spec_round_trips_through_plain_json() -> None:
     for path in gpu_paths():
         gpu = load_gpu_file(path).to_accelerator()
         assert from_plain(json.loads(json.dumps(to_plain(gpu))), Accelerator) == gpu, path.name
+
+
+# ------------------------------------------------------------------ the whole-registry rows
+
+
+def registry_batch(*args: str) -> dict[str, str]:
+    """The whole-registry batch in every format the rows feed."""
+    from typer.testing import CliRunner
+
+    from kvcalc.cli.app import app
+
+    out = {}
+    for fmt in ("table", "json", "csv"):
+        result = CliRunner().invoke(app, ["batch", "--gpus", "8xH100", *args, "-f", fmt])
+        assert result.exit_code == 0, result.stderr
+        out[fmt], out[f"{fmt} stderr"] = result.stdout, result.stderr
+    return out
+
+
+def rows_entries(tmp_path: Path) -> list[Path]:
+    return [e for e in entries(tmp_path) if e.read_text().startswith('"{\\"rows\\"')]
+
+
+@pytest.mark.parametrize("args", [(), ("--ctx", "4k,1m", "--kv-dtype", "fp8", "--tp", "2")])
+def test_registry_rows_from_the_cache_are_the_rows_sized_afresh(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    cold = registry_batch(*args)
+    assert len(rows_entries(tmp_path)) == 1
+    assert registry_batch(*args) == cold  # read back
+    monkeypatch.setenv("KVCALC_NO_CACHE", "1")
+    assert registry_batch(*args) == cold  # sized without any cache
+
+
+def test_registry_rows_are_keyed_by_the_model_files_and_the_inputs(
+    registry: Path, tmp_path: Path
+) -> None:
+    before = json.loads(registry_batch()["json"])
+    assert json.loads(registry_batch("--ctx", "16k")["json"]) != before
+    path = registry / "models" / "llama3-70b.yaml"
+    path.write_text(path.read_text().replace("num_layers: 80", "num_layers: 40"))
+    after = {m["model"]: m for m in json.loads(registry_batch()["json"])["models"]}
+    old = {m["model"]: m for m in before["models"]}
+    assert after["llama3-70b"]["contexts"] != old["llama3-70b"]["contexts"]
+    assert len(rows_entries(tmp_path)) == 3
+
+
+def test_a_damaged_rows_entry_is_sized_again(registry: Path, tmp_path: Path) -> None:
+    cold = registry_batch()
+    for damage in ('"{\\"rows\\": 1}"', '"[]"', '"{\\"rows\\"'):
+        for entry in rows_entries(tmp_path) or entries(tmp_path):
+            entry.write_text(damage)
+        assert registry_batch() == cold
+
+
+def test_the_capacities_of_a_table_read_back_are_worked_out_when_asked(
+    registry: Path, tmp_path: Path
+) -> None:
+    import kvcalc
+
+    cold = kvcalc.batch(gpus="8xH100", ctx="32k")
+    warm = kvcalc.batch(gpus="8xH100", ctx="32k")
+    assert warm.to_dict() == cold.to_dict()
+    for result in (warm, cold):
+        assert not isinstance(result.registry["llama3-70b"], str)
+    # Each model's capacity is the row its table shows.
+    rows = {m["model"]: m for m in warm.to_dict()["models"]}
+    for model_id, cap in warm.registry.items():
+        if isinstance(cap, str):
+            assert rows[model_id]["reason"] == cap
+        else:
+            assert rows[model_id]["contexts"][0]["max_batch"] == cap.contexts[0].max_batch

@@ -23,13 +23,12 @@ from kvcalc.render.humanize import exact_and_units, format_binary
 from kvcalc.render.kvformat import kv_bits_per_value, kv_label
 from kvcalc.render.layout import gpus_payload, layout_notes, layout_payload
 from kvcalc.render.report import Column, Record, Report, Section, flatten, number, text
-from kvcalc.render.warnings import max_context_warnings, registry_context_warnings
+from kvcalc.render.warnings import max_context_warnings
 
 if TYPE_CHECKING:
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
-    from kvcalc.engine.spec import ModelSpec
 
 BAR_WIDTH = 40
 
@@ -317,11 +316,11 @@ def registry_report(
     rows: list[dict[str, Any]],
     gpus: GpuSet,
     contexts: list[int],
-    models: Sequence[ModelSpec] = (),
     setting: RegistrySetting | None = None,
+    warnings: Sequence[str] = (),
 ) -> Report:
-    """The whole-registry table; ``models`` (the specs of the rows) name those whose maximum
-    context some context exceeds."""
+    """The whole-registry table, with ``warnings`` (that some context exceeds rows' maximum
+    context: :func:`~kvcalc.render.warnings.registry_context_warnings`)."""
     setting = setting or RegistrySetting()
     records = [registry_record(r, contexts) for r in rows]
     # The reasons are long; as numbered notes under the table they never squeeze the figures.
@@ -356,5 +355,5 @@ def registry_report(
         },
         records=records,
         sections=[Section(title, columns, records, notes=notes)],
-        warnings=registry_context_warnings(models, contexts),
+        warnings=list(warnings),
     )
