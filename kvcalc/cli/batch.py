@@ -11,13 +11,13 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
     declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import deployment_options, engine_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 from kvcalc.command_inputs import BATCH_INPUTS
+from kvcalc.completion import complete_models
 from kvcalc.deploy import DeploymentOptions, EngineChoice, EngineFlags
 
 command_app = command_typer()

@@ -11,13 +11,13 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
     declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import optional_deployment_options
 from kvcalc.cli.eviction import EvictionOptions, eviction_options
 from kvcalc.command_inputs import compare_inputs
+from kvcalc.completion import complete_models
 from kvcalc.deploy import DeploymentOptions
 
 command_app = command_typer()

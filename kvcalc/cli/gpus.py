@@ -11,12 +11,12 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_gpus,
     declared_options,
     emit_report,
     fail,
 )
 from kvcalc.command_inputs import REGISTRY_INPUTS
+from kvcalc.completion import complete_gpus
 
 NamesArgument = typer.Argument(
     None,

@@ -11,12 +11,12 @@ from kvcalc.cli.app import (
     ReportFormat,
     ReportFormatOption,
     command_typer,
-    complete_models,
     declared_options,
     emit_report,
 )
 from kvcalc.cli.deploy import deployment_sets_options
 from kvcalc.command_inputs import SWEEP_INPUTS
+from kvcalc.completion import complete_models
 from kvcalc.deploy import DeploymentOptions
 
 command_app = command_typer()
