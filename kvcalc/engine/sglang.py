@@ -22,7 +22,8 @@ server_args.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` /
 ``mem_cache/kv_cache_configurator.py``): their default share also reserves for the prefill CUDA
 graph (on by default from v0.5.10), and their request pool is resolved from the final token
 capacity. Their mamba pool split and separate sliding-window pool were restructured (the
-``pool_configurator.py`` classes) and are refused for them rather than guessed.
+``pool_configurator.py`` classes) and are refused for them rather than guessed. DeepSeek-V4's
+pools (``DSV4PoolConfigurator``, 0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
 
 Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
 adjustment of the memory share (and, from v0.5.10, that multimodal models run without a prefill
@@ -44,6 +45,18 @@ from kvcalc.engine.eviction import kept_by_engine
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.serving.base import EngineRefusal
+from kvcalc.engine.sglang_dsv4 import (
+    DSV4Sizes,
+    bytes_per_full_token,
+    check_dsv4,
+    check_swa_floor,
+    dsv4_stage_sizes,
+    is_dsv4,
+    stage_layers,
+)
+from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
+from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
+from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -206,6 +219,8 @@ class PrefillGraphInputs:
     max_total_tokens: int | None = None
     context_length: int | None = None
     """``--context-length`` as given (None: the model's own, which does not cap the graph)."""
+    dsv4: bool = False
+    """A DeepSeek-V4 model, for which 0.5.15+ turn the prefill graph off."""
 
 
 def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
@@ -223,6 +238,10 @@ def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> 
         return False
     if version < v("0.5.15"):
         return graph.pp == 1
+    if graph.dsv4:
+        # _disable_breakable_cudagraph_if_incompatible: "DeepSeek-V4 (heavy capture-pool
+        # memory pressure)" (0.5.15 on).
+        return False
     return not (graph.mla and version < v("0.5.18"))
 
 
@@ -396,13 +415,6 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
             "use {engine} vllm or {engine} simple",
             "engine",
         )
-    if mixer.kind == "compressed":
-        raise SGLangConfigError(
-            "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
-            f"(read in 0.5.23; kvcalc models SGLang {SUPPORTED_RANGE} without it); use "
-            "{engine} vllm or {engine} simple",
-            "engine",
-        )
     return mixer.per_rank(tp)
 
 
@@ -470,7 +482,8 @@ class SGLangOptions:
 
     version: SGLangVersion = DEFAULT_VERSION
     mem_fraction_static: Fraction | None = None
-    page_size: int = 1
+    page_size: int | None = None
+    """None: the model's default page (256 for DeepSeek-V4, else 1)."""
     context_length: int | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
@@ -479,7 +492,10 @@ class SGLangOptions:
     free_after_load_bytes: int | None = None
     swa_full_tokens_ratio: Fraction | None = None
     """None: sliding layers share the full pool (SGLang turns hybrid SWA memory off for Gemma,
-    Olmo and, before 0.5.8, gpt-oss); a ratio pools them apart (section 5)."""
+    Olmo and, before 0.5.8, gpt-oss); a ratio pools them apart (section 5). DeepSeek-V4 always
+    pools its window apart, at 0.1 unless given."""
+    max_running_requests: int | None = None
+    """``--max-running-requests`` (None: the request-pool estimate; 256 for DeepSeek-V4)."""
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -493,7 +509,7 @@ def check_options(opts: SGLangOptions) -> None:
             "mem_fraction_static", f"{float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
         )
     for name in ("page_size", "context_length", "chunked_prefill_size", "cuda_graph_max_bs",
-                 "max_total_tokens"):
+                 "max_total_tokens", "max_running_requests"):
         value = getattr(opts, name)
         if value is not None and value < 1:
             raise SGLangConfigError.at(name, f"must be at least 1, not {value}")
@@ -509,12 +525,6 @@ def check_options(opts: SGLangOptions) -> None:
     if ratio is not None and not 0 < ratio <= 1:
         raise SGLangConfigError.at(
             "swa_full_tokens_ratio", f"{float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
-        )
-    if ratio is not None and not v("0.5.6") <= opts.version < v("0.5.10"):
-        raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"the separate sliding-window pool is modelled for SGLang "
-            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
         )
 
 
@@ -560,6 +570,8 @@ class SGLangPool:
     """The sliding-window pool of a hybrid SWA model, else None."""
     req_pool_size: int
     max_running_requests: int
+    dsv4: DSV4Sizes | None = None
+    """DeepSeek-V4's pools (full, SWA, C4, C128, states), else None."""
 
     @property
     def cell_size(self) -> int:
@@ -567,7 +579,10 @@ class SGLangPool:
 
     @property
     def kv_pool_bytes(self) -> int:
-        """Bytes of the token pools on one rank (the padding slot aside)."""
+        """Bytes of the token pools on one rank (the padding slot aside); DeepSeek-V4's as its
+        sizing charges them."""
+        if self.dsv4 is not None:
+            return self.dsv4.charged_bytes
         return (
             self.max_total_num_tokens * self.cells.full_bytes_per_token
             + (self.swa_tokens or 0) * self.cells.swa_bytes_per_token
@@ -584,9 +599,18 @@ class SGLangPool:
         counts them; above 1 when they do not fit."""
         pages = math.ceil(tokens / self.page_size) * self.page_size
         full = requests * pages / self.max_total_num_tokens
+        window = self.dsv4.window if self.dsv4 is not None else window
         if self.swa_tokens is not None and window:
-            return max(full, requests * min(tokens, window) / self.swa_tokens)
+            return max(full, requests * self.swa_need(tokens, window) / self.swa_tokens)
         return full
+
+    def swa_need(self, tokens: int, window: int) -> int:
+        """Sliding-window slots one request holds: its last ``window`` tokens, in whole pages
+        for DeepSeek-V4 (its SWA pool is paged like the full one)."""
+        need = min(tokens, window)
+        if self.dsv4 is not None:
+            return math.ceil(need / self.page_size) * self.page_size
+        return need
 
     def concurrency(self, tokens: int, window: int | None = None) -> int:
         """Requests of ``tokens`` tokens that run at once: the pages of the pool(s) they take,
@@ -594,8 +618,9 @@ class SGLangPool:
         if tokens > self.max_req_len:
             return 0
         fits = self.max_total_num_tokens // self.page_size // math.ceil(tokens / self.page_size)
+        window = self.dsv4.window if self.dsv4 is not None else window
         if self.swa_tokens is not None and window:
-            fits = min(fits, self.swa_tokens // min(tokens, window))
+            fits = min(fits, self.swa_tokens // self.swa_need(tokens, window))
         return min(self.max_running_requests, fits)
 
     def refusal(self, tokens: int, window: int | None = None) -> str | None:
@@ -740,6 +765,7 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
         llama2=any("llama-2" in text.lower() for text in (model.id, model.name)),
         max_total_tokens=opts.max_total_tokens,
         context_length=opts.context_length,
+        dsv4=is_dsv4(model),
     )
 
 
@@ -749,6 +775,12 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     sglang_kv_dtype(dep.cache.kv)
     check_fp4_workspace(dep, opts.version)
     split = opts.swa_full_tokens_ratio is not None
+    if split and not v("0.5.6") <= opts.version < v("0.5.10"):
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"the separate sliding-window pool is modelled for SGLang "
+            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
+        )
     if split and not is_hybrid_swa(dep.model):
         raise SGLangConfigError.at(
             "swa_full_tokens_ratio",
@@ -786,13 +818,12 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
     if dep.eviction.lossy:
         raise SGLangConfigError(kept_by_engine("SGLang", dep.eviction))
+    if is_dsv4(dep.model):
+        return dsv4_pool(dep, opts)
+    page = opts.page_size or 1
     cells = rank_cells(dep, opts)
     memory = resolve_memory(dep, opts)
-    context_length = opts.context_length or dep.model.max_context
-    if context_length is None:
-        raise SGLangConfigError.at(
-            "context_length", f"{dep.model.id} states no maximum context; give one, e.g. 32k"
-        )
+    context_length = pool_context_length(dep, opts)
     rest = memory.rest_bytes
     slots = None
     if cells.state_bytes_per_request:
@@ -802,29 +833,81 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         return SGLangPoolTooSmall(opts.version, memory, cells, slots)
     profiled = math.floor(rest / cells.cell_size)
     tokens = min(profiled, opts.max_total_tokens or profiled)
-    tokens = tokens // opts.page_size * opts.page_size
+    tokens = tokens // page * page
+    given = opts.max_running_requests
     if opts.version >= v("0.5.10"):
-        requests = resolved_request_pool_size(opts.version, tokens, context_length)
+        # resolve_max_num_reqs: the request given replaces the estimate, capped at half the pool.
+        requests = (
+            min(given, tokens // 2) if given is not None
+            else resolved_request_pool_size(opts.version, tokens, context_length)
+        )
     else:
-        requests = request_pool_size(opts.version, profiled, context_length)
+        requests = given if given is not None else request_pool_size(
+            opts.version, profiled, context_length
+        )
     if slots is not None:
         requests = min(requests, slots // mamba_request_divisor(opts.version))
     swa = None
     if opts.swa_full_tokens_ratio is not None:
-        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, opts.page_size)
+        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, page)
     if tokens <= 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots)
+    # tp_worker: max_total // 2 unless --max-running-requests is given, then the request pool.
+    running = requests if given is not None else min(tokens // 2, requests)
     return SGLangPool(
         version=opts.version,
         memory=memory,
         cells=cells,
-        page_size=opts.page_size,
+        page_size=page,
         context_length=context_length,
         mamba_cache_size=slots,
         max_total_num_tokens=tokens,
         swa_tokens=swa,
         req_pool_size=requests,
-        max_running_requests=min(tokens // 2, requests),
+        max_running_requests=running,
+    )
+
+
+def pool_context_length(dep: Deployment, opts: SGLangOptions) -> int:
+    context_length = opts.context_length or dep.model.max_context
+    if context_length is None:
+        raise SGLangConfigError.at(
+            "context_length", f"{dep.model.id} states no maximum context; give one, e.g. 32k"
+        )
+    return context_length
+
+
+def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
+    """DeepSeek-V4's pools (:mod:`kvcalc.engine.sglang_dsv4`): the same free-memory budget,
+    split by ``DSV4PoolConfigurator``; ``max_running_requests`` is the one asked (256 unless
+    given), capped at half the full pool."""
+    check_dsv4(dep, opts)
+    page = dsv4_page_size(opts)
+    memory = resolve_memory(dep, opts)
+    context_length = pool_context_length(dep, opts)
+    budget = math.floor(memory.rest_bytes)
+    geo = stage_layers(dep.model, dep.stages[0])
+    cost = bytes_per_full_token(geo, dsv4_swa_ratio(opts))
+    cells = RankCells(round(cost), 0, geo.layers, 0, 0)
+    sizes = dsv4_stage_sizes(dep, opts, budget) if budget > 0 else None
+    if sizes is None:
+        return SGLangPoolTooSmall(opts.version, memory, cells)
+    floor = check_swa_floor(opts.version, sizes, page)
+    if floor is not None:
+        raise SGLangConfigError.at("swa_full_tokens_ratio", floor)
+    requests = min(dsv4_requests(opts, 1), sizes.full_tokens // 2)
+    return SGLangPool(
+        version=opts.version,
+        memory=memory,
+        cells=cells,
+        page_size=page,
+        context_length=context_length,
+        mamba_cache_size=None,
+        max_total_num_tokens=sizes.full_tokens,
+        swa_tokens=sizes.swa_tokens,
+        req_pool_size=requests,
+        max_running_requests=requests,
+        dsv4=sizes,
     )
 
 

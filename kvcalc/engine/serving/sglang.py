@@ -65,7 +65,8 @@ class SGLang(Engine):
               metavar="X.Y.Z", **_OWN),
         Input("mem_fraction_static", "fraction",
               "share of free memory for weights + KV [default: the release's rule]", **_OWN),
-        Input("page_size", "tokens", "tokens per page [default: 1]", maximum=65536, **_OWN),
+        Input("page_size", "tokens",
+              "tokens per page [default: 1; 256 for DeepSeek-V4]", maximum=65536, **_OWN),
         Input("context_length", "context", "context length [default: the model's maximum]",
               **_OWN),
         Input("chunked_prefill_size", "tokens", "prefill chunk (feeds the default memory share)",
@@ -85,7 +86,10 @@ class SGLang(Engine):
               metavar="GIB", bare_unit="GiB", **_OWN),
         Input("swa_full_tokens_ratio", "fraction",
               "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
-              "[default: one shared pool]", **_OWN),
+              "[default: one shared pool; DeepSeek-V4: 0.1]", **_OWN),
+        Input("max_running_requests", "count",
+              "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
+              minimum=1, maximum=1 << 20, **_OWN),
     )
     options = tuple(i.name for i in inputs)
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
@@ -131,11 +135,10 @@ class SGLang(Engine):
             value = given.get(name)
             return None if value is None else as_fraction(value)
 
-        page_size = given.get("page_size")
         return SGLangOptions(
             version=version,
             mem_fraction_static=fraction("mem_fraction_static"),
-            page_size=page_size if page_size is not None else 1,
+            page_size=given.get("page_size"),
             context_length=given.get("context_length"),
             chunked_prefill_size=given.get("chunked_prefill_size"),
             cuda_graph_max_bs=given.get("cuda_graph_max_bs"),
@@ -143,6 +146,7 @@ class SGLang(Engine):
             free_before_load_bytes=given.get("free_before_load"),
             free_after_load_bytes=given.get("free_after_load"),
             swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
+            max_running_requests=given.get("max_running_requests"),
         )
 
     def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
@@ -286,10 +290,46 @@ def sglang_payload(
         "req_pool_size": result.req_pool_size,
         "max_req_len": result.max_req_len,
         "kv_pool_bytes": result.kv_pool_bytes,
+        **dsv4_payload(result),
         "contexts": [
             context_payload(c, result.concurrency(c, window), dep.replicas) for c in contexts
         ],
     }
+
+
+def dsv4_payload(result: SGLangPool) -> dict[str, Any]:
+    """DeepSeek-V4's pools (only for that model: other payloads keep their keys)."""
+    sizes = result.dsv4
+    if sizes is None:
+        return {}
+    return {
+        "dsv4_pools": {
+            "bytes_per_full_token": round(sizes.bytes_per_full_token, 4),
+            "budget_bytes": sizes.budget_bytes,
+            "c128_state_fixed_bytes": sizes.c128_state_fixed_bytes,
+            "swa_tokens": sizes.swa_tokens,
+            "c4_tokens": sizes.c4_tokens,
+            "c128_tokens": sizes.c128_tokens,
+            "c4_state_rows": sizes.c4_state_rows,
+            "c128_state_rows": sizes.c128_state_rows,
+        }
+    }
+
+
+def dsv4_lines(result: SGLangPool) -> list[str]:
+    """SGLang's two DSV4 sizing lines, as its log prints them (GiB as "GB")."""
+    sizes = result.dsv4
+    if sizes is None:
+        return []
+    return [
+        f"DSV4 memory calculation: bytes_per_full_token={sizes.bytes_per_full_token:.2f}, "
+        f"available_bytes={sizes.budget_bytes / GiB:.2f} GB, "
+        f"c128_state_fixed={sizes.c128_state_fixed_bytes / GiB:.2f} GB, "
+        f"full_token={sizes.full_tokens}",
+        f"DSV4 pool sizes: full={sizes.full_tokens}, swa={sizes.swa_tokens}, "
+        f"c4={sizes.c4_tokens}, c128={sizes.c128_tokens}, c4_state={sizes.c4_state_rows}, "
+        f"c128_state={sizes.c128_state_rows}",
+    ]
 
 
 def context_payload(context: int, concurrency: int, replicas: int) -> dict[str, Any]:
@@ -350,7 +390,8 @@ def sglang_lines(
         )
     if not isinstance(result, SGLangPool):
         return [*lines, f"does not fit: {result.message}"]
-    if result.swa_tokens is not None:
+    lines += dsv4_lines(result)
+    if result.swa_tokens is not None and result.dsv4 is None:
         lines.append(
             f"Use Sliding window memory pool. full_layer_tokens={result.max_total_num_tokens}, "
             f"swa_layer_tokens={result.swa_tokens}"
