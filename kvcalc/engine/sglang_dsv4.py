@@ -23,7 +23,8 @@ ratio, L layers, n4 / n128 layers of ratio 4 / 128, W the window::
 584 = 448 NoPE (fp8) + 2 x 64 RoPE (bf16) + 8 scale bytes: SGLang sizes the entry unpadded,
 whatever the KV dtype, and the pages' 576-byte padding (``DeepSeekV4SingleKVPool``) is not
 charged. The MTP layer is not counted: the slice is ``compress_ratios[start:end]`` of the
-target's layers (speculative decoding, which inflates the cost by (L + 1) / L, is refused).
+target's layers; with speculative decoding (EAGLE, topk 1) the cost is inflated by (L + 1) / L
+for the draft worker and the state rings double (16 and 256 rows).
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ PAGE_SIZE = 256
 SWA_FULL_TOKENS_RATIO = Fraction("0.1")
 #: ``apply_deepseek_v4_defaults``: ``max_running_requests`` unless given.
 MAX_RUNNING_REQUESTS = 256
-#: ``get_compress_state_ring_size(ratio, is_speculative=False)``: rows of a state ring.
+#: ``get_compress_state_ring_size(ratio, is_speculative)``: rows of a state ring, doubled
+#: with speculative decoding.
 C4_RING, C128_RING = 8, 128
+SPEC_C4_RING, SPEC_C128_RING = 16, 256
+#: The draft worker's layers (``DSV4PoolConfigurator``: ``draft_layers = 1``).
+DRAFT_LAYERS = 1
 #: ``SGLANG_DSV4_COMPRESS_STATE_DTYPE`` default float32.
 STATE_VALUE_BYTES = 4
 #: Rows of the C128 state pool are padded to whole 128-row blocks.
@@ -119,12 +124,24 @@ def stage_layers(model: ModelSpec, layers: range) -> DSV4Layers:
     )
 
 
-def bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction) -> float:
+def rings(speculative: bool) -> tuple[int, int]:
+    return (SPEC_C4_RING, SPEC_C128_RING) if speculative else (C4_RING, C128_RING)
+
+
+def bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction, speculative: bool = False) -> float:
     """``_get_bytes_per_full_token``, in SGLang's own float arithmetic and term order (its
-    ``%.2f`` log line is then reproduced to the digit)."""
+    ``%.2f`` log line is then reproduced to the digit); with speculative decoding, inflated by
+    (L + 1) / L for the draft worker's layer."""
+    cost = target_bytes_per_full_token(geo, swa_ratio, rings(speculative)[0])
+    if speculative:
+        cost *= (geo.layers + DRAFT_LAYERS) / geo.layers
+    return cost
+
+
+def target_bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction, c4_ring: int) -> float:
     r = float(swa_ratio)
     kv, n4 = geo.entry_bytes, geo.c4_layers
-    c4_state_ratio = C4_RING / geo.window
+    c4_state_ratio = c4_ring / geo.window
     return (
         r * kv * geo.layers
         + 1 / 4 * kv * n4
@@ -135,19 +152,19 @@ def bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction) -> float:
     )
 
 
-def c128_state_rows(requests: int) -> int:
+def c128_state_rows(requests: int, ring: int = C128_RING) -> int:
     """``_get_c128_state_fixed_bytes``' rows: a 128-row ring per request slot (one slot more than
     ``max_running_requests``), plus one ring and a row, padded to 128 rows."""
-    rows = (requests + 1) * C128_RING + C128_RING + 1
+    rows = (requests + 1) * ring + ring + 1
     return math.ceil(rows / C128_ROW_ALIGN) * C128_ROW_ALIGN
 
 
-def c128_state_fixed_bytes(geo: DSV4Layers, requests: int) -> int:
+def c128_state_fixed_bytes(geo: DSV4Layers, requests: int, ring: int = C128_RING) -> int:
     """The ratio-128 state charged before the token pools: 2,715,811,840 B for
     DeepSeek-V4-Flash at 256 requests."""
     if not geo.c128_layers:
         return 0
-    return c128_state_rows(requests) * geo.c128_state_row_bytes * geo.c128_layers
+    return c128_state_rows(requests, ring) * geo.c128_state_row_bytes * geo.c128_layers
 
 
 @dataclass(frozen=True)
@@ -173,18 +190,20 @@ class DSV4Sizes:
         return int(self.full_tokens * self.bytes_per_full_token) + self.c128_state_fixed_bytes
 
 
-def split_pools(full: int, ratio: Fraction, page: int, window: int) -> tuple[int, ...]:
+def split_pools(
+    full: int, ratio: Fraction, page: int, window: int, c4_ring: int = C4_RING
+) -> tuple[int, ...]:
     """``_compute_dsv4_sizes``: full, SWA, C4, C128 and C4-state sizes from a full-token
     count, each pool in whole pages."""
     full = full // page * page
     swa = int(full * float(ratio)) // page * page
-    return full, swa, full // 4, full // 128, swa // window * C4_RING
+    return full, swa, full // 4, full // 128, swa // window * c4_ring
 
 
 def requests_per_worker(opts: SGLangOptions, attn_dp: int) -> int:
     """``max_running_requests // attn_dp_size`` (256 unless given)."""
     given = opts.max_running_requests
-    return (given if given is not None else MAX_RUNNING_REQUESTS) // attn_dp
+    return max(1, (given if given is not None else MAX_RUNNING_REQUESTS) // attn_dp)
 
 
 def dsv4_sizes(
@@ -194,13 +213,15 @@ def dsv4_sizes(
     ``--max-total-tokens`` clamps (``config_from_budget``); None when no token fits."""
     ratio = swa_ratio(opts)
     page = page_size(opts)
-    cost = bytes_per_full_token(geo, ratio)
-    fixed = c128_state_fixed_bytes(geo, requests_per_worker(opts, attn_dp))
+    speculative = opts.speculative_algorithm is not None
+    c4_ring, c128_ring = rings(speculative)
+    cost = bytes_per_full_token(geo, ratio, speculative)
+    fixed = c128_state_fixed_bytes(geo, requests_per_worker(opts, attn_dp), c128_ring)
     full = int(max(budget - fixed, 0) / cost)
     full = full // page * page
     if opts.max_total_tokens is not None:
         full = min(full, opts.max_total_tokens)
-    full, swa, c4, c128, c4_state = split_pools(full, ratio, page, geo.window)
+    full, swa, c4, c128, c4_state = split_pools(full, ratio, page, geo.window, c4_ring)
     if full <= 0:
         return None
     requests = min(requests_per_worker(opts, attn_dp), full // 2)
@@ -214,7 +235,7 @@ def dsv4_sizes(
         c128_tokens=c128,
         c4_state_rows=c4_state,
         # finalize_with_max_running_requests: a ring per request slot.
-        c128_state_rows=(requests + 1) * C128_RING if geo.c128_layers else 0,
+        c128_state_rows=(requests + 1) * c128_ring if geo.c128_layers else 0,
         window=geo.window,
     )
 
@@ -264,7 +285,8 @@ def check_dsv4(dep: Deployment, opts: SGLangOptions) -> None:
 def dsv4_stage_sizes(dep: Deployment, opts: SGLangOptions, budget: int) -> DSV4Sizes | None:
     """The pools of the tightest pipeline stage: each stage sizes its own slice, and SGLang
     all-reduces the MIN token count over PP ranks before the pools are built."""
-    results = [dsv4_sizes(stage_layers(dep.model, s), budget, opts) for s in dep.stages]
+    dp = opts.attn_dp
+    results = [dsv4_sizes(stage_layers(dep.model, s), budget, opts, dp) for s in dep.stages]
     if any(r is None for r in results):
         return None
     sizes = [r for r in results if r is not None]
