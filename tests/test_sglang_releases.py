@@ -261,7 +261,8 @@ def test_cli_says_the_default_release(runner: CliRunner) -> None:
     payload = run_json(runner, "batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang")
     assert payload["sglang_version"] == str(DEFAULT_VERSION)
     assert payload["sglang_version_default"] is True
-    text = runner.invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang"]).stdout
+    args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang"]
+    text = runner.invoke(app, args).stdout
     assert f"SGLang {DEFAULT_VERSION} (kvcalc's default; --sglang-version {NEWEST}" in text
 
 
