@@ -263,10 +263,12 @@ def check_dsv4(dep: Deployment, opts: SGLangOptions) -> None:
     from kvcalc.engine.sglang import SGLangConfigError
 
     if not dsv4_release(opts.version):
-        raise SGLangConfigError.at(
+        raise SGLangConfigError(
+            f"{{sglang_version}}: SGLang {opts.version}'s DeepSeek-V4 pools are not modelled "
+            f"(kvcalc restates the DSV4PoolConfigurator of {SINCE} to {UNTIL}); use "
+            f"{{sglang_version}} {UNTIL}, or {{engine}} vllm or {{engine}} simple",
             "sglang_version",
-            f"SGLang {opts.version} sizes DeepSeek-V4 by a configurator kvcalc has not read "
-            f"(modelled: {SINCE} to {UNTIL}); use {UNTIL}",
+            "engine",
         )
     if dep.kv_dtype.name != "fp8":
         raise SGLangConfigError.at(
