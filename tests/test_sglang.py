@@ -588,7 +588,7 @@ def test_cli_too_small_exits_1(runner: CliRunner) -> None:
         (["--sglang-version", "latest"], "--sglang-version: 'latest' is not a release"),
         (["--sglang-version", "0.4.99"], "there is no SGLang 0.4.99"),
         (["--sglang-version", "0.3.6"], "0.3.6 is not supported"),
-        (["--sglang-version", "0.5.19"], "0.5.19 is not supported"),
+        (["--sglang-version", "0.6.0"], "0.6.0 is not supported"),
         (
             ["--sglang-version", "0.5.10", "--swa-full-tokens-ratio", "0.8"],
             "0.5.6 to 0.5.9, not 0.5.10",

@@ -22,7 +22,8 @@ server_args.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` /
 ``mem_cache/kv_cache_configurator.py``): their default share also reserves for the prefill CUDA
 graph (on by default from v0.5.10), and their request pool is resolved from the final token
 capacity. Their mamba pool split and separate sliding-window pool were restructured (the
-``pool_configurator.py`` classes) and are refused for them rather than guessed.
+``pool_configurator.py`` classes) and are refused for them rather than guessed. DeepSeek-V4's
+pools (``DSV4PoolConfigurator``, 0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
 
 Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
 adjustment of the memory share (and, from v0.5.10, that multimodal models run without a prefill
@@ -44,6 +45,19 @@ from kvcalc.engine.eviction import kept_by_engine
 from kvcalc.engine.kv import CacheFormat, layer_bytes_per_token, layer_state_bytes, mixer_counts
 from kvcalc.engine.kvformat import KVFormat, plain
 from kvcalc.engine.serving.base import EngineRefusal
+from kvcalc.engine.sglang_dsv4 import MAX_RUNNING_REQUESTS as DSV4_MAX_RUNNING_REQUESTS
+from kvcalc.engine.sglang_dsv4 import (
+    DSV4Sizes,
+    bytes_per_full_token,
+    check_dsv4,
+    check_swa_floor,
+    dsv4_stage_sizes,
+    is_dsv4,
+    stage_layers,
+)
+from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
+from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
+from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -82,14 +96,17 @@ class SGLangVersion:
 
 
 _VERSION_RE = re.compile(r"^v?([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(?:\.post([0-9]{1,4}))?$")
-#: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.18 (Aug 2026), the
-#: newest tag the reference read. The v0.4 series ended at v0.4.10 (reference section 0).
+#: The releases whose start-up this module restates: v0.4.0 (Dec 2024) to v0.5.23, the newest on
+#: PyPI (its wheel read, as were 0.5.10-0.5.22's). The v0.4 series ended at v0.4.10 (reference
+#: section 0).
 OLDEST = SGLangVersion(0, 4, 0)
-NEWEST = SGLangVersion(0, 5, 18)
-LAST_PATCH = {(0, 4): 10, (0, 5): 18}
-#: The default: the reference's primary release (its line numbers are v0.5.6's), and the newest
-#: release every layer kind is modelled for (v0.5.10+ refuse mamba hybrids and a separate
-#: sliding-window pool), so a default run never refuses a model the engine can pool.
+NEWEST = SGLangVersion(0, 5, 23)
+LAST_PATCH = {(0, 4): 10, (0, 5): 23}
+#: The default: the reference's primary release (its line numbers are v0.5.6's), checked against
+#: real start-up logs, and the newest release every layer kind is modelled for (v0.5.10+ refuse
+#: mamba hybrids and a separate sliding-window pool; DeepSeek-V4 is 0.5.15-0.5.20's). The newest
+#: release would refuse those models by default, so it is given by name (the output says which
+#: release applied and that it is the default).
 DEFAULT_VERSION = SGLangVersion(0, 5, 6)
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
@@ -150,17 +167,31 @@ def default_chunked_prefill_size(version: SGLangVersion, gpu_mem_mib: int) -> in
         if gpu_mem_mib < 35 * 1024:
             return 2048
         return 8192 if gpu_mem_mib < 160 * 1024 else 16384
-    tiers = ((20 * 1024, 2048), (35 * 1024, 2048), (60 * 1024, 4096), (160 * 1024, 8192))
+    # 0.5.20 (arg_groups/memory_hook.py) raised the 20-35 GiB tier (RTX 5090) to 4096.
+    small = 4096 if version >= v("0.5.20") else 2048
+    tiers = ((20 * 1024, 2048), (35 * 1024, small), (60 * 1024, 4096), (160 * 1024, 8192))
     return next((size for below, size in tiers if gpu_mem_mib < below), 16384)
 
 
-def default_cuda_graph_max_bs(version: SGLangVersion, gpu_mem_mib: int, tp: int) -> int:
+def default_cuda_graph_max_bs(
+    version: SGLangVersion, gpu_mem_mib: int, tp: int, max_running_requests: int | None = None
+) -> int:
     """``--cuda-graph-max-bs`` by GPU memory tier and TP (section 7.4 table, v0.5.3 on; the
-    20-35 GiB tier moved from 16 to 24 at TP < 4 in v0.5.5)."""
+    20-35 GiB tier moved from 16 to 24 at TP < 4 in v0.5.5, and to 48 / 160 in v0.5.20), capped
+    at ``--max-running-requests`` from v0.5.22 (``handle_gpu_memory_settings``)."""
+    tiered = tier_cuda_graph_max_bs(version, gpu_mem_mib, tp)
+    if max_running_requests is not None and version >= v("0.5.22"):
+        return min(tiered, max_running_requests)
+    return tiered
+
+
+def tier_cuda_graph_max_bs(version: SGLangVersion, gpu_mem_mib: int, tp: int) -> int:
     small_tp = tp < 4
     if gpu_mem_mib < 20 * 1024:
         return 8
     if gpu_mem_mib < 35 * 1024:
+        if version >= v("0.5.20"):
+            return 48 if small_tp else 160
         return (24 if version >= v("0.5.5") else 16) if small_tp else 80
     if gpu_mem_mib < 60 * 1024:
         return 32 if small_tp else 160
@@ -206,6 +237,8 @@ class PrefillGraphInputs:
     max_total_tokens: int | None = None
     context_length: int | None = None
     """``--context-length`` as given (None: the model's own, which does not cap the graph)."""
+    dsv4: bool = False
+    """A DeepSeek-V4 model, for which 0.5.15+ turn the prefill graph off."""
 
 
 def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
@@ -221,8 +254,17 @@ def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> 
     (non-DSA)"); v0.5.18 drops that rule."""
     if version < v("0.5.10"):
         return False
-    if version < v("0.5.15"):
-        return graph.pp == 1
+    if version < v("0.5.15") or version >= v("0.5.19"):
+        # 0.5.19+ (arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility): "Disabling
+        # breakable prefill CUDA graph by default for pipeline parallelism".
+        if graph.pp > 1:
+            return False
+        if version < v("0.5.15"):
+            return True
+    if graph.dsv4:
+        # _disable_breakable_cudagraph_if_incompatible: "DeepSeek-V4 (heavy capture-pool
+        # memory pressure)" (0.5.15 on).
+        return False
     return not (graph.mla and version < v("0.5.18"))
 
 
@@ -306,19 +348,22 @@ def default_mem_fraction_static(
     chunked: int,
     cuda_graph_bs: int,
     prefill_graph_mib: float = 0,
+    dp_attention: int = 1,
 ) -> Fraction:
     """SGLang's default ``mem_fraction_static`` for this release (section 7): e.g. 0.835 for one
     H100 (81,559 MiB) and 0.907 for one H200 (143,771 MiB) from v0.5.3; ``prefill_graph_mib``
-    is :func:`prefill_graph_reserved_mib` (0 before v0.5.10)."""
+    is :func:`prefill_graph_reserved_mib` (0 before v0.5.10), ``dp_attention`` the
+    ``--dp-size`` of DP attention (1: off)."""
     if version < v("0.4.6"):
         return tp_table_fraction(tp)
     if version < v("0.4.7.post1"):
         return share_v046(version, gpu_mem_mib, tp, pp)
+    dp = dp_reserved_mib(version, cuda_graph_bs, dp_attention)
     if version < v("0.5.3"):
-        return rounded_share(gpu_mem_mib, reserved_mib_v047(gpu_mem_mib, tp, pp))
+        return rounded_share(gpu_mem_mib, reserved_mib_v047(gpu_mem_mib, tp, pp) + dp)
     return rounded_share(
         gpu_mem_mib,
-        reserved_mib_v053(gpu_mem_mib, tp, pp, chunked, cuda_graph_bs, prefill_graph_mib),
+        reserved_mib_v053(gpu_mem_mib, tp, pp, chunked, cuda_graph_bs, prefill_graph_mib + dp),
     )
 
 
@@ -396,13 +441,6 @@ def rank_mixer(mixer: Mixer, tp: int) -> Mixer:
             "use {engine} vllm or {engine} simple",
             "engine",
         )
-    if mixer.kind == "compressed":
-        raise SGLangConfigError(
-            "DeepSeek-V4's compressed attention is pooled by SGLang's DSV4PoolConfigurator "
-            f"(read in 0.5.23; kvcalc models SGLang {SUPPORTED_RANGE} without it); use "
-            "{engine} vllm or {engine} simple",
-            "engine",
-        )
     return mixer.per_rank(tp)
 
 
@@ -428,6 +466,8 @@ class RankCells:
     swa_layers: int
     state_bytes_per_request: int
     """The mamba / linear-attention state of one request over the stage's layers."""
+    draft_layers: int = 0
+    """Speculative draft layers priced into ``full_bytes_per_token`` (0: none)."""
 
     @property
     def cell_size(self) -> int:
@@ -470,7 +510,8 @@ class SGLangOptions:
 
     version: SGLangVersion = DEFAULT_VERSION
     mem_fraction_static: Fraction | None = None
-    page_size: int = 1
+    page_size: int | None = None
+    """None: the model's default page (256 for DeepSeek-V4, else 1)."""
     context_length: int | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
@@ -479,7 +520,22 @@ class SGLangOptions:
     free_after_load_bytes: int | None = None
     swa_full_tokens_ratio: Fraction | None = None
     """None: sliding layers share the full pool (SGLang turns hybrid SWA memory off for Gemma,
-    Olmo and, before 0.5.8, gpt-oss); a ratio pools them apart (section 5)."""
+    Olmo and, before 0.5.8, gpt-oss); a ratio pools them apart (section 5). DeepSeek-V4 always
+    pools its window apart, at 0.1 unless given."""
+    max_running_requests: int | None = None
+    """``--max-running-requests`` (None: the request-pool estimate; 256 for DeepSeek-V4)."""
+    speculative_algorithm: str | None = None
+    """``--speculative-algorithm`` EAGLE or NEXTN with the model's own MTP layers as the draft
+    (None: no speculative decoding)."""
+    enable_dp_attention: bool = False
+    """``--enable-dp-attention``: attention data-parallel over ``dp_size`` ranks of the TP
+    group, each with its own pool for its own requests (reference section 2)."""
+    dp_size: int | None = None
+
+    @property
+    def attn_dp(self) -> int:
+        """Data-parallel attention ranks (1 without ``--enable-dp-attention``)."""
+        return (self.dp_size or 1) if self.enable_dp_attention else 1
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -493,7 +549,7 @@ def check_options(opts: SGLangOptions) -> None:
             "mem_fraction_static", f"{float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
         )
     for name in ("page_size", "context_length", "chunked_prefill_size", "cuda_graph_max_bs",
-                 "max_total_tokens"):
+                 "max_total_tokens", "max_running_requests", "dp_size"):
         value = getattr(opts, name)
         if value is not None and value < 1:
             raise SGLangConfigError.at(name, f"must be at least 1, not {value}")
@@ -505,17 +561,85 @@ def check_options(opts: SGLangOptions) -> None:
             "free_after_load",
             "free_before_load",
         )
+    check_dp_attention(opts)
+    check_speculative(opts)
     ratio = opts.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise SGLangConfigError.at(
             "swa_full_tokens_ratio", f"{float(ratio):g} is not a fraction in (0, 1], e.g. 0.8"
         )
-    if ratio is not None and not v("0.5.6") <= opts.version < v("0.5.10"):
+
+
+def check_dp_attention(opts: SGLangOptions) -> None:
+    """``--dp-size`` is DP attention's here: without ``--enable-dp-attention`` SGLang's dp ranks
+    are whole replicas, which kvcalc counts from the GPUs."""
+    if opts.enable_dp_attention and (opts.dp_size or 1) < 2:
         raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"the separate sliding-window pool is modelled for SGLang "
-            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
+            "dp_size", "DP attention needs 2 or more ranks, e.g. --dp-size 8 with --tp 8"
         )
+    if opts.enable_dp_attention and opts.version < v("0.4.7.post1"):
+        raise SGLangConfigError.at(
+            "dp_size",
+            f"DP attention's memory share is modelled from SGLang 0.4.7.post1, not "
+            f"{opts.version}",
+        )
+
+
+#: ``--speculative-algorithm`` values modelled: the EAGLE worker with the target's own MTP
+#: (NEXTN) layers as the draft (SGLang resolves NEXTN to EAGLE).
+SPECULATIVE_ALGORITHMS = ("EAGLE", "NEXTN")
+#: Releases that price the draft's KV into the target's cell (``DefaultPoolConfigurator``:
+#: ``cell_size x (1 + draft_layers / num_layers)``; read in 0.5.14-0.5.23), before which the
+#: draft pool was sized apart (reference section 9).
+SPECULATIVE_SINCE = "0.5.14"
+#: ``_handle_eagle_family``: ``max_running_requests`` unless given.
+SPECULATIVE_MAX_RUNNING_REQUESTS = 48
+
+
+def check_speculative(opts: SGLangOptions) -> None:
+    algorithm = opts.speculative_algorithm
+    if algorithm is None:
+        return
+    if algorithm not in SPECULATIVE_ALGORITHMS:
+        raise SGLangConfigError.at(
+            "speculative_algorithm",
+            f"{algorithm} is not modelled; kvcalc models EAGLE / NEXTN drafts made of the "
+            "model's own MTP layers",
+        )
+    if opts.version < v(SPECULATIVE_SINCE):
+        raise SGLangConfigError.at(
+            "speculative_algorithm",
+            f"SGLang {opts.version} sizes the draft pool apart from the target's, which is not "
+            f"modelled; use {SPECULATIVE_SINCE} or later",
+        )
+
+
+def draft_layers(dep: Deployment, opts: SGLangOptions) -> int:
+    """The draft's layers: the model's MTP layers (``num_nextn_predict_layers``), 0 without
+    speculative decoding."""
+    if opts.speculative_algorithm is None:
+        return 0
+    if not dep.model.mtp_layers:
+        raise SGLangConfigError.at(
+            "speculative_algorithm",
+            f"{dep.model.id} has no MTP layers to draft with; kvcalc models no separate "
+            "draft model",
+        )
+    return dep.model.mtp_layers
+
+
+def dp_reserved_mib(version: SGLangVersion, cuda_graph_bs: int, dp: int) -> float:
+    """What ``--enable-dp-attention`` adds to the reserved memory (section 7.3 / 7.4): 4 GiB in
+    0.4.7.post1-0.5.2, then ``cuda_graph_max_bs x dp x 3`` MiB, half as much again above a
+    graph batch of 300 (0.5.14+ ``reserve_for_graph_mb``)."""
+    if dp < 2:
+        return 0
+    if version < v("0.5.3"):
+        return 4096
+    extra: float = cuda_graph_bs * dp * 3
+    if cuda_graph_bs > 300:
+        extra += cuda_graph_bs * dp * 1.5
+    return extra
 
 
 @dataclass(frozen=True)
@@ -560,6 +684,10 @@ class SGLangPool:
     """The sliding-window pool of a hybrid SWA model, else None."""
     req_pool_size: int
     max_running_requests: int
+    dsv4: DSV4Sizes | None = None
+    """DeepSeek-V4's pools (full, SWA, C4, C128, states), else None."""
+    dp_size: int = 1
+    """DP-attention ranks of the replica, each with these pools (1: DP attention off)."""
 
     @property
     def cell_size(self) -> int:
@@ -567,7 +695,10 @@ class SGLangPool:
 
     @property
     def kv_pool_bytes(self) -> int:
-        """Bytes of the token pools on one rank (the padding slot aside)."""
+        """Bytes of the token pools on one rank (the padding slot aside); DeepSeek-V4's as its
+        sizing charges them."""
+        if self.dsv4 is not None:
+            return self.dsv4.charged_bytes
         return (
             self.max_total_num_tokens * self.cells.full_bytes_per_token
             + (self.swa_tokens or 0) * self.cells.swa_bytes_per_token
@@ -584,9 +715,18 @@ class SGLangPool:
         counts them; above 1 when they do not fit."""
         pages = math.ceil(tokens / self.page_size) * self.page_size
         full = requests * pages / self.max_total_num_tokens
+        window = self.dsv4.window if self.dsv4 is not None else window
         if self.swa_tokens is not None and window:
-            return max(full, requests * min(tokens, window) / self.swa_tokens)
+            return max(full, requests * self.swa_need(tokens, window) / self.swa_tokens)
         return full
+
+    def swa_need(self, tokens: int, window: int) -> int:
+        """Sliding-window slots one request holds: its last ``window`` tokens, in whole pages
+        for DeepSeek-V4 (its SWA pool is paged like the full one)."""
+        need = min(tokens, window)
+        if self.dsv4 is not None:
+            return math.ceil(need / self.page_size) * self.page_size
+        return need
 
     def concurrency(self, tokens: int, window: int | None = None) -> int:
         """Requests of ``tokens`` tokens that run at once: the pages of the pool(s) they take,
@@ -594,9 +734,14 @@ class SGLangPool:
         if tokens > self.max_req_len:
             return 0
         fits = self.max_total_num_tokens // self.page_size // math.ceil(tokens / self.page_size)
+        window = self.dsv4.window if self.dsv4 is not None else window
         if self.swa_tokens is not None and window:
-            fits = min(fits, self.swa_tokens // min(tokens, window))
+            fits = min(fits, self.swa_tokens // self.swa_need(tokens, window))
         return min(self.max_running_requests, fits)
+
+    def replica_concurrency(self, tokens: int, window: int | None = None) -> int:
+        """Requests of ``tokens`` tokens one server runs at once: every DP-attention rank's."""
+        return self.concurrency(tokens, window) * self.dp_size
 
     def refusal(self, tokens: int, window: int | None = None) -> str | None:
         """Why no request of ``tokens`` tokens runs (None when one does): the "does not fit"
@@ -626,6 +771,7 @@ class SGLangPoolTooSmall:
     memory: SGLangMemory
     cells: RankCells
     mamba_cache_size: int | None = field(default=None)
+    dp_size: int = 1
 
     @property
     def message(self) -> str:
@@ -694,7 +840,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
                 opts.version, gpu_mem_mib
             )
             cuda_graph_bs = opts.cuda_graph_max_bs or default_cuda_graph_max_bs(
-                opts.version, gpu_mem_mib, dep.tp
+                opts.version, gpu_mem_mib, dep.tp, requests_asked(dep, opts)
             )
         if opts.version >= v("0.5.10"):
             prefill_graph = prefill_graph_reserved_mib(
@@ -708,6 +854,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             chunked or 0,
             cuda_graph_bs or 0,
             prefill_graph or 0,
+            opts.attn_dp,
         )
     before = opts.free_before_load_bytes
     if before is not None and before > dep.memory_bytes_per_gpu:
@@ -729,6 +876,16 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
                         tuple(estimated), prefill_graph)
 
 
+def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
+    """``--max-running-requests`` as the server arguments hold it when the graph batch is
+    chosen (DeepSeek-V4's hook fills in 256 before)."""
+    if opts.max_running_requests is None and is_dsv4(dep.model):
+        return DSV4_MAX_RUNNING_REQUESTS
+    if opts.max_running_requests is None and opts.speculative_algorithm is not None:
+        return SPECULATIVE_MAX_RUNNING_REQUESTS
+    return opts.max_running_requests
+
+
 def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> PrefillGraphInputs:
     """The prefill-graph inputs of this deployment. SGLang matches "llama-2" in the model path;
     the registry's name (Llama-2-70B) or id stands in for it."""
@@ -740,6 +897,7 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
         llama2=any("llama-2" in text.lower() for text in (model.id, model.name)),
         max_total_tokens=opts.max_total_tokens,
         context_length=opts.context_length,
+        dsv4=is_dsv4(model),
     )
 
 
@@ -749,6 +907,12 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     sglang_kv_dtype(dep.cache.kv)
     check_fp4_workspace(dep, opts.version)
     split = opts.swa_full_tokens_ratio is not None
+    if split and not v("0.5.6") <= opts.version < v("0.5.10"):
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"the separate sliding-window pool is modelled for SGLang "
+            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
+        )
     if split and not is_hybrid_swa(dep.model):
         raise SGLangConfigError.at(
             "swa_full_tokens_ratio",
@@ -762,7 +926,14 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"SGLang {opts.version} pools the sliding-window layers of "
             f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9",
         )
-    cells = [stage_cells(dep.model, s, dep.tp, dep.cache, split) for s in dep.stages]
+    attn_tp = attention_tp(dep, opts)
+    cells = [stage_cells(dep.model, s, attn_tp, dep.cache, split) for s in dep.stages]
+    if opts.attn_dp > 1 and any(c.state_bytes_per_request for c in cells):
+        raise SGLangConfigError.at(
+            "dp_size",
+            f"DP attention splits {dep.model.id}'s mamba pool over the dp ranks, which is "
+            "not modelled; leave it out",
+        )
     if any(c.state_bytes_per_request for c in cells) and not (
         v("0.5.6") <= opts.version < v("0.5.10")
     ):
@@ -779,52 +950,133 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"SGLang serves {dep.model.id} (its config states mamba_ssm_dtype, "
             f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9",
         )
-    return max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
+    widest = max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
+    return with_draft(widest, draft_layers(dep, opts), dep.model.id)
+
+
+def with_draft(cells: RankCells, draft: int, model_id: str) -> RankCells:
+    """EAGLE's draft KV priced into the target's cell, in SGLang's float arithmetic:
+    ``int(cell_size x (1 + draft_layers / num_layers))`` (the draft holds as many tokens)."""
+    if not draft:
+        return cells
+    if cells.state_bytes_per_request or cells.swa_bytes_per_token:
+        raise SGLangConfigError.at(
+            "speculative_algorithm",
+            f"the draft pool of {model_id}'s hybrid pools is not modelled; leave it out",
+        )
+    layers = cells.full_layers
+    scaled = int(cells.full_bytes_per_token * (1 + draft / layers))
+    return RankCells(scaled, 0, layers, 0, 0, draft)
+
+
+def attention_tp(dep: Deployment, opts: SGLangOptions) -> int:
+    """``attn_tp = tp_size // dp_size`` under DP attention (``dp_size`` must divide it)."""
+    dp = opts.attn_dp
+    if dep.tp % dp:
+        raise SGLangConfigError.at(
+            "dp_size", f"{dp} does not divide --tp {dep.tp} (SGLang asserts tp % dp == 0)"
+        )
+    return dep.tp // dp
 
 
 def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
     """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
     if dep.eviction.lossy:
         raise SGLangConfigError(kept_by_engine("SGLang", dep.eviction))
+    if is_dsv4(dep.model):
+        return dsv4_pool(dep, opts)
+    page = opts.page_size or 1
     cells = rank_cells(dep, opts)
     memory = resolve_memory(dep, opts)
-    context_length = opts.context_length or dep.model.max_context
-    if context_length is None:
-        raise SGLangConfigError.at(
-            "context_length", f"{dep.model.id} states no maximum context; give one, e.g. 32k"
-        )
+    context_length = pool_context_length(dep, opts)
     rest = memory.rest_bytes
     slots = None
     if cells.state_bytes_per_request:
         slots = mamba_cache_size(rest, cells.state_bytes_per_request)
         rest -= slots * cells.state_bytes_per_request
     if rest <= 0 or cells.cell_size == 0:
-        return SGLangPoolTooSmall(opts.version, memory, cells, slots)
+        return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
     profiled = math.floor(rest / cells.cell_size)
     tokens = min(profiled, opts.max_total_tokens or profiled)
-    tokens = tokens // opts.page_size * opts.page_size
+    tokens = tokens // page * page
+    # Per DP-attention worker: --max-running-requests // dp_size (48 with EAGLE unless given).
+    asked = requests_asked(dep, opts)
+    given = None if asked is None else max(1, asked // opts.attn_dp)
     if opts.version >= v("0.5.10"):
-        requests = resolved_request_pool_size(opts.version, tokens, context_length)
+        # resolve_max_num_reqs: the request given replaces the estimate, capped at half the pool.
+        requests = (
+            min(given, tokens // 2) if given is not None
+            else resolved_request_pool_size(opts.version, tokens, context_length)
+        )
     else:
-        requests = request_pool_size(opts.version, profiled, context_length)
+        requests = given if given is not None else request_pool_size(
+            opts.version, profiled, context_length
+        )
     if slots is not None:
         requests = min(requests, slots // mamba_request_divisor(opts.version))
     swa = None
     if opts.swa_full_tokens_ratio is not None:
-        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, opts.page_size)
+        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, page)
     if tokens <= 0:
-        return SGLangPoolTooSmall(opts.version, memory, cells, slots)
+        return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
+    # tp_worker: max_total // 2 unless --max-running-requests is given, then the request pool.
+    running = requests if given is not None else min(tokens // 2, requests)
     return SGLangPool(
         version=opts.version,
         memory=memory,
         cells=cells,
-        page_size=opts.page_size,
+        page_size=page,
         context_length=context_length,
         mamba_cache_size=slots,
         max_total_num_tokens=tokens,
         swa_tokens=swa,
         req_pool_size=requests,
-        max_running_requests=min(tokens // 2, requests),
+        max_running_requests=running,
+        dp_size=opts.attn_dp,
+    )
+
+
+def pool_context_length(dep: Deployment, opts: SGLangOptions) -> int:
+    context_length = opts.context_length or dep.model.max_context
+    if context_length is None:
+        raise SGLangConfigError.at(
+            "context_length", f"{dep.model.id} states no maximum context; give one, e.g. 32k"
+        )
+    return context_length
+
+
+def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
+    """DeepSeek-V4's pools (:mod:`kvcalc.engine.sglang_dsv4`): the same free-memory budget,
+    split by ``DSV4PoolConfigurator``; ``max_running_requests`` is the one asked (256 unless
+    given), capped at half the full pool."""
+    check_dsv4(dep, opts)
+    page = dsv4_page_size(opts)
+    memory = resolve_memory(dep, opts)
+    context_length = pool_context_length(dep, opts)
+    budget = math.floor(memory.rest_bytes)
+    geo = stage_layers(dep.model, dep.stages[0])
+    cost = bytes_per_full_token(geo, dsv4_swa_ratio(opts), opts.speculative_algorithm is not None)
+    cells = RankCells(round(cost), 0, geo.layers, 0, 0)
+    sizes = dsv4_stage_sizes(dep, opts, budget) if budget > 0 else None
+    if sizes is None:
+        return SGLangPoolTooSmall(opts.version, memory, cells, None, opts.attn_dp)
+    floor = check_swa_floor(opts.version, sizes, page)
+    if floor is not None:
+        raise SGLangConfigError.at("swa_full_tokens_ratio", floor)
+    requests = min(dsv4_requests(opts, opts.attn_dp), sizes.full_tokens // 2)
+    return SGLangPool(
+        version=opts.version,
+        memory=memory,
+        cells=cells,
+        page_size=page,
+        context_length=context_length,
+        mamba_cache_size=None,
+        max_total_num_tokens=sizes.full_tokens,
+        swa_tokens=sizes.swa_tokens,
+        req_pool_size=requests,
+        max_running_requests=requests,
+        dsv4=sizes,
+        dp_size=opts.attn_dp,
     )
 
 

@@ -259,10 +259,25 @@ class SglangContext(TypedDict):
 
 
 @with_config(STRICT)
+class SglangDsv4Pools(TypedDict):
+    """DeepSeek-V4's pools as SGLang's DSV4PoolConfigurator sizes them (one rank)."""
+
+    bytes_per_full_token: float
+    budget_bytes: int
+    c128_state_fixed_bytes: int
+    swa_tokens: int
+    c4_tokens: int
+    c128_tokens: int
+    c4_state_rows: int
+    c128_state_rows: int
+
+
+@with_config(STRICT)
 class BatchSglangDocument(EngineDocument):
     """`kvcalc batch MODEL --engine sglang`: SGLang's start-up figures and pools."""
 
     sglang_version: str
+    sglang_version_default: bool
     gpu_memory_mib: int
     mem_fraction_static: float
     chunked_prefill_size: int | None
@@ -284,6 +299,9 @@ class BatchSglangDocument(EngineDocument):
     req_pool_size: NotRequired[int]
     max_req_len: NotRequired[int]
     kv_pool_bytes: int
+    dsv4_pools: NotRequired[SglangDsv4Pools]
+    dp_attention_ranks: NotRequired[int]
+    draft_layers: NotRequired[int]
     contexts: list[SglangContext]
     warnings: NotRequired[list[str]]
 
@@ -783,6 +801,7 @@ VOCABULARY: dict[str, Term] = {
     "estimated_max_model_len": Term(TOK, "the longest request that fits (too small)"),
     # SGLang
     "sglang_version": Term("", "the SGLang release whose rules apply"),
+    "sglang_version_default": Term("", "whether that is kvcalc's default release (not given)"),
     "gpu_memory_mib": Term("MiB", "the GPU memory SGLang reads"),
     "mem_fraction_static": Term("fraction", "SGLang's static memory share"),
     "chunked_prefill_size": Term(TOK, "SGLang's chunked prefill size, or null"),
@@ -802,6 +821,16 @@ VOCABULARY: dict[str, Term] = {
     "req_pool_size": Term(SEQ, "slots of SGLang's request pool"),
     "max_req_len": Term(TOK, "the longest request SGLang accepts"),
     "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
+    "dp_attention_ranks": Term("", "SGLang's DP-attention ranks (--dp-size), each its own pool"),
+    "draft_layers": Term("", "speculative draft layers priced into SGLang's cell"),
+    "dsv4_pools": Term("", "DeepSeek-V4's SGLang pools (DSV4PoolConfigurator), one rank"),
+    "bytes_per_full_token": Term(B, "SGLang's DeepSeek-V4 cost of one full-pool token"),
+    "budget_bytes": Term(B, "SGLang's KV budget on one rank (its available_bytes)"),
+    "c128_state_fixed_bytes": Term(B, "the ratio-128 compressor state charged up front"),
+    "c4_tokens": Term(TOK, "compressed entries of SGLang's ratio-4 pool"),
+    "c128_tokens": Term(TOK, "compressed entries of SGLang's ratio-128 pool"),
+    "c4_state_rows": Term("", "rows of the ratio-4 compressor-state pool"),
+    "c128_state_rows": Term("", "rows of the ratio-128 compressor-state pool"),
     # TensorRT-LLM
     "free_gpu_memory_fraction": Term("fraction", "TensorRT-LLM's share of the free memory"),
     "tokens_per_block": Term(TOK, "TensorRT-LLM's tokens per KV block"),

@@ -29,7 +29,13 @@ from kvcalc.engine.units import GiB
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
-    from kvcalc.engine.sglang import SGLangMemory, SGLangOptions, SGLangPool, SGLangPoolTooSmall
+    from kvcalc.engine.sglang import (
+        SGLangMemory,
+        SGLangOptions,
+        SGLangPool,
+        SGLangPoolTooSmall,
+        SGLangVersion,
+    )
 
 #: The request length its concurrency is shown for when --ctx is not given.
 DEFAULT_CONTEXT = 8192
@@ -58,14 +64,17 @@ _REFUSALS: dict[str, str] = {
 class SGLang(Engine):
     name = _NAME
     label = "SGLang"
-    summary = "sglang: SGLang's token pool (0.4.0-0.5.18)"
+    # The releases of kvcalc.engine.sglang (imported when an answer is asked, not at start-up;
+    # tests/test_sglang.py holds these texts to its constants).
+    summary = "sglang: SGLang's token pool (0.4.0-0.5.23)"
     #: Its server arguments, named as SGLang names them.
     inputs: tuple[Input, ...] = (
-        Input("sglang_version", "text", "release, 0.4.0-0.5.18 [default: 0.5.6]",
+        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.6]",
               metavar="X.Y.Z", **_OWN),
         Input("mem_fraction_static", "fraction",
               "share of free memory for weights + KV [default: the release's rule]", **_OWN),
-        Input("page_size", "tokens", "tokens per page [default: 1]", maximum=65536, **_OWN),
+        Input("page_size", "tokens",
+              "tokens per page [default: 1; 256 for DeepSeek-V4]", maximum=65536, **_OWN),
         Input("context_length", "context", "context length [default: the model's maximum]",
               **_OWN),
         Input("chunked_prefill_size", "tokens", "prefill chunk (feeds the default memory share)",
@@ -85,7 +94,19 @@ class SGLang(Engine):
               metavar="GIB", bare_unit="GiB", **_OWN),
         Input("swa_full_tokens_ratio", "fraction",
               "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
-              "[default: one shared pool]", **_OWN),
+              "[default: one shared pool; DeepSeek-V4: 0.1]", **_OWN),
+        Input("max_running_requests", "count",
+              "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
+              minimum=1, maximum=1 << 20, **_OWN),
+        # SGLang's --dp-size with --enable-dp-attention; without it SGLang's dp ranks are whole
+        # replicas, which kvcalc counts from --gpus / (tp x pp), so here it means DP attention.
+        Input("dp_size", "count",
+              "DP attention (SGLang --enable-dp-attention --dp-size N): N attention ranks of "
+              "the TP group, a pool each [default: off]",
+              minimum=1, maximum=4096, **_OWN),
+        Input("speculative_algorithm", "text",
+              "EAGLE or NEXTN: the model's MTP layers draft, their KV priced into the cell "
+              "(0.5.14+) [default: none]", metavar="NAME", **_OWN),
     )
     options = tuple(i.name for i in inputs)
     default_contexts: tuple[int, ...] | None = (DEFAULT_CONTEXT,)
@@ -131,11 +152,10 @@ class SGLang(Engine):
             value = given.get(name)
             return None if value is None else as_fraction(value)
 
-        page_size = given.get("page_size")
         return SGLangOptions(
             version=version,
             mem_fraction_static=fraction("mem_fraction_static"),
-            page_size=page_size if page_size is not None else 1,
+            page_size=given.get("page_size"),
             context_length=given.get("context_length"),
             chunked_prefill_size=given.get("chunked_prefill_size"),
             cuda_graph_max_bs=given.get("cuda_graph_max_bs"),
@@ -143,10 +163,20 @@ class SGLang(Engine):
             free_before_load_bytes=given.get("free_before_load"),
             free_after_load_bytes=given.get("free_after_load"),
             swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
+            max_running_requests=given.get("max_running_requests"),
+            enable_dp_attention=(given.get("dp_size") or 1) > 1,
+            dp_size=given.get("dp_size"),
+            speculative_algorithm=speculative(given.get("speculative_algorithm")),
         )
 
     def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
+        """SGLang's pool(s) for ``dep`` (the default release's unless ``options`` say)."""
         return SGLangTokenPool(dep, options if options is not None else self.engine_options({}))
+
+
+def speculative(text: str | None) -> str | None:
+    """``--speculative-algorithm`` as SGLang spells it (upper case)."""
+    return None if text is None else text.strip().upper()
 
 
 class SGLangTokenPool:
@@ -175,7 +205,7 @@ class SGLangTokenPool:
         if not isinstance(result, SGLangPool):
             return [0] * len(contexts), result.message
         window = sliding_window(self.dep.model)
-        return [result.concurrency(context, window) for context in contexts], None
+        return [result.replica_concurrency(context, window) for context in contexts], None
 
     def max_batch(self, context: int) -> int:
         from kvcalc.engine.sglang import SGLangConfigError
@@ -191,7 +221,9 @@ class SGLangTokenPool:
         pool = self.start()
         if not isinstance(pool, SGLangPool):
             return math.inf
-        return pool.pool_fraction(batch_per_replica, context, sliding_window(self.dep.model))
+        # The replica's requests spread over its DP-attention ranks, each with its own pool.
+        per_rank = math.ceil(batch_per_replica / pool.dp_size)
+        return pool.pool_fraction(per_rank, context, sliding_window(self.dep.model))
 
     def longest_context(self) -> int | None:
         """The longest request the scheduler admits (``max_req_len``)."""
@@ -245,6 +277,7 @@ def sglang_payload(
         **setup.layout,
         "engine": ENGINE.name,
         "sglang_version": str(result.version),
+        "sglang_version_default": is_default_release(result.version),
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": setup.kv_bits_per_value,
         "gpu_memory_mib": memory.gpu_memory_mib,
@@ -258,6 +291,11 @@ def sglang_payload(
         "mamba_bytes_per_request": result.cells.state_bytes_per_request or None,
         "max_mamba_cache_size": result.mamba_cache_size,
     }
+    if result.dp_size > 1:
+        # Only DP attention's payloads carry it: the pool figures are one DP rank's.
+        payload["dp_attention_ranks"] = result.dp_size
+    if result.cells.draft_layers:
+        payload["draft_layers"] = result.cells.draft_layers
     if memory.prefill_graph_mib is not None:
         # Only releases from 0.5.10 reserve for the prefill CUDA graph: older payloads keep
         # their keys.
@@ -286,10 +324,47 @@ def sglang_payload(
         "req_pool_size": result.req_pool_size,
         "max_req_len": result.max_req_len,
         "kv_pool_bytes": result.kv_pool_bytes,
+        **dsv4_payload(result),
         "contexts": [
-            context_payload(c, result.concurrency(c, window), dep.replicas) for c in contexts
+            context_payload(c, result.replica_concurrency(c, window), dep.replicas)
+            for c in contexts
         ],
     }
+
+
+def dsv4_payload(result: SGLangPool) -> dict[str, Any]:
+    """DeepSeek-V4's pools (only for that model: other payloads keep their keys)."""
+    sizes = result.dsv4
+    if sizes is None:
+        return {}
+    return {
+        "dsv4_pools": {
+            "bytes_per_full_token": round(sizes.bytes_per_full_token, 4),
+            "budget_bytes": sizes.budget_bytes,
+            "c128_state_fixed_bytes": sizes.c128_state_fixed_bytes,
+            "swa_tokens": sizes.swa_tokens,
+            "c4_tokens": sizes.c4_tokens,
+            "c128_tokens": sizes.c128_tokens,
+            "c4_state_rows": sizes.c4_state_rows,
+            "c128_state_rows": sizes.c128_state_rows,
+        }
+    }
+
+
+def dsv4_lines(result: SGLangPool) -> list[str]:
+    """SGLang's two DSV4 sizing lines, as its log prints them (GiB as "GB")."""
+    sizes = result.dsv4
+    if sizes is None:
+        return []
+    return [
+        f"DSV4 memory calculation: bytes_per_full_token={sizes.bytes_per_full_token:.2f}, "
+        f"available_bytes={sizes.budget_bytes / GiB:.2f} GB, "
+        f"c128_state_fixed={sizes.c128_state_fixed_bytes / GiB:.2f} GB, "
+        f"full_token={sizes.full_tokens}",
+        f"DSV4 pool sizes: full={sizes.full_tokens}, swa={sizes.swa_tokens}, "
+        f"c4={sizes.c4_tokens}, c128={sizes.c128_tokens}, c4_state={sizes.c4_state_rows}, "
+        f"c128_state={sizes.c128_state_rows}",
+    ]
 
 
 def context_payload(context: int, concurrency: int, replicas: int) -> dict[str, Any]:
@@ -299,6 +374,21 @@ def context_payload(context: int, concurrency: int, replicas: int) -> dict[str, 
         "max_batch_per_replica": concurrency,
         "fits": concurrency > 0,
     }
+
+
+def is_default_release(version: SGLangVersion) -> bool:
+    from kvcalc.engine.sglang import DEFAULT_VERSION
+
+    return version == DEFAULT_VERSION
+
+
+def _default_note(version: SGLangVersion) -> str:
+    """Says when the rules are the default release's, not the newest's."""
+    from kvcalc.engine.sglang import NEWEST
+
+    if not is_default_release(version):
+        return ""
+    return f" (kvcalc's default; --sglang-version {NEWEST} is the newest)"
 
 
 def _log_units(memory: SGLangMemory) -> str:
@@ -332,8 +422,13 @@ def sglang_lines(
         f"cuda_graph_max_bs {memory.cuda_graph_max_bs}{_prefill_graph(memory)}"
     )
     lines = [
-        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}, "
-        f"tp {dep.tp}, pp {dep.pp}, KV {setup.kv_label}",
+        f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}"
+        f"{_default_note(result.version)}, tp {dep.tp}, pp {dep.pp}, KV {setup.kv_label}",
+        *(
+            [f"DP attention: {result.dp_size} ranks of attention tp {dep.tp // result.dp_size}, "
+             "each with the pools below for its own requests"]
+            if result.dp_size > 1 else []
+        ),
         *setup.layout_notes,
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
         f"Load weight begin. avail mem={log_gib(memory.free_before_load_bytes)}"
@@ -341,7 +436,9 @@ def sglang_lines(
         f"Load weight end. avail mem={log_gib(memory.free_after_load_bytes)}"
         f"{_source(memory, 'free_after_load')}",
         _log_units(memory),
-        f"cell_size: {result.cells.cell_size:,} bytes per token per rank",
+        f"cell_size: {result.cells.cell_size:,} bytes per token per rank"
+        + (f" (with the draft's {result.cells.draft_layers} MTP layer(s))"
+           if result.cells.draft_layers else ""),
     ]
     if result.mamba_cache_size is not None:
         lines.append(
@@ -350,7 +447,8 @@ def sglang_lines(
         )
     if not isinstance(result, SGLangPool):
         return [*lines, f"does not fit: {result.message}"]
-    if result.swa_tokens is not None:
+    lines += dsv4_lines(result)
+    if result.swa_tokens is not None and result.dsv4 is None:
         lines.append(
             f"Use Sliding window memory pool. full_layer_tokens={result.max_total_num_tokens}, "
             f"swa_layer_tokens={result.swa_tokens}"
@@ -365,8 +463,10 @@ def sglang_lines(
         f"page_size {result.page_size}",
     ]
     window = sliding_window(dep.model)
+    dp = result.dp_size
     lines += [
         f"Concurrency for {c:,} tokens per request: {result.concurrency(c, window):,}"
+        + (f" per DP rank, {result.replica_concurrency(c, window):,} over {dp}" if dp > 1 else "")
         + (f" (longer than max_req_len {result.max_req_len:,})" if c > result.max_req_len else "")
         for c in contexts
     ]
