@@ -108,6 +108,9 @@ class EngineInputs(TypedDict, total=False):
     free_before_load: str | float
     free_after_load: str | float
     swa_full_tokens_ratio: float
+    max_running_requests: int
+    dp_size: int
+    speculative_algorithm: str
     # TensorRT-LLM's, named as its own options are.
     free_gpu_memory_fraction: float
     tokens_per_block: int | str

@@ -457,3 +457,28 @@ def test_the_api_examples_run_and_print_what_they_show(page: str, least: int) ->
         assert out.returncode == 0, (code, out.stderr)
         if shown is not None:
             assert out.stdout == shown, code
+
+
+def test_the_keywords_types_are_the_declared_inputs() -> None:
+    # The API's keyword types (for a type checker) mirror the declarations: every declared
+    # input is a keyword, typed as its unit reads, and no keyword is undeclared.
+    import typing
+    from pathlib import Path
+
+    from kvcalc import api
+    from kvcalc.engine.inputs import all_inputs
+    from kvcalc.options import EVICTION_INPUTS
+
+    readable = {
+        "tokens": {int | str}, "context": {int | str}, "count": {int, int | str},
+        "fraction": {float}, "bytes": {str | int, str | float}, "text": {str}, "flag": {bool},
+        "path": {str | Path, str},
+    }
+    declared = {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}
+    declared.pop("gpus")  # every function's own argument
+    hints = {}
+    for group in (api.DeploymentInputs, api.EngineInputs, api.EvictionInputs):
+        hints.update(typing.get_type_hints(group))
+    assert set(hints) == set(declared)
+    for name, inp in declared.items():
+        assert hints[name] in readable[inp.unit], (name, inp.unit, hints[name])
