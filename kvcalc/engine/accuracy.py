@@ -2,8 +2,8 @@
 tokens-per-second estimate carries (``TPOT 26 ms (20-34 ms)``).
 
 The band of a regime is the spread of measured over estimated TPOT on the **fit** points of
-tests/fixtures/decode_points.yaml in that regime (the lowest and the highest ratio, the
-estimate itself always inside); a regime with fewer than :data:`MIN_POINTS` fit points takes
+tests/fixtures/decode_points.yaml in that regime (the lowest and the highest ratio, widened to
+whole hundredths and to 1, so every fit point and the estimate itself lie inside); a regime with fewer than :data:`MIN_POINTS` fit points takes
 the spread of all fit points. tests/test_decode_points.py recomputes every figure below from
 the points and fails when they differ, so the band is the data's, not a choice; the held-back
 points then show how often it holds the measured value.
@@ -14,6 +14,7 @@ points); tokens per second's is the batch over TPOT's band.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 #: A regime needs this many fit points to have its own band.
@@ -37,10 +38,10 @@ class Band:
 #: Derived from tests/fixtures/decode_points.yaml (``python tests/test_decode_points.py``
 #: prints the figures the points give).
 BANDS: dict[str, Band] = {
-    "single-gpu": Band("single-gpu", 1.0, 1.0, 0),
-    "scale-up": Band("scale-up", 1.0, 1.0, 0),
-    "pcie": Band("pcie", 1.0, 1.0, 0, pooled=True),
-    "multi-node": Band("multi-node", 1.0, 1.0, 0, pooled=True),
+    "single-gpu": Band("single-gpu", 0.87, 1.09, 7),
+    "scale-up": Band("scale-up", 0.94, 1.24, 12),
+    "pcie": Band("pcie", 0.87, 1.24, 20, pooled=True),
+    "multi-node": Band("multi-node", 0.87, 1.24, 20, pooled=True),
 }
 
 
@@ -59,8 +60,8 @@ def derive_bands(ratios: dict[str, list[float]], regimes: tuple[str, ...]) -> di
         values, shared = (own, False) if len(own) >= MIN_POINTS else (pooled, True)
         bands[regime] = Band(
             regime,
-            round(min(1.0, *values), 2),
-            round(max(1.0, *values), 2),
+            math.floor(min(1.0, *values) * 100) / 100,
+            math.ceil(max(1.0, *values) * 100) / 100,
             len(values),
             pooled=shared,
         )
