@@ -46,6 +46,8 @@ class DeploymentOptions(KvFormatOptions):
     """None only for a command whose GPUs are optional (`compare`)."""
     tp: int | None
     pp: int
+    nodes: int | None
+    internode: str | None
     gpu_util: float | None
     reserve: float | None
     overhead: str | None

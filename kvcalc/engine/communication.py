@@ -131,23 +131,14 @@ def allreduce_seconds(
 # -------------------------------------------------------------------------- a deployment's links
 
 
-def gpus_per_node(dep: Deployment) -> int | None:
-    """GPUs in one node: the replica's GPUs over ``--nodes`` when given, else the part's scale-up
-    domain (None: neither is known, every GPU counts as one node's)."""
-    if dep.nodes is not None:
-        return -(-dep.gpus.count // dep.nodes)
-    return dep.node_gpus
-
-
 def tp_nodes(dep: Deployment) -> int:
-    """Nodes one tensor-parallel group spans."""
-    per_node = gpus_per_node(dep)
-    return 1 if per_node is None else -(-dep.tp // per_node)
+    """Nodes one tensor-parallel group spans (1 when the node size is not known)."""
+    return dep.tp_nodes or 1
 
 
 def replica_nodes(dep: Deployment) -> int:
-    """Nodes one replica (tp x pp GPUs) spans."""
-    per_node = gpus_per_node(dep)
+    """Nodes one replica (tp x pp GPUs) spans (1 when the node size is not known)."""
+    per_node = dep.gpus_per_node
     return 1 if per_node is None else -(-dep.gpus_per_replica // per_node)
 
 

@@ -170,10 +170,18 @@ class Deployment:
         return self.gpus.accelerator.node_gpus
 
     @property
+    def gpus_per_node(self) -> int | None:
+        """GPUs in one node: the GPUs over ``nodes`` when given, else the part's scale-up
+        domain (None: neither is known)."""
+        if self.nodes is not None:
+            return -(-self.gpus.count // self.nodes)
+        return self.node_gpus
+
+    @property
     def tp_nodes(self) -> int | None:
         """Nodes one tensor-parallel group spans (None: the node size is not known); above 1,
         its all-reduces cross the inter-node network."""
-        node = self.node_gpus
+        node = self.gpus_per_node
         return None if node is None else -(-self.tp // node)
 
     @cached_property
