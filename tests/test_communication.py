@@ -62,7 +62,9 @@ def test_a_group_beyond_one_node_crosses_the_network() -> None:
 def test_nodes_spreads_the_gpus_and_internode_sets_the_nic() -> None:
     spread = registry_deployment("llama3-70b", "8xh100", nodes=2)
     assert spread.tp_nodes == 2 and link_kind(spread) == "network"
-    slow = registry_deployment("llama3-70b", "8xh100", nodes=2, internode_bytes_per_s=12_500_000_000)
+    slow = registry_deployment(
+        "llama3-70b", "8xh100", nodes=2, internode_bytes_per_s=12_500_000_000
+    )
     assert tp_communication_seconds(slow, 64) > tp_communication_seconds(spread, 64)
 
 

@@ -3,10 +3,11 @@ tokens-per-second estimate carries (``TPOT 26 ms (20-34 ms)``).
 
 The band of a regime is the spread of measured over estimated TPOT on the **fit** points of
 tests/fixtures/decode_points.yaml in that regime (the lowest and the highest ratio, widened to
-whole hundredths and to 1, so every fit point and the estimate itself lie inside); a regime with fewer than :data:`MIN_POINTS` fit points takes
-the spread of all fit points. tests/test_decode_points.py recomputes every figure below from
-the points and fails when they differ, so the band is the data's, not a choice; the held-back
-points then show how often it holds the measured value.
+whole hundredths and to 1, so every fit point and the estimate itself lie inside); a regime
+with fewer than :data:`MIN_POINTS` fit points takes the spread of all fit points.
+tests/test_decode_points.py recomputes every figure below from the points and fails when they
+differ, so the band is the data's, not a choice; the held-back points then show how often it
+holds the measured value.
 
 TTFT's band uses TPOT's ratios of the same regime (no prefill-only measurements are among the
 points); tokens per second's is the batch over TPOT's band.

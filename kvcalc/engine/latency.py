@@ -175,7 +175,8 @@ def weight_kernel_efficiency(dep: Deployment) -> float:
 
 def moe_layer_count(dep: Deployment) -> int:
     model = dep.model
-    return sum(n for _, ffn, n in model.block_counts(range(model.num_layers)) if isinstance(ffn, MoE))
+    blocks = model.block_counts(range(model.num_layers))
+    return sum(n for _, ffn, n in blocks if isinstance(ffn, MoE))
 
 
 def layer_kernel_seconds(dep: Deployment, kernels: StepKernels) -> float:
@@ -243,7 +244,9 @@ class TpotEstimate:
         return self.roofline.batch / self.tpot_low_seconds
 
 
-def achievable_memory_seconds(step: DecodeStep, eff: Efficiency, weight_share: float = 1.0) -> float:
+def achievable_memory_seconds(
+    step: DecodeStep, eff: Efficiency, weight_share: float = 1.0
+) -> float:
     """The roofline's reads (at full bandwidth) at the part's achievable bandwidth, the weights
     at ``weight_share`` of it (dequantising kernels)."""
     return (step.weight_read_seconds / weight_share + step.kv_read_seconds) / eff.bandwidth_fraction

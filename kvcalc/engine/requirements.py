@@ -129,8 +129,9 @@ def measured_tpot_seconds(
 ) -> float | None:
     """The TPOT `max_tpot_ms` and `min_tokens_per_second` are held to: the realistic estimate
     of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`; ``judge`` ``high``: its
-    band's high end), or with ``roofline`` the bound, as `kvcalc plan` holds its targets. None when a replica spans GPUs whose link speed
-    is unknown, so its all-reduces cannot be timed (the roofline needs no link)."""
+    band's high end), or with ``roofline`` the bound, as `kvcalc plan` holds its targets.
+    None when a replica spans GPUs whose link speed is unknown, so its all-reduces cannot be
+    timed (the roofline needs no link)."""
     from kvcalc.engine.latency import can_time_communication, tpot_seconds
 
     if not roofline and not can_time_communication(dep):

@@ -162,7 +162,11 @@ def band_note(dep: Deployment) -> str:
     band = band_for(regime)
     if band is None:
         return f"low-high: no measured points speak for {regime}: the estimate alone"
-    whose = "all fit points (too few in this regime)" if band.pooled else f"{band.points} {regime} fit points"
+    whose = (
+        "all fit points (too few in this regime)"
+        if band.pooled
+        else f"{band.points} {regime} fit points"
+    )
     return (
         f"low-high: measured / estimated TPOT {band.low:g}-{band.high:g} on {whose} "
         "(docs/accuracy.md); kernels ms: a serving engine's per-layer kernels"
