@@ -12,6 +12,7 @@ import yaml
 from specs import registry_deployment
 
 from kvcalc.engine.deployment import Deployment
+from kvcalc.engine.units import parse_rate
 from kvcalc.engine.latency import (
     COMPILED_KERNELS,
     SERVING_KERNELS,
@@ -40,6 +41,8 @@ class Point:
     model: str
     weights: str | None
     kv_dtype: str | None
+    nodes: int | None
+    internode: str | None
     batch: int
     input_len: int
     output_len: int
@@ -65,6 +68,8 @@ class Point:
             pp=self.pp,
             weight_dtype=self.weights,
             kv_dtype=self.kv_dtype,
+            nodes=self.nodes,
+            internode_bytes_per_s=None if self.internode is None else parse_rate(self.internode),
         )
 
     @property
@@ -132,7 +137,8 @@ def load_points() -> list[Point]:
             Point(
                 id=row["id"], source=row["source"], engine=row["engine"], gpu=row["gpu"],
                 count=row["count"], tp=row["tp"], pp=row.get("pp", 1), model=row["model"],
-                weights=row.get("weights"), kv_dtype=row.get("kv_dtype"), batch=row["batch"],
+                weights=row.get("weights"), kv_dtype=row.get("kv_dtype"),
+                nodes=row.get("nodes"), internode=row.get("internode"), batch=row["batch"],
                 input_len=row["input_len"], output_len=row["output_len"], role=row["role"],
                 measured_tpot_ms=tpot, measured_e2e_ms=row.get("e2e_ms"),
             )

@@ -41,8 +41,8 @@ class Band:
 BANDS: dict[str, Band] = {
     "single-gpu": Band("single-gpu", 0.87, 1.09, 7),
     "scale-up": Band("scale-up", 0.94, 1.24, 12),
-    "pcie": Band("pcie", 0.87, 1.24, 20, pooled=True),
-    "multi-node": Band("multi-node", 0.87, 1.24, 20, pooled=True),
+    "pcie": Band("pcie", 0.63, 1.24, 22, pooled=True),
+    "multi-node": Band("multi-node", 0.63, 1.24, 22, pooled=True),
 }
 
 

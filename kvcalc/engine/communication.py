@@ -16,7 +16,8 @@ Links (one direction per GPU, as :class:`~kvcalc.engine.hardware.Accelerator` gi
   on more than two PCIe-only GPUs, so NCCL's is the one that runs.
 - **network** (a group or a pipeline spanning nodes): the GPUs' NICs, ``--internode`` each
   (default :data:`DEFAULT_INTERNODE_BYTES_PER_S`, one 400 Gb/s NIC per GPU as HGX nodes carry
-  them), each node crossing adding NCCL's network hop (:data:`NETWORK_HOP_SECONDS`).
+  them), each node crossing of a ring step adding :data:`NETWORK_HOP_SECONDS` (measured on
+  decode runs across nodes).
 
 Every all-reduce moves 2(n - 1)/n of the message over the slowest link it crosses (ring,
 Patarasuk & Yuan 2009) plus its latency; engines all-reduce twice per layer under tensor
@@ -46,8 +47,13 @@ NCCL_BASE_SECONDS = 3.6e-6
 #: One ring step over PCIe: NCCL's tuning model says 1.0 us (``hwLat`` PCI ring LL); 1.46 us
 #: meets the 24.1 us measured for a small all-reduce on 8 PCIe 5 GPUs (3.6 + 14 x 1.46).
 PCIE_HOP_SECONDS = 1.46e-6
-#: One node crossing of a ring step: NCCL's network tree LL hop (``hwLat`` NET tree LL, 5.0 us).
-NETWORK_HOP_SECONDS = 5.0e-6
+#: One node crossing of a small all-reduce's ring step, set on the two multi-node fit points of
+#: tests/fixtures/decode_points.yaml (pairs of DGX Sparks over a 200 Gb/s ConnectX-7 cable:
+#: vLLM Qwen3-235B-A22B at TP 2, 43.6 us; SGLang Qwen3.6-27B at TP 2, 221.5 us; their mean).
+#: NCCL's tuning model puts a network step at 5 us (``hwLat`` NET tree LL); the engines'
+#: decode all-reduces across nodes measure far slower, so the measured figure is the one used,
+#: pending points from InfiniBand clusters.
+NETWORK_HOP_SECONDS = 133e-6
 #: One 400 Gb/s NIC per GPU (HGX H100/H200/B200 nodes' ConnectX-7), one direction.
 DEFAULT_INTERNODE_BYTES_PER_S = 400 * 10**9 // 8
 
