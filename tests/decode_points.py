@@ -147,14 +147,14 @@ def load_points() -> list[Point]:
 
 
 def table(points: list[Point]) -> str:
-    lines = [f"{'point':44} {'role':9} {'regime':12} {'measured':>9} {'estimate':>9} "
-             f"{'band':>17} {'error':>7}"]
+    lines = [f"{'point':44} {'role':9} {'regime':12} {'kind':4} {'measured':>9} "
+             f"{'estimate':>9} {'band':>17} {'error':>7}"]
     for p in points:
         est = p.estimate_ms()
         low, high = p.estimate_ms(bound="low"), p.estimate_ms(bound="high")
         inside = "in" if low <= p.measured_ms <= high else "OUT"
         lines.append(
-            f"{p.id:44} {p.role:9} {p.regime:12} {p.measured_ms:9.2f} {est:9.2f} "
+            f"{p.id:44} {p.role:9} {p.regime:12} {p.kind:4} {p.measured_ms:9.2f} {est:9.2f} "
             f"{low:7.2f}-{high:<7.2f}{inside:>3} {p.error():+7.1%}"
         )
     for role in ("fit", "held_back"):

@@ -4,12 +4,15 @@
 below every estimate and every measurement.
 
 ``python tests/test_decode_points.py`` prints the table of every point and the bands the fit
-points give (what kvcalc.engine.accuracy.BANDS holds)."""
+points give (what kvcalc.engine.accuracy.BANDS holds); with ``--update`` it writes the table
+into docs/accuracy.md."""
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 from decode_points import Point, load_points, table
@@ -17,6 +20,10 @@ from decode_points import Point, load_points, table
 from kvcalc.engine.accuracy import BANDS, derive_bands
 
 POINTS = load_points()
+ACCURACY_PAGE = Path(__file__).parent.parent / "docs" / "accuracy.md"
+BLOCK = re.compile(
+    r"(<!-- BEGIN decode points [^\n]*-->\n).*?(<!-- END decode points -->)", re.S
+)
 HELD_BACK = [p for p in POINTS if p.role == "held_back"]
 FIT = [p for p in POINTS if p.role == "fit"]
 
@@ -77,7 +84,23 @@ def test_the_roofline_is_below_the_estimate_and_the_measurement(point: Point) ->
     assert bound < point.measured_ms
 
 
+def page_with_table(text: str) -> str:
+    """docs/accuracy.md with the current table of points between its markers."""
+    fenced = "```text\n" + table(POINTS) + "\n```\n"
+    return BLOCK.sub(lambda m: m.group(1) + fenced + m.group(2), text)
+
+
+def test_the_accuracy_page_shows_the_current_table() -> None:
+    text = ACCURACY_PAGE.read_text(encoding="utf-8")
+    assert BLOCK.search(text)
+    assert page_with_table(text) == text, "run python tests/test_decode_points.py --update"
+
+
 if __name__ == "__main__":
+    if "--update" in sys.argv:
+        ACCURACY_PAGE.write_text(
+            page_with_table(ACCURACY_PAGE.read_text(encoding="utf-8")), encoding="utf-8"
+        )
     sys.stdout.write(table(POINTS) + "\n")
     for band in derive_bands(fit_ratios(), tuple(BANDS)).values():
         sys.stdout.write(f"{band}\n")
