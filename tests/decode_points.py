@@ -12,7 +12,6 @@ import yaml
 from specs import registry_deployment
 
 from kvcalc.engine.deployment import Deployment
-from kvcalc.engine.units import parse_rate
 from kvcalc.engine.latency import (
     COMPILED_KERNELS,
     SERVING_KERNELS,
@@ -21,6 +20,7 @@ from kvcalc.engine.latency import (
     regime_of,
     tpot_estimate,
 )
+from kvcalc.engine.units import parse_rate
 
 POINTS_FILE = Path(__file__).parent / "fixtures" / "decode_points.yaml"
 
