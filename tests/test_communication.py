@@ -117,3 +117,15 @@ def test_bad_nodes_or_internode_is_one_line(
 ) -> None:
     result = runner.invoke(app, ["decode", "llama3-70b", "--gpus", "8xH100", *args])
     usage_error(result, needle)
+
+
+def test_the_api_takes_nodes_and_internode_and_gives_the_band() -> None:
+    import kvcalc
+
+    one = kvcalc.decode("llama3-70b", gpus="8xH100", ctx="8k", batch=1)
+    two = kvcalc.decode("llama3-70b", gpus="8xH100", ctx="8k", batch=1, nodes=2,
+                        internode="200Gb/s")
+    assert two.tpot_seconds[0] > one.tpot_seconds[0]
+    low, est, high = one.tpot_low_seconds[0], one.tpot_seconds[0], one.tpot_high_seconds[0]
+    assert low is not None and est is not None and high is not None
+    assert one.roofline_tpot_seconds[0] < low <= est <= high
