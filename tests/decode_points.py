@@ -47,6 +47,7 @@ class Point:
     input_len: int
     output_len: int
     role: str
+    fits: str | None
     measured_tpot_ms: float | None
     measured_e2e_ms: float | None
 
@@ -140,6 +141,7 @@ def load_points() -> list[Point]:
                 weights=row.get("weights"), kv_dtype=row.get("kv_dtype"),
                 nodes=row.get("nodes"), internode=row.get("internode"), batch=row["batch"],
                 input_len=row["input_len"], output_len=row["output_len"], role=row["role"],
+                fits=row.get("fits"),
                 measured_tpot_ms=tpot, measured_e2e_ms=row.get("e2e_ms"),
             )
         )

@@ -49,7 +49,23 @@ def test_every_point_cites_its_source_and_role() -> None:
     for p in POINTS:
         assert p.source.startswith("https://"), p.id
         assert p.role in ("fit", "held_back"), p.id
+        # A fit point names the constant it set; a held-back one sets none.
+        assert (p.fits is not None) == (p.role == "fit"), p.id
     assert len({p.id for p in POINTS}) == len(POINTS)
+
+
+def test_the_accuracy_page_states_the_held_back_errors() -> None:
+    errors = [abs(p.error()) for p in HELD_BACK]
+    median, worst = round(statistics.median(errors) * 100), round(max(errors) * 100)
+    inside = sum(
+        p.estimate_ms(bound="low") <= p.measured_ms <= p.estimate_ms(bound="high")
+        for p in HELD_BACK
+    )
+    text = " ".join(ACCURACY_PAGE.read_text(encoding="utf-8").split())
+    assert f"median error {median}%, worst {worst}%" in text
+    readme = " ".join((ACCURACY_PAGE.parent.parent / "README.md").read_text().split())
+    assert f"median error {median}%, worst {worst}%" in readme
+    assert f"the band holds the measured value on {inside} of {len(HELD_BACK)}" in text
 
 
 def test_held_back_median_error_within_20_percent() -> None:
