@@ -3,29 +3,30 @@ what real steps achieve, each correction its own term.
 
 Decode (time per output token, one replica)::
 
-    TPOT ~ max(reads / (bandwidth_fraction x peak bandwidth), FLOPs / (mfu x dense peak))
-           + tensor-parallel all-reduces + pipeline sends + fixed step overhead
+    TPOT ~ max(weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
+               FLOPs / (mfu x dense peak))
+           + tensor-parallel all-reduces + pipeline sends (over the links they cross)
+           + fixed step overhead + per-layer kernels (a serving engine's)
 
 Prefill (time to first token of one prompt, no queueing)::
 
     TTFT ~ max(prompt FLOPs / (mfu x dense peak x tp), weight reads at the achievable bandwidth)
            + all-reduces of the prompt's activations + pipeline sends + fixed step overhead
+           + one pass of the per-layer kernels
 
 The roofline is a lower bound that single-stream decode misses by about 2x (reference
 gpu-notes.md section 4: observed batch-1 MBU 0.3-0.9); the shape of the correction follows the
-model suggested there. Per-family figures (achievable bandwidth, step overhead, link latency,
-matmul ceiling) are registry data with their sources (model_configs/gpus, ``efficiency``);
-parts without them use :data:`GENERIC_EFFICIENCY`. tests/test_latency_judge.py holds the
-estimate to published single-stream measurements.
+model suggested there. Per-family figures (achievable bandwidth, step overhead, scale-up link
+latency, matmul ceiling) are registry data with their sources (model_configs/gpus,
+``efficiency``); parts without them use :data:`GENERIC_EFFICIENCY`. Which link each all-reduce
+and send crosses, and what it costs, is :mod:`kvcalc.engine.communication`'s. The per-layer
+kernel costs (:class:`StepKernels`) and the dequantising kernels' share
+(:data:`DEQUANT_EFFICIENCY`) are set on the fit points of tests/fixtures/decode_points.yaml;
+every estimate carries the band of :mod:`kvcalc.engine.accuracy` (the error on those points),
+and tests/test_decode_points.py holds the estimate to the held-back ones.
 
-All-reduce (ring, Patarasuk & Yuan 2009; NCCL's documented ring cost): each GPU sends and
-receives 2(n-1)/n of the message over its link, one direction of the link's bandwidth. Engines
-all-reduce twice per layer under tensor parallelism (after attention and after the MLP,
-Megatron-LM's split), in the activation dtype (16-bit). At decode batch sizes the message is
-kilobytes and the time is the link latency, which the registry gives per all-reduce (engines use
-one-shot custom all-reduce kernels for small messages, whose cost does not grow with hops). MoE
-layers are timed as tensor-parallel like dense ones (experts split across the tp ranks); expert
-parallelism's all-to-all is not modelled.
+MoE layers are timed as tensor-parallel like dense ones (experts split across the tp ranks,
+the experts a batch touches read once); expert parallelism's all-to-all is not modelled.
 """
 
 from __future__ import annotations
