@@ -3,7 +3,7 @@ what real steps achieve, each correction its own term.
 
 Decode (time per output token, one replica)::
 
-    TPOT ~ max(weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
+    TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
                FLOPs / (mfu x dense peak))
            + tensor-parallel all-reduces + pipeline sends (over the links they cross)
            + fixed step overhead + per-layer kernels (a serving engine's)
