@@ -13,8 +13,9 @@ Links (one direction per GPU, as :class:`~kvcalc.engine.hardware.Accelerator` gi
   PCI ring LL 1.0 us). Measured on 8 PCIe 5 RTX PRO 6000s behind switches: 24.1-24.6 us for
   256 B-64 KB (voipmonitor/rtx6kpro benchmarks/results.md, "Custom Allreduce vs NCCL"), which
   the model meets with a 1.46 us hop: :data:`PCIE_HOP_SECONDS` (among 4 of them it then gives
-  12.4 us, where 13.2-14.7 us were measured: optimization/pcie-oneshot-allreduce.md there). vLLM's custom all-reduce is off
-  on more than two PCIe-only GPUs, so NCCL's is the one that runs.
+  12.4 us, where 13.2-14.7 us were measured: optimization/pcie-oneshot-allreduce.md there).
+  vLLM's custom all-reduce is off on more than two PCIe-only GPUs, so NCCL's is the one that
+  runs.
 - **network** (a group or a pipeline spanning nodes): the GPUs' NICs, ``--internode`` each
   (default :data:`DEFAULT_INTERNODE_BYTES_PER_S`, one 400 Gb/s NIC per GPU as HGX nodes carry
   them), each node crossing of a ring step adding :data:`NETWORK_HOP_SECONDS` (measured on
