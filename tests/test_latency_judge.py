@@ -11,6 +11,10 @@ efficiency in the registry), the RTX 4090 row its own registry figures, and NVID
 (TensorRT-LLM) end-to-end latencies test the H100 figures and the prefill: out-of-sample. That
 older stack pays several ms per token more than gpt-fast at high TP, which the estimate (of a
 well-tuned engine) does not model: those rows are its largest misses, and they are kept.
+
+gpt-fast and llama.cpp compile the whole step, so their rows are timed without a serving
+engine's per-layer kernels (COMPILED_KERNELS); NeMo's with them. The wider judgement, on points
+no constant was set on, is tests/test_decode_points.py (tests/fixtures/decode_points.yaml).
 """
 
 from __future__ import annotations
