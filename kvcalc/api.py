@@ -78,6 +78,8 @@ class DeploymentInputs(KvFormatInputs, total=False):
 
     tp: int
     pp: int
+    nodes: int
+    internode: str
     gpu_util: float
     reserve: float
     overhead: str | int
@@ -624,6 +626,12 @@ def decode(
         contexts=tuple(s.roofline.context_tokens for s in steps),
         batch=tuple(s.roofline.batch for s in steps),
         tpot_seconds=tuple(None if s.tpot is None else s.tpot.tpot_seconds for s in steps),
+        tpot_low_seconds=tuple(
+            None if s.tpot is None else s.tpot.tpot_low_seconds for s in steps
+        ),
+        tpot_high_seconds=tuple(
+            None if s.tpot is None else s.tpot.tpot_high_seconds for s in steps
+        ),
         roofline_tpot_seconds=tuple(s.roofline.tpot_seconds for s in steps),
         ttft_seconds=tuple(None if s.prefill is None else s.prefill.ttft_seconds for s in steps),
         steps=tuple(steps),

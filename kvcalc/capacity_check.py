@@ -125,6 +125,10 @@ def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> Check
             entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
             "--roofline"
         ))
+    if roofline and entry.values.get("judge") == "high":
+        problems.append(_at(
+            entry, "judge", "judge: the roofline bound has no band; drop judge or --roofline"
+        ))
     try:  # a key out of range is not read again (one line each)
         options = entry_options(entry)
         parts = resolve_parts(entry, base, options, frozenset(bounds), building=not problems)
@@ -179,6 +183,7 @@ _UNREAD = {
     "ctx": "no requirement here is measured at a context (min_context is at batch 1)",
     "mfu": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
     "required here",
+    "judge": "only max_tpot_ms and min_tokens_per_second read it, and neither is required here",
 }
 
 
@@ -485,8 +490,14 @@ class Measuring:
         from kvcalc.engine.requirements import measured_tpot_seconds
 
         return measured_tpot_seconds(
-            self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu
+            self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu,
+            judge=self.judge,
         )
+
+    @property
+    def judge(self) -> str:
+        """``high``: TPOT targets hold the band's high end; else the estimate."""
+        return str(self.entry.values.get("judge") or "estimate")
 
     def ttft_seconds(self, ctx: int) -> float | None:
         from kvcalc.engine.requirements import measured_ttft_seconds
@@ -498,7 +509,8 @@ class Measuring:
         """How times are measured, for the notes."""
         if self.roofline:
             return "roofline"
-        return "estimate" + (f", mfu {self.mfu:g}" if self.mfu is not None else "")
+        judged = "estimate's band, high end" if self.judge == "high" else "estimate"
+        return judged + (f", mfu {self.mfu:g}" if self.mfu is not None else "")
 
     @property
     def untimed(self) -> str:

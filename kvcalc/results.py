@@ -118,6 +118,10 @@ class DecodeResult(Result):
     """The batch timed at each context (one replica)."""
     tpot_seconds: tuple[float | None, ...]
     """The realistic estimate (None where a multi-GPU replica's links cannot be timed)."""
+    tpot_low_seconds: tuple[float | None, ...] = ()
+    """The estimate's band, low end (docs/accuracy.md)."""
+    tpot_high_seconds: tuple[float | None, ...] = ()
+    """The estimate's band, high end."""
     roofline_tpot_seconds: tuple[float, ...]
     ttft_seconds: tuple[float | None, ...]
     """The realistic prefill of one prompt of the context."""

@@ -514,7 +514,7 @@ def test_spec_keys_are_the_command_line_options() -> None:
     options |= {*engine_input_names(), *EngineChoice._fields}
     assert options <= set(DeploymentEntry.model_fields)
     assert set(DeploymentEntry.model_fields) - options == {
-        "name", "model", "ctx", "mfu", "require"
+        "name", "model", "ctx", "mfu", "judge", "require"
     }
 
 
@@ -864,3 +864,50 @@ def test_an_engine_refusal_names_the_spec_key(runner: CliRunner, tmp_path: Path)
     result = run(runner, write(tmp_path, spec))
     assert result.exit_code == 2
     assert "kv_dtype: vLLM 0.19 has no int4" in result.stderr and "--" not in result.stderr
+
+
+# ------------------------------------------------------------------ judge: high
+
+
+JUDGED = """\
+deployments:
+  - name: judged
+    model: llama3-70b
+    gpus: 8xH100
+    ctx: 8k
+    {judge}
+    require: {{min_batch: 1, max_tpot_ms: 1000, min_tokens_per_second: 1}}
+"""
+
+
+def test_judge_high_holds_the_band_s_high_end(runner: CliRunner, tmp_path: Path) -> None:
+    from specs import registry_deployment
+
+    from kvcalc.engine.latency import tpot_estimate
+
+    estimate = requirements(run_json(runner, write(tmp_path, JUDGED.format(judge=""))))
+    high = requirements(run_json(runner, write(tmp_path, JUDGED.format(judge="judge: high"))))
+    batch = 1  # TPOT targets are timed at the batch min_batch asks for
+    est = tpot_estimate(registry_deployment("llama3-70b", "8xh100"), batch=batch,
+                        context_tokens=8192)
+    assert estimate["max_tpot_ms"]["measured"] == pytest.approx(est.tpot_seconds * 1000)
+    assert high["max_tpot_ms"]["measured"] == pytest.approx(est.tpot_high_seconds * 1000)
+    assert high["max_tpot_ms"]["measured"] > estimate["max_tpot_ms"]["measured"]
+    assert high["min_tokens_per_second"]["measured"] == pytest.approx(
+        batch / est.tpot_high_seconds
+    )
+    assert "band, high end" in high["max_tpot_ms"]["note"]
+
+
+def test_judge_needs_a_tpot_requirement_and_no_roofline(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    spec = "deployments:\n  - {model: llama3-70b, gpus: 8xH100, ctx: 8k, judge: high, " \
+        "require: {min_batch: 1}}\n"
+    result = run(runner, write(tmp_path, spec))
+    assert result.exit_code == 2 and "judge: only max_tpot_ms" in result.stderr
+    judged = write(tmp_path, JUDGED.format(judge="judge: high"))
+    result = run(runner, judged, "--roofline")
+    assert result.exit_code == 2 and "judge: the roofline bound has no band" in result.stderr
+    result = run(runner, write(tmp_path, JUDGED.format(judge="judge: low")))
+    assert result.exit_code == 2 and "judge" in result.stderr

@@ -145,7 +145,7 @@ def test_json_carries_the_decode_efficiency(runner: CliRunner) -> None:
     assert rows["h100-sxm"] == {
         "bandwidth_fraction": 0.82,
         "step_overhead_seconds": 0.001,
-        "link_latency_seconds": 1.5e-05,
+        "link_latency_seconds": 9e-06,  # vLLM's custom all-reduce (sgl-project/sglang#2904)
         "matmul_fraction": 0.803,
     }
     assert set(rows["b200"].values()) == {None}

@@ -1,6 +1,6 @@
 """The realistic decode and prefill estimates (kvcalc.engine.latency), term by term, as literal
 arithmetic from the registry's figures: H100 SXM NVLink 900 GB/s both ways (450 GB/s each way),
-efficiency 0.82 of peak bandwidth, 1 ms per step, 15 us per all-reduce, matmul ceiling 0.803;
+efficiency 0.82 of peak bandwidth, 1 ms per step, 9 us per all-reduce, matmul ceiling 0.803;
 Llama-3-70B 80 layers of hidden 8192; Llama-3-8B 32 layers, 32 query heads of 128."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from kvcalc.engine.latency import (
 from kvcalc.engine.units import UnitError, parse_duration
 
 LINK = 450e9
-LATENCY = 15e-6
+LATENCY = 9e-6
 
 
 def test_allreduce_is_the_ring_share_over_one_direction_plus_latency() -> None:
@@ -50,8 +50,13 @@ def test_tpot_estimate_terms_on_8xh100() -> None:
     assert est.overhead_seconds == 0.001
     assert est.roofline.compute_seconds is not None and est.compute_seconds is not None
     assert est.compute_seconds == pytest.approx(est.roofline.compute_seconds / 0.803)
+    # A serving engine's per-layer kernels: 80 dense layers at 43 us.
+    assert est.layer_seconds == pytest.approx(80 * 43e-6)
     assert est.tpot_seconds == pytest.approx(
-        max(est.memory_seconds, est.compute_seconds) + est.communication_seconds + 0.001
+        max(est.memory_seconds, est.compute_seconds)
+        + est.communication_seconds
+        + 0.001
+        + 80 * 43e-6
     )
     # The roofline is untouched (the golden 5.2 ms decode figures rely on it).
     assert est.roofline.tpot_seconds < est.tpot_seconds
@@ -120,7 +125,7 @@ def test_prefill_is_memory_bound_for_one_token_and_compute_bound_for_long_prompt
     assert long.compute_seconds == pytest.approx(long.flops / (989e12 * 0.803 * 8))
     assert long.mfu == 0.803
     assert long.ttft_seconds == pytest.approx(
-        long.compute_seconds + long.communication_seconds + 0.001
+        long.compute_seconds + long.communication_seconds + 0.001 + 80 * 43e-6
     )
     half = prefill_estimate(dep, prompt_tokens=32768, mfu=0.4015)
     assert half.compute_seconds == pytest.approx(2 * long.compute_seconds)
@@ -214,7 +219,7 @@ def test_registry_efficiency_becomes_the_engine_s() -> None:
     assert accelerator.efficiency is not None
     assert accelerator.efficiency.bandwidth_fraction == 0.82
     assert accelerator.efficiency.step_overhead_seconds == 0.001
-    assert accelerator.efficiency.link_latency_seconds == pytest.approx(15e-6)
+    assert accelerator.efficiency.link_latency_seconds == pytest.approx(9e-6)
     assert accelerator.efficiency.matmul_fraction == 0.803
     assert accelerator.tdp_watts == 700
     assert accelerator.link_bytes_per_s == 450_000_000_000

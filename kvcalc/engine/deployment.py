@@ -129,6 +129,11 @@ class Deployment:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     eviction: Eviction = KEEP_ALL
     """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
+    nodes: int | None = None
+    """Nodes the GPUs are spread over (``--nodes``; None: as many as the part's node size needs,
+    :attr:`node_gpus`): a group spanning nodes crosses the inter-node network."""
+    internode_bytes_per_s: int | None = None
+    """One direction of each GPU's inter-node network (``--internode``; None: 400 Gb/s)."""
     tp_given: bool = field(default=True, compare=False)
     """False when :func:`deployment` chose tp (:func:`choose_tp`)."""
     tp_reason: str | None = field(default=None, compare=False)
@@ -165,10 +170,18 @@ class Deployment:
         return self.gpus.accelerator.node_gpus
 
     @property
+    def gpus_per_node(self) -> int | None:
+        """GPUs in one node: the GPUs over ``nodes`` when given, else the part's scale-up
+        domain (None: neither is known)."""
+        if self.nodes is not None:
+            return -(-self.gpus.count // self.nodes)
+        return self.node_gpus
+
+    @property
     def tp_nodes(self) -> int | None:
         """Nodes one tensor-parallel group spans (None: the node size is not known); above 1,
         its all-reduces cross the inter-node network."""
-        node = self.node_gpus
+        node = self.gpus_per_node
         return None if node is None else -(-self.tp // node)
 
     @cached_property
@@ -284,6 +297,16 @@ def _check_positive(dep: Deployment) -> None:
         value = getattr(dep, name)
         if value is not None and (value < 0 or (value == 0 and name != "overhead_bytes")):
             raise DeploymentError((name.removesuffix("_bytes"),), f"must be positive, not {value}")
+    _check_nodes(dep)
+
+
+def _check_nodes(dep: Deployment) -> None:
+    if dep.nodes is not None and not 1 <= dep.nodes <= dep.gpus.count:
+        raise DeploymentError(
+            ("nodes",), f"must be between 1 and the {dep.gpus.count} GPUs, not {dep.nodes}"
+        )
+    if dep.internode_bytes_per_s is not None and dep.internode_bytes_per_s <= 0:
+        raise DeploymentError(("internode",), "must be positive")
 
 
 def _check_kv_memory(dep: Deployment) -> None:

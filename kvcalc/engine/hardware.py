@@ -61,7 +61,9 @@ class Efficiency:
     step_overhead_seconds: float
     """Fixed time per step beyond the reads: kernel launches, sampling, scheduling."""
     link_latency_seconds: float
-    """Latency of one small all-reduce between the GPUs of a tensor-parallel group."""
+    """Latency of one small all-reduce among the GPUs of a tensor-parallel group over the
+    scale-up link (NVLink, Infinity Fabric: the engines' one-shot kernel); PCIe and the network
+    are :mod:`kvcalc.engine.communication`'s."""
     matmul_fraction: float | None = None
     """Share of the dense peak a large matmul achieves (the default prefill --mfu)."""
     measured: bool = True

@@ -96,6 +96,17 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         minimum=1, maximum=4096,
     ),
     Input("pp", "count", "pipeline parallel stages", default=1, minimum=1, maximum=1024),
+    Input(
+        "nodes", "count",
+        "nodes the GPUs are spread over: a TP group or pipeline across nodes crosses the "
+        "network [default: as many as the GPU's node size needs]",
+        minimum=1, maximum=100_000,
+    ),
+    Input(
+        "internode", "text",
+        "each GPU's inter-node network, e.g. 400Gb/s or 50GB/s [default: 400Gb/s]",
+        metavar="RATE",
+    ),
     Input("gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]"),
     Input(
         "reserve", "fraction", "instead of --gpu-util/--overhead: fraction of memory reserved"
@@ -118,7 +129,7 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     ),
     Input(
         "weight_dtype", "text",
-        "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
+        "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, nvfp4, int4-g128, int4-g32 "
         "[default: as released]",
         metavar="DTYPE", completion="weight_dtypes",
     ),
@@ -315,8 +326,22 @@ def deployment_from(
         prefix_shared_tokens=values.get("prefix_shared", _DEFAULTS["prefix_shared"]),
         max_num_batched_tokens=values.get("max_num_batched_tokens"),
         eviction=eviction or KEEP_ALL,
+        nodes=values.get("nodes"),
+        internode_bytes_per_s=_internode(values.get("internode")),
         **sizes,
     )
+
+
+def _internode(text: str | None) -> int | None:
+    """``--internode`` in bytes per second (None: not given)."""
+    from kvcalc.engine.units import UnitError, parse_rate
+
+    if text is None:
+        return None
+    try:
+        return parse_rate(str(text))
+    except UnitError as exc:
+        raise refused(_DEPLOYMENT["internode"], str(exc)) from None
 
 
 _DEPLOYMENT = {i.name: i for i in DEPLOYMENT_INPUTS}

@@ -3,29 +3,30 @@ what real steps achieve, each correction its own term.
 
 Decode (time per output token, one replica)::
 
-    TPOT ~ max(reads / (bandwidth_fraction x peak bandwidth), FLOPs / (mfu x dense peak))
-           + tensor-parallel all-reduces + pipeline sends + fixed step overhead
+    TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
+               FLOPs / (mfu x dense peak))
+           + tensor-parallel all-reduces + pipeline sends (over the links they cross)
+           + fixed step overhead + per-layer kernels (a serving engine's)
 
 Prefill (time to first token of one prompt, no queueing)::
 
     TTFT ~ max(prompt FLOPs / (mfu x dense peak x tp), weight reads at the achievable bandwidth)
            + all-reduces of the prompt's activations + pipeline sends + fixed step overhead
+           + one pass of the per-layer kernels
 
 The roofline is a lower bound that single-stream decode misses by about 2x (reference
 gpu-notes.md section 4: observed batch-1 MBU 0.3-0.9); the shape of the correction follows the
-model suggested there. Per-family figures (achievable bandwidth, step overhead, link latency,
-matmul ceiling) are registry data with their sources (model_configs/gpus, ``efficiency``);
-parts without them use :data:`GENERIC_EFFICIENCY`. tests/test_latency_judge.py holds the
-estimate to published single-stream measurements.
+model suggested there. Per-family figures (achievable bandwidth, step overhead, scale-up link
+latency, matmul ceiling) are registry data with their sources (model_configs/gpus,
+``efficiency``); parts without them use :data:`GENERIC_EFFICIENCY`. Which link each all-reduce
+and send crosses, and what it costs, is :mod:`kvcalc.engine.communication`'s. The per-layer
+kernel costs (:class:`StepKernels`) and the dequantising kernels' share
+(:data:`DEQUANT_EFFICIENCY`) are set on the fit points of tests/fixtures/decode_points.yaml;
+every estimate carries the band of :mod:`kvcalc.engine.accuracy` (the error on those points),
+and tests/test_decode_points.py holds the estimate to the held-back ones.
 
-All-reduce (ring, Patarasuk & Yuan 2009; NCCL's documented ring cost): each GPU sends and
-receives 2(n-1)/n of the message over its link, one direction of the link's bandwidth. Engines
-all-reduce twice per layer under tensor parallelism (after attention and after the MLP,
-Megatron-LM's split), in the activation dtype (16-bit). At decode batch sizes the message is
-kilobytes and the time is the link latency, which the registry gives per all-reduce (engines use
-one-shot custom all-reduce kernels for small messages, whose cost does not grow with hops). MoE
-layers are timed as tensor-parallel like dense ones (experts split across the tp ranks); expert
-parallelism's all-to-all is not modelled.
+MoE layers are timed as tensor-parallel like dense ones (experts split across the tp ranks,
+the experts a batch touches read once); expert parallelism's all-to-all is not modelled.
 """
 
 from __future__ import annotations
@@ -33,9 +34,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvcalc.engine.accuracy import Band, band_for
+from kvcalc.engine.communication import (
+    ACTIVATION_BYTES,
+    ALLREDUCES_PER_LAYER,
+    allreduce_seconds,
+    intra_node_link,
+    link_kind,
+    pp_links,
+    replica_nodes,
+    tp_link,
+)
 from kvcalc.engine.decode import DecodeStep, decode_step_for
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.hardware import Accelerator, Efficiency
+from kvcalc.engine.spec import MoE
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -52,11 +65,6 @@ GENERIC_EFFICIENCY = Efficiency(
     matmul_fraction=0.5,
     measured=False,
 )
-
-#: Bytes of one activation value moved between GPUs: engines exchange bf16/fp16 activations.
-ACTIVATION_BYTES = 2
-#: All-reduces per layer under tensor parallelism (after attention, after the MLP).
-ALLREDUCES_PER_LAYER = 2
 
 
 def efficiency_of(accelerator: Accelerator) -> Efficiency:
@@ -76,44 +84,33 @@ def default_mfu(accelerator: Accelerator) -> float:
 # -------------------------------------------------------------------------- communication
 
 
-def allreduce_seconds(
-    message_bytes: int, tp: int, link_bytes_per_s: int | None, latency_seconds: float
-) -> float:
-    """One ring all-reduce of ``message_bytes`` among ``tp`` GPUs: 2(n-1)/n x bytes over one
-    direction of the link, plus the link's latency. None of it at tp 1."""
-    if tp == 1:
-        return 0.0
-    if link_bytes_per_s is None:
-        raise ValueError("the GPU's link bandwidth is unknown: tensor parallelism cannot be timed")
-    return 2 * (tp - 1) / tp * message_bytes / link_bytes_per_s + latency_seconds
-
-
 def tp_communication_seconds(dep: Deployment, tokens: int) -> float:
     """The all-reduces of one forward pass over ``tokens`` tokens: two per layer, each of the
-    tokens' hidden activations."""
-    accelerator = dep.gpus.accelerator
+    tokens' hidden activations, over the link the group crosses (:mod:`.communication`)."""
+    if dep.tp == 1:
+        return 0.0
+    link = tp_link(dep, efficiency_of(dep.gpus.accelerator).link_latency_seconds)
+    if link is None:
+        raise ValueError("the GPU's link bandwidth is unknown: tensor parallelism cannot be timed")
     message = tokens * dep.model.hidden_size * ACTIVATION_BYTES
-    one = allreduce_seconds(
-        message,
-        dep.tp,
-        accelerator.link_bytes_per_s,
-        efficiency_of(accelerator).link_latency_seconds,
-    )
+    one = allreduce_seconds(message, dep.tp, link.bytes_per_s, link.allreduce_latency_seconds)
     return ALLREDUCES_PER_LAYER * dep.model.num_layers * one
 
 
 def pipeline_send_seconds(dep: Deployment, tokens: int) -> float:
     """Hand-offs between pipeline stages: pp - 1 point-to-point sends of the activations, each
-    the link latency plus the bytes over one direction of the link."""
+    the link's latency plus the bytes over one direction of the link it crosses."""
     if dep.pp == 1:
         return 0.0
-    accelerator = dep.gpus.accelerator
-    link = accelerator.link_bytes_per_s
-    if link is None:
-        raise ValueError("the GPU's link bandwidth is unknown, so pipeline stages cannot be timed")
     message = tokens * dep.model.hidden_size * ACTIVATION_BYTES
-    one = message / link + efficiency_of(accelerator).link_latency_seconds
-    return (dep.pp - 1) * one
+    total = 0.0
+    for link in pp_links(dep, efficiency_of(dep.gpus.accelerator).link_latency_seconds):
+        if link is None:
+            raise ValueError(
+                "the GPU's link bandwidth is unknown, so pipeline stages cannot be timed"
+            )
+        total += message / link.bytes_per_s + link.send_latency_seconds
+    return total
 
 
 def communication_seconds(dep: Deployment, tokens: int) -> float:
@@ -123,10 +120,79 @@ def communication_seconds(dep: Deployment, tokens: int) -> float:
 
 def can_time_communication(dep: Deployment) -> bool:
     """Whether the replica's GPU-to-GPU traffic can be timed (a link speed is known)."""
-    return dep.tp * dep.pp == 1 or dep.gpus.accelerator.link_bytes_per_s is not None
+    if dep.tp * dep.pp == 1:
+        return True
+    if replica_nodes(dep) > 1:
+        return True
+    return intra_node_link(dep.gpus.accelerator, max(dep.tp, 2), 0.0) is not None
 
 
 # -------------------------------------------------------------------------- decode
+
+
+@dataclass(frozen=True)
+class StepKernels:
+    """What the stack that runs a decode step costs per layer beyond its reads: the chain of
+    small kernels one layer launches at decode batch sizes (norms, rotary, attention, the
+    MLP's or the router's, top-k, the grouped expert GEMMs), each a few microseconds however
+    few bytes it reads, on top of the registry's per-step overhead."""
+
+    name: str
+    dense_layer_seconds: float
+    """One layer with a dense MLP (or none)."""
+    moe_layer_seconds: float
+    """One layer with routed experts: routing, token sorting and two grouped GEMMs."""
+
+
+#: A serving engine (vLLM, SGLang, TensorRT-LLM, CUDA graphs on) at small batch, set on the
+#: fit points of tests/fixtures/decode_points.yaml (what each measured step leaves beyond the
+#: reads, the all-reduces and the registry's step overhead, per layer): dense, the mean of
+#: vLLM's CI Llama-3.1-8B at batch 8 on an H200 (47.9 us) and NIM's Llama-3.3-70B FP8 at TP 2
+#: on H100s (37.2 us); MoE, vLLM's Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us).
+SERVING_KERNELS = StepKernels("serving", dense_layer_seconds=43e-6, moe_layer_seconds=98e-6)
+#: One compiled graph of the whole step (gpt-fast's torch.compile, llama.cpp's CUDA graph): the
+#: registry's step overhead, fitted on such runs (gpt-fast, llama.cpp), is the whole fixed cost.
+COMPILED_KERNELS = StepKernels("compiled", dense_layer_seconds=0.0, moe_layer_seconds=0.0)
+
+#: The share of the achievable bandwidth a weight-only dequantising kernel reaches, by the
+#: bits its layer matrices store (16-bit and FP8 GEMMs read at the full achievable rate):
+#: 8-bit integers from gpt-fast's int8 rows on A100 (Llama-2-7B 0.82, Llama-2-70B 0.88 of its
+#: bf16 rate: 0.85); 4-bit formats (GPTQ/AWQ int4, NVFP4, MXFP4 run as W4A16 Marlin kernels where
+#: no FP4 GEMM applies) 0.9 (Marlin's "near-ideal" ~3.9x over FP16 at batch 1-16,
+#: IST-DASLab/marlin README).
+DEQUANT_EFFICIENCY = {8: 0.85, 4: 0.9}
+
+
+def weight_kernel_efficiency(dep: Deployment) -> float:
+    """The dequantising kernels' share of the achievable bandwidth for the deployment's
+    weights (the weaker of its layer matrices' and its experts' formats)."""
+    shares = [1.0]
+    for fmt in (dep.weights.layers, dep.weights.experts):
+        if fmt.compute == "fp8" or fmt.element_bits >= 16:
+            continue
+        shares.append(DEQUANT_EFFICIENCY.get(fmt.element_bits, DEQUANT_EFFICIENCY[4]))
+    return min(shares)
+
+
+def moe_layer_count(dep: Deployment) -> int:
+    model = dep.model
+    blocks = model.block_counts(range(model.num_layers))
+    return sum(n for _, ffn, n in blocks if isinstance(ffn, MoE))
+
+
+def layer_kernel_seconds(dep: Deployment, kernels: StepKernels) -> float:
+    """The step's per-layer kernel costs: every layer runs on one stage or another, one after
+    the other."""
+    moe = moe_layer_count(dep)
+    dense = dep.model.num_layers - moe
+    return dense * kernels.dense_layer_seconds + moe * kernels.moe_layer_seconds
+
+
+def regime_of(dep: Deployment) -> str:
+    """The accuracy regime the deployment's estimate falls in: ``single-gpu``, ``scale-up``
+    (NVLink, Infinity Fabric), ``pcie`` or ``multi-node``."""
+    kind = link_kind(dep)
+    return {"none": "single-gpu", "network": "multi-node"}.get(kind, kind)
 
 
 @dataclass(frozen=True)
@@ -141,25 +207,50 @@ class TpotEstimate:
     communication_seconds: float
     """Tensor-parallel all-reduces and pipeline sends."""
     overhead_seconds: float
-    """Fixed per-step cost: kernel launches, sampling, scheduling."""
+    """Fixed per-step cost: sampling, scheduling, launching the step."""
     measured: bool
     """Whether the efficiencies are the part's measured ones (else generic)."""
+    layer_seconds: float = 0.0
+    """Per-layer kernel costs beyond the reads (:class:`StepKernels`)."""
+    band: Band | None = None
+    """The spread of measured over estimated TPOT on the fit points of the regime."""
 
     @property
     def tpot_seconds(self) -> float:
         busy = self.memory_seconds
         if self.compute_seconds is not None:
             busy = max(busy, self.compute_seconds)
-        return busy + self.communication_seconds + self.overhead_seconds
+        return busy + self.communication_seconds + self.overhead_seconds + self.layer_seconds
+
+    @property
+    def tpot_low_seconds(self) -> float:
+        """The band's low end (the estimate itself without a band), never below the roofline."""
+        low = self.tpot_seconds * (self.band.low if self.band else 1.0)
+        return max(low, self.roofline.tpot_seconds)
+
+    @property
+    def tpot_high_seconds(self) -> float:
+        return self.tpot_seconds * (self.band.high if self.band else 1.0)
 
     @property
     def tokens_per_second(self) -> float:
         return self.roofline.batch / self.tpot_seconds
 
+    @property
+    def tokens_per_second_low(self) -> float:
+        return self.roofline.batch / self.tpot_high_seconds
 
-def achievable_memory_seconds(step: DecodeStep, eff: Efficiency) -> float:
-    """The roofline's reads (at full bandwidth) at the part's achievable bandwidth."""
-    return step.memory_seconds / eff.bandwidth_fraction
+    @property
+    def tokens_per_second_high(self) -> float:
+        return self.roofline.batch / self.tpot_low_seconds
+
+
+def achievable_memory_seconds(
+    step: DecodeStep, eff: Efficiency, weight_share: float = 1.0
+) -> float:
+    """The roofline's reads (at full bandwidth) at the part's achievable bandwidth, the weights
+    at ``weight_share`` of it (dequantising kernels)."""
+    return (step.weight_read_seconds / weight_share + step.kv_read_seconds) / eff.bandwidth_fraction
 
 
 def achievable_compute_seconds(step: DecodeStep, mfu: float) -> float | None:
@@ -168,21 +259,28 @@ def achievable_compute_seconds(step: DecodeStep, mfu: float) -> float | None:
 
 
 def tpot_estimate(
-    dep: Deployment, *, batch: int, context_tokens: int, mfu: float | None = None
+    dep: Deployment,
+    *,
+    batch: int,
+    context_tokens: int,
+    mfu: float | None = None,
+    kernels: StepKernels = SERVING_KERNELS,
 ) -> TpotEstimate:
     """Realistic time per output token of ``batch`` sequences at ``context_tokens`` on one
     replica of ``dep`` (``mfu``: the share of the dense peak matmuls reach; default the part's
-    measured ceiling)."""
+    measured ceiling; ``kernels``: the per-layer costs of the stack that runs it)."""
     accelerator = dep.gpus.accelerator
     eff = efficiency_of(accelerator)
     step = decode_step_for(dep, batch=batch, context_tokens=context_tokens)
     return TpotEstimate(
         roofline=step,
-        memory_seconds=achievable_memory_seconds(step, eff),
+        memory_seconds=achievable_memory_seconds(step, eff, weight_kernel_efficiency(dep)),
         compute_seconds=achievable_compute_seconds(step, mfu or default_mfu(accelerator)),
         communication_seconds=communication_seconds(dep, batch),
         overhead_seconds=eff.step_overhead_seconds,
         measured=eff.measured,
+        layer_seconds=layer_kernel_seconds(dep, kernels),
+        band=band_for(regime_of(dep)),
     )
 
 
@@ -193,12 +291,15 @@ def tpot_seconds(
     context_tokens: int,
     roofline: bool = False,
     mfu: float | None = None,
+    bound: str = "estimate",
 ) -> float:
-    """The TPOT a latency target is held to: the realistic estimate, or with ``roofline`` the
-    bound (what `plan`'s and `check`'s ``--roofline`` select)."""
+    """The TPOT a latency target is held to: the realistic estimate (``bound`` ``high``: the
+    band's high end), or with ``roofline`` the bound (what `plan`'s and `check`'s
+    ``--roofline`` select)."""
     if roofline:
         return decode_step_for(dep, batch=batch, context_tokens=context_tokens).tpot_seconds
-    return tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu).tpot_seconds
+    est = tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu)
+    return est.tpot_high_seconds if bound == "high" else est.tpot_seconds
 
 
 # -------------------------------------------------------------------------- prefill
@@ -217,13 +318,25 @@ class PrefillEstimate:
     communication_seconds: float
     overhead_seconds: float
     mfu: float
+    layer_seconds: float = 0.0
+    """The forward pass's per-layer kernel costs (:class:`StepKernels`)."""
+    band: Band | None = None
+    """The regime's band (TPOT's ratios: :mod:`kvcalc.engine.accuracy`)."""
 
     @property
     def ttft_seconds(self) -> float:
         busy = self.weight_read_seconds
         if self.compute_seconds is not None:
             busy = max(busy, self.compute_seconds)
-        return busy + self.communication_seconds + self.overhead_seconds
+        return busy + self.communication_seconds + self.overhead_seconds + self.layer_seconds
+
+    @property
+    def ttft_low_seconds(self) -> float:
+        return self.ttft_seconds * (self.band.low if self.band else 1.0)
+
+    @property
+    def ttft_high_seconds(self) -> float:
+        return self.ttft_seconds * (self.band.high if self.band else 1.0)
 
     @property
     def bound(self) -> str:
@@ -240,7 +353,11 @@ def prefill_compute_seconds(dep: Deployment, flops: int, mfu: float) -> float | 
 
 
 def prefill_estimate(
-    dep: Deployment, *, prompt_tokens: int, mfu: float | None = None
+    dep: Deployment,
+    *,
+    prompt_tokens: int,
+    mfu: float | None = None,
+    kernels: StepKernels = SERVING_KERNELS,
 ) -> PrefillEstimate:
     """Realistic prefill of one ``prompt_tokens`` prompt on one replica of ``dep``."""
     if mfu is not None and not 0 < mfu <= 1:
@@ -259,6 +376,8 @@ def prefill_estimate(
         communication_seconds=communication_seconds(dep, prompt_tokens),
         overhead_seconds=eff.step_overhead_seconds,
         mfu=share,
+        layer_seconds=layer_kernel_seconds(dep, kernels),
+        band=band_for(regime_of(dep)),
     )
 
 

@@ -144,6 +144,9 @@ FP8_BLOCK = BlockScaled("fp8-block", 8, 32, 128, 128)
 #: each shard's intermediate size rounded up to 128 and the hidden size to 256): gpt-oss-20b at
 #: TP 2 loads 7.01 GiB per GPU in vLLM 0.19's log against 6.40 GiB unpadded.
 MXFP4 = GroupScaled("mxfp4", 4, 8, 32, word_bits=8, expert_alignment=(128, 256))
+#: NVFP4 as NVIDIA's ModelOpt checkpoints ship it (``quant_algo: NVFP4``): E2M1 values two to a
+#: byte, one FP8 E4M3 scale per 16 inputs (the per-tensor fp32 global scale is a few bytes).
+NVFP4 = GroupScaled("nvfp4", 4, 8, 16, word_bits=8)
 #: The usual w4a16 checkpoint (GPTQ / AWQ / compressed-tensors pack-quantized): int4 packed in
 #: int32, one 16-bit scale per 128 inputs, symmetric (no zero points).
 INT4_G128 = GroupScaled("int4-g128", 4, 16, 128)
@@ -153,7 +156,7 @@ INT4_G32 = GroupScaled("int4-g32", 4, 16, 32)
 
 #: ``--weight-dtype`` names that are formats rather than flat dtypes.
 NAMED_FORMATS: dict[str, WeightFormat] = {
-    f.name: f for f in (FP8_BLOCK, MXFP4, INT4_G128, INT4_G32)
+    f.name: f for f in (FP8_BLOCK, MXFP4, NVFP4, INT4_G128, INT4_G32)
 }
 #: Every ``--weight-dtype`` choice: the flat dtypes (values only, as a what-if) and the formats.
 WEIGHT_FORMAT_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", *NAMED_FORMATS)

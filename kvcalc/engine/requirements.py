@@ -46,11 +46,15 @@ REQUIREMENTS: dict[str, Requirement] = {
         Requirement("min_batch", "sequences of ctx that fit", "min", "sequences", ("ctx",)),
         # At batch 1: the longest sequence, whatever ctx says.
         Requirement("min_context", "tokens of one sequence", "min", "tokens"),
-        Requirement("max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mfu")),
+        # judge: high holds the band's high end (kvcalc.engine.accuracy) to the target.
+        Requirement(
+            "max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mfu", "judge")
+        ),
         # The prefill of one prompt of ctx tokens: batch 1, whatever fits.
         Requirement("max_ttft_ms", "time to first token", "max", "ms", ("ctx", "mfu")),
         Requirement(
-            "min_tokens_per_second", "output tokens per second", "min", "tokens/s", ("ctx", "mfu")
+            "min_tokens_per_second", "output tokens per second", "min", "tokens/s",
+            ("ctx", "mfu", "judge"),
         ),
         Requirement(
             "max_kv_fraction", "share of the KV budget used", "max", "fraction", ("ctx",)
@@ -97,7 +101,7 @@ class Outcome:
 
 #: Settings only some requirements read: a deployment that gives one none of its requirements
 #: reads is refused, never silently ignored.
-OPTIONAL_SETTINGS = ("ctx", "mfu")
+OPTIONAL_SETTINGS = ("ctx", "mfu", "judge")
 
 
 def readers(setting: str, keys: Iterable[str]) -> list[str]:
@@ -121,17 +125,20 @@ def measured_tpot_seconds(
     *,
     roofline: bool = False,
     mfu: float | None = None,
+    judge: str = "estimate",
 ) -> float | None:
     """The TPOT `max_tpot_ms` and `min_tokens_per_second` are held to: the realistic estimate
-    of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`), or with ``roofline`` the
-    bound, as `kvcalc plan` holds its targets. None when a replica spans GPUs whose link speed
-    is unknown, so its all-reduces cannot be timed (the roofline needs no link)."""
+    of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`; ``judge`` ``high``: its
+    band's high end), or with ``roofline`` the bound, as `kvcalc plan` holds its targets.
+    None when a replica spans GPUs whose link speed is unknown, so its all-reduces cannot be
+    timed (the roofline needs no link)."""
     from kvcalc.engine.latency import can_time_communication, tpot_seconds
 
     if not roofline and not can_time_communication(dep):
         return None
     return tpot_seconds(
-        dep, batch=batch_per_replica, context_tokens=context_tokens, roofline=roofline, mfu=mfu
+        dep, batch=batch_per_replica, context_tokens=context_tokens, roofline=roofline, mfu=mfu,
+        bound=judge,
     )
 
 

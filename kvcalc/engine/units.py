@@ -241,6 +241,27 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+_RATE_RE = re.compile(
+    r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([GT])(b|bit|B)(?:/s|ps)\s*$", re.IGNORECASE
+)
+
+
+def parse_rate(text: str) -> int:
+    """Parse a network rate into bytes per second: ``400Gb/s`` (bits, as NICs are sold),
+    ``50GB/s`` (bytes), ``1.6Tb/s``; decimal prefixes. The unit is required."""
+    match = _RATE_RE.match(text)
+    if not match:
+        raise UnitError(
+            f"invalid rate {_quoted(text)}: give a number with its unit, e.g. 400Gb/s or 50GB/s"
+        )
+    number, prefix, unit = match.groups()
+    scale = 10**9 if prefix.upper() == "G" else 10**12
+    value = float(number) * scale / (1 if unit == "B" else 8)
+    if not 0 < value < math.inf:
+        raise UnitError(f"invalid rate {_quoted(text)}: give a number above 0 such as 400Gb/s")
+    return int(value)
+
+
 def _quoted(text: str) -> str:
     """``text`` quoted for an error line, shortened when it is long (a pasted 400-digit value)."""
     return repr(text if len(text) <= 40 else text[:37] + "...")

@@ -203,6 +203,7 @@ else:
         gpus=_optional(str),
         ctx=_optional(Context),
         mfu=_optional(Fraction),
+        judge=_optional(Literal["estimate", "high"]),
         engine=_optional(EngineName),
         **{
             name: _optional(_spec_type(inp))

@@ -54,9 +54,16 @@ ESTIMATE_FIELDS = (
     "compute_estimate_seconds",
     "communication_seconds",
     "step_overhead_seconds",
+    "layer_kernel_seconds",
     "tpot_seconds",
+    "tpot_low_seconds",
+    "tpot_high_seconds",
     "tokens_per_second",
+    "tokens_per_second_low",
+    "tokens_per_second_high",
     "ttft_seconds",
+    "ttft_low_seconds",
+    "ttft_high_seconds",
 )
 
 
@@ -78,9 +85,16 @@ def estimate_payload(tpot: TpotEstimate | None, prefill: PrefillEstimate | None)
         "compute_estimate_seconds": tpot.compute_seconds,
         "communication_seconds": tpot.communication_seconds,
         "step_overhead_seconds": tpot.overhead_seconds,
+        "layer_kernel_seconds": tpot.layer_seconds,
         "tpot_seconds": tpot.tpot_seconds,
+        "tpot_low_seconds": tpot.tpot_low_seconds,
+        "tpot_high_seconds": tpot.tpot_high_seconds,
         "tokens_per_second": tpot.tokens_per_second,
+        "tokens_per_second_low": tpot.tokens_per_second_low,
+        "tokens_per_second_high": tpot.tokens_per_second_high,
         "ttft_seconds": prefill.ttft_seconds,
+        "ttft_low_seconds": prefill.ttft_low_seconds,
+        "ttft_high_seconds": prefill.ttft_high_seconds,
     }
 
 
@@ -103,6 +117,7 @@ def decode_payload(
         "tp": dep.tp,
         "pp": dep.pp,
         **layout_payload(dep),
+        **link_payload(dep),
         "weight_dtype": precision_name(dep.weights),
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": kv_bits_per_value(dep),
@@ -122,6 +137,39 @@ def decode_title(dep: Deployment, mbu: float, engine: ServingEngine) -> str:
         f"{dep.model.name} ({dep.model.id}) decode step on {dep.gpus}: tp {dep.tp}, pp {dep.pp}, "
         f"weights {precision_name(dep.weights)}, KV {kv_label(dep)}, mbu {mbu:g}{sized}"
         f"{eviction_title(dep.eviction)}"
+    )
+
+
+def link_payload(dep: Deployment) -> dict[str, Any]:
+    """``nodes`` (nodes one replica spans), ``link`` (what its traffic crosses at its slowest:
+    none, scale-up, pcie, network or unknown) and ``accuracy_regime`` (whose band applies)."""
+    from kvcalc.engine.communication import link_kind, replica_nodes
+    from kvcalc.engine.latency import regime_of
+
+    return {
+        "nodes": replica_nodes(dep),
+        "link": link_kind(dep),
+        "accuracy_regime": regime_of(dep),
+    }
+
+
+def band_note(dep: Deployment) -> str:
+    """Where the low-high band comes from (kvcalc.engine.accuracy)."""
+    from kvcalc.engine.accuracy import band_for
+    from kvcalc.engine.latency import regime_of
+
+    regime = regime_of(dep)
+    band = band_for(regime)
+    if band is None:
+        return f"low-high: no measured points speak for {regime}: the estimate alone"
+    whose = (
+        "all fit points (too few in this regime)"
+        if band.pooled
+        else f"{band.points} {regime} fit points"
+    )
+    return (
+        f"low-high: measured / estimated TPOT {band.low:g}-{band.high:g} on {whose} "
+        "(docs/accuracy.md); kernels ms: a serving engine's per-layer kernels"
     )
 
 
@@ -161,7 +209,10 @@ ESTIMATE = [
     ms("compute ms", "compute_estimate_seconds", "n/a"),
     ms("all-reduce ms", "communication_seconds", "n/a"),
     ms("overhead ms", "step_overhead_seconds", "n/a"),
+    ms("kernels ms", "layer_kernel_seconds", "n/a"),
     ms("est. TPOT ms", "tpot_seconds", "n/a"),
+    ms("low", "tpot_low_seconds", "n/a"),
+    ms("high", "tpot_high_seconds", "n/a"),
     number("est. tokens/s", "tokens_per_second", ",.0f"),
     ms("est. TTFT ms", "ttft_seconds", "n/a"),
 ]
@@ -211,9 +262,8 @@ def decode_report(
         if unknown_link
         else []
     )
-    if (dep.tp_nodes or 1) > 1 and not unknown_link:
-        # latency.py times every all-reduce at the in-node link: across nodes it is a bound.
-        notes.append("all-reduce ms: at the in-node link speed; across nodes they take longer")
+    if not unknown_link and records:
+        notes.append(band_note(dep))
     sections = (
         [
             Section(

@@ -49,8 +49,8 @@ def node_note(dep: Deployment) -> str | None:
         return None
     link = dep.gpus.accelerator.interconnect or "in-node link"
     return (
-        f"tp {dep.tp} spans {nodes} nodes of {dep.node_gpus} GPUs: its all-reduces cross the "
-        f"inter-node network, slower than the {link} within a node"
+        f"tp {dep.tp} spans {nodes} nodes of {dep.gpus_per_node} GPUs: its all-reduces cross "
+        f"the inter-node network, slower than the {link} within a node"
     )
 
 

@@ -166,12 +166,6 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
     notes = []
     for row in rows:
         notes += [f"{who(row)}: {note}" for note in row["layout_notes"]]
-        if (row["tp_nodes"] or 1) > 1:
-            # latency.py times every all-reduce at the in-node link: across nodes it is a bound.
-            notes.append(
-                f"{who(row)}: TPOT and TTFT time its all-reduces at the in-node link speed; "
-                "across nodes they take longer"
-            )
     return notes
 
 

@@ -361,9 +361,16 @@ class DecodeContext(TypedDict):
     compute_estimate_seconds: float | None
     communication_seconds: float | None
     step_overhead_seconds: float | None
+    layer_kernel_seconds: float | None
     tpot_seconds: float | None
+    tpot_low_seconds: float | None
+    tpot_high_seconds: float | None
     tokens_per_second: float | None
+    tokens_per_second_low: float | None
+    tokens_per_second_high: float | None
     ttft_seconds: float | None
+    ttft_low_seconds: float | None
+    ttft_high_seconds: float | None
 
 
 @with_config(STRICT)
@@ -373,6 +380,9 @@ class DecodeDocument(Deployment):
     schema_version: SchemaVersion
     engine: str
     kv_bits_per_value: float | None
+    nodes: int
+    link: Literal["none", "scale-up", "pcie", "network", "unknown"]
+    accuracy_regime: str
     mbu: float
     efficiency_basis: Literal["measured", "generic"]
     eviction: EvictionPolicy
@@ -856,7 +866,17 @@ VOCABULARY: dict[str, Term] = {
     "compute_estimate_seconds": Term(S, "the estimate's compute time, or null"),
     "communication_seconds": Term(S, "the estimate's all-reduce time"),
     "step_overhead_seconds": Term(S, "fixed time per decode step (the estimate's, a GPU's)"),
+    "layer_kernel_seconds": Term(S, "a serving engine's per-layer kernel costs in one step"),
     "tpot_seconds": Term(S, "time per output token, realistic estimate (null: not timed)"),
+    "tpot_low_seconds": Term(S, "the estimate's band, low end (docs/accuracy.md)"),
+    "tpot_high_seconds": Term(S, "the estimate's band, high end (docs/accuracy.md)"),
+    "tokens_per_second_low": Term("tokens/s", "decode throughput at the band's high TPOT"),
+    "tokens_per_second_high": Term("tokens/s", "decode throughput at the band's low TPOT"),
+    "ttft_low_seconds": Term(S, "time to first token, the band's low end"),
+    "ttft_high_seconds": Term(S, "time to first token, the band's high end"),
+    "nodes": Term("", "nodes one replica spans (--nodes, else the GPU's node size)"),
+    "link": Term("", "what a replica's traffic crosses: none, scale-up, pcie, network, unknown"),
+    "accuracy_regime": Term("", "whose band applies: single-gpu, scale-up, pcie, multi-node"),
     "roofline_tpot_seconds": Term(S, "time per output token, roofline bound"),
     "tokens_per_second": Term("tokens/s", "decode throughput of one replica, realistic"),
     "roofline_tokens_per_second": Term("tokens/s", "decode throughput of one replica, bound"),
