@@ -44,9 +44,10 @@ DATED: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Fp8Release:
-    """An organisation's ``NAME-FP8`` repos of its ``prefix`` models, all in one format."""
+    """An organisation's ``NAME-FP8`` repos of its models named from one of ``prefixes``, all in
+    one format."""
 
-    prefix: str
+    prefixes: tuple[str, ...]
     weights: str
     """A ``--weight-dtype`` format name, applied as :func:`checkpoint_precision` applies it."""
 
@@ -55,7 +56,14 @@ class Fp8Release:
 #: in fine-grained FP8: quant_method fp8, fmt e4m3, weight_block_size [128, 128], with lm_head,
 #: embeddings, norms and the MoE router kept in bf16 (modules_to_not_convert); Meta's -FP8
 #: repos (fbgemm_fp8, per row) are another format and are read from the Hub.
-FP8: dict[str, Fp8Release] = {"qwen": Fp8Release("qwen3-", "fp8-block")}
+#: Qwen3.5 and Qwen3.6 (Qwen/Qwen3.5-35B-A3B-FP8, Qwen/Qwen3.6-27B-FP8, ...) ship the same
+#: format: quant_method fp8, fmt e4m3, activation_scheme dynamic (0xBakeer/inference-atlas#145,
+#: read from the served Qwen3.6-35B-A3B-FP8 checkpoint), 128-wide blocks, with the embeddings,
+#: LM head, norms, router and shared-expert gates, and the Gated DeltaNet's small in_proj_b /
+#: in_proj_a, conv1d, A_log and dt_bias left unconverted (AI-Hypercomputer/maxtext#5076's
+#: unquantized_modules, "matching official Hugging Face quantization configs"); the vision tower
+#: is partly unconverted (inference-atlas#145): kvcalc keeps it at bf16, as every format does.
+FP8: dict[str, Fp8Release] = {"qwen": Fp8Release(("qwen3-", "qwen3.5-", "qwen3.6-"), "fp8-block")}
 
 #: Variants the word rule matches whose config.json differs from the registry entry's in a
 #: figure kvcalc sizes: their own config.json is read (the Hub cache or a download).
@@ -122,7 +130,7 @@ def _variant(repo: str, directory: Path, index: dict[str, set[str]]) -> Variant 
     org, _, rest = lowered.partition("/")
     weights = None
     fp8 = FP8.get(org)
-    if fp8 is not None and rest.startswith(fp8.prefix) and rest.endswith("-fp8"):
+    if fp8 is not None and rest.startswith(fp8.prefixes) and rest.endswith("-fp8"):
         lowered, weights = lowered.removesuffix("-fp8"), fp8.weights
         if lowered in DIFFERENT:
             return None
