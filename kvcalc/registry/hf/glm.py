@@ -6,7 +6,7 @@ Defaults: transformers 5.24.0, models/glm4_moe/configuration_glm4_moe.py. head_d
 Glm4MoeConfig field: the modeling code (Glm4MoeAttention) uses the config's head_dim when the
 file states one (GLM-4.5: 128, against 5120 / 96) and hidden_size / heads otherwise, as vLLM's
 glm4_moe.py does. The num_nextn_predict_layers MTP layers hold KV only under speculative
-decoding (vLLM glm4_moe_mtp.py) and are not sized.
+decoding (vLLM glm4_moe_mtp.py): stated (mtp_layers), counted in no total.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class Glm4MoeConfig(DecoderConfig):
     first_k_dense_replace: NonNegInt = 1
     # __post_init__: kwargs.setdefault("partial_rotary_factor", 0.5).
     partial_rotary_factor: float = 0.5
+    # The MTP layers (Glm4MoeMTP); None (absent): none, a rule rather than a class default.
+    num_nextn_predict_layers: NonNegInt | None = None
 
 
 class Glm4Moe(DecoderAdapter[Glm4MoeConfig]):
@@ -88,7 +90,9 @@ class Glm4Moe(DecoderAdapter[Glm4MoeConfig]):
             self.fail("partial_rotary_factor", f"must be in (0, 1], got {factor}")
         dims = int(self.head_dim() * factor)
         positions = self.config.max_position_embeddings
-        return super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
+        arch = super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
+        mtp = self.config.num_nextn_predict_layers
+        return arch | {"mtp_layers": mtp} if mtp else arch
 
 
 class Glm4MoeLiteConfig(DeepseekV2Config):
