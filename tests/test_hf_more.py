@@ -277,6 +277,24 @@ def test_nemotron_h_56b_vllm_pages_match_the_worked_example() -> None:
         assert cache.blocks_per_request == blocks  # 1.35 GB at 8k, 6.43 GB at 128k
 
 
+def test_nemotron_h_stated_ssm_cache_dtype_is_the_state_the_engines_store(tmp_path: Path) -> None:
+    from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
+
+    # Nemotron-3's config.json states "mamba_ssm_cache_dtype": "float32" (public copies of
+    # nvidia/Nemotron-Cascade-2-30B-A3B's), and vLLM 0.19's
+    # NemotronHForCausalLMConfig.verify_and_update_config sets --mamba-ssm-cache-dtype auto to
+    # the config's value (float16 when absent: the bf16-sized state above). With it, the 56B's
+    # Mamba page is arch-2026 section 5's float32 one with no option given: 16,900,096 B.
+    data = nemotron("nemotron-h-56b") | {"mamba_ssm_cache_dtype": "float32"}
+    model = load_hf_config(write(tmp_path, data), "nemotron-h-56b", "nemotron-h-56b")
+    assert model.ssm_state_dtype == "fp32"
+    assert kv_bytes_per_sequence(model, 1, BF16) == 54 * 16_900_096 + 40_960
+    cache = vllm_kv_cache(model, 80 << 30, max_model_len=8_192, kv_dtype=BF16)
+    assert isinstance(cache, VLLMKVCache)
+    assert cache.grouping.page_bytes == 16_908_288
+    assert load_hf_config(FIXTURES / "nemotron-h-56b").ssm_state_dtype is None
+
+
 def test_nemotron_h_8b_reads_the_released_key_names() -> None:
     model = load_hf_config(FIXTURES / "nemotron-h-8b")
     # 24 Mamba-2 + 4 attention layers; 4 x 2 x 8 x 128 x 2 = 16,384 B/token.
