@@ -118,7 +118,7 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     ),
     Input(
         "weight_dtype", "text",
-        "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, int4-g128, int4-g32 "
+        "bf16, fp16, fp8, int8, int4, fp8-block, mxfp4, nvfp4, int4-g128, int4-g32 "
         "[default: as released]",
         metavar="DTYPE", completion="weight_dtypes",
     ),

@@ -151,9 +151,14 @@ INT4_G128 = GroupScaled("int4-g128", 4, 16, 128)
 #: packed in int32, symmetric, one bf16 scale per 32 inputs.
 INT4_G32 = GroupScaled("int4-g32", 4, 16, 32)
 
+#: NVIDIA's NVFP4 as ModelOpt ships it (the nvidia/*-NVFP4 repos): E2M1 values two to a byte,
+#: one FP8 e4m3 scale per 16 inputs (vLLM 0.19 ModelOptNvFp4LinearMethod.create_weights; its
+#: two fp32 scalars per matrix, weight_scale_2 and input_scale, are not counted).
+NVFP4 = GroupScaled("nvfp4", 4, 8, 16, word_bits=8)
+
 #: ``--weight-dtype`` names that are formats rather than flat dtypes.
 NAMED_FORMATS: dict[str, WeightFormat] = {
-    f.name: f for f in (FP8_BLOCK, MXFP4, INT4_G128, INT4_G32)
+    f.name: f for f in (FP8_BLOCK, MXFP4, NVFP4, INT4_G128, INT4_G32)
 }
 #: Every ``--weight-dtype`` choice: the flat dtypes (values only, as a what-if) and the formats.
 WEIGHT_FORMAT_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", *NAMED_FORMATS)
