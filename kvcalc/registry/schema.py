@@ -547,7 +547,8 @@ class Weights(Strict):
     """The weight format the checkpoint is released in, when it is not the model dtype.
 
     ``format`` is a :mod:`kvcalc.engine.quant` format (``fp8-block``: FP8 e4m3 with one fp32
-    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32; ``nvfp4``: E2M1 with one FP8 scale per 16; ``int4-g128``,
+    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32;
+    ``nvfp4``: E2M1 with one FP8 scale per 16; ``int4-g128``,
     ``int4-g32``: int4 with one 16-bit scale per 128 / 32 inputs); ``applies_to`` the matrices
     it quantizes: ``layers`` (every layer matrix: attention, MLPs, shared and routed experts)
     or ``experts`` (the routed experts only, as gpt-oss ships). Embeddings, LM head, norms and
