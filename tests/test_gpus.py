@@ -277,9 +277,20 @@ def test_apple_m3_ultra_and_strix_halo_goldens() -> None:
     assert halo.dense_flops["bf16"] is None  # AMD publishes no matrix rate for the 8060S
 
 
+def test_rtx_pro_4500_goldens() -> None:
+    # technical.city and hmc-tech: 32 GB GDDR7, 256-bit at 1.75 GHz (28 Gbps a pin):
+    # 28e9 x 256 / 8 = 896 GB/s; 200 W; PCIe 5.0 x16; FP4 1.76 PFLOPS sparse, 879 dense.
+    card = acc("rtx-pro-4500")
+    assert card.bandwidth_bytes_per_s == 28_000_000_000 * 256 // 8 == 896 * GB
+    assert card.memory_bytes == 32 * GB and not card.unified_memory
+    assert card.tdp_watts == 200 and card.pcie_bytes_per_s == 128 * GB
+    fp4 = card.dense_flops["fp4"]
+    assert fp4 is not None and abs(2 * fp4 - 1760 * TB) <= 2 * TB  # 1.76 rounded from 1.758
+
+
 NEW_PARTS = (
     "dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q", "h20-3e",
-    "jetson-agx-thor", "apple-m3-ultra", "ryzen-ai-max-395",
+    "jetson-agx-thor", "apple-m3-ultra", "ryzen-ai-max-395", "rtx-pro-4500",
 )
 
 
