@@ -435,3 +435,21 @@ def test_lfm2_vl_is_its_text_model_with_the_siglip2_tower_and_projector(
     # The names' sizes: 450M (LFM2-350M and SigLIP2's 86M base), 1.6B (1.2B and 400M).
     stated = {"lfm2-vl-450m": 0.45e9, "lfm2-vl-1.6b": 1.6e9}[model_id]
     assert abs(counts.total / stated - 1) < 0.01
+
+
+def test_an_lfm2_vl_config_imports_as_its_registry_entry() -> None:
+    # tests/fixtures/hf/lfm2-vl-1.6b: the port's pinned copy of the official config.json.
+    model = load_hf_config(FIXTURES / "lfm2-vl-1.6b", "lfm2-vl-1.6b", "LFM2-VL-1.6B")
+    entry = registry_model("lfm2-vl-1.6b")
+    assert param_counts(model) == param_counts(entry)
+    assert model.vision == entry.vision
+    assert [model.mixer_at(i) for i in range(16)] == [entry.mixer_at(i) for i in range(16)]
+
+
+def test_an_lfm2_vl_projector_layernorm_is_counted(tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "lfm2-vl-1.6b" / "config.json").read_text())
+    data["projector_use_layernorm"] = True  # Lfm2VlConfig's default
+    model = load_hf_config(write(tmp_path, data))
+    plain = load_hf_config(FIXTURES / "lfm2-vl-1.6b")
+    # nn.LayerNorm(1152 x 4): weight and bias.
+    assert param_counts(model).encoder - param_counts(plain).encoder == 2 * 4 * 1152

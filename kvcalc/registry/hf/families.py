@@ -34,6 +34,7 @@ from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
     Gemma4Config,
     KimiVLConfig,
+    Lfm2VlConfig,
     Llama4Config,
     Mistral3Config,
     Qwen3VLConfig,
@@ -63,7 +64,7 @@ WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
     for wrapper in (
         Gemma3Config, Gemma4Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig,
-        Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig,
+        Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig, Lfm2VlConfig,
     )  # fmt: skip
     for model_type in wrapper.model_types
 }
