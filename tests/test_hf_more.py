@@ -375,3 +375,31 @@ def test_glm_lite_layer_list_must_agree_with_what_vllm_builds(tmp_path: Path) ->
 def test_glm_lite_with_an_indexer_is_refused(tmp_path: Path) -> None:
     message = refusal(write(tmp_path, glm_lite(index_topk=2048)))
     assert "index_topk: a sparse-attention indexer is not modelled" in message
+
+
+# ------------------------------------------------------------------ GLM-5 (glm_moe_dsa)
+
+
+def test_glm_5_is_indexed_mla_on_78_layers_as_its_report_says() -> None:
+    from kvcalc.engine.weights import param_counts
+
+    model = load_hf_config(FIXTURES / "glm-5")
+    # The GLM-5 report's table: 3 dense and 75 MoE layers, one MTP layer; 744B total.
+    moe_layers = [i for i in range(model.num_layers) if model.moe_layout.is_moe(i)]
+    assert (model.num_layers, len(moe_layers), moe_layers[0]) == (78, 75, 3)
+    assert model.mtp_layers == 1
+    assert abs(param_counts(model).total / 744e9 - 1) < 0.001
+    # vLLM 0.19 DeepseekV2 with index_topk: per layer the 512 + 64 latent (bf16) and the
+    # indexer's fp8 key of 128 with its fp32 scale.
+    assert kv_bytes_per_token(model, BF16) == 78 * ((512 + 64) * 2 + 132)
+
+
+def test_glm_5_indexer_types_do_not_change_what_vllm_caches(tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "glm-5" / "config.json").read_text())
+    data["indexer_types"] = ["full", "shared", "shared", "full"] * 19 + ["full", "full"]
+    model = load_hf_config(write(tmp_path, data))
+    assert kv_bytes_per_token(model, BF16) == kv_bytes_per_token(
+        load_hf_config(FIXTURES / "glm-5"), BF16
+    )
+    data["mlp_layer_types"] = ["dense"] * 78  # not what first_k_dense_replace 3 builds
+    assert "mlp_layer_types: disagrees" in refusal(write(tmp_path / "b", data))

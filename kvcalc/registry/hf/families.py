@@ -10,7 +10,7 @@ from kvcalc.registry.hf.deepseek_v4 import DeepseekV4
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
-from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite
+from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite, GlmMoeDsa
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
@@ -51,7 +51,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32, DeepseekV4,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
-    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH, Lfm2, Lfm2Moe,
+    Glm4Moe, Glm4MoeLite, GlmMoeDsa, MiniMaxM2, NemotronH, Lfm2, Lfm2Moe,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.
