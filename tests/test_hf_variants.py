@@ -59,6 +59,10 @@ VARIANTS = [
     ("Qwen/Qwen3.5-397B-A17B-FP8", "qwen3.5-397b-a17b", "fp8-block+bf16", None),
     ("Qwen/Qwen3.6-35B-A3B-FP8", "qwen3.6-35b-a3b", "fp8-block+bf16", None),
     ("Qwen/Qwen3.6-27B-FP8", "qwen3.6-27b", "fp8-block+bf16", None),
+    # Qwen's AWQ releases of its dense Qwen3 models (Qwen/Qwen3-32B-AWQ served in the vLLM 0.28
+    # report below; Qwen/Qwen3-8B-AWQ and -14B-AWQ in public serving scripts).
+    ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "int4-g128+bf16", None),
+    ("Qwen/Qwen3-8B-AWQ", "qwen3-8b", "int4-g128+bf16", None),
 ]
 
 # Real repos of other models that a looser rule would take for a registry entry.
@@ -116,6 +120,18 @@ def test_the_qwen36_fp8_release_weighs_as_its_checkpoint_less_the_mtp_layer() ->
     fp8 = resolve_model("Qwen/Qwen3.6-35B-A3B-FP8")
     loaded = weight_bytes(fp8, released_format(fp8)) / 1e9
     assert 0.01 < 1 - loaded / 37.5 < 0.035
+
+
+def test_the_qwen3_awq_release_weighs_what_vllm_loaded() -> None:
+    from kvcalc.engine.weights import max_weight_bytes_per_gpu
+
+    # A public vLLM 0.28 validation report (replay-sim v0, 2x RTX 4090) serving
+    # Qwen/Qwen3-32B-AWQ ("AWQ 4-bit (auto_awq), tensor-parallel-size 2"): "Weights 18.00 GiB
+    # total, 9.01 GiB per GPU loaded".
+    awq = resolve_model("Qwen/Qwen3-32B-AWQ")
+    precision = released_format(awq)
+    assert weight_bytes(awq, precision) / 2**30 == pytest.approx(18.00, abs=0.005)
+    assert max_weight_bytes_per_gpu(awq, precision, tp=2) / 2**30 == pytest.approx(9.01, abs=0.02)
 
 
 @pytest.mark.parametrize("repo", OTHER_MODELS)
