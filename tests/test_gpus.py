@@ -288,9 +288,19 @@ def test_rtx_pro_4500_goldens() -> None:
     assert fp4 is not None and abs(2 * fp4 - 1760 * TB) <= 2 * TB  # 1.76 rounded from 1.758
 
 
+def test_rtx_pro_4000_goldens() -> None:
+    # cputronic: 24 GB GDDR7 on 192 bits at 672.0 GB/s (28 Gbps a pin: 28e9 x 192 / 8);
+    # technical.city: 140 W, PCIe 5.0 x16. Not the 70 W SFF edition (432 GB/s).
+    card = acc("rtx-pro-4000")
+    assert card.bandwidth_bytes_per_s == 28_000_000_000 * 192 // 8 == 672 * GB
+    assert card.memory_bytes == 24 * GB and card.tdp_watts == 140
+    assert card.pcie_bytes_per_s == 128 * GB and card.node_gpus is None
+
+
 NEW_PARTS = (
     "dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q", "h20-3e",
     "jetson-agx-thor", "apple-m3-ultra", "ryzen-ai-max-395", "rtx-pro-4500",
+    "rtx-pro-4000",
 )
 
 
