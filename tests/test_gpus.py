@@ -217,7 +217,8 @@ def test_dgx_spark_is_its_unified_memory() -> None:
 def test_only_shared_memory_parts_are_unified() -> None:
     unified = {g.id for g in all_gpus() if g.memory.unified}
     assert unified == {
-        "dgx-spark", "jetson-agx-thor", "apple-m2-ultra", "apple-m3-max", "apple-m4-max"
+        "dgx-spark", "jetson-agx-thor", "apple-m2-ultra", "apple-m3-max", "apple-m4-max",
+        "apple-m3-ultra", "ryzen-ai-max-395",
     }
 
 
@@ -262,9 +263,44 @@ def test_h20_3e_and_jetson_thor_goldens() -> None:
     assert thor.node_gpus == 1
 
 
+def test_apple_m3_ultra_and_strix_halo_goldens() -> None:
+    # M3 Ultra (Mac Studio 2025; techpowerup, inforeader's table): up to 512 GB of unified
+    # memory at 819.2 GB/s on every configuration; no device total seen: 512e9 B.
+    m3 = acc("m3-ultra")
+    assert m3.memory_bytes == 512 * GB and m3.unified_memory
+    assert m3.bandwidth_bytes_per_s == 819_200_000_000
+    # Ryzen AI Max+ 395: LPDDR5X-8000 on a 256-bit bus is 8,000 MT/s x 32 B = 256 GB/s, the
+    # figure reviews quote (modelfit.io); 128 GB shared with the CPU.
+    halo = acc("strix-halo")
+    assert halo.bandwidth_bytes_per_s == 8_000_000_000 * 256 // 8
+    assert halo.memory_bytes == 128 * GB and halo.unified_memory
+    assert halo.dense_flops["bf16"] is None  # AMD publishes no matrix rate for the 8060S
+
+
+def test_rtx_pro_4500_goldens() -> None:
+    # technical.city and hmc-tech: 32 GB GDDR7, 256-bit at 1.75 GHz (28 Gbps a pin):
+    # 28e9 x 256 / 8 = 896 GB/s; 200 W; PCIe 5.0 x16; FP4 1.76 PFLOPS sparse, 879 dense.
+    card = acc("rtx-pro-4500")
+    assert card.bandwidth_bytes_per_s == 28_000_000_000 * 256 // 8 == 896 * GB
+    assert card.memory_bytes == 32 * GB and not card.unified_memory
+    assert card.tdp_watts == 200 and card.pcie_bytes_per_s == 128 * GB
+    fp4 = card.dense_flops["fp4"]
+    assert fp4 is not None and abs(2 * fp4 - 1760 * TB) <= 2 * TB  # 1.76 rounded from 1.758
+
+
+def test_rtx_pro_4000_goldens() -> None:
+    # cputronic: 24 GB GDDR7 on 192 bits at 672.0 GB/s (28 Gbps a pin: 28e9 x 192 / 8);
+    # technical.city: 140 W, PCIe 5.0 x16. Not the 70 W SFF edition (432 GB/s).
+    card = acc("rtx-pro-4000")
+    assert card.bandwidth_bytes_per_s == 28_000_000_000 * 192 // 8 == 672 * GB
+    assert card.memory_bytes == 24 * GB and card.tdp_watts == 140
+    assert card.pcie_bytes_per_s == 128 * GB and card.node_gpus is None
+
+
 NEW_PARTS = (
     "dgx-spark", "rtx-pro-5000", "rtx-pro-5000-72gb", "rtx-pro-6000-max-q", "h20-3e",
-    "jetson-agx-thor",
+    "jetson-agx-thor", "apple-m3-ultra", "ryzen-ai-max-395", "rtx-pro-4500",
+    "rtx-pro-4000",
 )
 
 

@@ -277,6 +277,24 @@ def test_nemotron_h_56b_vllm_pages_match_the_worked_example() -> None:
         assert cache.blocks_per_request == blocks  # 1.35 GB at 8k, 6.43 GB at 128k
 
 
+def test_nemotron_h_stated_ssm_cache_dtype_is_the_state_the_engines_store(tmp_path: Path) -> None:
+    from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
+
+    # Nemotron-3's config.json states "mamba_ssm_cache_dtype": "float32" (public copies of
+    # nvidia/Nemotron-Cascade-2-30B-A3B's), and vLLM 0.19's
+    # NemotronHForCausalLMConfig.verify_and_update_config sets --mamba-ssm-cache-dtype auto to
+    # the config's value (float16 when absent: the bf16-sized state above). With it, the 56B's
+    # Mamba page is arch-2026 section 5's float32 one with no option given: 16,900,096 B.
+    data = nemotron("nemotron-h-56b") | {"mamba_ssm_cache_dtype": "float32"}
+    model = load_hf_config(write(tmp_path, data), "nemotron-h-56b", "nemotron-h-56b")
+    assert model.ssm_state_dtype == "fp32"
+    assert kv_bytes_per_sequence(model, 1, BF16) == 54 * 16_900_096 + 40_960
+    cache = vllm_kv_cache(model, 80 << 30, max_model_len=8_192, kv_dtype=BF16)
+    assert isinstance(cache, VLLMKVCache)
+    assert cache.grouping.page_bytes == 16_908_288
+    assert load_hf_config(FIXTURES / "nemotron-h-56b").ssm_state_dtype is None
+
+
 def test_nemotron_h_8b_reads_the_released_key_names() -> None:
     model = load_hf_config(FIXTURES / "nemotron-h-8b")
     # 24 Mamba-2 + 4 attention layers; 4 x 2 x 8 x 128 x 2 = 16,384 B/token.
@@ -357,3 +375,31 @@ def test_glm_lite_layer_list_must_agree_with_what_vllm_builds(tmp_path: Path) ->
 def test_glm_lite_with_an_indexer_is_refused(tmp_path: Path) -> None:
     message = refusal(write(tmp_path, glm_lite(index_topk=2048)))
     assert "index_topk: a sparse-attention indexer is not modelled" in message
+
+
+# ------------------------------------------------------------------ GLM-5 (glm_moe_dsa)
+
+
+def test_glm_5_is_indexed_mla_on_78_layers_as_its_report_says() -> None:
+    from kvcalc.engine.weights import param_counts
+
+    model = load_hf_config(FIXTURES / "glm-5")
+    # The GLM-5 report's table: 3 dense and 75 MoE layers, one MTP layer; 744B total.
+    moe_layers = [i for i in range(model.num_layers) if model.moe_layout.is_moe(i)]
+    assert (model.num_layers, len(moe_layers), moe_layers[0]) == (78, 75, 3)
+    assert model.mtp_layers == 1
+    assert abs(param_counts(model).total / 744e9 - 1) < 0.001
+    # vLLM 0.19 DeepseekV2 with index_topk: per layer the 512 + 64 latent (bf16) and the
+    # indexer's fp8 key of 128 with its fp32 scale.
+    assert kv_bytes_per_token(model, BF16) == 78 * ((512 + 64) * 2 + 132)
+
+
+def test_glm_5_indexer_types_do_not_change_what_vllm_caches(tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "glm-5" / "config.json").read_text())
+    data["indexer_types"] = ["full", "shared", "shared", "full"] * 19 + ["full", "full"]
+    model = load_hf_config(write(tmp_path, data))
+    assert kv_bytes_per_token(model, BF16) == kv_bytes_per_token(
+        load_hf_config(FIXTURES / "glm-5"), BF16
+    )
+    data["mlp_layer_types"] = ["dense"] * 78  # not what first_k_dense_replace 3 builds
+    assert "mlp_layer_types: disagrees" in refusal(write(tmp_path / "b", data))

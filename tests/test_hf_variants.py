@@ -13,7 +13,7 @@ from specs import registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.weights import weight_bytes
+from kvcalc.engine.weights import released_format, weight_bytes
 from kvcalc.registry.hub import HubError
 from kvcalc.registry.load import RegistryError, registry_root, resolve_model
 
@@ -51,6 +51,18 @@ VARIANTS = [
     ("Qwen/Qwen3-30B-A3B-FP8", "qwen3-30b-a3b", "fp8-block+bf16", None),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "qwen3-235b-a22b-2507", "fp8-block+bf16", None),
     ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "qwen3-next-80b-a3b", "fp8-block+bf16", None),
+    # Qwen3.5 / Qwen3.6 FP8 releases (AI-Hypercomputer/maxtext#5076 converts
+    # Qwen/Qwen3.5-35B-A3B-FP8 and Qwen/Qwen3.5-397B-A17B-FP8; 0xBakeer/inference-atlas#145
+    # serves Qwen3.6-35B-A3B-FP8; Qwen/Qwen3.6-27B-FP8 is the base_model of
+    # inferRouter/Qwen3.6-27B-FP8-lmhead-embed-fp8).
+    ("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5-35b-a3b", "fp8-block+bf16", None),
+    ("Qwen/Qwen3.5-397B-A17B-FP8", "qwen3.5-397b-a17b", "fp8-block+bf16", None),
+    ("Qwen/Qwen3.6-35B-A3B-FP8", "qwen3.6-35b-a3b", "fp8-block+bf16", None),
+    ("Qwen/Qwen3.6-27B-FP8", "qwen3.6-27b", "fp8-block+bf16", None),
+    # Qwen's AWQ releases of its dense Qwen3 models (Qwen/Qwen3-32B-AWQ served in the vLLM 0.28
+    # report below; Qwen/Qwen3-8B-AWQ and -14B-AWQ in public serving scripts).
+    ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "int4-g128+bf16", None),
+    ("Qwen/Qwen3-8B-AWQ", "qwen3-8b", "int4-g128+bf16", None),
 ]
 
 # Real repos of other models that a looser rule would take for a registry entry.
@@ -79,7 +91,6 @@ def test_a_published_variant_resolves_offline_to_its_entry(
             resolve_model(repo)
         return
     from kvcalc.engine.weight_names import weight_dtype_name
-    from kvcalc.engine.weights import released_format
 
     model, entry = resolve_model(repo), registry_model(model_id)
     # A repo the entry lists as an alias is the entry itself; another is named as asked.
@@ -98,6 +109,29 @@ def test_an_fp8_variant_weighs_as_its_fp8_release() -> None:
     assert precision.layers == FP8_BLOCK and precision.other == released_format(entry).other
     # A public vLLM study of Qwen/Qwen3-8B-FP8: "8.79 GiB of FP8 weights".
     assert weight_bytes(fp8, precision) / 2**30 == pytest.approx(8.79, rel=0.002)
+
+
+def test_the_qwen36_fp8_release_weighs_as_its_checkpoint_less_the_mtp_layer() -> None:
+    # 0xBakeer/inference-atlas#145, read from the served Qwen/Qwen3.6-35B-A3B-FP8 checkpoint:
+    # "37.5 GB across 35B parameters" (8.57 bits each: decimal GB), its MTP draft layer and
+    # vision tower kept. vLLM loads the MTP layer only for speculative decoding, and kvcalc
+    # counts what it loads: the checkpoint less that layer, about 0.85 GB by hand from the
+    # config (256 experts x 3 x 2048 x 512 in fp8 plus its attention and eh_proj), 2.3%.
+    fp8 = resolve_model("Qwen/Qwen3.6-35B-A3B-FP8")
+    loaded = weight_bytes(fp8, released_format(fp8)) / 1e9
+    assert 0.01 < 1 - loaded / 37.5 < 0.035
+
+
+def test_the_qwen3_awq_release_weighs_what_vllm_loaded() -> None:
+    from kvcalc.engine.weights import max_weight_bytes_per_gpu
+
+    # A public vLLM 0.28 validation report (replay-sim v0, 2x RTX 4090) serving
+    # Qwen/Qwen3-32B-AWQ ("AWQ 4-bit (auto_awq), tensor-parallel-size 2"): "Weights 18.00 GiB
+    # total, 9.01 GiB per GPU loaded".
+    awq = resolve_model("Qwen/Qwen3-32B-AWQ")
+    precision = released_format(awq)
+    assert weight_bytes(awq, precision) / 2**30 == pytest.approx(18.00, abs=0.005)
+    assert max_weight_bytes_per_gpu(awq, precision, tp=2) / 2**30 == pytest.approx(9.01, abs=0.02)
 
 
 @pytest.mark.parametrize("repo", OTHER_MODELS)

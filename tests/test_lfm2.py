@@ -396,3 +396,60 @@ def _ints(value: Any) -> set[int]:
     if isinstance(value, list):
         return set().union(*(_ints(v) for v in value))
     return set()
+
+
+# ------------------------------------------------------------------ LFM2-VL (issue 17)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "text_id", "tower", "projector"),
+    [
+        # SigLIP2 base: 12 layers of 768 (MLP 3072), 256 positions; projector 3072 -> 2048 -> 1024.
+        ("lfm2-vl-450m", "lfm2-350m", (12, 768, 3072), (768 * 4, 2048, 1024)),
+        # SigLIP2 so400m: 27 layers of 1152 (MLP 4304); projector 4608 -> 2048 -> 2048.
+        ("lfm2-vl-1.6b", "lfm2-1.2b", (27, 1152, 4304), (1152 * 4, 2048, 2048)),
+    ],
+)
+def test_lfm2_vl_is_its_text_model_with_the_siglip2_tower_and_projector(
+    model_id: str,
+    text_id: str,
+    tower: tuple[int, int, int],
+    projector: tuple[int, int, int],
+) -> None:
+    # By hand from vLLM 0.19 lfm2_siglip2.py and lfm2_vl.py: each encoder layer is biased q, k,
+    # v, o (4 x (h^2 + h)), fc1 and fc2 (2 h m + m + h) and two LayerNorms (4 h); the embedding
+    # a biased Linear of 3 x 16 x 16 and a 256-row position table; one post_layernorm; the
+    # projector linear_1 and linear_2 with biases and no LayerNorm (projector_use_layernorm
+    # false).
+    layers, h, m = tower
+    inputs, hidden, out = projector
+    per_layer = 4 * (h * h + h) + 2 * h * m + m + h + 4 * h
+    encoder = layers * per_layer + (3 * 16 * 16 * h + h) + 256 * h + 2 * h
+    projector_params = inputs * hidden + hidden + hidden * out + out
+    vl, text = registry_model(model_id), registry_model(text_id)
+    counts, text_counts = param_counts(vl), param_counts(text)
+    assert counts.encoder == encoder + projector_params
+    # The language model, and so the cache, is the text model's.
+    assert counts.total - counts.encoder == text_counts.total
+    assert kv_bytes_per_token(vl, dtype("bf16")) == kv_bytes_per_token(text, dtype("bf16"))
+    # The names' sizes: 450M (LFM2-350M and SigLIP2's 86M base), 1.6B (1.2B and 400M).
+    stated = {"lfm2-vl-450m": 0.45e9, "lfm2-vl-1.6b": 1.6e9}[model_id]
+    assert abs(counts.total / stated - 1) < 0.01
+
+
+def test_an_lfm2_vl_config_imports_as_its_registry_entry() -> None:
+    # tests/fixtures/hf/lfm2-vl-1.6b: the port's pinned copy of the official config.json.
+    model = load_hf_config(FIXTURES / "lfm2-vl-1.6b", "lfm2-vl-1.6b", "LFM2-VL-1.6B")
+    entry = registry_model("lfm2-vl-1.6b")
+    assert param_counts(model) == param_counts(entry)
+    assert model.vision == entry.vision
+    assert [model.mixer_at(i) for i in range(16)] == [entry.mixer_at(i) for i in range(16)]
+
+
+def test_an_lfm2_vl_projector_layernorm_is_counted(tmp_path: Path) -> None:
+    data = json.loads((FIXTURES / "lfm2-vl-1.6b" / "config.json").read_text())
+    data["projector_use_layernorm"] = True  # Lfm2VlConfig's default
+    model = load_hf_config(write(tmp_path, data))
+    plain = load_hf_config(FIXTURES / "lfm2-vl-1.6b")
+    # nn.LayerNorm(1152 x 4): weight and bias.
+    assert param_counts(model).encoder - param_counts(plain).encoder == 2 * 4 * 1152

@@ -161,6 +161,12 @@ KV_BYTES_PER_TOKEN = {
     "lfm2-1.2b": 2 * 6 * 8 * 64 * 2,
     "lfm2-2.6b": 2 * 8 * 8 * 64 * 2,  # 8 attention layers of its 30
     "lfm2-8b-a1b": 2 * 6 * 8 * 64 * 2,
+    # issue 17: GLM-5 (glm_moe_dsa) is DeepSeek-V3.2's layer on 78 layers: the 512 + 64 latent
+    # in bf16 and the indexer's 128 fp8 values with a 4-byte scale
+    "glm-5": 78 * ((512 + 64) * 2 + 128 + 4),
+    # issue 17: LFM2-VL's language models are LFM2-350M's and LFM2-1.2B's
+    "lfm2-vl-450m": 2 * 6 * 8 * 64 * 2,
+    "lfm2-vl-1.6b": 2 * 6 * 8 * 64 * 2,
 }
 
 # Bytes of one 128k-token sequence at bf16 for models with windows, chunks or fixed states.
@@ -237,6 +243,7 @@ KV_BYTES_AT_128K = {
         for model_id, attn, conv, hidden in (
             ("lfm2-350m", 6, 10, 1024), ("lfm2-700m", 6, 10, 1536), ("lfm2-1.2b", 6, 10, 2048),
             ("lfm2-2.6b", 8, 22, 2048), ("lfm2-8b-a1b", 6, 18, 2048),
+            ("lfm2-vl-450m", 6, 10, 1024), ("lfm2-vl-1.6b", 6, 10, 2048),
         )
     },  # fmt: skip
 }
@@ -278,6 +285,8 @@ HYBRID_LAYERS = {
     "lfm2-1.2b": ("full", [2, 5, 8, 10, 12, 14]),
     "lfm2-2.6b": ("full", [2, 5, 9, 13, 17, 21, 24, 27]),
     "lfm2-8b-a1b": ("full", [2, 6, 10, 14, 18, 21]),
+    "lfm2-vl-450m": ("full", [2, 5, 8, 10, 12, 14]),
+    "lfm2-vl-1.6b": ("full", [2, 5, 8, 10, 12, 14]),
 }
 
 # Layers whose feed-forward block is MoE, for models where some layers are dense.
@@ -329,6 +338,8 @@ VERIFICATION = {
         "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
         "glm-4.7",  # issue 17
         "lfm2-350m", "lfm2-1.2b", "lfm2-8b-a1b",  # issue 17: public copies of config.json
+        "lfm2-vl-450m", "lfm2-vl-1.6b",  # issue 17: a port's pinned copies, checked by digest
+        "glm-5",  # issue 17: a family copy, the technical report and the class defaults agree
     },
     "secondary": {
         "llama3-70b", "llama3.1-8b", "llama3.1-70b", "mistral-large-2407",

@@ -134,6 +134,9 @@ class KVSize:
     """Bits per stored value at long context, scales included (None: no layer holds tokens)."""
     kv_format: KVFormat | None = None
     eviction: Eviction = KEEP_ALL
+    mtp: GroupKV | None = None
+    """The checkpoint's multi-token-prediction layers as one more group, counted in no total:
+    the engines load them only with speculative decoding (None: the model has none)."""
 
     @property
     def bytes_per_token(self) -> int:
@@ -239,8 +242,9 @@ def kv_size(
     if context_tokens < 1 or batch < 1:
         raise ValueError("context_tokens and batch must be at least 1")
     fmt = model_cache_format(model, dtype)
-    groups = tuple(
-        GroupKV(
+
+    def group(mixer: Mixer, n: int) -> GroupKV:
+        return GroupKV(
             kind=mixer.kind,
             mixer=mixer,
             layers=n,
@@ -249,18 +253,31 @@ def kv_size(
             state_bytes=layer_state_bytes(mixer, fmt) * n,
             bytes=layer_bytes_per_sequence(mixer, context_tokens, fmt, eviction) * n,
         )
-        for mixer, n in layer_groups(model)
-    )
+
+    mtp = mtp_mixer(model)
     return KVSize(
         model.id,
         context_tokens,
         batch,
         fmt.name,
-        groups,
+        tuple(group(mixer, n) for mixer, n in layer_groups(model)),
         eviction=eviction,
         kv_bits=model_effective_bits(fmt.kv, model),
         kv_format=fmt.kv,
+        mtp=None if mtp is None else group(mtp, model.mtp_layers),
     )
+
+
+def mtp_mixer(model: ModelSpec) -> Mixer | None:
+    """The mixer of the model's multi-token-prediction layers: its first kind that holds
+    tokens, as an MTP layer builds it (:meth:`~kvcalc.engine.spec.Mixer.mtp_layer`); None when
+    the checkpoint has no MTP layer (or no attention to build one on)."""
+    if not model.mtp_layers:
+        return None
+    for mixer, _ in layer_groups(model):
+        if mixer.holds_tokens:
+            return mixer.mtp_layer()
+    return None
 
 
 def beyond_max_context(model: ModelSpec, contexts: Iterable[int]) -> list[int]:

@@ -144,15 +144,17 @@ FP8_BLOCK = BlockScaled("fp8-block", 8, 32, 128, 128)
 #: each shard's intermediate size rounded up to 128 and the hidden size to 256): gpt-oss-20b at
 #: TP 2 loads 7.01 GiB per GPU in vLLM 0.19's log against 6.40 GiB unpadded.
 MXFP4 = GroupScaled("mxfp4", 4, 8, 32, word_bits=8, expert_alignment=(128, 256))
-#: NVFP4 as NVIDIA's ModelOpt checkpoints ship it (``quant_algo: NVFP4``): E2M1 values two to a
-#: byte, one FP8 E4M3 scale per 16 inputs (the per-tensor fp32 global scale is a few bytes).
-NVFP4 = GroupScaled("nvfp4", 4, 8, 16, word_bits=8)
 #: The usual w4a16 checkpoint (GPTQ / AWQ / compressed-tensors pack-quantized): int4 packed in
 #: int32, one 16-bit scale per 128 inputs, symmetric (no zero points).
 INT4_G128 = GroupScaled("int4-g128", 4, 16, 128)
 #: Kimi-K2-Thinking's routed experts (compressed-tensors pack-quantized, its config.json): int4
 #: packed in int32, symmetric, one bf16 scale per 32 inputs.
 INT4_G32 = GroupScaled("int4-g32", 4, 16, 32)
+
+#: NVIDIA's NVFP4 as ModelOpt ships it (the nvidia/*-NVFP4 repos): E2M1 values two to a byte,
+#: one FP8 e4m3 scale per 16 inputs (vLLM 0.19 ModelOptNvFp4LinearMethod.create_weights; its
+#: two fp32 scalars per matrix, weight_scale_2 and input_scale, are not counted).
+NVFP4 = GroupScaled("nvfp4", 4, 8, 16, word_bits=8)
 
 #: ``--weight-dtype`` names that are formats rather than flat dtypes.
 NAMED_FORMATS: dict[str, WeightFormat] = {

@@ -451,13 +451,14 @@ def variant_spec(variant: Variant) -> ModelSpec:
     path = variant.path
     spec = cached_spec(path, lambda: load_model_file(path).to_spec(), ModelSpec)
     checkpoint = spec.checkpoint
-    if variant.weights is not None:
-        from kvcalc.engine.quant import weight_format
+    release = variant.release
+    if release is not None:
         from kvcalc.engine.weights import checkpoint_precision
 
         checkpoint = replace(
-            checkpoint_precision(spec, weight_format(variant.weights)),
-            source=f"{variant.repo}: the organisation's FP8 release ({variant.weights})",
+            checkpoint_precision(spec, release.format),
+            source=f"{variant.repo}: the organisation's {release.what} release "
+            f"({release.format.name})",
         )
     return replace(
         spec,

@@ -547,16 +547,17 @@ class Weights(Strict):
     """The weight format the checkpoint is released in, when it is not the model dtype.
 
     ``format`` is a :mod:`kvcalc.engine.quant` format (``fp8-block``: FP8 e4m3 with one fp32
-    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32; ``int4-g128``,
+    scale per 128x128 block; ``mxfp4``: E2M1 values with one E8M0 scale per 32;
+    ``nvfp4``: E2M1 with one FP8 scale per 16; ``int4-g128``,
     ``int4-g32``: int4 with one 16-bit scale per 128 / 32 inputs); ``applies_to`` the matrices
     it quantizes: ``layers`` (every layer matrix: attention, MLPs, shared and routed experts)
     or ``experts`` (the routed experts only, as gpt-oss ships). Embeddings, LM head, norms and
     router stay at the model dtype. ``source`` says where the format is stated (the config.json's
     quantization_config, a model card)."""
 
-    format: Literal["fp8-block", "mxfp4", "int4-g128", "int4-g32"]
+    format: Literal["fp8-block", "mxfp4", "nvfp4", "int4-g128", "int4-g32"]
     applies_to: Literal["layers", "experts"] = "layers"
-    experts: Literal["fp8-block", "mxfp4", "int4-g128", "int4-g32"] | None = Field(
+    experts: Literal["fp8-block", "mxfp4", "nvfp4", "int4-g128", "int4-g32"] | None = Field(
         None,
         description="the routed experts' own format when the layers are in another "
         "(DeepSeek-V4: fp8-block layers, FP4 experts); needs applies_to: layers",

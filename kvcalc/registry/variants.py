@@ -11,7 +11,8 @@ network read, each only where it is documented to share the entry's architecture
   word counts: ``-1M``, ``-VL-``, ``-Coder-``, ``-Thinking``, a date or a version is another
   model, left to the Hub;
 - dated re-releases of the same architecture (:data:`DATED`);
-- the FP8 variants an organisation publishes in one format (:data:`FP8`), sized in it;
+- the releases an organisation publishes in one format (:data:`RELEASES`: Qwen's -FP8 and
+  -AWQ repos), sized in it;
 - :data:`DIFFERENT` lists variants the word rule would match but whose config.json differs
   (their own config.json is then read, from the Hub), and :data:`MAX_CONTEXT` those that differ
   only in the context they state.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvcalc.engine.quant import GroupScaled, WeightFormat, weight_format
 from kvcalc.registry.load import RegistryError
 
 #: Words naming a post-training stage of the same network (``Llama-2-70b-chat-hf``: chat tuned,
@@ -43,19 +45,48 @@ DATED: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Fp8Release:
-    """An organisation's ``NAME-FP8`` repos of its ``prefix`` models, all in one format."""
+class Release:
+    """An organisation's ``NAME<suffix>`` repos of its models named from one of ``prefixes``,
+    all in one weight format."""
 
-    prefix: str
+    prefixes: tuple[str, ...]
+    suffix: str
+    """The repo name's ending, lowercase (``-fp8``, ``-awq``)."""
     weights: str
-    """A ``--weight-dtype`` format name, applied as :func:`checkpoint_precision` applies it."""
+    """A ``--weight-dtype`` format name, applied as :func:`checkpoint_precision` applies it
+    (:data:`AWQ_INT4` for ``awq-int4``, which is no ``--weight-dtype``)."""
+    what: str
+    """How the source line names the release (``FP8``, ``AWQ``)."""
+
+    @property
+    def format(self) -> WeightFormat:
+        return AWQ_INT4 if self.weights == "awq-int4" else weight_format(self.weights)
 
 
-#: Organisation (lowercase) -> its FP8 releases. Qwen publishes every Qwen3 model as NAME-FP8
-#: in fine-grained FP8: quant_method fp8, fmt e4m3, weight_block_size [128, 128], with lm_head,
-#: embeddings, norms and the MoE router kept in bf16 (modules_to_not_convert); Meta's -FP8
-#: repos (fbgemm_fp8, per row) are another format and are read from the Hub.
-FP8: dict[str, Fp8Release] = {"qwen": Fp8Release("qwen3-", "fp8-block")}
+#: Qwen's AWQ repos as they ship (Qwen/Qwen3-32B-AWQ's quantization_config: quant_method awq,
+#: bits 4, group_size 128, zero_point true, every layer matrix): int4 packed in int32, one fp16
+#: scale and one packed 4-bit zero point per 128 inputs.
+AWQ_INT4 = GroupScaled("int4-g128", 4, 16, 128, zero_bits=4)
+
+#: Organisation (lowercase) -> its releases in one format. Qwen publishes every Qwen3 model as
+#: NAME-FP8 in fine-grained FP8: quant_method fp8, fmt e4m3, weight_block_size [128, 128], with
+#: lm_head, embeddings, norms and the MoE router kept in bf16 (modules_to_not_convert); Meta's
+#: -FP8 repos (fbgemm_fp8, per row) are another format and are read from the Hub.
+#: Qwen3.5 and Qwen3.6 (Qwen/Qwen3.5-35B-A3B-FP8, Qwen/Qwen3.6-27B-FP8, ...) ship the same
+#: format: quant_method fp8, fmt e4m3, activation_scheme dynamic (0xBakeer/inference-atlas#145,
+#: read from the served Qwen3.6-35B-A3B-FP8 checkpoint), 128-wide blocks, with the embeddings,
+#: LM head, norms, router and shared-expert gates, and the Gated DeltaNet's small in_proj_b /
+#: in_proj_a, conv1d, A_log and dt_bias left unconverted (AI-Hypercomputer/maxtext#5076's
+#: unquantized_modules, "matching official Hugging Face quantization configs"); the vision tower
+#: is partly unconverted (inference-atlas#145): kvcalc keeps it at bf16, as every format does.
+#: Qwen's dense Qwen3 models also ship as NAME-AWQ (Qwen/Qwen3-4B/8B/14B/32B-AWQ): AWQ_INT4.
+RELEASES: dict[str, tuple[Release, ...]] = {
+    "qwen": (
+        Release(("qwen3-", "qwen3.5-", "qwen3.6-"), "-fp8", "fp8-block", "FP8"),
+        Release(("qwen3-",), "-awq", "awq-int4", "AWQ"),
+    ),
+}
+
 
 #: Variants the word rule matches whose config.json differs from the registry entry's in a
 #: figure kvcalc sizes: their own config.json is read (the Hub cache or a download).
@@ -81,8 +112,8 @@ class Variant:
     repo: str
     """The repo id as asked for (with its organisation filled in when it was left out)."""
     path: Path
-    weights: str | None = None
-    """A ``--weight-dtype`` format the repo ships in; None: the entry's own."""
+    release: Release | None = None
+    """The organisation's release in one format the repo is; None: the entry's own format."""
     max_context: int | None = None
     """The context its config.json states when it is not the entry's; None: the entry's."""
 
@@ -120,10 +151,12 @@ def _variant(repo: str, directory: Path, index: dict[str, set[str]]) -> Variant 
     if lowered in DIFFERENT:
         return None
     org, _, rest = lowered.partition("/")
-    weights = None
-    fp8 = FP8.get(org)
-    if fp8 is not None and rest.startswith(fp8.prefix) and rest.endswith("-fp8"):
-        lowered, weights = lowered.removesuffix("-fp8"), fp8.weights
+    releases = RELEASES.get(org, ())
+    release = next(
+        (r for r in releases if rest.startswith(r.prefixes) and rest.endswith(r.suffix)), None
+    )
+    if release is not None:
+        lowered = lowered.removesuffix(release.suffix)
         if lowered in DIFFERENT:
             return None
     lowered = DATED.get(lowered, lowered).lower()
@@ -131,7 +164,7 @@ def _variant(repo: str, directory: Path, index: dict[str, set[str]]) -> Variant 
     if len(files) != 1:
         return None
     (file,) = files
-    return Variant(repo, directory / file, weights, MAX_CONTEXT.get(lowered))
+    return Variant(repo, directory / file, release, MAX_CONTEXT.get(lowered))
 
 
 def _orgless(name: str, directory: Path, names: dict[str, str]) -> Variant | None:

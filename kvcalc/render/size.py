@@ -30,13 +30,15 @@ def group_payload(group: GroupKV) -> dict[str, Any]:
 
 
 def context_payload(size: KVSize) -> dict[str, Any]:
-    return {
+    payload = {
         "context_tokens": size.context_tokens,
         "tokens_held": size.eviction.tokens_held(size.context_tokens),
         "kv_bytes_per_sequence": size.bytes_per_sequence,
         "kv_bytes_total": size.bytes_total,
         "groups": [group_payload(g) for g in size.groups],
     }
+    # The MTP layers, in no total: loaded only with speculative decoding.
+    return payload | {"mtp": group_payload(size.mtp)} if size.mtp else payload
 
 
 def size_payload(sizes: list[KVSize], name: str) -> dict[str, Any]:
@@ -112,10 +114,24 @@ def kind_notes(size: KVSize) -> list[str]:
     return [f"KV layout:    {n}" for n in notes]
 
 
+def mtp_lines(size: KVSize) -> list[str]:
+    """The checkpoint's MTP layers, which no figure above counts, and what they would add."""
+    mtp = size.mtp
+    if mtp is None:
+        return []
+    layers, them, they = ("layer", "it", "it") if mtp.layers == 1 else ("layers", "them", "they")
+    return [
+        f"MTP:          {mtp.layers} multi-token-prediction {layers} ({mtp.mixer.detail()}) "
+        f"not counted: vLLM and SGLang load {them} only with speculative decoding; {they} would "
+        f"add {mtp.bytes_per_token:,} B per token, {mtp.bytes:,} B per sequence here"
+    ]
+
+
 def size_summary(size: KVSize) -> list[str]:
     lines = [
         *format_lines(size),
         *kind_notes(size),
+        *mtp_lines(size),
         f"per token:    {size.bytes_per_token:,} B ({format_binary(size.bytes_per_token)})",
         f"per sequence: {size.bytes_per_sequence:,} B = {both_units(size.bytes_per_sequence)}",
     ]

@@ -102,6 +102,7 @@ class SizeContext(TypedDict):
     kv_bytes_per_sequence: int
     kv_bytes_total: int
     groups: list[SizeGroup]
+    mtp: NotRequired[SizeGroup]
 
 
 @with_config(STRICT)
@@ -797,6 +798,11 @@ VOCABULARY: dict[str, Term] = {
     "max_context_at_batch_1": Term(TOK, "the longest context one sequence fits (null: any)"),
     "beyond_max_context": Term("", "whether the context exceeds the model's maximum"),
     "models": Term("", "one entry per model"),
+    "mtp": Term(
+        "",
+        "the multi-token-prediction layers as one more group, in no total (loaded only with "
+        "speculative decoding)",
+    ),
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
     "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),

@@ -130,6 +130,13 @@ class Mixer(ABC):
         """What a reader must know about how the KV format stores this kind (None: nothing)."""
         return None
 
+    def mtp_layer(self) -> Mixer:
+        """The mixer of a multi-token-prediction layer built on this kind: the same one (vLLM's
+        draft layers register their specs like the target's: Qwen3.5's Qwen3_5MTP adds
+        full_attention layers, GLM's Glm4MoeMTP decoder layers of its attention); a kind whose
+        MTP layer differs says so (DeepSeek-V4)."""
+        return self
+
     @abstractmethod
     def cache_vectors(self) -> tuple[CacheVectors, ...]:
         """The vectors behind :meth:`cache_elements_per_token` (empty for a fixed state)."""

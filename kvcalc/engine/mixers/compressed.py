@@ -113,6 +113,11 @@ class CompressedAttention(AttentionMixer):
     def indexed(self) -> bool:
         return self.compress_ratio == INDEXED_RATIO
 
+    def mtp_layer(self) -> CompressedAttention:
+        # The MTP layer's index is past num_hidden_layers, so it compresses nothing: a window
+        # only (vLLM 0.33 models/deepseek_v4/nvidia/mtp.py and attention.py; arch-2026 sec. 7).
+        return replace(self, compress_ratio=0, index_heads=0, index_head_dim=0, index_topk=0)
+
     # ---- cache
 
     def cache_elements_per_token(self) -> int:

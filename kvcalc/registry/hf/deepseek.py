@@ -44,6 +44,9 @@ class DeepseekV2Config(TextConfig):
     # moe_layer_freq is not a transformers field (DeepSeek's own configuration_deepseek.py has
     # it); transformers makes every layer from first_k_dense_replace on MoE, i.e. a period of 1.
     moe_layer_freq: PosInt = 1
+    # The MTP layers past num_hidden_layers (DeepSeek-V3's 1): vLLM loads them (deepseek_mtp.py)
+    # only with speculative decoding. None (absent): none, a rule rather than a class default.
+    num_nextn_predict_layers: NonNegInt | None = None
 
 
 class DeepseekV3Config(DeepseekV2Config):
@@ -90,6 +93,11 @@ class DeepseekMLA(Adapter[DS]):
 
     def dense_mlp(self) -> dict[str, Any]:
         return {"intermediate_size": self.config.intermediate_size, "gated": True}
+
+    def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
+        arch = super().architecture(tied_embeddings)
+        mtp = self.config.num_nextn_predict_layers  # None (absent): no MTP layer
+        return arch | {"mtp_layers": mtp} if mtp else arch
 
     def moe_flags(self) -> MoEFlags:
         c = self.config

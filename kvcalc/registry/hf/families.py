@@ -10,7 +10,7 @@ from kvcalc.registry.hf.deepseek_v4 import DeepseekV4
 from kvcalc.registry.hf.deepseek_v32 import DeepseekV32
 from kvcalc.registry.hf.falcon import Falcon
 from kvcalc.registry.hf.gemma import Gemma, Gemma2, Gemma3Text, Gemma4Text
-from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite
+from kvcalc.registry.hf.glm import Glm4Moe, Glm4MoeLite, GlmMoeDsa
 from kvcalc.registry.hf.gpt_oss import GptOss
 from kvcalc.registry.hf.granite import GraniteMoeHybrid
 from kvcalc.registry.hf.jamba import Jamba
@@ -34,6 +34,7 @@ from kvcalc.registry.hf.wrappers import (
     Gemma3Config,
     Gemma4Config,
     KimiVLConfig,
+    Lfm2VlConfig,
     Llama4Config,
     Mistral3Config,
     Qwen3VLConfig,
@@ -50,7 +51,7 @@ _ADAPTER_CLASSES: tuple[type[Adapter[Any]], ...] = (
     Gemma, Gemma2, Gemma3Text, Gemma4Text,
     DeepseekV2, DeepseekV3, DeepseekV32, DeepseekV4,
     GptOss, Llama4Text, Falcon, Jamba, GraniteMoeHybrid,
-    Glm4Moe, Glm4MoeLite, MiniMaxM2, NemotronH, Lfm2, Lfm2Moe,
+    Glm4Moe, Glm4MoeLite, GlmMoeDsa, MiniMaxM2, NemotronH, Lfm2, Lfm2Moe,
 )  # fmt: skip
 
 #: model_type -> the adapter of a language model config.
@@ -63,7 +64,7 @@ WRAPPERS: dict[str, type[WrapperConfig]] = {
     model_type: wrapper
     for wrapper in (
         Gemma3Config, Gemma4Config, Llama4Config, Mistral3Config, KimiVLConfig, Qwen25VLConfig,
-        Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig,
+        Qwen35Config, Qwen35MoeConfig, Qwen3VLConfig, Qwen3VLMoeConfig, Lfm2VlConfig,
     )  # fmt: skip
     for model_type in wrapper.model_types
 }

@@ -6,12 +6,12 @@ Defaults: transformers 5.24.0, models/glm4_moe/configuration_glm4_moe.py. head_d
 Glm4MoeConfig field: the modeling code (Glm4MoeAttention) uses the config's head_dim when the
 file states one (GLM-4.5: 128, against 5120 / 96) and hidden_size / heads otherwise, as vLLM's
 glm4_moe.py does. The num_nextn_predict_layers MTP layers hold KV only under speculative
-decoding (vLLM glm4_moe_mtp.py) and are not sized.
+decoding (vLLM glm4_moe_mtp.py): stated (mtp_layers), counted in no total.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from kvcalc.registry.hf.base import (
     DecoderAdapter,
@@ -26,6 +26,7 @@ from kvcalc.registry.hf.base import (
     routed_experts,
 )
 from kvcalc.registry.hf.deepseek import DeepseekMLA, DeepseekV2Config
+from kvcalc.registry.hf.deepseek_v32 import DeepseekV32, DeepseekV32Config
 
 
 class Glm4MoeConfig(DecoderConfig):
@@ -45,6 +46,8 @@ class Glm4MoeConfig(DecoderConfig):
     first_k_dense_replace: NonNegInt = 1
     # __post_init__: kwargs.setdefault("partial_rotary_factor", 0.5).
     partial_rotary_factor: float = 0.5
+    # The MTP layers (Glm4MoeMTP); None (absent): none, a rule rather than a class default.
+    num_nextn_predict_layers: NonNegInt | None = None
 
 
 class Glm4Moe(DecoderAdapter[Glm4MoeConfig]):
@@ -88,7 +91,9 @@ class Glm4Moe(DecoderAdapter[Glm4MoeConfig]):
             self.fail("partial_rotary_factor", f"must be in (0, 1], got {factor}")
         dims = int(self.head_dim() * factor)
         positions = self.config.max_position_embeddings
-        return super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
+        arch = super().architecture(tied_embeddings) | {"rotary_caches": [[positions, dims]]}
+        mtp = self.config.num_nextn_predict_layers
+        return arch | {"mtp_layers": mtp} if mtp else arch
 
 
 class Glm4MoeLiteConfig(DeepseekV2Config):
@@ -153,6 +158,67 @@ class Glm4MoeLite(DeepseekMLA[Glm4MoeLiteConfig]):
         stated = [t == "sparse" for t in types]
         if stated != flags:
             # vLLM builds its MoE layers from first_k_dense_replace, not this list.
+            self.fail(
+                "mlp_layer_types",
+                "disagrees with first_k_dense_replace, which vLLM builds the MoE layers from",
+            )
+        return moe, flags
+
+
+class GlmMoeDsaConfig(DeepseekV32Config):
+    """GLM-5 (glm_moe_dsa): DeepSeek-V3.2's indexed MLA with GLM's widths. Defaults:
+    transformers 5.20.2, models/glm_moe_dsa/configuration_glm_moe_dsa.py."""
+
+    #: vLLM 0.19 builds GlmMoeDsaForCausalLM as DeepseekV2ForCausalLM, which reads moe_layer_freq
+    #: with getattr(config, ..., 1) (every layer from first_k_dense_replace on is MoE);
+    #: GlmMoeDsaConfig has no such field, so save_pretrained never writes it.
+    documented_defaults: ClassVar[frozenset[str]] = TextConfig.documented_defaults | {
+        "moe_layer_freq"
+    }
+
+    vocab_size: PosInt = 154880
+    hidden_size: PosInt = 6144
+    intermediate_size: PosInt = 12288
+    moe_intermediate_size: PosInt = 2048
+    num_hidden_layers: LayerCount = 78
+    num_attention_heads: PosInt = 64
+    num_key_value_heads: PosInt | None = 64
+    n_shared_experts: NonNegInt | None = 1
+    n_routed_experts: NonNegInt | None = experts_field(256, "n_routed_experts", "num_local_experts")
+    kv_lora_rank: PosInt = 512
+    q_lora_rank: NonNegInt | None = 2048
+    qk_rope_head_dim: PosInt = 64
+    v_head_dim: PosInt = 256
+    qk_nope_head_dim: PosInt = 192
+    num_experts_per_tok: PosInt = 8
+    max_position_embeddings: PosInt = 202752
+    tie_word_embeddings: bool = False
+    first_k_dense_replace: NonNegInt | None = 3
+    index_topk: PosInt = 2048
+    index_head_dim: PosInt = 128
+    index_n_heads: PosInt = 32
+    mlp_layer_types: list[Literal["dense", "sparse"]] | None = None
+    # "full" / "shared" per layer (GLM-5.2's: a shared layer reuses the previous full layer's
+    # top-k). vLLM 0.19 builds the indexer, and its key cache, on every layer whatever this
+    # says (DeepseekV2 is_v32 = hasattr(config, "index_topk")), so kvcalc reads no more.
+    indexer_types: list[Literal["full", "shared"]] | None = None
+
+
+class GlmMoeDsa(DeepseekV32):
+    """Indexed MLA on every layer (vLLM 0.19 GlmMoeDsaForCausalLM: DeepseekV2 with the
+    DeepSeek-V3.2 indexer, its fp8 key cache beside the latent), MoE from
+    first_k_dense_replace on."""
+
+    model_types = ("glm_moe_dsa",)
+    family = "glm"
+    config_class = GlmMoeDsaConfig
+
+    def moe_flags(self) -> MoEFlags:
+        moe, flags = super().moe_flags()
+        types = cast(GlmMoeDsaConfig, self.config).mlp_layer_types
+        if moe is None or types is None:
+            return moe, flags
+        if [t == "sparse" for t in types] != flags or len(types) != self.num_layers:
             self.fail(
                 "mlp_layer_types",
                 "disagrees with first_k_dense_replace, which vLLM builds the MoE layers from",

@@ -20,11 +20,12 @@ approximated.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 
 from kvcalc.registry.hf.base import (
+    TORCH_DTYPES,
     DecoderAdapter,
     DecoderConfig,
     LayerCount,
@@ -67,6 +68,11 @@ class NemotronHConfig(DecoderConfig):
     mamba_head_dim: PosInt = 64
     n_groups: PosInt = Field(8, validation_alias=AliasChoices("n_groups", "mamba_n_groups"))
     conv_kernel: PosInt = Field(4, validation_alias=AliasChoices("conv_kernel", "mamba_d_conv"))
+    # The temporal state's dtype as the file states it (Nemotron-3's config.json: float32). vLLM
+    # 0.19's NemotronHForCausalLMConfig.verify_and_update_config sets --mamba-ssm-cache-dtype
+    # auto to it (model_executor/models/config.py; float16 when absent). Not a class field:
+    # None (absent) leaves the engines' own default.
+    mamba_ssm_cache_dtype: Literal["float32", "bfloat16", "float16"] | None = None
 
 
 class NemotronH(DecoderAdapter[NemotronHConfig]):
@@ -144,4 +150,6 @@ class NemotronH(DecoderAdapter[NemotronHConfig]):
 
     def architecture(self, tied_embeddings: bool) -> dict[str, Any]:
         # NemotronHAttention builds no rotary embedding.
-        return super().architecture(tied_embeddings) | {"rotary_caches": []}
+        arch = super().architecture(tied_embeddings) | {"rotary_caches": []}
+        stated = self.config.mamba_ssm_cache_dtype
+        return arch | {"ssm_state_dtype": TORCH_DTYPES[stated]} if stated else arch

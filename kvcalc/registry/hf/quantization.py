@@ -10,6 +10,8 @@ Each ``quant_method`` is read the way its loader in vLLM / transformers reads th
   tensor/channel/group/block, ``group_size``, ``block_structure``, ``symmetric``;
 - ``gptq`` / ``awq``: ``bits`` packed in int32, fp16 scales per ``group_size`` (-1: per output
   channel) and, when asymmetric (GPTQ ``sym: false``, AWQ ``zero_point``), packed zero points;
+- ``modelopt`` (NVIDIA's NVFP4 / FP8 repos): NVFP4 as E2M1 with one FP8 scale per 16, FP8 with
+  one fp32 scale per tensor or per row;
 - ``bitsandbytes``: NF4/FP4 with one fp32 absmax per 64 (8-bit absmax plus one fp32 per 256
   blocks with double quantization), or LLM.int8 with one fp32 scale per row.
 
@@ -22,6 +24,7 @@ quant_method is refused: sizing it as bf16 would be silently 2-4x off.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,6 +32,7 @@ from typing import Any, NoReturn
 
 from kvcalc.engine.quant import (
     MXFP4,
+    NVFP4,
     BlockScaled,
     ChannelScaled,
     CheckpointFormat,
@@ -41,7 +45,9 @@ from kvcalc.engine.tensors import Role
 from kvcalc.engine.units import dtype
 from kvcalc.registry.hf.base import Where
 
-SUPPORTED_METHODS = ("bitsandbytes", "awq", "compressed-tensors", "fp8", "gptq", "mxfp4")
+SUPPORTED_METHODS = (
+    "bitsandbytes", "awq", "compressed-tensors", "fp8", "gptq", "modelopt", "mxfp4"
+)
 
 #: One module name per role, as the transformers / vLLM checkpoints of the supported families
 #: name them, to match ``ignore`` entries against (a wrapper's prefixes are tried too).
@@ -66,7 +72,11 @@ _PREFIXES = ("", "language_model.", "model.language_model.")
 
 def _matches(entry: str, module: str) -> bool:
     """compressed-tensors' rule: ``re:`` entries are regular expressions matched from the
-    start, others exact names; transformers' ``modules_to_not_convert`` are name parts."""
+    start, others exact names; transformers' ``modules_to_not_convert`` are name parts;
+    ModelOpt's ``ignore`` / ``exclude_modules`` entries with a ``*`` are wildcards (vLLM's
+    ModelOptQuantConfigBase matches them with fnmatch)."""
+    if "*" in entry and not entry.startswith("re:"):
+        return fnmatch.fnmatchcase(module, entry)
     if entry.startswith("re:"):
         try:
             return re.match(entry[3:], module) is not None
@@ -259,6 +269,51 @@ def _compressed_tensors(r: _Reader) -> CheckpointFormat:
     )
 
 
+#: ModelOpt's weight formats by quant_algo (vLLM 0.19 model_executor/layers/quantization/
+#: modelopt.py): NVFP4 is ModelOptNvFp4LinearMethod's E2M1 values two to a uint8, one FP8 e4m3
+#: scale per group_size (16) inputs, and two fp32 scalars per matrix (weight_scale_2,
+#: input_scale; not counted: 8 bytes a matrix); FP8 is one fp32 scale per tensor, and
+#: FP8_PER_CHANNEL_PER_TOKEN one per output row.
+def _modelopt_format(r: _Reader, algo: str, group: int) -> WeightFormat:
+    if algo in ("NVFP4", "W4A16_NVFP4"):  # the weights are the same; W4A16 leaves activations
+        return NVFP4 if group == NVFP4.group else GroupScaled(f"nvfp4-g{group}", 4, 8, group, 0, 8)
+    if algo == "FP8":
+        return TensorScaled("fp8", 8, 32)
+    if algo == "FP8_PER_CHANNEL_PER_TOKEN":
+        return ChannelScaled("fp8-channel", 8, 32)
+    return r.fail(
+        "quant_algo",
+        f"unsupported ModelOpt quant_algo {algo!r}; kvcalc reads NVFP4, FP8 and "
+        "FP8_PER_CHANNEL_PER_TOKEN (MIXED_PRECISION states a format per layer: write a registry "
+        "file)",
+    )
+
+
+def _modelopt(r: _Reader) -> CheckpointFormat:
+    """NVIDIA ModelOpt checkpoints (the nvidia/*-NVFP4 and *-FP8 repos), read as vLLM 0.19's
+    ModelOptQuantConfigBase.from_config reads them: config.json's ``quant_algo``,
+    ``group_size`` (default 16) and ``ignore``, or the legacy ``quantization`` object's
+    ``quant_algo``, ``group_size`` and ``exclude_modules``."""
+    legacy = r.config.get("quantization")
+    data = legacy if isinstance(legacy, dict) else r.config
+    where = "quantization." if isinstance(legacy, dict) else ""
+    algo = data.get("quant_algo")
+    if not isinstance(algo, str) or not algo:
+        return r.fail(f"{where}quant_algo", "missing required field (NVFP4, FP8, ...)")
+    group = data.get("group_size", 16)
+    if group is None:
+        group = 16
+    if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+        return r.fail(f"{where}group_size", f"must be a positive integer, got {group!r}")
+    fmt = _modelopt_format(r, algo.upper(), group)
+    ignore = _Reader(r.where, data, r.model_dtype).names(
+        "exclude_modules" if where else "ignore"
+    )
+    return CheckpointFormat(
+        fmt, fmt, r.keep, kept_roles(ignore), source="config.json quantization_config"
+    )
+
+
 _METHODS = {
     "fp8": _fp8,
     "mxfp4": _mxfp4,
@@ -266,6 +321,7 @@ _METHODS = {
     "awq": _awq,
     "bitsandbytes": _bitsandbytes,
     "compressed-tensors": _compressed_tensors,
+    "modelopt": _modelopt,
 }
 
 

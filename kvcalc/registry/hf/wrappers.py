@@ -1,6 +1,6 @@
 """Multimodal wrappers whose language model is the nested ``text_config``: gemma3, gemma4,
 llama4, mistral3, kimi_vl, qwen2_5_vl (whose first releases state it at the top level instead),
-qwen3_5 and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe. Each
+qwen3_5 and qwen3_5_moe (Qwen3.5 / Qwen3.6), qwen3_vl and qwen3_vl_moe, lfm2_vl (LFM2-VL). Each
 declares its own defaults and which text model_type it holds, and reads its ``vision_config`` as
 the image encoder and projector the checkpoint carries (gemma3: SigLIP, llama4: its own ViT,
 mistral3: Pixtral, kimi_vl: MoonViT, qwen2_5_vl: its window-attention ViT, qwen3_vl: its ViT with
@@ -549,3 +549,61 @@ class Qwen3VLConfig(Qwen35Config):
 class Qwen3VLMoeConfig(Qwen3VLConfig):
     model_types = ("qwen3_vl_moe",)
     text_model_type = "qwen3_vl_moe_text"
+
+
+class Siglip2VisionConfig(HFConfig):
+    """transformers' Siglip2VisionConfig defaults (SigLIP2 base): a NaFlex tower whose learned
+    position table has ``num_patches`` rows (a square grid, interpolated to each image)."""
+
+    hidden_size: PosInt = 768
+    intermediate_size: PosInt = 3072
+    num_hidden_layers: LayerCount = 12
+    num_attention_heads: PosInt = 12
+    num_channels: PosInt = 3
+    num_patches: PosInt = 256
+    patch_size: PosInt = 16
+    vision_use_head: bool = False
+
+
+class Lfm2VlConfig(WrapperConfig):
+    """Liquid AI LFM2-VL (lfm2_vl): an LFM2 language model, a SigLIP2 tower and a two-layer GELU
+    projector over pixel-unshuffled patches. Defaults: transformers 5.0.0
+    models/lfm2_vl/configuration_lfm2_vl.py (the text model_type follows text_config, lfm2
+    when it names none); the modules read are vLLM 0.19's lfm2_vl.py
+    (Lfm2VLMultiModalProjector) and lfm2_siglip2.py (the tower, post_layernorm, no head)."""
+
+    model_types = ("lfm2_vl",)
+    text_model_type = "lfm2"
+    fixed_text_class = False
+    tie_word_embeddings: bool = True
+    projector_hidden_size: PosInt = 2560
+    projector_bias: bool = True
+    projector_use_layernorm: bool = True
+    downsample_factor: PosInt = 2
+    #: Lfm2VlImageProcessor's default max_image_tokens: one 512 x 512 tile, 32 x 32 patches of
+    #: 16 unshuffled by 2 (larger images are tiled and cost more).
+    tokens_per_image: ClassVar[int] = 256
+
+    def _vision(self, inner: Where, data: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+        siglip = inner.parse(Siglip2VisionConfig, data)
+        side = math.isqrt(siglip.num_patches)
+        if side * side != siglip.num_patches:
+            inner.fail("num_patches", f"must be a square grid, got {siglip.num_patches}")
+        if siglip.vision_use_head:
+            inner.fail("vision_use_head", "a SigLIP2 head is not what LFM2-VL loads")
+        inputs = siglip.hidden_size * self.downsample_factor**2
+        hidden = self.projector_hidden_size
+        return {
+            "num_layers": siglip.num_hidden_layers,
+            "hidden_size": siglip.hidden_size,
+            "intermediate_size": siglip.intermediate_size,
+            "num_attention_heads": siglip.num_attention_heads,
+            "patch_size": siglip.patch_size,
+            "image_size": side * siglip.patch_size,
+            "num_channels": siglip.num_channels,
+            "tokens_per_image": self.tokens_per_image,
+            "projector": [[inputs, hidden], [hidden, text_hidden]],
+            "projector_bias": self.projector_bias,
+            # The LayerNorm over the unshuffled patches: weight and bias.
+            **({"projector_norm": 2 * inputs} if self.projector_use_layernorm else {}),
+        }
