@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from kvcalc.options import EvictionOptions, KvFormatOptions
     from kvcalc.results import (
         BatchResult,
+        CalibrateResult,
         CheckResult,
         CompareResult,
         DecodeResult,
@@ -87,6 +88,7 @@ class DeploymentInputs(KvFormatInputs, total=False):
     block_size: int | str
     prefix_shared: int | str
     max_num_batched_tokens: int | str
+    calibration: str | Path
 
 
 class CompareInputs(DeploymentInputs, EvictionInputs, total=False):
@@ -363,6 +365,7 @@ def batch(
     from kvcalc.results import BatchResult
 
     _refuse_unknown("batch", inputs, _engine_names(inputs))
+    inputs, engine = _calibrated(inputs, engine)
     deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
         inputs
     )
@@ -409,6 +412,18 @@ def batch(
         max_batch=tuple(n * dep.replicas for n in per_replica),
         registry={},
     )
+
+
+def _calibrated(inputs: Mapping[str, Any], engine: str | None) -> tuple[Any, str | None]:
+    """The inputs with a calibration's measured inputs in place of kvcalc's estimates, and its
+    engine when none is given (:func:`kvcalc.calibration.calfile.calibrated`)."""
+    if inputs.get("calibration") is None:
+        return inputs, engine
+    from kvcalc.calibration.calfile import calibrated
+
+    merged = calibrated(inputs)
+    measured_with = merged.pop("engine")
+    return merged, engine or measured_with
 
 
 def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:
@@ -511,6 +526,7 @@ def decode(
     from kvcalc.values import check_mfu
 
     _refuse_unknown("decode", inputs, _engine_names(inputs))
+    inputs, engine = _calibrated(inputs, engine)
     _bounded(BATCH, batch)
     check_mbu(mbu)
     check_mfu(mfu)
@@ -917,3 +933,95 @@ def check(spec: str | Path, *, roofline: bool = False) -> CheckResult:
         deployments=checked,
         passed=all(c.ok for c in checked),
     )
+
+
+# ------------------------------------------------------------------ calibrate
+
+
+def calibrate(
+    log: str | Path,
+    *,
+    model: str | ModelSpec | None = None,
+    gpus: str | None = None,
+    release: str | None = None,
+    write: str | Path | None = None,
+) -> CalibrateResult:
+    """A vLLM or SGLang start-up ``log`` (a path; ``"-"`` reads standard input) beside kvcalc's
+    model of the same start-up: each term the log states (weights, activation peak, non-torch
+    memory, CUDA graphs, KV memory, the token count) as logged, as kvcalc estimates it, and the
+    difference. ``model``, ``gpus`` and ``release`` give what the log does not state (vLLM logs
+    name no GPU). ``exit_code`` is 0 when kvcalc's pool gives the logged token count from the
+    logged memory within the log's rounding, else 1; a file that is no start-up log raises
+    :class:`~kvcalc.calibration.compare.NotAStartupLog`. ``write``: keep the measured terms as a
+    calibration file for ``batch``/``decode``/``check`` (``calibration=``)."""
+    from kvcalc.calibration.calfile import calibration_document, write_calibration
+    from kvcalc.calibration.compare import NotAStartupLog, compare, read_startup_log
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.registry.gpus import parse_gpu_set
+    from kvcalc.render.calibrate import calibrate_report
+    from kvcalc.results import CalibrateResult
+
+    name = str(log)
+    try:
+        startup = read_startup_log(_log_text(name))
+    except NotAStartupLog as exc:
+        raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
+    named = model if model is not None else startup.model
+    if named is None:
+        fail("--model: the log names no model; give it, e.g. --model llama3.1-8b")
+    try:
+        spec = load_model(named, None, None, None)
+    except InputError as exc:
+        if model is not None:
+            raise
+        raise InputError(f"--model: the log's model {str(named)!r} is not one kvcalc knows "
+                         f"({exc}); give --model", field="model") from None
+    if gpus is None:
+        fail("--gpus: the log does not name its GPUs; give them, e.g. --gpus H100")
+    gpu_set = parse_gpu_set(gpus)
+    replica = (startup.tp or 1) * (startup.pp or 1)
+    if gpu_set.count not in (1, replica, replica * (startup.dp or 1)):
+        fail(f"--gpus: {gpus} are not the log's {replica} GPUs per replica "
+             f"(tp {startup.tp or 1} x pp {startup.pp or 1}); give e.g. --gpus "
+             f"{replica}x{gpu_set.accelerator.id}")
+    comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release)
+    document = calibration_document(comparison, "-" if name == "-" else Path(name).name)
+    if write is not None:
+        write_calibration(document, write)
+    return CalibrateResult(
+        _report=calibrate_report(comparison, document, None if write is None else str(write)),
+        engine=comparison.engine,
+        release=comparison.release,
+        rules=comparison.rules,
+        model=spec.id,
+        agrees=comparison.agrees,
+        exact=comparison.exact,
+        kv_cache_tokens=comparison.kv_cache_tokens,
+        kv_cache_tokens_kvcalc=comparison.kv_cache_tokens_kvcalc,
+        kv_cache_tokens_estimated=comparison.kv_cache_tokens_estimated,
+        comparison=comparison,
+        calibration=MappingProxyType(document),
+    )
+
+
+def _log_text(name: str) -> str:
+    """The log's text (``-``: standard input), at most MAX_LOG_BYTES, undecodable bytes
+    replaced; a binary file is no log."""
+    import sys
+
+    from kvcalc.calibration.compare import NotAStartupLog
+    from kvcalc.calibration.lines import MAX_LOG_BYTES
+
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_LOG_BYTES + 1)
+        else:
+            with open(name, "rb") as handle:
+                data = handle.read(MAX_LOG_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        fail(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+    if len(data) > MAX_LOG_BYTES:
+        fail(f"{name}: more than {MAX_LOG_BYTES >> 20} MiB; give the start-up's part of the log")
+    if b"\0" in data:
+        raise NotAStartupLog("a binary file")
+    return data.decode("utf-8", errors="replace")

@@ -222,9 +222,11 @@ def out_of_range(entry: SpecDeployment) -> dict[str, str]:
 
 def entry_options(entry: SpecDeployment) -> Options:
     """The command line's options a deployment's keys give."""
-    values: dict[str, Any] = {
+    from kvcalc.calibration.calfile import calibrated
+
+    values: dict[str, Any] = calibrated({
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
-    }
+    })
     return Options(
         values,
         DeploymentOptions.from_values(values),
@@ -243,10 +245,12 @@ def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
         policy, notes = (
             evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
         )
+        from kvcalc.calibration.calfile import check_calibration
         from kvcalc.engine.inputs import deployment_from
 
         # The library's DeploymentError names its fields: _refusing words them as keys.
         deploy = options.deploy
+        check_calibration(parts.model, parts.gpus, parts.engine, deploy.given_values())
         dep = deployment_from(
             parts.model, parts.gpus, deploy.given_values(), engine=parts.engine,
             eviction=policy, kv_format=deploy.kv_format,
