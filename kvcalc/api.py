@@ -416,14 +416,17 @@ def batch(
 
 def _calibrated(inputs: Mapping[str, Any], engine: str | None) -> tuple[Any, str | None]:
     """The inputs with a calibration's measured inputs in place of kvcalc's estimates, and its
-    engine when none is given (:func:`kvcalc.calibration.calfile.calibrated`)."""
+    engine unless another than the default is given
+    (:func:`kvcalc.calibration.calfile.calibrated`)."""
     if inputs.get("calibration") is None:
         return inputs, engine
     from kvcalc.calibration.calfile import calibrated
+    from kvcalc.engine.serving import DEFAULT_ENGINE
 
     merged = calibrated(inputs)
     measured_with = merged.pop("engine")
-    return merged, engine or measured_with
+    chosen = engine if engine is not None and engine.lower() != DEFAULT_ENGINE else None
+    return merged, chosen or measured_with
 
 
 def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:

@@ -75,8 +75,9 @@ class Calibration:
         if gpus.accelerator.id != self.gpu:
             raise CalibrationError(f"{where}: measured on {self.gpu}, not "
                                    f"{gpus.accelerator.id}; calibrate on these GPUs")
-        missing = [k for k in self.inputs if k in _DEPLOYMENT_KEYS and k not in given]
-        if missing:
+        # The measured KV memory is merged into the inputs by the commands that apply a
+        # calibration (calibrated); absent, the command read the file without applying it.
+        if "kv_memory" in self.inputs and "kv_memory" not in given:
             raise CalibrationError(f"{where}: applies to batch, decode and check only")
 
 

@@ -185,9 +185,10 @@ def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
         found = figures.setdefault(key, {})
         text = line.text
 
-        def put(term: str, value: str, *, overwrite: bool = True) -> None:
-            if overwrite or term not in found:
-                found[term] = Logged(value)
+        def put(term: str, value: str, *, overwrite: bool = True,
+                into: dict[str, Logged] = found) -> None:
+            if overwrite or term not in into:
+                into[term] = Logged(value)
 
         if (m := _ACTUAL.search(text)) is not None:
             for term, value in zip(("weights", "activation_peak", "non_torch", "cuda_graph"),

@@ -6,25 +6,24 @@ from typing import Any
 
 import typer
 
-from kvcalc.cli.app import ReportFormat, ReportFormatOption, command_typer, declared_options, emit_report
+from kvcalc.cli import app
 from kvcalc.command_inputs import CALIBRATE_INPUTS
 
-command_app = command_typer()
+command_app = app.command_typer()
 
 
 @command_app.command()
-@declared_options(CALIBRATE_INPUTS)
+@app.declared_options(CALIBRATE_INPUTS)
 def calibrate(
     log: str = typer.Argument(..., help="a vLLM or SGLang start-up log; - reads stdin"),
-    fmt: ReportFormat = ReportFormatOption,
+    fmt: app.ReportFormat = app.ReportFormatOption,
     *,
     given: dict[str, Any],
 ) -> None:
-    """Each term the log states (weights, activation peak, non-torch memory, CUDA graphs, KV
-    memory, tokens) as logged, as kvcalc models it, and the difference. Exit 0 when kvcalc's
-    pool gives the logged token count from the logged memory within the log's rounding, 1 when
-    not, 2 for a file that is no start-up log."""
+    """Each term the log states as logged, as kvcalc models it, and the difference. Exit 0
+    when kvcalc gives the logged token count within the log's rounding, 1 when not, 2 for a
+    file that is no start-up log."""
     from kvcalc.api import calibrate as calibrate_of
 
     result = calibrate_of(log, **{k: v for k, v in given.items() if v is not None})
-    emit_report(result.report(), fmt)
+    app.emit_report(result.report(), fmt)
