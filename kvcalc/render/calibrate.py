@@ -2,11 +2,12 @@
 models it, and the difference; then the token count, which decides the exit code.
 
 JSON: the start-up (``engine``, ``release``, ``rules``: the release whose rules kvcalc applied,
-``model``, ``gpus``, ``tp``, ``pp``, ``dp``), ``agrees`` and ``exact``, ``kv_cache_tokens``
-(``logged``; ``kvcalc`` from the logged memory, with ``kvcalc_low``/``kvcalc_high`` at either end
-of the log's rounding; ``estimated`` from kvcalc's own terms), ``terms`` (one object per term:
-``name``, ``stage``, ``unit``, ``logged``, ``kvcalc``, ``difference``; bytes per GPU), ``workers``
-(each worker's logged figures), ``calibration`` (what ``--write`` keeps) and ``written``.
+``model``, ``gpus``, ``tp``, ``pp``, ``dp``), ``agrees`` and ``exact``, ``kv_cache_tokens`` (the
+log's) beside ``kv_cache_tokens_kvcalc`` (kvcalc's from the logged memory, ``_low``/``_high`` at
+either end of the log's rounding) and ``kv_cache_tokens_estimated`` (from kvcalc's own terms),
+``terms`` (one object per term: ``term``, ``stage``, ``unit``, ``logged``, ``kvcalc``,
+``difference``; bytes per GPU), ``workers`` (each worker's logged figures), ``calibration``
+(what ``--write`` keeps) and ``written``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 def term_payload(term: Term) -> dict[str, Any]:
     return {
-        "name": term.name,
+        "term": term.name,
         "stage": term.stage,
         "unit": term.unit,
         "logged": term.logged,
@@ -47,13 +48,11 @@ def calibrate_payload(c: Comparison, document: dict[str, Any], written: str | No
         "dp": c.dp,
         "agrees": c.agrees,
         "exact": c.exact,
-        "kv_cache_tokens": {
-            "logged": c.kv_cache_tokens,
-            "kvcalc": c.kv_cache_tokens_kvcalc,
-            "kvcalc_low": None if span is None else span[0],
-            "kvcalc_high": None if span is None else span[1],
-            "estimated": c.kv_cache_tokens_estimated,
-        },
+        "kv_cache_tokens": c.kv_cache_tokens,
+        "kv_cache_tokens_kvcalc": c.kv_cache_tokens_kvcalc,
+        "kv_cache_tokens_low": None if span is None else span[0],
+        "kv_cache_tokens_high": None if span is None else span[1],
+        "kv_cache_tokens_estimated": c.kv_cache_tokens_estimated,
         "terms": [term_payload(t) for t in c.terms],
         "workers": [dict(w) for w in c.workers],
         "calibration": document,
@@ -117,7 +116,7 @@ def calibrate_report(c: Comparison, document: dict[str, Any], written: str | Non
     return Report(
         payload=payload,
         records=[{k: v for k, v in r.items() if k != "label"} for r in records],
-        fields=("name", "stage", "unit", "logged", "kvcalc", "difference", "note"),
+        fields=("term", "stage", "unit", "logged", "kvcalc", "difference", "note"),
         sections=[Section(title, COLUMNS, records, (), notes)],
         exit_code=0 if c.agrees else 1,
     )
