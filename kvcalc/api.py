@@ -421,12 +421,9 @@ def _calibrated(inputs: Mapping[str, Any], engine: str | None) -> tuple[Any, str
     if inputs.get("calibration") is None:
         return inputs, engine
     from kvcalc.calibration.calfile import calibrated
-    from kvcalc.engine.serving import DEFAULT_ENGINE
 
-    merged = calibrated(inputs)
-    measured_with = merged.pop("engine")
-    chosen = engine if engine is not None and engine.lower() != DEFAULT_ENGINE else None
-    return merged, chosen or measured_with
+    merged = calibrated(inputs, engine)
+    return merged, merged.pop("engine", engine)
 
 
 def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:

@@ -197,16 +197,25 @@ def load_calibration(path: str | Path) -> Calibration:
     return _load(text, (stat.st_size, stat.st_mtime_ns))
 
 
-def calibrated(values: Mapping[str, Any]) -> dict[str, Any]:
+def calibrated(values: Mapping[str, Any], engine: str | None = None) -> dict[str, Any]:
     """``values`` (inputs by field name) with a calibration's inputs in place of kvcalc's
-    estimates, and its engine when none is given; an input given beside the calibration that
-    it gives, or that would change the budget it measured, is refused."""
+    estimates, and its engine when none is given (``engine``, else ``values["engine"]``; the
+    default engine is none); an input given beside the calibration that it gives, or that
+    would change the budget it measured, is refused, as is another engine than its own."""
+    from kvcalc.engine.serving import DEFAULT_ENGINE
+
     given = dict(values)
     path = given.get("calibration")
     if path is None:
         return given
     cal = load_calibration(path)
     where = f"--calibration {cal.path}"
+    chosen = str(engine or given.get("engine") or DEFAULT_ENGINE).lower()
+    if chosen not in (DEFAULT_ENGINE, cal.engine):
+        raise CalibrationError(f"{where}: measured with {cal.engine}, not {chosen}; give "
+                               f"--engine {cal.engine}")
+    if chosen == DEFAULT_ENGINE:
+        given["engine"] = cal.engine
     for key, value in cal.inputs.items():
         if key in given and str(given[key]) != str(value):
             flag = "--" + key.replace("_", "-")
@@ -221,7 +230,6 @@ def calibrated(values: Mapping[str, Any]) -> dict[str, Any]:
                 flag = "--" + other.replace("_", "-")
                 raise CalibrationError(f"{flag}: {where} gives the measured budget; drop {flag} "
                                        "or calibrate that start-up")
-    given.setdefault("engine", cal.engine)
     return given
 
 
