@@ -984,7 +984,10 @@ def calibrate(
         fail(f"--gpus: {gpus} are not the log's {replica} GPUs per replica "
              f"(tp {startup.tp or 1} x pp {startup.pp or 1}); give e.g. --gpus "
              f"{replica}x{gpu_set.accelerator.id}")
-    comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release)
+    try:
+        comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release)
+    except NotAStartupLog as exc:
+        raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
     document = calibration_document(comparison, "-" if name == "-" else Path(name).name)
     if write is not None:
         write_calibration(document, write)

@@ -65,7 +65,15 @@ class Calibration:
               given: Mapping[str, Any]) -> None:
         """Refuse the calibration for a deployment it was not measured on, or one it was not
         applied to (:func:`calibrated`)."""
+        from kvcalc.engine.serving import DEFAULT_ENGINE
+
         where = f"--calibration {self.path}"
+        # Applying a calibration names its engine (calibrated): the default engine here means
+        # the command read the option without applying it.
+        if engine.name == DEFAULT_ENGINE or (
+            "kv_memory" in self.inputs and "kv_memory" not in given
+        ):
+            raise CalibrationError(f"{where}: applies to batch, decode and check only")
         if engine.name != self.engine:
             raise CalibrationError(f"{where}: measured with {self.engine}, not {engine.name}; "
                                    f"give --engine {self.engine}")
@@ -75,10 +83,6 @@ class Calibration:
         if gpus.accelerator.id != self.gpu:
             raise CalibrationError(f"{where}: measured on {self.gpu}, not "
                                    f"{gpus.accelerator.id}; calibrate on these GPUs")
-        # The measured KV memory is merged into the inputs by the commands that apply a
-        # calibration (calibrated); absent, the command read the file without applying it.
-        if "kv_memory" in self.inputs and "kv_memory" not in given:
-            raise CalibrationError(f"{where}: applies to batch, decode and check only")
 
 
 def calibration_document(comparison: Comparison, source: str) -> dict[str, Any]:

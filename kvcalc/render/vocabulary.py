@@ -910,7 +910,7 @@ VOCABULARY: dict[str, Term] = {
     "token_passes": Term(TOK, "token passes of the prompt and generation"),
     "note": Term("", "what a row or an outcome means"),
     "release": Term("", "the engine release a start-up log states (null: not stated)"),
-    "rules": Term("", "the engine release whose rules kvcalc applied (`vLLM 0.19`)"),
+    "rules": Term("", "the engine and release whose rules kvcalc applied"),
     "dp": Term("", "data-parallel replicas a start-up log states"),
     "agrees": Term("", "kvcalc gives the logged token count from the logged memory, within the "
                        "log's rounding"),
@@ -930,7 +930,7 @@ VOCABULARY: dict[str, Term] = {
     "weights_bytes": Term(B, "weights one GPU holds, as the worker logged them"),
     "activation_peak_bytes": Term(B, "the worker's logged activation peak"),
     "non_torch_bytes": Term(B, "the worker's logged non-torch memory"),
-    "consumed_bytes": Term(B, "weights + non-torch memory, logged as one (vLLM 0.27+)"),
+    "consumed_bytes": Term(B, "weights + non-torch memory, logged as one (later vLLM releases)"),
     "cuda_graph_bytes": Term(B, "the worker's CUDA-graph memory after capture"),
     "cuda_graph_estimate_bytes": Term(B, "the worker's logged CUDA-graph estimate"),
     "kv_memory_bytes": Term(B, "the worker's logged KV cache memory"),
