@@ -612,13 +612,15 @@ def plan(
     roofline: bool = False,
     mfu: float | None = None,
     top: int | None = None,
+    calibration: str | Path | None = None,
 ) -> PlanResult:
     """The fewest GPUs that hold ``users`` sequences of ``ctx`` tokens (default 8k) and meet
     ``max_tpot`` / ``max_ttft`` (``"50ms"``, ``"2s"``): every accelerator (or those of
     ``gpus``), count up to ``max_gpus`` (default 8), tp/pp split, replica count and dtype
     (``weight_dtype``, ``kv_dtype``: several to try); ranked by GPU count, then ``price``
     (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
-    InputError naming the closest."""
+    InputError naming the closest. ``calibration``: a `kvcalc calibrate --write` file; the
+    layouts of its GPU, tp and pp take its measured KV memory in place of the estimate."""
     from kvcalc.engine.plan import PlanRequest, max_batch_rule
     from kvcalc.engine.plan import plan as search
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
@@ -645,6 +647,13 @@ def plan(
     if roofline and mfu is not None:
         fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
     names = [e.name for e in plan_engines()]
+    cal = None
+    if calibration is not None:
+        from kvcalc.calibration.calfile import load_calibration
+
+        cal = load_calibration(calibration)
+        if engine is None or engine.lower() == DEFAULT_ENGINE:
+            engine = cal.engine
     wanted = (engine or DEFAULT_ENGINE).lower()
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
@@ -676,6 +685,11 @@ def plan(
         mfu=mfu,
         prices=prices,
     )
+    if cal is not None:
+        from dataclasses import replace
+
+        request = replace(request, measured=cal.planned(spec, chosen, request.accelerators,
+                                                        _listed(kv_dtype)))
     result = search(request, max_batch_rule(chosen))
     if not result.layouts:
         fail(nothing_meets(result))

@@ -11,7 +11,7 @@ command pays for them.
 
 from __future__ import annotations
 
-from kvcalc.engine.inputs import DEPLOYMENT, KV_FORMAT, Input
+from kvcalc.engine.inputs import DEPLOYMENT, DEPLOYMENT_INPUTS, KV_FORMAT, Input
 from kvcalc.values import MAX_BATCH
 
 MODEL = "Model"
@@ -203,6 +203,7 @@ def plan_inputs() -> tuple[Input, ...]:
         ),
         MFU,
         Input("top", "count", "layouts shown, best first", default=DEFAULT_TOP, panel=OPTIONS),
+        *(i for i in DEPLOYMENT_INPUTS if i.name == "calibration"),
     )
 
 

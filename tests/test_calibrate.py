@@ -294,3 +294,20 @@ def test_a_hostile_calibration_file_is_one_line(
     assert result.exit_code == 2, (kind, result.stdout, result.stderr)
     assert result.stderr.startswith(f"Error: --calibration {bad}: ")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_plan_takes_the_measured_budget_of_the_calibrated_layout(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # The PP2 log holds 131.26 requests of 8k: with its calibration, plan finds that 2 H100s
+    # in two stages serve 131 users (the estimated budget at the default share holds fewer).
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write", str(cal)))
+    args = ["plan", "llama3.1-8b", "--users", "131", "--ctx", "8k", "--gpus", "H100"]
+    measured = json.loads(run(runner, *args, "--calibration", str(cal), "--format", "json").stdout)
+    best = measured["layouts"][0]
+    assert (best["gpus"]["count"], best["tp"], best["pp"], best["max_batch"]) == (2, 1, 2, 131)
+    estimated = json.loads(run(runner, *args, "--engine", "vllm", "--format", "json").stdout)
+    assert estimated["layouts"][0]["gpus"]["count"] > 2
+    other = run(runner, *args[:-1], "H200", "--calibration", str(cal))
+    assert other.exit_code == 2 and "measured on h100-sxm" in other.stderr

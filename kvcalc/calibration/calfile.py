@@ -85,6 +85,31 @@ class Calibration:
                                    f"{gpus.accelerator.id}; calibrate on these GPUs")
 
 
+    def planned(self, model: ModelSpec, engine: ServingEngine, accelerators: Any,
+                kv_dtypes: str | None) -> dict[tuple[str, int, int, str | None], int]:
+        """`plan`'s measured budgets: (accelerator, tp, pp, KV dtype) -> the KV memory, for a
+        vLLM calibration of ``model`` with ``engine`` among ``accelerators``."""
+        from kvcalc.engine.units import parse_bytes
+
+        where = f"--calibration {self.path}"
+        if engine.name != self.engine:
+            raise CalibrationError(f"{where}: measured with {self.engine}, not {engine.name}; "
+                                   f"give --engine {self.engine}")
+        if model.id != self.model:
+            raise CalibrationError(f"{where}: measured with {self.model}, not {model.id}; "
+                                   "calibrate this model's start-up")
+        if self.gpu not in {a.id for a in accelerators}:
+            raise CalibrationError(f"{where}: measured on {self.gpu}, which --gpus leaves out; "
+                                   f"add {self.gpu}")
+        if "kv_memory" not in self.inputs:
+            raise CalibrationError(f"{where}: plan takes a measured KV memory (a vLLM "
+                                   "calibration)")
+        kv = self.inputs.get("kv_dtype")
+        tried = [None if t == "auto" else t for t in (kv_dtypes or "auto").split(",")]
+        budget = parse_bytes(str(self.inputs["kv_memory"]))
+        return {(self.gpu, self.tp, self.pp, t): budget for t in tried if t == kv}
+
+
 def calibration_document(comparison: Comparison, source: str) -> dict[str, Any]:
     """The file ``--write`` keeps: who measured what, the terms as logged (bytes per GPU), and
     the inputs that reproduce the logged token count."""
