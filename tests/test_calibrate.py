@@ -311,3 +311,26 @@ def test_plan_takes_the_measured_budget_of_the_calibrated_layout(
     assert estimated["layouts"][0]["gpus"]["count"] > 2
     other = run(runner, *args[:-1], "H200", "--calibration", str(cal))
     assert other.exit_code == 2 and "measured on h100-sxm" in other.stderr
+
+
+def test_later_and_earlier_releases_lines_are_read() -> None:
+    # vLLM 0.27.1 (CUDA-graph profiling on by default, the estimate subtracted), an excerpt
+    # that ends before the token line.
+    lines = log_lines((LOGS / "vllm-0.27.1-tp2-excerpt.log").read_text())
+    from kvcalc.calibration.vllm_log import parse_vllm_log
+
+    late = parse_vllm_log(lines)
+    assert late.cuda_graph_subtracted and str(late.kv_memory) == "6.87 GiB"
+    assert sorted(str(w.cuda_graph_estimate) for w in late.workers) == ["0.36 GiB"] * 2
+    assert late.kv_cache_tokens is None
+    # November 2025 (0.11 era): EngineCore_DP0 prints the pool, twice the concurrency line.
+    early = read_startup_log((LOGS / "vllm-0.11-kimi-linear-tp2-excerpt.log").read_text())
+    assert isinstance(early, VLLMLog)
+    assert (early.kv_cache_tokens, early.max_concurrency, early.concurrency_tokens) == (
+        75_840, 2.48, 120_000)
+    assert str(early.kv_memory) == "2.30 GiB"
+
+
+def test_an_excerpt_without_its_token_line_exits_2(runner: CliRunner) -> None:
+    result = run(runner, "calibrate", str(LOGS / "vllm-0.27.1-tp2-excerpt.log"), "--gpus", "h100")
+    assert result.exit_code == 2 and "GPU KV cache size" in result.stderr
