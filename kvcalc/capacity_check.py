@@ -127,7 +127,7 @@ def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> Check
             "--roofline"
         ))
     try:  # a key out of range is not read again (one line each)
-        options = entry_options(entry)
+        options = entry_options(entry, base)
         parts = resolve_parts(entry, base, options, frozenset(bounds), building=not problems)
     except SpecError as exc:
         problems += exc.problems
@@ -220,13 +220,20 @@ def out_of_range(entry: SpecDeployment) -> dict[str, str]:
     return problems
 
 
-def entry_options(entry: SpecDeployment) -> Options:
-    """The command line's options a deployment's keys give."""
-    from kvcalc.calibration.calfile import calibrated
+def entry_options(entry: SpecDeployment, base: Path | None = None) -> Options:
+    """The command line's options a deployment's keys give; a calibration's measured inputs
+    among them (its path relative to the spec file's folder ``base``)."""
+    from kvcalc.calibration.calfile import CalibrationError, calibrated
 
-    values: dict[str, Any] = calibrated({
+    values: dict[str, Any] = {
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
-    })
+    }
+    if values.get("calibration") is not None and base is not None:
+        values["calibration"] = str(base / str(values["calibration"]))
+    try:
+        values = calibrated(values)
+    except CalibrationError as exc:
+        raise _problem(entry, "calibration", str(exc).replace("--", "", 1)) from None
     return Options(
         values,
         DeploymentOptions.from_values(values),

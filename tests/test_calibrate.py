@@ -334,3 +334,21 @@ def test_later_and_earlier_releases_lines_are_read() -> None:
 def test_an_excerpt_without_its_token_line_exits_2(runner: CliRunner) -> None:
     result = run(runner, "calibrate", str(LOGS / "vllm-0.27.1-tp2-excerpt.log"), "--gpus", "h100")
     assert result.exit_code == 2 and "GPU KV cache size" in result.stderr
+
+
+def test_a_spec_file_reads_its_calibration_beside_it(runner: CliRunner, tmp_path: Path) -> None:
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write",
+                                str(tmp_path / "cal.yaml")))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "deployments:\n  - model: qwen3-8b\n    gpus: 2xH100\n    ctx: 8k\n"
+        "    calibration: cal.yaml\n    require:\n      min_batch: 1\n"
+        "  - model: llama3.1-8b\n    gpus: 2xH100\n    ctx: 8k\n"
+        "    calibration: missing.yaml\n    require:\n      min_batch: 1\n"
+    )
+    result = run(runner, "check", str(spec))
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert f"{spec}:5: " in lines[0] and "measured with llama3.1-8b, not qwen3-8b" in lines[0]
+    assert f"{spec}:11: " in lines[1] and "missing.yaml: no such file" in lines[1]
