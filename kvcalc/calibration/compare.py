@@ -179,11 +179,16 @@ def _stage_memory(log: VLLMLog, pp: int) -> tuple[list[int], list[int], list[int
     if pp == 1 or requested is None:
         return values, lows, highs
     for stage in range(pp):
-        worker = next((w for w in log.workers if w.stage == stage and w.weights is not None
-                       and w.activation_peak is not None and w.non_torch is not None), None)
+        worker = next((w for w in log.workers if w.stage == stage
+                       and w.activation_peak is not None
+                       and (w.consumed is not None
+                            or (w.weights is not None and w.non_torch is not None))), None)
         if worker is None:
             continue
-        parts = [requested, worker.weights, worker.activation_peak, worker.non_torch]
+        # 0.27+ measures weights + non-torch as one consumed block (vllm-releases.md 4).
+        held = [worker.consumed] if worker.consumed is not None else [worker.weights,
+                                                                       worker.non_torch]
+        parts = [requested, *held, worker.activation_peak]
         terms = [p for p in parts[1:] if p is not None]
         values[stage] = requested.bytes - sum(t.bytes for t in terms)
         slack = sum(p.half_step_bytes for p in parts if p is not None)
@@ -249,6 +254,9 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                 w: Any = worker, s: int | None = at) -> Term:
             return Term(name, label, "bytes", _bytes(getattr(w, name, None)), ours, s, note)
 
+        if getattr(worker, "consumed", None) is not None:
+            rows.append(row("consumed", "consumed (weights + non-torch)",
+                            terms.weights[stage] + terms.non_torch[stage]))
         rows += [
             row("weights", "weights", terms.weights[stage]),
             row("activation_peak", "activation peak", terms.activation_peak[stage]),
