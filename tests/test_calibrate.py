@@ -82,7 +82,8 @@ def test_every_pipeline_stage_is_read_from_its_worker() -> None:
     stages = {w.stage: w for w in log.workers}
     assert str(stages[0].activation_peak) == "1.1 GiB"  # vLLM drops the trailing zero
     assert str(stages[1].activation_peak) == "2.01 GiB"
-    assert stages[0].kv_memory is not None and stages[1].kv_memory is None
+    # One worker prints "Available KV cache memory"; each its own "Current kv cache memory".
+    assert [str(stages[s].kv_memory) for s in (0, 1)] == ["66.54 GiB", "65.63 GiB"]
 
 
 def test_sglang_fields_are_read_as_printed() -> None:
@@ -352,3 +353,17 @@ def test_a_spec_file_reads_its_calibration_beside_it(runner: CliRunner, tmp_path
     assert len(lines) == 2
     assert f"{spec}:5: " in lines[0] and "measured with llama3.1-8b, not qwen3-8b" in lines[0]
     assert f"{spec}:11: " in lines[1] and "missing.yaml: no such file" in lines[1]
+
+
+def test_a_later_release_quoted_in_part_still_agrees(runner: CliRunner) -> None:
+    # vLLM 0.27.1 on a DGX Spark: "Current kv cache memory in use is 69.4 GiB", no
+    # max_model_len quoted (vLLM's default: the model's maximum); a dense model's token line is
+    # the same under 0.19's and 0.27's formulas (blocks x 16 = concurrency x max_model_len).
+    name = "vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log"
+    result = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
+                 "qwen3-0.6b", "--format", "json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    doc = json.loads(result.stdout)
+    assert doc["kv_cache_tokens"] == 649_728 and doc["agrees"]
+    consumed = next(t for t in doc["terms"] if t["term"] == "consumed")
+    assert consumed["logged"] == round(3.35 * 2**30)

@@ -170,15 +170,23 @@ def _vllm_tokens(dep: Deployment, memory: int | tuple[int, ...], length: int) ->
 
 def _stage_memory(log: VLLMLog, pp: int) -> tuple[list[int], list[int], list[int]]:
     """The KV memory of each stage from the log (value, low, high): the logged "Available KV
-    cache memory" for one stage, or with several stages each stage's requested memory less its
-    worker's printed terms (one worker prints the KV line: vllm-kv-algorithm.md step 4)."""
+    cache memory" for one stage; with several, each stage's worker's own figure ("Current kv
+    cache memory in use", every worker prints it), else its requested memory less its printed
+    terms (one worker prints the "Available" line: vllm-kv-algorithm.md step 4)."""
     kv = log.kv_memory
     assert kv is not None
     values, lows, highs = [kv.bytes] * pp, [kv.low] * pp, [kv.high] * pp
-    requested = log.requested_memory
-    if pp == 1 or requested is None:
+    if pp == 1:
         return values, lows, highs
+    requested = log.requested_memory
     for stage in range(pp):
+        own = next((w.kv_memory for w in log.workers
+                    if w.stage == stage and w.kv_memory is not None), None)
+        if own is not None:
+            values[stage], lows[stage], highs[stage] = own.bytes, own.low, own.high
+            continue
+        if requested is None:
+            continue
         worker = next((w for w in log.workers if w.stage == stage
                        and w.activation_peak is not None
                        and (w.consumed is not None
@@ -212,9 +220,11 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     if log.kv_memory is None:
         raise NotAStartupLog("it states no \"Available KV cache memory\" (truncated before the "
                              "profiler's lines?)")
-    length = log.max_model_len or log.concurrency_tokens
+    # vLLM's default max_model_len is the model's maximum context.
+    length = log.max_model_len or log.concurrency_tokens or spec.max_context
     if length is None:
-        raise NotAStartupLog("it states no max_model_len (no engine config, no concurrency line)")
+        raise NotAStartupLog("it states no max_model_len (no engine config, no concurrency "
+                             "line) and the model no maximum context")
     tp, pp, dp = log.tp or 1, log.pp or 1, log.dp or 1
     given: dict[str, Any] = {"tp": tp, "pp": pp}
     if log.gpu_memory_utilization is not None:
@@ -266,7 +276,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                 "subtracted from the budget" if log.cuda_graph_subtracted
                 else "captured after the KV cache: outside the budget"),
             Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
-                 at, "" if pp == 1 else "requested less the stage's logged terms"),
+                 at, "" if pp == 1 else "the stage's worker's own figure"),
         ]
     rows += [
         Term("kv_cache_tokens", "KV cache tokens (logged memory)", "tokens", target,

@@ -12,7 +12,8 @@ The lines read, with the releases that print them (reference vllm-releases.md se
   memory: 2.07GiB; weights memory: 7.51GiB`` (DEBUG, 0.11+);
 - ``Actual usage is 7.51 GiB for weight, 1.89 GiB for peak activation, 2.07 GiB for non-torch
   memory, and 0.76 GiB for CUDAGraph memory`` (0.10.2-0.26), ``... for consumed memory (weights +
-  non-torch) ...`` (0.27+);
+  non-torch) ...`` (0.27+), each ending "Current kv cache memory in use is X GiB" (every
+  worker's own KV memory, before the minimum over workers);
 - ``Estimated CUDA graph memory: 1.69 GiB total``; ``CUDA graph memory profiling is enabled``
   (0.21+: the estimate is subtracted);
 - ``GPU KV cache size: 1,044,688 tokens`` and ``Maximum concurrency for 8,192 tokens per
@@ -83,14 +84,16 @@ _ACTUAL = re.compile(
     + r" for non-torch memory, and " + _GIB + r" for CUDAGraph memory"
 )
 _CONSUMED = re.compile(
-    r"Actual usage is " + _GIB + r" for consumed memory \(weights \+ non-torch\), " + _GIB
-    + r" for peak activation, and " + _GIB + r" for CUDAGraph memory"
+    r"Actual usage is " + _GIB + r" for consumed memory \(weights \+ non-torch\)(?:, " + _GIB
+    + r" for peak activation, and " + _GIB + r" for CUDAGraph memory)?"
 )
 _V0 = re.compile(
     r"model weights take " + _GIB + r"; non_torch_memory takes " + _GIB
     + r"; PyTorch activation peak memory takes " + _GIB
 )
 _KV_MEMORY = re.compile(r"Available KV cache memory: " + _GIB)
+#: The post-capture summary's last clause (0.12-0.27; 0.10.2/0.11 print bytes, not read).
+_KV_IN_USE = re.compile(r"Current kv cache memory in use is " + _GIB)
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _GIB + " total")
 _GRAPH_TAKEN = re.compile(r"Graph capturing finished in .*? took " + _GIB)
 _GRAPH_SUBTRACTED = re.compile(r"CUDA graph memory profiling is enabled")
@@ -197,7 +200,8 @@ def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
         elif (m := _CONSUMED.search(text)) is not None:
             for term, value in zip(("consumed", "activation_peak", "cuda_graph"), m.groups(),
                                    strict=True):
-                put(term, value)
+                if value is not None:  # a quote may stop after the first clause
+                    put(term, value)
         elif (m := _PROFILED.search(text)) is not None:
             put("activation_peak", m[1], overwrite=False)
             put("non_torch", m[2], overwrite=False)
@@ -210,6 +214,8 @@ def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
             put("weights", m[1], overwrite=False)
         elif (m := _KV_MEMORY.search(text)) is not None:
             put("kv_memory", m[1])
+        if (m := _KV_IN_USE.search(text)) is not None:
+            put("kv_memory", m[1], overwrite=False)
         elif (m := _GRAPH_ESTIMATE.search(text)) is not None:
             put("cuda_graph_estimate", m[1])
         elif (m := _GRAPH_TAKEN.search(text)) is not None:
