@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import kvcalc
@@ -367,3 +369,29 @@ def test_a_later_release_quoted_in_part_still_agrees(runner: CliRunner) -> None:
     assert doc["kv_cache_tokens"] == 649_728 and doc["agrees"]
     consumed = next(t for t in doc["terms"] if t["term"] == "consumed")
     assert consumed["logged"] == round(3.35 * 2**30)
+
+
+def test_decode_and_the_api_take_a_calibration(runner: CliRunner, tmp_path: Path) -> None:
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write", str(cal)))
+    # The log's "Maximum concurrency for 8,192 tokens per request: 131.26x": 131 whole requests.
+    result = kvcalc.batch("llama3.1-8b", gpus="2xH100", calibration=str(cal),
+                          max_model_len="8k")
+    assert (result.engine, result.max_batch) == ("vllm", (131,))
+    timed = kvcalc.decode("llama3.1-8b", gpus="2xH100", calibration=str(cal), ctx="8k")
+    assert timed.batch == (131,)
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.integers(0, 60))
+def test_the_search_finds_the_fewest_bytes_that_give_the_target(
+    steps: list[int], target: int
+) -> None:
+    from kvcalc.calibration.compare import smallest_reproducing
+
+    # A non-decreasing token count over memory 0..n-1, as a pool's is.
+    counts = [sum(steps[: i + 1]) for i in range(len(steps))]
+    found = smallest_reproducing(lambda m: counts[m], 0, len(counts) - 1, target)
+    if target in counts:
+        assert found == counts.index(target)
+    else:
+        assert found is None
