@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.calibration.lines import Logged
@@ -289,14 +288,16 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         notes.append(f"vLLM {release}: kvcalc applies vLLM {VLLM_RULES}'s rules (its token line "
                      "and budget terms), which may differ from this release's")
     inputs: dict[str, Any] = {"tp": tp, "pp": pp}
-    inputs["kv_memory"] = f"{exact if exact is not None else values[0]}B"
+    inputs["kv_memory"] = f"{exact if exact is not None else min(values)}B"
+    if release and any(i.name == "vllm_version" for i in ENGINE.inputs):
+        inputs["vllm_version"] = release  # once the engine takes per-release rules
     for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
         if key in given:
             inputs[key] = given[key]
     if exact is None:
         notes.append(f"no KV memory within the log's rounding of {log.kv_memory.text} GiB gives "
                      f"{target:,} tokens under vLLM {VLLM_RULES}'s rules; the calibration keeps "
-                     f"the logged {values[0] / GiB:.2f} GiB")
+                     f"the logged {min(values) / GiB:.2f} GiB")
     return Comparison(
         engine=ENGINE.name, release=release, rules=f"vLLM {terms.rules}", model=spec, gpus=gpus,
         tp=tp, pp=pp, dp=dp, terms=tuple(rows), kv_cache_tokens=target,
@@ -461,6 +462,3 @@ def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None)
         return compare_sglang(log, spec, gpus, release or log.release)
     return compare_vllm(log, spec, gpus, release or log.release)
 
-
-def fraction_text(value: Fraction) -> str:
-    return f"{float(value):g}"
