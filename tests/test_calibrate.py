@@ -36,6 +36,12 @@ AGREEING: dict[str, tuple[str | None, str, int, str, int]] = {
     "vllm-0.19.0-mixtral-8x7b-h100-tp2.log": ("mixtral-8x7b", "h100", 465_936, "56.88x", 8192),
     "vllm-0.19.0-gemma3-27b-h100-tp1.log": ("gemma3-27b", "h100", 36_560, "4.46x", 8192),
     "sglang-0.4.1-llama3.1-8b-h100-tp1.log": (None, "h100", 444_500, "2049", 131072),
+    "sglang-0.4.3.post4-qwq-32b-4xl4-tp4.log": ("qwq-32b", "l4", 46_611, "2049", 131072),
+}
+#: The releases SGLang logs do not state, from their sources (a docs page's date, a Dockerfile).
+RELEASES = {
+    "sglang-0.4.1-llama3.1-8b-h100-tp1.log": "0.4.1",
+    "sglang-0.4.3.post4-qwq-32b-4xl4-tp4.log": "0.4.3.post4",
 }
 
 
@@ -51,8 +57,8 @@ def run(runner: CliRunner, *args: str, stdin: str | None = None) -> Any:
 def calibrate_args(name: str, *extra: str) -> list[str]:
     model, gpus, *_ = AGREEING.get(name, (None, "h100", 0, "", 0))
     args = ["calibrate", str(LOGS / name), "--gpus", gpus, *extra]
-    if name.startswith("sglang-0.4.1"):  # the log states no release; its page dates it
-        args += ["--release", "0.4.1"]
+    if name in RELEASES:
+        args += ["--release", RELEASES[name]]
     return [*args, "--model", model] if model else args
 
 
