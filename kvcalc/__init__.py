@@ -30,6 +30,7 @@ _EXPORTS = {
     "offload": "kvcalc.api",
     "compare": "kvcalc.api",
     "check": "kvcalc.api",
+    "calibrate": "kvcalc.api",
     "SizeResult": "kvcalc.results",
     "BatchResult": "kvcalc.results",
     "DecodeResult": "kvcalc.results",
@@ -38,6 +39,7 @@ _EXPORTS = {
     "OffloadResult": "kvcalc.results",
     "SweepResult": "kvcalc.results",
     "CheckResult": "kvcalc.results",
+    "CalibrateResult": "kvcalc.results",
     "KvcalcError": "kvcalc.errors",
     "InputError": "kvcalc.errors",
     "LayoutError": "kvcalc.errors",
@@ -47,6 +49,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from kvcalc.api import batch as batch
+    from kvcalc.api import calibrate as calibrate
     from kvcalc.api import check as check
     from kvcalc.api import compare as compare
     from kvcalc.api import decode as decode
@@ -71,6 +74,9 @@ if TYPE_CHECKING:
     )
     from kvcalc.results import (
         BatchResult as BatchResult,
+    )
+    from kvcalc.results import (
+        CalibrateResult as CalibrateResult,
     )
     from kvcalc.results import (
         CheckResult as CheckResult,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kvcalc.options import EvictionOptions, KvFormatOptions
     from kvcalc.results import (
         BatchResult,
+        CalibrateResult,
         CheckResult,
         CompareResult,
         DecodeResult,
@@ -90,6 +91,7 @@ class DeploymentInputs(KvFormatInputs, total=False):
     block_size: int | str
     prefix_shared: int | str
     max_num_batched_tokens: int | str
+    calibration: str | Path
 
 
 class CompareInputs(DeploymentInputs, EvictionInputs, total=False):
@@ -370,6 +372,7 @@ def batch(
     from kvcalc.results import BatchResult
 
     _refuse_unknown("batch", inputs, _engine_names(inputs))
+    inputs, engine = _calibrated(inputs, engine)
     deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
         inputs
     )
@@ -416,6 +419,18 @@ def batch(
         max_batch=tuple(n * dep.replicas for n in per_replica),
         _registry=dict,
     )
+
+
+def _calibrated(inputs: Mapping[str, Any], engine: str | None) -> tuple[Any, str | None]:
+    """The inputs with a calibration's measured inputs in place of kvcalc's estimates, and its
+    engine unless another than the default is given
+    (:func:`kvcalc.calibration.calfile.calibrated`)."""
+    if inputs.get("calibration") is None:
+        return inputs, engine
+    from kvcalc.calibration.calfile import calibrated
+
+    merged = calibrated(inputs, engine)
+    return merged, merged.pop("engine", engine)
 
 
 def engine_pool_of(dep: Any, engine: Any, flags: EngineFlags) -> Any:
@@ -590,6 +605,7 @@ def decode(
     from kvcalc.values import check_mfu
 
     _refuse_unknown("decode", inputs, _engine_names(inputs))
+    inputs, engine = _calibrated(inputs, engine)
     _bounded(BATCH, batch)
     check_mbu(mbu)
     check_mfu(mfu)
@@ -681,13 +697,15 @@ def plan(
     roofline: bool = False,
     mfu: float | None = None,
     top: int | None = None,
+    calibration: str | Path | None = None,
 ) -> PlanResult:
     """The fewest GPUs that hold ``users`` sequences of ``ctx`` tokens (default 8k) and meet
     ``max_tpot`` / ``max_ttft`` (``"50ms"``, ``"2s"``): every accelerator (or those of
     ``gpus``), count up to ``max_gpus`` (default 8), tp/pp split, replica count and dtype
     (``weight_dtype``, ``kv_dtype``: several to try); ranked by GPU count, then ``price``
     (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
-    InputError naming the closest."""
+    InputError naming the closest. ``calibration``: a `kvcalc calibrate --write` file; the
+    layouts of its GPU, tp and pp take its measured KV memory in place of the estimate."""
     from kvcalc.engine.plan import PlanRequest, max_batch_rule
     from kvcalc.engine.plan import plan as search
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
@@ -714,6 +732,13 @@ def plan(
     if roofline and mfu is not None:
         fail("--mfu: the roofline holds prefill to the dense peak; drop --mfu or --roofline")
     names = [e.name for e in plan_engines()]
+    cal = None
+    if calibration is not None:
+        from kvcalc.calibration.calfile import load_calibration
+
+        cal = load_calibration(calibration)
+        if engine is None or engine.lower() == DEFAULT_ENGINE:
+            engine = cal.engine
     wanted = (engine or DEFAULT_ENGINE).lower()
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
@@ -745,6 +770,11 @@ def plan(
         mfu=mfu,
         prices=prices,
     )
+    if cal is not None:
+        from dataclasses import replace
+
+        request = replace(request, measured=cal.planned(spec, chosen, request.accelerators,
+                                                        _listed(kv_dtype)))
     result = search(request, max_batch_rule(chosen))
     if not result.layouts:
         fail(nothing_meets(result))
@@ -1002,3 +1032,98 @@ def check(spec: str | Path, *, roofline: bool = False) -> CheckResult:
         deployments=checked,
         passed=all(c.ok for c in checked),
     )
+
+
+# ------------------------------------------------------------------ calibrate
+
+
+def calibrate(
+    log: str | Path,
+    *,
+    model: str | ModelSpec | None = None,
+    gpus: str | None = None,
+    release: str | None = None,
+    write: str | Path | None = None,
+) -> CalibrateResult:
+    """A vLLM or SGLang start-up ``log`` (a path; ``"-"`` reads standard input) beside kvcalc's
+    model of the same start-up: each term the log states (weights, activation peak, non-torch
+    memory, CUDA graphs, KV memory, the token count) as logged, as kvcalc estimates it, and the
+    difference. ``model``, ``gpus`` and ``release`` give what the log does not state (vLLM logs
+    name no GPU). ``exit_code`` is 0 when kvcalc's pool gives the logged token count from the
+    logged memory within the log's rounding, else 1; a file that is no start-up log raises
+    :class:`~kvcalc.calibration.compare.NotAStartupLog`. ``write``: keep the measured terms as a
+    calibration file for ``batch``/``decode``/``check`` (``calibration=``)."""
+    from kvcalc.calibration.calfile import calibration_document, write_calibration
+    from kvcalc.calibration.compare import NotAStartupLog, compare, read_startup_log
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.registry.gpus import parse_gpu_set
+    from kvcalc.render.calibrate import calibrate_report
+    from kvcalc.results import CalibrateResult
+
+    name = str(log)
+    try:
+        startup = read_startup_log(_log_text(name))
+    except NotAStartupLog as exc:
+        raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
+    named = model if model is not None else startup.model
+    if named is None:
+        fail("--model: the log names no model; give it, e.g. --model llama3.1-8b")
+    try:
+        spec = load_model(named, None, None, None)
+    except InputError as exc:
+        if model is not None:
+            raise
+        raise InputError(f"--model: the log's model {str(named)!r} is not one kvcalc knows "
+                         f"({exc}); give --model", field="model") from None
+    if gpus is None:
+        fail("--gpus: the log does not name its GPUs; give them, e.g. --gpus H100")
+    gpu_set = parse_gpu_set(gpus)
+    replica = (startup.tp or 1) * (startup.pp or 1)
+    if gpu_set.count not in (1, replica, replica * (startup.dp or 1)):
+        fail(f"--gpus: {gpus} are not the log's {replica} GPUs per replica "
+             f"(tp {startup.tp or 1} x pp {startup.pp or 1}); give e.g. --gpus "
+             f"{replica}x{gpu_set.accelerator.id}")
+    try:
+        comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release)
+    except NotAStartupLog as exc:
+        raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
+    document = calibration_document(comparison, "-" if name == "-" else Path(name).name)
+    if write is not None:
+        write_calibration(document, write)
+    return CalibrateResult(
+        _report=calibrate_report(comparison, document, None if write is None else str(write)),
+        engine=comparison.engine,
+        release=comparison.release,
+        rules=comparison.rules,
+        model=spec.id,
+        agrees=comparison.agrees,
+        exact=comparison.exact,
+        kv_cache_tokens=comparison.kv_cache_tokens,
+        kv_cache_tokens_kvcalc=comparison.kv_cache_tokens_kvcalc,
+        kv_cache_tokens_estimated=comparison.kv_cache_tokens_estimated,
+        comparison=comparison,
+        calibration=MappingProxyType(document),
+    )
+
+
+def _log_text(name: str) -> str:
+    """The log's text (``-``: standard input), at most MAX_LOG_BYTES, undecodable bytes
+    replaced; a binary file is no log."""
+    import sys
+
+    from kvcalc.calibration.compare import NotAStartupLog
+    from kvcalc.calibration.lines import MAX_LOG_BYTES
+
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_LOG_BYTES + 1)
+        else:
+            with open(name, "rb") as handle:
+                data = handle.read(MAX_LOG_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        fail(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+    if len(data) > MAX_LOG_BYTES:
+        fail(f"{name}: more than {MAX_LOG_BYTES >> 20} MiB; give the start-up's part of the log")
+    if b"\0" in data:
+        raise NotAStartupLog("a binary file")
+    return data.decode("utf-8", errors="replace")

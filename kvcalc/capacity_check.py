@@ -130,7 +130,7 @@ def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> Check
             entry, "judge", "judge: the roofline bound has no band; drop judge or --roofline"
         ))
     try:  # a key out of range is not read again (one line each)
-        options = entry_options(entry)
+        options = entry_options(entry, base)
         parts = resolve_parts(entry, base, options, frozenset(bounds), building=not problems)
     except SpecError as exc:
         problems += exc.problems
@@ -224,11 +224,20 @@ def out_of_range(entry: SpecDeployment) -> dict[str, str]:
     return problems
 
 
-def entry_options(entry: SpecDeployment) -> Options:
-    """The command line's options a deployment's keys give."""
+def entry_options(entry: SpecDeployment, base: Path | None = None) -> Options:
+    """The command line's options a deployment's keys give; a calibration's measured inputs
+    among them (its path relative to the spec file's folder ``base``)."""
+    from kvcalc.calibration.calfile import CalibrationError, calibrated
+
     values: dict[str, Any] = {
         k: str(v) if k in _TEXT_KEYS else v for k, v in entry.values.items()
     }
+    if values.get("calibration") is not None and base is not None:
+        values["calibration"] = str(base / str(values["calibration"]))
+    try:
+        values = calibrated(values)
+    except CalibrationError as exc:
+        raise _problem(entry, "calibration", str(exc).replace("--", "", 1)) from None
     return Options(
         values,
         DeploymentOptions.from_values(values),
@@ -247,10 +256,12 @@ def build(entry: SpecDeployment, options: Options, parts: Parts) -> Built:
         policy, notes = (
             evict.checked(parts.model, [parts.ctx]) if parts.ctx and evict.given() else (None, [])
         )
+        from kvcalc.calibration.calfile import check_calibration
         from kvcalc.engine.inputs import deployment_from
 
         # The library's DeploymentError names its fields: _refusing words them as keys.
         deploy = options.deploy
+        check_calibration(parts.model, parts.gpus, parts.engine, deploy.given_values())
         dep = deployment_from(
             parts.model, parts.gpus, deploy.given_values(), engine=parts.engine,
             eviction=policy, kv_format=deploy.kv_format,

@@ -11,7 +11,7 @@ command pays for them.
 
 from __future__ import annotations
 
-from kvcalc.engine.inputs import DEPLOYMENT, KV_FORMAT, Input
+from kvcalc.engine.inputs import DEPLOYMENT, DEPLOYMENT_INPUTS, KV_FORMAT, Input
 from kvcalc.values import MAX_BATCH
 
 MODEL = "Model"
@@ -203,4 +203,19 @@ def plan_inputs() -> tuple[Input, ...]:
         ),
         MFU,
         Input("top", "count", "layouts shown, best first", default=DEFAULT_TOP, panel=OPTIONS),
+        *(i for i in DEPLOYMENT_INPUTS if i.name == "calibration"),
     )
+
+
+#: `calibrate`'s inputs: what the log does not state, and where to keep the measured terms.
+CALIBRATE_INPUTS = (
+    Input("model", "text", "the model, when the log names none (or names a local path)",
+          metavar="MODEL", panel=OPTIONS),
+    Input("gpus", "text", "the GPUs the log ran on (vLLM logs name none), e.g. H100 or 2xH100",
+          short="-g", metavar="GPU", completion="gpu_sets", panel=OPTIONS),
+    Input("release", "text", "the engine's release, when the log states none, e.g. 0.5.6",
+          metavar="X.Y.Z", panel=OPTIONS),
+    Input("write", "path",
+          "keep the measured terms in this calibration file (for --calibration)",
+          metavar="FILE", panel=OUTPUT),
+)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from kvcalc.calibration.compare import Comparison
     from kvcalc.engine.capacity import Capacity
     from kvcalc.engine.kv import KVSize
     from kvcalc.engine.offload import TierFit
@@ -180,3 +181,28 @@ class CheckResult(Result):
     deployments: tuple[CheckedDeployment, ...]
     passed: bool
     """Whether every requirement of every deployment holds."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class CalibrateResult(Result):
+    """`kvcalc calibrate`: a start-up log beside kvcalc's model of the same start-up."""
+
+    engine: str
+    release: str | None
+    """As the log (or ``release=``) states it."""
+    rules: str
+    """The release whose rules kvcalc applied (``vLLM 0.19``)."""
+    model: str
+    agrees: bool
+    """The logged token count is within what the logged figures give under kvcalc's pool."""
+    exact: bool
+    """The calibration's inputs reproduce the logged token count exactly."""
+    kv_cache_tokens: int
+    """The log's."""
+    kv_cache_tokens_kvcalc: int | None
+    """kvcalc's, from the logged memory."""
+    kv_cache_tokens_estimated: int | None
+    """kvcalc's, from its own estimate of every term."""
+    comparison: Comparison
+    calibration: Mapping[str, Any]
+    """The calibration file's document (what ``write=`` keeps)."""

@@ -25,6 +25,7 @@ from kvcalc.render.vocabulary import COMMANDS, VOCABULARY, SchemaVersion
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
+CALIBRATE = FIXTURES / "calibrate"
 
 SPEC = """\
 deployments:
@@ -76,6 +77,12 @@ RUNS: list[tuple[str, list[str], int]] = [
     ("compare", ["compare", "llama3.1-8b", "--ctx", "8k", "--prompt", "4k", "--gen", "1k"], 0),
     ("offload", ["offload", "llama3.1-8b", "--gpus", "h100"], 0),
     ("offload", ["offload", "llama3-70b", "--gpus", "8xH100", "--ctx", "128k"], 0),
+    ("calibrate", ["calibrate", str(CALIBRATE / "vllm-0.19.0-llama3.1-8b-h100-pp2.log"),
+                   "--gpus", "h100"], 0),
+    ("calibrate", ["calibrate", str(CALIBRATE / "sglang-0.4.1-llama3.1-8b-h100-tp1.log"),
+                   "--gpus", "h100"], 0),
+    ("calibrate", ["calibrate", str(CALIBRATE / "vllm-0.24.0-qwen3.6-35b-a3b-rtx5090-tp1.log"),
+                   "--gpus", "rtx-5090", "--model", "qwen3.6-35b-a3b"], 1),
     ("models", ["models"], 0),
     ("models", ["models", "--check"], 0),
     ("gpus", ["gpus"], 0),
@@ -166,7 +173,9 @@ def test_the_same_quantity_has_the_same_key_in_every_command() -> None:
     assert commands("max_batch") >= {"batch", "sweep", "plan", "compare", "offload"}
     assert commands("tpot_seconds") == commands("roofline_tpot_seconds")
     assert commands("tpot_seconds") == {"decode", "sweep", "plan", "compare"}
-    assert commands("gpus") == {"batch", "decode", "sweep", "plan", "compare", "offload", "check"}
+    assert commands("gpus") == {
+        "batch", "decode", "sweep", "plan", "compare", "offload", "check", "calibrate"
+    }
     # The old names are gone from every document.
     old = {"bytes_per_sequence", "max_sequences", "concurrency", "tpot_estimate_seconds",
            "ttft_estimate_seconds", "tokens_per_second_estimate", "gpu_count", "steps",

@@ -138,6 +138,7 @@ COMMANDS = {
     "offload": "kvcalc.cli.offload",
     "import-hf": "kvcalc.cli.import_hf",
     "check": "kvcalc.cli.check",
+    "calibrate": "kvcalc.cli.calibrate",
 }
 
 

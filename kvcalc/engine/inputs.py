@@ -168,6 +168,12 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     _tokens(
         "prefix_shared", "prompt-prefix tokens shared by all sequences", default=0, minimum=0
     ),
+    Input(
+        "calibration", "path",
+        "calibration.yaml from `kvcalc calibrate LOG --write`: the start-up's measured terms "
+        "in place of kvcalc's estimates (same GPU, model, engine)",
+        metavar="FILE",
+    ),
     _tokens(
         "max_num_batched_tokens",
         "scheduler step: sizes the activation estimate (and vLLM's window charge) "

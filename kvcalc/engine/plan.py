@@ -61,6 +61,9 @@ class PlanRequest:
     """Prefill efficiency of the TTFT estimate; None: each GPU's measured matmul ceiling."""
     prices: Mapping[str, float] | None = None
     """Accelerator id -> price per GPU-hour; the tie-break when given (else watts)."""
+    measured: Mapping[tuple[str, int, int, str | None], int] | None = None
+    """(accelerator id, tp, pp, KV dtype) -> the KV memory per GPU a start-up measured
+    (`kvcalc calibrate`): such layouts take it in place of the estimated budget."""
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -190,11 +193,15 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
 def build(
     model: ModelSpec, accelerator: Accelerator, count: int, tp: int, pp: int,
     weight_dtype: str | None, kv_dtype: str | None,
+    measured: Mapping[tuple[str, int, int, str | None], int] | None = None,
 ) -> Deployment | None:
+    # A measured budget holds for the checkpoint's weights only (it was measured with them).
+    kv_memory = None if measured is None or weight_dtype is not None else measured.get(
+        (accelerator.id, tp, pp, kv_dtype))
     try:
         return deployment(
             model, GpuSet(accelerator, count), tp=tp, pp=pp,
-            weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_memory_bytes=kv_memory,
         )
     except DeploymentError as exc:
         if exc.model_specific:
@@ -235,12 +242,17 @@ class _Search:
         for count in range(1, request.max_gpus + 1):
             best: PlannedLayout | None = None
             for tp, pp, _ in splits(count, model.num_layers):
-                if weights_cannot_fit(bounds[0], usable, tp * pp):
+                # A measured budget is the layout's own: the bounds of the default share do
+                # not hold for it.
+                measured = (accelerator.id, tp, pp, kv_dtype) in (request.measured or {})
+                if not measured and weights_cannot_fit(bounds[0], usable, tp * pp):
                     continue
                 self.weights_fit = True
-                if users_cannot_fit(bounds, usable, count, tp * pp, request.users):
+                if not measured and users_cannot_fit(bounds, usable, count, tp * pp,
+                                                     request.users):
                     continue
-                dep = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype)
+                dep = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype,
+                            request.measured)
                 if dep is None:
                     continue
                 layout = evaluate(dep, request, self.max_batch)

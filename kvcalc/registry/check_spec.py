@@ -151,6 +151,7 @@ def _spec_type(inp: Input) -> Any:
         "fraction": Number,
         "flag": StrictBool,
         "text": str,
+        "path": str,
     }[inp.unit]
 
 

@@ -22,7 +22,7 @@ Rules the names follow (docs/json.md repeats them):
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
@@ -699,6 +699,63 @@ class ModelsDocument(TypedDict):
     models: list[RegistryModel]
 
 
+# ------------------------------------------------------------------ calibrate
+
+
+@with_config(STRICT)
+class CalibrateTerm(TypedDict):
+    term: str
+    stage: int | None
+    unit: str
+    logged: int | float | None
+    kvcalc: int | float | None
+    difference: int | float | None
+    note: str | None
+
+
+@with_config(STRICT)
+class CalibrateWorker(TypedDict):
+    worker: str
+    weights_bytes: NotRequired[int | None]
+    activation_peak_bytes: NotRequired[int | None]
+    non_torch_bytes: NotRequired[int | None]
+    consumed_bytes: NotRequired[int | None]
+    cuda_graph_bytes: NotRequired[int | None]
+    cuda_graph_estimate_bytes: NotRequired[int | None]
+    kv_memory_bytes: NotRequired[int | None]
+    free_before_load_bytes: NotRequired[int | None]
+    free_after_load_bytes: NotRequired[int | None]
+    kv_cache_tokens: NotRequired[int | None]
+
+
+@with_config(STRICT)
+class CalibrateDocument(TypedDict):
+    """`kvcalc calibrate`: a start-up log's terms beside kvcalc's model of the start-up."""
+
+    schema_version: SchemaVersion
+    engine: str
+    release: str | None
+    rules: str
+    model: str
+    gpus: GpuSet
+    tp: int
+    pp: int
+    dp: int
+    agrees: bool
+    exact: bool
+    kv_cache_tokens: int
+    kv_cache_tokens_kvcalc: int | None
+    kv_cache_tokens_low: int | None
+    kv_cache_tokens_high: int | None
+    kv_cache_tokens_estimated: int | None
+    terms: list[CalibrateTerm]
+    workers: list[CalibrateWorker]
+    calibration: dict[str, Any]
+    written: str | None
+    notes: list[str]
+    warnings: NotRequired[list[str]]
+
+
 # ------------------------------------------------------------------ per command
 
 #: Each command's documents, in the order docs/json.md lists them (a command whose document
@@ -718,6 +775,7 @@ COMMANDS: dict[str, tuple[type, ...]] = {
     "compare": (CompareDocument,),
     "offload": (OffloadDocument,),
     "check": (CheckDocument,),
+    "calibrate": (CalibrateDocument,),
     "models": (ModelsDocument, RegistryCheckDocument),
     "gpus": (GpusDocument, RegistryCheckDocument),
 }
@@ -906,6 +964,34 @@ VOCABULARY: dict[str, Term] = {
     "reduction": Term("", "the baseline's bytes over the row's (null: no cache)"),
     "token_passes": Term(TOK, "token passes of the prompt and generation"),
     "note": Term("", "what a row or an outcome means"),
+    "release": Term("", "the engine release a start-up log states (null: not stated)"),
+    "rules": Term("", "the engine and release whose rules kvcalc applied"),
+    "dp": Term("", "data-parallel replicas a start-up log states"),
+    "agrees": Term("", "kvcalc gives the logged token count from the logged memory, within the "
+                       "log's rounding"),
+    "exact": Term("", "the calibration's inputs reproduce the logged token count exactly"),
+    "kv_cache_tokens_kvcalc": Term(TOK, "kvcalc's token count from the log's memory figures"),
+    "kv_cache_tokens_low": Term(TOK, "the same with each figure at the low end of its rounding"),
+    "kv_cache_tokens_high": Term(TOK, "the same with each figure at the high end of its rounding"),
+    "kv_cache_tokens_estimated": Term(TOK, "kvcalc's token count from its own estimates"),
+    "terms": Term("", "one entry per term of the start-up's budget"),
+    "term": Term("", "the term (weights, activation_peak, non_torch, kv_memory, ...)"),
+    "stage": Term("", "the pipeline stage a term is of (null: every stage)"),
+    "logged": Term("", "the figure the log states, in the term's unit"),
+    "kvcalc": Term("", "kvcalc's figure for the term, in its unit"),
+    "difference": Term("", "kvcalc's figure less the logged one"),
+    "workers": Term("", "each worker's (rank's) logged figures"),
+    "worker": Term("", "the worker's label in the log (`TP1`, `Worker_PP0`)"),
+    "weights_bytes": Term(B, "weights one GPU holds, as the worker logged them"),
+    "activation_peak_bytes": Term(B, "the worker's logged activation peak"),
+    "non_torch_bytes": Term(B, "the worker's logged non-torch memory"),
+    "consumed_bytes": Term(B, "weights + non-torch memory, logged as one (later vLLM releases)"),
+    "cuda_graph_bytes": Term(B, "the worker's CUDA-graph memory after capture"),
+    "cuda_graph_estimate_bytes": Term(B, "the worker's logged CUDA-graph estimate"),
+    "kv_memory_bytes": Term(B, "the worker's logged KV cache memory"),
+    "calibration": Term("", "the calibration file's document (`--write`)"),
+    "written": Term("", "the calibration file written (null: none)"),
+    "notes": Term("", "what the comparison rests on"),
     "rows": Term("", "one entry per technique"),
     "skipped": Term("", "the techniques left out, and why"),
     "prompt_tokens": Term(TOK, "the prompt of the no-cache figures (null without --prompt)"),
@@ -935,7 +1021,7 @@ VOCABULARY: dict[str, Term] = {
     "requirements": Term("", "one entry per requirement of the deployment"),
     "requirement": Term("", "the requirement's key (`min_batch`, `max_tpot_ms`, ...)"),
     "limit": Term("", "`min` (a lower bound) or `max` (an upper bound)"),
-    "unit": Term("", "the unit of required, measured and margin"),
+    "unit": Term("", "the unit of required, measured and margin (of logged and kvcalc)"),
     "required": Term("", "the bound, in unit"),
     "measured": Term("", "kvcalc's figure, in unit (null: cannot be measured)"),
     "margin": Term("", "how far measured is on the good side of the bound, in unit"),

@@ -1,0 +1,464 @@
+"""A start-up log beside kvcalc's model of the same start-up: each budget term as logged, as
+kvcalc estimates it, and the difference; the token count kvcalc finds from the logged KV memory
+(within the log's rounding: the pool model's check) and from its own estimates; and the inputs
+that make kvcalc reproduce the logged token count exactly (what ``--write`` keeps).
+
+kvcalc's terms for a vLLM start-up come from one function, :func:`kvcalc_vllm_terms`: the place
+to point at a per-release rule set when there is one. Today it applies vLLM 0.19's rules to
+every release and says so (``rules``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from kvcalc.calibration.lines import Logged
+from kvcalc.calibration.sglang_log import SGLangLog
+from kvcalc.calibration.vllm_log import VLLMLog
+from kvcalc.errors import InputError
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
+    from kvcalc.engine.spec import ModelSpec
+
+#: The vLLM release whose start-up rules kvcalc models (kvcalc.engine.vllm).
+VLLM_RULES = "0.19"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of the start-up, as logged and as kvcalc has it (None: not stated / not
+    modelled). ``unit``: bytes (per GPU), tokens, requests or a fraction."""
+
+    name: str
+    label: str
+    unit: str
+    logged: int | float | None
+    kvcalc: int | float | None
+    stage: int | None = None
+    note: str = ""
+
+    @property
+    def difference(self) -> int | float | None:
+        if self.logged is None or self.kvcalc is None:
+            return None
+        return self.kvcalc - self.logged
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A start-up log and kvcalc's model of it."""
+
+    engine: str
+    release: str | None
+    """As the log (or ``release``) states it; None: not known."""
+    rules: str
+    """The release whose rules kvcalc applied."""
+    model: ModelSpec
+    gpus: GpuSet
+    tp: int
+    pp: int
+    dp: int
+    terms: tuple[Term, ...]
+    kv_cache_tokens: int
+    """The log's token count."""
+    kv_cache_tokens_kvcalc: int | None
+    """kvcalc's, from the logged memory figures (None: kvcalc's model refuses the start-up)."""
+    kv_cache_tokens_range: tuple[int, int] | None
+    """kvcalc's from the logged figures moved to either end of their rounding."""
+    kv_cache_tokens_estimated: int | None
+    """kvcalc's from its own estimates of every term."""
+    inputs: Mapping[str, Any]
+    """The deployment and engine inputs that reproduce the start-up (a calibration's)."""
+    exact: bool
+    """Whether :attr:`inputs` reproduce the logged token count exactly."""
+    workers: tuple[Mapping[str, Any], ...]
+    """Each worker's logged figures (bytes), as it printed them."""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def agrees(self) -> bool:
+        """The logged token count lies within what the logged figures, rounded as printed,
+        give under kvcalc's pool model."""
+        span = self.kv_cache_tokens_range
+        return span is not None and span[0] <= self.kv_cache_tokens <= span[1]
+
+
+def _bytes(figure: Logged | None) -> int | None:
+    return None if figure is None else figure.bytes
+
+
+def smallest_reproducing(
+    tokens_at: Callable[[int], int | None], low: int, high: int, target: int
+) -> int | None:
+    """The fewest bytes in [low, high] at which ``tokens_at`` gives ``target`` tokens (tokens
+    never fall as memory grows), or None when no value in the interval does."""
+    def at(value: int) -> int:
+        found = tokens_at(value)
+        return -1 if found is None else found
+
+    if low > high or at(high) < target:
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if at(mid) >= target:
+            high = mid
+        else:
+            low = mid + 1
+    return low if at(low) == target else None
+
+
+# ------------------------------------------------------------------ vLLM
+
+
+@dataclass(frozen=True)
+class VLLMTerms:
+    """kvcalc's budget of a vLLM start-up, per pipeline stage, in bytes per GPU."""
+
+    rules: str
+    requested: int
+    weights: tuple[int, ...]
+    activation_peak: tuple[int, ...]
+    non_torch: tuple[int, ...]
+    cuda_graph: int
+    """What the budget charges for CUDA graphs (0: captured after the KV cache, 0.19's rule)."""
+    kv_memory: tuple[int, ...]
+
+
+def kvcalc_vllm_terms(dep: Deployment, release: str | None) -> VLLMTerms:
+    """kvcalc's terms for this vLLM start-up: the seam to a per-release rule set. Today vLLM
+    0.19's profiler (:func:`kvcalc.engine.vllm.profile_kv_memory`) for every ``release``."""
+    from kvcalc.engine.overhead import activation_peak, non_torch_memory
+
+    last = dep.pp - 1
+    return VLLMTerms(
+        rules=VLLM_RULES,
+        requested=dep.usable_bytes_per_gpu,
+        weights=dep.weights_per_stage,
+        activation_peak=tuple(
+            activation_peak(dep.model, dep.tp, dep.max_num_batched_tokens, dep.max_num_seqs,
+                            last_stage=s == last, pp=dep.pp)
+            for s in range(dep.pp)
+        ),
+        non_torch=tuple(non_torch_memory(dep.tp, dep.pp) for _ in range(dep.pp)),
+        cuda_graph=0,
+        kv_memory=dep.kv_budget_per_stage,
+    )
+
+
+def _vllm_kv_dtype(text: str | None) -> str | None:
+    """``--kv-cache-dtype`` as kvcalc names it (auto: the model's dtype)."""
+    if text is None or text == "auto":
+        return None
+    return "fp8" if text.startswith("fp8") else text
+
+
+def _vllm_tokens(dep: Deployment, memory: int | tuple[int, ...], length: int) -> int | None:
+    from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
+
+    result = vllm_kv_cache(
+        dep.model, memory, max_model_len=length, kv_dtype=dep.cache.kv, tp=dep.tp, pp=dep.pp,
+        block_size=dep.block_size, max_num_batched_tokens=dep.max_num_batched_tokens,
+        conv_state_dtype=dep.cache.state, ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+    )
+    return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
+
+
+def _stage_memory(log: VLLMLog, pp: int) -> tuple[list[int], list[int], list[int]]:
+    """The KV memory of each stage from the log (value, low, high): the logged "Available KV
+    cache memory" for one stage; with several, each stage's worker's own figure ("Current kv
+    cache memory in use", every worker prints it), else its requested memory less its printed
+    terms (one worker prints the "Available" line: vllm-kv-algorithm.md step 4)."""
+    kv = log.kv_memory
+    assert kv is not None
+    values, lows, highs = [kv.bytes] * pp, [kv.low] * pp, [kv.high] * pp
+    if pp == 1:
+        return values, lows, highs
+    requested = log.requested_memory
+    for stage in range(pp):
+        own = next((w.kv_memory for w in log.workers
+                    if w.stage == stage and w.kv_memory is not None), None)
+        if own is not None:
+            values[stage], lows[stage], highs[stage] = own.bytes, own.low, own.high
+            continue
+        if requested is None:
+            continue
+        worker = next((w for w in log.workers if w.stage == stage
+                       and w.activation_peak is not None
+                       and (w.consumed is not None
+                            or (w.weights is not None and w.non_torch is not None))), None)
+        if worker is None:
+            continue
+        # 0.27+ measures weights + non-torch as one consumed block (vllm-releases.md 4).
+        held = [worker.consumed] if worker.consumed is not None else [worker.weights,
+                                                                       worker.non_torch]
+        parts = [requested, *held, worker.activation_peak]
+        terms = [p for p in parts[1:] if p is not None]
+        values[stage] = requested.bytes - sum(t.bytes for t in terms)
+        slack = sum(p.half_step_bytes for p in parts if p is not None)
+        lows[stage], highs[stage] = values[stage] - slack, values[stage] + slack
+    return values, lows, highs
+
+
+def _worker_payload(worker: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {"worker": worker.label, **{f"{n}_bytes": _bytes(getattr(worker, n)) for n in names}}
+
+
+_VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cuda_graph",
+                      "cuda_graph_estimate", "kv_memory")
+
+
+def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
+    from kvcalc.engine.inputs import deployment_from
+    from kvcalc.engine.serving.vllm import ENGINE
+    from kvcalc.engine.units import GiB
+
+    if log.kv_memory is None:
+        raise NotAStartupLog("it states no \"Available KV cache memory\" (truncated before the "
+                             "profiler's lines?)")
+    # vLLM's default max_model_len is the model's maximum context.
+    length = log.max_model_len or log.concurrency_tokens or spec.max_context
+    if length is None:
+        raise NotAStartupLog("it states no max_model_len (no engine config, no concurrency "
+                             "line) and the model no maximum context")
+    tp, pp, dp = log.tp or 1, log.pp or 1, log.dp or 1
+    given: dict[str, Any] = {"tp": tp, "pp": pp}
+    if log.gpu_memory_utilization is not None:
+        given["gpu_util"] = float(log.gpu_memory_utilization)
+    if log.max_num_batched_tokens is not None:
+        given["max_num_batched_tokens"] = log.max_num_batched_tokens
+    if log.block_size is not None:
+        given["block_size"] = log.block_size
+    kv_dtype = _vllm_kv_dtype(log.kv_cache_dtype)
+    if kv_dtype is not None:
+        given["kv_dtype"] = kv_dtype
+    dep = deployment_from(spec, gpus, given, engine=ENGINE)
+    if log.max_num_seqs is not None:
+        dep = replace(dep, max_num_seqs=log.max_num_seqs)
+    terms = kvcalc_vllm_terms(dep, release)
+    values, lows, highs = _stage_memory(log, pp)
+    logged_tokens = _vllm_tokens(dep, tuple(values), length)
+    span_low, span_high = _vllm_tokens(dep, tuple(lows), length), _vllm_tokens(
+        dep, tuple(highs), length)
+    target = log.kv_cache_tokens
+    assert target is not None
+    exact = smallest_reproducing(lambda m: _vllm_tokens(dep, m, length), min(lows),
+                                 max(highs), target)
+    estimated = _vllm_tokens(dep, terms.kv_memory, length) if min(terms.kv_memory) > 0 else None
+    rows: list[Term] = [
+        Term("gpu_memory", "GPU memory (CUDA total)", "bytes", _bytes(log.total_memory),
+             dep.memory_bytes_per_gpu),
+        Term("requested", "requested (total x utilization)", "bytes",
+             _bytes(log.requested_memory), terms.requested),
+    ]
+    for stage in range(pp):
+        worker = next((w for w in log.workers if w.stage == stage and w.weights is not None),
+                      None) or next((w for w in log.workers if w.stage == stage), None)
+        at = stage if pp > 1 else None
+
+        def row(name: str, label: str, ours: int | None, note: str = "",
+                w: Any = worker, s: int | None = at) -> Term:
+            return Term(name, label, "bytes", _bytes(getattr(w, name, None)), ours, s, note)
+
+        if getattr(worker, "consumed", None) is not None:
+            rows.append(row("consumed", "consumed (weights + non-torch)",
+                            terms.weights[stage] + terms.non_torch[stage]))
+        rows += [
+            row("weights", "weights", terms.weights[stage]),
+            row("activation_peak", "activation peak", terms.activation_peak[stage]),
+            row("non_torch", "non-torch memory", terms.non_torch[stage]),
+            row("cuda_graph", "CUDA graphs",
+                terms.cuda_graph if log.cuda_graph_subtracted else None,
+                "subtracted from the budget" if log.cuda_graph_subtracted
+                else "captured after the KV cache: outside the budget"),
+            Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
+                 at, "" if pp == 1 else "the stage's worker's own figure"),
+        ]
+    rows += [
+        Term("kv_cache_tokens", "KV cache tokens (logged memory)", "tokens", target,
+             logged_tokens),
+        Term("kv_cache_tokens_estimated", "KV cache tokens (kvcalc's estimates)", "tokens",
+             target, estimated),
+    ]
+    notes = []
+    if release is not None and not release.startswith(VLLM_RULES + "."):
+        notes.append(f"vLLM {release}: kvcalc applies vLLM {VLLM_RULES}'s rules (its token line "
+                     "and budget terms), which may differ from this release's")
+    inputs: dict[str, Any] = {"tp": tp, "pp": pp}
+    inputs["kv_memory"] = f"{exact if exact is not None else min(values)}B"
+    if release and any(i.name == "vllm_version" for i in ENGINE.inputs):
+        inputs["vllm_version"] = release  # once the engine takes per-release rules
+    for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
+        if key in given:
+            inputs[key] = given[key]
+    if exact is None:
+        notes.append(f"no KV memory within the log's rounding of {log.kv_memory.text} GiB gives "
+                     f"{target:,} tokens under vLLM {VLLM_RULES}'s rules; the calibration keeps "
+                     f"the logged {min(values) / GiB:.2f} GiB")
+    return Comparison(
+        engine=ENGINE.name, release=release, rules=f"vLLM {terms.rules}", model=spec, gpus=gpus,
+        tp=tp, pp=pp, dp=dp, terms=tuple(rows), kv_cache_tokens=target,
+        kv_cache_tokens_kvcalc=logged_tokens,
+        kv_cache_tokens_range=None if span_low is None or span_high is None
+        else (span_low, span_high),
+        kv_cache_tokens_estimated=estimated, inputs=inputs, exact=exact is not None,
+        workers=tuple(_worker_payload(w, _VLLM_WORKER_TERMS) for w in log.workers),
+        notes=tuple(notes),
+    )
+
+
+# ------------------------------------------------------------------ SGLang
+
+
+def _sglang_kv_dtype(text: str | None) -> str | None:
+    if text is None or text == "auto":
+        return None
+    if text.startswith("fp8"):
+        return "fp8"
+    return {"bfloat16": "bf16", "float16": "fp16", "fp4_e2m1": "nvfp4"}.get(text, text)
+
+
+def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
+                   release: str | None) -> Comparison:
+    from kvcalc.engine.inputs import deployment_from
+    from kvcalc.engine.serving.sglang import ENGINE
+    from kvcalc.engine.sglang import (
+        DEFAULT_VERSION,
+        SGLangOptions,
+        SGLangPool,
+        sglang_pool,
+        sglang_version,
+    )
+
+    before, after = log.min_of("free_before_load"), log.min_of("free_after_load")
+    if before is None or after is None:
+        raise NotAStartupLog("it states no free memory before and after the weights load "
+                             "(\"Load weight begin/end. avail mem\"; truncated?)")
+    target = log.kv_cache_tokens
+    assert target is not None
+    tp, pp, dp = log.tp or 1, log.pp or 1, log.dp or 1
+    given: dict[str, Any] = {"tp": tp, "pp": pp}
+    kv_dtype = _sglang_kv_dtype(log.kv_cache_dtype)
+    if kv_dtype is not None:
+        given["kv_dtype"] = kv_dtype
+    dep = deployment_from(spec, gpus, given, engine=ENGINE)
+    version = sglang_version(release) if release else DEFAULT_VERSION
+    base = SGLangOptions(
+        version=version, page_size=log.page_size or 1, context_length=log.context_length,
+        max_total_tokens=log.max_total_tokens,
+        chunked_prefill_size=log.chunked_prefill_size if (log.chunked_prefill_size or 0) > 0
+        else None,
+        cuda_graph_max_bs=log.cuda_graph_max_bs,
+    )
+    estimate = sglang_pool(dep, base)
+    mfs = log.mem_fraction_static
+
+    def tokens(pre: int, post: int) -> int | None:
+        opts = replace(base, mem_fraction_static=mfs, free_before_load_bytes=pre,
+                       free_after_load_bytes=min(post, pre))
+        pool = sglang_pool(dep, opts)
+        return pool.max_total_num_tokens if isinstance(pool, SGLangPool) else None
+
+    logged_tokens = tokens(before.bytes, after.bytes)
+    span = (tokens(before.high, after.low), tokens(before.low, after.high))
+    exact = smallest_reproducing(lambda post: tokens(before.bytes, post), after.low,
+                                 min(after.high, before.bytes), target)
+    estimated_pool = estimate if isinstance(estimate, SGLangPool) else None
+    memory = estimate.memory
+    weights = log.min_of("weights")
+    logged_weights = weights.bytes if weights is not None else before.bytes - after.bytes
+    k, v = log.first_of("k_size"), log.first_of("v_size")
+    rows = [
+        Term("mem_fraction_static", "mem_fraction_static", "fraction",
+             None if mfs is None else float(mfs), float(memory.mem_fraction_static),
+             note=f"SGLang {version}'s default rule"),
+        Term("free_before_load", "free memory before the weights", "bytes", before.bytes,
+             memory.free_before_load_bytes),
+        Term("weights", "weights (load mem usage)", "bytes", logged_weights,
+             max(dep.weights_per_stage)),
+        Term("free_after_load", "free memory after the weights", "bytes", after.bytes,
+             memory.free_after_load_bytes),
+        Term("kv_memory", "KV cache (K + V)", "bytes",
+             None if k is None or v is None else k.bytes + v.bytes,
+             None if estimated_pool is None else estimated_pool.kv_pool_bytes),
+        Term("kv_cache_tokens", "KV cache tokens (logged memory)", "tokens", target,
+             logged_tokens),
+        Term("kv_cache_tokens_estimated", "KV cache tokens (kvcalc's estimates)", "tokens",
+             target, None if estimated_pool is None else estimated_pool.max_total_num_tokens),
+        Term("max_running_requests", "max_running_requests", "requests",
+             log.max_running_requests,
+             None if estimated_pool is None else estimated_pool.max_running_requests),
+    ]
+    inputs: dict[str, Any] = {"tp": tp, "pp": pp}
+    if release:
+        inputs["sglang_version"] = str(version)
+    if mfs is not None:
+        inputs["mem_fraction_static"] = float(mfs)
+    inputs["free_before_load"] = f"{before.bytes}B"
+    inputs["free_after_load"] = f"{exact if exact is not None else after.bytes}B"
+    if log.page_size and log.page_size != 1:
+        inputs["page_size"] = log.page_size
+    if log.max_total_tokens:
+        inputs["max_total_tokens"] = log.max_total_tokens
+    if kv_dtype is not None:
+        inputs["kv_dtype"] = kv_dtype
+    notes = [] if release else [
+        f"the log states no SGLang release: the default share is SGLang {version}'s rule "
+        "(give --release)"
+    ]
+    rank_terms = ("free_before_load", "free_after_load", "weights")
+    return Comparison(
+        engine=ENGINE.name, release=release, rules=f"SGLang {version}", model=spec, gpus=gpus,
+        tp=tp, pp=pp, dp=dp, terms=tuple(rows), kv_cache_tokens=target,
+        kv_cache_tokens_kvcalc=logged_tokens,
+        kv_cache_tokens_range=None if None in span else span,  # type: ignore[arg-type]
+        kv_cache_tokens_estimated=None if estimated_pool is None
+        else estimated_pool.max_total_num_tokens,
+        inputs=inputs, exact=exact is not None,
+        workers=tuple({**_worker_payload(r, rank_terms), "kv_cache_tokens": r.kv_cache_tokens}
+                      for r in log.ranks),
+        notes=tuple(notes),
+    )
+
+
+# ------------------------------------------------------------------ reading a log
+
+
+class NotAStartupLog(InputError):
+    """A file that states no start-up of a serving engine kvcalc reads (or not enough of one)."""
+
+
+StartupLog = VLLMLog | SGLangLog
+
+
+def read_startup_log(text: str) -> StartupLog:
+    """The start-up ``text`` holds, as its engine's parser reads it."""
+    from kvcalc.calibration.lines import log_lines
+    from kvcalc.calibration.sglang_log import is_sglang_log, parse_sglang_log
+    from kvcalc.calibration.vllm_log import is_vllm_log, parse_vllm_log
+
+    lines = log_lines(text)
+    log: StartupLog
+    if is_sglang_log(lines):
+        log = parse_sglang_log(lines)
+        what = "SGLang's \"max_total_num_tokens=\" or \"#tokens:\""
+    elif is_vllm_log(lines):
+        log = parse_vllm_log(lines)
+        what = "vLLM's \"GPU KV cache size: N tokens\""
+    else:
+        raise NotAStartupLog("no vLLM or SGLang start-up line in it (\"GPU KV cache size\", "
+                             "\"KV Cache is allocated\")")
+    if log.kv_cache_tokens is None:
+        raise NotAStartupLog(f"it ends before {what} line (truncated?)")
+    return log
+
+
+def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
+    """``log`` beside kvcalc's model of it for ``spec`` on ``gpus`` (the log's tp x pp)."""
+    if isinstance(log, SGLangLog):
+        return compare_sglang(log, spec, gpus, release or log.release)
+    return compare_vllm(log, spec, gpus, release or log.release)
+

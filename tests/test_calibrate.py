@@ -1,0 +1,406 @@
+"""`kvcalc calibrate` against real public start-up logs (tests/fixtures/calibrate/, each with its
+source on its first line and in the README there): the parsers read each figure the log prints,
+kvcalc's pool gives the logged token count from the logged memory within the log's rounding,
+and a calibration written from a log makes `batch`/`check` reproduce the log's token count and
+concurrency exactly (the issue's goal). The expected figures below are the logs' own lines,
+never kvcalc's output."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import kvcalc
+from kvcalc.calibration.compare import NotAStartupLog, read_startup_log
+from kvcalc.calibration.lines import log_lines
+from kvcalc.calibration.sglang_log import SGLangLog
+from kvcalc.calibration.vllm_log import VLLMLog
+from kvcalc.cli.app import app
+
+LOGS = Path(__file__).parent / "fixtures" / "calibrate"
+
+#: log file -> (--model, --gpus, the log's "GPU KV cache size" / max_total_num_tokens, its
+#: concurrency line ("Maximum concurrency ... Nx" / max_running_requests), its request length).
+AGREEING: dict[str, tuple[str | None, str, int, str, int]] = {
+    "vllm-0.19.0-llama3.1-8b-h100-tp2.log": (None, "h100", 1_044_688, "127.53x", 8192),
+    "vllm-0.19.0-llama3.1-8b-h100-pp2.log": (None, "h100", 1_075_312, "131.26x", 8192),
+    "vllm-0.19.0-qwen2.5-7b-h100-tp1.log": ("qwen2.5-7b", "h100", 1_096_000, "133.79x", 8192),
+    "vllm-0.19.0-qwen3-8b-h100-tp1.log": ("qwen3-8b", "h100", 418_688, "51.11x", 8192),
+    "vllm-0.19.0-mixtral-8x7b-h100-tp2.log": ("mixtral-8x7b", "h100", 465_936, "56.88x", 8192),
+    "vllm-0.19.0-gemma3-27b-h100-tp1.log": ("gemma3-27b", "h100", 36_560, "4.46x", 8192),
+    "sglang-0.4.1-llama3.1-8b-h100-tp1.log": (None, "h100", 444_500, "2049", 131072),
+    "sglang-0.4.3.post4-qwq-32b-4xl4-tp4.log": ("qwq-32b", "l4", 46_611, "2049", 131072),
+}
+#: The releases SGLang logs do not state, from their sources (a docs page's date, a Dockerfile).
+RELEASES = {
+    "sglang-0.4.1-llama3.1-8b-h100-tp1.log": "0.4.1",
+    "sglang-0.4.3.post4-qwq-32b-4xl4-tp4.log": "0.4.3.post4",
+}
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def run(runner: CliRunner, *args: str, stdin: str | None = None) -> Any:
+    return runner.invoke(app, list(args), input=stdin)
+
+
+def calibrate_args(name: str, *extra: str) -> list[str]:
+    model, gpus, *_ = AGREEING.get(name, (None, "h100", 0, "", 0))
+    args = ["calibrate", str(LOGS / name), "--gpus", gpus, *extra]
+    if name in RELEASES:
+        args += ["--release", RELEASES[name]]
+    return [*args, "--model", model] if model else args
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_vllm_fields_are_read_as_printed() -> None:
+    log = read_startup_log((LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log").read_text())
+    assert isinstance(log, VLLMLog)
+    assert (log.release, log.model) == ("0.19.0", "meta-llama/Llama-3.1-8B-Instruct")
+    assert (log.tp, log.pp, log.dp) == (2, 1, 1)
+    assert str(log.gpu_memory_utilization) == "19/20"
+    assert (log.max_model_len, log.max_num_batched_tokens, log.max_num_seqs) == (8192, 8192, 1024)
+    assert (log.kv_cache_tokens, log.max_concurrency, log.num_gpu_blocks) == (
+        1_044_688, 127.53, 65_293)
+    assert str(log.total_memory) == "79.19 GiB" and str(log.requested_memory) == "75.23 GiB"
+    # Both TP workers print their budget; one prints the KV line.
+    assert sorted(w.label for w in log.workers) == ["Worker_TP0", "Worker_TP1"]
+    for worker in log.workers:
+        assert [str(getattr(worker, t)) for t in ("weights", "activation_peak", "non_torch",
+                                                  "cuda_graph", "cuda_graph_estimate")] == [
+            "7.51 GiB", "1.89 GiB", "2.07 GiB", "0.76 GiB", "1.69 GiB"]
+    assert str(log.kv_memory) == "63.76 GiB" and not log.cuda_graph_subtracted
+
+
+def test_every_pipeline_stage_is_read_from_its_worker() -> None:
+    log = read_startup_log((LOGS / "vllm-0.19.0-llama3.1-8b-h100-pp2.log").read_text())
+    assert isinstance(log, VLLMLog)
+    stages = {w.stage: w for w in log.workers}
+    assert str(stages[0].activation_peak) == "1.1 GiB"  # vLLM drops the trailing zero
+    assert str(stages[1].activation_peak) == "2.01 GiB"
+    # One worker prints "Available KV cache memory"; each its own "Current kv cache memory".
+    assert [str(stages[s].kv_memory) for s in (0, 1)] == ["66.54 GiB", "65.63 GiB"]
+
+
+def test_sglang_fields_are_read_as_printed() -> None:
+    log = read_startup_log((LOGS / "sglang-0.4.1-llama3.1-8b-h100-tp1.log").read_text())
+    assert isinstance(log, SGLangLog)
+    assert (log.model, log.tp, str(log.mem_fraction_static)) == (
+        "meta-llama/Meta-Llama-3.1-8B-Instruct", 1, "22/25")
+    assert (log.kv_cache_tokens, log.max_running_requests, log.context_len) == (
+        444_500, 2049, 131_072)
+    (rank,) = log.ranks
+    assert (rank.label, str(rank.free_before_load), str(rank.free_after_load)) == (
+        "TP0", "78.81 GiB", "63.72 GiB")
+    assert str(rank.k_size) == str(rank.v_size) == "27.13 GiB"
+
+
+def test_colours_timestamps_and_prefixes_are_ignored() -> None:
+    plain = ("(Worker_TP1 pid=445) INFO 04-22 01:36:26 [gpu_worker.py:436] Available KV cache "
+             "memory: 63.76 GiB")
+    coloured = f"2026-04-22T01:36:26.123Z \x1b[36m{plain}\x1b[0m\r"
+    (line,) = log_lines(coloured)
+    assert (line.worker, line.pid) == ("Worker_TP1", 445)
+    assert line.text.endswith("Available KV cache memory: 63.76 GiB")
+    (rank,) = log_lines("\x1b[32m[2026-01-31 13:50:39 DP0 TP1 EP1]\x1b[0m KV Cache is allocated.")
+    assert rank.worker == "DP0 TP1 EP1"
+
+
+def test_a_log_that_is_no_start_up_or_is_cut_short_is_refused() -> None:
+    with pytest.raises(NotAStartupLog, match="no vLLM or SGLang start-up line"):
+        read_startup_log("hello\nworld\n")
+    text = (LOGS / "vllm-0.19.0-qwen3-8b-h100-tp1.log").read_text()
+    cut = text[: text.index("GPU KV cache size")]
+    with pytest.raises(NotAStartupLog, match="ends before vLLM's \"GPU KV cache size"):
+        read_startup_log(cut)
+
+
+# ------------------------------------------------------------------ exit codes
+
+
+@pytest.mark.parametrize("name", sorted(AGREEING))
+def test_each_real_log_agrees_within_its_rounding(runner: CliRunner, name: str) -> None:
+    result = run(runner, *calibrate_args(name), "--format", "json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    doc = json.loads(result.stdout)
+    tokens = AGREEING[name][2]
+    assert doc["agrees"] and doc["exact"] and doc["kv_cache_tokens"] == tokens
+    assert doc["kv_cache_tokens_low"] <= tokens <= doc["kv_cache_tokens_high"]
+    # The estimate from kvcalc's own terms, beside: within 1 % of the log on the vLLM 0.19
+    # H100 runs (its overhead constants were fitted on such runs); SGLang's free memory before
+    # the weights is estimated far less closely (4x L4: 19.74 GiB against 21.63 logged).
+    if name.startswith("vllm-"):
+        assert abs(doc["kv_cache_tokens_estimated"] - tokens) / tokens < 0.01
+
+
+def test_a_later_release_does_not_agree_and_says_whose_rules(runner: CliRunner) -> None:
+    # vLLM 0.24 logs max_concurrency x max_model_len, not 0.19's blocks line; a hybrid model.
+    args = ["calibrate", str(LOGS / "vllm-0.24.0-qwen3.6-35b-a3b-rtx5090-tp1.log"),
+            "--gpus", "rtx-5090", "--model", "qwen3.6-35b-a3b"]
+    result = run(runner, *args)
+    assert result.exit_code == 1
+    assert "does not agree" in result.stdout
+    assert "vLLM 0.24.0: kvcalc applies vLLM 0.19's rules" in result.stdout
+
+
+def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("just some text\n")
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\x00\x01GPU KV cache size: 3 tokens")
+    for path in (other, binary, tmp_path / "missing.log"):
+        result = run(runner, "calibrate", str(path), "--gpus", "h100")
+        assert result.exit_code == 2
+        assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_truncated_log_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    text = (LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log").read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(text[: text.index("Available KV cache memory")])
+    result = run(runner, "calibrate", str(cut), "--gpus", "h100")
+    assert result.exit_code == 2 and "truncated" in result.stderr
+
+
+def test_stdin_is_read_with_a_dash(runner: CliRunner) -> None:
+    text = (LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log").read_text()
+    result = run(runner, "calibrate", "-", "--gpus", "2xH100", stdin=text)
+    assert result.exit_code == 0 and "1,044,688" in result.stdout
+
+
+def test_a_log_without_its_gpus_needs_them(runner: CliRunner) -> None:
+    result = run(runner, "calibrate", str(LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log"))
+    assert result.exit_code == 2 and "--gpus: the log does not name its GPUs" in result.stderr
+
+
+# ------------------------------------------------------------------ JSON and the API
+
+
+def test_the_api_result_is_the_json_document(runner: CliRunner) -> None:
+    name = "vllm-0.19.0-llama3.1-8b-h100-tp2.log"
+    result = kvcalc.calibrate(log=LOGS / name, gpus="h100")
+    cli = json.loads(run(runner, *calibrate_args(name), "--format", "json").stdout)
+    assert result.to_dict() == cli
+    assert (result.kv_cache_tokens, result.agrees, result.rules) == (1_044_688, True, "vLLM 0.19")
+    terms = {(t["term"], t["stage"]): t for t in cli["terms"]}
+    kv = terms["kv_memory", None]
+    assert kv["logged"] == round(63.76 * 2**30) and kv["unit"] == "bytes"
+    assert kv["difference"] == kv["kvcalc"] - kv["logged"]
+    assert [w["worker"] for w in cli["workers"]] == ["Worker_TP1", "Worker_TP0"]
+
+
+# ------------------------------------------------------------------ --write, then --calibration
+
+
+def _concurrency(stdout: str) -> str:
+    found = re.search(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+x)", stdout)
+    if found is None:
+        found = re.search(r"max_running_requests=(\d+)", stdout)
+    assert found is not None, stdout
+    return found[1]
+
+
+@pytest.mark.parametrize("name", sorted(AGREEING))
+def test_a_calibration_reproduces_the_log_exactly(
+    runner: CliRunner, tmp_path: Path, name: str
+) -> None:
+    model, gpus, tokens, concurrency, length = AGREEING[name]
+    cal = tmp_path / "calibration.yaml"
+    written = run(runner, *calibrate_args(name, "--write", str(cal)))
+    assert written.exit_code == 0 and cal.is_file()
+    log = read_startup_log((LOGS / name).read_text())
+    replica = (log.tp or 1) * (log.pp or 1)
+    args = ["batch", model or "llama3.1-8b", "--gpus", f"{replica}x{gpus}",
+            "--calibration", str(cal)]
+    if isinstance(log, VLLMLog):
+        args += ["--max-model-len", str(length)]
+    result = run(runner, *args)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert f"{tokens:,} tokens" in result.stdout or f"#tokens: {tokens}," in result.stdout
+    assert _concurrency(result.stdout) == concurrency
+
+
+def test_a_spec_file_takes_a_calibration(runner: CliRunner, tmp_path: Path) -> None:
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write", str(cal)))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "deployments:\n  - model: llama3.1-8b\n    gpus: 2xH100\n    ctx: 8k\n"
+        f"    calibration: {cal}\n    require:\n      min_batch: 131\n"
+    )
+    result = run(runner, "check", str(spec), "--format", "json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "131 seq" in run(runner, "check", str(spec)).stdout
+
+
+@pytest.fixture
+def calibration(runner: CliRunner, tmp_path: Path) -> Path:
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-tp2.log", "--write", str(cal)))
+    return cal
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["qwen3-8b", "--gpus", "2xH100"], "measured with llama3.1-8b, not qwen3-8b"),
+        (["llama3.1-8b", "--gpus", "2xH200"], "measured on h100-sxm, not h200"),
+        (["llama3.1-8b", "--gpus", "2xH100", "--tp", "1"], "--tp: --calibration"),
+        (["llama3.1-8b", "--gpus", "2xH100", "--gpu-util", "0.8"], "--gpu-util: --calibration"),
+        (["llama3.1-8b", "--gpus", "2xH100", "--engine", "sglang"], "measured with vllm"),
+    ],
+)
+def test_a_calibration_for_another_deployment_is_refused(
+    runner: CliRunner, calibration: Path, args: list[str], message: str
+) -> None:
+    result = run(runner, "batch", *args, "--calibration", str(calibration))
+    assert result.exit_code == 2 and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_command_that_does_not_apply_it_refuses_it(runner: CliRunner,
+                                                      calibration: Path) -> None:
+    result = run(runner, "offload", "llama3.1-8b", "--gpus", "2xH100",
+                 "--calibration", str(calibration))
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+HOSTILE = {
+    "python tag": "kvcalc_calibration: 1\nengine: !!python/object/apply:os.system ['true']\n",
+    "alias bomb": "a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n",
+    "not a mapping": "- 1\n- 2\n",
+    "no format": "engine: vllm\n",
+    "unknown key": "kvcalc_calibration: 1\nengine: vllm\nrm_rf: true\n",
+    "unknown input": (
+        "kvcalc_calibration: 1\nengine: vllm\nmodel: llama3.1-8b\ngpu: h100-sxm\ntp: 2\npp: 1\n"
+        "inputs: {gpu_util: 0.99}\n"
+    ),
+    "bad value": (
+        "kvcalc_calibration: 1\nengine: vllm\nmodel: llama3.1-8b\ngpu: h100-sxm\ntp: 2\npp: 1\n"
+        "inputs: {kv_memory: [1, 2]}\n"
+    ),
+    "huge": "kvcalc_calibration: 1\n" + "# x\n" * 40_000,
+    "not yaml": "kvcalc_calibration: [1\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_calibration_file_is_one_line(
+    runner: CliRunner, tmp_path: Path, kind: str
+) -> None:
+    bad = tmp_path / "calibration.yaml"
+    bad.write_text(HOSTILE[kind])
+    result = run(runner, "batch", "llama3.1-8b", "--gpus", "2xH100", "--calibration", str(bad))
+    assert result.exit_code == 2, (kind, result.stdout, result.stderr)
+    assert result.stderr.startswith(f"Error: --calibration {bad}: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_plan_takes_the_measured_budget_of_the_calibrated_layout(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # The PP2 log holds 131.26 requests of 8k: with its calibration, plan finds that 2 H100s
+    # in two stages serve 131 users (the estimated budget at the default share holds fewer).
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write", str(cal)))
+    args = ["plan", "llama3.1-8b", "--users", "131", "--ctx", "8k", "--gpus", "H100"]
+    measured = json.loads(run(runner, *args, "--calibration", str(cal), "--format", "json").stdout)
+    best = measured["layouts"][0]
+    assert (best["gpus"]["count"], best["tp"], best["pp"], best["max_batch"]) == (2, 1, 2, 131)
+    estimated = json.loads(run(runner, *args, "--engine", "vllm", "--format", "json").stdout)
+    assert estimated["layouts"][0]["gpus"]["count"] > 2
+    other = run(runner, *args[:-1], "H200", "--calibration", str(cal))
+    assert other.exit_code == 2 and "measured on h100-sxm" in other.stderr
+
+
+def test_later_and_earlier_releases_lines_are_read() -> None:
+    # vLLM 0.27.1 (CUDA-graph profiling on by default, the estimate subtracted), an excerpt
+    # that ends before the token line.
+    lines = log_lines((LOGS / "vllm-0.27.1-tp2-excerpt.log").read_text())
+    from kvcalc.calibration.vllm_log import parse_vllm_log
+
+    late = parse_vllm_log(lines)
+    assert late.cuda_graph_subtracted and str(late.kv_memory) == "6.87 GiB"
+    assert sorted(str(w.cuda_graph_estimate) for w in late.workers) == ["0.36 GiB"] * 2
+    assert late.kv_cache_tokens is None
+    # November 2025 (0.11 era): EngineCore_DP0 prints the pool, twice the concurrency line.
+    early = read_startup_log((LOGS / "vllm-0.11-kimi-linear-tp2-excerpt.log").read_text())
+    assert isinstance(early, VLLMLog)
+    assert (early.kv_cache_tokens, early.max_concurrency, early.concurrency_tokens) == (
+        75_840, 2.48, 120_000)
+    assert str(early.kv_memory) == "2.30 GiB"
+
+
+def test_an_excerpt_without_its_token_line_exits_2(runner: CliRunner) -> None:
+    result = run(runner, "calibrate", str(LOGS / "vllm-0.27.1-tp2-excerpt.log"), "--gpus", "h100")
+    assert result.exit_code == 2 and "GPU KV cache size" in result.stderr
+
+
+def test_a_spec_file_reads_its_calibration_beside_it(runner: CliRunner, tmp_path: Path) -> None:
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write",
+                                str(tmp_path / "cal.yaml")))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "deployments:\n  - model: qwen3-8b\n    gpus: 2xH100\n    ctx: 8k\n"
+        "    calibration: cal.yaml\n    require:\n      min_batch: 1\n"
+        "  - model: llama3.1-8b\n    gpus: 2xH100\n    ctx: 8k\n"
+        "    calibration: missing.yaml\n    require:\n      min_batch: 1\n"
+    )
+    result = run(runner, "check", str(spec))
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert f"{spec}:5: " in lines[0] and "measured with llama3.1-8b, not qwen3-8b" in lines[0]
+    assert f"{spec}:11: " in lines[1] and "missing.yaml: no such file" in lines[1]
+
+
+def test_a_later_release_quoted_in_part_still_agrees(runner: CliRunner) -> None:
+    # vLLM 0.27.1 on a DGX Spark: "Current kv cache memory in use is 69.4 GiB", no
+    # max_model_len quoted (vLLM's default: the model's maximum); a dense model's token line is
+    # the same under 0.19's and 0.27's formulas (blocks x 16 = concurrency x max_model_len).
+    name = "vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log"
+    result = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
+                 "qwen3-0.6b", "--format", "json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    doc = json.loads(result.stdout)
+    assert doc["kv_cache_tokens"] == 649_728 and doc["agrees"]
+    consumed = next(t for t in doc["terms"] if t["term"] == "consumed")
+    assert consumed["logged"] == round(3.35 * 2**30)
+
+
+def test_decode_and_the_api_take_a_calibration(runner: CliRunner, tmp_path: Path) -> None:
+    cal = tmp_path / "calibration.yaml"
+    run(runner, *calibrate_args("vllm-0.19.0-llama3.1-8b-h100-pp2.log", "--write", str(cal)))
+    # The log's "Maximum concurrency for 8,192 tokens per request: 131.26x": 131 whole requests.
+    result = kvcalc.batch("llama3.1-8b", gpus="2xH100", calibration=str(cal),
+                          max_model_len="8k")
+    assert (result.engine, result.max_batch) == ("vllm", (131,))
+    timed = kvcalc.decode("llama3.1-8b", gpus="2xH100", calibration=str(cal), ctx="8k")
+    assert timed.batch == (131,)
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.integers(0, 60))
+def test_the_search_finds_the_fewest_bytes_that_give_the_target(
+    steps: list[int], target: int
+) -> None:
+    from kvcalc.calibration.compare import smallest_reproducing
+
+    # A non-decreasing token count over memory 0..n-1, as a pool's is.
+    counts = [sum(steps[: i + 1]) for i in range(len(steps))]
+    found = smallest_reproducing(lambda m: counts[m], 0, len(counts) - 1, target)
+    if target in counts:
+        assert found == counts.index(target)
+    else:
+        assert found is None
