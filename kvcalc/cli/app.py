@@ -711,7 +711,7 @@ def input_option(
     """The command-line option of a declared input (:mod:`kvcalc.engine.inputs`), and the type
     its value reaches the command as; ``default`` (``...``: required) and ``help`` override the
     declaration's."""
-    names = (inp.flag, inp.short) if inp.short else (inp.flag,)
+    names = (inp.flag, *inp.aliases, *((inp.short,) if inp.short else ()))
     value = inp.default if default is None else default
     text = inp.help if help is None else help
     extra: dict[str, Any] = {"rich_help_panel": inp.panel}

@@ -63,6 +63,9 @@ class Input(NamedTuple):
     bare_unit: str | None = None
     repeatable: bool = False
     """Given once per value (``--tier A --tier B``): its value is a list."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings the command line takes (vLLM's ``--kv-cache-memory`` for
+    ``--kv-memory``); errors name the input by :attr:`flag`."""
 
     @property
     def flag(self) -> str:
@@ -96,7 +99,10 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         minimum=1, maximum=4096,
     ),
     Input("pp", "count", "pipeline parallel stages", default=1, minimum=1, maximum=1024),
-    Input("gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]"),
+    Input(
+        "gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]",
+        aliases=("--gpu-memory-utilization",),
+    ),
     Input(
         "reserve", "fraction", "instead of --gpu-util/--overhead: fraction of memory reserved"
     ),
@@ -114,7 +120,7 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     Input(
         "kv_memory", "bytes",
         "KV budget per GPU directly, e.g. 52GiB [default: what the memory leaves]",
-        metavar="SIZE",
+        metavar="SIZE", aliases=("--kv-cache-memory", "--kv-cache-memory-bytes"),
     ),
     Input(
         "weight_dtype", "text",
