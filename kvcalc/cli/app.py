@@ -734,6 +734,10 @@ def input_option(
         return (int | None if optional else int), option
     if inp.unit == "fraction":
         return (float | None), typer.Option(value, *names, help=text, **extra)
+    if inp.unit == "flag" and optional:
+        # On, off or not given (the engine's default): --name/--no-name.
+        pair = "/".join((names[0], "--no-" + names[0].removeprefix("--")))
+        return (bool | None), typer.Option(None, pair, *names[1:], help=text, **extra)
     if inp.unit == "flag":
         return bool, typer.Option(bool(value), *names, help=text, **extra)
     if inp.unit == "path":

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.hardware import GpuSet
@@ -129,6 +129,13 @@ class Deployment:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     eviction: Eviction = KEEP_ALL
     """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
+    data_parallel: bool = False
+    """The replicas are one engine's data-parallel group (vLLM ``--data-parallel-size``), whose
+    MoE layers spread the routed experts over every rank of it (:meth:`moe_ranks`); False:
+    independent engines, each holding all the experts on its tp ranks."""
+    expert_parallel: bool = False
+    """Routed experts held whole, split across the MoE ranks (vLLM ``--enable-expert-parallel``),
+    instead of every expert split by rows."""
     tp_given: bool = field(default=True, compare=False)
     """False when :func:`deployment` chose tp (:func:`choose_tp`)."""
     tp_reason: str | None = field(default=None, compare=False)
@@ -220,8 +227,16 @@ class Deployment:
         if self.weights_total_bytes is not None:
             per_gpu = -(-self.weights_total_bytes // self.gpus_per_replica)
             return tuple(per_gpu for _ in self.stages)
-        stages = weights_per_gpu(self.model, self.weights, self.tp, self.pp)
+        stages = weights_per_gpu(
+            self.model, self.weights, self.tp, self.pp, self.moe_ranks, self.expert_parallel
+        )
         return tuple(s.bytes_per_gpu for s in stages)
+
+    @property
+    def moe_ranks(self) -> int:
+        """The ranks the routed experts are spread over: tp, or tp x the replicas of a
+        data-parallel group (vLLM ``flatten_tp_across_dp_and_pcp``)."""
+        return self.tp * (self.replicas if self.data_parallel else 1)
 
     @cached_property
     def overhead_per_stage(self) -> tuple[int, ...]:
@@ -511,7 +526,7 @@ def deployment(
         weights = weight_precision(model, weight_dtype)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None
-    given = {k: v for k, v in figures.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in figures.items() if v is not None}
 
     def build(tp: int, choice: TpChoice | None = None) -> Deployment:
         return Deployment(

@@ -241,6 +241,17 @@ class BatchVllmDocument(EngineDocument):
 
     block_size: int | None
     max_num_batched_tokens: int
+    gpu_memory_utilization: float | None
+    kv_cache_memory_bytes: int | None
+    max_num_seqs: int | None
+    decode_context_parallel_size: int
+    data_parallel_size: int | None
+    enable_expert_parallel: bool
+    enable_prefix_caching: bool
+    mamba_cache_mode: str | None
+    num_speculative_tokens: int
+    draft_layers: int
+    draft_weight_bytes_per_gpu: int
     num_blocks: int | None
     kv_cache_tokens: int | None
     max_concurrency: float | None
@@ -772,6 +783,19 @@ VOCABULARY: dict[str, Term] = {
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
     "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),
+    "gpu_memory_utilization": Term(
+        "fraction", "vLLM's --gpu-memory-utilization (null: --kv-cache-memory given)"
+    ),
+    "kv_cache_memory_bytes": Term(B, "vLLM's --kv-cache-memory per GPU, or null"),
+    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs capping max_batch_per_replica, or null"),
+    "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
+    "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
+    "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),
+    "enable_prefix_caching": Term("", "vLLM's prefix caching, given or its default"),
+    "mamba_cache_mode": Term("", "vLLM's state mode (`none`, `align`; null: no states)"),
+    "num_speculative_tokens": Term(TOK, "vLLM's MTP speculative tokens (0: none)"),
+    "draft_layers": Term("", "MTP layers whose KV joins vLLM's pool"),
+    "draft_weight_bytes_per_gpu": Term(B, "the MTP layers' weights on one GPU"),
     "num_blocks": Term("", "blocks in the engine's pool (vLLM num_gpu_blocks, TensorRT-LLM's)"),
     "kv_cache_tokens": Term(TOK, "tokens the engine's pool holds (vLLM \"GPU KV cache size\")"),
     "blocks_per_request": Term("", "blocks one request of max_model_len takes"),
