@@ -527,6 +527,11 @@ UNPRINTED: dict[str, dict[str, str]] = {
         ),
     },
     "docs/engines.md": {
+        "(vLLM 0.28": (
+            "the vLLM release that turns prefix caching on for hybrids (vllm-releases.md "
+            "section 5, #50991): a version, not a computed figure"
+        ),
+        "(DeepSeek-V4, Qwen3.5/3.6)": "model families' names, not figures",
         "vLLM 0.19": (
             "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
             "kvcalc/engine/overhead.py): a version, not a computed figure"

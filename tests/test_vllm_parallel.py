@@ -336,7 +336,7 @@ def test_bad_vllm_options_are_one_line_exit_2(
 
 def test_vllms_spellings_of_the_budget_options(runner: CliRunner) -> None:
     ours = run_json(runner, *VLLM, "--kv-memory", "20GiB")
-    for spelling in ("--kv-cache-memory", "--kv-cache-memory-bytes"):
+    for spelling in ("--kv-cache-memory",):
         theirs = run_json(runner, *VLLM, spelling, "20GiB")
         # Llama-3-8B: 32 layers x 16 tokens x 8 KV heads x (128 + 128) x 2 bytes a block.
         assert theirs["num_blocks"] == ours["num_blocks"] == 20 * GiB // (32 * 16 * 8 * 256 * 2)

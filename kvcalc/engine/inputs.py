@@ -120,7 +120,7 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     Input(
         "kv_memory", "bytes",
         "KV budget per GPU directly, e.g. 52GiB [default: what the memory leaves]",
-        metavar="SIZE", aliases=("--kv-cache-memory", "--kv-cache-memory-bytes"),
+        metavar="SIZE", aliases=("--kv-cache-memory",),
     ),
     Input(
         "weight_dtype", "text",

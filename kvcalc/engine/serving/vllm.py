@@ -312,6 +312,26 @@ def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
     }
 
 
+def serving_note(serving: VLLMServing) -> str:
+    """The header's words for the serving options given (empty: none)."""
+    parts = [
+        f"dcp {serving.decode_context_parallel_size}"
+        * (serving.decode_context_parallel_size > 1),
+        f"dp {serving.data_parallel_size}" * bool(serving.data_parallel_size),
+        "expert parallel" * serving.enable_expert_parallel,
+        {None: "", True: "prefix caching", False: "no prefix caching"}[
+            serving.enable_prefix_caching
+        ],
+        _mtp_words(serving.num_speculative_tokens),
+        f"max {serving.max_num_seqs} seqs" * bool(serving.max_num_seqs),
+    ]
+    return "".join(f", {p}" for p in parts if p)
+
+
+def _mtp_words(tokens: int) -> str:
+    return "" if not tokens else f"MTP {tokens} draft token" + "s" * (tokens > 1)
+
+
 #: The serving keys of every vLLM record (:func:`serving_keys`).
 SERVING_FIELDS = (
     "gpu_memory_utilization",
@@ -415,6 +435,7 @@ class VLLMAnswer:
             f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"
         )
+        header += serving_note(self.serving)
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
