@@ -96,6 +96,7 @@ DEEPSEEK_V3 = ModelSpec(
     ),
     moe_layout=MoELayout(first_dense=3),  # first_k_dense_replace 3, moe_layer_freq 1
     max_context=163840,  # max_position_embeddings
+    mtp_layers=1,  # num_nextn_predict_layers
 )
 
 # openai/gpt-oss-120b config.json.

@@ -30,6 +30,7 @@ from kvcalc.engine.vllm_parallel import (
     check_dcp,
     mamba_cache_mode,
     mtp_mixers,
+    mtp_weight_bytes,
     serving_deployment,
     serving_setup,
 )
@@ -386,3 +387,15 @@ def test_prefix_caching_changes_a_hybrids_pool_on_the_command_line(runner: CliRu
     assert on["contexts"][0]["blocks_per_request"] > off["contexts"][0]["blocks_per_request"]
     refused(runner, ["batch", "nemotron-h-8b", "--gpus", "h100", "--engine", "vllm",
                      "--max-model-len", "8k", "--enable-prefix-caching"], "'all' mode")
+
+
+def test_deepseek_v3_mtp_weights_against_its_readme() -> None:
+    text = (FIXTURES / "deepseek-v3-readme-weights-mtp.txt").read_text()
+    unique = float(re.search(r"([\d.]+)B unique parameters", text).group(1)) * 1e9  # type: ignore[union-attr]
+    model = registry_model("deepseek-v3")
+    # At 2 bytes a parameter the bytes are twice the parameters; vLLM keeps the layer's own
+    # shared_head (vocab x hidden), which the README counts as the shared output head.
+    params = mtp_weight_bytes(model, BF16, 1) / 2 - model.vocab_size * model.hidden_size
+    assert abs(params / unique - 1) < 0.02
+    # Split by tp 8, the routed experts and the head by rows: about an eighth on each GPU.
+    assert mtp_weight_bytes(model, BF16, 8) < mtp_weight_bytes(model, BF16, 1) / 7

@@ -23,12 +23,13 @@ DeepSeek-V4 follows vLLM 0.33 (../shared/reference/arch-2026.md section 1): each
 its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla pages padded to
 576 bytes, none split by TP, at the backend's own blocks (64 for the window, 256 for the latents,
 4 and 8 for the states; ``--block-size`` does not change them), grouped by
-:func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``. The
-MTP draft layer (one more window-only layer) is not modelled, like every draft layer.
+:func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``.
 
-Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
-``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
-the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
+Decode context parallelism, prefix caching's "align" mode for Mamba hybrids and MTP draft
+layers follow :mod:`kvcalc.engine.vllm_parallel` (``dcp``, ``mamba_cache_mode``,
+``draft_mixers`` below). Not modelled: prefill context parallelism, Mamba "all" mode,
+``--disable-hybrid-kv-cache-manager``, separate draft models (EAGLE, draft_model), per-token KV
+scales and the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
 the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
 indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
 profiled activations) and the multi-token-prediction layer's own latent and indexer specs.

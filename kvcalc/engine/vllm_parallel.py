@@ -228,8 +228,10 @@ def mtp_weight_bytes(
 ) -> int:
     """Weight bytes one GPU holds for the MTP layers: each a decoder layer (its attention, the
     last layer's feed-forward, two norms) plus the projection of [embedding, hidden] (2 x hidden
-    -> hidden) and its two input norms; the embedding and LM head are the target's. DeepSeek's
-    per-layer ``shared_head`` is not counted."""
+    -> hidden) and its two input norms; the embedding and LM head are the target's
+    (``EagleProposer._maybe_share_*``), but DeepSeek's MTP layer (an MLA one) keeps its own
+    ``shared_head.head`` (``DeepSeekMultiTokenPredictorLayer``), a vocab x hidden head split by
+    tp."""
     from kvcalc.engine.spec import MoE
     from kvcalc.engine.tensors import linear, replicated
     from kvcalc.engine.weights import (
@@ -254,6 +256,8 @@ def mtp_weight_bytes(
                 add_tensor_bits(bits, tensor, prec, ranks)
         for tensor in (linear("mixer", hidden, 1, 2 * hidden), replicated("norm", 2 * hidden)):
             add_tensor_bits(bits, tensor, prec, tp)
+        if _cache_kind(mixer) == "mla":
+            add_tensor_bits(bits, linear("lm_head", model.vocab_size, 1, hidden), prec, tp)
     if expert_parallel and isinstance(ffn, MoE):
         for tensor in expert_parallel_tensors(ffn, hidden, prec.experts, ranks):
             add_tensor_bits(bits, tensor, prec, 1, model.mtp_layers)
