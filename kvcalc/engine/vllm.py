@@ -27,12 +27,13 @@ its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla 
 
 Decode context parallelism, prefix caching's "align" mode for Mamba hybrids and MTP draft
 layers follow :mod:`kvcalc.engine.vllm_parallel` (``dcp``, ``mamba_cache_mode``,
-``draft_mixers`` below). Not modelled: prefill context parallelism, Mamba "all" mode,
+``draft_mixers`` below; an MTP layer of DeepSeek-V3.2 brings its latent and its indexer keys).
+Not modelled: prefill context parallelism, Mamba "all" mode,
 ``--disable-hybrid-kv-cache-manager``, separate draft models (EAGLE, draft_model), per-token KV
 scales and the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse
-attention: the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
-indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
-profiled activations) and the multi-token-prediction layer's own latent and indexer specs.
+attention: the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to
+match a log) and the indexer's top-k index buffer (``topk_indices_buffer``, outside the KV
+cache, part of the profiled activations).
 """
 
 from __future__ import annotations
