@@ -93,10 +93,11 @@ def check_dcp(model: ModelSpec, tp: int, dcp: int) -> None:
         return
     heads = min(h for m in model.mixer_pattern if (h := m.kv_head_count()) is not None)
     if tp <= heads or dcp > tp // heads:
-        raise VLLMParallelError.at(
-            field,
-            f"vLLM needs tp > the {heads} KV heads of {model.id} and dcp <= tp // KV heads "
-            f"(= {tp // heads}) for GQA; raise the tensor-parallel size or lower it",
+        raise VLLMParallelError(
+            f"{{{field}}}: vLLM needs tp > the {heads} KV heads of {literal(model.id)} and "
+            f"dcp <= tp // KV heads (= {tp // heads}) for GQA; raise {{tp}} or lower "
+            f"{{{field}}}",
+            field, "tp",
         )
     query = next(q for m in model.mixer_pattern if (q := getattr(m, "q_heads", None)))
     if (query // heads) % dcp:
