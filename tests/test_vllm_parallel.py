@@ -356,7 +356,8 @@ def test_the_json_reports_the_inputs_vllm_used(runner: CliRunner) -> None:
         "decode_context_parallel_size", "data_parallel_size", "enable_expert_parallel",
         "enable_prefix_caching", "mamba_cache_mode", "num_speculative_tokens", "draft_layers",
     )} == {
-        "gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8_192, "max_num_seqs": None,
+        # vllm serve's max_num_seqs on an 80 GB H100 (>= 70 GiB, not an A100): 1024.
+        "gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8_192, "max_num_seqs": 1_024,
         "decode_context_parallel_size": 1, "data_parallel_size": None,
         "enable_expert_parallel": False, "enable_prefix_caching": True,
         "mamba_cache_mode": None, "num_speculative_tokens": 0, "draft_layers": 0,

@@ -309,6 +309,26 @@ def serving_setup(
     )
 
 
+#: ``EngineArgs.get_batch_defaults`` (vllm 0.19 arg_utils.py, PR #17885): ``vllm serve``'s
+#: max_num_seqs is 1024 on a device of at least 70 GiB whose name has no "a100", else 256.
+LARGE_DEVICE_BYTES = 70 * 2**30
+DEFAULT_MAX_NUM_SEQS_LARGE = 1024
+DEFAULT_MAX_NUM_SEQS_SMALL = 256
+
+
+def default_max_num_seqs(memory_bytes: int, device_name: str) -> int:
+    """``vllm serve``'s ``--max-num-seqs`` when none is given, for the device vLLM sees."""
+    large = memory_bytes >= LARGE_DEVICE_BYTES and "a100" not in device_name.lower()
+    return DEFAULT_MAX_NUM_SEQS_LARGE if large else DEFAULT_MAX_NUM_SEQS_SMALL
+
+
+def max_num_seqs_of(dep: Deployment, serving: VLLMServing) -> int:
+    """The running requests vLLM's scheduler admits: ``--max-num-seqs`` or its default."""
+    if serving.max_num_seqs is not None:
+        return serving.max_num_seqs
+    return default_max_num_seqs(dep.memory_bytes_per_gpu, dep.gpus.accelerator.name)
+
+
 def serving_deployment(dep: Deployment, serving: VLLMServing) -> Deployment:
     """``dep`` as vLLM's options lay it out: ``--data-parallel-size`` must be the replicas the
     GPUs hold (each sizes its own pool; their MoE layers share the experts), expert parallelism
@@ -337,8 +357,9 @@ def serving_deployment(dep: Deployment, serving: VLLMServing) -> Deployment:
         changes["data_parallel"] = True
     if serving.enable_expert_parallel:
         changes["expert_parallel"] = True
-    if serving.max_num_seqs is not None:
-        changes["max_num_seqs"] = serving.max_num_seqs
+    seqs = max_num_seqs_of(dep, serving)
+    if seqs != dep.max_num_seqs:
+        changes["max_num_seqs"] = seqs
     return replace(dep, **changes) if changes else dep  # type: ignore[arg-type]
 
 

@@ -143,11 +143,11 @@ class VLLMPool:
         return batches, None
 
     def capped(self, concurrency: float) -> int:
-        """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` (the scheduler
-        runs no more at once)."""
-        cap = self.serving.max_num_seqs
-        whole = math.floor(concurrency)
-        return whole if cap is None else min(whole, cap)
+        """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` or its default
+        (the scheduler runs no more at once)."""
+        from kvcalc.engine.vllm_parallel import max_num_seqs_of
+
+        return min(math.floor(concurrency), max_num_seqs_of(self.dep, self.serving))
 
     def max_batch(self, context: int) -> int:
         from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError
@@ -289,8 +289,8 @@ def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
 
 def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
     """The inputs vLLM started with, as ``vllm serve`` names them (null: not given, or not
-    used: no utilization beside a KV budget given directly, no cap without --max-num-seqs)."""
-    from kvcalc.engine.vllm_parallel import has_states, serving_setup
+    used: no utilization beside a KV budget given directly)."""
+    from kvcalc.engine.vllm_parallel import has_states, max_num_seqs_of, serving_setup
 
     setup = serving_setup(dep, serving)
     given = serving.enable_prefix_caching
@@ -299,7 +299,7 @@ def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
         if dep.kv_memory_bytes is not None
         else float(dep.memory_share),
         "kv_cache_memory_bytes": dep.kv_memory_bytes,
-        "max_num_seqs": serving.max_num_seqs,
+        "max_num_seqs": max_num_seqs_of(dep, serving),
         "decode_context_parallel_size": setup.dcp,
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
@@ -397,6 +397,7 @@ class VLLMAnswer:
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+        from kvcalc.engine.vllm_parallel import max_num_seqs_of
 
         dep, results = self.dep, self.results
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
@@ -414,7 +415,7 @@ class VLLMAnswer:
             **serving_keys(dep, self.serving),
             **setup.layout,
         }
-        cap = self.serving.max_num_seqs
+        cap = max_num_seqs_of(dep, self.serving)
         per_length = [vllm_payload(r, dep.replicas, cap) for r in results]
         first = per_length[0]
         payload = {
