@@ -28,6 +28,7 @@ from kvcalc.engine.vllm_parallel import (
     VLLMParallelError,
     VLLMServing,
     check_dcp,
+    default_max_num_seqs,
     mamba_cache_mode,
     mtp_mixers,
     mtp_weight_bytes,
@@ -400,3 +401,15 @@ def test_deepseek_v3_mtp_weights_against_its_readme() -> None:
     assert abs(params / unique - 1) < 0.02
     # Split by tp 8, the routed experts and the head by rows: about an eighth on each GPU.
     assert mtp_weight_bytes(model, BF16, 8) < mtp_weight_bytes(model, BF16, 1) / 7
+
+
+def test_vllm_serves_default_max_num_seqs_follows_the_device(runner: CliRunner) -> None:
+    # get_batch_defaults (vllm 0.19 arg_utils.py): >= 70 GiB and no "a100" in the name: 1024.
+    assert default_max_num_seqs(80 * 10**9, "NVIDIA H100 80GB HBM3") == 1_024
+    assert default_max_num_seqs(80 * 10**9, "NVIDIA A100-SXM4-80GB") == 256
+    assert default_max_num_seqs(48 * 2**30, "NVIDIA L40S") == 256
+    # Llama-3-8B at 1k holds more than 256 requests on an 80 GB A100; vLLM runs 256.
+    out = run_json(runner, "batch", "llama3-8b", "--gpus", "a100-sxm-80gb", "--engine", "vllm",
+                   "--max-model-len", "1k")
+    assert out["max_num_seqs"] == 256
+    assert out["max_concurrency"] > 256 and out["contexts"][0]["max_batch_per_replica"] == 256

@@ -243,7 +243,7 @@ class BatchVllmDocument(EngineDocument):
     max_num_batched_tokens: int
     gpu_memory_utilization: float | None
     kv_cache_memory_bytes: int | None
-    max_num_seqs: int | None
+    max_num_seqs: int
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
@@ -787,7 +787,7 @@ VOCABULARY: dict[str, Term] = {
         "fraction", "vLLM's --gpu-memory-utilization (null: --kv-cache-memory given)"
     ),
     "kv_cache_memory_bytes": Term(B, "vLLM's --kv-cache-memory per GPU, or null"),
-    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs capping max_batch_per_replica, or null"),
+    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs or its default, max_batch_per_replica's cap"),
     "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
     "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),

@@ -37,7 +37,8 @@ _OWN: dict[str, Any] = {"engine": _NAME, "panel": "vLLM engine"}
 VLLM_INPUTS: tuple[Input, ...] = (
     Input("max_num_seqs", "count",
           "most requests running at once: caps the batch, sizes the sampler's profile "
-          "[default: no cap, 1024 sampled]", minimum=1, maximum=1 << 20, **_OWN),
+          "[default: vllm serve's, 1024; 256 on A100s and GPUs under 70 GiB]",
+          minimum=1, maximum=1 << 20, **_OWN),
     Input("decode_context_parallel_size", "count",
           "DCP: a request's tokens split over this many of the tp ranks (x tokens)",
           minimum=1, maximum=4096, aliases=("--dcp",), metavar="N", **_OWN),
