@@ -413,3 +413,12 @@ def test_vllm_serves_default_max_num_seqs_follows_the_device(runner: CliRunner) 
                    "--max-model-len", "1k")
     assert out["max_num_seqs"] == 256
     assert out["max_concurrency"] > 256 and out["contexts"][0]["max_batch_per_replica"] == 256
+
+
+def test_a_release_that_caches_hybrid_prefixes_by_default_takes_align_mode() -> None:
+    dep = registry_deployment("qwen3.6-27b", "2xh100", tp=2)
+    assert serving_setup(dep, VLLMServing()).mamba_cache_mode == "none"  # 0.19
+    later = VLLMServing(hybrid_prefix_caching_default=True)  # 0.28
+    assert serving_setup(dep, later).mamba_cache_mode == "align"
+    off = VLLMServing(enable_prefix_caching=False, hybrid_prefix_caching_default=True)
+    assert serving_setup(dep, off).mamba_cache_mode == "none"

@@ -69,6 +69,9 @@ class VLLMServing:
     """The scheduler's cap on running requests; None: not given (no cap on the batch)."""
     data_parallel_size: int | None = None
     enable_expert_parallel: bool = False
+    hybrid_prefix_caching_default: bool = False
+    """The release caches prefixes of models with recurrent states by default, in "align"
+    mode (vLLM >= 0.28, #50991); False: vLLM 0.19, off for them. Not an option: the release's."""
 
 
 # ------------------------------------------------------------------ decode context parallelism
@@ -281,17 +284,15 @@ class ServingSetup:
     mtp_weight_bytes: int
 
 
-def serving_setup(
-    dep: Deployment, serving: VLLMServing, *, hybrid_prefix_caching_default: bool = False
-) -> ServingSetup:
+def serving_setup(dep: Deployment, serving: VLLMServing) -> ServingSetup:
     """Check vLLM's options against ``dep`` and apply them: the DCP size, the Mamba cache mode
-    (``hybrid_prefix_caching_default``: prefix caching on for hybrids by default, vLLM >= 0.28),
-    the MTP layers and their weights (none taken from a KV budget given directly: vLLM's
+    (:attr:`VLLMServing.hybrid_prefix_caching_default`), the MTP layers and their weights (none taken from a KV budget given directly: vLLM's
     ``--kv-cache-memory`` is the pool itself)."""
     model = dep.model
     check_dcp(model, dep.tp, serving.decode_context_parallel_size)
     mode = mamba_cache_mode(
-        model, serving.enable_prefix_caching, hybrid_default_on=hybrid_prefix_caching_default
+        model, serving.enable_prefix_caching,
+        hybrid_default_on=serving.hybrid_prefix_caching_default,
     )
     check_cache_mode(model, mode)
     spec = serving.num_speculative_tokens

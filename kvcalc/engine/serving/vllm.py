@@ -304,8 +304,12 @@ def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
         "decode_context_parallel_size": setup.dcp,
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
-        # vLLM 0.19's default: on, but off for models with recurrent states.
-        "enable_prefix_caching": (not has_states(dep.model)) if given is None else given,
+        # vLLM's default: on, but (before 0.28) off for models with recurrent states.
+        "enable_prefix_caching": (
+            not has_states(dep.model) or serving.hybrid_prefix_caching_default
+        )
+        if given is None
+        else given,
         "mamba_cache_mode": setup.mamba_cache_mode if has_states(dep.model) else None,
         "num_speculative_tokens": setup.num_speculative_tokens,
         "draft_layers": len(setup.draft_mixers),
