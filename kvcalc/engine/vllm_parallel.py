@@ -286,8 +286,8 @@ class ServingSetup:
 
 def serving_setup(dep: Deployment, serving: VLLMServing) -> ServingSetup:
     """Check vLLM's options against ``dep`` and apply them: the DCP size, the Mamba cache mode
-    (:attr:`VLLMServing.hybrid_prefix_caching_default`), the MTP layers and their weights (none taken from a KV budget given directly: vLLM's
-    ``--kv-cache-memory`` is the pool itself)."""
+    (:attr:`VLLMServing.hybrid_prefix_caching_default`), the MTP layers and their weights
+    (none taken from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
     model = dep.model
     check_dcp(model, dep.tp, serving.decode_context_parallel_size)
     mode = mamba_cache_mode(
