@@ -422,3 +422,27 @@ def test_a_release_that_caches_hybrid_prefixes_by_default_takes_align_mode() -> 
     assert serving_setup(dep, later).mamba_cache_mode == "align"
     off = VLLMServing(enable_prefix_caching=False, hybrid_prefix_caching_default=True)
     assert serving_setup(dep, off).mamba_cache_mode == "none"
+
+
+def test_deepseek_v4_dp8_against_tp8_on_b200_as_recipes_762_logs(runner: CliRunner) -> None:
+    text = (FIXTURES / "dsv4-flash-b200-dp8-vs-tp8.txt").read_text()
+    dp_total, tp = (float(x) for x in re.search(r"\(([\d.]+)x vs ([\d.]+)x", text).groups())  # type: ignore[union-attr]
+    args = ["batch", "deepseek-v4-flash", "--gpus", "8xb200", "--engine", "vllm",
+            "--max-model-len", "1m", "--gpu-util", "0.95", "--kv-dtype", "fp8",
+            "--max-num-seqs", "256", "--enable-expert-parallel"]
+    tp8 = run_json(runner, *args, "--tp", "8")
+    dp8 = run_json(runner, *args, "--tp", "1", "--data-parallel-size", "8")
+    assert dp8["replicas"] == 8 and dp8["data_parallel_size"] == 8
+    # Eight pools, each a little smaller than TP8's (the attention weights are whole on every
+    # GPU, the experts still split eight ways): 7.7x the capacity, within 2%.
+    ours = 8 * dp8["max_concurrency"] / tp8["max_concurrency"]
+    assert dp8["max_concurrency"] < tp8["max_concurrency"]
+    assert abs(ours / (dp_total / tp) - 1) < 0.02
+    # The pools themselves are within 6% of the log's (vLLM 0.25 subtracts its CUDA-graph
+    # estimate, which the 0.19 profile does not).
+    assert abs(tp8["max_concurrency"] / tp - 1) < 0.06
+    assert abs(8 * dp8["max_concurrency"] / dp_total - 1) < 0.06
+    # Without EP the DP8 group still spreads the experts over its 8 ranks (FusedMoE flattens
+    # tp across dp), so the pool is the same to within the experts' split by rows.
+    rows = run_json(runner, *args[:-1], "--tp", "1", "--data-parallel-size", "8")
+    assert abs(rows["max_concurrency"] / dp8["max_concurrency"] - 1) < 0.01
