@@ -102,6 +102,13 @@ class EngineInputs(TypedDict, total=False):
     """The serving engines' own options (``--mem-fraction-static`` ...), each read by its
     engine only (:mod:`kvcalc.engine.serving`)."""
 
+    # vLLM's, named as `vllm serve` names them.
+    max_num_seqs: int
+    decode_context_parallel_size: int
+    data_parallel_size: int
+    enable_expert_parallel: bool
+    enable_prefix_caching: bool
+    num_speculative_tokens: int
     sglang_version: str
     mem_fraction_static: float
     page_size: int | str

@@ -34,7 +34,7 @@ def test_the_command_line_groups_are_the_declarations() -> None:
     assert options.given_values() == {"gpus": "h100"}
     with pytest.raises(TypeError, match="not deployment inputs: page_size"):
         DeploymentOptions(gpus="h100", page_size=1)  # an engine's own input, not the deployment's
-    own = [engine_named(name) for name in ("sglang", "trtllm")]
+    own = [engine_named(name) for name in ("vllm", "sglang", "trtllm")]
     assert set(engine_input_names()) == {name for engine in own for name in engine.options}
     assert all(i.engine == engine.name for engine in own for i in engine.inputs)
 

@@ -614,7 +614,7 @@ def input_option(
     """The command-line option of a declared input (:mod:`kvcalc.engine.inputs`), and the type
     its value reaches the command as; ``default`` (``...``: required) and ``help`` override the
     declaration's."""
-    names = (inp.flag, inp.short) if inp.short else (inp.flag,)
+    names = (inp.flag, *inp.aliases, *((inp.short,) if inp.short else ()))
     value = inp.default if default is None else default
     text = inp.help if help is None else help
     extra: dict[str, Any] = {"rich_help_panel": inp.panel}
@@ -637,6 +637,10 @@ def input_option(
         return (int | None if optional else int), option
     if inp.unit == "fraction":
         return (float | None), typer.Option(value, *names, help=text, **extra)
+    if inp.unit == "flag" and optional:
+        # On, off or not given (the engine's default): --name/--no-name.
+        pair = "/".join((names[0], "--no-" + names[0].removeprefix("--")))
+        return (bool | None), typer.Option(None, pair, *names[1:], help=text, **extra)
     if inp.unit == "flag":
         return bool, typer.Option(bool(value), *names, help=text, **extra)
     if inp.unit == "path":

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kvcalc.engine.eviction import KEEP_ALL, Eviction
 from kvcalc.engine.hardware import GpuSet
@@ -134,6 +134,15 @@ class Deployment:
     :attr:`node_gpus`): a group spanning nodes crosses the inter-node network."""
     internode_bytes_per_s: int | None = None
     """One direction of each GPU's inter-node network (``--internode``; None: 400 Gb/s)."""
+
+
+    data_parallel: bool = False
+    """The replicas are one engine's data-parallel group (vLLM ``--data-parallel-size``), whose
+    MoE layers spread the routed experts over every rank of it (:meth:`moe_ranks`); False:
+    independent engines, each holding all the experts on its tp ranks."""
+    expert_parallel: bool = False
+    """Routed experts held whole, split across the MoE ranks (vLLM ``--enable-expert-parallel``),
+    instead of every expert split by rows."""
     tp_given: bool = field(default=True, compare=False)
     """False when :func:`deployment` chose tp (:func:`choose_tp`)."""
     tp_reason: str | None = field(default=None, compare=False)
@@ -233,8 +242,16 @@ class Deployment:
         if self.weights_total_bytes is not None:
             per_gpu = -(-self.weights_total_bytes // self.gpus_per_replica)
             return tuple(per_gpu for _ in self.stages)
-        stages = weights_per_gpu(self.model, self.weights, self.tp, self.pp)
+        stages = weights_per_gpu(
+            self.model, self.weights, self.tp, self.pp, self.moe_ranks, self.expert_parallel
+        )
         return tuple(s.bytes_per_gpu for s in stages)
+
+    @property
+    def moe_ranks(self) -> int:
+        """The ranks the routed experts are spread over: tp, or tp x the replicas of a
+        data-parallel group (vLLM ``flatten_tp_across_dp_and_pcp``)."""
+        return self.tp * (self.replicas if self.data_parallel else 1)
 
     @cached_property
     def overhead_per_stage(self) -> tuple[int, ...]:
@@ -534,7 +551,7 @@ def deployment(
         weights = weight_precision(model, weight_dtype)
     except UnitError as exc:
         raise DeploymentError(("weight_dtype",), str(exc)) from None
-    given = {k: v for k, v in figures.items() if v is not None}
+    given: dict[str, Any] = {k: v for k, v in figures.items() if v is not None}
 
     def build(tp: int, choice: TpChoice | None = None) -> Deployment:
         return Deployment(

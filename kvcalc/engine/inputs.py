@@ -63,6 +63,9 @@ class Input(NamedTuple):
     bare_unit: str | None = None
     repeatable: bool = False
     """Given once per value (``--tier A --tier B``): its value is a list."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings the command line takes (vLLM's ``--kv-cache-memory`` for
+    ``--kv-memory``); errors name the input by :attr:`flag`."""
 
     @property
     def flag(self) -> str:
@@ -107,7 +110,10 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         "each GPU's inter-node network, e.g. 400Gb/s or 50GB/s [default: 400Gb/s]",
         metavar="RATE",
     ),
-    Input("gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]"),
+    Input(
+        "gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]",
+        aliases=("--gpu-memory-utilization",),
+    ),
     Input(
         "reserve", "fraction", "instead of --gpu-util/--overhead: fraction of memory reserved"
     ),
@@ -125,7 +131,7 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     Input(
         "kv_memory", "bytes",
         "KV budget per GPU directly, e.g. 52GiB [default: what the memory leaves]",
-        metavar="SIZE",
+        metavar="SIZE", aliases=("--kv-cache-memory",),
     ),
     Input(
         "weight_dtype", "text",

@@ -182,7 +182,8 @@ class ModelSpec:
     mtp_layers: int = 0
     """Multi-token-prediction layers the checkpoint carries past ``num_layers`` (DeepSeek-V4's
     ``num_nextn_predict_layers``, Qwen3.5's ``mtp_num_hidden_layers``). The engines load them,
-    weights and cache, only with speculative decoding, so no answer counts them yet."""
+    weights and cache, only with speculative decoding: vLLM's ``--num-speculative-tokens``
+    (:mod:`kvcalc.engine.vllm_parallel`) is the one answer that counts them."""
     assumed: tuple[str, ...] = field(default=(), compare=False)
     """Warnings for every answer about the model: the family defaults an imported config.json
     left to kvcalc (none for a registry model)."""

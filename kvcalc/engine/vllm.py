@@ -23,15 +23,17 @@ DeepSeek-V4 follows vLLM 0.33 (../shared/reference/arch-2026.md section 1): each
 its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla pages padded to
 576 bytes, none split by TP, at the backend's own blocks (64 for the window, 256 for the latents,
 4 and 8 for the states; ``--block-size`` does not change them), grouped by
-:func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``. The
-MTP draft layer (one more window-only layer) is not modelled, like every draft layer.
+:func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``.
 
-Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
-``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
-the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
-the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
-indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
-profiled activations) and the multi-token-prediction layer's own latent and indexer specs.
+Decode context parallelism, prefix caching's "align" mode for Mamba hybrids and MTP draft
+layers follow :mod:`kvcalc.engine.vllm_parallel` (``dcp``, ``mamba_cache_mode``,
+``draft_mixers`` below; an MTP layer of DeepSeek-V3.2 brings its latent and its indexer keys).
+Not modelled: prefill context parallelism, Mamba "all" mode,
+``--disable-hybrid-kv-cache-manager``, separate draft models (EAGLE, draft_model), per-token KV
+scales and the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse
+attention: the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to
+match a log) and the indexer's top-k index buffer (``topk_indices_buffer``, outside the KV
+cache, part of the profiled activations).
 """
 
 from __future__ import annotations
@@ -55,11 +57,18 @@ from kvcalc.engine.overhead import (
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
+from kvcalc.engine.vllm_parallel import (
+    MambaCacheMode,
+    dcp_tokens,
+    speculative_state,
+    state_pages,
+)
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.vllm_parallel import VLLMServing
 
 #: KV formats vLLM 0.19 stores (``--kv-cache-dtype auto`` resolves to the model dtype; every
 #: ``fp8*`` variant stores one byte per value with a per-tensor scale; the per_token_head modes
@@ -111,6 +120,8 @@ class LayerCacheSpec:
     window: int = 0
     chunk: int = 0
     state_bytes: int = 0
+    state_pages: int = 1
+    """Pages a request's state takes (:func:`kvcalc.engine.vllm_parallel.state_pages`)."""
 
     @property
     def is_state(self) -> bool:
@@ -129,9 +140,11 @@ class LayerCacheSpec:
             return ("full", 0)
         return (self.kind, self.window or self.chunk)
 
-    def pages_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+    def pages_per_request(
+        self, max_model_len: int, max_num_batched_tokens: int, dcp: int = 1
+    ) -> int:
         """Pages one request of ``max_model_len`` tokens may hold (``max_memory_usage_bytes`` /
-        page, kv_cache_interface.py)."""
+        page, kv_cache_interface.py); a DCP rank holds cdiv(L, dcp) of its tokens."""
         if self.kind == "sliding":
             # The window plus one scheduling step; +1 for a window starting mid-block.
             tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
@@ -140,8 +153,8 @@ class LayerCacheSpec:
             tokens = min(self.chunk + max_num_batched_tokens, max_model_len)
             return math.ceil(tokens / self.block_size)
         if self.kind == "mamba":
-            return 1  # default mamba_cache_mode "none": one state page per request
-        return math.ceil(max_model_len / self.block_size)
+            return self.state_pages  # mamba_cache_mode "none": 1, "align": 2 (+ speculative)
+        return math.ceil(dcp_tokens(max_model_len, dcp) / self.block_size)
 
 
 def vllm_kv_dtype(kv_dtype: KVFormat | DType) -> KVFormat:
@@ -357,9 +370,17 @@ def layer_cache_specs(
     max_model_len: int,
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
+    mamba_cache_mode: MambaCacheMode = "none",
+    num_speculative_tokens: int = 0,
+    draft_mixers: Sequence[Mixer] = (),
 ) -> tuple[LayerCacheSpec, ...]:
     """Every cache layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up:
-    a decoder layer's own spec, then one per side cache (:func:`stage_cache_layers`).
+    a decoder layer's own spec, then one per side cache (:func:`stage_cache_layers`); then the
+    ``draft_mixers`` (MTP layers), which join the pool as the target's layers do.
+
+    ``mamba_cache_mode`` "align" (prefix caching) gives a state the attention block and 2
+    pages per request; ``num_speculative_tokens`` adds a page per token and a conv row per
+    token (:mod:`kvcalc.engine.vllm_parallel`).
 
     ``max_model_len`` is the block size vLLM gives Mamba-type specs (prefix caching off); it
     only matters for the token line of a Mamba hybrid.
@@ -378,8 +399,12 @@ def layer_cache_specs(
     stated = dtype(model.ssm_state_dtype) if model.ssm_state_dtype else None
     ssm_dtype = ssm_state_dtype or stated or conv_dtype
     # A layer reusing another's cache reports no spec (kv_sharing_target_layer_name).
-    all_mixers = (model.mixer_at(i).per_rank(tp) for i in range(model.num_layers))
-    mixers = [m for m in all_mixers if m.owns_cache]
+    all_mixers = [model.mixer_at(i) for i in range(model.num_layers)] + list(draft_mixers)
+    mixers = [
+        speculative_state(m, num_speculative_tokens).per_rank(tp)
+        for m in all_mixers
+        if m.owns_cache
+    ]
     if any(is_compressed(m) for m in mixers):
         if kv_dtype.name != "fp8" or not all(is_compressed(m) for m in mixers):
             model_id = literal(model.id)
@@ -411,9 +436,14 @@ def layer_cache_specs(
             specs.extend(side_cache_specs(mixer, block_size))
             continue
         real = state_bytes(mixer, conv_dtype, ssm_dtype)
-        # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size).
+        # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size),
+        # the attention block in "align" mode.
+        block = block_size if mamba_cache_mode == "align" else max_model_len
+        pages = state_pages(mamba_cache_mode, num_speculative_tokens)
         specs.append(
-            LayerCacheSpec("mamba", max_model_len, max(real, attention_page), state_bytes=real)
+            LayerCacheSpec(
+                "mamba", block, max(real, attention_page), state_bytes=real, state_pages=pages
+            )
         )
     return tuple(specs)
 
@@ -553,7 +583,7 @@ def blocks_in_pool(available_bytes: int, bytes_per_block: int) -> int:
 
 
 def blocks_per_request(
-    grouping: LayerGrouping, max_model_len: int, max_num_batched_tokens: int
+    grouping: LayerGrouping, max_model_len: int, max_num_batched_tokens: int, dcp: int = 1
 ) -> int:
     """Blocks one request of ``max_model_len`` takes from the shared pool: the sum over groups
     of their pages per request; a uniform type takes its layers' largest count once."""
@@ -561,17 +591,21 @@ def blocks_per_request(
         specs = grouping.layer_specs
     else:
         specs = tuple(g.spec for g in grouping.groups)
-    pages = [s.pages_per_request(max_model_len, max_num_batched_tokens) for s in specs]
+    pages = [s.pages_per_request(max_model_len, max_num_batched_tokens, dcp) for s in specs]
     return max(pages) if grouping.kind == "uniform_type" else sum(pages)
 
 
 def needed_bytes(
-    grouping: LayerGrouping, stage: range, max_model_len: int, max_num_batched_tokens: int
+    grouping: LayerGrouping,
+    stage: range,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    dcp: int = 1,
 ) -> int:
     """Bytes a worker needs for one request of ``max_model_len`` (``_check_enough_kv_cache_memory``:
     group_size x page x blocks per request, or the per-layer sum for a uniform type)."""
     return stage_bytes_per_block(grouping, stage) * blocks_per_request(
-        grouping, max_model_len, max_num_batched_tokens
+        grouping, max_model_len, max_num_batched_tokens, dcp
     )
 
 
@@ -581,12 +615,14 @@ def estimate_max_model_len(
     available_bytes: int,
     max_model_len: int,
     max_num_batched_tokens: int,
+    dcp: int = 1,
 ) -> int:
     """vLLM's "estimated maximum model length": binary search over 1..max_model_len for the
     longest request that fits; 0 when not even one token does."""
 
     def fits(length: int) -> bool:
-        return needed_bytes(grouping, stage, length, max_num_batched_tokens) <= available_bytes
+        needed = needed_bytes(grouping, stage, length, max_num_batched_tokens, dcp)
+        return needed <= available_bytes
 
     if not fits(1):
         return 0
@@ -604,10 +640,11 @@ def estimate_max_model_len(
 # Steps 5 and 6: the reported lines
 
 
-def kv_cache_size_tokens(pool_blocks: int, grouping: LayerGrouping) -> int:
+def kv_cache_size_tokens(pool_blocks: int, grouping: LayerGrouping, dcp: int = 1) -> int:
     """The "GPU KV cache size: N tokens" line of vLLM 0.19: num_blocks // groups x the smallest
-    block. True capacity for one group; for hybrids an equal-share figure that undercounts."""
-    return pool_blocks // len(grouping.groups) * grouping.min_block_size
+    block, x the DCP size ("Multiplying the GPU KV cache size by the cp_world_size"). True
+    capacity for one group; for hybrids an equal-share figure that undercounts."""
+    return pool_blocks // len(grouping.groups) * grouping.min_block_size * dcp
 
 
 def max_concurrency(pool_blocks: int, request_blocks: int) -> float:
@@ -648,6 +685,11 @@ class VLLMSetup:
     """The requested attention block (a Mamba hybrid may raise it; see the layer specs)."""
     max_model_len: int
     max_num_batched_tokens: int
+    decode_context_parallel_size: int = 1
+    mamba_cache_mode: MambaCacheMode = "none"
+    num_speculative_tokens: int = 0
+    draft_layers: int = 0
+    """The MTP layers whose caches joined the pool."""
 
 
 @dataclass(frozen=True)
@@ -734,9 +776,18 @@ def vllm_kv_cache(
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
+    dcp: int = 1,
+    mamba_cache_mode: MambaCacheMode = "none",
+    num_speculative_tokens: int = 0,
+    draft_mixers: Sequence[Mixer] = (),
 ) -> VLLMKVCache | KVCacheTooSmall:
     """Blocks, concurrency and the token line of vLLM 0.19 for ``kv_memory`` bytes of KV cache
     per worker ("Available KV cache memory"; one figure, or one per pipeline stage).
+
+    ``dcp`` is ``--decode-context-parallel-size``, ``mamba_cache_mode`` the mode prefix caching
+    puts a hybrid's states in, ``draft_mixers`` the MTP layers of ``num_speculative_tokens``
+    speculative decoding, checked by :mod:`kvcalc.engine.vllm_parallel` (the last stage holds
+    them).
 
     ``block_size`` is vLLM's ``--block-size``. Some MLA backends force their own: FlashMLA 64
     (Hopper; the Kimi-K2 TP8 log matches 64), CUTLASS MLA 128; pass it to match such a log.
@@ -752,16 +803,20 @@ def vllm_kv_cache(
     available = per_stage(kv_memory, pp, "KV memory")
     stage_layers = pipeline_stage_layers(model.num_layers, pp)
     specs = layer_cache_specs(
-        model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype
+        model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype,
+        mamba_cache_mode, num_speculative_tokens, draft_mixers,
     )
     grouping = group_layers(specs, packed=any(is_compressed(m) for m in model.mixer_pattern))
     setup = VLLMSetup(
-        model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens
+        model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens,
+        dcp, mamba_cache_mode, num_speculative_tokens, len(draft_mixers),
     )
-    per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens)
+    per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens, dcp)
     stages = []
     for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
         cache_layers = stage_cache_layers(model, layers)
+        if index == pp - 1:  # the draft's cache layers follow the target's, on the last stage
+            cache_layers = range(cache_layers.start, len(specs))
         per_block = stage_bytes_per_block(grouping, cache_layers)
         stage = StageKV(
             index,
@@ -775,7 +830,7 @@ def vllm_kv_cache(
         if memory <= 0 or stage.needed_bytes > memory:
             estimate = (
                 estimate_max_model_len(
-                    grouping, cache_layers, memory, max_model_len, max_num_batched_tokens
+                    grouping, cache_layers, memory, max_model_len, max_num_batched_tokens, dcp
                 )
                 if memory > 0
                 else 0
@@ -791,7 +846,7 @@ def vllm_kv_cache(
         num_blocks=blocks,
         blocks_per_request=per_request,
         max_concurrency=max_concurrency(blocks, per_request),
-        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping)
+        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping, dcp)
         if grouping.kind != "packed"
         # Later releases log max_concurrency x max_model_len (_report_kv_cache_config).
         else int(max_concurrency(blocks, per_request) * max_model_len),
@@ -856,16 +911,22 @@ def profile_kv_memory(
     )
 
 
-def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
+def vllm_kv_cache_for(
+    dep: Deployment, max_model_len: int, serving: VLLMServing | None = None
+) -> VLLMKVCache | KVCacheTooSmall:
     """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
-    profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
+    profiler finds it, :attr:`Deployment.kv_budget_per_stage`, less the MTP layers' weights on
+    the last stage), its cache format and paging, with vLLM's own serving options
+    (:class:`~kvcalc.engine.vllm_parallel.VLLMServing`; None: their defaults)."""
     from kvcalc.engine.capacity import over_memory_reason
+    from kvcalc.engine.vllm_parallel import VLLMServing, serving_setup
 
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
+    setup = serving_setup(dep, serving or VLLMServing())
     result = vllm_kv_cache(
         dep.model,
-        dep.kv_budget_per_stage,
+        setup.budgets,
         max_model_len=max_model_len,
         kv_dtype=dep.cache.kv,
         tp=dep.tp,
@@ -874,6 +935,10 @@ def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCa
         max_num_batched_tokens=dep.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+        dcp=setup.dcp,
+        mamba_cache_mode=setup.mamba_cache_mode,
+        num_speculative_tokens=setup.num_speculative_tokens,
+        draft_mixers=setup.draft_mixers,
     )
     over = over_memory_reason(dep)
     if over is None:

@@ -513,9 +513,46 @@ def rotary_cache_bytes(model: ModelSpec) -> int:
     return sum(act.bytes_for(positions * dims) for positions, dims in rotary_caches(model))
 
 
+def expert_parallel_counts(
+    model: ModelSpec, layers: range, experts: WeightFormat, ep: int
+) -> list[tuple[Tensor, int]]:
+    """A stage's routed experts as one of ``ep`` expert-parallel ranks holds them: whole experts,
+    ceil(E / ep) per layer on the most loaded rank (vLLM ``determine_expert_map`` gives the
+    remainder to the first ranks), none split by rows (:func:`expert_parallel_tensors`)."""
+    moe_layers: dict[MoE, int] = {}
+    for _, ffn, n in model.block_counts(layers):
+        if isinstance(ffn, MoE):
+            moe_layers[ffn] = moe_layers.get(ffn, 0) + n
+    return [
+        (t, n)
+        for moe, n in moe_layers.items()
+        for t in expert_parallel_tensors(moe, model.hidden_size, experts, ep)
+    ]
+
+
+def expert_parallel_tensors(
+    moe: MoE, hidden: int, experts: WeightFormat, ep: int
+) -> tuple[Tensor, ...]:
+    """One MoE layer's routed experts on the most loaded of ``ep`` expert-parallel ranks: the
+    ceil(E / ep) whole experts it holds, padded as the format pads them on load."""
+    from dataclasses import replace
+
+    local = replace(moe, experts=-(-moe.experts // ep))
+    alignment = experts.expert_alignment
+    if alignment is None:
+        return ffn_tensors("routed_experts", local.intermediate_size, local.experts, hidden,
+                           local.gated)
+    return padded_expert_tensors(local, hidden, 1, alignment)
+
+
 @lru_cache(maxsize=256)
 def weights_per_gpu(
-    model: ModelSpec, precision: DType | WeightFormat | CheckpointFormat, tp: int = 1, pp: int = 1
+    model: ModelSpec,
+    precision: DType | WeightFormat | CheckpointFormat,
+    tp: int = 1,
+    pp: int = 1,
+    moe_ranks: int | None = None,
+    expert_parallel: bool = False,
 ) -> tuple[StageWeights, ...]:
     """Weights on one GPU of each pipeline stage, under ``tp``-way tensor parallelism. Cached:
     a pure function of frozen values, and a plan search asks it again for every accelerator.
@@ -525,18 +562,35 @@ def weights_per_gpu(
     Bytes are what the engine holds (routed experts padded as it loads them, and the RoPE
     tables it builds with the weights, :func:`rotary_cache_bytes`); parameters are the model's
     own.
+
+    ``moe_ranks`` (None: ``tp``) are the ranks the routed experts are spread over: vLLM's
+    FusedMoE flattens tensor parallelism across data parallelism
+    (``FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp``: dp x tp ranks), so data-parallel
+    replicas share the experts. Split by intermediate rows, or with ``expert_parallel``
+    (``--enable-expert-parallel``: ep = those ranks, tp 1 inside the MoE) as whole experts.
     """
     check_parallelism(model, tp, pp)
     prec = as_precision(precision)
     stages = pipeline_stages(model.num_layers, pp)
     rotary = rotary_cache_bytes(model)  # every rank builds the tables
+    expert_ranks = tp if moe_ranks is None else moe_ranks
     out = []
     for s, layers in enumerate(stages):
         counts = stage_tensor_counts(model, layers, s == 0, s == pp - 1)
         bits: Bits = {}
-        for tensor, n in loaded_tensor_counts(model, layers, counts, prec.experts, tp):
-            add_tensor_bits(bits, tensor, prec, tp, n)
-        params = sum(tensor.params_per_rank(tp) * n for tensor, n in counts)
+        loaded = loaded_tensor_counts(model, layers, counts, prec.experts, expert_ranks)
+        for tensor, n in loaded:
+            if tensor.role != "routed_experts":
+                add_tensor_bits(bits, tensor, prec, tp, n)
+            elif not expert_parallel:
+                add_tensor_bits(bits, tensor, prec, expert_ranks, n)
+        if expert_parallel:
+            for tensor, n in expert_parallel_counts(model, layers, prec.experts, expert_ranks):
+                add_tensor_bits(bits, tensor, prec, 1, n)
+        params = sum(
+            tensor.params_per_rank(expert_ranks if tensor.role == "routed_experts" else tp) * n
+            for tensor, n in counts
+        )
         out.append(StageWeights(s, layers, params, bytes_of(bits) + rotary))
     return tuple(out)
 

@@ -242,6 +242,17 @@ class BatchVllmDocument(EngineDocument):
 
     block_size: int | None
     max_num_batched_tokens: int
+    gpu_memory_utilization: float | None
+    kv_cache_memory_bytes: int | None
+    max_num_seqs: int
+    decode_context_parallel_size: int
+    data_parallel_size: int | None
+    enable_expert_parallel: bool
+    enable_prefix_caching: bool
+    mamba_cache_mode: str | None
+    num_speculative_tokens: int
+    draft_layers: int
+    draft_weight_bytes_per_gpu: int
     num_blocks: int | None
     kv_cache_tokens: int | None
     max_concurrency: float | None
@@ -864,6 +875,21 @@ VOCABULARY: dict[str, Term] = {
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
     "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),
+    "gpu_memory_utilization": Term(
+        "fraction", "vLLM's --gpu-memory-utilization (null: --kv-cache-memory given)"
+    ),
+    "kv_cache_memory_bytes": Term(B, "vLLM's --kv-cache-memory per GPU, or null"),
+    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs or its default, max_batch_per_replica's cap"),
+    "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
+    "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
+    "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),
+    "enable_prefix_caching": Term("", "vLLM's prefix caching, given or its default"),
+    "mamba_cache_mode": Term("", "vLLM's state mode (`none`, `align`; null: no states)"),
+    "num_speculative_tokens": Term(TOK, "vLLM's MTP speculative tokens (0: none)"),
+    "draft_layers": Term(
+        "", "speculative draft layers (the model's MTP layers) whose KV joins the engine's pool"
+    ),
+    "draft_weight_bytes_per_gpu": Term(B, "the MTP layers' weights on one GPU"),
     "num_blocks": Term("", "blocks in the engine's pool (vLLM num_gpu_blocks, TensorRT-LLM's)"),
     "kv_cache_tokens": Term(TOK, "tokens the engine's pool holds (vLLM \"GPU KV cache size\")"),
     "blocks_per_request": Term("", "blocks one request of max_model_len takes"),
@@ -896,7 +922,6 @@ VOCABULARY: dict[str, Term] = {
     "max_req_len": Term(TOK, "the longest request SGLang accepts"),
     "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
     "dp_attention_ranks": Term("", "SGLang's DP-attention ranks (--dp-size), each its own pool"),
-    "draft_layers": Term("", "speculative draft layers priced into SGLang's cell"),
     "dsv4_pools": Term("", "DeepSeek-V4's SGLang pools (DSV4PoolConfigurator), one rank"),
     "bytes_per_full_token": Term(B, "SGLang's DeepSeek-V4 cost of one full-pool token"),
     "budget_bytes": Term(B, "SGLang's KV budget on one rank (its available_bytes)"),

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.inputs import Input
 from kvcalc.engine.serving.base import (
     GPUS_COLUMNS,
     BatchRequest,
@@ -26,9 +27,37 @@ if TYPE_CHECKING:
     from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
+    from kvcalc.engine.vllm_parallel import VLLMServing
+
+_NAME = "vllm"
+#: What each of its own inputs declares: the engine that reads it, where the help lists it.
+_OWN: dict[str, Any] = {"engine": _NAME, "panel": "vLLM engine"}
+
+#: ``vllm serve``'s own options, named as vLLM names them (:mod:`kvcalc.engine.vllm_parallel`).
+VLLM_INPUTS: tuple[Input, ...] = (
+    Input("max_num_seqs", "count",
+          "most requests running at once: caps the batch, sizes the sampler's profile "
+          "[default: vllm serve's, 1024; 256 on A100s and GPUs under 70 GiB]",
+          minimum=1, maximum=1 << 20, **_OWN),
+    Input("decode_context_parallel_size", "count",
+          "DCP: a request's tokens split over this many of the tp ranks (x tokens)",
+          minimum=1, maximum=4096, aliases=("--dcp",), metavar="N", **_OWN),
+    Input("data_parallel_size", "count",
+          "DP replicas of one vLLM (= GPUs / (tp x pp)): each sizes its own pool, the MoE "
+          "experts spread over all of them", minimum=1, maximum=4096, metavar="N", **_OWN),
+    Input("enable_expert_parallel", "flag",
+          "EP: whole routed experts split across the tp x dp ranks [default: off]", **_OWN),
+    Input("enable_prefix_caching", "flag",
+          "prefix caching; on a Mamba hybrid 'align' mode: 2 state pages per request "
+          "[default: vLLM's, off for hybrids]", **_OWN),
+    Input("num_speculative_tokens", "count",
+          "MTP speculative decoding: the model's MTP layers load, their KV joins the pool",
+          minimum=0, maximum=64, metavar="K", **_OWN),
+)
+
 
 class VLLM(Engine):
-    name = "vllm"
+    name = _NAME
     label = "vLLM"
     summary = "vllm: vLLM 0.19's exact block count"
     plans = True
@@ -36,6 +65,21 @@ class VLLM(Engine):
     refusals = Refusals({
         "prefix_shared": "vLLM's block count does not depend on prefix caching",
     })
+    inputs: tuple[Input, ...] = VLLM_INPUTS
+    options = tuple(i.name for i in inputs)
+
+    def engine_options(self, given: Given) -> VLLMServing:
+        """vLLM's own options from their values, defaults filled in."""
+        from kvcalc.engine.vllm_parallel import VLLMServing
+
+        return VLLMServing(
+            decode_context_parallel_size=given.get("decode_context_parallel_size") or 1,
+            enable_prefix_caching=given.get("enable_prefix_caching"),
+            num_speculative_tokens=given.get("num_speculative_tokens") or 0,
+            max_num_seqs=given.get("max_num_seqs"),
+            data_parallel_size=given.get("data_parallel_size"),
+            enable_expert_parallel=bool(given.get("enable_expert_parallel")),
+        )
 
     def check_model(self, model: ModelSpec, given: Given) -> None:
         from kvcalc.engine.vllm import backend_blocks
@@ -57,14 +101,20 @@ class VLLM(Engine):
             raise InputRefusal(exc.template, *exc.fields) from None
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
-        return VLLMPool(dep)
+        from kvcalc.engine.vllm_parallel import VLLMServing, serving_deployment
+
+        serving = options if options is not None else VLLMServing()
+        return VLLMPool(serving_deployment(dep, serving), serving)
 
 
 class VLLMPool:
     """vLLM's block pool of one replica, started once per request length (its max_model_len)."""
 
-    def __init__(self, dep: Deployment) -> None:
+    def __init__(self, dep: Deployment, serving: VLLMServing | None = None) -> None:
+        from kvcalc.engine.vllm_parallel import VLLMServing
+
         self.dep = dep
+        self.serving = serving or VLLMServing()
         self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
 
     def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
@@ -74,7 +124,9 @@ class VLLMPool:
 
         result = self._started.get(max_model_len)
         if result is None:
-            result = self._started[max_model_len] = vllm_kv_cache_for(self.dep, max_model_len)
+            result = self._started[max_model_len] = vllm_kv_cache_for(
+                self.dep, max_model_len, self.serving
+            )
         return result
 
     def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
@@ -87,8 +139,15 @@ class VLLMPool:
             result = self.start(context)
             if isinstance(result, KVCacheTooSmall):
                 return [*batches, 0], result.message
-            batches.append(math.floor(result.max_concurrency))
+            batches.append(self.capped(result.max_concurrency))
         return batches, None
+
+    def capped(self, concurrency: float) -> int:
+        """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` or its default
+        (the scheduler runs no more at once)."""
+        from kvcalc.engine.vllm_parallel import max_num_seqs_of
+
+        return min(math.floor(concurrency), max_num_seqs_of(self.dep, self.serving))
 
     def max_batch(self, context: int) -> int:
         from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError
@@ -99,7 +158,7 @@ class VLLMPool:
             return 0
         if isinstance(result, KVCacheTooSmall):
             return 0
-        return math.floor(result.max_concurrency)
+        return self.capped(result.max_concurrency)
 
     def fraction(self, batch_per_replica: int, context: int) -> float:
         """Blocks per request x requests over the pool's blocks (vLLM refusing to start: inf)."""
@@ -130,7 +189,7 @@ class VLLMPool:
             lengths = [self.dep.model.max_context]
         if not lengths:
             raise refusal("max_model_len", "give the request length vLLM serves, e.g. 8k")
-        return VLLMAnswer(self.dep, [self.start(length) for length in lengths])
+        return VLLMAnswer(self.dep, [self.start(length) for length in lengths], self.serving)
 
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
@@ -153,10 +212,13 @@ def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[in
     )
 
 
-def vllm_payload(result: VLLMKVCache | KVCacheTooSmall, replicas: int) -> dict[str, Any]:
+def vllm_payload(
+    result: VLLMKVCache | KVCacheTooSmall, replicas: int, max_num_seqs: int | None = None
+) -> dict[str, Any]:
     """One request length: every key whether it fits or not (null where vLLM prints none), so
     the JSON holds what the CSV does. ``max_batch_per_replica`` is vLLM's "Maximum
-    concurrency" floored (whole requests), ``max_batch`` that across the replicas."""
+    concurrency" floored (whole requests; at most ``max_num_seqs``), ``max_batch`` that across
+    the replicas."""
     import math
 
     from kvcalc.engine.vllm import KVCacheTooSmall
@@ -176,6 +238,8 @@ def vllm_payload(result: VLLMKVCache | KVCacheTooSmall, replicas: int) -> dict[s
             "estimated_max_model_len": result.estimated_max_model_len,
         }
     per_replica = math.floor(result.max_concurrency)
+    if max_num_seqs is not None:
+        per_replica = min(per_replica, max_num_seqs)
     return {
         "context_tokens": length,
         "max_model_len": length,
@@ -216,9 +280,85 @@ def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
         f"Available KV cache memory: {avail / GiB:.2f} GiB",
         f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
         f"group(s), {result.blocks_per_request:,} blocks per request)",
+        *dcp_line(result.setup.decode_context_parallel_size),
         f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
         f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
         f"{result.max_concurrency:.2f}x",
+    ]
+
+
+def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
+    """The inputs vLLM started with, as ``vllm serve`` names them (null: not given, or not
+    used: no utilization beside a KV budget given directly)."""
+    from kvcalc.engine.vllm_parallel import has_states, max_num_seqs_of, serving_setup
+
+    setup = serving_setup(dep, serving)
+    given = serving.enable_prefix_caching
+    return {
+        "gpu_memory_utilization": None
+        if dep.kv_memory_bytes is not None
+        else float(dep.memory_share),
+        "kv_cache_memory_bytes": dep.kv_memory_bytes,
+        "max_num_seqs": max_num_seqs_of(dep, serving),
+        "decode_context_parallel_size": setup.dcp,
+        "data_parallel_size": serving.data_parallel_size,
+        "enable_expert_parallel": serving.enable_expert_parallel,
+        # vLLM's default: on, but (before 0.28) off for models with recurrent states.
+        "enable_prefix_caching": (
+            not has_states(dep.model) or serving.hybrid_prefix_caching_default
+        )
+        if given is None
+        else given,
+        "mamba_cache_mode": setup.mamba_cache_mode if has_states(dep.model) else None,
+        "num_speculative_tokens": setup.num_speculative_tokens,
+        "draft_layers": len(setup.draft_mixers),
+        "draft_weight_bytes_per_gpu": setup.mtp_weight_bytes,
+    }
+
+
+def serving_note(serving: VLLMServing) -> str:
+    """The header's words for the serving options given (empty: none)."""
+    parts = [
+        f"dcp {serving.decode_context_parallel_size}"
+        * (serving.decode_context_parallel_size > 1),
+        f"dp {serving.data_parallel_size}" * bool(serving.data_parallel_size),
+        "expert parallel" * serving.enable_expert_parallel,
+        {None: "", True: "prefix caching", False: "no prefix caching"}[
+            serving.enable_prefix_caching
+        ],
+        _mtp_words(serving.num_speculative_tokens),
+        f"max {serving.max_num_seqs} seqs" * bool(serving.max_num_seqs),
+    ]
+    return "".join(f", {p}" for p in parts if p)
+
+
+def _mtp_words(tokens: int) -> str:
+    return "" if not tokens else f"MTP {tokens} draft token" + "s" * (tokens > 1)
+
+
+#: The serving keys of every vLLM record (:func:`serving_keys`).
+SERVING_FIELDS = (
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "max_num_seqs",
+    "decode_context_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "enable_prefix_caching",
+    "mamba_cache_mode",
+    "num_speculative_tokens",
+    "draft_layers",
+    "draft_weight_bytes_per_gpu",
+)
+
+
+def dcp_line(dcp: int) -> list[str]:
+    """vLLM 0.19's line before the token count under DCP (``_report_kv_cache_config``)."""
+    if dcp == 1:
+        return []
+    return [
+        f"Multiplying the GPU KV cache size by the cp_world_size {dcp} "
+        f"(pcp_world_size 1 * dcp_world_size {dcp})."
     ]
 
 
@@ -230,6 +370,7 @@ VLLM_FIELDS = (
     "pp",
     "kv_dtype",
     "block_size",
+    *SERVING_FIELDS,
     "context_tokens",
     "max_model_len",
     "fits",
@@ -246,12 +387,21 @@ VLLM_FIELDS = (
 class VLLMAnswer:
     """vLLM's start-up at each request length."""
 
-    def __init__(self, dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> None:
+    def __init__(
+        self,
+        dep: Deployment,
+        results: list[VLLMKVCache | KVCacheTooSmall],
+        serving: VLLMServing | None = None,
+    ) -> None:
+        from kvcalc.engine.vllm_parallel import VLLMServing
+
         self.dep = dep
         self.results = results
+        self.serving = serving or VLLMServing()
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+        from kvcalc.engine.vllm_parallel import max_num_seqs_of
 
         dep, results = self.dep, self.results
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
@@ -266,9 +416,11 @@ class VLLMAnswer:
             "kv_bits_per_value": setup.kv_bits_per_value,
             "block_size": None if own_blocks else dep.block_size,
             "max_num_batched_tokens": dep.max_num_batched_tokens,
+            **serving_keys(dep, self.serving),
             **setup.layout,
         }
-        per_length = [vllm_payload(r, dep.replicas) for r in results]
+        cap = max_num_seqs_of(dep, self.serving)
+        per_length = [vllm_payload(r, dep.replicas, cap) for r in results]
         first = per_length[0]
         payload = {
             **head,
@@ -288,6 +440,7 @@ class VLLMAnswer:
             f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"
         )
+        header += serving_note(self.serving)
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
