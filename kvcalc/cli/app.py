@@ -11,7 +11,6 @@ import re
 import sys
 from collections.abc import Callable
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
@@ -644,12 +643,31 @@ def input_option(
     if inp.unit == "flag":
         return bool, typer.Option(bool(value), *names, help=text, **extra)
     if inp.unit == "path":
-        return (Path | None), typer.Option(value, *names, help=text, **extra)
+        # Text, made a Path by the library: typer's Path type stats the name as it parses it.
+        extra.setdefault("metavar", "PATH")
+        option = typer.Option(value, *names, help=text, callback=file_name(names[0]), **extra)
+        return (str | None), option
     if inp.unit in ("context", "contexts"):
         extra.setdefault("metavar", TOKENS)
     if inp.repeatable:
         return list[str], typer.Option(value, *names, help=text, **extra)
     return (str | None if optional else str), typer.Option(value, *names, help=text, **extra)
+
+
+def file_name(option: str) -> Callable[[str | None], str | None]:
+    """A file name as given, refused in one line when no file can be called it here (a lone
+    surrogate, which the file system's encoding cannot write: opening it would raise)."""
+
+    def checked(value: str | None) -> str | None:
+        if value is not None:
+            try:
+                os.fsencode(value)
+            except UnicodeEncodeError:
+                fail(f"{option}: {value!r} cannot name a file (a character no file name "
+                     "encodes); give the path as the shell spells it")
+        return value
+
+    return checked
 
 
 def input_options(inputs: Iterable[Input]) -> dict[str, tuple[Any, Any]]:

@@ -15,7 +15,9 @@ command_app = app.command_typer()
 @command_app.command()
 @app.declared_options(CALIBRATE_INPUTS)
 def calibrate(
-    log: str = typer.Argument(..., help="a vLLM or SGLang start-up log; - reads stdin"),
+    log: str = typer.Argument(
+        ..., help="a vLLM or SGLang start-up log; - reads stdin", callback=app.file_name("LOG")
+    ),
     fmt: app.ReportFormat = app.ReportFormatOption,
     *,
     given: dict[str, Any],

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -18,6 +17,7 @@ from kvcalc.cli.app import (
     command_typer,
     declared_options,
     emit_report,
+    file_name,
     note_exit,
 )
 from kvcalc.command_inputs import CHECK_INPUTS
@@ -50,13 +50,15 @@ CheckFormatOption = typer.Option(
 )
 
 
-SpecArgument = typer.Argument(..., help="capacity spec file (YAML), e.g. capacity.yaml")
+SpecArgument = typer.Argument(
+    ..., help="capacity spec file (YAML), e.g. capacity.yaml", callback=file_name("SPEC")
+)
 
 
 @command_app.command()
 @declared_options(CHECK_INPUTS)
 def check(
-    spec: Path = SpecArgument,
+    spec: str = SpecArgument,
     fmt: CheckFormat = CheckFormatOption,
     *,
     given: dict[str, Any],
@@ -74,7 +76,7 @@ def check(
     emit_report(result.report(), fmt)
 
 
-def refuse(problems: list[str], spec: Path, fmt: CheckFormat) -> None:
+def refuse(problems: list[str], spec: str, fmt: CheckFormat) -> None:
     """Exit 2 with one line per problem on stderr. The CI formats also print them as they print
     failures (an annotation on the line, a failed JUnit test), so a pipeline that only reads
     stdout still shows why the spec is bad."""

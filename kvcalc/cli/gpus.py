@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -38,7 +39,7 @@ def gpus(
     given: dict[str, Any],
 ) -> None:
     """List the accelerators: usable memory, bandwidth, dense BF16/FP8 TFLOPS, links, status."""
-    check, registry = given["check"], given["registry"]
+    check, registry = given["check"], given["registry"] and Path(given["registry"])
     from kvcalc.registry.gpus import check_gpus, find_gpu_path, gpu_paths, load_gpu_file
 
     if check:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kvcalc.cli.app import (
@@ -25,7 +26,7 @@ def models(
     given: dict[str, Any],
 ) -> None:
     """List the registry models: attention kinds, KV bytes per token at bf16, parameters."""
-    check, registry = given["check"], given["registry"]
+    check, registry = given["check"], given["registry"] and Path(given["registry"])
     from kvcalc.registry.load import all_models, check_models, model_paths
 
     if check:

@@ -66,6 +66,10 @@ def read_bytes(
         raise RegistryError(f"{path}: file not found") from None
     except OSError as exc:
         raise RegistryError(f"{shown(str(path), 200)}: cannot read: {exc.strerror}") from None
+    except UnicodeEncodeError:  # a lone surrogate: no file of this name can exist here
+        raise RegistryError(
+            f"{shown(str(path), 200)}: cannot name a file (a character no file name encodes)"
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
