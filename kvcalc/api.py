@@ -498,6 +498,7 @@ def decode(
     mbu: float = 1.0,
     mfu: float | None = None,
     engine: str | None = None,
+    runtime: str | None = None,
     **inputs: Unpack[ServingInputs],
 ) -> DecodeResult:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute time,
@@ -518,12 +519,14 @@ def decode(
         inputs
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    profile = decode_profile_of(chosen, runtime)
     evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()
     spec = load_model(model, None, None, None, attention)
     contexts = evict.contexts(_tokens_text(ctx), lambda: parse_ctx_list(DECODE_CONTEXT))
     policy, notes = evict.checked(spec, contexts)
     dep = deploy.build(spec, gpu_set, chosen, policy)
+    check_runtime_layout(profile, dep.tp)
     max_batches, why = engine_pool_of(dep, chosen, flags).max_batches(contexts)
     steps = []
     warnings = list(notes)
@@ -539,9 +542,9 @@ def decode(
                 f"--batch {n:,} exceeds the {fits:,} sequences of "
                 f"{context:,} tokens that fit in the KV budget"
             )
-        steps.append(timed_step(dep, n, context, mbu, mfu))
+        steps.append(timed_step(dep, n, context, mbu, mfu, profile))
     return DecodeResult(
-        _report=decode_report(dep, steps, mbu, reason, warnings, chosen),
+        _report=decode_report(dep, steps, mbu, reason, warnings, chosen, profile),
         model=spec.id,
         engine=chosen.name,
         contexts=tuple(s.roofline.context_tokens for s in steps),
@@ -554,7 +557,32 @@ def decode(
     )
 
 
-def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+def decode_profile_of(engine: Any, runtime: str | None) -> Any:
+    """The decode profile a step is timed with: the runtime's when ``runtime`` is given (only
+    beside the budget formula: a serving engine runs its own), else the engine's."""
+    from kvcalc.engine.runtimes import runtime_named
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
+
+    if runtime is None:
+        return engine.decode_profile
+    profile = runtime_named(runtime)
+    if engine is not engine_named(DEFAULT_ENGINE):
+        fail(
+            f"--runtime: {profile.name} is a single-user runtime, not {engine.label}'s profile; "
+            "drop --runtime or --engine"
+        )
+    return profile
+
+
+def check_runtime_layout(profile: Any, tp: int) -> None:
+    from kvcalc.engine.runtimes import check_layout
+
+    check_layout(profile, tp)
+
+
+def timed_step(
+    dep: Any, batch: int, context: int, mbu: float, mfu: float | None, profile: Any = None
+) -> Any:
     """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
     TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
     from kvcalc.engine.decode import decode_step_for
@@ -571,8 +599,10 @@ def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None
         return TimedStep(roofline, None, None)
     return TimedStep(
         roofline,
-        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
-        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu, profile=profile),
+        prefill_estimate(
+            dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu, profile=profile
+        ),
     )
 
 
@@ -595,6 +625,7 @@ def plan(
     price: str | Mapping[str, float] | None = None,
     roofline: bool = False,
     mfu: float | None = None,
+    runtime: str | None = None,
     top: int | None = None,
 ) -> PlanResult:
     """The fewest GPUs that hold ``users`` sequences of ``ctx`` tokens (default 8k) and meet
@@ -633,6 +664,7 @@ def plan(
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
     chosen = engine_named(wanted)
+    profile = decode_profile_of(chosen, runtime)
     if not 1 <= users <= MAX_USERS:
         fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
@@ -659,6 +691,7 @@ def plan(
         roofline=roofline,
         mfu=mfu,
         prices=prices,
+        profile=profile,
     )
     result = search(request, max_batch_rule(chosen))
     if not result.layouts:

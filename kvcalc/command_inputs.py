@@ -56,6 +56,14 @@ MFU = Input(
     panel=OPTIONS,
 )
 
+#: The single-user runtime whose decode profile times the step, in place of the engine's.
+RUNTIME = Input(
+    "runtime", "text",
+    "time decode as this single-user runtime runs it: llama.cpp, ollama or pytorch (eager) "
+    "[default: --engine's profile]; the cache is the budget formula's",
+    metavar="[llama.cpp|ollama|pytorch]", panel=DEPLOYMENT,
+)
+
 # ------------------------------------------------------------------ each command's
 
 SIZE_INPUTS = (CTX, BATCH, ATTENTION, *WHAT_IFS)
@@ -67,7 +75,7 @@ BATCH_INPUTS = (
         metavar=TOKENS, panel="vLLM engine",
     ),
 )
-DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU)
+DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU, RUNTIME)
 SWEEP_CONTEXTS = "4k..128k"
 SWEEP_INPUTS = (
     Input(
@@ -202,5 +210,6 @@ def plan_inputs() -> tuple[Input, ...]:
             default=False, panel=OPTIONS,
         ),
         MFU,
+        RUNTIME,
         Input("top", "count", "layouts shown, best first", default=DEFAULT_TOP, panel=OPTIONS),
     )

@@ -39,6 +39,7 @@ from kvcalc.engine.hardware import Accelerator, Efficiency
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.profiles import DecodeProfile
 
 #: Where the registry has no measured figures for a part (reference gpu-notes.md section 4):
 #: ~0.8 of the label as the achievable bandwidth (stream copy 0.78-0.87 of peak on A100, H100,
@@ -167,21 +168,41 @@ def achievable_compute_seconds(step: DecodeStep, mfu: float) -> float | None:
     return None if step.compute_seconds is None else step.compute_seconds / mfu
 
 
+def profiled(
+    dep: Deployment, eff: Efficiency, profile: DecodeProfile | None, tokens: int
+) -> tuple[float, float]:
+    """A step's (communication, fixed overhead) seconds: the GPU's figures, or as ``profile``
+    (the engine's or runtime's, :mod:`kvcalc.engine.profiles`) replaces them."""
+    communication = communication_seconds(dep, tokens)
+    if profile is None:
+        return communication, eff.step_overhead_seconds
+    return (
+        profile.communication_seconds(dep, eff, communication),
+        profile.overhead_seconds(dep, eff),
+    )
+
+
 def tpot_estimate(
-    dep: Deployment, *, batch: int, context_tokens: int, mfu: float | None = None
+    dep: Deployment,
+    *,
+    batch: int,
+    context_tokens: int,
+    mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> TpotEstimate:
     """Realistic time per output token of ``batch`` sequences at ``context_tokens`` on one
     replica of ``dep`` (``mfu``: the share of the dense peak matmuls reach; default the part's
-    measured ceiling)."""
+    measured ceiling; ``profile``: the engine's decode profile, default the GPU's figures)."""
     accelerator = dep.gpus.accelerator
     eff = efficiency_of(accelerator)
     step = decode_step_for(dep, batch=batch, context_tokens=context_tokens)
+    communication, overhead = profiled(dep, eff, profile, batch)
     return TpotEstimate(
         roofline=step,
         memory_seconds=achievable_memory_seconds(step, eff),
         compute_seconds=achievable_compute_seconds(step, mfu or default_mfu(accelerator)),
-        communication_seconds=communication_seconds(dep, batch),
-        overhead_seconds=eff.step_overhead_seconds,
+        communication_seconds=communication,
+        overhead_seconds=overhead,
         measured=eff.measured,
     )
 
@@ -193,12 +214,15 @@ def tpot_seconds(
     context_tokens: int,
     roofline: bool = False,
     mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> float:
     """The TPOT a latency target is held to: the realistic estimate, or with ``roofline`` the
     bound (what `plan`'s and `check`'s ``--roofline`` select)."""
     if roofline:
         return decode_step_for(dep, batch=batch, context_tokens=context_tokens).tpot_seconds
-    return tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu).tpot_seconds
+    return tpot_estimate(
+        dep, batch=batch, context_tokens=context_tokens, mfu=mfu, profile=profile
+    ).tpot_seconds
 
 
 # -------------------------------------------------------------------------- prefill
@@ -240,7 +264,11 @@ def prefill_compute_seconds(dep: Deployment, flops: int, mfu: float) -> float | 
 
 
 def prefill_estimate(
-    dep: Deployment, *, prompt_tokens: int, mfu: float | None = None
+    dep: Deployment,
+    *,
+    prompt_tokens: int,
+    mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> PrefillEstimate:
     """Realistic prefill of one ``prompt_tokens`` prompt on one replica of ``dep``."""
     if mfu is not None and not 0 < mfu <= 1:
@@ -251,13 +279,14 @@ def prefill_estimate(
     flops = prefill_flops(dep.model, prompt_tokens).total
     # The weights are read once for the whole prompt (MoE: the experts its tokens touch).
     weights = decode_step_for(dep, batch=prompt_tokens, context_tokens=1).weight_read_seconds
+    communication, overhead = profiled(dep, eff, profile, prompt_tokens)
     return PrefillEstimate(
         prompt_tokens=prompt_tokens,
         flops=flops,
         compute_seconds=prefill_compute_seconds(dep, flops, share),
         weight_read_seconds=weights / eff.bandwidth_fraction,
-        communication_seconds=communication_seconds(dep, prompt_tokens),
-        overhead_seconds=eff.step_overhead_seconds,
+        communication_seconds=communication,
+        overhead_seconds=overhead,
         mfu=share,
     )
 
@@ -272,12 +301,19 @@ def prompt_tokens_at(dep: Deployment, context_tokens: int) -> int:
 
 
 def ttft_seconds(
-    dep: Deployment, *, prompt_tokens: int, roofline: bool = False, mfu: float | None = None
+    dep: Deployment,
+    *,
+    prompt_tokens: int,
+    roofline: bool = False,
+    mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> float:
     """The TTFT a latency target is held to: the realistic estimate, or with ``roofline`` the
     bound (the prompt's FLOPs at the dense peak, or the weight read at peak bandwidth)."""
     if not roofline:
-        return prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=mfu).ttft_seconds
+        return prefill_estimate(
+            dep, prompt_tokens=prompt_tokens, mfu=mfu, profile=profile
+        ).ttft_seconds
     bound = prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=1.0)
     eff = efficiency_of(dep.gpus.accelerator)
     compute = bound.compute_seconds or 0.0

@@ -35,6 +35,7 @@ from kvcalc.engine.requirements import batch_per_replica
 from kvcalc.engine.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from kvcalc.engine.profiles import DecodeProfile
     from kvcalc.engine.serving.base import ServingEngine
 from kvcalc.engine.weights import weight_bytes
 
@@ -61,6 +62,9 @@ class PlanRequest:
     """Prefill efficiency of the TTFT estimate; None: each GPU's measured matmul ceiling."""
     prices: Mapping[str, float] | None = None
     """Accelerator id -> price per GPU-hour; the tie-break when given (else watts)."""
+    profile: DecodeProfile | None = None
+    """The decode profile steps are timed with (:mod:`kvcalc.engine.profiles`); None: the
+    GPU's registry figures. One that splits layers only (llama.cpp) searches tp 1 alone."""
 
     def __post_init__(self) -> None:
         if self.users < 1:
@@ -179,11 +183,15 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
     batch = batch_per_replica(request.users, dep.replicas)
     context = request.context_tokens
     tpot = tpot_seconds(
-        dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu
+        dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu,
+        profile=request.profile,
     )
     if request.max_tpot_seconds is not None and tpot > request.max_tpot_seconds:
         return PlannedLayout(dep, fits, tpot, None, batch)  # the prefill need not be timed
-    ttft = ttft_seconds(dep, prompt_tokens=context, roofline=request.roofline, mfu=request.mfu)
+    ttft = ttft_seconds(
+        dep, prompt_tokens=context, roofline=request.roofline, mfu=request.mfu,
+        profile=request.profile,
+    )
     return PlannedLayout(dep, fits, tpot, ttft, batch)
 
 
@@ -235,6 +243,8 @@ class _Search:
         for count in range(1, request.max_gpus + 1):
             best: PlannedLayout | None = None
             for tp, pp, _ in splits(count, model.num_layers):
+                if tp > 1 and request.profile is not None and not request.profile.tensor_parallel:
+                    continue  # the runtime splits layers, not tensors
                 if weights_cannot_fit(bounds[0], usable, tp * pp):
                     continue
                 self.weights_fit = True

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.latency import PrefillEstimate, TpotEstimate
+    from kvcalc.engine.profiles import DecodeProfile
     from kvcalc.engine.serving.base import ServingEngine
 
 
@@ -95,6 +96,7 @@ def decode_payload(
     mbu: float,
     reason: str | None,
     engine: ServingEngine,
+    profile: DecodeProfile | None = None,
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
@@ -108,6 +110,7 @@ def decode_payload(
         "kv_bits_per_value": kv_bits_per_value(dep),
         "mbu": mbu,
         "efficiency_basis": efficiency_basis(dep),
+        "decode_profile": (profile or engine.decode_profile).payload(),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
@@ -188,12 +191,14 @@ def decode_report(
     reason: str | None,
     warnings: list[str],
     engine: ServingEngine,
+    profile: DecodeProfile | None = None,
 ) -> Report:
     """``warnings`` (a batch timed beyond what fits) follow the convention of every command
     (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
     from kvcalc.render.warnings import max_context_warnings
 
-    payload = decode_payload(dep, steps, mbu, reason, engine)
+    profile = profile or engine.decode_profile
+    payload = decode_payload(dep, steps, mbu, reason, engine, profile)
     setup = flatten(
         {k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
     )
@@ -206,11 +211,11 @@ def decode_report(
         *max_context_warnings(dep.model, contexts),
     ]
     unknown_link = any(s.tpot is None for s in steps)
-    notes = (
-        [f"{dep.gpus.accelerator.id}: no link speed in the registry, so tp x pp > 1 is not timed"]
-        if unknown_link
-        else []
-    )
+    notes = [profile.summary()]
+    if unknown_link:
+        notes.append(
+            f"{dep.gpus.accelerator.id}: no link speed in the registry, so tp x pp > 1 is not timed"
+        )
     if (dep.tp_nodes or 1) > 1 and not unknown_link:
         # latency.py times every all-reduce at the in-node link: across nodes it is a bound.
         notes.append("all-reduce ms: at the in-node link speed; across nodes they take longer")

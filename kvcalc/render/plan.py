@@ -68,9 +68,12 @@ def times(layout: PlannedLayout, result: Plan) -> dict[str, float | None]:
             context_tokens=context,
             roofline=basis,
             mfu=request.mfu,
+            profile=request.profile,
         )
     if layout.ttft_seconds is not None:
-        other["ttft"] = ttft_seconds(dep, prompt_tokens=context, roofline=basis, mfu=request.mfu)
+        other["ttft"] = ttft_seconds(
+            dep, prompt_tokens=context, roofline=basis, mfu=request.mfu, profile=request.profile
+        )
     estimate, roofline = (other, searched) if request.roofline else (searched, other)
     return {
         "tpot_seconds": estimate["tpot"],
@@ -96,6 +99,11 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
         "watts": layout.watts,
         "price_per_hour": layout.price_per_hour(result.request.prices),
     }
+
+
+def profile_payload(result: Plan, engine: ServingEngine) -> dict[str, Any]:
+    """The decode profile the layouts were timed with (the engine's, or --runtime's)."""
+    return (result.request.profile or engine.decode_profile).payload()
 
 
 def latency(result: Plan) -> str:
@@ -190,6 +198,7 @@ def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
             "context_tokens": request.context_tokens,
             "users": request.users,
             "latency": latency(result),
+            "decode_profile": profile_payload(result, engine),
             "layouts": rows,
         },
         records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
@@ -199,7 +208,11 @@ def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
                 plan_title(result, engine),
                 columns(result),
                 rows,
-                notes=[*plan_notes(result), *row_layout_notes(rows, result)],
+                notes=[
+                    *plan_notes(result),
+                    (result.request.profile or engine.decode_profile).summary(),
+                    *row_layout_notes(rows, result),
+                ],
             )
         ],
     )
