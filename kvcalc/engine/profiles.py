@@ -85,14 +85,15 @@ class DecodeProfile:
     def payload(self) -> dict[str, object]:
         """The JSON ``decode_profile`` object."""
         return {
-            "name": self.name,
-            "label": self.label,
+            "profile": self.name,
+            "profile_label": self.label,
             "cuda_graphs": self.cuda_graphs,
             "allreduce": self.allreduce,
-            "step_overhead_seconds": self.step_overhead_seconds,
+            "tensor_parallel": self.tensor_parallel,
+            "profile_step_overhead_seconds": self.step_overhead_seconds,
             "layer_overhead_seconds": self.layer_overhead_seconds,
             "allreduce_latency_seconds": self.allreduce_latency_seconds,
-            "sources": list(self.sources),
+            "profile_sources": list(self.sources),
         }
 
     def summary(self) -> str:
