@@ -323,6 +323,10 @@ class Pools:
     """One decode replica's steady state (no prefill in its steps)."""
     ttft_seconds: float
     """Prefill service plus the M/D/1 wait at one prefill replica's share of the rate."""
+    prefill_utilization: float
+    """The busy share of one prefill replica."""
+    queue_seconds: float
+    """The M/D/1 wait before a prompt's prefill starts."""
 
 
 def disaggregated_pools(
@@ -365,7 +369,7 @@ def disaggregated_pools(
         if point.stable and (
             max_tpot_seconds is None or point.step_seconds <= max_tpot_seconds
         ):
-            return Pools(prefill, count, throughput, point, ttft)
+            return Pools(prefill, count, throughput, point, ttft, utilization, ttft - service)
     return None
 
 
