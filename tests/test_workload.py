@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from report_check import refused, run_json
 from specs import registry_deployment
+from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.decode import decode_step_for
 from kvcalc.engine.serving import engine_named
 from kvcalc.engine.workload import (
@@ -163,3 +166,106 @@ def test_disaggregated_pools_cover_the_prompt_tokens_and_the_decode_batch() -> N
     )
     assert fewer is not None and fewer.ttft_seconds <= 0.5
     assert fewer.prefill_replicas >= pools.prefill_replicas
+
+
+# ------------------------------------------------------------------ the commands
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        ([], ("--users: give the sequences served at once",)),
+        (["--users", "8", "--request-rate", "5"], ("--users", "Little's law")),
+        (["--request-rate", "fast"], ("--request-rate: 'fast' is not a rate",)),
+        (["--request-rate", "-3"], ("--request-rate", "positive")),
+        (["--request-rate", "inf"], ("--request-rate", "positive")),
+        (["--request-rate", "5", "--roofline"], ("--roofline", "drop --roofline")),
+        (["--users", "8", "--input-len", "1k", "--ctx", "8k"], ("--ctx", "--input-len")),
+        (["--users", "8", "--max-num-batched-tokens", "4k"],
+         ("--max-num-batched-tokens: applies with --request-rate only",)),
+        (["--users", "8", "--disaggregated"], ("--disaggregated: applies with --request-rate",)),
+        (["--request-rate", "5", "--input-len", "0"], ("--input-len",)),
+        (["--request-rate", "5", "--output-len", "lots"], ("--output-len",)),
+    ],
+)
+def test_plan_refuses_a_workload_it_cannot_read(
+    runner: CliRunner, args: list[str], needles: tuple[str, ...]
+) -> None:
+    refused(runner, ["plan", "llama3-8b", "--gpus", "h100", *args], *needles)
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--input-len", "1k"], ("--input-len: applies with --request-rate only",)),
+        (["--output-len", "128"], ("--output-len: applies with --request-rate only",)),
+        (["--request-rate", "5", "--ctx", "8k"], ("--ctx", "drop --ctx")),
+        (["--request-rate", "5", "--batch", "8"], ("--batch", "drop --batch")),
+        (["--request-rate", "0"], ("--request-rate",)),
+    ],
+)
+def test_decode_refuses_a_workload_it_cannot_read(
+    runner: CliRunner, args: list[str], needles: tuple[str, ...]
+) -> None:
+    refused(runner, ["decode", "llama3-8b", "--gpus", "h100", *args], *needles)
+
+
+def test_plan_states_the_workload_it_assumed(runner: CliRunner) -> None:
+    closed = run_json(runner, "plan", "llama3-8b", "--users", "8", "--gpus", "h100")
+    assert closed["workload"]["workload_kind"] == "closed_batch"
+    assert closed["workload"]["ttft_prompt_tokens"] == closed["context_tokens"] == 8192
+    rate = run_json(runner, "plan", "llama3-8b", "--request-rate", "20", "--gpus", "h100",
+                    "--max-tpot", "30ms", "--max-ttft", "500ms")
+    workload = rate["workload"]
+    assert (workload["workload_kind"], workload["request_rate"]) == ("request_rate", 20.0)
+    assert (workload["input_len"], workload["output_len"]) == (1024, 128)  # benchmark defaults
+    assert (workload["arrivals"], workload["queueing"]) == ("poisson", "M/D/1")
+    assert rate["users"] is None and rate["context_tokens"] == 1024 + 128
+    best = rate["layouts"][0]
+    # Little's law: the concurrency is the rate times the time in the system.
+    per_replica = 20.0 / best["replicas"]
+    assert best["request_rate_per_replica"] == pytest.approx(per_replica)
+    assert best["concurrency_per_replica"] == pytest.approx(
+        per_replica * (best["ttft_seconds"] + 128 * best["tpot_seconds"])
+    )
+    assert best["tpot_seconds"] <= 0.03 and best["ttft_seconds"] <= 0.5
+    text = runner.invoke(app, ["plan", "llama3-8b", "--request-rate", "20", "--gpus", "h100"])
+    assert "workload: 20 requests/s (Poisson) of 1,024 prompt + 128 output tokens" in text.stdout
+
+
+def test_a_higher_rate_needs_at_least_as_many_gpus(runner: CliRunner) -> None:
+    counts = []
+    for rate in ("5", "40", "160"):
+        out = run_json(runner, "plan", "llama3-8b", "--request-rate", rate, "--gpus", "h100",
+                       "--max-tpot", "25ms", "--max-gpus", "16")
+        counts.append(out["layouts"][0]["gpus"]["count"])
+    assert counts == sorted(counts) and counts[-1] > counts[0]
+
+
+def test_plan_disaggregated_sizes_both_pools(runner: CliRunner) -> None:
+    out = run_json(runner, "plan", "llama3-8b", "--request-rate", "30", "--input-len", "4k",
+                   "--output-len", "256", "--gpus", "h100", "--max-tpot", "30ms",
+                   "--max-ttft", "1s", "--disaggregated")
+    best = out["layouts"][0]
+    assert best["prefill_replicas"] >= 1 and best["decode_replicas"] >= 1
+    assert best["prefill_replicas"] + best["decode_replicas"] == best["replicas"]
+    assert best["prefill_tokens_per_step"] is None  # decode steps carry no prompt tokens
+    assert best["ttft_seconds"] <= 1.0 and best["tpot_seconds"] <= 0.03
+    # Too much prompt traffic for 8 GPUs: refused, naming what to change.
+    refused(runner, ["plan", "llama3-8b", "--request-rate", "500", "--input-len", "4k",
+                     "--gpus", "h100", "--disaggregated"], "prefill and decode pools")
+
+
+def test_decode_at_a_rate_times_the_batch_the_rate_keeps(runner: CliRunner) -> None:
+    out = run_json(runner, "decode", "llama3-8b", "--gpus", "h100", "--engine", "vllm",
+                   "--request-rate", "20")
+    serving = out["serving"]
+    assert serving["stable"] and serving["request_rate_per_replica"] == 20.0
+    step = out["contexts"][0]
+    assert step["batch"] == serving["decode_batch"]
+    assert step["context_tokens"] == 1024 + 128 // 2  # the mean context a decode step reads
+    # Prefill chunks mixed in: the step under load is slower than the decode step alone.
+    assert serving["tpot_seconds"] > step["tpot_seconds"]
+    beyond = run_json(runner, "decode", "llama3-8b", "--gpus", "h100", "--request-rate", "500",
+                      code=0)
+    assert beyond["serving"]["stable"] is False and beyond["serving"]["reason"]
