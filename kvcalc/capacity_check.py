@@ -508,13 +508,17 @@ class Measuring:
         from kvcalc.engine.requirements import measured_tpot_seconds
 
         return measured_tpot_seconds(
-            self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu
+            self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu,
+            profile=self.built.engine.decode_profile,
         )
 
     def ttft_seconds(self, ctx: int) -> float | None:
         from kvcalc.engine.requirements import measured_ttft_seconds
 
-        return measured_ttft_seconds(self.built.dep, ctx, roofline=self.roofline, mfu=self.mfu)
+        return measured_ttft_seconds(
+            self.built.dep, ctx, roofline=self.roofline, mfu=self.mfu,
+            profile=self.built.engine.decode_profile,
+        )
 
     @property
     def timing(self) -> str:
