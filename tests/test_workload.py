@@ -269,3 +269,28 @@ def test_decode_at_a_rate_times_the_batch_the_rate_keeps(runner: CliRunner) -> N
     beyond = run_json(runner, "decode", "llama3-8b", "--gpus", "h100", "--request-rate", "500",
                       code=0)
     assert beyond["serving"]["stable"] is False and beyond["serving"]["reason"]
+
+
+def test_the_step_budget_is_held_to_its_range_and_to_the_decode_batch(runner: CliRunner) -> None:
+    refused(runner, ["plan", "llama3-8b", "--gpus", "h100", "--request-rate", "5",
+                     "--max-num-batched-tokens", "0"], "--max-num-batched-tokens")
+    # A budget the decode batch fills leaves no room to prefill: no layout keeps up.
+    refused(runner, ["plan", "llama3-8b", "--gpus", "h100", "--request-rate", "50",
+                     "--max-num-batched-tokens", "16"], "cannot keep up")
+
+
+def test_the_api_takes_a_workload_as_the_command_line_does() -> None:
+    import kvcalc
+    from kvcalc.errors import InputError
+
+    result = kvcalc.plan("llama3-8b", request_rate="20/s", input_len="1k", output_len=128,
+                         gpus="h100", max_tpot="30ms")
+    document = result.to_dict()
+    assert document["workload"]["request_rate"] == 20.0
+    assert document["workload"]["input_len"] == 1024
+    with pytest.raises(InputError) as refusal:
+        kvcalc.plan("llama3-8b", users=8, request_rate=5, gpus="h100")
+    assert refusal.value.field == "users"
+    served = kvcalc.decode("llama3-8b", gpus="h100", request_rate=5, runtime="pytorch")
+    assert served.to_dict()["serving"]["stable"]
+    assert served.to_dict()["decode_profile"]["profile"] == "pytorch"
