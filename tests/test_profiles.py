@@ -117,3 +117,26 @@ def test_plan_with_a_layer_splitting_runtime_searches_tp_1_only(runner: CliRunne
     out = run_json(runner, "plan", "llama3-70b", "--users", "4", "--gpus", "h100",
                    "--runtime", "llama.cpp")
     assert out["layouts"] and all(row["tp"] == 1 for row in out["layouts"])
+
+
+def test_custom_allreduce_falls_back_to_nccl_where_engines_do() -> None:
+    vllm = engine_named("vllm").decode_profile
+    # More than two PCIe-only GPUs, and a tensor-parallel group across nodes: NCCL, as vLLM's
+    # custom_all_reduce.py falls back.
+    for gpus, tp in (("4xrtx-4090", 4), ("16xh100-sxm", 16)):
+        dep = registry_deployment("llama3-8b", gpus, tp=tp)
+        base = tpot_estimate(dep, batch=1, context_tokens=1024)
+        assert tpot_estimate(dep, batch=1, context_tokens=1024, profile=vllm) == base
+    two = registry_deployment("llama3-8b", "2xrtx-4090", tp=2)
+    assert tpot_estimate(two, batch=1, context_tokens=1024, profile=vllm) != tpot_estimate(
+        two, batch=1, context_tokens=1024
+    )
+
+
+def test_decode_prints_its_profile(runner: CliRunner) -> None:
+    from kvcalc.cli.app import app
+
+    out = runner.invoke(app, ["decode", "llama3-8b", "--gpus", "2xh100", "--engine", "vllm"])
+    assert out.exit_code == 0
+    line = "vLLM profile: CUDA graphs, the GPU's step overhead, custom one-shot all-reduce (10 us"
+    assert line in out.stdout

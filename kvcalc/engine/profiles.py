@@ -76,7 +76,7 @@ class DecodeProfile:
         whatever the implementation; the latency is the implementation's."""
         from kvcalc.engine.latency import ALLREDUCES_PER_LAYER
 
-        if self.allreduce_latency_seconds is None or dep.tp == 1:
+        if self.allreduce_latency_seconds is None or not custom_allreduce_applies(dep):
             return registry_seconds
         count = ALLREDUCES_PER_LAYER * dep.model.num_layers
         delta = self.allreduce_latency_seconds - eff.link_latency_seconds
@@ -114,6 +114,16 @@ class DecodeProfile:
         if not self.tensor_parallel:
             return f"{self.label} profile: {graphs}, {overhead}, {self.allreduce}"
         return f"{self.label} profile: {graphs}, {overhead}, {self.allreduce} ({latency})"
+
+
+def custom_allreduce_applies(dep: Deployment) -> bool:
+    """Whether an engine's custom all-reduce kernel runs for ``dep``'s tensor-parallel group:
+    within one node, over a peer-to-peer scale-up link (vLLM's custom_all_reduce.py disables it
+    across nodes and for more than two PCIe-only GPUs, falling back to NCCL; SGLang's and
+    TensorRT-LLM's kernels have the same IPC requirement)."""
+    if dep.tp == 1 or (dep.tp_nodes or 1) > 1:
+        return False
+    return dep.tp <= 2 or dep.gpus.accelerator.interconnect_bytes_per_s is not None
 
 
 #: SGLang's custom all-reduce measured on H100 (sglang PR #2904, unit test without CUDA graphs):
