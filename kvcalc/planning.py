@@ -231,7 +231,10 @@ def workload_payload(request: PlanRequest) -> dict[str, Any]:
     workload = request.workload
     rate = request.request_rate
     return {
-        "workload_kind": "request_rate" if rate is not None else "closed_batch",
+        "workload_kind": (
+            "closed_batch" if rate is None
+            else "disaggregated" if request.disaggregated else "request_rate"
+        ),
         "input_len": None if workload is None else workload.input_len,
         "output_len": None if workload is None else workload.output_len,
         "request_rate": rate,
@@ -247,6 +250,13 @@ def workload_line(request: PlanRequest) -> str:
     """plan's workload in one line, as its answer states it."""
     workload = request.workload
     rate = request.request_rate
+    if workload is not None and rate is not None and request.disaggregated:
+        return (
+            f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "
+            f"{workload.output_len:,} output tokens, prefill and decode pools apart: prompts "
+            f"prefilled in steps of up to {workload.batched_tokens:,} tokens (TTFT with M/D/1 "
+            "queueing), decode steps carrying no prompt tokens (concurrency by Little's law)"
+        )
     if workload is not None and rate is not None:
         return (
             f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "

@@ -246,6 +246,7 @@ def test_plan_disaggregated_sizes_both_pools(runner: CliRunner) -> None:
     out = run_json(runner, "plan", "llama3-8b", "--request-rate", "30", "--input-len", "4k",
                    "--output-len", "256", "--gpus", "h100", "--max-tpot", "30ms",
                    "--max-ttft", "1s", "--disaggregated")
+    assert out["workload"]["workload_kind"] == "disaggregated"
     best = out["layouts"][0]
     assert best["prefill_replicas"] >= 1 and best["decode_replicas"] >= 1
     assert best["prefill_replicas"] + best["decode_replicas"] == best["replicas"]

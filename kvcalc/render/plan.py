@@ -166,6 +166,14 @@ def columns(result: Plan) -> list[Column]:
     # The table shows the times the targets hold to.
     prefix = "roofline_" if result.request.roofline else ""
     priced = [number("$/hour", "price_per_hour", ",.2f")] if result.tie_break == "price" else []
+    serving: list[Column] = []
+    if result.request.disaggregated:
+        serving += [number("prefill", "prefill_replicas"), number("decode", "decode_replicas")]
+    if result.request.request_rate is not None:
+        serving += [
+            number("req/s/replica", "request_rate_per_replica", ",.3g"),
+            number("concurrency", "concurrency_per_replica", ",.1f"),
+        ]
     return [
         Column("GPUs", gpus_cell, "name"),
         number("tp", "tp"),
@@ -177,6 +185,7 @@ def columns(result: Plan) -> list[Column]:
         number("batch/replica", "batch_per_replica"),
         ms("TPOT ms", f"{prefix}tpot_seconds", "n/a"),
         ms("TTFT ms", f"{prefix}ttft_seconds", "n/a"),
+        *serving,
         number("watts", "watts"),
         *priced,
     ]

@@ -469,7 +469,7 @@ class PlanLayout(Layout):
 class PlanWorkload(TypedDict):
     """What plan assumed the layouts serve (kvcalc.planning.workload_payload)."""
 
-    workload_kind: Literal["closed_batch", "request_rate"]
+    workload_kind: Literal["closed_batch", "request_rate", "disaggregated"]
     input_len: int | None
     output_len: int | None
     request_rate: float | None
@@ -919,7 +919,7 @@ VOCABULARY: dict[str, Term] = {
     # serving workloads (kvcalc.engine.workload)
     "serving": Term("", "one replica's steady state under --request-rate (null: none)"),
     "workload": Term("", "what plan assumed the layouts serve"),
-    "workload_kind": Term("", "`closed_batch` (--users) or `request_rate`"),
+    "workload_kind": Term("", "`closed_batch` (--users), `request_rate` or `disaggregated`"),
     "input_len": Term(TOK, "prompt tokens of each request"),
     "output_len": Term(TOK, "generated tokens of each request"),
     "request_rate": Term("requests/s", "requests arriving per second, all replicas"),
