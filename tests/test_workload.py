@@ -214,6 +214,11 @@ def test_plan_states_the_workload_it_assumed(runner: CliRunner) -> None:
     closed = run_json(runner, "plan", "llama3-8b", "--users", "8", "--gpus", "h100")
     assert closed["workload"]["workload_kind"] == "closed_batch"
     assert closed["workload"]["ttft_prompt_tokens"] == closed["context_tokens"] == 8192
+    lengths = run_json(runner, "plan", "llama3-8b", "--users", "8", "--gpus", "h100",
+                       "--input-len", "2k", "--output-len", "512")
+    assert lengths["context_tokens"] == 2048 + 512 and lengths["users"] == 8
+    assert lengths["workload"]["ttft_prompt_tokens"] == 2048
+    assert lengths["workload"]["workload_kind"] == "closed_batch"
     rate = run_json(runner, "plan", "llama3-8b", "--request-rate", "20", "--gpus", "h100",
                     "--max-tpot", "30ms", "--max-ttft", "500ms")
     workload = rate["workload"]
