@@ -300,3 +300,10 @@ def test_the_api_takes_a_workload_as_the_command_line_does() -> None:
     served = kvcalc.decode("llama3-8b", gpus="h100", request_rate=5, runtime="pytorch")
     assert served.to_dict()["serving"]["stable"]
     assert served.to_dict()["decode_profile"]["profile"] == "pytorch"
+
+
+def test_decode_at_a_rate_says_why_when_nothing_fits(runner: CliRunner) -> None:
+    out = run_json(runner, "decode", "llama3-70b", "--gpus", "h100", "--request-rate", "5",
+                   code=1)
+    assert out["serving"]["stable"] is False
+    assert out["serving"]["reason"] == "no request of 1,152 tokens fits the KV cache"

@@ -137,7 +137,11 @@ def serving_payload(
         "max_num_batched_tokens": dep.max_num_batched_tokens,
         "request_rate_per_replica": workload.request_rate / dep.replicas,
         "stable": stable,
-        "reason": None if point is None or stable else point.why,
+        "reason": (
+            None if stable
+            else point.why if point is not None
+            else f"no request of {workload.context_tokens:,} tokens fits the KV cache"
+        ),
         "decode_batch": point.decode_batch if stable and point else None,
         "concurrency_per_replica": point.concurrency(workload) if stable and point else None,
         "prefill_tokens_per_step": point.prefill_tokens_per_step if stable and point else None,
