@@ -198,6 +198,12 @@ def nothing_meets(result: Plan) -> str:
         )
     if closest is None and not result.weights_fit:
         return f"{asked}: no GPU set holds the weights; raise --max-gpus or try --weight-dtype fp8"
+    if closest is None and request.request_rate is not None:
+        return (
+            f"{asked}: no GPU set holds the weights and one request's cache of "
+            f"{request.context_tokens:,} tokens; raise --max-gpus, lower --input-len or "
+            "--output-len, or try --kv-dtype fp8"
+        )
     if closest is None:
         return (
             f"{asked}: no GPU set holds the weights and {request.users:,} caches of "

@@ -307,3 +307,9 @@ def test_decode_at_a_rate_says_why_when_nothing_fits(runner: CliRunner) -> None:
                    code=1)
     assert out["serving"]["stable"] is False
     assert out["serving"]["reason"] == "no request of 1,152 tokens fits the KV cache"
+
+
+def test_plan_at_a_rate_names_the_request_cache_when_none_fits(runner: CliRunner) -> None:
+    refused(runner, ["plan", "llama3-8b", "--request-rate", "1", "--input-len", "1m",
+                     "--gpus", "rtx-4090", "--max-gpus", "2"],
+            "one request's cache", "--input-len")
