@@ -59,7 +59,7 @@ def test_littles_law_gives_back_the_benchmark_concurrency() -> None:
         errors.append(point.concurrency(workload) / row["max_concurrency"] - 1)
     # Measured: +34%, +29%, +25%, +16%, +15%: the estimate's step is slower than this 4090's
     # (its reads alone, at the registry's 0.9 of peak, take 16 ms; each step also pays the
-    # registry's 1.0 ms and a serving engine's per-layer kernels, 32 x 43 us, which the
+    # registry's 1.0 ms and a serving engine's per-layer kernels, 32 x 45 us, which the
     # decode-points fit set on datacenter GPUs). Before the per-layer kernels were a term of
     # the step: +23%, +20%, +16%, +7%, +5%.
     assert all(abs(e) <= 0.35 for e in errors), errors

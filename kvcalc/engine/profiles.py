@@ -57,10 +57,11 @@ class StepKernels:
 
 #: A serving engine (vLLM, SGLang, TensorRT-LLM, CUDA graphs on) at small batch, set on the
 #: fit points of tests/fixtures/decode_points.yaml (what each measured step leaves beyond the
-#: reads, the all-reduces and the registry's step overhead, per layer): dense, the mean of
-#: vLLM's CI Llama-3.1-8B at batch 8 on an H200 (47.9 us) and NIM's Llama-3.3-70B FP8 at TP 2
-#: on H100s (37.2 us); MoE, vLLM's Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us).
-SERVING_KERNELS = StepKernels("serving", dense_layer_seconds=43e-6, moe_layer_seconds=98e-6)
+#: reads, the all-reduces timed with the engine's profile and the registry's step overhead, per
+#: layer): dense, the mean of vLLM's CI Llama-3.1-8B at batch 8 on an H200 (47.5 us) and NIM's
+#: Llama-3.3-70B FP8 at TP 2 on H100s (43.2 us, TensorRT-LLM's 6 us all-reduces); MoE, vLLM's
+#: Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us).
+SERVING_KERNELS = StepKernels("serving", dense_layer_seconds=45e-6, moe_layer_seconds=98e-6)
 #: One compiled graph of the whole step (gpt-fast's torch.compile, llama.cpp's CUDA graph): the
 #: registry's step overhead, fitted on such runs (gpt-fast, llama.cpp), is the whole fixed cost.
 COMPILED_KERNELS = StepKernels("compiled", dense_layer_seconds=0.0, moe_layer_seconds=0.0)
