@@ -57,7 +57,7 @@ def test_littles_law_gives_back_the_benchmark_concurrency() -> None:
         point = solve(workload, row["request_throughput"], step, max_batch)
         assert point.stable, row
         errors.append(point.concurrency(workload) / row["max_concurrency"] - 1)
-    # Measured: +34%, +29%, +25%, +16%, +15%: the estimate's step is slower than this 4090's
+    # Measured: +34%, +30%, +25%, +16%, +15%: the estimate's step is slower than this 4090's
     # (its reads alone, at the registry's 0.9 of peak, take 16 ms; each step also pays the
     # registry's 1.0 ms and a serving engine's per-layer kernels, 32 x 45 us, which the
     # decode-points fit set on datacenter GPUs). Before the per-layer kernels were a term of

@@ -6,7 +6,8 @@ Decode (time per output token, one replica)::
     TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
                FLOPs / (mfu x dense peak))
            + tensor-parallel all-reduces + pipeline sends (over the links they cross)
-           + fixed step overhead + per-layer kernels (a serving engine's)
+           + fixed step overhead + per-layer kernels (the engine's or runtime's decode profile:
+             a serving engine's by default, none for a compiled step)
 
 Prefill (time to first token of one prompt, no queueing)::
 

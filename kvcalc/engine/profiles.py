@@ -1,11 +1,12 @@
 """Decode profiles: what the software that runs the model adds to a decode step beyond the GPU's
-reads and FLOPs -- the fixed per-step overhead, the all-reduce implementation and whether the
-step is replayed as a CUDA graph.
+reads and FLOPs -- the fixed per-step overhead, the all-reduce implementation, the per-layer
+kernels and whether the step is replayed as a CUDA graph.
 
 The GPU's ``efficiency`` figures in the registry (model_configs/gpus) are fitted to gpt-fast's
-batch-1 decode: compiled PyTorch replayed as CUDA graphs, all-reduces through NCCL
-(torch.distributed). A profile keeps those figures where the software behaves the same (a
-``None`` field) and replaces a term where it does not, each with its source:
+batch-1 decode (compiled PyTorch replayed as CUDA graphs), its scale-up all-reduce latency a
+serving engine's one-shot kernel where measured (H100/H200) or fitted (A100 on gpt-fast, MI300X
+on vLLM). A profile keeps those figures where the software behaves the same (a ``None`` field)
+and replaces a term where it does not, each with its source:
 
 - ``step_overhead_seconds``: the fixed cost of one step (launches, sampling, scheduling);
   None: the GPU's registry figure.
