@@ -599,12 +599,20 @@ def decode(
     mbu: float = 1.0,
     mfu: float | None = None,
     engine: str | None = None,
+    runtime: str | None = None,
+    input_len: int | str | None = None,
+    output_len: int | str | None = None,
+    request_rate: float | str | None = None,
     **inputs: Unpack[ServingInputs],
 ) -> DecodeResult:
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute time,
     TPOT and tokens/s at ``batch`` sequences (default: the most that fit, as ``engine`` sizes
     the cache), and beside the roofline (at ``mbu``) a realistic TPOT and TTFT estimate (at
-    ``mfu``: default the GPU's measured matmul ceiling)."""
+    ``mfu``: default the GPU's measured matmul ceiling).
+
+    With ``request_rate`` (requests per second of ``input_len`` + ``output_len`` tokens,
+    default 1024 + 128) the step is timed at the batch that rate keeps decoding, with prefill
+    chunks mixed in, and the report adds the replica's steady state (``serving``)."""
     from kvcalc.deploy import EngineChoice
     from kvcalc.engine.serving import DEFAULT_ENGINE
     from kvcalc.render.decode import decode_report
@@ -620,13 +628,26 @@ def decode(
         inputs
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    profile = decode_profile_of(chosen, runtime)
     evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()
     spec = load_model(model, None, None, None, attention)
     contexts = evict.contexts(_tokens_text(ctx), lambda: parse_ctx_list(DECODE_CONTEXT))
     policy, notes = evict.checked(spec, contexts)
+    workload = decode_workload(input_len, output_len, request_rate, ctx, batch)
+    if workload is not None:
+        contexts = [workload.context_tokens]
     dep = deploy.build(spec, gpu_set, chosen, policy)
-    max_batches, why = engine_pool_of(dep, chosen, flags).max_batches(contexts)
+    check_runtime_layout(profile, dep.tp)
+    pool = engine_pool_of(dep, chosen, flags)
+    max_batches, why = pool.max_batches(contexts)
+    serving = None
+    if workload is not None and max_batches[0] >= 1:
+        serving = serving_of(dep, workload, max_batches[0], mfu, profile)
+        if serving.stable:
+            batch = serving.decode_batch
+            contexts = [workload.decode_context]
+            max_batches = pool.max_batches(contexts)[0]
     steps = []
     warnings = list(notes)
     reason = None
@@ -641,9 +662,11 @@ def decode(
                 f"--batch {n:,} exceeds the {fits:,} sequences of "
                 f"{context:,} tokens that fit in the KV budget"
             )
-        steps.append(timed_step(dep, n, context, mbu, mfu))
+        steps.append(timed_step(dep, n, context, mbu, mfu, profile))
     return DecodeResult(
-        _report=decode_report(dep, steps, mbu, reason, warnings, chosen),
+        _report=decode_report(
+            dep, steps, mbu, reason, warnings, chosen, profile, (workload, serving)
+        ),
         model=spec.id,
         engine=chosen.name,
         contexts=tuple(s.roofline.context_tokens for s in steps),
@@ -662,7 +685,72 @@ def decode(
     )
 
 
-def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None) -> Any:
+def decode_workload(
+    input_len: int | str | None,
+    output_len: int | str | None,
+    request_rate: float | str | None,
+    ctx: Any,
+    batch: int | None,
+) -> Any:
+    """decode's serving workload (None: steps at --ctx and --batch), contradictions refused."""
+    from kvcalc.engine.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, Workload
+    from kvcalc.planning import parse_rate
+
+    rate = parse_rate(request_rate)
+    if rate is None:
+        for value, option in ((input_len, "--input-len"), (output_len, "--output-len")):
+            if value is not None:
+                fail(f"{option}: applies with --request-rate only; add --request-rate, e.g. 10")
+        return None
+    if ctx is not None:
+        fail("--ctx: with --request-rate the context is --input-len + --output-len; drop --ctx")
+    if batch is not None:
+        fail("--batch: with --request-rate the batch follows from the rate; drop --batch")
+    return Workload(
+        input_len=_length(input_len, "--input-len", DEFAULT_INPUT_LEN),
+        output_len=_length(output_len, "--output-len", DEFAULT_OUTPUT_LEN),
+        request_rate=rate,
+    )
+
+
+def serving_of(dep: Any, workload: Any, max_batch: int, mfu: float | None, profile: Any) -> Any:
+    """One replica's steady state at its share of the workload's rate, its steps carrying up
+    to the deployment's max_num_batched_tokens."""
+    import dataclasses
+
+    from kvcalc.engine.workload import solve, step_time
+
+    workload = dataclasses.replace(workload, batched_tokens=dep.max_num_batched_tokens)
+    step = step_time(dep, workload, mfu=mfu, profile=profile)
+    return solve(workload, workload.request_rate / dep.replicas, step, max_batch)
+
+
+def decode_profile_of(engine: Any, runtime: str | None) -> Any:
+    """The decode profile a step is timed with: the runtime's when ``runtime`` is given (only
+    beside the budget formula: a serving engine runs its own), else the engine's."""
+    from kvcalc.engine.runtimes import runtime_named
+    from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
+
+    if runtime is None:
+        return engine.decode_profile
+    profile = runtime_named(runtime)
+    if engine is not engine_named(DEFAULT_ENGINE):
+        fail(
+            f"--runtime: {profile.name} is a single-user runtime, not {engine.label}'s profile; "
+            "drop --runtime or --engine"
+        )
+    return profile
+
+
+def check_runtime_layout(profile: Any, tp: int) -> None:
+    from kvcalc.engine.runtimes import check_layout
+
+    check_layout(profile, tp)
+
+
+def timed_step(
+    dep: Any, batch: int, context: int, mbu: float, mfu: float | None, profile: Any = None
+) -> Any:
     """The roofline step at ``mbu`` and, where the replica's links can be timed, the realistic
     TPOT and the TTFT of the sequence's prompt (``context`` tokens, or SnapKV's prompt)."""
     from kvcalc.engine.decode import decode_step_for
@@ -679,8 +767,10 @@ def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None
         return TimedStep(roofline, None, None)
     return TimedStep(
         roofline,
-        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu),
-        prefill_estimate(dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu),
+        tpot_estimate(dep, batch=batch, context_tokens=context, mfu=mfu, profile=profile),
+        prefill_estimate(
+            dep, prompt_tokens=prompt_tokens_at(dep, context), mfu=mfu, profile=profile
+        ),
     )
 
 
@@ -690,7 +780,12 @@ def timed_step(dep: Any, batch: int, context: int, mbu: float, mfu: float | None
 def plan(
     model: str | ModelSpec,
     *,
-    users: int,
+    users: int | None = None,
+    input_len: int | str | None = None,
+    output_len: int | str | None = None,
+    request_rate: float | str | None = None,
+    max_num_batched_tokens: int | str | None = None,
+    disaggregated: bool = False,
     ctx: str | int | None = None,
     max_tpot: str | None = None,
     max_ttft: str | None = None,
@@ -703,6 +798,7 @@ def plan(
     price: str | Mapping[str, float] | None = None,
     roofline: bool = False,
     mfu: float | None = None,
+    runtime: str | None = None,
     top: int | None = None,
     calibration: str | Path | None = None,
 ) -> PlanResult:
@@ -712,7 +808,12 @@ def plan(
     (``weight_dtype``, ``kv_dtype``: several to try); ranked by GPU count, then ``price``
     (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
     InputError naming the closest. ``calibration``: a `kvcalc calibrate --write` file; the
-    layouts of its GPU, tp and pp take its measured KV memory in place of the estimate."""
+    layouts of its GPU, tp and pp take its measured KV memory in place of the estimate.
+
+    A serving workload instead of ``users``: ``request_rate`` requests per second of
+    ``input_len`` + ``output_len`` tokens (default 1024 + 128), each layout held to its steady
+    state (prefill chunks of up to ``max_num_batched_tokens`` mixed into decode steps, TTFT
+    under M/D/1 queueing); ``disaggregated`` sizes prefill and decode pools apart."""
     from kvcalc.engine.plan import PlanRequest, max_batch_rule
     from kvcalc.engine.plan import plan as search
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
@@ -750,6 +851,14 @@ def plan(
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
     chosen = engine_named(wanted)
+    profile = decode_profile_of(chosen, runtime)
+    workload = plan_workload(
+        users, input_len, output_len, request_rate, max_num_batched_tokens, ctx, roofline,
+        disaggregated,
+    )
+    if workload is not None and workload.request_rate is not None:
+        users = 1  # the concurrency follows from the rate: a bound for the pruning only
+    assert users is not None
     if not 1 <= users <= MAX_USERS:
         fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
@@ -758,6 +867,8 @@ def plan(
         fail(f"--top: {top} must be at least 1")
     spec = load_model(model, None, None, None, attention)
     contexts = parse_ctx_list(_tokens_text(ctx) or DEFAULT_CONTEXT)
+    if workload is not None:
+        contexts = [workload.context_tokens]
     if len(contexts) != 1:
         fail("--ctx: plan serves one context length; give one, e.g. 16k")
     if isinstance(price, Mapping):
@@ -776,6 +887,9 @@ def plan(
         roofline=roofline,
         mfu=mfu,
         prices=prices,
+        profile=profile,
+        workload=workload,
+        disaggregated=disaggregated,
     )
     if cal is not None:
         from dataclasses import replace
@@ -792,6 +906,75 @@ def plan(
         layouts=result.layouts[:top],
         plan=result,
     )
+
+
+def plan_workload(
+    users: int | None,
+    input_len: int | str | None,
+    output_len: int | str | None,
+    request_rate: float | str | None,
+    budget: int | str | None,
+    ctx: Any,
+    roofline: bool,
+    disaggregated: bool,
+) -> Any:
+    """The workload plan's answer serves (None: ``users`` sequences of ``--ctx``), every
+    contradiction among its inputs refused."""
+    from kvcalc.engine.workload import (
+        DEFAULT_BATCHED_TOKENS,
+        DEFAULT_INPUT_LEN,
+        DEFAULT_OUTPUT_LEN,
+        Workload,
+    )
+    from kvcalc.planning import parse_rate
+
+    rate = parse_rate(request_rate)
+    if users is None and rate is None:
+        fail("--users: give the sequences served at once, or --request-rate, e.g. --users 32")
+    if users is not None and rate is not None:
+        fail(
+            "--users: the concurrency follows from --request-rate (Little's law); "
+            "drop --users or --request-rate"
+        )
+    lengths = input_len is not None or output_len is not None
+    if lengths and ctx is not None:
+        fail("--ctx: the context is --input-len + --output-len; drop --ctx")
+    if rate is None:
+        for given, option in (
+            (budget, "--max-num-batched-tokens"),
+            (disaggregated or None, "--disaggregated"),
+        ):
+            if given is not None:
+                fail(f"{option}: applies with --request-rate only; add --request-rate, e.g. 10")
+    if rate is not None and roofline:
+        fail(
+            "--roofline: a serving steady state is timed with the realistic estimate; "
+            "drop --roofline or --request-rate"
+        )
+    if rate is None and not lengths:
+        return None
+    return Workload(
+        input_len=_length(input_len, "--input-len", DEFAULT_INPUT_LEN),
+        output_len=_length(output_len, "--output-len", DEFAULT_OUTPUT_LEN),
+        request_rate=rate,
+        batched_tokens=_length(budget, "--max-num-batched-tokens", DEFAULT_BATCHED_TOKENS),
+    )
+
+
+def _length(value: int | str | None, option: str, default: int) -> int:
+    """A token count given as the command line gives it (``4k`` or 4096)."""
+    from kvcalc.engine.units import UnitError, parse_tokens
+
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            fail(f"{option}: {value} must be at least 1 token")
+        return value
+    try:
+        return parse_tokens(str(value), 1, 1 << 30, what="token count")
+    except UnitError as exc:
+        fail(f"{option}: {exc}")
 
 
 def _listed(value: str | Sequence[str] | None) -> str | None:

@@ -502,7 +502,7 @@ class Measuring:
 
         return measured_tpot_seconds(
             self.built.dep, self.per_replica, ctx, roofline=self.roofline, mfu=self.mfu,
-            judge=self.judge,
+            profile=self.built.engine.decode_profile, judge=self.judge,
         )
 
     @property
@@ -513,7 +513,10 @@ class Measuring:
     def ttft_seconds(self, ctx: int) -> float | None:
         from kvcalc.engine.requirements import measured_ttft_seconds
 
-        return measured_ttft_seconds(self.built.dep, ctx, roofline=self.roofline, mfu=self.mfu)
+        return measured_ttft_seconds(
+            self.built.dep, ctx, roofline=self.roofline, mfu=self.mfu,
+            profile=self.built.engine.decode_profile,
+        )
 
     @property
     def timing(self) -> str:

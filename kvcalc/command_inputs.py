@@ -56,6 +56,32 @@ MFU = Input(
     panel=OPTIONS,
 )
 
+#: The single-user runtime whose decode profile times the step, in place of the engine's.
+RUNTIME = Input(
+    "runtime", "text",
+    "time decode as this single-user runtime runs it: llama.cpp, ollama or pytorch (eager) "
+    "[default: --engine's profile]; the cache is the budget formula's",
+    metavar="[llama.cpp|ollama|pytorch]", panel=DEPLOYMENT,
+)
+
+#: A serving workload: requests of --input-len + --output-len tokens at --request-rate.
+INPUT_LEN = Input(
+    "input_len", "tokens", "prompt tokens of each request [default with --request-rate: 1024]",
+    panel=OPTIONS,
+)
+OUTPUT_LEN = Input(
+    "output_len", "tokens",
+    "generated tokens of each request [default with --request-rate: 128]",
+    panel=OPTIONS,
+)
+REQUEST_RATE = Input(
+    "request_rate", "text",
+    "requests per second arriving (Poisson), e.g. 10: the concurrency follows (Little's law), "
+    "prefill chunks mix into decode steps and the TTFT includes queueing",
+    metavar="RATE", panel=OPTIONS,
+)
+WORKLOAD_INPUTS = (INPUT_LEN, OUTPUT_LEN, REQUEST_RATE)
+
 # ------------------------------------------------------------------ each command's
 
 SIZE_INPUTS = (CTX, BATCH, ATTENTION, *WHAT_IFS)
@@ -67,7 +93,7 @@ BATCH_INPUTS = (
         metavar=TOKENS, panel="vLLM engine",
     ),
 )
-DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU)
+DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU, RUNTIME, *WORKLOAD_INPUTS)
 SWEEP_CONTEXTS = "4k..128k"
 SWEEP_INPUTS = (
     Input(
@@ -151,9 +177,21 @@ def plan_inputs() -> tuple[Input, ...]:
     from kvcalc.planning import DEFAULT_MAX_GPUS, DEFAULT_TOP, plan_engines
 
     engines = plan_engines()
+    budget = next(i for i in DEPLOYMENT_INPUTS if i.name == "max_num_batched_tokens")
     return (
-        Input("users", "count", "sequences served at once", default=..., short="-u",
-              panel=OPTIONS),
+        Input("users", "count", "sequences served at once (or give --request-rate)",
+              short="-u", panel=OPTIONS),
+        *WORKLOAD_INPUTS,
+        budget._replace(
+            help="tokens one step carries, decode and prefill chunks together, with "
+            "--request-rate [default: 8192]",
+            panel=OPTIONS,
+        ),
+        Input(
+            "disaggregated", "flag",
+            "size prefill and decode pools apart (with --request-rate)", default=False,
+            panel=OPTIONS,
+        ),
         CTX._replace(
             help="tokens of each user's sequence, also the TTFT prompt: 8192, 8k, 128k "
             "[default: 8k]",
@@ -202,6 +240,7 @@ def plan_inputs() -> tuple[Input, ...]:
             default=False, panel=OPTIONS,
         ),
         MFU,
+        RUNTIME,
         Input("top", "count", "layouts shown, best first", default=DEFAULT_TOP, panel=OPTIONS),
         *(i for i in DEPLOYMENT_INPUTS if i.name == "calibration"),
     )

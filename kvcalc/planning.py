@@ -4,7 +4,7 @@ KV formats tried, the prices, and the one line of a plan that finds no layout. U
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import fail
 from kvcalc.values import option_name
@@ -38,6 +38,22 @@ def duration(text: str | None, option: str) -> float | None:
         return parse_duration(text)
     except UnitError as exc:
         fail(f"{option}: {exc}")
+
+
+def parse_rate(value: float | str | None) -> float | None:
+    """Requests per second: a positive number (``10``, ``0.5``, ``10/s``)."""
+    import math
+
+    if value is None:
+        return None
+    text = str(value).strip().removesuffix("/s")
+    try:
+        rate = float(text)
+    except ValueError:
+        fail(f"--request-rate: {value!r} is not a rate; give requests per second, e.g. 10")
+    if isinstance(value, bool) or not math.isfinite(rate) or rate <= 0:
+        fail(f"--request-rate: {value!r} must be a positive number of requests per second")
+    return rate
 
 
 def split_list(text: str, option: str, example: str) -> list[str]:
@@ -166,18 +182,38 @@ def targets(request: PlanRequest) -> str:
 def nothing_meets(result: Plan) -> str:
     """The one line of a plan without an answer: what was asked and what came closest."""
     request = result.request
+    served = (
+        f"{request.request_rate:g} requests/s" if request.request_rate is not None
+        else f"{request.users:,} users"
+    )
     asked = (
-        f"no layout of up to {request.max_gpus} GPUs serves {request.users:,} users at "
+        f"no layout of up to {request.max_gpus} GPUs serves {served} at "
         f"{request.context_tokens:,} tokens{targets(request)}"
     )
     closest = result.closest
+    if request.disaggregated and result.weights_fit:
+        return (
+            f"{asked}: no prefill and decode pools of up to {request.max_gpus} GPUs keep up "
+            "within the targets; raise --max-gpus, relax the targets or lower --request-rate"
+        )
     if closest is None and not result.weights_fit:
         return f"{asked}: no GPU set holds the weights; raise --max-gpus or try --weight-dtype fp8"
+    if closest is None and request.request_rate is not None:
+        return (
+            f"{asked}: no GPU set holds the weights and one request's cache of "
+            f"{request.context_tokens:,} tokens; raise --max-gpus, lower --input-len or "
+            "--output-len, or try --kv-dtype fp8"
+        )
     if closest is None:
         return (
             f"{asked}: no GPU set holds the weights and {request.users:,} caches of "
             f"{request.context_tokens:,} tokens; raise --max-gpus, lower --users or --ctx, "
             "or try --kv-dtype fp8"
+        )
+    if closest.serving is not None and not closest.serving.stable:
+        return (
+            f"{asked}; closest: {describe(closest)}, whose replicas cannot keep up: "
+            f"{closest.serving.why}; raise --max-gpus or lower --request-rate"
         )
     if closest.tpot_seconds is None and closest.max_batch >= request.users:
         return (
@@ -193,4 +229,49 @@ def nothing_meets(result: Plan) -> str:
     return (
         f"{asked}; closest: {describe(closest)} at TPOT {closest.tpot_seconds * 1000:,.1f} ms"
         f"{ttft}; relax the targets or raise --max-gpus"
+    )
+
+
+def workload_payload(request: PlanRequest) -> dict[str, Any]:
+    """The JSON ``workload`` object: what plan assumed the layouts serve."""
+    workload = request.workload
+    rate = request.request_rate
+    return {
+        "workload_kind": (
+            "closed_batch" if rate is None
+            else "disaggregated" if request.disaggregated else "request_rate"
+        ),
+        "input_len": None if workload is None else workload.input_len,
+        "output_len": None if workload is None else workload.output_len,
+        "request_rate": rate,
+        "max_num_batched_tokens": None if rate is None or workload is None
+        else workload.batched_tokens,
+        "ttft_prompt_tokens": request.prompt_tokens,
+        "arrivals": "poisson" if rate is not None else None,
+        "queueing": "M/D/1" if rate is not None else None,
+    }
+
+
+def workload_line(request: PlanRequest) -> str:
+    """plan's workload in one line, as its answer states it."""
+    workload = request.workload
+    rate = request.request_rate
+    if workload is not None and rate is not None and request.disaggregated:
+        return (
+            f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "
+            f"{workload.output_len:,} output tokens, prefill and decode pools apart: prompts "
+            f"prefilled in steps of up to {workload.batched_tokens:,} tokens (TTFT with M/D/1 "
+            "queueing), decode steps carrying no prompt tokens (concurrency by Little's law)"
+        )
+    if workload is not None and rate is not None:
+        return (
+            f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "
+            f"{workload.output_len:,} output tokens, spread evenly over the replicas; prefill "
+            f"chunks of up to {workload.batched_tokens:,} tokens per step mixed into decode "
+            "steps (concurrency by Little's law, TTFT with M/D/1 queueing)"
+        )
+    prompt = request.prompt_tokens
+    return (
+        f"workload: {request.users:,} users decoding together at {request.context_tokens:,} "
+        f"tokens each; TTFT of one prompt of {prompt:,} tokens, no queueing"
     )

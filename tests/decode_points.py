@@ -12,21 +12,18 @@ import yaml
 from specs import registry_deployment
 
 from kvcalc.engine.deployment import Deployment
-from kvcalc.engine.latency import (
-    COMPILED_KERNELS,
-    SERVING_KERNELS,
-    StepKernels,
-    prefill_estimate,
-    regime_of,
-    tpot_estimate,
-)
+from kvcalc.engine.latency import prefill_estimate, regime_of, tpot_estimate
+from kvcalc.engine.profiles import DecodeProfile
+from kvcalc.engine.runtimes import GPT_FAST, LLAMA_CPP
+from kvcalc.engine.serving import engine_named
 from kvcalc.engine.units import parse_rate
 
 POINTS_FILE = Path(__file__).parent / "fixtures" / "decode_points.yaml"
 
-#: The stacks that compile the whole step into one graph (their runs set the registry's step
-#: overhead); every serving engine pays the per-layer kernel costs.
-COMPILED_STACKS = ("pytorch", "llama.cpp")
+#: The points' stacks that are no serving engine: gpt-fast (recorded as ``pytorch``: compiled,
+#: not the eager ``--runtime pytorch``) and llama.cpp, each timed with its own decode profile
+#: (no per-layer kernels beyond the step); a serving engine's points with its ``decode_profile``.
+STACK_PROFILES = {"pytorch": GPT_FAST, "llama.cpp": LLAMA_CPP}
 
 
 @dataclass(frozen=True)
@@ -79,15 +76,18 @@ class Point:
         return self.input_len + self.output_len // 2
 
     @property
-    def kernels(self) -> StepKernels:
-        return COMPILED_KERNELS if self.engine in COMPILED_STACKS else SERVING_KERNELS
+    def profile(self) -> DecodeProfile:
+        """The decode profile of the stack that was measured."""
+        if self.engine in STACK_PROFILES:
+            return STACK_PROFILES[self.engine]
+        return engine_named(self.engine).decode_profile
 
     def estimate_ms(self, *, roofline: bool = False, bound: str = "estimate") -> float:
         """The estimate of what was measured (``bound``: estimate, low or high); with
         ``roofline``, the bound (an end-to-end time: output_len steps at the roofline)."""
         dep = self.deployment()
         tpot = tpot_estimate(
-            dep, batch=self.batch, context_tokens=self.context, kernels=self.kernels
+            dep, batch=self.batch, context_tokens=self.context, profile=self.profile
         )
         if roofline:
             step = tpot.roofline.tpot_seconds
@@ -98,7 +98,7 @@ class Point:
             return step * 1000
         # The batch's prompts are prefilled together, then output_len - 1 decode steps.
         prefill = prefill_estimate(
-            dep, prompt_tokens=self.input_len * self.batch, kernels=self.kernels
+            dep, prompt_tokens=self.input_len * self.batch, profile=self.profile
         )
         first = {"estimate": prefill.ttft_seconds, "low": prefill.ttft_low_seconds,
                  "high": prefill.ttft_high_seconds}[bound]
@@ -109,12 +109,12 @@ class Point:
         prefill, over its output_len - 1 steps (what the band's ratios compare)."""
         dep = self.deployment()
         tpot = tpot_estimate(
-            dep, batch=self.batch, context_tokens=self.context, kernels=self.kernels
+            dep, batch=self.batch, context_tokens=self.context, profile=self.profile
         ).tpot_seconds
         if self.kind == "tpot":
             return tpot, self.measured_ms / 1000
         prefill = prefill_estimate(
-            dep, prompt_tokens=self.input_len * self.batch, kernels=self.kernels
+            dep, prompt_tokens=self.input_len * self.batch, profile=self.profile
         ).ttft_seconds
         return tpot, (self.measured_ms / 1000 - prefill) / (self.output_len - 1)
 

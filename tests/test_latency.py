@@ -50,13 +50,13 @@ def test_tpot_estimate_terms_on_8xh100() -> None:
     assert est.overhead_seconds == 0.001
     assert est.roofline.compute_seconds is not None and est.compute_seconds is not None
     assert est.compute_seconds == pytest.approx(est.roofline.compute_seconds / 0.803)
-    # A serving engine's per-layer kernels: 80 dense layers at 43 us.
-    assert est.layer_seconds == pytest.approx(80 * 43e-6)
+    # A serving engine's per-layer kernels: 80 dense layers at 45 us.
+    assert est.layer_seconds == pytest.approx(80 * 45e-6)
     assert est.tpot_seconds == pytest.approx(
         max(est.memory_seconds, est.compute_seconds)
         + est.communication_seconds
         + 0.001
-        + 80 * 43e-6
+        + 80 * 45e-6
     )
     # The roofline is untouched (the golden 5.2 ms decode figures rely on it).
     assert est.roofline.tpot_seconds < est.tpot_seconds
@@ -125,7 +125,7 @@ def test_prefill_is_memory_bound_for_one_token_and_compute_bound_for_long_prompt
     assert long.compute_seconds == pytest.approx(long.flops / (989e12 * 0.803 * 8))
     assert long.mfu == 0.803
     assert long.ttft_seconds == pytest.approx(
-        long.compute_seconds + long.communication_seconds + 0.001 + 80 * 43e-6
+        long.compute_seconds + long.communication_seconds + 0.001 + 80 * 45e-6
     )
     half = prefill_estimate(dep, prompt_tokens=32768, mfu=0.4015)
     assert half.compute_seconds == pytest.approx(2 * long.compute_seconds)

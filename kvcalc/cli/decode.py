@@ -38,7 +38,7 @@ def decode(
     """Decode-step time at each context (default 8k): weight-read, KV-read and compute ms, TPOT,
     tokens/s, at --batch sequences (default: the most that fit, as --engine sizes the cache);
     an eviction policy reads only the tokens it keeps (SnapKV: at --prompt + --gen); beside the
-    roofline, a realistic TPOT and TTFT estimate term by term."""
+    roofline, a realistic estimate term by term (--runtime's profile; --request-rate's load)."""
     from kvcalc.api import decode as decode_of
     from kvcalc.api import given_inputs
 

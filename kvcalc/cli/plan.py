@@ -26,9 +26,9 @@ def plan(
     *,
     given: dict[str, Any],
 ) -> None:
-    """The fewest GPUs that hold --users sequences of --ctx tokens (default 8k) and meet
-    --max-tpot / --max-ttft: every accelerator, count up to --max-gpus, tp/pp split, replica
-    count and dtype; ranked by GPU count, then price (--price) or watts."""
+    """The fewest GPUs that hold --users sequences of --ctx tokens (default 8k), or serve
+    --request-rate, and meet --max-tpot / --max-ttft: every accelerator, count up to
+    --max-gpus, tp/pp split, replica count and dtype; ranked by GPU count, then price or watts."""
     from kvcalc.api import plan as plan_of
 
     emit_report(plan_of(model, **given).report(), fmt)

@@ -84,6 +84,12 @@ def scale_up_joins(accelerator: Accelerator, ranks: int) -> bool:
     return ranks <= node
 
 
+def nvlink(accelerator: Accelerator) -> bool:
+    """Whether the part's scale-up link is NVLink (the fabric engines' custom all-reduce
+    latencies were measured on: sglang PR #2904, H100)."""
+    return "nvlink" in (accelerator.interconnect or "").lower()
+
+
 def pcie_allreduce_latency(ranks: int) -> float:
     """NCCL's ring LL latency over PCIe among ``ranks`` GPUs: base + 2(n - 1) hops."""
     return NCCL_BASE_SECONDS + 2 * (ranks - 1) * PCIE_HOP_SECONDS

@@ -6,7 +6,8 @@ Decode (time per output token, one replica)::
     TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
                FLOPs / (mfu x dense peak))
            + tensor-parallel all-reduces + pipeline sends (over the links they cross)
-           + fixed step overhead + per-layer kernels (a serving engine's)
+           + fixed step overhead + per-layer kernels (the engine's or runtime's decode profile:
+             a serving engine's by default, none for a compiled step)
 
 Prefill (time to first token of one prompt, no queueing)::
 
@@ -20,7 +21,7 @@ model suggested there. Per-family figures (achievable bandwidth, step overhead, 
 latency, matmul ceiling) are registry data with their sources (model_configs/gpus,
 ``efficiency``); parts without them use :data:`GENERIC_EFFICIENCY`. Which link each all-reduce
 and send crosses, and what it costs, is :mod:`kvcalc.engine.communication`'s. The per-layer
-kernel costs (:class:`StepKernels`) and the dequantising kernels' share
+kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`) and the dequantising kernels' share
 (:data:`DEQUANT_EFFICIENCY`) are set on the fit points of tests/fixtures/decode_points.yaml;
 every estimate carries the band of :mod:`kvcalc.engine.accuracy` (the error on those points),
 and tests/test_decode_points.py holds the estimate to the held-back ones.
@@ -41,17 +42,21 @@ from kvcalc.engine.communication import (
     allreduce_seconds,
     intra_node_link,
     link_kind,
+    nvlink,
     pp_links,
     replica_nodes,
     tp_link,
+    tp_nodes,
 )
 from kvcalc.engine.decode import DecodeStep, decode_step_for
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.hardware import Accelerator, Efficiency
+from kvcalc.engine.profiles import SERVING_KERNELS, StepKernels
 from kvcalc.engine.spec import MoE
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.profiles import DecodeProfile
 
 #: Where the registry has no measured figures for a part (reference gpu-notes.md section 4):
 #: ~0.8 of the label as the achievable bandwidth (stream copy 0.78-0.87 of peak on A100, H100,
@@ -84,12 +89,29 @@ def default_mfu(accelerator: Accelerator) -> float:
 # -------------------------------------------------------------------------- communication
 
 
-def tp_communication_seconds(dep: Deployment, tokens: int) -> float:
+def scale_up_allreduce_latency(dep: Deployment, profile: DecodeProfile | None = None) -> float:
+    """The latency one small all-reduce over the scale-up link is timed at: the engine's custom
+    one-shot kernel's (``profile``) inside one node over NVLink -- where the kernel runs and
+    where its figure was measured (sglang PR #2904, H100) -- else the GPU's registry figure
+    (other fabrics' is fitted per part, MI300X's on vLLM). PCIe and the network keep
+    :mod:`.communication`'s NCCL models whatever the engine: vLLM's custom all-reduce is off for
+    more than two PCIe-only GPUs and across nodes, and NCCL runs."""
+    registry = efficiency_of(dep.gpus.accelerator).link_latency_seconds
+    if profile is None or profile.allreduce_latency_seconds is None:
+        return registry
+    if tp_nodes(dep) > 1 or not nvlink(dep.gpus.accelerator):
+        return registry
+    return profile.allreduce_latency_seconds
+
+
+def tp_communication_seconds(
+    dep: Deployment, tokens: int, profile: DecodeProfile | None = None
+) -> float:
     """The all-reduces of one forward pass over ``tokens`` tokens: two per layer, each of the
     tokens' hidden activations, over the link the group crosses (:mod:`.communication`)."""
     if dep.tp == 1:
         return 0.0
-    link = tp_link(dep, efficiency_of(dep.gpus.accelerator).link_latency_seconds)
+    link = tp_link(dep, scale_up_allreduce_latency(dep, profile))
     if link is None:
         raise ValueError("the GPU's link bandwidth is unknown: tensor parallelism cannot be timed")
     message = tokens * dep.model.hidden_size * ACTIVATION_BYTES
@@ -113,9 +135,12 @@ def pipeline_send_seconds(dep: Deployment, tokens: int) -> float:
     return total
 
 
-def communication_seconds(dep: Deployment, tokens: int) -> float:
-    """Time spent moving activations between the GPUs of a replica in one forward pass."""
-    return tp_communication_seconds(dep, tokens) + pipeline_send_seconds(dep, tokens)
+def communication_seconds(
+    dep: Deployment, tokens: int, profile: DecodeProfile | None = None
+) -> float:
+    """Time spent moving activations between the GPUs of a replica in one forward pass (the
+    pipeline's sends are NCCL point-to-point whatever the engine: the registry's latency)."""
+    return tp_communication_seconds(dep, tokens, profile) + pipeline_send_seconds(dep, tokens)
 
 
 def can_time_communication(dep: Deployment) -> bool:
@@ -129,30 +154,6 @@ def can_time_communication(dep: Deployment) -> bool:
 
 # -------------------------------------------------------------------------- decode
 
-
-@dataclass(frozen=True)
-class StepKernels:
-    """What the stack that runs a decode step costs per layer beyond its reads: the chain of
-    small kernels one layer launches at decode batch sizes (norms, rotary, attention, the
-    MLP's or the router's, top-k, the grouped expert GEMMs), each a few microseconds however
-    few bytes it reads, on top of the registry's per-step overhead."""
-
-    name: str
-    dense_layer_seconds: float
-    """One layer with a dense MLP (or none)."""
-    moe_layer_seconds: float
-    """One layer with routed experts: routing, token sorting and two grouped GEMMs."""
-
-
-#: A serving engine (vLLM, SGLang, TensorRT-LLM, CUDA graphs on) at small batch, set on the
-#: fit points of tests/fixtures/decode_points.yaml (what each measured step leaves beyond the
-#: reads, the all-reduces and the registry's step overhead, per layer): dense, the mean of
-#: vLLM's CI Llama-3.1-8B at batch 8 on an H200 (47.9 us) and NIM's Llama-3.3-70B FP8 at TP 2
-#: on H100s (37.2 us); MoE, vLLM's Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us).
-SERVING_KERNELS = StepKernels("serving", dense_layer_seconds=43e-6, moe_layer_seconds=98e-6)
-#: One compiled graph of the whole step (gpt-fast's torch.compile, llama.cpp's CUDA graph): the
-#: registry's step overhead, fitted on such runs (gpt-fast, llama.cpp), is the whole fixed cost.
-COMPILED_KERNELS = StepKernels("compiled", dense_layer_seconds=0.0, moe_layer_seconds=0.0)
 
 #: The share of the achievable bandwidth a weight-only dequantising kernel reaches, by the
 #: bits its layer matrices store (16-bit and FP8 GEMMs read at the full achievable rate):
@@ -211,7 +212,7 @@ class TpotEstimate:
     measured: bool
     """Whether the efficiencies are the part's measured ones (else generic)."""
     layer_seconds: float = 0.0
-    """Per-layer kernel costs beyond the reads (:class:`StepKernels`)."""
+    """Per-layer kernel costs beyond the reads (:class:`~kvcalc.engine.profiles.StepKernels`)."""
     band: Band | None = None
     """The spread of measured over estimated TPOT on the fit points of the regime."""
 
@@ -258,28 +259,49 @@ def achievable_compute_seconds(step: DecodeStep, mfu: float) -> float | None:
     return None if step.compute_seconds is None else step.compute_seconds / mfu
 
 
+def profiled(
+    dep: Deployment, eff: Efficiency, profile: DecodeProfile | None, tokens: int
+) -> tuple[float, float]:
+    """A step's (communication, fixed overhead) seconds over ``tokens`` tokens: the GPU's
+    figures, or as ``profile`` (the engine's or runtime's, :mod:`kvcalc.engine.profiles`)
+    replaces them (its all-reduce latency on the scale-up link, its step overhead)."""
+    communication = communication_seconds(dep, tokens, profile)
+    if profile is None:
+        return communication, eff.step_overhead_seconds
+    return communication, profile.overhead_seconds(dep, eff)
+
+
+def kernels_of(profile: DecodeProfile | None) -> StepKernels:
+    """The per-layer kernel class of the stack ``profile`` describes (None: a serving
+    engine's, what the estimate assumes without a profile)."""
+    return SERVING_KERNELS if profile is None else profile.kernels
+
+
 def tpot_estimate(
     dep: Deployment,
     *,
     batch: int,
     context_tokens: int,
     mfu: float | None = None,
-    kernels: StepKernels = SERVING_KERNELS,
+    profile: DecodeProfile | None = None,
 ) -> TpotEstimate:
     """Realistic time per output token of ``batch`` sequences at ``context_tokens`` on one
     replica of ``dep`` (``mfu``: the share of the dense peak matmuls reach; default the part's
-    measured ceiling; ``kernels``: the per-layer costs of the stack that runs it)."""
+    measured ceiling; ``profile``: the engine's or runtime's decode profile, its all-reduce
+    latency, step overhead and per-layer kernels; None: the GPU's figures with a serving
+    engine's kernels)."""
     accelerator = dep.gpus.accelerator
     eff = efficiency_of(accelerator)
     step = decode_step_for(dep, batch=batch, context_tokens=context_tokens)
+    communication, overhead = profiled(dep, eff, profile, batch)
     return TpotEstimate(
         roofline=step,
         memory_seconds=achievable_memory_seconds(step, eff, weight_kernel_efficiency(dep)),
         compute_seconds=achievable_compute_seconds(step, mfu or default_mfu(accelerator)),
-        communication_seconds=communication_seconds(dep, batch),
-        overhead_seconds=eff.step_overhead_seconds,
+        communication_seconds=communication,
+        overhead_seconds=overhead,
         measured=eff.measured,
-        layer_seconds=layer_kernel_seconds(dep, kernels),
+        layer_seconds=layer_kernel_seconds(dep, kernels_of(profile)),
         band=band_for(regime_of(dep)),
     )
 
@@ -291,6 +313,7 @@ def tpot_seconds(
     context_tokens: int,
     roofline: bool = False,
     mfu: float | None = None,
+    profile: DecodeProfile | None = None,
     bound: str = "estimate",
 ) -> float:
     """The TPOT a latency target is held to: the realistic estimate (``bound`` ``high``: the
@@ -298,7 +321,7 @@ def tpot_seconds(
     ``--roofline`` select)."""
     if roofline:
         return decode_step_for(dep, batch=batch, context_tokens=context_tokens).tpot_seconds
-    est = tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu)
+    est = tpot_estimate(dep, batch=batch, context_tokens=context_tokens, mfu=mfu, profile=profile)
     return est.tpot_high_seconds if bound == "high" else est.tpot_seconds
 
 
@@ -319,7 +342,7 @@ class PrefillEstimate:
     overhead_seconds: float
     mfu: float
     layer_seconds: float = 0.0
-    """The forward pass's per-layer kernel costs (:class:`StepKernels`)."""
+    """The forward pass's per-layer kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`)."""
     band: Band | None = None
     """The regime's band (TPOT's ratios: :mod:`kvcalc.engine.accuracy`)."""
 
@@ -357,7 +380,7 @@ def prefill_estimate(
     *,
     prompt_tokens: int,
     mfu: float | None = None,
-    kernels: StepKernels = SERVING_KERNELS,
+    profile: DecodeProfile | None = None,
 ) -> PrefillEstimate:
     """Realistic prefill of one ``prompt_tokens`` prompt on one replica of ``dep``."""
     if mfu is not None and not 0 < mfu <= 1:
@@ -368,15 +391,16 @@ def prefill_estimate(
     flops = prefill_flops(dep.model, prompt_tokens).total
     # The weights are read once for the whole prompt (MoE: the experts its tokens touch).
     weights = decode_step_for(dep, batch=prompt_tokens, context_tokens=1).weight_read_seconds
+    communication, overhead = profiled(dep, eff, profile, prompt_tokens)
     return PrefillEstimate(
         prompt_tokens=prompt_tokens,
         flops=flops,
         compute_seconds=prefill_compute_seconds(dep, flops, share),
         weight_read_seconds=weights / eff.bandwidth_fraction,
-        communication_seconds=communication_seconds(dep, prompt_tokens),
-        overhead_seconds=eff.step_overhead_seconds,
+        communication_seconds=communication,
+        overhead_seconds=overhead,
         mfu=share,
-        layer_seconds=layer_kernel_seconds(dep, kernels),
+        layer_seconds=layer_kernel_seconds(dep, kernels_of(profile)),
         band=band_for(regime_of(dep)),
     )
 
@@ -391,12 +415,19 @@ def prompt_tokens_at(dep: Deployment, context_tokens: int) -> int:
 
 
 def ttft_seconds(
-    dep: Deployment, *, prompt_tokens: int, roofline: bool = False, mfu: float | None = None
+    dep: Deployment,
+    *,
+    prompt_tokens: int,
+    roofline: bool = False,
+    mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> float:
     """The TTFT a latency target is held to: the realistic estimate, or with ``roofline`` the
     bound (the prompt's FLOPs at the dense peak, or the weight read at peak bandwidth)."""
     if not roofline:
-        return prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=mfu).ttft_seconds
+        return prefill_estimate(
+            dep, prompt_tokens=prompt_tokens, mfu=mfu, profile=profile
+        ).ttft_seconds
     bound = prefill_estimate(dep, prompt_tokens=prompt_tokens, mfu=1.0)
     eff = efficiency_of(dep.gpus.accelerator)
     compute = bound.compute_seconds or 0.0

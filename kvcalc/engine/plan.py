@@ -35,7 +35,9 @@ from kvcalc.engine.requirements import batch_per_replica
 from kvcalc.engine.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from kvcalc.engine.profiles import DecodeProfile
     from kvcalc.engine.serving.base import ServingEngine
+    from kvcalc.engine.workload import Pools, ServingPoint, Workload
 from kvcalc.engine.weights import weight_bytes
 
 #: Sequences one replica of a deployment runs at once at a context (the engine's rule).
@@ -65,6 +67,28 @@ class PlanRequest:
     """(accelerator id, tp, pp, KV dtype) -> the KV memory per GPU a start-up measured
     (`kvcalc calibrate`): such layouts take it in place of the estimated budget."""
 
+    profile: DecodeProfile | None = None
+    """The decode profile steps are timed with (:mod:`kvcalc.engine.profiles`); None: the
+    GPU's registry figures. One that splits layers only (llama.cpp) searches tp 1 alone."""
+    workload: Workload | None = None
+    """Requests of ``input_len`` + ``output_len`` tokens (:mod:`kvcalc.engine.workload`): with a
+    request rate, each layout is held to its steady state under that rate (``users`` is then
+    1, a bound for the pruning only); without, ``users`` decode together and the TTFT is of
+    one prompt of ``input_len``. None: ``users`` sequences of ``context_tokens``."""
+
+    disaggregated: bool = False
+    """Size prefill and decode pools apart (needs a request rate): each layout is a replica
+    shape repeated for both pools (:func:`kvcalc.engine.workload.disaggregated_pools`)."""
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt the TTFT is of."""
+        return self.context_tokens if self.workload is None else self.workload.input_len
+
+    @property
+    def request_rate(self) -> float | None:
+        return None if self.workload is None else self.workload.request_rate
+
     def __post_init__(self) -> None:
         if self.users < 1:
             raise ValueError(f"users must be at least 1, not {self.users}")
@@ -84,6 +108,11 @@ class PlannedLayout:
     ttft_seconds: float | None = None
     """None when the users do not fit or the TPOT already misses its target."""
     batch_per_replica: int = 0
+    serving: ServingPoint | None = None
+    """One replica's steady state under the request's rate (None without a rate)."""
+    pools: Pools | None = None
+    """With --disaggregated: the prefill and decode replicas (the deployment's replicas are
+    their sum)."""
 
     @property
     def accelerator(self) -> Accelerator:
@@ -162,6 +191,10 @@ def meets(layout: PlannedLayout, request: PlanRequest) -> bool:
 def shortfall(layout: PlannedLayout, request: PlanRequest) -> float:
     """How far a layout is from the targets: the largest ratio of time to target (1 = met);
     layouts where the users do not fit rank after every layout where they do, by users held."""
+    if layout.serving is not None and not layout.serving.stable:
+        # Held the users but cannot keep up with the rate: the lighter each replica's share,
+        # the closer (ranked before layouts that hold none).
+        return 1e8 + layout.serving.request_rate
     if layout.tpot_seconds is None:
         return math.inf if layout.max_batch == 0 else 1e9 + request.users / layout.max_batch
     ratios = [1.0]
@@ -179,15 +212,39 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
     fits = per_replica * dep.replicas
     if fits < request.users or not can_time_communication(dep):
         return PlannedLayout(dep, fits)
+    if request.request_rate is not None:
+        return evaluate_rate(dep, request, per_replica)
     batch = batch_per_replica(request.users, dep.replicas)
     context = request.context_tokens
     tpot = tpot_seconds(
-        dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu
+        dep, batch=batch, context_tokens=context, roofline=request.roofline, mfu=request.mfu,
+        profile=request.profile,
     )
     if request.max_tpot_seconds is not None and tpot > request.max_tpot_seconds:
         return PlannedLayout(dep, fits, tpot, None, batch)  # the prefill need not be timed
-    ttft = ttft_seconds(dep, prompt_tokens=context, roofline=request.roofline, mfu=request.mfu)
+    ttft = ttft_seconds(
+        dep, prompt_tokens=request.prompt_tokens, roofline=request.roofline, mfu=request.mfu,
+        profile=request.profile,
+    )
     return PlannedLayout(dep, fits, tpot, ttft, batch)
+
+
+def evaluate_rate(dep: Deployment, request: PlanRequest, per_replica: int) -> PlannedLayout:
+    """``dep`` under the request's rate, spread evenly over its replicas: each replica's steady
+    state (:func:`kvcalc.engine.workload.solve`), its TPOT the mean mixed step, its TTFT the
+    prefill under load; not timed (None) when a replica cannot keep up."""
+    from kvcalc.engine.workload import solve, step_time
+
+    workload, rate = request.workload, request.request_rate
+    assert workload is not None and rate is not None
+    step = step_time(dep, workload, mfu=request.mfu, profile=request.profile)
+    point = solve(workload, rate / dep.replicas, step, per_replica)
+    fits = per_replica * dep.replicas
+    if not point.stable:
+        return PlannedLayout(dep, fits, serving=point)
+    return PlannedLayout(
+        dep, fits, point.step_seconds, point.ttft_seconds, point.decode_batch, serving=point
+    )
 
 
 def build(
@@ -225,6 +282,58 @@ class _Search:
         ):
             self.closest = layout
 
+    def smallest_pools(
+        self, accelerator: Accelerator, weight_dtype: str | None, kv_dtype: str | None
+    ) -> PlannedLayout | None:
+        """With --disaggregated: the replica shape (tp x pp) whose prefill and decode pools
+        together take the fewest GPUs, each pool as :func:`disaggregated_pools` sizes it."""
+        from kvcalc.engine.workload import disaggregated_pools, step_time
+
+        request = self.request
+        workload = request.workload
+        assert workload is not None
+        model = request.model
+        best: PlannedLayout | None = None
+        for per_replica in range(1, request.max_gpus + 1):
+            for tp, pp, replicas in splits(per_replica, model.num_layers):
+                if replicas != 1 or (
+                    tp > 1 and request.profile is not None and not request.profile.tensor_parallel
+                ):
+                    continue
+                dep = build(model, accelerator, per_replica, tp, pp, weight_dtype, kv_dtype,
+                            request.measured)
+                if dep is None or not can_time_communication(dep):
+                    continue
+                held = self.max_batch(dep, request.context_tokens)
+                if held < 1:
+                    continue
+                self.weights_fit = True
+                step = step_time(dep, workload, mfu=request.mfu, profile=request.profile)
+                pools = disaggregated_pools(
+                    workload, step, step, held,
+                    max_tpot_seconds=request.max_tpot_seconds,
+                    max_ttft_seconds=request.max_ttft_seconds,
+                    max_replicas=request.max_gpus // per_replica,
+                )
+                self.evaluated += 1
+                if pools is None:
+                    continue
+                count = (pools.prefill_replicas + pools.decode_replicas) * per_replica
+                if count > request.max_gpus or (best is not None and count > best.count):
+                    continue
+                whole = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype,
+                              request.measured)
+                if whole is None:
+                    continue
+                point = pools.decode_point
+                layout = PlannedLayout(
+                    whole, held * pools.decode_replicas, point.step_seconds, pools.ttft_seconds,
+                    point.decode_batch, serving=point, pools=pools,
+                )
+                if best is None or rank_key(layout, request) < rank_key(best, request):
+                    best = layout
+        return None if best is None else chosen_by_plan(best)
+
     def smallest_count(
         self, accelerator: Accelerator, weight_dtype: str | None, kv_dtype: str | None
     ) -> PlannedLayout | None:
@@ -242,6 +351,8 @@ class _Search:
         for count in range(1, request.max_gpus + 1):
             best: PlannedLayout | None = None
             for tp, pp, _ in splits(count, model.num_layers):
+                if tp > 1 and request.profile is not None and not request.profile.tensor_parallel:
+                    continue  # the runtime splits layers, not tensors
                 # A measured budget is the layout's own: the bounds of the default share do
                 # not hold for it.
                 measured = (accelerator.id, tp, pp, kv_dtype) in (request.measured or {})
@@ -304,7 +415,8 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
     for accelerator in request.accelerators:
         for weight_dtype in request.weight_dtypes:
             for kv_dtype in request.kv_dtypes:
-                best = search.smallest_count(accelerator, weight_dtype, kv_dtype)
+                find = search.smallest_pools if request.disaggregated else search.smallest_count
+                best = find(accelerator, weight_dtype, kv_dtype)
                 if best is not None:
                     search.found.append(best)
     ranked = sorted(search.found, key=lambda layout: rank_key(layout, request))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.profiles import DecodeProfile
 
 
 @dataclass(frozen=True)
@@ -125,25 +126,31 @@ def measured_tpot_seconds(
     *,
     roofline: bool = False,
     mfu: float | None = None,
+    profile: DecodeProfile | None = None,
     judge: str = "estimate",
 ) -> float | None:
     """The TPOT `max_tpot_ms` and `min_tokens_per_second` are held to: the realistic estimate
-    of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`; ``judge`` ``high``: its
-    band's high end), or with ``roofline`` the bound, as `kvcalc plan` holds its targets.
-    None when a replica spans GPUs whose link speed is unknown, so its all-reduces cannot be
-    timed (the roofline needs no link)."""
+    of `kvcalc decode` (:func:`kvcalc.engine.latency.tpot_seconds`, with the engine's decode
+    ``profile``; ``judge`` ``high``: its band's high end), or with ``roofline`` the bound, as
+    `kvcalc plan` holds its targets. None when a replica spans GPUs whose link speed is
+    unknown, so its all-reduces cannot be timed (the roofline needs no link)."""
     from kvcalc.engine.latency import can_time_communication, tpot_seconds
 
     if not roofline and not can_time_communication(dep):
         return None
     return tpot_seconds(
         dep, batch=batch_per_replica, context_tokens=context_tokens, roofline=roofline, mfu=mfu,
-        bound=judge,
+        profile=profile, bound=judge,
     )
 
 
 def measured_ttft_seconds(
-    dep: Deployment, context_tokens: int, *, roofline: bool = False, mfu: float | None = None
+    dep: Deployment,
+    context_tokens: int,
+    *,
+    roofline: bool = False,
+    mfu: float | None = None,
+    profile: DecodeProfile | None = None,
 ) -> float | None:
     """The TTFT `max_ttft_ms` is held to: the prefill of one prompt of ``context_tokens`` (an
     eviction policy's own prompt aside), estimated or at the bound as for TPOT."""
@@ -152,7 +159,7 @@ def measured_ttft_seconds(
     if not roofline and not can_time_communication(dep):
         return None
     prompt = prompt_tokens_at(dep, context_tokens)
-    return ttft_seconds(dep, prompt_tokens=prompt, roofline=roofline, mfu=mfu)
+    return ttft_seconds(dep, prompt_tokens=prompt, roofline=roofline, mfu=mfu, profile=profile)
 
 
 def tokens_per_second(batch: int, tpot_seconds: float) -> float:

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from kvcalc.engine.decode import DecodeStep
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.latency import PrefillEstimate, TpotEstimate
+    from kvcalc.engine.profiles import DecodeProfile
     from kvcalc.engine.serving.base import ServingEngine
+    from kvcalc.engine.workload import ServingPoint, Workload
 
 
 #: The roofline's keys of one step: JSON key -> attribute of DecodeStep (the realistic
@@ -109,6 +111,8 @@ def decode_payload(
     mbu: float,
     reason: str | None,
     engine: ServingEngine,
+    profile: DecodeProfile | None = None,
+    serving: tuple[Workload | None, ServingPoint | None] = (None, None),
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
@@ -123,11 +127,71 @@ def decode_payload(
         "kv_bits_per_value": kv_bits_per_value(dep),
         "mbu": mbu,
         "efficiency_basis": efficiency_basis(dep),
+        "decode_profile": (profile or engine.decode_profile).payload(),
+        "serving": serving_payload(dep, *serving),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
         "reason": reason,
         "contexts": [step_payload(s) for s in steps],
     }
+
+
+def serving_payload(
+    dep: Deployment, workload: Workload | None, point: ServingPoint | None
+) -> dict[str, Any] | None:
+    """The ``serving`` object: one replica's steady state under --request-rate (null without
+    one)."""
+    if workload is None:
+        return None
+    assert workload.request_rate is not None
+    stable = point is not None and point.stable
+    return {
+        "input_len": workload.input_len,
+        "output_len": workload.output_len,
+        "request_rate": workload.request_rate,
+        "max_num_batched_tokens": dep.max_num_batched_tokens,
+        "request_rate_per_replica": workload.request_rate / dep.replicas,
+        "stable": stable,
+        "reason": (
+            None if stable
+            else point.why if point is not None
+            else f"no request of {workload.context_tokens:,} tokens fits the KV cache"
+        ),
+        "decode_batch": point.decode_batch if stable and point else None,
+        "concurrency_per_replica": point.concurrency(workload) if stable and point else None,
+        "prefill_tokens_per_step": point.prefill_tokens_per_step if stable and point else None,
+        "prefill_utilization": point.prefill_utilization if stable and point else None,
+        "queue_seconds": point.queue_seconds if stable and point else None,
+        "tpot_seconds": point.step_seconds if stable and point else None,
+        "ttft_seconds": point.ttft_seconds if stable and point else None,
+    }
+
+
+SERVING = [
+    number("req/s per replica", "request_rate_per_replica", ",.3g"),
+    number("concurrency", "concurrency_per_replica", ",.1f", "n/a"),
+    number("batch", "decode_batch", ",", "n/a"),
+    number("prefill tokens/step", "prefill_tokens_per_step", ",.0f", "n/a"),
+    number("prefill load", "prefill_utilization", ".0%", "n/a"),
+    ms("TPOT ms", "tpot_seconds", "n/a"),
+    ms("queue ms", "queue_seconds", "n/a"),
+    ms("TTFT ms", "ttft_seconds", "n/a"),
+]
+
+
+def serving_section(serving: dict[str, Any]) -> Section:
+    title = (
+        f"serving {serving['request_rate']:g} requests/s (Poisson) of {serving['input_len']:,} "
+        f"prompt + {serving['output_len']:,} output tokens, one replica's steady state"
+    )
+    notes = [
+        f"each step carries the decode batch and prefill chunks up to "
+        f"{serving['max_num_batched_tokens']:,} tokens (--max-num-batched-tokens); "
+        "concurrency by Little's law; TTFT = half a step + M/D/1 queueing + the prompt's chunks"
+    ]
+    if not serving["stable"]:
+        notes.append(f"not stable: {serving['reason']}")
+    return Section(title, SERVING, [serving], notes=notes)
 
 
 def decode_title(dep: Deployment, mbu: float, engine: ServingEngine) -> str:
@@ -169,7 +233,7 @@ def band_note(dep: Deployment) -> str:
     )
     return (
         f"low-high: measured / estimated TPOT {band.low:g}-{band.high:g} on {whose} "
-        "(docs/accuracy.md); kernels ms: a serving engine's per-layer kernels"
+        "(docs/accuracy.md); kernels ms: the profile's per-layer kernels"
     )
 
 
@@ -239,12 +303,15 @@ def decode_report(
     reason: str | None,
     warnings: list[str],
     engine: ServingEngine,
+    profile: DecodeProfile | None = None,
+    serving: tuple[Workload | None, ServingPoint | None] = (None, None),
 ) -> Report:
     """``warnings`` (a batch timed beyond what fits) follow the convention of every command
     (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
     from kvcalc.render.warnings import max_context_warnings
 
-    payload = decode_payload(dep, steps, mbu, reason, engine)
+    profile = profile or engine.decode_profile
+    payload = decode_payload(dep, steps, mbu, reason, engine, profile, serving)
     setup = flatten(
         {k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
     )
@@ -257,11 +324,11 @@ def decode_report(
         *max_context_warnings(dep.model, contexts),
     ]
     unknown_link = any(s.tpot is None for s in steps)
-    notes = (
-        [f"{dep.gpus.accelerator.id}: no link speed in the registry, so tp x pp > 1 is not timed"]
-        if unknown_link
-        else []
-    )
+    notes = [profile.summary()]
+    if unknown_link:
+        notes.append(
+            f"{dep.gpus.accelerator.id}: no link speed in the registry, so tp x pp > 1 is not timed"
+        )
     if not unknown_link and records:
         notes.append(band_note(dep))
     sections = (
@@ -282,6 +349,8 @@ def decode_report(
         if records
         else []
     )
+    if payload["serving"] is not None:
+        sections.insert(0, serving_section(payload["serving"]))
     return Report(
         payload=payload,
         records=records,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.serving.base import GPUS_COLUMNS
 from kvcalc.engine.weight_names import weight_dtype_name
+from kvcalc.planning import workload_line, workload_payload
 from kvcalc.render.layout import gpus_payload
 from kvcalc.render.layout import layout_payload as deployment_layout
 from kvcalc.render.report import Column, Record, Report, Section, flatten, ms, number, text
@@ -45,6 +46,13 @@ FIELDS = (
     "roofline_tpot_seconds",
     "ttft_seconds",
     "roofline_ttft_seconds",
+    "prefill_replicas",
+    "decode_replicas",
+    "request_rate_per_replica",
+    "concurrency_per_replica",
+    "prefill_tokens_per_step",
+    "prefill_utilization",
+    "queue_seconds",
     "latency",
     "watts",
     "price_per_hour",
@@ -60,6 +68,8 @@ def times(layout: PlannedLayout, result: Plan) -> dict[str, float | None]:
     searched = {"tpot": layout.tpot_seconds, "ttft": layout.ttft_seconds}
     other: dict[str, float | None] = {"tpot": None, "ttft": None}
     dep, context = layout.deployment, request.context_tokens
+    if request.workload is not None and request.request_rate is not None:
+        context = request.workload.decode_context  # the bound of the mean decode step
     basis = not request.roofline
     if layout.tpot_seconds is not None:
         other["tpot"] = tpot_seconds(
@@ -68,9 +78,13 @@ def times(layout: PlannedLayout, result: Plan) -> dict[str, float | None]:
             context_tokens=context,
             roofline=basis,
             mfu=request.mfu,
+            profile=request.profile,
         )
     if layout.ttft_seconds is not None:
-        other["ttft"] = ttft_seconds(dep, prompt_tokens=context, roofline=basis, mfu=request.mfu)
+        other["ttft"] = ttft_seconds(
+            dep, prompt_tokens=request.prompt_tokens, roofline=basis, mfu=request.mfu,
+            profile=request.profile,
+        )
     estimate, roofline = (other, searched) if request.roofline else (searched, other)
     return {
         "tpot_seconds": estimate["tpot"],
@@ -92,10 +106,56 @@ def layout_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
         "max_batch": layout.max_batch,
         "batch_per_replica": layout.batch_per_replica,
         **times(layout, result),
+        **serving_payload(layout, result),
         "latency": latency(result),
         "watts": layout.watts,
         "price_per_hour": layout.price_per_hour(result.request.prices),
     }
+
+
+def serving_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
+    """A layout's steady state under the request rate (nulls without one)."""
+    point = layout.serving
+    if point is None or not point.stable:
+        return dict.fromkeys(SERVING_FIELDS)
+    workload = result.request.workload
+    assert workload is not None
+    pools = layout.pools
+    if pools is not None:  # the decode pool's steps carry no prompt tokens
+        return {
+            "prefill_replicas": pools.prefill_replicas,
+            "decode_replicas": pools.decode_replicas,
+            "request_rate_per_replica": point.request_rate,
+            "concurrency_per_replica": point.concurrency(workload),
+            "prefill_tokens_per_step": None,
+            "prefill_utilization": pools.prefill_utilization,
+            "queue_seconds": pools.queue_seconds,
+        }
+    return {
+        "prefill_replicas": None,
+        "decode_replicas": None,
+        "request_rate_per_replica": point.request_rate,
+        "concurrency_per_replica": point.concurrency(workload),
+        "prefill_tokens_per_step": point.prefill_tokens_per_step,
+        "prefill_utilization": point.prefill_utilization,
+        "queue_seconds": point.queue_seconds,
+    }
+
+
+SERVING_FIELDS = (
+    "prefill_replicas",
+    "decode_replicas",
+    "request_rate_per_replica",
+    "concurrency_per_replica",
+    "prefill_tokens_per_step",
+    "prefill_utilization",
+    "queue_seconds",
+)
+
+
+def profile_payload(result: Plan, engine: ServingEngine) -> dict[str, Any]:
+    """The decode profile the layouts were timed with (the engine's, or --runtime's)."""
+    return (result.request.profile or engine.decode_profile).payload()
 
 
 def latency(result: Plan) -> str:
@@ -106,6 +166,14 @@ def columns(result: Plan) -> list[Column]:
     # The table shows the times the targets hold to.
     prefix = "roofline_" if result.request.roofline else ""
     priced = [number("$/hour", "price_per_hour", ",.2f")] if result.tie_break == "price" else []
+    serving: list[Column] = []
+    if result.request.disaggregated:
+        serving += [number("prefill", "prefill_replicas"), number("decode", "decode_replicas")]
+    if result.request.request_rate is not None:
+        serving += [
+            number("req/s/replica", "request_rate_per_replica", ",.3g"),
+            number("concurrency", "concurrency_per_replica", ",.1f"),
+        ]
     return [
         Column("GPUs", gpus_cell, "name"),
         number("tp", "tp"),
@@ -117,6 +185,7 @@ def columns(result: Plan) -> list[Column]:
         number("batch/replica", "batch_per_replica"),
         ms("TPOT ms", f"{prefix}tpot_seconds", "n/a"),
         ms("TTFT ms", f"{prefix}ttft_seconds", "n/a"),
+        *serving,
         number("watts", "watts"),
         *priced,
     ]
@@ -129,7 +198,11 @@ def gpus_cell(row: Record) -> str:
 def plan_title(result: Plan, engine: ServingEngine) -> str:
     request = result.request
     model = request.model
-    wanted = [f"{request.users:,} users at {request.context_tokens:,} tokens"]
+    rate = request.request_rate
+    wanted = [
+        f"{rate:g} requests/s" if rate is not None
+        else f"{request.users:,} users at {request.context_tokens:,} tokens"
+    ]
     if request.max_tpot_seconds is not None:
         wanted.append(f"TPOT <= {request.max_tpot_seconds * 1000:g} ms")
     if request.max_ttft_seconds is not None:
@@ -182,8 +255,10 @@ def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
             "model": request.model.id,
             "model_name": request.model.name,
             "context_tokens": request.context_tokens,
-            "users": request.users,
+            "users": None if request.request_rate is not None else request.users,
             "latency": latency(result),
+            "workload": workload_payload(result.request),
+            "decode_profile": profile_payload(result, engine),
             "layouts": rows,
         },
         records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
@@ -193,7 +268,12 @@ def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
                 plan_title(result, engine),
                 columns(result),
                 rows,
-                notes=[*plan_notes(result), *row_layout_notes(rows, result)],
+                notes=[
+                    workload_line(result.request),
+                    *plan_notes(result),
+                    (result.request.profile or engine.decode_profile).summary(),
+                    *row_layout_notes(rows, result),
+                ],
             )
         ],
     )

@@ -386,6 +386,42 @@ class DecodeContext(TypedDict):
 
 
 @with_config(STRICT)
+class DecodeProfile(TypedDict):
+    """How the engine or runtime runs a decode step (kvcalc.engine.profiles)."""
+
+    profile: str
+    profile_label: str
+    cuda_graphs: bool
+    allreduce: str
+    tensor_parallel: bool
+    profile_step_overhead_seconds: float | None
+    layer_overhead_seconds: float
+    allreduce_latency_seconds: float | None
+    kernels: str
+    profile_sources: list[str]
+
+
+@with_config(STRICT)
+class DecodeServing(TypedDict):
+    """One replica's steady state under `decode --request-rate` (kvcalc.engine.workload)."""
+
+    input_len: int
+    output_len: int
+    request_rate: float
+    max_num_batched_tokens: int
+    request_rate_per_replica: float
+    stable: bool
+    reason: str | None
+    decode_batch: int | None
+    concurrency_per_replica: float | None
+    prefill_tokens_per_step: float | None
+    prefill_utilization: float | None
+    queue_seconds: float | None
+    tpot_seconds: float | None
+    ttft_seconds: float | None
+
+
+@with_config(STRICT)
 class DecodeDocument(Deployment):
     """`kvcalc decode`: one decode step per context, realistic estimate and roofline."""
 
@@ -397,6 +433,8 @@ class DecodeDocument(Deployment):
     accuracy_regime: str
     mbu: float
     efficiency_basis: Literal["measured", "generic"]
+    decode_profile: DecodeProfile
+    serving: DecodeServing | None
     eviction: EvictionPolicy
     fits: bool
     reason: str | None
@@ -456,9 +494,30 @@ class PlanLayout(Layout):
     roofline_tpot_seconds: float | None
     ttft_seconds: float | None
     roofline_ttft_seconds: float | None
+    prefill_replicas: int | None
+    decode_replicas: int | None
+    request_rate_per_replica: float | None
+    concurrency_per_replica: float | None
+    prefill_tokens_per_step: float | None
+    prefill_utilization: float | None
+    queue_seconds: float | None
     latency: Literal["estimate", "roofline"]
     watts: int | None
     price_per_hour: float | None
+
+
+@with_config(STRICT)
+class PlanWorkload(TypedDict):
+    """What plan assumed the layouts serve (kvcalc.planning.workload_payload)."""
+
+    workload_kind: Literal["closed_batch", "request_rate", "disaggregated"]
+    input_len: int | None
+    output_len: int | None
+    request_rate: float | None
+    max_num_batched_tokens: int | None
+    ttft_prompt_tokens: int
+    arrivals: Literal["poisson"] | None
+    queueing: Literal["M/D/1"] | None
 
 
 @with_config(STRICT)
@@ -469,8 +528,10 @@ class PlanDocument(TypedDict):
     model: str
     model_name: str
     context_tokens: int
-    users: int
+    users: int | None
     latency: Literal["estimate", "roofline"]
+    workload: PlanWorkload
+    decode_profile: DecodeProfile
     layouts: list[PlanLayout]
     warnings: NotRequired[list[str]]
 
@@ -955,7 +1016,7 @@ VOCABULARY: dict[str, Term] = {
     "compute_estimate_seconds": Term(S, "the estimate's compute time, or null"),
     "communication_seconds": Term(S, "the estimate's all-reduce time"),
     "step_overhead_seconds": Term(S, "fixed time per decode step (the estimate's, a GPU's)"),
-    "layer_kernel_seconds": Term(S, "a serving engine's per-layer kernel costs in one step"),
+    "layer_kernel_seconds": Term(S, "the profile's per-layer kernel costs in one step"),
     "tpot_seconds": Term(S, "time per output token, realistic estimate (null: not timed)"),
     "tpot_low_seconds": Term(S, "the estimate's band, low end (docs/accuracy.md)"),
     "tpot_high_seconds": Term(S, "the estimate's band, high end (docs/accuracy.md)"),
@@ -977,12 +1038,45 @@ VOCABULARY: dict[str, Term] = {
     "series": Term("", "one entry per model and GPU set"),
     "points": Term("", "one entry per context and batch"),
     # plan
-    "users": Term(SEQ, "the sequences to serve at once"),
+    "users": Term(SEQ, "the sequences to serve at once (null: --request-rate sets them)"),
     "latency": Term("", "what the targets hold to: `estimate` or `roofline`"),
     "layouts": Term("", "the layouts that meet the targets, best first"),
     "batch_per_replica": Term(SEQ, "the users one replica serves"),
     "watts": Term("W", "board power of the GPUs (null: unknown)"),
     "price_per_hour": Term("$/hour", "the GPUs' price (null without --price)"),
+    # decode profiles (kvcalc.engine.profiles)
+    "decode_profile": Term("", "how the engine or --runtime runs a decode step, sourced"),
+    "profile": Term("", "the profile's name (an --engine or --runtime value)"),
+    "profile_label": Term("", "the engine or runtime as prose names it"),
+    "cuda_graphs": Term("", "whether decode steps replay as CUDA graphs"),
+    "allreduce": Term("", "the all-reduce implementation under tensor parallelism"),
+    "tensor_parallel": Term("", "whether it splits tensors across GPUs (false: layers)"),
+    "profile_step_overhead_seconds": Term(S, "its fixed time per step (null: the GPU's)"),
+    "layer_overhead_seconds": Term(S, "time each layer adds without CUDA graphs"),
+    "allreduce_latency_seconds": Term(
+        S, "latency of one small all-reduce on NVLink in one node (null: the GPU's)"
+    ),
+    "kernels": Term("", "per-layer kernel class: `serving` or `compiled` (none per layer)"),
+    "profile_sources": Term("", "where the profile's figures come from"),
+    # serving workloads (kvcalc.engine.workload)
+    "serving": Term("", "one replica's steady state under --request-rate (null: none)"),
+    "workload": Term("", "what plan assumed the layouts serve"),
+    "workload_kind": Term("", "`closed_batch` (--users), `request_rate` or `disaggregated`"),
+    "input_len": Term(TOK, "prompt tokens of each request"),
+    "output_len": Term(TOK, "generated tokens of each request"),
+    "request_rate": Term("requests/s", "requests arriving per second, all replicas"),
+    "request_rate_per_replica": Term("requests/s", "one replica's share of the rate"),
+    "ttft_prompt_tokens": Term(TOK, "the prompt the TTFT is of"),
+    "arrivals": Term("", "the arrival process assumed (`poisson`), null without a rate"),
+    "queueing": Term("", "the queue the TTFT's wait follows (`M/D/1`), null without a rate"),
+    "stable": Term("", "whether the replica keeps up with its share of the rate"),
+    "decode_batch": Term(SEQ, "requests decoding at once under the rate"),
+    "concurrency_per_replica": Term(SEQ, "requests in one replica at once (Little's law)"),
+    "prefill_tokens_per_step": Term(TOK, "prompt tokens a step carries on average"),
+    "prefill_utilization": Term("fraction", "the share of the prefill capacity prompts use"),
+    "queue_seconds": Term(S, "mean wait before a prompt's prefill (M/D/1)"),
+    "prefill_replicas": Term("", "replicas of the prefill pool (--disaggregated)"),
+    "decode_replicas": Term("", "replicas of the decode pool (--disaggregated)"),
     # compare
     "technique": Term("", "the KV-cache technique of a row"),
     "category": Term("", "what a technique costs (`lossless`, `lossy`, ...)"),

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kvcalc.engine.profiles import REGISTRY_PROFILE, DecodeProfile
 from kvcalc.engine.units import GiB
 from kvcalc.errors import InputError, literal
 
@@ -141,6 +142,9 @@ class ServingEngine(Protocol):
     """The contexts `kvcalc batch` answers for without --ctx; None: the model's maximum."""
     takes_lengths: bool
     """Whether it starts at request lengths of its own (`kvcalc batch --max-model-len`)."""
+    decode_profile: DecodeProfile
+    """How its decode steps run (per-step overhead, all-reduce, CUDA graphs), each figure
+    sourced (:mod:`kvcalc.engine.profiles`): what `decode` and `plan` time a step with."""
 
     def check_inputs(self, given: Given) -> None:
         """Refuse (InputRefusal naming the field) a deployment input given that this engine
@@ -258,6 +262,8 @@ class Engine:
     default_contexts: tuple[int, ...] | None = None
     takes_lengths = False
     refusals = Refusals()
+    #: The GPU's registry figures as they are (an engine that states none of its own).
+    decode_profile = REGISTRY_PROFILE
 
     def check_inputs(self, given: Given) -> None:
         self.refusals.check(given)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.profiles import REGISTRY_PROFILE
 from kvcalc.engine.serving.base import (
     BatchRequest,
     Engine,
@@ -31,6 +33,8 @@ class BudgetFormula(Engine):
     sizes_registry = True
     plans = True
     default_contexts: tuple[int, ...] | None = DEFAULT_CONTEXTS
+    #: The budget formula times a step with the GPU's registry figures as they are.
+    decode_profile = replace(REGISTRY_PROFILE, name="simple", label="budget formula")
 
     def check_inputs(self, given: Given) -> None:
         if "max_num_batched_tokens" in given and any(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.inputs import Input
+from kvcalc.engine.profiles import REGISTRY_FIT, SGLANG_2904, VLLM_2192, DecodeProfile
 from kvcalc.engine.serving.base import (
     GPUS_COLUMNS,
     BatchRequest,
@@ -80,6 +81,27 @@ class VLLM(Engine):
             data_parallel_size=given.get("data_parallel_size"),
             enable_expert_parallel=bool(given.get("enable_expert_parallel")),
         )
+
+    #: vLLM replays decode steps as CUDA graphs unless --enforce-eager (its docs; V1 captures
+    #: batch sizes up to max_cudagraph_capture_size), all-reduces small messages with its custom
+    #: one-shot kernel (vllm PR #2192; NCCL above 512 KB or without full NVLink), 10 us each:
+    #: sglang PR #2904 measured vLLM's kernel at 8.5-11.8 us for 512 B-32 KB, tp 2-8, H100.
+    #: V1's scheduler overlaps the next step's CPU work with the GPU, so the fixed per-step cost
+    #: is the GPU's registry figure (the 4-13 ms GPU bubbles of vllm issue #6854 were V0's).
+    decode_profile = DecodeProfile(
+        name="vllm",
+        label="vLLM",
+        cuda_graphs=True,
+        allreduce="custom one-shot all-reduce",
+        allreduce_latency_seconds=10e-6,
+        sources=(
+            "https://docs.vllm.ai/en/latest/configuration/optimization.html (CUDA graphs)",
+            VLLM_2192,
+            SGLANG_2904 + " (vLLM's custom all-reduce: 8.5-11.8 us at 512 B-32 KB, H100)",
+            "https://github.com/vllm-project/vllm/issues/6854 (V0's per-step CPU bubbles)",
+            REGISTRY_FIT,
+        ),
+    )
 
     def check_model(self, model: ModelSpec, given: Given) -> None:
         from kvcalc.engine.vllm import backend_blocks
