@@ -58,6 +58,15 @@ from kvcalc.engine.sglang_dsv4 import (
 from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
 from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
+from kvcalc.engine.sglang_hybrid import (
+    DIRECT_SWA_CELL_SINCE,
+    keeps_one_pool,
+    mamba_pool_bytes,
+    mamba_slots,
+    slots_per_request,
+    swa_floor_refusal,
+    swa_pools,
+)
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -790,6 +799,15 @@ def mamba_cache_size(rest: Fraction, per_request: int) -> int:
     return max(0, math.floor(share / per_request))
 
 
+def mamba_requests_divisor(dep: Deployment, version: SGLangVersion) -> int:
+    """State slots per request: :func:`mamba_request_divisor` up to 0.5.9, then
+    ``_calculate_mamba_ratio`` (3, or 5 with the extra buffer 0.5.14+ choose)."""
+    if version < v("0.5.10"):
+        return mamba_request_divisor(version)
+    kinds = frozenset(m.kind for m in dep.model.mixer_pattern)
+    return slots_per_request(version.key[:3], kinds)
+
+
 def mamba_request_divisor(version: SGLangVersion) -> int:
     """Requests per mamba slot cap: ``max_mamba_cache_size // 3`` with the radix cache (v0.5.6);
     v0.5.9 adds one slot per request without the overlap extra buffer (section 4)."""
@@ -901,31 +919,45 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
     )
 
 
+def pools_swa_apart(dep: Deployment, opts: SGLangOptions) -> bool:
+    """Whether the sliding-window layers get their own pool: up to 0.5.9 only when
+    ``--swa-full-tokens-ratio`` is given (kvcalc's stand-in for the v0.5.6-0.5.9 rules, which
+    turn it off for Gemma, Olmo and, before 0.5.8, gpt-oss); from 0.5.10 for every hybrid
+    sliding-window model but Gemma 2 / Gemma 3 (:mod:`kvcalc.engine.sglang_hybrid`)."""
+    given = opts.swa_full_tokens_ratio is not None
+    hybrid = is_hybrid_swa(dep.model)
+    if given and not hybrid:
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"{dep.model.id} has no sliding-window layers beside full ones to pool apart",
+        )
+    if opts.version < v("0.5.6"):
+        if given:
+            raise SGLangConfigError.at(
+                "swa_full_tokens_ratio",
+                f"the separate sliding-window pool is modelled from SGLang 0.5.6, not "
+                f"{opts.version}",
+            )
+        return False
+    if opts.version < v("0.5.10"):
+        return given
+    if hybrid and keeps_one_pool(dep.model.id, dep.model.name):
+        if given:
+            raise SGLangConfigError.at(
+                "swa_full_tokens_ratio",
+                f"SGLang keeps {dep.model.id}'s layers in one pool (it turns hybrid SWA "
+                "memory off for Gemma 2 / Gemma 3), so the ratio does nothing; leave it out",
+            )
+        return False
+    return hybrid
+
+
 def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     """The cells of the stage whose rank stores the most per token (section 2.4: ``L`` is the
     PP slice)."""
     sglang_kv_dtype(dep.cache.kv)
     check_fp4_workspace(dep, opts.version)
-    split = opts.swa_full_tokens_ratio is not None
-    if split and not v("0.5.6") <= opts.version < v("0.5.10"):
-        raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"the separate sliding-window pool is modelled for SGLang "
-            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
-        )
-    if split and not is_hybrid_swa(dep.model):
-        raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"{dep.model.id} has no sliding-window layers beside full ones to pool apart",
-        )
-    if is_hybrid_swa(dep.model) and opts.version >= v("0.5.10"):
-        # 0.5.10+ pools the sliding-window layers of such models apart by default, with a split
-        # not modelled here; pricing every layer as full would overstate the cell.
-        raise SGLangConfigError.at(
-            "sglang_version",
-            f"SGLang {opts.version} pools the sliding-window layers of "
-            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9",
-        )
+    split = pools_swa_apart(dep, opts)
     attn_tp = attention_tp(dep, opts)
     cells = [stage_cells(dep.model, s, attn_tp, dep.cache, split) for s in dep.stages]
     if opts.attn_dp > 1 and any(c.state_bytes_per_request for c in cells):
@@ -934,13 +966,18 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"DP attention splits {dep.model.id}'s mamba pool over the dp ranks, which is "
             "not modelled; leave it out",
         )
-    if any(c.state_bytes_per_request for c in cells) and not (
-        v("0.5.6") <= opts.version < v("0.5.10")
-    ):
+    if opts.version >= v("0.5.10") and any(m.kind == "mamba" for m in dep.model.mixer_pattern):
+        # No srt/models/jamba.py (or other Mamba-1 model) in the 0.5.10-0.5.23 wheels.
         raise SGLangConfigError.at(
             "sglang_version",
-            f"the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
-            f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
+            f"SGLang {opts.version} has no model with Mamba-1 layers such as {dep.model.id}'s "
+            "(no Jamba); use 0.5.9 or {engine} vllm",
+        )
+    if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"the mamba pool of {dep.model.id} is modelled from SGLang 0.5.6, not "
+            f"{opts.version}; use 0.5.6 or later",
         )
     if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
         # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's
@@ -991,14 +1028,31 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     context_length = pool_context_length(dep, opts)
     rest = memory.rest_bytes
     slots = None
+    release = opts.version.key[:3]
     if cells.state_bytes_per_request:
-        slots = mamba_cache_size(rest, cells.state_bytes_per_request)
-        rest -= slots * cells.state_bytes_per_request
-    if rest <= 0 or cells.cell_size == 0:
+        if opts.version >= v("0.5.10"):
+            slots = mamba_slots(release, rest, cells.state_bytes_per_request)
+            rest -= mamba_pool_bytes(release, slots, cells.state_bytes_per_request)
+        else:
+            slots = mamba_cache_size(rest, cells.state_bytes_per_request)
+            rest -= slots * cells.state_bytes_per_request
+    if rest <= 0 or cells.cell_size == 0 or slots == 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
+    split = pools_swa_apart(dep, opts)
+    ratio = opts.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO
     profiled = math.floor(rest / cells.cell_size)
     tokens = min(profiled, opts.max_total_tokens or profiled)
     tokens = tokens // page * page
+    swa = None
+    if split and opts.version >= v(".".join(map(str, DIRECT_SWA_CELL_SINCE))):
+        # HybridSWAPoolConfigurator: the cell is F + r x S, max_total is the full pool.
+        tokens, swa = swa_pools(
+            release, rest, cells.full_bytes_per_token, cells.swa_bytes_per_token, ratio, page,
+            opts.max_total_tokens,
+        )
+    elif split and opts.version >= v("0.5.10"):
+        # _resolve_hybrid_swa_tokens: the request pool is resolved from the full pool.
+        tokens, swa = swa_split(tokens, cells, ratio, page)
     # Per DP-attention worker: --max-running-requests // dp_size (48 with EAGLE unless given).
     asked = requests_asked(dep, opts)
     given = None if asked is None else max(1, asked // opts.attn_dp)
@@ -1013,12 +1067,15 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
             opts.version, profiled, context_length
         )
     if slots is not None:
-        requests = min(requests, slots // mamba_request_divisor(opts.version))
-    swa = None
-    if opts.swa_full_tokens_ratio is not None:
-        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, page)
-    if tokens <= 0:
+        requests = min(requests, slots // mamba_requests_divisor(dep, opts.version))
+    if split and opts.version < v("0.5.10"):
+        tokens, swa = swa_split(tokens, cells, ratio, page)
+    if tokens <= 0 or requests <= 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
+    if swa is not None:
+        floor = swa_floor_refusal(release, swa, sliding_window(dep.model), page)
+        if floor is not None:
+            raise SGLangConfigError.at("swa_full_tokens_ratio", floor)
     # tp_worker: max_total // 2 unless --max-running-requests is given, then the request pool.
     running = requests if given is not None else min(tokens // 2, requests)
     return SGLangPool(
