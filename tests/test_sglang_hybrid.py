@@ -1,0 +1,246 @@
+"""SGLang 0.5.10-0.5.23's hybrid pools (kvcalc/engine/sglang_hybrid.py): the mamba / GDN /
+short-conv state pool and the sliding-window pool, against real logs (tests/fixtures/sglang/)
+and the wheels' rules worked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from report_check import refused, run_json
+from specs import registry_deployment as dep
+from typer.testing import CliRunner
+
+from kvcalc.engine.sglang import (
+    SGLangConfigError,
+    SGLangOptions,
+    SGLangPool,
+    rank_cells,
+    sglang_pool,
+    sglang_version,
+)
+from kvcalc.engine.units import GiB
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
+
+
+def opts(version: str, **kw: object) -> SGLangOptions:
+    return SGLangOptions(version=sglang_version(version), **kw)  # type: ignore[arg-type]
+
+
+def pool(d, version: str, **kw: object) -> SGLangPool:  # type: ignore[no-untyped-def]
+    result = sglang_pool(d, opts(version, **kw))
+    assert isinstance(result, SGLangPool), result
+    return result
+
+
+def given(before: str, after: str, share: str) -> dict[str, object]:
+    return {
+        "free_before_load_bytes": int(Fraction(before) * GiB),
+        "free_after_load_bytes": int(Fraction(after) * GiB),
+        "mem_fraction_static": Fraction(share),
+    }
+
+
+def log_text(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def gb(nbytes: int) -> str:
+    """SGLang's "%.2f GB" of a byte count (GiB)."""
+    return f"{nbytes / GiB:.2f}"
+
+
+# ------------------------------------------------------------------ real logs: the state pool
+
+
+@pytest.mark.parametrize(
+    ("log", "model_id", "slots", "conv_gb", "ssm_gb", "tokens", "k_gb"),
+    [
+        ("qwen3.5-397b-a17b-ktransformers-2x4090-tp2.log", "qwen3.5-397b-a17b", 82, "0.13",
+         "7.29", 580364, "4.15"),
+        ("qwen3.5-9b-tp2-blog.log", "qwen3.5-9b", 186, "0.10", "4.38", 327310, "2.50"),
+    ],
+)
+def test_logged_state_and_kv_sizes(
+    log: str, model_id: str, slots: int, conv_gb: str, ssm_gb: str, tokens: int, k_gb: str
+) -> None:
+    text = log_text(log)
+    for figure in (f"max_mamba_cache_size: {slots}", conv_gb, ssm_gb, str(tokens), k_gb):
+        assert figure in text
+    cells = rank_cells(dep(model_id, "2xh100", tp=2), opts("0.5.23"))
+    # MambaPool allocates max_mamba_cache_size + 1 slots (slot 0 pads), the KV pool #tokens + 1.
+    ssm = cells.state_bytes_per_request
+    per_layer_ssm = {"qwen3.5-397b-a17b": 2 * 2**20 * 45, "qwen3.5-9b": 2**20 * 24}[model_id]
+    assert gb((slots + 1) * per_layer_ssm) == ssm_gb
+    assert gb((slots + 1) * (ssm - per_layer_ssm)) == conv_gb
+    assert gb((tokens + 1) * cells.full_bytes_per_token // 2) == k_gb
+
+
+@pytest.mark.parametrize(
+    ("model_id", "slots", "tokens", "version"),
+    [
+        ("qwen3.5-397b-a17b", 82, 580364, "0.5.10"),
+        ("qwen3.5-397b-a17b", 82, 580364, "0.5.23"),
+        ("qwen3.5-9b", 186, 327310, "0.5.10"),
+        ("qwen3.5-9b", 186, 327310, "0.5.23"),
+    ],
+)
+def test_logged_slots_follow_from_the_budget_the_tokens_imply(
+    model_id: str, slots: int, tokens: int, version: str
+) -> None:
+    # The logs give no share, so the budget is fitted to the logged #tokens (every budget that
+    # leaves tokens x cell .. (tokens + 1) x cell for the KV pool); the r / (1 + r) split must
+    # then give the logged slot count, under either slot rule.
+    d = dep(model_id, "2xh100", tp=2)
+    cells = rank_cells(d, opts(version))
+    padding = 1 if version == "0.5.23" else 0
+    for kv_bytes in (tokens * cells.full_bytes_per_token,
+                     (tokens + 1) * cells.full_bytes_per_token - 1):
+        rest = kv_bytes + (slots + padding) * cells.state_bytes_per_request
+        before = 40 * GiB
+        share = 1 - Fraction(30 * GiB - rest, before)
+        result = pool(d, version, free_before_load_bytes=before,
+                      free_after_load_bytes=30 * GiB, mem_fraction_static=share,
+                      context_length=8192)
+        assert result.mamba_cache_size == slots
+        assert result.max_total_num_tokens == tokens
+
+
+# ------------------------------------------------------------------ the state pool by release
+
+
+QWEN35_27B = given("78.43", "27.00", "0.8")
+
+
+def test_v0523_qwen35_27b_worked_by_hand() -> None:
+    # rest = 27.00 - 78.43 x 0.2 = 11.314 GiB = 12,148,325,466 B (floor); the pool's share
+    # rest x 0.9 / 1.9 = 5,754,469,957 B; per request 48 GDN layers x (61,440 conv + 3,145,728
+    # ssm) = 153,944,064 B; 0.5.17+: (share - per) // per = 36 slots, (36 + 1) x per leaves
+    # 6,452,394,098 B, // 65,536 (16 full layers x 4 heads x 256 x 2 x 2) = 98,455 tokens;
+    # requests min(2048, 36 // 5) = 7 (the extra buffer: 3 + 2 slots each).
+    r = pool(dep("qwen3.5-27b"), "0.5.23", **QWEN35_27B)
+    assert (r.mamba_cache_size, r.max_total_num_tokens) == (36, 98455)
+    assert (r.req_pool_size, r.max_running_requests) == (7, 7)
+
+
+def test_v0517_solves_for_the_padding_slot() -> None:
+    # 0.5.16: share // per = 37 slots, 37 x per out of the budget (the same 98,455 tokens).
+    old = pool(dep("qwen3.5-27b"), "0.5.16", **QWEN35_27B)
+    new = pool(dep("qwen3.5-27b"), "0.5.17", **QWEN35_27B)
+    assert (old.mamba_cache_size, new.mamba_cache_size) == (37, 36)
+    assert old.max_total_num_tokens == new.max_total_num_tokens == 98455
+
+
+def test_v0514_picks_the_extra_buffer_for_gdn_and_mamba2() -> None:
+    # 0.5.13: "no_buffer", 3 slots a request (37 // 3 = 12); 0.5.14: "extra_buffer", 5 (7).
+    assert pool(dep("qwen3.5-27b"), "0.5.13", **QWEN35_27B).max_running_requests == 12
+    assert pool(dep("qwen3.5-27b"), "0.5.14", **QWEN35_27B).max_running_requests == 7
+    nemo = [pool(dep("nemotron-h-8b"), ver, **given("78.43", "60", "0.8"))
+            for ver in ("0.5.13", "0.5.14")]
+    assert [r.mamba_cache_size // r.req_pool_size for r in nemo] == [3, 5]
+
+
+def test_lfm2_keeps_no_buffer() -> None:
+    # LFM2 is not in _MAMBA_EXTRA_BUFFER_ARCHS: 3 slots a request in every release.
+    d = dep("lfm2-700m", "l4")
+    r = pool(d, "0.5.23", **given("21.5", "20", "0.2"), max_total_tokens=1000)
+    slots = r.mamba_cache_size
+    assert slots is not None and r.req_pool_size == min(500, slots // 3)
+
+
+def test_v0510_has_the_first_hybrid_rules() -> None:
+    # 0.5.10: share // per (the 0.5.6 form), 3 slots a request (no_buffer).
+    r = pool(dep("qwen3.5-27b"), "0.5.10", **QWEN35_27B)
+    assert (r.mamba_cache_size, r.max_total_num_tokens, r.req_pool_size) == (37, 98455, 12)
+
+
+def test_jamba_is_not_served_from_0510() -> None:
+    with pytest.raises(SGLangConfigError, match="no model with Mamba-1 layers"):
+        sglang_pool(dep("jamba-v0.1", "2xh100", tp=2), opts("0.5.23"))
+
+
+def test_mamba_with_dp_attention_or_a_draft_is_refused() -> None:
+    with pytest.raises(SGLangConfigError, match="DP attention splits"):
+        sglang_pool(dep("qwen3.5-27b", "2xh100", tp=2),
+                    opts("0.5.23", enable_dp_attention=True, dp_size=2))
+    with pytest.raises(SGLangConfigError, match="draft"):
+        sglang_pool(dep("qwen3.5-27b"), opts("0.5.23", speculative_algorithm="EAGLE"))
+
+
+# ------------------------------------------------------------------ the sliding-window pool
+
+
+def test_gemma4_cell_matches_the_logged_configurator_line() -> None:
+    text = log_text("gemma-4-pool-config-dgx-spark.log")
+    for model_id, logged in (("gemma-4-26b-a4b", "184320.0"), ("gemma-4-31b", "737280.0")):
+        assert f"cell_size_bytes={logged}" in text
+        c = rank_cells(dep(model_id), opts("0.5.23"))
+        assert c.full_bytes_per_token + Fraction("0.8") * c.swa_bytes_per_token == Fraction(
+            logged
+        )
+
+
+GEMMA4 = given("78.43", "30.00", "0.8")
+
+
+def test_v0523_gemma4_worked_by_hand() -> None:
+    # rest = 30.00 - 78.43 x 0.2 = 14.314 GiB; the cell F + 0.8 S = 20,480 + 0.8 x 204,800 =
+    # 184,320 B; full = 15,369,563,914 // 184,320 = 83,385; swa = int(83,385 x 0.8) = 66,708.
+    r = pool(dep("gemma-4-26b-a4b"), "0.5.23", **GEMMA4)
+    assert (r.max_total_num_tokens, r.swa_tokens) == (83385, 66708)
+
+
+def test_v0510_redistributes_a_budget_priced_as_full() -> None:
+    # 0.5.10: tokens = rest // (F + S) = 68,224; full = int(68,224 x 225,280 / 184,320) = 83,384
+    # (one less than pricing F + 0.8 S directly), swa = 66,707.
+    r = pool(dep("gemma-4-26b-a4b"), "0.5.10", **GEMMA4)
+    assert (r.max_total_num_tokens, r.swa_tokens) == (83384, 66707)
+
+
+def test_the_ratio_and_the_cap_apply_to_the_full_pool() -> None:
+    r = pool(dep("gemma-4-26b-a4b"), "0.5.23", **GEMMA4, swa_full_tokens_ratio=Fraction("0.5"),
+             max_total_tokens=50000)
+    assert (r.max_total_num_tokens, r.swa_tokens) == (50000, 25000)
+
+
+def test_gemma3_keeps_one_pool_and_refuses_the_ratio() -> None:
+    one = pool(dep("gemma3-27b", "2xh100", tp=2), "0.5.23")
+    assert one.swa_tokens is None
+    with pytest.raises(SGLangConfigError, match="one pool"):
+        sglang_pool(dep("gemma3-27b", "2xh100", tp=2),
+                    opts("0.5.23", swa_full_tokens_ratio=Fraction("0.5")))
+
+
+def test_gpt_oss_pools_its_window_apart_from_0510() -> None:
+    old = pool(dep("gpt-oss-20b"), "0.5.9")
+    new = pool(dep("gpt-oss-20b"), "0.5.10")
+    assert old.swa_tokens is None and new.swa_tokens is not None
+    assert new.swa_tokens == math.floor(new.max_total_num_tokens * Fraction("0.8"))
+
+
+def test_v0520_refuses_an_swa_pool_below_one_window() -> None:
+    # gpt-oss's window is 128: a 100-token full pool at ratio 0.8 leaves 80 SWA slots.
+    kw = {**GEMMA4, "max_total_tokens": 100}
+    assert pool(dep("gpt-oss-20b"), "0.5.19", **kw).swa_tokens == 80
+    with pytest.raises(SGLangConfigError, match="cannot hold even one request"):
+        sglang_pool(dep("gpt-oss-20b"), opts("0.5.20", **kw))
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_cli_sizes_qwen35_at_the_newest_release(runner: CliRunner) -> None:
+    data = run_json(runner, "batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "sglang",
+                    "--sglang-version", "0.5.23", "--mem-fraction-static", "0.8",
+                    "--free-before-load", "78.43", "--free-after-load", "27")
+    text = str(data)
+    assert "'max_total_num_tokens': 98455" in text and "'max_mamba_cache_size': 36" in text
+
+
+def test_cli_refuses_jamba_at_the_newest_release(runner: CliRunner) -> None:
+    refused(runner, ["batch", "jamba-v0.1", "--gpus", "2xh100", "--tp", "2", "--engine",
+                     "sglang", "--sglang-version", "0.5.23"], "no model with Mamba-1 layers")
