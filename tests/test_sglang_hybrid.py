@@ -244,3 +244,11 @@ def test_cli_sizes_qwen35_at_the_newest_release(runner: CliRunner) -> None:
 def test_cli_refuses_jamba_at_the_newest_release(runner: CliRunner) -> None:
     refused(runner, ["batch", "jamba-v0.1", "--gpus", "2xh100", "--tp", "2", "--engine",
                      "sglang", "--sglang-version", "0.5.23"], "no model with Mamba-1 layers")
+
+
+def test_json_names_the_slots_per_request_of_hybrids_only(runner: CliRunner) -> None:
+    base = ["--gpus", "h100", "--engine", "sglang", "--sglang-version", "0.5.23"]
+    hybrid = str(run_json(runner, "batch", "qwen3.5-27b", *base))
+    plain = str(run_json(runner, "batch", "llama3.1-8b", *base))
+    assert "'mamba_slots_per_request': 5" in hybrid
+    assert "mamba_slots_per_request" not in plain

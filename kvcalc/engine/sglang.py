@@ -21,14 +21,17 @@ Releases v0.5.10 to v0.5.18 were read from their tags (``git show vX.Y.Z:python/
 server_args.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` /
 ``mem_cache/kv_cache_configurator.py``): their default share also reserves for the prefill CUDA
 graph (on by default from v0.5.10), and their request pool is resolved from the final token
-capacity. Their mamba pool split and separate sliding-window pool were restructured (the
-``pool_configurator.py`` classes) and are refused for them rather than guessed. DeepSeek-V4's
-pools (``DSV4PoolConfigurator``, 0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
+capacity. Their mamba / GDN state pool and separate sliding-window pool (on by default from
+0.5.10) are :mod:`kvcalc.engine.sglang_hybrid`'s; DeepSeek-V4's pools (``DSV4PoolConfigurator``,
+0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
 
-Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
-adjustment of the memory share (and, from v0.5.10, that multimodal models run without a prefill
-CUDA graph), FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's ``--hybrid-kvcache-ratio``,
-the ROCm aiter adjustment, and the opt-in post-capture sizing of v0.5.16+
+Not modelled: speculative decoding before 0.5.14 and with hybrid pools, DP attention with a
+mamba pool, the VLM adjustment of the memory share (``adjust_mem_fraction_for_vlm``: x 0.95 x
+clamp(1 - 0.1 (ViT score - 1), 0.8, 1.05)), the 100 MiB multimodal reservation of 0.5.18+
+(``mm_runtime_reservation_gb``) and, from v0.5.10, that most multimodal models run without a
+prefill CUDA graph (0.5.23 keeps it for an allowlist that holds Qwen3.5, not Gemma 4), FP4 KV
+caches, DeepSeek-V3.2's NSA indexer, Llama-4's ``--hybrid-kvcache-ratio``, the ROCm aiter
+adjustment, and the opt-in post-capture sizing of v0.5.16+
 (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
 """
 
@@ -697,6 +700,8 @@ class SGLangPool:
     """DeepSeek-V4's pools (full, SWA, C4, C128, states), else None."""
     dp_size: int = 1
     """DP-attention ranks of the replica, each with these pools (1: DP attention off)."""
+    mamba_slots_per_request: int | None = None
+    """State slots one running request holds (``_calculate_mamba_ratio``), else None."""
 
     @property
     def cell_size(self) -> int:
@@ -1090,6 +1095,9 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         req_pool_size=requests,
         max_running_requests=running,
         dp_size=opts.attn_dp,
+        mamba_slots_per_request=(
+            None if slots is None else mamba_requests_divisor(dep, opts.version)
+        ),
     )
 
 

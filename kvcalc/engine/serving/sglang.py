@@ -94,7 +94,8 @@ class SGLang(Engine):
               metavar="GIB", bare_unit="GiB", **_OWN),
         Input("swa_full_tokens_ratio", "fraction",
               "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
-              "[default: one shared pool; DeepSeek-V4: 0.1]", **_OWN),
+              "[default: one shared pool to 0.5.9; 0.8 from 0.5.10, but one pool for "
+              "Gemma 2/3; DeepSeek-V4: 0.1]", **_OWN),
         Input("max_running_requests", "count",
               "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
               minimum=1, maximum=1 << 20, **_OWN),
@@ -296,6 +297,10 @@ def sglang_payload(
         payload["dp_attention_ranks"] = result.dp_size
     if result.cells.draft_layers:
         payload["draft_layers"] = result.cells.draft_layers
+    slots_each = getattr(result, "mamba_slots_per_request", None)
+    if slots_each is not None:
+        # Only hybrids with a state pool carry it: max_running_requests <= slots // this.
+        payload["mamba_slots_per_request"] = slots_each
     if memory.prefill_graph_mib is not None:
         # Only releases from 0.5.10 reserve for the prefill CUDA graph: older payloads keep
         # their keys.
@@ -443,7 +448,10 @@ def sglang_lines(
     if result.mamba_cache_size is not None:
         lines.append(
             f"Mamba Cache is allocated. max_mamba_cache_size: {result.mamba_cache_size:,} "
-            f"({result.cells.state_bytes_per_request:,} bytes per request)"
+            f"({result.cells.state_bytes_per_request:,} bytes per request"
+            + (f"; {result.mamba_slots_per_request} slots per running request"
+               if isinstance(result, SGLangPool) and result.mamba_slots_per_request else "")
+            + ")"
         )
     if not isinstance(result, SGLangPool):
         return [*lines, f"does not fit: {result.message}"]
