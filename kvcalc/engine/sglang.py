@@ -670,6 +670,8 @@ class SGLangMemory:
     """Which inputs were estimated rather than given or read from the registry."""
     prefill_graph_mib: float | None = None
     """The prefill CUDA graph's reservation in the default share (v0.5.10+), else None."""
+    share_given: bool = False
+    """``--mem-fraction-static`` was given (not the release's default)."""
 
     @property
     def rest_bytes(self) -> Fraction:
@@ -702,6 +704,8 @@ class SGLangPool:
     """DP-attention ranks of the replica, each with these pools (1: DP attention off)."""
     mamba_slots_per_request: int | None = None
     """State slots one running request holds (``_calculate_mamba_ratio``), else None."""
+    swa_ratio: Fraction | None = None
+    """``--swa-full-tokens-ratio`` the pools were split at (None: one pool)."""
 
     @property
     def cell_size(self) -> int:
@@ -896,7 +900,8 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         after = before - max(dep.weights_per_stage)
         estimated.append("free_after_load")
     return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
-                        tuple(estimated), prefill_graph)
+                        tuple(estimated), prefill_graph,
+                        share_given=opts.mem_fraction_static is not None)
 
 
 def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
@@ -1098,6 +1103,7 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         mamba_slots_per_request=(
             None if slots is None else mamba_requests_divisor(dep, opts.version)
         ),
+        swa_ratio=ratio if swa is not None else None,
     )
 
 
@@ -1143,6 +1149,13 @@ def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTo
         dsv4=sizes,
         dp_size=opts.attn_dp,
     )
+
+
+def swa_pool_cell(result: SGLangPool) -> Fraction | None:
+    """``F + r x S`` of a split pool from 0.5.11 (the ratio the pools were split at), else None."""
+    if result.swa_tokens is None or result.version < v("0.5.11") or not result.swa_ratio:
+        return None
+    return result.cells.full_bytes_per_token + result.swa_ratio * result.cells.swa_bytes_per_token
 
 
 def window_of(mixer: Mixer) -> int:

@@ -396,6 +396,17 @@ def _default_note(version: SGLangVersion) -> str:
     return f" (kvcalc's default; --sglang-version {NEWEST} is the newest)"
 
 
+def _swa_cell_note(result: SGLangPool | SGLangPoolTooSmall) -> str:
+    """0.5.11+ price a full-pool token of a split pool as F + r x S (HybridSWAPoolConfigurator's
+    cell_size), which the pool sizes divide the budget by."""
+    from kvcalc.engine.sglang import SGLangPool, swa_pool_cell
+
+    if not isinstance(result, SGLangPool) or result.swa_tokens is None or result.dsv4:
+        return ""
+    cell = swa_pool_cell(result)
+    return "" if cell is None else f" (the split pools' cell: {float(cell):,.1f})"
+
+
 def _log_units(memory: SGLangMemory) -> str:
     """The note that lets a reader match the avail-mem lines against SGLang's own log."""
     before = memory.free_before_load_bytes / GiB
@@ -420,7 +431,9 @@ def sglang_lines(
 
     memory = result.memory
     rule = (
-        f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
+        "given"
+        if memory.share_given
+        else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
         if memory.chunked_prefill_size is None
         else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
         f"chunked_prefill_size {memory.chunked_prefill_size}, "
@@ -443,7 +456,8 @@ def sglang_lines(
         _log_units(memory),
         f"cell_size: {result.cells.cell_size:,} bytes per token per rank"
         + (f" (with the draft's {result.cells.draft_layers} MTP layer(s))"
-           if result.cells.draft_layers else ""),
+           if result.cells.draft_layers else "")
+        + _swa_cell_note(result),
     ]
     if result.mamba_cache_size is not None:
         lines.append(
