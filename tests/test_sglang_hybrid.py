@@ -84,9 +84,9 @@ def test_logged_state_and_kv_sizes(
     ("model_id", "slots", "tokens", "version"),
     [
         ("qwen3.5-397b-a17b", 82, 580364, "0.5.10"),
-        ("qwen3.5-397b-a17b", 82, 580364, "0.5.23"),
+        ("qwen3.5-397b-a17b", 82, 580364, "0.5.17"),
         ("qwen3.5-9b", 186, 327310, "0.5.10"),
-        ("qwen3.5-9b", 186, 327310, "0.5.23"),
+        ("qwen3.5-9b", 186, 327310, "0.5.17"),
     ],
 )
 def test_logged_slots_follow_from_the_budget_the_tokens_imply(
@@ -94,10 +94,11 @@ def test_logged_slots_follow_from_the_budget_the_tokens_imply(
 ) -> None:
     # The logs give no share, so the budget is fitted to the logged #tokens (every budget that
     # leaves tokens x cell .. (tokens + 1) x cell for the KV pool); the r / (1 + r) split must
-    # then give the logged slot count, under either slot rule.
+    # then give the logged slot count, under either slot rule (0.5.17, the padding slot's first
+    # release, keeps no multimodal reservation yet).
     d = dep(model_id, "2xh100", tp=2)
     cells = rank_cells(d, opts(version))
-    padding = 1 if version == "0.5.23" else 0
+    padding = 1 if version == "0.5.17" else 0
     for kv_bytes in (tokens * cells.full_bytes_per_token,
                      (tokens + 1) * cells.full_bytes_per_token - 1):
         rest = kv_bytes + (slots + padding) * cells.state_bytes_per_request
@@ -117,13 +118,13 @@ QWEN35_27B = given("78.43", "27.00", "0.8")
 
 
 def test_v0523_qwen35_27b_worked_by_hand() -> None:
-    # rest = 27.00 - 78.43 x 0.2 = 11.314 GiB = 12,148,325,466 B (floor); the pool's share
-    # rest x 0.9 / 1.9 = 5,754,469,957 B; per request 48 GDN layers x (61,440 conv + 3,145,728
-    # ssm) = 153,944,064 B; 0.5.17+: (share - per) // per = 36 slots, (36 + 1) x per leaves
-    # 6,452,394,098 B, // 65,536 (16 full layers x 4 heads x 256 x 2 x 2) = 98,455 tokens;
-    # requests min(2048, 36 // 5) = 7 (the extra buffer: 3 + 2 slots each).
+    # rest = 27.00 - 78.43 x 0.2 GiB less the multimodal cache's 100 MiB (0.5.18+) =
+    # 12,043,457,396 B (floor); the pool's share rest x 0.9 / 1.9 = 5,704,795,608 B; per request
+    # 48 GDN layers x (61,440 conv + 3,145,728 ssm) = 153,944,064 B; 0.5.17+: (share - per) //
+    # per = 36 slots, (36 + 1) x per out of rest, // 65,536 (16 full layers x 4 heads x 256 x 2
+    # x 2) = 96,855 tokens; requests min(2048, 36 // 5) = 7 (the extra buffer: 3 + 2 each).
     r = pool(dep("qwen3.5-27b"), "0.5.23", **QWEN35_27B)
-    assert (r.mamba_cache_size, r.max_total_num_tokens) == (36, 98455)
+    assert (r.mamba_cache_size, r.max_total_num_tokens) == (36, 96855)
     assert (r.req_pool_size, r.max_running_requests) == (7, 7)
 
 
@@ -188,10 +189,11 @@ GEMMA4 = given("78.43", "30.00", "0.8")
 
 
 def test_v0523_gemma4_worked_by_hand() -> None:
-    # rest = 30.00 - 78.43 x 0.2 = 14.314 GiB; the cell F + 0.8 S = 20,480 + 0.8 x 204,800 =
-    # 184,320 B; full = 15,369,563,914 // 184,320 = 83,385; swa = int(83,385 x 0.8) = 66,708.
+    # rest = 30.00 - 78.43 x 0.2 GiB - 100 MiB = 15,264,682,868 B; the cell F + 0.8 S = 20,480 +
+    # 0.8 x 204,800 = 184,320 B; full = rest // 184,320 = 82,816; swa = int(82,816 x 0.8) =
+    # 66,252.
     r = pool(dep("gemma-4-26b-a4b"), "0.5.23", **GEMMA4)
-    assert (r.max_total_num_tokens, r.swa_tokens) == (83385, 66708)
+    assert (r.max_total_num_tokens, r.swa_tokens) == (82816, 66252)
 
 
 def test_v0510_redistributes_a_budget_priced_as_full() -> None:
@@ -199,6 +201,34 @@ def test_v0510_redistributes_a_budget_priced_as_full() -> None:
     # (one less than pricing F + 0.8 S directly), swa = 66,707.
     r = pool(dep("gemma-4-26b-a4b"), "0.5.10", **GEMMA4)
     assert (r.max_total_num_tokens, r.swa_tokens) == (83384, 66707)
+
+
+def test_v0518_keeps_100_mib_of_a_multimodal_budget() -> None:
+    # mm_runtime_reservation_gb: 100 MiB out of rest before the pools; 0.5.17 keeps none.
+    old = pool(dep("gemma-4-26b-a4b"), "0.5.17", **GEMMA4)
+    new = pool(dep("gemma-4-26b-a4b"), "0.5.18", **GEMMA4)
+    assert old.memory.rest_bytes - new.memory.rest_bytes == 100 * 2**20
+    text_only = pool(dep("gpt-oss-20b"), "0.5.18", **GEMMA4)
+    assert text_only.memory.rest_bytes == old.memory.rest_bytes
+
+
+def test_vlm_share_of_a_vision_tower() -> None:
+    # adjust_mem_fraction_for_vlm: score 27 x 1152^2 / (24 x 1024^2) = 1.423828125, factor
+    # 0.95 x (1 - 0.0423828125) = 0.909736328125 of the default share. Gemma 4 on one H100 at
+    # 0.5.23: the default without a prefill graph (multimodal: off; 1 - (512 + 12,288 + 512 +
+    # 128) / 81,559 = 0.835) x 0.909736... = 0.75963...; the text-only gpt-oss keeps 0.83.
+    g = pool(dep("gemma-4-26b-a4b"), "0.5.23")
+    assert float(g.memory.mem_fraction_static) == pytest.approx(0.835 * 0.909736328125, abs=1e-12)
+    assert g.memory.prefill_graph_mib == 0
+    assert float(pool(dep("gpt-oss-20b"), "0.5.23").memory.mem_fraction_static) == 0.83
+
+
+def test_qwen35_keeps_the_prefill_graph_from_0516() -> None:
+    # multimodal_breakable_cuda_graph_supported_model_archs holds Qwen3_5(Moe)ForConditional-
+    # Generation from 0.5.16: 464 MiB of graph (58 sizes x 8) in the share; none in 0.5.15.
+    d = dep("qwen3.5-27b")
+    assert pool(d, "0.5.15").memory.prefill_graph_mib == 0
+    assert pool(d, "0.5.16").memory.prefill_graph_mib == 464
 
 
 def test_the_ratio_and_the_cap_apply_to_the_full_pool() -> None:
@@ -238,7 +268,7 @@ def test_cli_sizes_qwen35_at_the_newest_release(runner: CliRunner) -> None:
                     "--sglang-version", "0.5.23", "--mem-fraction-static", "0.8",
                     "--free-before-load", "78.43", "--free-after-load", "27")
     text = str(data)
-    assert "'max_total_num_tokens': 98455" in text and "'max_mamba_cache_size': 36" in text
+    assert "'max_total_num_tokens': 96855" in text and "'max_mamba_cache_size': 36" in text
 
 
 def test_cli_refuses_jamba_at_the_newest_release(runner: CliRunner) -> None:

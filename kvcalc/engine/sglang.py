@@ -25,14 +25,14 @@ capacity. Their mamba / GDN state pool and separate sliding-window pool (on by d
 0.5.10) are :mod:`kvcalc.engine.sglang_hybrid`'s; DeepSeek-V4's pools (``DSV4PoolConfigurator``,
 0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
 
-Not modelled: speculative decoding before 0.5.14 and with hybrid pools, DP attention with a
-mamba pool, the VLM adjustment of the memory share (``adjust_mem_fraction_for_vlm``: x 0.95 x
-clamp(1 - 0.1 (ViT score - 1), 0.8, 1.05)), the 100 MiB multimodal reservation of 0.5.18+
-(``mm_runtime_reservation_gb``) and, from v0.5.10, that most multimodal models run without a
-prefill CUDA graph (0.5.23 keeps it for an allowlist that holds Qwen3.5, not Gemma 4), FP4 KV
-caches, DeepSeek-V3.2's NSA indexer, Llama-4's ``--hybrid-kvcache-ratio``, the ROCm aiter
-adjustment, and the opt-in post-capture sizing of v0.5.16+
-(``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
+Multimodal models (a vision tower) get, from 0.5.10, the VLM share
+(``adjust_mem_fraction_for_vlm``), no default prefill CUDA graph (but Qwen3.5 / Qwen3.6 from
+0.5.16) and, from 0.5.18, 100 MiB kept out of the budget (:mod:`kvcalc.engine.sglang_hybrid`).
+
+Not modelled: speculative decoding before 0.5.14 and with hybrid pools, DP attention with a mamba
+pool, the VLM share before 0.5.10, FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's
+``--hybrid-kvcache-ratio``, the ROCm aiter adjustment, and the opt-in post-capture sizing of
+v0.5.16+ (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
 """
 
 from __future__ import annotations
@@ -63,12 +63,16 @@ from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
 from kvcalc.engine.sglang_hybrid import (
     DIRECT_SWA_CELL_SINCE,
+    VLM_SHARE_SINCE,
     keeps_one_pool,
     mamba_pool_bytes,
     mamba_slots,
+    multimodal_prefill_graph,
     slots_per_request,
     swa_floor_refusal,
     swa_pools,
+    vlm_reserved_bytes,
+    vlm_share_factor,
 )
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
@@ -251,6 +255,10 @@ class PrefillGraphInputs:
     """``--context-length`` as given (None: the model's own, which does not cap the graph)."""
     dsv4: bool = False
     """A DeepSeek-V4 model, for which 0.5.15+ turn the prefill graph off."""
+    multimodal: bool = False
+    """SGLang's ``is_multimodal``, which turns the graph off from 0.5.10 ..."""
+    multimodal_allowlisted: bool = False
+    """... except for the allowlisted architectures (Qwen3.5 / Qwen3.6, 0.5.16+)."""
 
 
 def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
@@ -265,6 +273,10 @@ def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> 
     (``_disable_breakable_cudagraph_if_incompatible``: "MLA attention", then "MLA attention
     (non-DSA)"); v0.5.18 drops that rule."""
     if version < v("0.5.10"):
+        return False
+    if graph.multimodal and not multimodal_prefill_graph(
+        version.key[:3], graph.multimodal_allowlisted
+    ):
         return False
     if version < v("0.5.15") or version >= v("0.5.19"):
         # 0.5.19+ (arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility): "Disabling
@@ -672,12 +684,16 @@ class SGLangMemory:
     """The prefill CUDA graph's reservation in the default share (v0.5.10+), else None."""
     share_given: bool = False
     """``--mem-fraction-static`` was given (not the release's default)."""
+    multimodal_reserved_bytes: int = 0
+    """The multimodal cache 0.5.18+ keep out of the KV budget (``mm_runtime_reservation_gb``)."""
 
     @property
     def rest_bytes(self) -> Fraction:
         """``rest_memory = AFTER - PRE x (1 - mem_fraction_static)`` (``profile_max_num_token``)."""
-        return self.free_after_load_bytes - self.free_before_load_bytes * (
-            1 - self.mem_fraction_static
+        return (
+            self.free_after_load_bytes
+            - self.free_before_load_bytes * (1 - self.mem_fraction_static)
+            - self.multimodal_reserved_bytes
         )
 
 
@@ -883,6 +899,10 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             prefill_graph or 0,
             opts.attn_dp,
         )
+        vision = dep.model.vision
+        if vision is not None and opts.version.key[:3] >= VLM_SHARE_SINCE:
+            # mem_fraction_static x factor, in SGLang's floats (not rounded again).
+            share = Fraction(float(share) * vlm_share_factor(vision.layers, vision.hidden))
     before = opts.free_before_load_bytes
     if before is not None and before > dep.memory_bytes_per_gpu:
         raise SGLangConfigError.at(
@@ -901,7 +921,11 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         estimated.append("free_after_load")
     return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
                         tuple(estimated), prefill_graph,
-                        share_given=opts.mem_fraction_static is not None)
+                        share_given=opts.mem_fraction_static is not None,
+                        multimodal_reserved_bytes=(
+                            vlm_reserved_bytes(opts.version.key[:3])
+                            if is_multimodal(dep.model) else 0
+                        ))
 
 
 def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
@@ -926,7 +950,17 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
         max_total_tokens=opts.max_total_tokens,
         context_length=opts.context_length,
         dsv4=is_dsv4(model),
+        multimodal=is_multimodal(model),
+        # Qwen3_5(Moe)ForConditionalGeneration: the registry's Gated DeltaNet models with a
+        # vision tower (Qwen3.5 / Qwen3.6) stand in for the architecture name.
+        multimodal_allowlisted=is_multimodal(model)
+        and any(m.kind == "gated_deltanet" for m in model.mixer_pattern),
     )
+
+
+def is_multimodal(model: ModelSpec) -> bool:
+    """SGLang's ``model_config.is_multimodal``: a vision tower in the checkpoint."""
+    return model.vision is not None
 
 
 def pools_swa_apart(dep: Deployment, opts: SGLangOptions) -> bool:

@@ -1,5 +1,6 @@
-"""SGLang 0.5.10-0.5.23's hybrid pools: the mamba / linear-attention state pool beside the
-full-attention KV pool, and the sliding-window pool beside the full one.
+"""SGLang 0.5.10-0.5.23's hybrid pools and multimodal rules: the mamba / linear-attention state
+pool beside the full-attention KV pool, the sliding-window pool beside the full one, and what a
+vision tower changes (at the end).
 
 Read in the release wheels (``python/sglang/srt/...``):
 
@@ -114,3 +115,37 @@ def swa_floor_refusal(
         f"admission floor is the window ({window}) + page_size ({page}); raise "
         "--swa-full-tokens-ratio or the memory"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Multimodal models (a vision tower beside the language model)
+
+#: The release from which kvcalc applies the VLM share (read in the 0.5.10-0.5.23 wheels:
+#: ``server_args.py`` ``adjust_mem_fraction_for_vlm``, from 0.5.19 ``arg_groups/memory_hook.py``).
+VLM_SHARE_SINCE = (0, 5, 10)
+#: ``mm_runtime_reservation_gb``: ``SGLANG_VLM_CACHE_SIZE_MB`` (100) of the KV budget kept for
+#: the multimodal embedding cache, from 0.5.18 (CPU feature transport, the default).
+VLM_CACHE_RESERVED_MIB = 100
+VLM_CACHE_SINCE = (0, 5, 18)
+#: ``multimodal_breakable_cuda_graph_supported_model_archs`` (0.5.16+): the multimodal
+#: architectures that keep the default prefill CUDA graph (Qwen3.5 / Qwen3.6, dense and MoE).
+PREFILL_GRAPH_VLM_ALLOWLIST_SINCE = (0, 5, 16)
+
+
+def vlm_share_factor(vision_layers: int, vision_hidden: int) -> float:
+    """``adjust_mem_fraction_for_vlm``: ``0.95 x clamp(1 - 0.1 x (score - 1), 0.8, 1.05)``,
+    ``score = layers x hidden^2 / (24 x 1024^2)`` (ViT-L/14 as 1), in SGLang's floats."""
+    ratio = vision_layers * vision_hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def vlm_reserved_bytes(version: tuple[int, int, int]) -> int:
+    """The multimodal cache kept out of the KV budget (0 before 0.5.18)."""
+    return VLM_CACHE_RESERVED_MIB * 2**20 if version >= VLM_CACHE_SINCE else 0
+
+
+def multimodal_prefill_graph(version: tuple[int, int, int], allowlisted: bool) -> bool:
+    """Whether a multimodal model keeps the default prefill CUDA graph: never in 0.5.10-0.5.15
+    ("Multimodal / VLM models" turn the piecewise graph off; the breakable graph's "multimodal
+    model" rule), then only the allowlisted architectures."""
+    return allowlisted and version >= PREFILL_GRAPH_VLM_ALLOWLIST_SINCE
