@@ -282,3 +282,30 @@ def test_json_names_the_slots_per_request_of_hybrids_only(runner: CliRunner) -> 
     plain = str(run_json(runner, "batch", "llama3.1-8b", *base))
     assert "'mamba_slots_per_request': 5" in hybrid
     assert "mamba_slots_per_request" not in plain
+
+
+# ------------------------------------------------------------------ state shapes (0.5.23)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "tp", "layers", "conv_dim", "heads", "head_dim", "state"),
+    [
+        # Mamba2StateShape.create (configs/mamba_utils.py): conv (conv_dim / tp, kernel - 1) at
+        # bf16, temporal (heads / tp, head_dim, state) at fp32; n_groups not divisible by tp is
+        # extended (extra_groups_for_head_shards: 1 group -> tp groups).
+        ("granite-4.0-h-small", 1, 36, 8192 + 2 * 1 * 128, 128, 64, 128),
+        ("granite-4.0-h-small", 2, 36, 8192 + 2 * 2 * 128, 128, 64, 128),
+        ("granite-4.0-h-small", 4, 36, 8192 + 2 * 4 * 128, 128, 64, 128),
+        ("nemotron-h-8b", 2, 24, 8192 + 2 * 8 * 128, 128, 64, 128),
+        # Qwen3-Next's GDN (configs/qwen3_next.py): intermediate 32 x 128, 16 key groups of
+        # state 128, kernel 4; temporal (32 / tp, 128, 128).
+        ("qwen3-next-80b-a3b", 1, 36, 32 * 128 + 2 * 16 * 128, 32, 128, 128),
+    ],
+)
+def test_state_bytes_per_request_follow_sglangs_state_shapes(
+    model_id: str, tp: int, layers: int, conv_dim: int, heads: int, head_dim: int, state: int
+) -> None:
+    conv = conv_dim // tp * 3 * 2
+    temporal = heads // tp * head_dim * state * 4
+    cells = rank_cells(dep(model_id, "4xh100", tp=tp), opts("0.5.23"))
+    assert cells.state_bytes_per_request == layers * (conv + temporal)
