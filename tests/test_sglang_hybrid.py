@@ -309,3 +309,28 @@ def test_state_bytes_per_request_follow_sglangs_state_shapes(
     temporal = heads // tp * head_dim * state * 4
     cells = rank_cells(dep(model_id, "4xh100", tp=tp), opts("0.5.23"))
     assert cells.state_bytes_per_request == layers * (conv + temporal)
+
+
+def test_mamba_options_resize_the_state_pool() -> None:
+    # --max-mamba-cache-size 20: 21 x 153,944,064 B out of rest (0.5.23), the rest to the KV
+    # pool; --mamba-full-memory-ratio 0.45: the share is rest x 0.45 / 1.45.
+    d = dep("qwen3.5-27b")
+    fixed = pool(d, "0.5.23", **QWEN35_27B, max_mamba_cache_size=20)
+    base = pool(d, "0.5.23", **QWEN35_27B)
+    assert fixed.mamba_cache_size == 20
+    assert fixed.max_total_num_tokens == math.floor(
+        (base.memory.rest_bytes - 21 * 153944064) / 65536
+    )
+    half = pool(d, "0.5.23", **QWEN35_27B, mamba_full_memory_ratio=Fraction("0.45"))
+    share = base.memory.rest_bytes * Fraction("0.45") / Fraction("1.45")
+    assert half.mamba_cache_size == math.floor((share - 153944064) / 153944064)
+
+
+def test_mamba_options_are_refused_where_they_do_nothing(runner: CliRunner) -> None:
+    refused(runner, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang",
+                     "--mamba-full-memory-ratio", "0.5"], "has no mamba")
+    refused(runner, ["batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "sglang",
+                     "--sglang-version", "0.5.9", "--max-mamba-cache-size", "8"],
+            "modelled from SGLang 0.5.10")
+    refused(runner, ["batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "vllm",
+                     "--max-mamba-cache-size", "8"], "--max-mamba-cache-size")

@@ -63,6 +63,8 @@ from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
 from kvcalc.engine.sglang_hybrid import (
     DIRECT_SWA_CELL_SINCE,
+    MAMBA_FULL_MEMORY_RATIO,
+    SWA_FULL_TOKENS_RATIO,
     VLM_SHARE_SINCE,
     keeps_one_pool,
     mamba_pool_bytes,
@@ -420,10 +422,9 @@ SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "nvfp4")
 FP4_WORKSPACE_SINCE = "0.5.18"
 #: ``--mamba-ssm-dtype`` default float32: the temporal state is 4 bytes per value (section 4).
 MAMBA_SSM_DTYPE = dtype("fp32")
-#: ``--mamba-full-memory-ratio`` default: the mamba pool gets r / (1 + r) of the budget.
-MAMBA_FULL_MEMORY_RATIO = Fraction("0.9")
-#: ``--swa-full-tokens-ratio`` default (section 5).
-DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
+#: ``--mamba-full-memory-ratio`` default (the mamba pool gets r / (1 + r) of the budget) and
+#: ``--swa-full-tokens-ratio`` default (section 5): the same in every release.
+DEFAULT_SWA_FULL_TOKENS_RATIO = SWA_FULL_TOKENS_RATIO
 
 
 def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
@@ -548,6 +549,10 @@ class SGLangOptions:
     pools its window apart, at 0.1 unless given."""
     max_running_requests: int | None = None
     """``--max-running-requests`` (None: the request-pool estimate; 256 for DeepSeek-V4)."""
+    mamba_full_memory_ratio: Fraction | None = None
+    """``--mamba-full-memory-ratio`` (None: 0.9)."""
+    max_mamba_cache_size: int | None = None
+    """``--max-mamba-cache-size``: the state slots as given (None: from the ratio; 0.5.10+)."""
     speculative_algorithm: str | None = None
     """``--speculative-algorithm`` EAGLE or NEXTN with the model's own MTP layers as the draft
     (None: no speculative decoding)."""
@@ -587,6 +592,17 @@ def check_options(opts: SGLangOptions) -> None:
         )
     check_dp_attention(opts)
     check_speculative(opts)
+    mamba_ratio = opts.mamba_full_memory_ratio
+    if mamba_ratio is not None and mamba_ratio <= 0:
+        raise SGLangConfigError.at(
+            "mamba_full_memory_ratio", f"{float(mamba_ratio):g} is not above 0, e.g. 0.9"
+        )
+    if opts.max_mamba_cache_size is not None and opts.max_mamba_cache_size < 1:
+        raise SGLangConfigError.at("max_mamba_cache_size", "must be at least 1")
+    if opts.max_mamba_cache_size is not None and opts.version < v("0.5.10"):
+        raise SGLangConfigError.at(
+            "max_mamba_cache_size", f"is modelled from SGLang 0.5.10, not {opts.version}"
+        )
     ratio = opts.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise SGLangConfigError.at(
@@ -817,10 +833,12 @@ class SGLangPoolTooSmall:
         )
 
 
-def mamba_cache_size(rest: Fraction, per_request: int) -> int:
+def mamba_cache_size(
+    rest: Fraction, per_request: int, ratio: Fraction = MAMBA_FULL_MEMORY_RATIO
+) -> int:
     """``handle_max_mamba_cache`` (v0.5.6, radix cache on, no speculation): the mamba pool takes
     ``rest x r / (1 + r)`` of the budget, in whole request states."""
-    share = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    share = rest * ratio / (1 + ratio)
     return max(0, math.floor(share / per_request))
 
 
@@ -1073,12 +1091,20 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     rest = memory.rest_bytes
     slots = None
     release = opts.version.key[:3]
+    mamba_ratio = opts.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
+    if not cells.state_bytes_per_request and (
+        opts.mamba_full_memory_ratio is not None or opts.max_mamba_cache_size is not None
+    ):
+        name = "max_mamba_cache_size" if opts.max_mamba_cache_size else "mamba_full_memory_ratio"
+        raise SGLangConfigError.at(name, f"{dep.model.id} has no mamba / linear-attention pool")
     if cells.state_bytes_per_request:
         if opts.version >= v("0.5.10"):
-            slots = mamba_slots(release, rest, cells.state_bytes_per_request)
+            slots = opts.max_mamba_cache_size or mamba_slots(
+                release, rest, cells.state_bytes_per_request, mamba_ratio
+            )
             rest -= mamba_pool_bytes(release, slots, cells.state_bytes_per_request)
         else:
-            slots = mamba_cache_size(rest, cells.state_bytes_per_request)
+            slots = mamba_cache_size(rest, cells.state_bytes_per_request, mamba_ratio)
             rest -= slots * cells.state_bytes_per_request
     if rest <= 0 or cells.cell_size == 0 or slots == 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)

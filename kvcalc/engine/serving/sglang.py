@@ -96,6 +96,12 @@ class SGLang(Engine):
               "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
               "[default: one shared pool to 0.5.9; 0.8 from 0.5.10, but one pool for "
               "Gemma 2/3; DeepSeek-V4: 0.1]", **_OWN),
+        Input("mamba_full_memory_ratio", "fraction",
+              "mamba state : full KV memory of a hybrid's budget (SGLang's pool takes r / (1 + "
+              "r)) [default: 0.9]", metavar="R", **_OWN),
+        Input("max_mamba_cache_size", "count",
+              "state slots of a hybrid's mamba pool (0.5.10+) [default: from the ratio]",
+              minimum=1, maximum=1 << 24, **_OWN),
         Input("max_running_requests", "count",
               "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
               minimum=1, maximum=1 << 20, **_OWN),
@@ -164,6 +170,8 @@ class SGLang(Engine):
             free_before_load_bytes=given.get("free_before_load"),
             free_after_load_bytes=given.get("free_after_load"),
             swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
+            mamba_full_memory_ratio=fraction("mamba_full_memory_ratio"),
+            max_mamba_cache_size=given.get("max_mamba_cache_size"),
             max_running_requests=given.get("max_running_requests"),
             enable_dp_attention=(given.get("dp_size") or 1) > 1,
             dp_size=given.get("dp_size"),
