@@ -334,3 +334,18 @@ def test_mamba_options_are_refused_where_they_do_nothing(runner: CliRunner) -> N
             "modelled from SGLang 0.5.10")
     refused(runner, ["batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "vllm",
                      "--max-mamba-cache-size", "8"], "--max-mamba-cache-size")
+
+
+def test_mamba_ssm_dtype_halves_the_temporal_state(runner: CliRunner) -> None:
+    # Qwen3.5-27B: 48 x (61,440 conv + 128 x 128 x 48 x 2 bf16) = 78,446,592 B per request.
+    d = dep("qwen3.5-27b")
+    assert rank_cells(d, opts("0.5.23", mamba_ssm_dtype="bf16")).state_bytes_per_request == (
+        48 * (61440 + 48 * 128 * 128 * 2)
+    )
+    data = str(run_json(runner, "batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "sglang",
+                        "--sglang-version", "0.5.23", "--mamba-ssm-dtype", "bfloat16"))
+    assert "'mamba_bytes_per_request': 78446592" in data
+    refused(runner, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang",
+                     "--mamba-ssm-dtype", "bf16"], "has no mamba")
+    refused(runner, ["batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "sglang",
+                     "--mamba-ssm-dtype", "int8"], "not one of fp32, bf16, fp16")

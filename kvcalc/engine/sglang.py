@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import total_ordering
 from typing import TYPE_CHECKING
@@ -422,6 +422,8 @@ SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "nvfp4")
 FP4_WORKSPACE_SINCE = "0.5.18"
 #: ``--mamba-ssm-dtype`` default float32: the temporal state is 4 bytes per value (section 4).
 MAMBA_SSM_DTYPE = dtype("fp32")
+#: ``--mamba-ssm-dtype`` choices (float32, bfloat16, float16), in kvcalc's spelling.
+MAMBA_SSM_DTYPES = ("fp32", "bf16", "fp16")
 #: ``--mamba-full-memory-ratio`` default (the mamba pool gets r / (1 + r) of the budget) and
 #: ``--swa-full-tokens-ratio`` default (section 5): the same in every release.
 DEFAULT_SWA_FULL_TOKENS_RATIO = SWA_FULL_TOKENS_RATIO
@@ -553,6 +555,8 @@ class SGLangOptions:
     """``--mamba-full-memory-ratio`` (None: 0.9)."""
     max_mamba_cache_size: int | None = None
     """``--max-mamba-cache-size``: the state slots as given (None: from the ratio; 0.5.10+)."""
+    mamba_ssm_dtype: str | None = None
+    """``--mamba-ssm-dtype`` fp32 / bf16 / fp16 (None: the config's, else float32)."""
     speculative_algorithm: str | None = None
     """``--speculative-algorithm`` EAGLE or NEXTN with the model's own MTP layers as the draft
     (None: no speculative decoding)."""
@@ -596,6 +600,10 @@ def check_options(opts: SGLangOptions) -> None:
     if mamba_ratio is not None and mamba_ratio <= 0:
         raise SGLangConfigError.at(
             "mamba_full_memory_ratio", f"{float(mamba_ratio):g} is not above 0, e.g. 0.9"
+        )
+    if opts.mamba_ssm_dtype is not None and opts.mamba_ssm_dtype not in MAMBA_SSM_DTYPES:
+        raise SGLangConfigError.at(
+            "mamba_ssm_dtype", f"{opts.mamba_ssm_dtype} is not one of fp32, bf16, fp16"
         )
     if opts.max_mamba_cache_size is not None and opts.max_mamba_cache_size < 1:
         raise SGLangConfigError.at("max_mamba_cache_size", "must be at least 1")
@@ -1021,7 +1029,11 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     check_fp4_workspace(dep, opts.version)
     split = pools_swa_apart(dep, opts)
     attn_tp = attention_tp(dep, opts)
-    cells = [stage_cells(dep.model, s, attn_tp, dep.cache, split) for s in dep.stages]
+    cache = dep.cache
+    if opts.mamba_ssm_dtype is not None:
+        # --mamba-ssm-dtype overrides the config's mamba_ssm_dtype (mamba_utils.py).
+        cache = replace(cache, ssm_state=dtype(opts.mamba_ssm_dtype))
+    cells = [stage_cells(dep.model, s, attn_tp, cache, split) for s in dep.stages]
     if opts.attn_dp > 1 and any(c.state_bytes_per_request for c in cells):
         raise SGLangConfigError.at(
             "dp_size",
@@ -1092,10 +1104,10 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     slots = None
     release = opts.version.key[:3]
     mamba_ratio = opts.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
-    if not cells.state_bytes_per_request and (
-        opts.mamba_full_memory_ratio is not None or opts.max_mamba_cache_size is not None
-    ):
-        name = "max_mamba_cache_size" if opts.max_mamba_cache_size else "mamba_full_memory_ratio"
+    mamba_given = [n for n in ("max_mamba_cache_size", "mamba_full_memory_ratio",
+                               "mamba_ssm_dtype") if getattr(opts, n) is not None]
+    if not cells.state_bytes_per_request and mamba_given:
+        name = mamba_given[0]
         raise SGLangConfigError.at(name, f"{dep.model.id} has no mamba / linear-attention pool")
     if cells.state_bytes_per_request:
         if opts.version >= v("0.5.10"):

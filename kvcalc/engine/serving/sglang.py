@@ -102,6 +102,9 @@ class SGLang(Engine):
         Input("max_mamba_cache_size", "count",
               "state slots of a hybrid's mamba pool (0.5.10+) [default: from the ratio]",
               minimum=1, maximum=1 << 24, **_OWN),
+        Input("mamba_ssm_dtype", "text",
+              "SSM state dtype of a hybrid's mamba pool: fp32, bf16 or fp16 [default: the "
+              "config's mamba_ssm_dtype, else fp32]", metavar="DTYPE", **_OWN),
         Input("max_running_requests", "count",
               "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
               minimum=1, maximum=1 << 20, **_OWN),
@@ -172,6 +175,7 @@ class SGLang(Engine):
             swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
             mamba_full_memory_ratio=fraction("mamba_full_memory_ratio"),
             max_mamba_cache_size=given.get("max_mamba_cache_size"),
+            mamba_ssm_dtype=ssm_dtype(given.get("mamba_ssm_dtype")),
             max_running_requests=given.get("max_running_requests"),
             enable_dp_attention=(given.get("dp_size") or 1) > 1,
             dp_size=given.get("dp_size"),
@@ -181,6 +185,14 @@ class SGLang(Engine):
     def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
         """SGLang's pool(s) for ``dep`` (the default release's unless ``options`` say)."""
         return SGLangTokenPool(dep, options if options is not None else self.engine_options({}))
+
+
+def ssm_dtype(text: str | None) -> str | None:
+    """``--mamba-ssm-dtype`` in kvcalc's spelling (SGLang's float32 / bfloat16 / float16)."""
+    if text is None:
+        return None
+    name = text.strip().lower()
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
 
 
 def speculative(text: str | None) -> str | None:
