@@ -349,3 +349,13 @@ def test_mamba_ssm_dtype_halves_the_temporal_state(runner: CliRunner) -> None:
                      "--mamba-ssm-dtype", "bf16"], "has no mamba")
     refused(runner, ["batch", "qwen3.5-27b", "--gpus", "h100", "--engine", "sglang",
                      "--mamba-ssm-dtype", "int8"], "not one of fp32, bf16, fp16")
+
+
+def test_pipeline_ranks_charge_the_state_as_their_release_does() -> None:
+    # Qwen3.5-27B over 2 stages of 32 layers: 24 GDN layers each (3,207,168 B a layer). Up to
+    # 0.5.16 every rank charges the whole model's 48 layers; 0.5.17+ the largest stage's 24.
+    d = dep("qwen3.5-27b", "2xh100", pp=2)
+    layer = 61440 + 3145728
+    assert rank_cells(d, opts("0.5.16")).state_bytes_per_request == 48 * layer
+    assert rank_cells(d, opts("0.5.17")).state_bytes_per_request == 24 * layer
+    assert rank_cells(dep("qwen3.5-27b"), opts("0.5.16")).state_bytes_per_request == 48 * layer

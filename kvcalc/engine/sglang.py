@@ -1062,7 +1062,17 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9",
         )
     widest = max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
+    if opts.version >= v("0.5.10") and len(cells) > 1:
+        widest = replace(widest, state_bytes_per_request=charged_state(opts.version, cells))
     return with_draft(widest, draft_layers(dep, opts), dep.model.id)
+
+
+def charged_state(version: SGLangVersion, cells: list[RankCells]) -> int:
+    """The state bytes per request every pipeline rank charges its budget: the whole model's
+    ``mamba_cache_per_req`` up to 0.5.16, the largest stage's share from 0.5.17
+    (``_handle_max_mamba_cache``'s ``pp_layer_scale``), whatever its own layers hold."""
+    states = [c.state_bytes_per_request for c in cells]
+    return max(states) if version >= v("0.5.17") else sum(states)
 
 
 def with_draft(cells: RankCells, draft: int, model_id: str) -> RankCells:
