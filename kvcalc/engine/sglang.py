@@ -121,10 +121,10 @@ OLDEST = SGLangVersion(0, 4, 0)
 NEWEST = SGLangVersion(0, 5, 23)
 LAST_PATCH = {(0, 4): 10, (0, 5): 23}
 #: The default: the reference's primary release (its line numbers are v0.5.6's), checked against
-#: real start-up logs, and the newest release every layer kind is modelled for (v0.5.10+ refuse
-#: mamba hybrids and a separate sliding-window pool; DeepSeek-V4 is 0.5.15-0.5.20's). The newest
-#: release would refuse those models by default, so it is given by name (the output says which
-#: release applied and that it is the default).
+#: real start-up logs. 0.5.23 is not the default because it does not size every registry model
+#: SGLang 0.5.23 serves: DeepSeek-V4's pools are modelled for 0.5.15-0.5.20 only (0.5.21 rewrote
+#: DSV4PoolConfigurator), so a default of 0.5.23 would refuse DeepSeek-V4-Flash / -Pro. The output
+#: says which release applied and that it is the default.
 DEFAULT_VERSION = SGLangVersion(0, 5, 6)
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
