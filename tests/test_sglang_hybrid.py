@@ -14,10 +14,12 @@ from report_check import refused, run_json
 from specs import registry_deployment as dep
 from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.sglang import (
     SGLangConfigError,
     SGLangOptions,
     SGLangPool,
+    SGLangPoolTooSmall,
     rank_cells,
     sglang_pool,
     sglang_version,
@@ -256,8 +258,9 @@ def test_v0520_refuses_an_swa_pool_below_one_window() -> None:
     # gpt-oss's window is 128: a 100-token full pool at ratio 0.8 leaves 80 SWA slots.
     kw = {**GEMMA4, "max_total_tokens": 100}
     assert pool(dep("gpt-oss-20b"), "0.5.19", **kw).swa_tokens == 80
-    with pytest.raises(SGLangConfigError, match="cannot hold even one request"):
-        sglang_pool(dep("gpt-oss-20b"), opts("0.5.20", **kw))
+    small = sglang_pool(dep("gpt-oss-20b"), opts("0.5.20", **kw))
+    assert isinstance(small, SGLangPoolTooSmall)
+    assert "SWA pool (80 tokens) cannot hold even one request" in small.message
 
 
 # ------------------------------------------------------------------ the command line
@@ -269,6 +272,13 @@ def test_cli_sizes_qwen35_at_the_newest_release(runner: CliRunner) -> None:
                     "--free-before-load", "78.43", "--free-after-load", "27")
     text = str(data)
     assert "'max_total_num_tokens': 96855" in text and "'max_mamba_cache_size': 36" in text
+
+
+def test_cli_an_swa_pool_below_its_window_does_not_fit(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["batch", "gemma-4-31b", "--gpus", "h100", "--engine", "sglang",
+                                 "--sglang-version", "0.5.23", "--ctx", "8k"])
+    assert result.exit_code == 1
+    assert "does not fit: SWA pool (" in result.stdout
 
 
 def test_cli_refuses_jamba_at_the_newest_release(runner: CliRunner) -> None:

@@ -710,6 +710,8 @@ class SGLangMemory:
     """``--mem-fraction-static`` was given (not the release's default)."""
     multimodal_reserved_bytes: int = 0
     """The multimodal cache 0.5.18+ keep out of the KV budget (``mm_runtime_reservation_gb``)."""
+    vlm_factor: float | None = None
+    """``adjust_mem_fraction_for_vlm``'s factor on the default share (a vision tower), else None."""
 
     @property
     def rest_bytes(self) -> Fraction:
@@ -830,9 +832,13 @@ class SGLangPoolTooSmall:
     cells: RankCells
     mamba_cache_size: int | None = field(default=None)
     dp_size: int = 1
+    reason: str | None = None
+    """Why SGLang stops, when not the budget (the SWA pool's floor)."""
 
     @property
     def message(self) -> str:
+        if self.reason is not None:
+            return self.reason
         rest = max(Fraction(0), self.memory.rest_bytes)
         return (
             f"Not enough memory: {float(rest) / GiB:.2f} GiB left for the KV cache holds no "
@@ -901,6 +907,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
     gpu_mem_mib = smi // MiB
     chunked = cuda_graph_bs = None
     prefill_graph: float | None = None
+    vlm_factor: float | None = None
     if opts.mem_fraction_static is not None:
         share = opts.mem_fraction_static
     else:
@@ -928,7 +935,8 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         vision = dep.model.vision
         if vision is not None and opts.version.key[:3] >= VLM_SHARE_SINCE:
             # mem_fraction_static x factor, in SGLang's floats (not rounded again).
-            share = Fraction(float(share) * vlm_share_factor(vision.layers, vision.hidden))
+            vlm_factor = vlm_share_factor(vision.layers, vision.hidden)
+            share = Fraction(float(share) * vlm_factor)
     before = opts.free_before_load_bytes
     if before is not None and before > dep.memory_bytes_per_gpu:
         raise SGLangConfigError.at(
@@ -948,6 +956,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
     return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
                         tuple(estimated), prefill_graph,
                         share_given=opts.mem_fraction_static is not None,
+                        vlm_factor=vlm_factor,
                         multimodal_reserved_bytes=(
                             vlm_reserved_bytes(opts.version.key[:3])
                             if is_multimodal(dep.model) else 0
@@ -1167,7 +1176,8 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     if swa is not None:
         floor = swa_floor_refusal(release, swa, sliding_window(dep.model), page)
         if floor is not None:
-            raise SGLangConfigError.at("swa_full_tokens_ratio", floor)
+            # SGLang raises at start-up, as for a budget too small: the server does not fit.
+            return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp, floor)
     # tp_worker: max_total // 2 unless --max-running-requests is given, then the request pool.
     running = requests if given is not None else min(tokens // 2, requests)
     return SGLangPool(

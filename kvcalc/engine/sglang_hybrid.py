@@ -113,7 +113,7 @@ def swa_floor_refusal(
     return (
         f"SWA pool ({swa_tokens} tokens) cannot hold even one request: the prefill "
         f"admission floor is the window ({window}) + page_size ({page}); raise "
-        "--swa-full-tokens-ratio or the memory"
+        "--swa-full-tokens-ratio or --mem-fraction-static, or use more GPUs"
     )
 
 

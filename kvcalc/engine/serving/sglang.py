@@ -458,6 +458,12 @@ def sglang_lines(
         else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
         f"chunked_prefill_size {memory.chunked_prefill_size}, "
         f"cuda_graph_max_bs {memory.cuda_graph_max_bs}{_prefill_graph(memory)}"
+    ) + (
+        f", x {memory.vlm_factor:.4f} for the vision tower" if memory.vlm_factor is not None
+        else ""
+    ) + (
+        f"; {memory.multimodal_reserved_bytes // 2**20} MiB kept for the multimodal cache"
+        if memory.multimodal_reserved_bytes else ""
     )
     lines = [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}"
