@@ -148,11 +148,13 @@ def test_v0514_picks_the_extra_buffer_for_gdn_and_mamba2() -> None:
 
 
 def test_lfm2_keeps_no_buffer() -> None:
-    # LFM2 is not in _MAMBA_EXTRA_BUFFER_ARCHS: 3 slots a request in every release.
-    d = dep("lfm2-700m", "l4")
-    r = pool(d, "0.5.23", **given("21.5", "20", "0.2"), max_total_tokens=1000)
-    slots = r.mamba_cache_size
-    assert slots is not None and r.req_pool_size == min(500, slots // 3)
+    # LFM2 is not in _MAMBA_EXTRA_BUFFER_ARCHS: 3 slots a request in every release (30 slots:
+    # 10 requests; Granite-4.0-H's extra buffer: 6).
+    kw = {**given("21.5", "20", "0.2"), "max_mamba_cache_size": 30}
+    lfm2 = pool(dep("lfm2-700m", "l4"), "0.5.23", **kw)
+    granite = pool(dep("granite-4.0-h-micro", "l4"), "0.5.23", **kw)
+    assert (lfm2.req_pool_size, lfm2.mamba_slots_per_request) == (10, 3)
+    assert (granite.req_pool_size, granite.mamba_slots_per_request) == (6, 5)
 
 
 def test_v0510_has_the_first_hybrid_rules() -> None:
