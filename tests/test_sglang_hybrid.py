@@ -371,3 +371,14 @@ def test_pipeline_ranks_charge_the_state_as_their_release_does() -> None:
     assert rank_cells(d, opts("0.5.16")).state_bytes_per_request == 48 * layer
     assert rank_cells(d, opts("0.5.17")).state_bytes_per_request == 24 * layer
     assert rank_cells(dep("qwen3.5-27b"), opts("0.5.16")).state_bytes_per_request == 48 * layer
+
+
+def test_the_piecewise_graphs_blacklist() -> None:
+    # piecewise_cuda_graph_disabled_model_archs: Qwen3NextForCausalLM in 0.5.10-0.5.14 (the
+    # breakable graph of 0.5.15+ does not read it), DeepseekV32ForCausalLM in 0.5.10-0.5.12.
+    nxt = dep("qwen3-next-80b-a3b", "4xh100", tp=4)
+    assert pool(nxt, "0.5.14").memory.prefill_graph_mib == 0
+    assert pool(nxt, "0.5.15").memory.prefill_graph_mib == 464
+    v32 = dep("deepseek-v3.2", "8xh200", tp=8)
+    graph = [sglang_pool(v32, opts(ver)).memory.prefill_graph_mib for ver in ("0.5.12", "0.5.13")]
+    assert graph[0] == 0 and graph[1]

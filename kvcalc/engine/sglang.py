@@ -261,6 +261,10 @@ class PrefillGraphInputs:
     """SGLang's ``is_multimodal``, which turns the graph off from 0.5.10 ..."""
     multimodal_allowlisted: bool = False
     """... except for the allowlisted architectures (Qwen3.5 / Qwen3.6, 0.5.16+)."""
+    qwen3_next: bool = False
+    """Qwen3-Next, on the piecewise graph's model blacklist (0.5.10-0.5.14)."""
+    dsa: bool = False
+    """DeepSeek-V3.2's sparse attention, on that blacklist in 0.5.10-0.5.12."""
 
 
 def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
@@ -279,6 +283,10 @@ def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> 
     if graph.multimodal and not multimodal_prefill_graph(
         version.key[:3], graph.multimodal_allowlisted
     ):
+        return False
+    if version < v("0.5.15") and (graph.qwen3_next or (graph.dsa and version < v("0.5.13"))):
+        # piecewise_cuda_graph_disabled_model_archs ("model-arch blacklist"), which the
+        # breakable graph of 0.5.15+ does not read.
         return False
     if version < v("0.5.15") or version >= v("0.5.19"):
         # 0.5.19+ (arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility): "Disabling
@@ -977,6 +985,7 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
     """The prefill-graph inputs of this deployment. SGLang matches "llama-2" in the model path;
     the registry's name (Llama-2-70B) or id stands in for it."""
     model = dep.model
+    gdn = any(m.kind == "gated_deltanet" for m in model.mixer_pattern)
     return PrefillGraphInputs(
         chunked_prefill_size=chunked,
         pp=dep.pp,
@@ -988,8 +997,10 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
         multimodal=is_multimodal(model),
         # Qwen3_5(Moe)ForConditionalGeneration: the registry's Gated DeltaNet models with a
         # vision tower (Qwen3.5 / Qwen3.6) stand in for the architecture name.
-        multimodal_allowlisted=is_multimodal(model)
-        and any(m.kind == "gated_deltanet" for m in model.mixer_pattern),
+        multimodal_allowlisted=is_multimodal(model) and gdn,
+        # Qwen3NextForCausalLM: the registry's Gated DeltaNet models without a vision tower.
+        qwen3_next=gdn and not is_multimodal(model),
+        dsa=any(m.kind == "mla_indexed" for m in model.mixer_pattern),
     )
 
 
