@@ -201,10 +201,21 @@ def test_v0523_gemma4_worked_by_hand() -> None:
 
 
 def test_v0510_redistributes_a_budget_priced_as_full() -> None:
-    # 0.5.10: tokens = rest // (F + S) = 68,224; full = int(68,224 x 225,280 / 184,320) = 83,384
-    # (one less than pricing F + 0.8 S directly), swa = 66,707.
-    r = pool(dep("gemma-4-26b-a4b"), "0.5.10", **GEMMA4)
-    assert (r.max_total_num_tokens, r.swa_tokens) == (83384, 66707)
+    # 0.5.10 (which has no Gemma 4: gpt-oss-20b's 12 full + 12 sliding layers of 8 heads x 64,
+    # F = S = 12 x 2,048 = 24,576 B): tokens = rest // (F + S); full = int(tokens x (F + S) /
+    # (F + 0.8 S)), one token short of 0.5.11's rest // (F + 0.8 S) here.
+    old = pool(dep("gpt-oss-20b"), "0.5.10", **GEMMA4)
+    new = pool(dep("gpt-oss-20b"), "0.5.11", **GEMMA4)
+    rest = old.memory.rest_bytes
+    tokens = math.floor(rest / 49152)
+    assert old.max_total_num_tokens == math.floor(Fraction(tokens * 49152) / Fraction("44236.8"))
+    assert new.max_total_num_tokens == math.floor(rest / Fraction("44236.8"))
+    assert old.swa_tokens == math.floor(old.max_total_num_tokens * Fraction("0.8"))
+
+
+def test_gemma4_is_served_from_0511() -> None:
+    with pytest.raises(SGLangConfigError, match="Gemma 4"):
+        sglang_pool(dep("gemma-4-26b-a4b"), opts("0.5.10"))
 
 
 def test_v0518_keeps_100_mib_of_a_multimodal_budget() -> None:

@@ -63,9 +63,11 @@ from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
 from kvcalc.engine.sglang_hybrid import (
     DIRECT_SWA_CELL_SINCE,
+    GEMMA4_SINCE,
     MAMBA_FULL_MEMORY_RATIO,
     SWA_FULL_TOKENS_RATIO,
     VLM_SHARE_SINCE,
+    is_gemma4,
     keeps_one_pool,
     mamba_pool_bytes,
     mamba_slots,
@@ -1072,6 +1074,12 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             "sglang_version",
             f"the mamba pool of {dep.model.id} is modelled from SGLang 0.5.6, not "
             f"{opts.version}; use 0.5.6 or later",
+        )
+    if is_gemma4(dep.model.id, dep.model.name) and opts.version.key[:3] < GEMMA4_SINCE:
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"SGLang serves {dep.model.id} (Gemma 4) from 0.5.11 on, not {opts.version}; "
+            "use 0.5.11 or later",
         )
     if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
         # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's

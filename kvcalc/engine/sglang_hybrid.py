@@ -85,6 +85,16 @@ def slots_per_request(version: tuple[int, int, int], kinds: frozenset[str]) -> i
     return MAMBA_SLOTS_PER_REQUEST + (EXTRA_BUFFER_SLOTS if extra else 0)
 
 
+#: Gemma 4 (``srt/models/gemma4*.py``) first ships in the 0.5.11 wheel.
+GEMMA4_SINCE = (0, 5, 11)
+_GEMMA4_RE = re.compile(r"gemma-?4(?!\d)")
+
+
+def is_gemma4(model_id: str, name: str) -> bool:
+    """Gemma 4, matched on the registry's id / name (as :func:`keeps_one_pool`)."""
+    return any(_GEMMA4_RE.search(text.lower()) for text in (model_id, name))
+
+
 def keeps_one_pool(model_id: str, name: str) -> bool:
     """Gemma 2 / Gemma 3: SGLang turns their hybrid SWA memory off in every release."""
     return any(_SHARED_POOL_RE.search(text.lower()) for text in (model_id, name))
