@@ -79,8 +79,8 @@ def test_an_engine_whose_cache_holds_nothing_says_why(runner: CliRunner) -> None
         (["--engine", "sglang", "--block-size", "32"], "--block-size: SGLang pages"),
         (["--engine", "sglang", "--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),
         (
-            ["--engine", "sglang", "--sglang-version", "0.5.19"],
-            "--sglang-version: 0.5.19 is not supported",
+            ["--engine", "sglang", "--sglang-version", "0.6.0"],
+            "--sglang-version: 0.6.0 is not supported",
         ),
     ],
 )
