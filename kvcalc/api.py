@@ -122,6 +122,9 @@ class EngineInputs(TypedDict, total=False):
     max_running_requests: int
     dp_size: int
     speculative_algorithm: str
+    mamba_full_memory_ratio: float
+    max_mamba_cache_size: int
+    mamba_ssm_dtype: str
     # TensorRT-LLM's, named as its own options are.
     free_gpu_memory_fraction: float
     tokens_per_block: int | str

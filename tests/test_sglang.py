@@ -263,16 +263,11 @@ def test_v0510_request_pool_comes_from_the_final_capacity() -> None:
     assert (new.req_pool_size, new.max_running_requests) == (1500, 1500)
 
 
-def test_v0510_refuses_the_mamba_pool() -> None:
-    with pytest.raises(SGLangConfigError, match="0.5.6 to 0.5.9, not 0.5.10"):
+def test_v0510_has_no_mamba1_model() -> None:
+    # The 0.5.10-0.5.23 wheels hold no srt/models/jamba.py (tests/test_sglang_hybrid.py has the
+    # mamba2 / GDN / short-conv pools those releases size).
+    with pytest.raises(SGLangConfigError, match="no model with Mamba-1 layers"):
         sglang_pool(dep("jamba-v0.1", "2xh100"), SGLangOptions(version=sglang_version("0.5.10")))
-
-
-@pytest.mark.parametrize("model_id", ["gpt-oss-20b", "gemma3-27b"])
-def test_v0510_refuses_a_sliding_window_hybrid_it_would_split(model_id: str) -> None:
-    # 0.5.10+ pools sliding layers apart by default; all-full pricing would overstate the cell.
-    with pytest.raises(SGLangConfigError, match="sliding-window layers of .* use 0.5.9"):
-        sglang_pool(dep(model_id, "2xh100"), SGLangOptions(version=sglang_version("0.5.12")))
 
 
 def test_v055_raised_the_graph_batch_of_24_gib_gpus() -> None:
@@ -591,7 +586,7 @@ def test_cli_too_small_exits_1(runner: CliRunner) -> None:
         (["--sglang-version", "0.6.0"], "0.6.0 is not supported"),
         (
             ["--sglang-version", "0.5.10", "--swa-full-tokens-ratio", "0.8"],
-            "0.5.6 to 0.5.9, not 0.5.10",
+            "has no sliding-window layers beside full ones",
         ),
         (["--kv-dtype", "int4"], "SGLang has no int4 KV cache"),
         (["--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),

@@ -21,22 +21,25 @@ Releases v0.5.10 to v0.5.18 were read from their tags (``git show vX.Y.Z:python/
 server_args.py`` and ``model_executor/model_runner_kv_cache_mixin.py`` /
 ``mem_cache/kv_cache_configurator.py``): their default share also reserves for the prefill CUDA
 graph (on by default from v0.5.10), and their request pool is resolved from the final token
-capacity. Their mamba pool split and separate sliding-window pool were restructured (the
-``pool_configurator.py`` classes) and are refused for them rather than guessed. DeepSeek-V4's
-pools (``DSV4PoolConfigurator``, 0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
+capacity. Their mamba / GDN state pool and separate sliding-window pool (on by default from
+0.5.10) are :mod:`kvcalc.engine.sglang_hybrid`'s; DeepSeek-V4's pools (``DSV4PoolConfigurator``,
+0.5.15 on) are :mod:`kvcalc.engine.sglang_dsv4`'s.
 
-Not modelled: speculative decoding (EAGLE headroom, draft pools), DP attention, the VLM
-adjustment of the memory share (and, from v0.5.10, that multimodal models run without a prefill
-CUDA graph), FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's ``--hybrid-kvcache-ratio``,
-the ROCm aiter adjustment, and the opt-in post-capture sizing of v0.5.16+
-(``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
+Multimodal models (a vision tower) get, from 0.5.10, the VLM share
+(``adjust_mem_fraction_for_vlm``), no default prefill CUDA graph (but Qwen3.5 / Qwen3.6 from
+0.5.16) and, from 0.5.18, 100 MiB kept out of the budget (:mod:`kvcalc.engine.sglang_hybrid`).
+
+Not modelled: speculative decoding before 0.5.14 and with hybrid pools, DP attention with a mamba
+pool, the VLM share before 0.5.10, FP4 KV caches, DeepSeek-V3.2's NSA indexer, Llama-4's
+``--hybrid-kvcache-ratio``, the ROCm aiter adjustment, and the opt-in post-capture sizing of
+v0.5.16+ (``SGLANG_ENABLE_POST_CAPTURE_KV_SIZING``, off by default).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import total_ordering
 from typing import TYPE_CHECKING
@@ -58,6 +61,23 @@ from kvcalc.engine.sglang_dsv4 import (
 from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
 from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
+from kvcalc.engine.sglang_hybrid import (
+    DIRECT_SWA_CELL_SINCE,
+    GEMMA4_SINCE,
+    MAMBA_FULL_MEMORY_RATIO,
+    SWA_FULL_TOKENS_RATIO,
+    VLM_SHARE_SINCE,
+    is_gemma4,
+    keeps_one_pool,
+    mamba_pool_bytes,
+    mamba_slots,
+    multimodal_prefill_graph,
+    slots_per_request,
+    swa_floor_refusal,
+    swa_pools,
+    vlm_reserved_bytes,
+    vlm_share_factor,
+)
 from kvcalc.engine.spec import Mixer, ModelSpec
 from kvcalc.engine.units import DType, GiB, MiB, dtype
 
@@ -103,10 +123,10 @@ OLDEST = SGLangVersion(0, 4, 0)
 NEWEST = SGLangVersion(0, 5, 23)
 LAST_PATCH = {(0, 4): 10, (0, 5): 23}
 #: The default: the reference's primary release (its line numbers are v0.5.6's), checked against
-#: real start-up logs, and the newest release every layer kind is modelled for (v0.5.10+ refuse
-#: mamba hybrids and a separate sliding-window pool; DeepSeek-V4 is 0.5.15-0.5.20's). The newest
-#: release would refuse those models by default, so it is given by name (the output says which
-#: release applied and that it is the default).
+#: real start-up logs. 0.5.23 is not the default because it does not size every registry model
+#: SGLang 0.5.23 serves: DeepSeek-V4's pools are modelled for 0.5.15-0.5.20 only (0.5.21 rewrote
+#: DSV4PoolConfigurator), so a default of 0.5.23 would refuse DeepSeek-V4-Flash / -Pro. The output
+#: says which release applied and that it is the default.
 DEFAULT_VERSION = SGLangVersion(0, 5, 6)
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
@@ -239,6 +259,14 @@ class PrefillGraphInputs:
     """``--context-length`` as given (None: the model's own, which does not cap the graph)."""
     dsv4: bool = False
     """A DeepSeek-V4 model, for which 0.5.15+ turn the prefill graph off."""
+    multimodal: bool = False
+    """SGLang's ``is_multimodal``, which turns the graph off from 0.5.10 ..."""
+    multimodal_allowlisted: bool = False
+    """... except for the allowlisted architectures (Qwen3.5 / Qwen3.6, 0.5.16+)."""
+    qwen3_next: bool = False
+    """Qwen3-Next, on the piecewise graph's model blacklist (0.5.10-0.5.14)."""
+    dsa: bool = False
+    """DeepSeek-V3.2's sparse attention, on that blacklist in 0.5.10-0.5.12."""
 
 
 def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> bool:
@@ -253,6 +281,14 @@ def prefill_graph_enabled(version: SGLangVersion, graph: PrefillGraphInputs) -> 
     (``_disable_breakable_cudagraph_if_incompatible``: "MLA attention", then "MLA attention
     (non-DSA)"); v0.5.18 drops that rule."""
     if version < v("0.5.10"):
+        return False
+    if graph.multimodal and not multimodal_prefill_graph(
+        version.key[:3], graph.multimodal_allowlisted
+    ):
+        return False
+    if version < v("0.5.15") and (graph.qwen3_next or (graph.dsa and version < v("0.5.13"))):
+        # piecewise_cuda_graph_disabled_model_archs ("model-arch blacklist"), which the
+        # breakable graph of 0.5.15+ does not read.
         return False
     if version < v("0.5.15") or version >= v("0.5.19"):
         # 0.5.19+ (arg_groups/cuda_graph_hook.py apply_cuda_graph_compatibility): "Disabling
@@ -396,10 +432,11 @@ SGLANG_KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "nvfp4")
 FP4_WORKSPACE_SINCE = "0.5.18"
 #: ``--mamba-ssm-dtype`` default float32: the temporal state is 4 bytes per value (section 4).
 MAMBA_SSM_DTYPE = dtype("fp32")
-#: ``--mamba-full-memory-ratio`` default: the mamba pool gets r / (1 + r) of the budget.
-MAMBA_FULL_MEMORY_RATIO = Fraction("0.9")
-#: ``--swa-full-tokens-ratio`` default (section 5).
-DEFAULT_SWA_FULL_TOKENS_RATIO = Fraction("0.8")
+#: ``--mamba-ssm-dtype`` choices (float32, bfloat16, float16), in kvcalc's spelling.
+MAMBA_SSM_DTYPES = ("fp32", "bf16", "fp16")
+#: ``--mamba-full-memory-ratio`` default (the mamba pool gets r / (1 + r) of the budget) and
+#: ``--swa-full-tokens-ratio`` default (section 5): the same in every release.
+DEFAULT_SWA_FULL_TOKENS_RATIO = SWA_FULL_TOKENS_RATIO
 
 
 def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
@@ -524,6 +561,12 @@ class SGLangOptions:
     pools its window apart, at 0.1 unless given."""
     max_running_requests: int | None = None
     """``--max-running-requests`` (None: the request-pool estimate; 256 for DeepSeek-V4)."""
+    mamba_full_memory_ratio: Fraction | None = None
+    """``--mamba-full-memory-ratio`` (None: 0.9)."""
+    max_mamba_cache_size: int | None = None
+    """``--max-mamba-cache-size``: the state slots as given (None: from the ratio; 0.5.10+)."""
+    mamba_ssm_dtype: str | None = None
+    """``--mamba-ssm-dtype`` fp32 / bf16 / fp16 (None: the config's, else float32)."""
     speculative_algorithm: str | None = None
     """``--speculative-algorithm`` EAGLE or NEXTN with the model's own MTP layers as the draft
     (None: no speculative decoding)."""
@@ -563,6 +606,21 @@ def check_options(opts: SGLangOptions) -> None:
         )
     check_dp_attention(opts)
     check_speculative(opts)
+    mamba_ratio = opts.mamba_full_memory_ratio
+    if mamba_ratio is not None and mamba_ratio <= 0:
+        raise SGLangConfigError.at(
+            "mamba_full_memory_ratio", f"{float(mamba_ratio):g} is not above 0, e.g. 0.9"
+        )
+    if opts.mamba_ssm_dtype is not None and opts.mamba_ssm_dtype not in MAMBA_SSM_DTYPES:
+        raise SGLangConfigError.at(
+            "mamba_ssm_dtype", f"{opts.mamba_ssm_dtype} is not one of fp32, bf16, fp16"
+        )
+    if opts.max_mamba_cache_size is not None and opts.max_mamba_cache_size < 1:
+        raise SGLangConfigError.at("max_mamba_cache_size", "must be at least 1")
+    if opts.max_mamba_cache_size is not None and opts.version < v("0.5.10"):
+        raise SGLangConfigError.at(
+            "max_mamba_cache_size", f"is modelled from SGLang 0.5.10, not {opts.version}"
+        )
     ratio = opts.swa_full_tokens_ratio
     if ratio is not None and not 0 < ratio <= 1:
         raise SGLangConfigError.at(
@@ -658,12 +716,20 @@ class SGLangMemory:
     """Which inputs were estimated rather than given or read from the registry."""
     prefill_graph_mib: float | None = None
     """The prefill CUDA graph's reservation in the default share (v0.5.10+), else None."""
+    share_given: bool = False
+    """``--mem-fraction-static`` was given (not the release's default)."""
+    multimodal_reserved_bytes: int = 0
+    """The multimodal cache 0.5.18+ keep out of the KV budget (``mm_runtime_reservation_gb``)."""
+    vlm_factor: float | None = None
+    """``adjust_mem_fraction_for_vlm``'s factor on the default share (a vision tower), else None."""
 
     @property
     def rest_bytes(self) -> Fraction:
         """``rest_memory = AFTER - PRE x (1 - mem_fraction_static)`` (``profile_max_num_token``)."""
-        return self.free_after_load_bytes - self.free_before_load_bytes * (
-            1 - self.mem_fraction_static
+        return (
+            self.free_after_load_bytes
+            - self.free_before_load_bytes * (1 - self.mem_fraction_static)
+            - self.multimodal_reserved_bytes
         )
 
 
@@ -688,6 +754,10 @@ class SGLangPool:
     """DeepSeek-V4's pools (full, SWA, C4, C128, states), else None."""
     dp_size: int = 1
     """DP-attention ranks of the replica, each with these pools (1: DP attention off)."""
+    mamba_slots_per_request: int | None = None
+    """State slots one running request holds (``_calculate_mamba_ratio``), else None."""
+    swa_ratio: Fraction | None = None
+    """``--swa-full-tokens-ratio`` the pools were split at (None: one pool)."""
 
     @property
     def cell_size(self) -> int:
@@ -772,9 +842,13 @@ class SGLangPoolTooSmall:
     cells: RankCells
     mamba_cache_size: int | None = field(default=None)
     dp_size: int = 1
+    reason: str | None = None
+    """Why SGLang stops, when not the budget (the SWA pool's floor)."""
 
     @property
     def message(self) -> str:
+        if self.reason is not None:
+            return self.reason
         rest = max(Fraction(0), self.memory.rest_bytes)
         return (
             f"Not enough memory: {float(rest) / GiB:.2f} GiB left for the KV cache holds no "
@@ -783,11 +857,22 @@ class SGLangPoolTooSmall:
         )
 
 
-def mamba_cache_size(rest: Fraction, per_request: int) -> int:
+def mamba_cache_size(
+    rest: Fraction, per_request: int, ratio: Fraction = MAMBA_FULL_MEMORY_RATIO
+) -> int:
     """``handle_max_mamba_cache`` (v0.5.6, radix cache on, no speculation): the mamba pool takes
     ``rest x r / (1 + r)`` of the budget, in whole request states."""
-    share = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+    share = rest * ratio / (1 + ratio)
     return max(0, math.floor(share / per_request))
+
+
+def mamba_requests_divisor(dep: Deployment, version: SGLangVersion) -> int:
+    """State slots per request: :func:`mamba_request_divisor` up to 0.5.9, then
+    ``_calculate_mamba_ratio`` (3, or 5 with the extra buffer 0.5.14+ choose)."""
+    if version < v("0.5.10"):
+        return mamba_request_divisor(version)
+    kinds = frozenset(m.kind for m in dep.model.mixer_pattern)
+    return slots_per_request(version.key[:3], kinds)
 
 
 def mamba_request_divisor(version: SGLangVersion) -> int:
@@ -832,6 +917,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
     gpu_mem_mib = smi // MiB
     chunked = cuda_graph_bs = None
     prefill_graph: float | None = None
+    vlm_factor: float | None = None
     if opts.mem_fraction_static is not None:
         share = opts.mem_fraction_static
     else:
@@ -856,6 +942,11 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             prefill_graph or 0,
             opts.attn_dp,
         )
+        vision = dep.model.vision
+        if vision is not None and opts.version.key[:3] >= VLM_SHARE_SINCE:
+            # mem_fraction_static x factor, in SGLang's floats (not rounded again).
+            vlm_factor = vlm_share_factor(vision.layers, vision.hidden)
+            share = Fraction(float(share) * vlm_factor)
     before = opts.free_before_load_bytes
     if before is not None and before > dep.memory_bytes_per_gpu:
         raise SGLangConfigError.at(
@@ -873,7 +964,13 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         after = before - max(dep.weights_per_stage)
         estimated.append("free_after_load")
     return SGLangMemory(gpu_mem_mib, share, chunked, cuda_graph_bs, before, after,
-                        tuple(estimated), prefill_graph)
+                        tuple(estimated), prefill_graph,
+                        share_given=opts.mem_fraction_static is not None,
+                        vlm_factor=vlm_factor,
+                        multimodal_reserved_bytes=(
+                            vlm_reserved_bytes(opts.version.key[:3])
+                            if is_multimodal(dep.model) else 0
+                        ))
 
 
 def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
@@ -890,6 +987,7 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
     """The prefill-graph inputs of this deployment. SGLang matches "llama-2" in the model path;
     the registry's name (Llama-2-70B) or id stands in for it."""
     model = dep.model
+    gdn = any(m.kind == "gated_deltanet" for m in model.mixer_pattern)
     return PrefillGraphInputs(
         chunked_prefill_size=chunked,
         pp=dep.pp,
@@ -898,7 +996,52 @@ def prefill_graph_inputs(dep: Deployment, opts: SGLangOptions, chunked: int) -> 
         max_total_tokens=opts.max_total_tokens,
         context_length=opts.context_length,
         dsv4=is_dsv4(model),
+        multimodal=is_multimodal(model),
+        # Qwen3_5(Moe)ForConditionalGeneration: the registry's Gated DeltaNet models with a
+        # vision tower (Qwen3.5 / Qwen3.6) stand in for the architecture name.
+        multimodal_allowlisted=is_multimodal(model) and gdn,
+        # Qwen3NextForCausalLM: the registry's Gated DeltaNet models without a vision tower.
+        qwen3_next=gdn and not is_multimodal(model),
+        dsa=any(m.kind == "mla_indexed" for m in model.mixer_pattern),
     )
+
+
+def is_multimodal(model: ModelSpec) -> bool:
+    """SGLang's ``model_config.is_multimodal``: a vision tower in the checkpoint."""
+    return model.vision is not None
+
+
+def pools_swa_apart(dep: Deployment, opts: SGLangOptions) -> bool:
+    """Whether the sliding-window layers get their own pool: up to 0.5.9 only when
+    ``--swa-full-tokens-ratio`` is given (kvcalc's stand-in for the v0.5.6-0.5.9 rules, which
+    turn it off for Gemma, Olmo and, before 0.5.8, gpt-oss); from 0.5.10 for every hybrid
+    sliding-window model but Gemma 2 / Gemma 3 (:mod:`kvcalc.engine.sglang_hybrid`)."""
+    given = opts.swa_full_tokens_ratio is not None
+    hybrid = is_hybrid_swa(dep.model)
+    if given and not hybrid:
+        raise SGLangConfigError.at(
+            "swa_full_tokens_ratio",
+            f"{dep.model.id} has no sliding-window layers beside full ones to pool apart",
+        )
+    if opts.version < v("0.5.6"):
+        if given:
+            raise SGLangConfigError.at(
+                "swa_full_tokens_ratio",
+                f"the separate sliding-window pool is modelled from SGLang 0.5.6, not "
+                f"{opts.version}",
+            )
+        return False
+    if opts.version < v("0.5.10"):
+        return given
+    if hybrid and keeps_one_pool(dep.model.id, dep.model.name):
+        if given:
+            raise SGLangConfigError.at(
+                "swa_full_tokens_ratio",
+                f"SGLang keeps {dep.model.id}'s layers in one pool (it turns hybrid SWA "
+                "memory off for Gemma 2 / Gemma 3), so the ratio does nothing; leave it out",
+            )
+        return False
+    return hybrid
 
 
 def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
@@ -906,41 +1049,37 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
     PP slice)."""
     sglang_kv_dtype(dep.cache.kv)
     check_fp4_workspace(dep, opts.version)
-    split = opts.swa_full_tokens_ratio is not None
-    if split and not v("0.5.6") <= opts.version < v("0.5.10"):
-        raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"the separate sliding-window pool is modelled for SGLang "
-            f"0.5.6 to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
-        )
-    if split and not is_hybrid_swa(dep.model):
-        raise SGLangConfigError.at(
-            "swa_full_tokens_ratio",
-            f"{dep.model.id} has no sliding-window layers beside full ones to pool apart",
-        )
-    if is_hybrid_swa(dep.model) and opts.version >= v("0.5.10"):
-        # 0.5.10+ pools the sliding-window layers of such models apart by default, with a split
-        # not modelled here; pricing every layer as full would overstate the cell.
-        raise SGLangConfigError.at(
-            "sglang_version",
-            f"SGLang {opts.version} pools the sliding-window layers of "
-            f"{dep.model.id} apart, which is modelled for 0.5.6 to 0.5.9 only; use 0.5.9",
-        )
+    split = pools_swa_apart(dep, opts)
     attn_tp = attention_tp(dep, opts)
-    cells = [stage_cells(dep.model, s, attn_tp, dep.cache, split) for s in dep.stages]
+    cache = dep.cache
+    if opts.mamba_ssm_dtype is not None:
+        # --mamba-ssm-dtype overrides the config's mamba_ssm_dtype (mamba_utils.py).
+        cache = replace(cache, ssm_state=dtype(opts.mamba_ssm_dtype))
+    cells = [stage_cells(dep.model, s, attn_tp, cache, split) for s in dep.stages]
     if opts.attn_dp > 1 and any(c.state_bytes_per_request for c in cells):
         raise SGLangConfigError.at(
             "dp_size",
             f"DP attention splits {dep.model.id}'s mamba pool over the dp ranks, which is "
             "not modelled; leave it out",
         )
-    if any(c.state_bytes_per_request for c in cells) and not (
-        v("0.5.6") <= opts.version < v("0.5.10")
-    ):
+    if opts.version >= v("0.5.10") and any(m.kind == "mamba" for m in dep.model.mixer_pattern):
+        # No srt/models/jamba.py (or other Mamba-1 model) in the 0.5.10-0.5.23 wheels.
         raise SGLangConfigError.at(
             "sglang_version",
-            f"the mamba pool of {dep.model.id} is modelled for SGLang 0.5.6 "
-            f"to 0.5.9, not {opts.version} (0.5.10+ reworked its split); use 0.5.9",
+            f"SGLang {opts.version} has no model with Mamba-1 layers such as {dep.model.id}'s "
+            "(no Jamba); use 0.5.9 or {engine} vllm",
+        )
+    if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"the mamba pool of {dep.model.id} is modelled from SGLang 0.5.6, not "
+            f"{opts.version}; use 0.5.6 or later",
+        )
+    if is_gemma4(dep.model.id, dep.model.name) and opts.version.key[:3] < GEMMA4_SINCE:
+        raise SGLangConfigError.at(
+            "sglang_version",
+            f"SGLang serves {dep.model.id} (Gemma 4) from 0.5.11 on, not {opts.version}; "
+            "use 0.5.11 or later",
         )
     if dep.model.ssm_state_dtype and opts.version < v("0.5.9"):
         # 0.5.9 is the first release with srt/models/qwen3_5.py and the first to read a config's
@@ -951,7 +1090,17 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
             f"as Qwen3.5 does) from 0.5.9 on, not {opts.version}; use 0.5.9",
         )
     widest = max(cells, key=lambda c: (c.cell_size, c.state_bytes_per_request))
+    if opts.version >= v("0.5.10") and len(cells) > 1:
+        widest = replace(widest, state_bytes_per_request=charged_state(opts.version, cells))
     return with_draft(widest, draft_layers(dep, opts), dep.model.id)
+
+
+def charged_state(version: SGLangVersion, cells: list[RankCells]) -> int:
+    """The state bytes per request every pipeline rank charges its budget: the whole model's
+    ``mamba_cache_per_req`` up to 0.5.16, the largest stage's share from 0.5.17
+    (``_handle_max_mamba_cache``'s ``pp_layer_scale``), whatever its own layers hold."""
+    states = [c.state_bytes_per_request for c in cells]
+    return max(states) if version >= v("0.5.17") else sum(states)
 
 
 def with_draft(cells: RankCells, draft: int, model_id: str) -> RankCells:
@@ -991,14 +1140,39 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
     context_length = pool_context_length(dep, opts)
     rest = memory.rest_bytes
     slots = None
+    release = opts.version.key[:3]
+    mamba_ratio = opts.mamba_full_memory_ratio or MAMBA_FULL_MEMORY_RATIO
+    mamba_given = [n for n in ("max_mamba_cache_size", "mamba_full_memory_ratio",
+                               "mamba_ssm_dtype") if getattr(opts, n) is not None]
+    if not cells.state_bytes_per_request and mamba_given:
+        name = mamba_given[0]
+        raise SGLangConfigError.at(name, f"{dep.model.id} has no mamba / linear-attention pool")
     if cells.state_bytes_per_request:
-        slots = mamba_cache_size(rest, cells.state_bytes_per_request)
-        rest -= slots * cells.state_bytes_per_request
-    if rest <= 0 or cells.cell_size == 0:
+        if opts.version >= v("0.5.10"):
+            slots = opts.max_mamba_cache_size or mamba_slots(
+                release, rest, cells.state_bytes_per_request, mamba_ratio
+            )
+            rest -= mamba_pool_bytes(release, slots, cells.state_bytes_per_request)
+        else:
+            slots = mamba_cache_size(rest, cells.state_bytes_per_request, mamba_ratio)
+            rest -= slots * cells.state_bytes_per_request
+    if rest <= 0 or cells.cell_size == 0 or slots == 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
+    split = pools_swa_apart(dep, opts)
+    ratio = opts.swa_full_tokens_ratio or DEFAULT_SWA_FULL_TOKENS_RATIO
     profiled = math.floor(rest / cells.cell_size)
     tokens = min(profiled, opts.max_total_tokens or profiled)
     tokens = tokens // page * page
+    swa = None
+    if split and opts.version >= v(".".join(map(str, DIRECT_SWA_CELL_SINCE))):
+        # HybridSWAPoolConfigurator: the cell is F + r x S, max_total is the full pool.
+        tokens, swa = swa_pools(
+            release, rest, cells.full_bytes_per_token, cells.swa_bytes_per_token, ratio, page,
+            opts.max_total_tokens,
+        )
+    elif split and opts.version >= v("0.5.10"):
+        # _resolve_hybrid_swa_tokens: the request pool is resolved from the full pool.
+        tokens, swa = swa_split(tokens, cells, ratio, page)
     # Per DP-attention worker: --max-running-requests // dp_size (48 with EAGLE unless given).
     asked = requests_asked(dep, opts)
     given = None if asked is None else max(1, asked // opts.attn_dp)
@@ -1013,12 +1187,16 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
             opts.version, profiled, context_length
         )
     if slots is not None:
-        requests = min(requests, slots // mamba_request_divisor(opts.version))
-    swa = None
-    if opts.swa_full_tokens_ratio is not None:
-        tokens, swa = swa_split(tokens, cells, opts.swa_full_tokens_ratio, page)
-    if tokens <= 0:
+        requests = min(requests, slots // mamba_requests_divisor(dep, opts.version))
+    if split and opts.version < v("0.5.10"):
+        tokens, swa = swa_split(tokens, cells, ratio, page)
+    if tokens <= 0 or requests <= 0:
         return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp)
+    if swa is not None:
+        floor = swa_floor_refusal(release, swa, sliding_window(dep.model), page)
+        if floor is not None:
+            # SGLang raises at start-up, as for a budget too small: the server does not fit.
+            return SGLangPoolTooSmall(opts.version, memory, cells, slots, opts.attn_dp, floor)
     # tp_worker: max_total // 2 unless --max-running-requests is given, then the request pool.
     running = requests if given is not None else min(tokens // 2, requests)
     return SGLangPool(
@@ -1033,6 +1211,10 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         req_pool_size=requests,
         max_running_requests=running,
         dp_size=opts.attn_dp,
+        mamba_slots_per_request=(
+            None if slots is None else mamba_requests_divisor(dep, opts.version)
+        ),
+        swa_ratio=ratio if swa is not None else None,
     )
 
 
@@ -1078,6 +1260,13 @@ def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTo
         dsv4=sizes,
         dp_size=opts.attn_dp,
     )
+
+
+def swa_pool_cell(result: SGLangPool) -> Fraction | None:
+    """``F + r x S`` of a split pool from 0.5.11 (the ratio the pools were split at), else None."""
+    if result.swa_tokens is None or result.version < v("0.5.11") or not result.swa_ratio:
+        return None
+    return result.cells.full_bytes_per_token + result.swa_ratio * result.cells.swa_bytes_per_token
 
 
 def window_of(mixer: Mixer) -> int:

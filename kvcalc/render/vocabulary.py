@@ -314,6 +314,7 @@ class BatchSglangDocument(EngineDocument):
     dsv4_pools: NotRequired[SglangDsv4Pools]
     dp_attention_ranks: NotRequired[int]
     draft_layers: NotRequired[int]
+    mamba_slots_per_request: NotRequired[int]
     contexts: list[SglangContext]
     warnings: NotRequired[list[str]]
 
@@ -983,6 +984,7 @@ VOCABULARY: dict[str, Term] = {
     "max_req_len": Term(TOK, "the longest request SGLang accepts"),
     "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
     "dp_attention_ranks": Term("", "SGLang's DP-attention ranks (--dp-size), each its own pool"),
+    "mamba_slots_per_request": Term("", "SGLang's state slots per running request (hybrids)"),
     "dsv4_pools": Term("", "DeepSeek-V4's SGLang pools (DSV4PoolConfigurator), one rank"),
     "bytes_per_full_token": Term(B, "SGLang's DeepSeek-V4 cost of one full-pool token"),
     "budget_bytes": Term(B, "SGLang's KV budget on one rank (its available_bytes)"),

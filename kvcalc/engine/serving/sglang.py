@@ -113,7 +113,17 @@ class SGLang(Engine):
               metavar="GIB", bare_unit="GiB", **_OWN),
         Input("swa_full_tokens_ratio", "fraction",
               "pool sliding-window layers apart at this ratio (SGLang's is 0.8) "
-              "[default: one shared pool; DeepSeek-V4: 0.1]", **_OWN),
+              "[default: one shared pool to 0.5.9; 0.8 from 0.5.10, but one pool for "
+              "Gemma 2/3; DeepSeek-V4: 0.1]", **_OWN),
+        Input("mamba_full_memory_ratio", "fraction",
+              "mamba state : full KV memory of a hybrid's budget (SGLang's pool takes r / (1 + "
+              "r)) [default: 0.9]", metavar="R", **_OWN),
+        Input("max_mamba_cache_size", "count",
+              "state slots of a hybrid's mamba pool (0.5.10+) [default: from the ratio]",
+              minimum=1, maximum=1 << 24, **_OWN),
+        Input("mamba_ssm_dtype", "text",
+              "SSM state dtype of a hybrid's mamba pool: fp32, bf16 or fp16 [default: the "
+              "config's mamba_ssm_dtype, else fp32]", metavar="DTYPE", **_OWN),
         Input("max_running_requests", "count",
               "cap on running requests [default: the request pool's; 256 for DeepSeek-V4]",
               minimum=1, maximum=1 << 20, **_OWN),
@@ -182,6 +192,9 @@ class SGLang(Engine):
             free_before_load_bytes=given.get("free_before_load"),
             free_after_load_bytes=given.get("free_after_load"),
             swa_full_tokens_ratio=fraction("swa_full_tokens_ratio"),
+            mamba_full_memory_ratio=fraction("mamba_full_memory_ratio"),
+            max_mamba_cache_size=given.get("max_mamba_cache_size"),
+            mamba_ssm_dtype=ssm_dtype(given.get("mamba_ssm_dtype")),
             max_running_requests=given.get("max_running_requests"),
             enable_dp_attention=(given.get("dp_size") or 1) > 1,
             dp_size=given.get("dp_size"),
@@ -191,6 +204,14 @@ class SGLang(Engine):
     def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
         """SGLang's pool(s) for ``dep`` (the default release's unless ``options`` say)."""
         return SGLangTokenPool(dep, options if options is not None else self.engine_options({}))
+
+
+def ssm_dtype(text: str | None) -> str | None:
+    """``--mamba-ssm-dtype`` in kvcalc's spelling (SGLang's float32 / bfloat16 / float16)."""
+    if text is None:
+        return None
+    name = text.strip().lower()
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
 
 
 def speculative(text: str | None) -> str | None:
@@ -315,6 +336,10 @@ def sglang_payload(
         payload["dp_attention_ranks"] = result.dp_size
     if result.cells.draft_layers:
         payload["draft_layers"] = result.cells.draft_layers
+    slots_each = getattr(result, "mamba_slots_per_request", None)
+    if slots_each is not None:
+        # Only hybrids with a state pool carry it: max_running_requests <= slots // this.
+        payload["mamba_slots_per_request"] = slots_each
     if memory.prefill_graph_mib is not None:
         # Only releases from 0.5.10 reserve for the prefill CUDA graph: older payloads keep
         # their keys.
@@ -410,6 +435,17 @@ def _default_note(version: SGLangVersion) -> str:
     return f" (kvcalc's default; --sglang-version {NEWEST} is the newest)"
 
 
+def _swa_cell_note(result: SGLangPool | SGLangPoolTooSmall) -> str:
+    """0.5.11+ price a full-pool token of a split pool as F + r x S (HybridSWAPoolConfigurator's
+    cell_size), which the pool sizes divide the budget by."""
+    from kvcalc.engine.sglang import SGLangPool, swa_pool_cell
+
+    if not isinstance(result, SGLangPool) or result.swa_tokens is None or result.dsv4:
+        return ""
+    cell = swa_pool_cell(result)
+    return "" if cell is None else f" (the split pools' cell: {float(cell):,.1f})"
+
+
 def _log_units(memory: SGLangMemory) -> str:
     """The note that lets a reader match the avail-mem lines against SGLang's own log."""
     before = memory.free_before_load_bytes / GiB
@@ -434,11 +470,19 @@ def sglang_lines(
 
     memory = result.memory
     rule = (
-        f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
+        "given"
+        if memory.share_given
+        else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}"
         if memory.chunked_prefill_size is None
         else f"default for {memory.gpu_memory_mib:,} MiB{_source(memory, 'gpu_memory')}, "
         f"chunked_prefill_size {memory.chunked_prefill_size}, "
         f"cuda_graph_max_bs {memory.cuda_graph_max_bs}{_prefill_graph(memory)}"
+    ) + (
+        f", x {memory.vlm_factor:.4f} for the vision tower" if memory.vlm_factor is not None
+        else ""
+    ) + (
+        f"; {memory.multimodal_reserved_bytes // 2**20} MiB kept for the multimodal cache"
+        if memory.multimodal_reserved_bytes else ""
     )
     lines = [
         f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: SGLang {result.version}"
@@ -457,12 +501,16 @@ def sglang_lines(
         _log_units(memory),
         f"cell_size: {result.cells.cell_size:,} bytes per token per rank"
         + (f" (with the draft's {result.cells.draft_layers} MTP layer(s))"
-           if result.cells.draft_layers else ""),
+           if result.cells.draft_layers else "")
+        + _swa_cell_note(result),
     ]
     if result.mamba_cache_size is not None:
         lines.append(
             f"Mamba Cache is allocated. max_mamba_cache_size: {result.mamba_cache_size:,} "
-            f"({result.cells.state_bytes_per_request:,} bytes per request)"
+            f"({result.cells.state_bytes_per_request:,} bytes per request"
+            + (f"; {result.mamba_slots_per_request} slots per running request"
+               if isinstance(result, SGLangPool) and result.mamba_slots_per_request else "")
+            + ")"
         )
     if not isinstance(result, SGLangPool):
         return [*lines, f"does not fit: {result.message}"]
