@@ -51,10 +51,19 @@ from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_SEQS,
     activation_peak,
     non_torch_memory,
+    used_ffns,
 )
 from kvcalc.engine.serving.base import EngineRefusal
-from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
+from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
+from kvcalc.engine.vllm_releases import (
+    BLOCK_MODEL_VERSION,
+    VLLMRelease,
+    capture_sizes,
+    full_graph_sizes,
+    serve_batch_defaults,
+    vllm_release,
+)
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
 
@@ -129,9 +138,13 @@ class LayerCacheSpec:
             return ("full", 0)
         return (self.kind, self.window or self.chunk)
 
-    def pages_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+    def pages_per_request(
+        self, max_model_len: int, max_num_batched_tokens: int, mamba_pages: int = 1
+    ) -> int:
         """Pages one request of ``max_model_len`` tokens may hold (``max_memory_usage_bytes`` /
-        page, kv_cache_interface.py)."""
+        page, kv_cache_interface.py). ``max_num_batched_tokens`` is the tokens in flight beyond
+        a window (:meth:`VLLMRelease.in_flight_tokens`); ``mamba_pages`` a state layer's pages
+        (2 in prefix caching's "align" mode)."""
         if self.kind == "sliding":
             # The window plus one scheduling step; +1 for a window starting mid-block.
             tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
@@ -140,7 +153,7 @@ class LayerCacheSpec:
             tokens = min(self.chunk + max_num_batched_tokens, max_model_len)
             return math.ceil(tokens / self.block_size)
         if self.kind == "mamba":
-            return 1  # default mamba_cache_mode "none": one state page per request
+            return mamba_pages  # mamba_cache_mode "none": one state page; "align": two
         return math.ceil(max_model_len / self.block_size)
 
 
@@ -552,7 +565,7 @@ def blocks_in_pool(available_bytes: int, bytes_per_block: int) -> int:
 
 
 def blocks_per_request(
-    grouping: LayerGrouping, max_model_len: int, max_num_batched_tokens: int
+    grouping: LayerGrouping, max_model_len: int, max_num_batched_tokens: int, mamba_pages: int = 1
 ) -> int:
     """Blocks one request of ``max_model_len`` takes from the shared pool: the sum over groups
     of their pages per request; a uniform type takes its layers' largest count once."""
@@ -560,17 +573,23 @@ def blocks_per_request(
         specs = grouping.layer_specs
     else:
         specs = tuple(g.spec for g in grouping.groups)
-    pages = [s.pages_per_request(max_model_len, max_num_batched_tokens) for s in specs]
+    pages = [
+        s.pages_per_request(max_model_len, max_num_batched_tokens, mamba_pages) for s in specs
+    ]
     return max(pages) if grouping.kind == "uniform_type" else sum(pages)
 
 
 def needed_bytes(
-    grouping: LayerGrouping, stage: range, max_model_len: int, max_num_batched_tokens: int
+    grouping: LayerGrouping,
+    stage: range,
+    max_model_len: int,
+    max_num_batched_tokens: int,
+    mamba_pages: int = 1,
 ) -> int:
     """Bytes a worker needs for one request of ``max_model_len`` (``_check_enough_kv_cache_memory``:
     group_size x page x blocks per request, or the per-layer sum for a uniform type)."""
     return stage_bytes_per_block(grouping, stage) * blocks_per_request(
-        grouping, max_model_len, max_num_batched_tokens
+        grouping, max_model_len, max_num_batched_tokens, mamba_pages
     )
 
 
@@ -580,12 +599,14 @@ def estimate_max_model_len(
     available_bytes: int,
     max_model_len: int,
     max_num_batched_tokens: int,
+    mamba_pages: int = 1,
 ) -> int:
     """vLLM's "estimated maximum model length": binary search over 1..max_model_len for the
     longest request that fits; 0 when not even one token does."""
 
     def fits(length: int) -> bool:
-        return needed_bytes(grouping, stage, length, max_num_batched_tokens) <= available_bytes
+        needed = needed_bytes(grouping, stage, length, max_num_batched_tokens, mamba_pages)
+        return needed <= available_bytes
 
     if not fits(1):
         return 0
@@ -733,14 +754,17 @@ def vllm_kv_cache(
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
+    release: VLLMRelease | None = None,
 ) -> VLLMKVCache | KVCacheTooSmall:
-    """Blocks, concurrency and the token line of vLLM 0.19 for ``kv_memory`` bytes of KV cache
-    per worker ("Available KV cache memory"; one figure, or one per pipeline stage).
+    """Blocks, concurrency and the token line of vLLM ``release`` (None: 0.19, the release the
+    block model was checked on) for ``kv_memory`` bytes of KV cache per worker ("Available KV
+    cache memory"; one figure, or one per pipeline stage).
 
     ``block_size`` is vLLM's ``--block-size``. Some MLA backends force their own: FlashMLA 64
     (Hopper; the Kimi-K2 TP8 log matches 64), CUTLASS MLA 128; pass it to match such a log.
     A Mamba hybrid raises it for its attention layers (see :func:`layer_cache_specs`).
     """
+    rules = release or vllm_release(BLOCK_MODEL_VERSION)
     for name, value in (
         ("max_model_len", max_model_len),
         ("block_size", block_size),
@@ -757,7 +781,9 @@ def vllm_kv_cache(
     setup = VLLMSetup(
         model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens
     )
-    per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens)
+    in_flight = rules.in_flight_tokens(max_num_batched_tokens, pp)
+    mamba_pages = rules.mamba_pages_per_request
+    per_request = blocks_per_request(grouping, max_model_len, in_flight, mamba_pages)
     stages = []
     for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
         cache_layers = stage_cache_layers(model, layers)
@@ -774,7 +800,7 @@ def vllm_kv_cache(
         if memory <= 0 or stage.needed_bytes > memory:
             estimate = (
                 estimate_max_model_len(
-                    grouping, cache_layers, memory, max_model_len, max_num_batched_tokens
+                    grouping, cache_layers, memory, max_model_len, in_flight, mamba_pages
                 )
                 if memory > 0
                 else 0
@@ -782,6 +808,9 @@ def vllm_kv_cache(
             return KVCacheTooSmall(setup, specs, grouping, stage, estimate)
         stages.append(stage)
     blocks = min(s.num_blocks for s in stages)
+    concurrency = max_concurrency(blocks, per_request)
+    # DeepSeek-V4 follows 0.33's line whatever the release (its rules are 0.33's).
+    by_concurrency = rules.token_line == "concurrency" or grouping.kind == "packed"
     return VLLMKVCache(
         setup=setup,
         layer_specs=specs,
@@ -789,16 +818,28 @@ def vllm_kv_cache(
         stages=tuple(stages),
         num_blocks=blocks,
         blocks_per_request=per_request,
-        max_concurrency=max_concurrency(blocks, per_request),
-        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping)
-        if grouping.kind != "packed"
-        # Later releases log max_concurrency x max_model_len (_report_kv_cache_config).
-        else int(max_concurrency(blocks, per_request) * max_model_len),
+        max_concurrency=concurrency,
+        kv_cache_size_tokens=concurrency_tokens(concurrency, max_model_len)
+        if by_concurrency
+        else kv_cache_size_tokens(blocks, grouping),
     )
+
+
+def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
+    """The token line from 0.21: ``int(max_concurrency x max_model_len)``
+    (``get_kv_cache_capacity``, kv_cache_utils.py), not a multiple of the block."""
+    return int(concurrency * max_model_len)
 
 
 # --------------------------------------------------------------------------------------------
 # Step 1: estimating "Available KV cache memory" when the user gives none
+
+#: The CUDA-graph estimate per captured graph (PIECEWISE and FULL sizes together): fitted on
+#: one log, Llama-3.1-8B on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
+#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
+#: set this constant). PR #30515's estimator charges a shared part plus >= 1 MiB per graph.
+CUDAGRAPH_BYTES_PER_GRAPH = int(Fraction("0.23") * GiB) // 86
+
 
 @dataclass(frozen=True)
 class ProfiledMemory:
@@ -809,11 +850,18 @@ class ProfiledMemory:
     weights_bytes: int
     activation_peak_bytes: int
     non_torch_bytes: int
+    cudagraph_bytes: int = 0
+    """The CUDA-graph estimate the release subtracts from the budget (0 where it does not)."""
+    cudagraph_estimate_bytes: int = 0
+    """The estimate as the log prints it, subtracted or not (0 before 0.17: not estimated)."""
 
     @property
     def available_bytes(self) -> int:
         return self.requested_bytes - (
-            self.weights_bytes + self.activation_peak_bytes + self.non_torch_bytes
+            self.weights_bytes
+            + self.activation_peak_bytes
+            + self.non_torch_bytes
+            + self.cudagraph_bytes
         )
 
 
@@ -823,6 +871,28 @@ def requested_memory(gpu_memory_bytes: int, utilization: float | Fraction) -> in
     if not 0 < utilization <= 1:
         raise VLLMConfigError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
     return usable_bytes(gpu_memory_bytes, as_fraction(utilization))
+
+
+def is_dense(model: ModelSpec) -> bool:
+    """Attention and dense MLPs only: what Model Runner V2 took by default in 0.25."""
+    return all(m.holds_tokens for m in model.mixer_pattern) and not any(
+        isinstance(ffn, MoE) for ffn in used_ffns(model)
+    )
+
+
+def cudagraph_estimate(
+    model: ModelSpec, release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int
+) -> int:
+    """"Estimated CUDA graph memory" of one worker: per graph captured (PIECEWISE and FULL
+    sizes, :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x
+    :data:`CUDAGRAPH_BYTES_PER_GRAPH`; 0 before 0.17 (not estimated) and for dense models in
+    0.25 (Model Runner V2's estimate is 0)."""
+    if release.cudagraph == "after_kv" or (release.dense_graphs_free and is_dense(model)):
+        return 0
+    graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
+        release, max_num_seqs, max_num_batched_tokens
+    )
+    return graphs * CUDAGRAPH_BYTES_PER_GRAPH
 
 
 def profile_kv_memory(
@@ -835,13 +905,17 @@ def profile_kv_memory(
     gpu_memory_utilization: float | Fraction = DEFAULT_GPU_UTIL,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    release: VLLMRelease | None = None,
 ) -> tuple[ProfiledMemory, ...]:
-    """Estimated "Available KV cache memory" per pipeline stage, as vLLM 0.19's profiler
-    (``Worker.determine_available_memory``) would find it: requested - weights - activation
-    peak - non-torch. ``weights_per_gpu`` is one figure, or one per stage. An estimate: expect a
+    """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
+    ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
+    weights - activation peak - non-torch - the CUDA-graph estimate where the release
+    subtracts it. ``weights_per_gpu`` is one figure, or one per stage. An estimate: expect a
     few percent of run-to-run variation, and pass the logged figure when you have one."""
+    rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
+    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens)
     return tuple(
         ProfiledMemory(
             requested_bytes=requested,
@@ -850,29 +924,122 @@ def profile_kv_memory(
                 model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1, pp=pp
             ),
             non_torch_bytes=non_torch_memory(tp, pp),
+            cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
+            cudagraph_estimate_bytes=graphs,
         )
         for s, w in enumerate(weights)
     )
 
 
-def vllm_kv_cache_for(dep: Deployment, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
-    """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
-    profiler finds it, :attr:`Deployment.kv_budget_per_stage`), its cache format and paging."""
+# --------------------------------------------------------------------------------------------
+# The inputs vLLM starts with, resolved for a release and a GPU
+
+
+@dataclass(frozen=True)
+class VLLMInputs:
+    """What a vLLM start-up uses: the release and the values of its budget's inputs, given or
+    the release's defaults for the GPU (reported in the JSON)."""
+
+    version: str
+    """The release as given (or the default), e.g. "0.21" or "0.33.0"."""
+    release: VLLMRelease
+    gpu_memory_utilization: Fraction
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def batch_defaults(dep: Deployment, release: VLLMRelease) -> tuple[int, int]:
+    """``vllm serve``'s max_num_batched_tokens and max_num_seqs for the deployment's GPU."""
+    accelerator = dep.gpus.accelerator
+    defaults = serve_batch_defaults(release, dep.memory_bytes_per_gpu, accelerator.name)
+    return defaults.max_num_batched_tokens, defaults.max_num_seqs
+
+
+def max_num_seqs_for(dep: Deployment, release: VLLMRelease) -> int:
+    """``--max-num-seqs``: the deployment's, else vLLM's default for the GPU (the one place it
+    is read: it sizes the sampler's profile run and the CUDA-graph capture sizes)."""
+    if dep.max_num_seqs is not None:
+        return dep.max_num_seqs
+    return batch_defaults(dep, release)[1]
+
+
+def max_num_batched_tokens_for(dep: Deployment, release: VLLMRelease) -> int:
+    """``--max-num-batched-tokens``: the deployment's, else vLLM's default for the GPU."""
+    if dep.max_num_batched_tokens is not None:
+        return dep.max_num_batched_tokens
+    return batch_defaults(dep, release)[0]
+
+
+def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
+    """The release ``version`` (None: the newest supported) and the inputs it starts ``dep``
+    with: the utilization given or the release's default, the batch sizes given or vLLM's
+    defaults for the GPU."""
+    from kvcalc.engine.vllm_releases import version_label
+
+    release = vllm_release(version)
+    share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
+    return VLLMInputs(
+        version=version_label(version),
+        release=release,
+        gpu_memory_utilization=share,
+        max_num_batched_tokens=max_num_batched_tokens_for(dep, release),
+        max_num_seqs=max_num_seqs_for(dep, release),
+    )
+
+
+def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemory, ...]:
+    """Each term of the profiler's budget per pipeline stage as kvcalc computes it for
+    ``dep`` under ``inputs`` (requested memory, weights, activation peak, non-torch memory, the
+    CUDA-graph estimate, and what is left for the KV cache), whatever figures the user gave:
+    to set beside the terms a start-up log prints (``kvcalc calibrate``)."""
+    return profile_kv_memory(
+        dep.model,
+        dep.memory_bytes_per_gpu,
+        dep.weights_per_stage,
+        tp=dep.tp,
+        pp=dep.pp,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs,
+        release=inputs.release,
+    )
+
+
+def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...]:
+    """"Available KV cache memory" per stage: the figure given (``kv_memory``), the usable
+    memory less the weights and a given overhead, the seed's reserve, or the profiler's
+    estimate under the release's rules (:func:`vllm_memory_terms`)."""
+    if dep.kv_memory_bytes is not None or dep.reserve is not None:
+        return dep.kv_budget_per_stage
+    if dep.overhead_bytes is not None:
+        usable = requested_memory(dep.memory_bytes_per_gpu, inputs.gpu_memory_utilization)
+        return tuple(usable - w - dep.overhead_bytes for w in dep.weights_per_stage)
+    return tuple(t.available_bytes for t in vllm_memory_terms(dep, inputs))
+
+
+def vllm_kv_cache_for(
+    dep: Deployment, max_model_len: int, inputs: VLLMInputs | None = None
+) -> VLLMKVCache | KVCacheTooSmall:
+    """vLLM's start-up for a deployment under ``inputs`` (None: the newest release's defaults,
+    :func:`vllm_inputs`): its KV budget per stage (:func:`vllm_budget_per_stage`), its cache
+    format and paging."""
     from kvcalc.engine.capacity import over_memory_reason
 
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
+    inputs = inputs or vllm_inputs(dep)
     result = vllm_kv_cache(
         dep.model,
-        dep.kv_budget_per_stage,
+        vllm_budget_per_stage(dep, inputs),
         max_model_len=max_model_len,
         kv_dtype=dep.cache.kv,
         tp=dep.tp,
         pp=dep.pp,
         block_size=dep.block_size,
-        max_num_batched_tokens=dep.max_num_batched_tokens,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+        release=inputs.release,
     )
     over = over_memory_reason(dep)
     if over is None:

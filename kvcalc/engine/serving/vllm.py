@@ -1,5 +1,6 @@
-"""vLLM (``--engine vllm``): its block pool as vLLM 0.19 sizes it at start-up
-(:mod:`kvcalc.engine.vllm`), started with ``--max-model-len`` = each request length."""
+"""vLLM (``--engine vllm``): its block pool as vLLM sizes it at start-up
+(:mod:`kvcalc.engine.vllm`), started with ``--max-model-len`` = each request length, under the
+rules of the release asked for (``--vllm-version``, :mod:`kvcalc.engine.vllm_releases`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvcalc.engine.inputs import Input
 from kvcalc.engine.serving.base import (
     GPUS_COLUMNS,
     BatchRequest,
@@ -25,17 +27,38 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMInputs, VLLMKVCache
+
+_NAME = "vllm"
+#: What each of its own inputs declares: the engine that reads it, where the help lists it.
+_OWN: dict[str, Any] = {"engine": _NAME, "panel": "vLLM engine"}
+
 
 class VLLM(Engine):
-    name = "vllm"
+    name = _NAME
     label = "vLLM"
-    summary = "vllm: vLLM 0.19's exact block count"
+    summary = "vllm: vLLM's exact block count (0.10-0.33)"
     plans = True
     takes_lengths = True
+    inputs: tuple[Input, ...] = (
+        Input("vllm_version", "text", "release, 0.10-0.33 [default: 0.33.0]",
+              metavar="X.Y[.Z]", **_OWN),
+    )
+    options = tuple(i.name for i in inputs)
     refusals = Refusals({
         "prefix_shared": "vLLM's block count does not depend on prefix caching",
     })
+
+    def engine_options(self, given: Given) -> str | None:
+        """The release asked for (None: the newest), refused unless kvcalc has its rules."""
+        from kvcalc.engine.vllm_releases import VLLMVersionError, vllm_release
+
+        version = given.get("vllm_version")
+        try:
+            vllm_release(version)
+        except VLLMVersionError as exc:
+            raise InputRefusal(exc.template, "vllm_version") from None
+        return version
 
     def check_model(self, model: ModelSpec, given: Given) -> None:
         from kvcalc.engine.vllm import backend_blocks
@@ -58,14 +81,17 @@ class VLLM(Engine):
                                "kv_dtype") from None
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
-        return VLLMPool(dep)
+        return VLLMPool(dep, options)
 
 
 class VLLMPool:
     """vLLM's block pool of one replica, started once per request length (its max_model_len)."""
 
-    def __init__(self, dep: Deployment) -> None:
+    def __init__(self, dep: Deployment, version: str | None = None) -> None:
+        from kvcalc.engine.vllm import vllm_inputs
+
         self.dep = dep
+        self.inputs = vllm_inputs(dep, version)
         self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
 
     def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
@@ -75,7 +101,9 @@ class VLLMPool:
 
         result = self._started.get(max_model_len)
         if result is None:
-            result = self._started[max_model_len] = vllm_kv_cache_for(self.dep, max_model_len)
+            result = self._started[max_model_len] = vllm_kv_cache_for(
+                self.dep, max_model_len, self.inputs
+            )
         return result
 
     def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
@@ -131,7 +159,7 @@ class VLLMPool:
             lengths = [self.dep.model.max_context]
         if not lengths:
             raise refusal("max_model_len", "give the request length vLLM serves, e.g. 8k")
-        return VLLMAnswer(self.dep, [self.start(length) for length in lengths])
+        return VLLMAnswer(self.dep, [self.start(length) for length in lengths], self.inputs)
 
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
@@ -244,17 +272,38 @@ VLLM_FIELDS = (
 )
 
 
+def budget_inputs(dep: Deployment, inputs: VLLMInputs) -> dict[str, Any]:
+    """The inputs the start-up used: the release, and the values the profiler's budget read
+    (null where the KV budget was given, so that it read none of them)."""
+    from kvcalc.engine.vllm import vllm_memory_terms
+
+    estimated = dep.kv_memory_bytes is None and dep.reserve is None
+    graphs = None
+    if estimated and dep.overhead_bytes is None:
+        graphs = max(t.cudagraph_bytes for t in vllm_memory_terms(dep, inputs))
+    return {
+        "vllm_version": inputs.version,
+        "gpu_memory_utilization": float(inputs.gpu_memory_utilization) if estimated else None,
+        "max_num_batched_tokens": inputs.max_num_batched_tokens,
+        "max_num_seqs": inputs.max_num_seqs,
+        "cudagraph_memory_bytes": graphs,
+    }
+
+
 class VLLMAnswer:
     """vLLM's start-up at each request length."""
 
-    def __init__(self, dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall]) -> None:
+    def __init__(
+        self, dep: Deployment, results: list[VLLMKVCache | KVCacheTooSmall], inputs: VLLMInputs
+    ) -> None:
         self.dep = dep
         self.results = results
+        self.inputs = inputs
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
 
-        dep, results = self.dep, self.results
+        dep, results, inputs = self.dep, self.results, self.inputs
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
         own_blocks = backend_blocks(dep.model)
         head = {
@@ -266,7 +315,7 @@ class VLLMAnswer:
             "kv_dtype": dep.kv_dtype.name,
             "kv_bits_per_value": setup.kv_bits_per_value,
             "block_size": None if own_blocks else dep.block_size,
-            "max_num_batched_tokens": dep.max_num_batched_tokens,
+            **budget_inputs(dep, inputs),
             **setup.layout,
         }
         per_length = [vllm_payload(r, dep.replicas) for r in results]
@@ -282,9 +331,9 @@ class VLLMAnswer:
         }
         flat = {**head, **{f"gpus_{k}": v for k, v in setup.gpus.items()}}
         records = [{k: ({**flat, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
-        release, block = ("0.19", f"block {dep.block_size}")
+        release, block = (inputs.version, f"block {dep.block_size}")
         if own_blocks:
-            release, block = ("0.33", "the backend's blocks (64-token windows, 256-token latents)")
+            block = "the backend's blocks (64-token windows, 256-token latents)"
         header = (
             f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"
