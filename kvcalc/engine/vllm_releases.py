@@ -46,7 +46,8 @@ class VLLMRelease:
     dense_graphs_free: bool
     """Model Runner V2's ``profile_cudagraph_memory`` returns 0 for dense models (0.25.x)."""
     capture_grid_67: bool
-    """0.10.x captures the fixed 67 sizes [1, 2, 4] + 8i up to 512, whatever max_num_seqs."""
+    """0.10-0.11 capture 1, 2, 4 and every multiple of 8 up to min(2 x max_num_seqs, 512): 67
+    sizes at the defaults (later releases step by 16 from 256)."""
     token_line: TokenLine
     """"GPU KV cache size: N tokens": num_blocks // groups x the smallest block ("blocks") or
     int(max_concurrency x max_model_len) ("concurrency")."""
@@ -102,10 +103,13 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # 0.10: graphs captured after the KV cache is allocated, outside the budget (PR #21489's
     # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
     _release("0.10", cudagraph="after_kv", capture_grid_67=True),
-    # 0.11: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
-    # 16k grid, vllm/config/vllm.py 0.11.0); FULL_AND_PIECEWISE default (0.11.0 notes); the
-    # init snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
-    _release("0.11", cudagraph="after_kv"),
+    # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
+    # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
+    # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
+    _release("0.11", cudagraph="after_kv", capture_grid_67=True),
+    # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
+    # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
+    _release("0.12", cudagraph="after_kv"),
     # 0.17: PR #30515's estimate printed ("Estimated CUDA graph memory") but not subtracted
     # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 0 in vllm/envs.py 0.17.0; the 0.19.0
     # H100 logs of the reference print it without subtracting).
@@ -221,21 +225,26 @@ def serve_batch_defaults(
 
 
 def capture_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """How many batch sizes each CUDA-graph mode captures: 0.10's fixed 67; later the sizes
-    1, 2, 4, then steps of 8 below 256 and of 16 from 256, up to min(2 x max_num_seqs, 512)
-    and at most max_num_batched_tokens (``_set_cudagraph_sizes``, vllm/config/vllm.py)."""
-    if release.capture_grid_67:
-        return 67
+    """How many batch sizes each CUDA-graph mode captures: 1, 2, 4, then steps of 8 (0.10-0.11,
+    ``_set_cudagraph_sizes`` in vllm/config/__init__.py 0.11.0), later steps of 8 below 256 and
+    of 16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs, 512) and at
+    most max_num_batched_tokens."""
     largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
-    grid = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
-    return sum(1 for size in grid if size <= largest)
+    return sum(1 for size in _grid(release) if size <= largest)
+
+
+def _grid(release: VLLMRelease) -> list[int]:
+    if release.capture_grid_67:
+        return [1, 2, 4, *range(8, 513, 8)]
+    return [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
 
 
 def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
     """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
     ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430)."""
+    if release.family == "0.10":
+        return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
     if release.capture_grid_67:
-        return 0  # 0.10 captured PIECEWISE only by default
-    grid = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
-    largest = min(max_num_seqs, 2 * max_num_seqs, 512, max_num_batched_tokens)
-    return sum(1 for size in grid if size <= largest)
+        return capture_sizes(release, max_num_seqs, max_num_batched_tokens)  # 0.11: 67 twice
+    largest = min(max_num_seqs, 512, max_num_batched_tokens)
+    return sum(1 for size in _grid(release) if size <= largest)
