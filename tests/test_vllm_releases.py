@@ -148,7 +148,8 @@ def test_token_line_is_concurrency_based_from_0_21() -> None:
 def test_serve_batch_defaults_follow_the_device() -> None:
     newest, old = vllm_release(NEWEST_VERSION), vllm_release("0.19")
     assert serve_batch_defaults(old, 80 * GiB, "NVIDIA A100-SXM4-80GB").max_num_seqs == 256
-    assert serve_batch_defaults(old, 79 * GiB, "NVIDIA H100 80GB HBM3").max_num_batched_tokens == 8192
+    h100 = serve_batch_defaults(old, 79 * GiB, "NVIDIA H100 80GB HBM3")
+    assert h100.max_num_batched_tokens == 8192
     assert serve_batch_defaults(old, 44 * GiB, "NVIDIA L40S").max_num_batched_tokens == 2048
     # >= 160 GiB from 0.28 (B200: 178 GiB).
     assert serve_batch_defaults(old, 178 * GiB, "NVIDIA B200").max_num_batched_tokens == 8192

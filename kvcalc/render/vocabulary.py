@@ -240,7 +240,11 @@ class BatchVllmDocument(EngineDocument):
     """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
 
     block_size: int | None
+    vllm_version: str
+    gpu_memory_utilization: float | None
     max_num_batched_tokens: int
+    max_num_seqs: int
+    cudagraph_memory_bytes: int | None
     num_blocks: int | None
     kv_cache_tokens: int | None
     max_concurrency: float | None
@@ -772,6 +776,14 @@ VOCABULARY: dict[str, Term] = {
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
     "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),
+    "vllm_version": Term("", "the vLLM release whose rules apply"),
+    "gpu_memory_utilization": Term(
+        "fraction", "vLLM's --gpu-memory-utilization used (null: the KV budget was given)"
+    ),
+    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs used (the sampler profile, graph sizes)"),
+    "cudagraph_memory_bytes": Term(
+        B, "CUDA-graph estimate taken from each GPU's KV budget (null: budget given)"
+    ),
     "num_blocks": Term("", "blocks in the engine's pool (vLLM num_gpu_blocks, TensorRT-LLM's)"),
     "kv_cache_tokens": Term(TOK, "tokens the engine's pool holds (vLLM \"GPU KV cache size\")"),
     "blocks_per_request": Term("", "blocks one request of max_model_len takes"),
