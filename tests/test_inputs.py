@@ -29,7 +29,7 @@ def test_the_command_line_groups_are_the_declarations() -> None:
     from dataclasses import fields
 
     assert {f.name for f in fields(DeploymentOptions)} == {i.name for i in DEPLOYMENT_INPUTS}
-    own = [engine_named(name) for name in ("sglang", "trtllm")]
+    own = [engine_named(name) for name in ("sglang", "trtllm", "vllm")]
     assert set(engine_input_names()) == {name for engine in own for name in engine.options}
     assert all(i.engine == engine.name for engine in own for i in engine.inputs)
 
