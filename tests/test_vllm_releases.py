@@ -62,6 +62,10 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-235b-a22b-2507", "gpus": "4xrtx-pro-6000", "version": "0.27.1",
         "length": 32768, "tp": 4, "weight_dtype": "fp8", "gpu_util": 0.9, "max_num_seqs": 32,
     },
+    "v0102-l40s-qwen3-235b-fp8-tp8.log": {
+        "model": "qwen3-235b-a22b-2507", "gpus": "8xl40s", "version": "0.10.2", "length": 32768,
+        "tp": 8, "weight_dtype": "fp8", "gpu_util": 0.9,
+    },
     "v011-h200-qwen3-next-80b-tp2.log": {
         "model": "qwen3-next-80b-a3b", "gpus": "2xh200", "version": "0.11.0", "length": 262144,
         "tp": 2, "gpu_util": 0.9,
@@ -70,6 +74,11 @@ CASES: dict[str, dict[str, Any]] = {
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
+    "v0102-l40s-qwen3-235b-fp8-tp8.log": (
+        "TP 8 over PCIe L40S logs 0.21 GiB of non-torch memory, not the 2.1 GiB of NVLink H100s "
+        "at TP >= 2 kvcalc charges, and the GPU registry holds the L40S's nvidia-smi 44.99 GiB "
+        "where CUDA reports 44.42: -7.7%"
+    ),
     "v031-a100-llama31-8b.log": (
         "the registry's A100 SXM4 80GB memory is its nvidia-smi total (80.00 GiB; no CUDA total "
         "had been found), this log's CUDA total is 79.25 GiB: +2.57% from the registry, +1.34% "
@@ -95,7 +104,25 @@ def start(name: str, kv_memory: int | None = None) -> VLLMKVCache:
     return result
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+#: Logs whose token line kvcalc does not reproduce from their own KV memory (strict xfail).
+UNEXPLAINED = {
+    "v0102-l40s-qwen3-235b-fp8-tp8.log": (
+        "238,208 tokens are 14,888 blocks of 770,048 B (94 layers x 16 x 2 x 1 head x 128 x 2), "
+        "10.68 GiB per worker, above the 10.65 GiB one worker prints and the 10.64 GiB another "
+        "reports in use: kvcalc gets 237,600 from 10.65"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=UNEXPLAINED[n], strict=True))
+        if n in UNEXPLAINED
+        else n
+        for n in sorted(CASES)
+    ],
+)
 def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
     # logged count must lie between kvcalc's counts at either end of that interval (and they
