@@ -112,6 +112,8 @@ class EngineInputs(TypedDict, total=False):
     tokens_per_block: int | str
     max_tokens: int | str
     free_memory: str | float
+    # vLLM's.
+    vllm_version: str
 
 
 class ServingInputs(DeploymentInputs, EngineInputs, EvictionInputs, total=False):
@@ -592,6 +594,7 @@ def plan(
     weight_dtype: str | Sequence[str] | None = None,
     kv_dtype: str | Sequence[str] | None = None,
     engine: str | None = None,
+    vllm_version: str | None = None,
     price: str | Mapping[str, float] | None = None,
     roofline: bool = False,
     mfu: float | None = None,
@@ -633,6 +636,11 @@ def plan(
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
     chosen = engine_named(wanted)
+    own = {"vllm_version": vllm_version} if vllm_version is not None else {}
+    from kvcalc.engine.serving import check_inputs
+
+    check_inputs(chosen, own)  # --vllm-version with another engine is refused
+    options = chosen.engine_options(own)
     if not 1 <= users <= MAX_USERS:
         fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
@@ -660,7 +668,7 @@ def plan(
         mfu=mfu,
         prices=prices,
     )
-    result = search(request, max_batch_rule(chosen))
+    result = search(request, max_batch_rule(chosen, options))
     if not result.layouts:
         fail(nothing_meets(result))
     return PlanResult(

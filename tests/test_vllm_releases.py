@@ -231,3 +231,23 @@ def test_cli_refuses_an_unknown_release_in_one_line() -> None:
                                    "vllm", "--vllm-version", "0.9"])
     assert out.exit_code == 2
     assert "--vllm-version" in out.output and "Traceback" not in out.output
+
+
+def test_plan_takes_the_release_and_refuses_it_for_another_engine() -> None:
+    runner = CliRunner()
+    base = ["plan", "llama3.1-8b", "--users", "16", "--gpus", "h100"]
+    ok = runner.invoke(app, [*base, "--engine", "vllm", "--vllm-version", "0.19"])
+    assert ok.exit_code == 0, ok.output
+    refused = runner.invoke(app, [*base, "--vllm-version", "0.19"])
+    assert refused.exit_code == 2 and "--engine vllm only" in refused.output
+
+
+def test_a_spec_file_takes_the_release(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "deployments:\n  - model: llama3.1-8b\n    gpus: a100\n    engine: vllm\n"
+        "    vllm_version: '0.21'\n    ctx: 8k\n    require: {min_batch: 1}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["check", str(spec)])
+    assert result.exit_code == 0, result.output
