@@ -921,7 +921,13 @@ def profile_kv_memory(
             requested_bytes=requested,
             weights_bytes=w,
             activation_peak_bytes=activation_peak(
-                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1, pp=pp
+                model,
+                tp,
+                max_num_batched_tokens,
+                max_num_seqs,
+                last_stage=s == pp - 1,
+                pp=pp,
+                logit_copies=rules.sampler_logit_copies,
             ),
             non_torch_bytes=non_torch_memory(tp, pp),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
