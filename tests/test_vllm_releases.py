@@ -257,3 +257,13 @@ def test_a_spec_file_takes_the_release(tmp_path: Path) -> None:
     )
     result = CliRunner().invoke(app, ["check", str(spec)])
     assert result.exit_code == 0, result.output
+
+
+def test_the_help_names_the_table_s_range_and_default() -> None:
+    from kvcalc.engine.serving import engine_named
+    from kvcalc.engine.vllm_releases import DEFAULT_VERSION, OLDEST_VERSION, RELEASES
+
+    (declared,) = engine_named("vllm").inputs
+    newest = RELEASES[-1].family
+    assert f"{OLDEST_VERSION}-{newest}" in declared.help
+    assert f"[default: {DEFAULT_VERSION}]" in declared.help

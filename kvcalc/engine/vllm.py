@@ -1,6 +1,10 @@
-"""vLLM v1 (0.19) KV-cache sizing: pages, layer groups, blocks, concurrency and the token line.
+"""vLLM v1 KV-cache sizing: pages, layer groups, blocks, concurrency and the token line.
 
-A restatement of what vLLM 0.19 does at start-up, from the reference
+A restatement of what vLLM does at start-up, release by release: the block model below is
+0.19's, and what later or earlier releases change (the utilization default, the CUDA-graph
+estimate, the GPU-dependent batch defaults, the token line, the window reserve, align-mode
+state pages, the pre-0.17 sampler profile) is read from :mod:`kvcalc.engine.vllm_releases`,
+never compared here. The 0.19 rules come from the reference
 ``vllm-kv-algorithm.md`` (itself read from ``vllm/v1/core/kv_cache_utils.py``,
 ``vllm/v1/kv_cache_interface.py`` and the hybrid-Mamba set-up, and checked against 61 vLLM 0.19.0
 H100 start-up logs). Step numbers below refer to that text:
@@ -26,9 +30,10 @@ its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla 
 :func:`packed_groups`. Its token line is vLLM's later ``max_concurrency x max_model_len``. The
 MTP draft layer (one more window-only layer) is not modelled, like every draft layer.
 
-Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode,
-``--disable-hybrid-kv-cache-manager``, speculative-decoding draft layers, per-token KV scales and
-the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse attention:
+Not modelled: decode/prefill context parallelism, prefix caching in Mamba "align" mode before
+0.28 (where it is the default, two state pages per request), ``--disable-hybrid-kv-cache-manager``,
+speculative-decoding draft layers, per-token KV scales, the backends' forced block sizes and
+non-torch memory by interconnect or release. For DeepSeek-V3.2's sparse attention:
 the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log), the
 indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
 profiled activations) and the multi-token-prediction layer's own latent and indexer specs.

@@ -46,6 +46,8 @@ class VLLMRelease:
     estimated and subtracted from the KV budget ("subtracted")."""
     dense_graphs_free: bool
     """Model Runner V2's ``profile_cudagraph_memory`` returns 0 for dense models (0.25.x)."""
+    full_graphs: bool
+    """FULL decode graphs are captured beside the PIECEWISE ones (FULL_AND_PIECEWISE, 0.11+)."""
     capture_grid_67: bool
     """0.10-0.11 capture 1, 2, 4 and every multiple of 8 up to min(2 x max_num_seqs, 512): 67
     sizes at the defaults (later releases step by 16 from 256)."""
@@ -90,6 +92,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "gpu_memory_utilization": Fraction(9, 10),
         "cudagraph": "printed",
         "dense_graphs_free": False,
+        "full_graphs": True,
         "capture_grid_67": False,
         "token_line": "blocks",
         "async_in_flight": False,
@@ -114,7 +117,7 @@ PRE_017_LOGIT_COPIES = Fraction("9.6")
 RELEASES: tuple[VLLMRelease, ...] = (
     # 0.10: graphs captured after the KV cache is allocated, outside the budget (PR #21489's
     # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
-    _release("0.10", cudagraph="after_kv", capture_grid_67=True,
+    _release("0.10", cudagraph="after_kv", capture_grid_67=True, full_graphs=False,
              sampler_logit_copies=PRE_017_LOGIT_COPIES),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
@@ -256,7 +259,7 @@ def _grid(release: VLLMRelease) -> list[int]:
 def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
     """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
     ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430)."""
-    if release.family == "0.10":
+    if not release.full_graphs:
         return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
     if release.capture_grid_67:
         return capture_sizes(release, max_num_seqs, max_num_batched_tokens)  # 0.11: 67 twice
