@@ -209,8 +209,12 @@ def test_versions_outside_the_table_are_refused() -> None:
 
 
 def test_memory_terms_for_calibration_add_up() -> None:
-    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set("a100-sxm-80gb"))
-    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.31"))
+    from kvcalc.engine.vllm import vllm_memory_terms_for
+
+    inputs, (terms,) = vllm_memory_terms_for(
+        registry_model("llama3.1-8b"), parse_gpu_set("a100-sxm-80gb"), "0.31"
+    )
+    assert inputs.max_num_seqs == 256 and inputs.gpu_memory_utilization == Fraction(92, 100)
     parts = terms.weights_bytes + terms.activation_peak_bytes + terms.non_torch_bytes
     assert terms.available_bytes == terms.requested_bytes - parts - terms.cudagraph_bytes
     assert terms.cudagraph_bytes > 0

@@ -45,7 +45,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
 from kvcalc.engine.eviction import kept_by_engine
@@ -74,6 +74,7 @@ from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
 
 #: KV formats vLLM 0.19 stores (``--kv-cache-dtype auto`` resolves to the model dtype; every
 #: ``fp8*`` variant stores one byte per value with a per-tensor scale; the per_token_head modes
@@ -1014,6 +1015,21 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         max_num_seqs=inputs.max_num_seqs,
         release=inputs.release,
     )
+
+
+def vllm_memory_terms_for(
+    model: ModelSpec, gpus: GpuSet, version: str | None = None, **deployment_inputs: Any
+) -> tuple[VLLMInputs, tuple[ProfiledMemory, ...]]:
+    """The inputs vLLM ``version`` (None: the newest) starts ``model`` on ``gpus`` with, and
+    each budget term kvcalc computes per stage (:func:`vllm_memory_terms`): for setting beside
+    a start-up log's "weights / peak activation / non-torch / CUDAGraph" figures.
+    ``deployment_inputs`` are :func:`~kvcalc.engine.deployment.deployment`'s keywords (``tp``,
+    ``gpu_util``, ``max_num_batched_tokens``, ``max_num_seqs``, ``weight_dtype`` ...)."""
+    from kvcalc.engine.deployment import deployment
+
+    dep = deployment(model, gpus, **deployment_inputs)
+    inputs = vllm_inputs(dep, version)
+    return inputs, vllm_memory_terms(dep, inputs)
 
 
 def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...]:
