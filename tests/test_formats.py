@@ -152,7 +152,10 @@ NOT_IN_TABLE = {
     "batch --gpus": frozenset({"kv_tokens_capacity", "max_context_at_batch_1"}),
     # vLLM's lines print its concurrency per instance, as its log does; the sequences across
     # the replicas (docs/json.md: max_batch) are in the JSON only.
-    "batch qwen2.5-7b --gpus 8xH100 --engine vllm": frozenset({"max_batch"}),
+    # The profile's max_num_seqs (a vLLM default for the GPU) is in the JSON with the other
+    # inputs the budget used; vLLM's lines are its log's, which print it only in its config.
+    "batch qwen2.5-7b --gpus 8xH100 --engine vllm": frozenset({"max_batch", "max_num_seqs"}),
+    "batch llama3.1-8b --gpus h100 --engine vllm": frozenset({"max_num_seqs"}),
     # The registry listings show parameters and memory in their units (B, TB/s, TFLOPS).
     "models": None,
     "gpus": None,

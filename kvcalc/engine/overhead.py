@@ -40,8 +40,14 @@ SAMPLER_LOGIT_COPIES = Fraction(372, 100)
 LOGIT_BYTES = 4
 
 
-def non_torch_memory(tp: int, pp: int) -> int:
-    """Non-torch memory per worker; TP communication buffers dominate when TP >= 2."""
+def non_torch_memory(tp: int, pp: int, scale_up_link: bool = True) -> int:
+    """Non-torch memory per worker; TP communication buffers dominate when TP >= 2 over NVLink.
+    Over PCIe alone (``scale_up_link`` False) vLLM turns its custom all-reduce off beyond two
+    GPUs and NCCL has no NVLink buffers: a TP worker holds about what a TP 1 worker does (8 L40S
+    at TP 8 under vLLM 0.10.2: "0.21 GiB for non-torch memory",
+    tests/fixtures/vllm_logs/v0102-l40s-qwen3-235b-fp8-tp8.log)."""
+    if tp >= 2 and not scale_up_link:
+        return NON_TORCH_TP1
     if tp >= 2:
         return NON_TORCH_TP
     return NON_TORCH_PP_STAGE if pp >= 2 else NON_TORCH_TP1

@@ -912,12 +912,15 @@ def profile_kv_memory(
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     release: VLLMRelease | None = None,
+    scale_up_link: bool = True,
 ) -> tuple[ProfiledMemory, ...]:
     """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
     ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
     weights - activation peak - non-torch - the CUDA-graph estimate where the release
-    subtracts it. ``weights_per_gpu`` is one figure, or one per stage. An estimate: expect a
-    few percent of run-to-run variation, and pass the logged figure when you have one."""
+    subtracts it. ``weights_per_gpu`` is one figure, or one per stage; ``scale_up_link`` False
+    for GPUs joined by PCIe alone (:func:`~kvcalc.engine.overhead.non_torch_memory`). An
+    estimate: expect a few percent of run-to-run variation, and pass the logged figure when you
+    have one."""
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
@@ -935,7 +938,7 @@ def profile_kv_memory(
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
             ),
-            non_torch_bytes=non_torch_memory(tp, pp),
+            non_torch_bytes=non_torch_memory(tp, pp, scale_up_link),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
             cudagraph_estimate_bytes=graphs,
         )
@@ -1014,6 +1017,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         max_num_seqs=inputs.max_num_seqs,
         release=inputs.release,
+        scale_up_link=dep.gpus.accelerator.interconnect is not None,
     )
 
 
