@@ -22,8 +22,14 @@ from typer.testing import CliRunner
 from kvcalc.cli.app import app
 from kvcalc.engine.deployment import deployment
 from kvcalc.engine.serving.base import EngineRefusal
-from kvcalc.engine.units import GiB
-from kvcalc.engine.vllm import VLLMKVCache, vllm_inputs, vllm_kv_cache_for, vllm_memory_terms
+from kvcalc.engine.units import GiB, dtype
+from kvcalc.engine.vllm import (
+    VLLMKVCache,
+    vllm_inputs,
+    vllm_kv_cache,
+    vllm_kv_cache_for,
+    vllm_memory_terms,
+)
 from kvcalc.engine.vllm_releases import (
     NEWEST_VERSION,
     capture_sizes,
@@ -267,3 +273,30 @@ def test_the_help_names_the_table_s_range_and_default() -> None:
     newest = RELEASES[-1].family
     assert f"{OLDEST_VERSION}-{newest}" in declared.help
     assert f"[default: {DEFAULT_VERSION}]" in declared.help
+
+
+def test_align_mode_of_0_28_reproduces_a_prefix_caching_log() -> None:
+    # tests/fixtures/engine_logs/vllm-club3090-612-qwen3.6-35b-a3b.log: vLLM 0.24.0, one RTX
+    # 5090, fp8 KV, max_model_len 131072, with --enable-prefix-caching (so Mamba "align" mode,
+    # which 0.28 makes the default for hybrids): 5.98 GiB -> 567,978 tokens, 4.33x.
+    text = (LOGS.parent / "engine_logs" / "vllm-club3090-612-qwen3.6-35b-a3b.log").read_text(
+        encoding="utf-8"
+    )
+    kv = re.search(r"Available KV cache memory: ([\d.]+) GiB", text)
+    tokens = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    assert kv and tokens
+    # The checkpoint is NVFP4 (weights only): the pool is sized from the logged KV memory.
+    def start(version: str) -> VLLMKVCache:
+        result = vllm_kv_cache(
+            registry_model("qwen3.6-35b-a3b"), int(Fraction(kv[1]) * GiB),
+            max_model_len=131072, kv_dtype=dtype("fp8"), max_num_batched_tokens=8192,
+            release=vllm_release(version),
+        )  # fmt: skip
+        assert isinstance(result, VLLMKVCache), result
+        return result
+
+    align = start("0.28")
+    assert align.kv_cache_size_tokens == int(tokens[1].replace(",", ""))
+    assert f"{align.max_concurrency:.2f}" == "4.33"
+    # Without align mode (0.27's default) the same pool holds more requests.
+    assert start("0.27").max_concurrency > align.max_concurrency
