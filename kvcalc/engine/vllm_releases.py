@@ -127,9 +127,11 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
     # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
     _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES),
-    # 0.17: PR #30515's estimate printed ("Estimated CUDA graph memory") but not subtracted
-    # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 0 in vllm/envs.py 0.17.0; the 0.19.0
-    # H100 logs of the reference print it without subtracting).
+    # 0.17: the activation profile of 0.19 (Qwen3-14B 5.64 -> 2.23 GiB from 0.16, the
+    # reference); PR #30515's estimate is printed ("Estimated CUDA graph memory") but not
+    # subtracted: the 0.19.0 H100 logs of the reference print it without subtracting (the
+    # 0.17.0 wheel's envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS yet, so it prints
+    # none there; either way nothing is subtracted).
     _release("0.17"),
     # 0.20: vllm/config/cache.py 0.20.0 defaults gpu_memory_utilization to 0.92 and envs.py to
     # ESTIMATE_CUDAGRAPHS=1 (PR #38284; the reference dates it 0.21, the 0.20.0 wheel has it);
