@@ -503,10 +503,6 @@ UNPRINTED: dict[str, dict[str, str]] = {
             "the plot extra's requirement (pyproject.toml; tests/test_sweep.py checks it against "
             "kvcalc's metadata); the --plot refusal prints it only without matplotlib"
         ),
-        "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
-        ),
     },
     "docs/commands/check.md": {
         "more than 20,000 keys and values": (
