@@ -269,7 +269,7 @@ def test_the_help_names_the_table_s_range_and_default() -> None:
     from kvcalc.engine.serving import engine_named
     from kvcalc.engine.vllm_releases import DEFAULT_VERSION, OLDEST_VERSION, RELEASES
 
-    (declared,) = engine_named("vllm").inputs
+    (declared,) = (i for i in engine_named("vllm").inputs if i.name == "vllm_version")
     newest = RELEASES[-1].family
     assert f"{OLDEST_VERSION}-{newest}" in declared.help
     assert f"[default: {DEFAULT_VERSION}]" in declared.help

@@ -154,7 +154,15 @@ def _refuse(path: str, problem: str) -> CalibrationError:
     return CalibrationError(f"--calibration {path}: {problem}")
 
 
+#: The inputs a calibration gives as true or false.
+_FLAG_KEYS = ("enable_prefix_caching",)
+
+
 def _scalar(path: str, key: str, value: Any) -> Any:
+    if key in _FLAG_KEYS:
+        if not isinstance(value, bool):
+            raise _refuse(path, f"inputs: {key} must be true or false, not {value!r}")
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _refuse(path, f"inputs: {key} must be a number or a size, not {type(value).__name__}")
     if isinstance(value, str) and len(value) > 64:

@@ -257,7 +257,7 @@ _VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cu
 
 def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
     from kvcalc.engine.inputs import deployment_from
-    from kvcalc.engine.vllm_parallel import mamba_cache_mode
+    from kvcalc.engine.vllm_parallel import has_states, mamba_cache_mode
     from kvcalc.engine.serving.vllm import ENGINE
     from kvcalc.engine.units import GiB
 
@@ -348,7 +348,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     inputs["kv_memory"] = f"{exact if exact is not None else min(values)}B"
     # The release whose rules reproduce the log, so that --calibration sizes the same pool.
     inputs["vllm_version"] = rules_version
-    if log.enable_prefix_caching is not None and not unmodelled:
+    if log.enable_prefix_caching is not None and has_states(spec) and not unmodelled:
         inputs["enable_prefix_caching"] = log.enable_prefix_caching
     for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
         if key in given:
