@@ -257,9 +257,9 @@ _VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cu
 
 def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
     from kvcalc.engine.inputs import deployment_from
-    from kvcalc.engine.vllm_parallel import has_states, mamba_cache_mode
     from kvcalc.engine.serving.vllm import ENGINE
     from kvcalc.engine.units import GiB
+    from kvcalc.engine.vllm_parallel import has_states, mamba_cache_mode
 
     if log.kv_memory is None:
         raise NotAStartupLog("it states no \"Available KV cache memory\" (truncated before the "
