@@ -523,13 +523,9 @@ UNPRINTED: dict[str, dict[str, str]] = {
         ),
     },
     "docs/engines.md": {
-        "(vLLM 0.28": (
-            "the vLLM release that turns prefix caching on for hybrids (vllm-releases.md "
-            "section 5, #50991): a version, not a computed figure"
-        ),
         "(DeepSeek-V4, Qwen3.5/3.6)": "model families' names, not figures",
         "1,024 on a GPU of at least 70 GiB that is not an A100, else 256": (
-            "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_parallel.py, after vLLM's "
+            "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_releases.py, after vLLM's "
             "get_batch_defaults), a rule, printed as max_num_seqs in the JSON"
         ),
         "vLLM 0.19": (
