@@ -67,14 +67,12 @@ class VLLMRelease:
     """GB10 (DGX Spark, capability 12.1) keeps the small defaults whatever its memory."""
     mamba_align: bool
     """Prefix caching is on by default for Mamba hybrids in "align" mode: two state pages per
-    request instead of one."""
+    request instead of one. The one rule for that default: read by
+    :func:`kvcalc.engine.vllm_parallel.mamba_cache_mode` (``--enable-prefix-caching`` not
+    given), whose mode sets the state pages (:func:`~kvcalc.engine.vllm_parallel.state_pages`)."""
     sampler_logit_copies: Fraction
     """Copies of the max_num_seqs x vocabulary fp32 logits the profile's sampler run holds at
     its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
-
-    @property
-    def mamba_pages_per_request(self) -> int:
-        return 2 if self.mamba_align else 1
 
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
