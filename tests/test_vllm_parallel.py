@@ -499,3 +499,25 @@ def test_deepseek_v4_dp8_against_tp8_on_b200_as_recipes_762_logs(runner: CliRunn
     # tp across dp), so the pool is the same to within the experts' split by rows.
     rows = run_json(runner, *args[:-1], "--tp", "1", "--data-parallel-size", "8")
     assert abs(rows["max_concurrency"] / dp8["max_concurrency"] - 1) < 0.01
+
+
+def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRunner) -> None:
+    # A DGX Spark (GB10, 121.69 GiB) gets 1,024 sequences from vllm serve up to 0.32 and 256
+    # from 0.33 (is_gb10 in get_batch_defaults, arg_utils.py 0.33.0). The same figure caps the
+    # batch and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL
+    # (to 256) as LMCache #3430 logs; at 1,024 both grids run to 512: 51 + 51.
+    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH
+
+    args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
+            "512"]
+    old, new = (run_json(runner, *args, "--vllm-version", v) for v in ("0.32", "0.33"))
+    assert (old["max_num_seqs"], new["max_num_seqs"]) == (1_024, 256)
+    assert old["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert new["cudagraph_memory_bytes"] == (51 + 35) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert new["max_concurrency"] > 1_024
+    assert old["contexts"][0]["max_batch_per_replica"] == 1_024
+    assert new["contexts"][0]["max_batch_per_replica"] == 256
+    # Given, it replaces the default in all three uses.
+    given = run_json(runner, *args, "--vllm-version", "0.32", "--max-num-seqs", "256")
+    assert given["cudagraph_memory_bytes"] == new["cudagraph_memory_bytes"]
+    assert given["contexts"][0]["max_batch_per_replica"] == 256
