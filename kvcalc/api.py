@@ -102,7 +102,8 @@ class EngineInputs(TypedDict, total=False):
     """The serving engines' own options (``--mem-fraction-static`` ...), each read by its
     engine only (:mod:`kvcalc.engine.serving`)."""
 
-    # vLLM's, named as `vllm serve` names them.
+    # vLLM's, named as `vllm serve` names them, and its release.
+    vllm_version: str
     max_num_seqs: int
     decode_context_parallel_size: int
     data_parallel_size: int
@@ -723,7 +724,7 @@ def serving_of(dep: Any, workload: Any, max_batch: int, mfu: float | None, profi
 
     from kvcalc.engine.workload import solve, step_time
 
-    workload = dataclasses.replace(workload, batched_tokens=dep.max_num_batched_tokens)
+    workload = dataclasses.replace(workload, batched_tokens=dep.batched_tokens)
     step = step_time(dep, workload, mfu=mfu, profile=profile)
     return solve(workload, workload.request_rate / dep.replicas, step, max_batch)
 
@@ -798,6 +799,7 @@ def plan(
     weight_dtype: str | Sequence[str] | None = None,
     kv_dtype: str | Sequence[str] | None = None,
     engine: str | None = None,
+    vllm_version: str | None = None,
     price: str | Mapping[str, float] | None = None,
     roofline: bool = False,
     mfu: float | None = None,
@@ -862,6 +864,11 @@ def plan(
     if workload is not None and workload.request_rate is not None:
         users = 1  # the concurrency follows from the rate: a bound for the pruning only
     assert users is not None
+    own = {"vllm_version": vllm_version} if vllm_version is not None else {}
+    from kvcalc.engine.serving import check_inputs
+
+    check_inputs(chosen, own)  # --vllm-version with another engine is refused
+    options = chosen.engine_options(own)
     if not 1 <= users <= MAX_USERS:
         fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
     if not 1 <= max_gpus <= MAX_MAX_GPUS:
@@ -899,7 +906,7 @@ def plan(
 
         request = replace(request, measured=cal.planned(spec, chosen, request.accelerators,
                                                         _listed(kv_dtype)))
-    result = search(request, max_batch_rule(chosen))
+    result = search(request, max_batch_rule(chosen, options))
     if not result.layouts:
         fail(nothing_meets(result))
     return PlanResult(

@@ -229,6 +229,9 @@ def plan_inputs() -> tuple[Input, ...]:
             metavar="[" + "|".join(e.name for e in engines) + "]", completion="plan_engines",
             panel=DEPLOYMENT,
         ),
+        # The vLLM release whose rules size the pool under --engine vllm (the engine's own
+        # declaration, so that the help, the spec files and the API keyword agree).
+        *(i for e in engines for i in e.inputs if i.name == "vllm_version"),
         Input(
             "price", "text",
             "price per GPU-hour, e.g. H100=2.5,H200=3.1: the tie-break (else fewest watts); "

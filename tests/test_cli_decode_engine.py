@@ -12,7 +12,7 @@ from specs import registry_deployment
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
+from kvcalc.engine.vllm import VLLMKVCache, vllm_inputs, vllm_kv_cache_for
 
 H100 = ("llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k")
 
@@ -22,12 +22,12 @@ def decode_batches(runner: CliRunner, *args: str) -> list[int]:
 
 
 def test_vllm_batch_is_the_whole_requests_of_its_max_concurrency(runner: CliRunner) -> None:
-    # vLLM at --max-model-len 8k / 32k: 54.14x / 13.54x on one H100 at 0.9 (kvcalc batch; the
-    # profile estimate of its budget, 54.14 GiB over 512 and 2,048 blocks of 2 MiB).
-    assert decode_batches(runner, "--engine", "vllm") == [54, 13]
+    # vLLM 0.19 at --max-model-len 8k / 32k: 54.14x / 13.54x on one H100 at 0.9 (kvcalc batch;
+    # the profile estimate of its budget, 54.14 GiB over 512 and 2,048 blocks of 2 MiB).
+    assert decode_batches(runner, "--engine", "vllm", "--vllm-version", "0.19") == [54, 13]
     dep = registry_deployment("llama3.1-8b")
     for length, batch in ((8192, 54), (32768, 13)):
-        result = vllm_kv_cache_for(dep, length)
+        result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, "0.19"))
         assert isinstance(result, VLLMKVCache)
         assert math.floor(result.max_concurrency) == batch
 
@@ -48,7 +48,9 @@ def test_sglang_options_reach_decode(runner: CliRunner) -> None:
 
 
 def test_an_explicit_batch_is_kept_and_checked_against_the_engine(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["decode", *H100, "--engine", "vllm", "--batch", "60"])
+    result = runner.invoke(
+        app, ["decode", *H100, "--engine", "vllm", "--vllm-version", "0.19", "--batch", "60"]
+    )
     assert result.exit_code == 0, result.stderr
     assert "exceeds the 54 sequences of 8,192 tokens" in result.stderr
 

@@ -24,8 +24,10 @@ from kvcalc.engine.vllm import (
     layer_cache_specs,
     profile_kv_memory,
     requested_memory,
+    vllm_inputs,
     vllm_kv_cache_for,
 )
+from kvcalc.engine.vllm_releases import BLOCK_MODEL_VERSION
 
 # An H100's CUDA total (registry h100-sxm): 81,082 MiB = 85,020,639,232 bytes.
 H100_BYTES = 85_020_639_232
@@ -132,8 +134,10 @@ def test_same_budget_same_tokens(model_id: str, gpus: str, kv: str) -> None:
 
 @pytest.mark.parametrize("model_id", ["llama3.1-8b", "deepseek-v2-lite"])
 def test_same_estimated_budget_same_tokens(model_id: str) -> None:
+    # The budget formula's default overhead is vLLM 0.19's profile (0.9, no CUDA-graph
+    # estimate, 8192 batched tokens on an H100), so the two agree at that release.
     d = dep(model_id)
-    vllm = vllm_kv_cache_for(d, 8192)
+    vllm = vllm_kv_cache_for(d, 8192, vllm_inputs(d, BLOCK_MODEL_VERSION))
     assert isinstance(vllm, VLLMKVCache)
     assert capacity(d, [8192]).kv_tokens_capacity == vllm.kv_cache_size_tokens
 

@@ -503,10 +503,6 @@ UNPRINTED: dict[str, dict[str, str]] = {
             "the plot extra's requirement (pyproject.toml; tests/test_sweep.py checks it against "
             "kvcalc's metadata); the --plot refusal prints it only without matplotlib"
         ),
-        "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
-        ),
     },
     "docs/commands/check.md": {
         "more than 20,000 keys and values": (
@@ -527,13 +523,9 @@ UNPRINTED: dict[str, dict[str, str]] = {
         ),
     },
     "docs/engines.md": {
-        "(vLLM 0.28": (
-            "the vLLM release that turns prefix caching on for hybrids (vllm-releases.md "
-            "section 5, #50991): a version, not a computed figure"
-        ),
         "(DeepSeek-V4, Qwen3.5/3.6)": "model families' names, not figures",
         "1,024 on a GPU of at least 70 GiB that is not an A100, else 256": (
-            "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_parallel.py, after vLLM's "
+            "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_releases.py, after vLLM's "
             "get_batch_defaults), a rule, printed as max_num_seqs in the JSON"
         ),
         "vLLM 0.19": (

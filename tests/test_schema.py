@@ -82,7 +82,7 @@ RUNS: list[tuple[str, list[str], int]] = [
     ("calibrate", ["calibrate", str(CALIBRATE / "sglang-0.4.1-llama3.1-8b-h100-tp1.log"),
                    "--gpus", "h100"], 0),
     ("calibrate", ["calibrate", str(CALIBRATE / "vllm-0.24.0-qwen3.6-35b-a3b-rtx5090-tp1.log"),
-                   "--gpus", "rtx-5090", "--model", "qwen3.6-35b-a3b"], 1),
+                   "--gpus", "rtx-5090", "--model", "qwen3.6-35b-a3b"], 0),
     ("models", ["models"], 0),
     ("models", ["models", "--check"], 0),
     ("gpus", ["gpus"], 0),

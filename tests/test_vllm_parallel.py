@@ -23,18 +23,25 @@ from typer.testing import CliRunner
 
 from kvcalc.engine.quant import plain
 from kvcalc.engine.units import GiB, dtype
-from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache, vllm_kv_cache_for
+from kvcalc.engine.vllm import (
+    VLLMKVCache,
+    max_num_seqs_for,
+    vllm_budget_per_stage,
+    vllm_inputs,
+    vllm_kv_cache,
+    vllm_kv_cache_for,
+)
 from kvcalc.engine.vllm_parallel import (
     VLLMParallelError,
     VLLMServing,
     check_dcp,
-    default_max_num_seqs,
     mamba_cache_mode,
     mtp_mixers,
     mtp_weight_bytes,
     serving_deployment,
     serving_setup,
 )
+from kvcalc.engine.vllm_releases import vllm_release
 from kvcalc.engine.weights import expert_parallel_tensors, weights_per_gpu
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm_serve"
@@ -106,6 +113,35 @@ def test_dcp_multiplies_the_token_line_and_never_lowers_the_concurrency(
     assert isinstance(split, VLLMKVCache)
     assert split.kv_cache_size_tokens == dcp * base.kv_cache_size_tokens
     assert split.max_concurrency >= base.max_concurrency
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    memory=st.integers(min_value=1 * GiB, max_value=70 * GiB),
+    dcp=st.sampled_from([2, 4, 8]),
+    length=st.integers(min_value=1_024, max_value=131_072),
+    version=st.sampled_from(["0.21", "0.28", "0.33"]),
+)
+def test_from_021_the_token_line_counts_dcp_once_through_the_blocks_per_request(
+    memory: int, dcp: int, length: int, version: str
+) -> None:
+    # From 0.21 the line is int(max_concurrency x max_model_len) (kv_cache_utils.py 0.21.0, no
+    # "Multiplying" line): the DCP ranks' share of a request is already in its blocks, so the
+    # line is the concurrency's, never dcp x the block line.
+    kw = {"max_model_len": length, "kv_dtype": BF16, "tp": 8, "block_size": 64,
+          "release": vllm_release(version)}
+    model = registry_model("kimi-k2-thinking")
+    split = vllm_kv_cache(model, memory, dcp=dcp, **kw)  # type: ignore[arg-type]
+    old = vllm_kv_cache(model, memory, dcp=dcp, **{**kw, "release": vllm_release("0.19")})  # type: ignore[arg-type]
+    if not isinstance(split, VLLMKVCache):
+        return
+    assert isinstance(old, VLLMKVCache)
+    assert split.kv_cache_size_tokens == int(split.max_concurrency * length)
+    # Both count each DCP rank's cdiv(L, dcp) tokens: the lines differ by the last block's
+    # rounding of a request, at most one block per request of each rank.
+    per_request = split.blocks_per_request
+    assert split.kv_cache_size_tokens <= old.kv_cache_size_tokens * length / (
+        (per_request - 1) * 64 * dcp) + 1
 
 
 def test_dcp_takes_gqa_only_with_tp_above_the_kv_heads() -> None:
@@ -235,7 +271,9 @@ def test_mtp_weights_come_out_of_the_last_stage_budget_not_a_given_pool() -> Non
     dep = registry_deployment("qwen3.6-27b", "2xh100", tp=2)
     setup = serving_setup(dep, VLLMServing(num_speculative_tokens=1))
     assert setup.mtp_weight_bytes > 0
-    assert setup.budgets == (dep.kv_budget_per_stage[0] - setup.mtp_weight_bytes,)
+    # The release's profiled budget (the newest by default), less the MTP layers' weights.
+    budget = vllm_budget_per_stage(dep, vllm_inputs(dep))
+    assert setup.budgets == (budget[0] - setup.mtp_weight_bytes,)
     given = registry_deployment("qwen3.6-27b", "2xh100", tp=2, kv_memory_bytes=20 * GiB)
     assert serving_setup(given, VLLMServing(num_speculative_tokens=1)).budgets == (20 * GiB,)
 
@@ -357,8 +395,9 @@ def test_the_json_reports_the_inputs_vllm_used(runner: CliRunner) -> None:
         "decode_context_parallel_size", "data_parallel_size", "enable_expert_parallel",
         "enable_prefix_caching", "mamba_cache_mode", "num_speculative_tokens", "draft_layers",
     )} == {
-        # vllm serve's max_num_seqs on an 80 GB H100 (>= 70 GiB, not an A100): 1024.
-        "gpu_memory_utilization": 0.9, "max_num_batched_tokens": 8_192, "max_num_seqs": 1_024,
+        # vllm serve's max_num_seqs on an 80 GB H100 (>= 70 GiB, not an A100): 1024; the
+        # newest release's default utilization, 0.92 (vllm/config/cache.py from 0.20).
+        "gpu_memory_utilization": 0.92, "max_num_batched_tokens": 8_192, "max_num_seqs": 1_024,
         "decode_context_parallel_size": 1, "data_parallel_size": None,
         "enable_expert_parallel": False, "enable_prefix_caching": True,
         "mamba_cache_mode": None, "num_speculative_tokens": 0, "draft_layers": 0,
@@ -367,6 +406,8 @@ def test_the_json_reports_the_inputs_vllm_used(runner: CliRunner) -> None:
                     "--max-model-len", "128k", "--block-size", "64", "--dcp", "8",
                     "--kv-cache-memory", "46.80GiB")
     assert kimi["decode_context_parallel_size"] == 8
+    # The newest release's line, max_concurrency x L: blocks / 256 per request x 131,072 =
+    # blocks x 512, what 0.19's block line x 8 gives when L / dcp is a whole number of blocks.
     assert kimi["kv_cache_tokens"] == 8 * (int(46.80 * GiB) // KIMI_BLOCK) * 64
 
 
@@ -382,11 +423,18 @@ def test_max_num_seqs_caps_the_batch_not_the_pool(runner: CliRunner) -> None:
 def test_prefix_caching_changes_a_hybrids_pool_on_the_command_line(runner: CliRunner) -> None:
     args = ["batch", "qwen3.6-27b", "--gpus", "2xh100", "--tp", "2", "--engine", "vllm",
             "--max-model-len", "256k", "--kv-dtype", "fp8"]
-    off = run_json(runner, *args)
-    on = run_json(runner, *args, "--enable-prefix-caching")
+    # vLLM 0.19 leaves a hybrid's prefix caching off; 0.28+ (the default release) turns it on
+    # in align mode (#50991), as --enable-prefix-caching does.
+    off = run_json(runner, *args, "--vllm-version", "0.19")
+    on = run_json(runner, *args, "--vllm-version", "0.19", "--enable-prefix-caching")
     assert (off["mamba_cache_mode"], on["mamba_cache_mode"]) == ("none", "align")
     assert (off["enable_prefix_caching"], on["enable_prefix_caching"]) == (False, True)
     assert on["contexts"][0]["blocks_per_request"] > off["contexts"][0]["blocks_per_request"]
+    newest = run_json(runner, *args)
+    assert (newest["mamba_cache_mode"], newest["enable_prefix_caching"]) == ("align", True)
+    assert newest["contexts"][0]["blocks_per_request"] == on["contexts"][0]["blocks_per_request"]
+    dropped = run_json(runner, *args, "--no-enable-prefix-caching")
+    assert dropped["mamba_cache_mode"] == "none"
     refused(runner, ["batch", "nemotron-h-8b", "--gpus", "h100", "--engine", "vllm",
                      "--max-model-len", "8k", "--enable-prefix-caching"], "'all' mode")
 
@@ -404,10 +452,13 @@ def test_deepseek_v3_mtp_weights_against_its_readme() -> None:
 
 
 def test_vllm_serves_default_max_num_seqs_follows_the_device(runner: CliRunner) -> None:
-    # get_batch_defaults (vllm 0.19 arg_utils.py): >= 70 GiB and no "a100" in the name: 1024.
-    assert default_max_num_seqs(80 * 10**9, "NVIDIA H100 80GB HBM3") == 1_024
-    assert default_max_num_seqs(80 * 10**9, "NVIDIA A100-SXM4-80GB") == 256
-    assert default_max_num_seqs(48 * 2**30, "NVIDIA L40S") == 256
+    # get_batch_defaults (vllm 0.19 arg_utils.py): >= 70 GiB and no "a100" in the name: 1024;
+    # 0.33 keeps GB10 (DGX Spark, 121.69 GiB) on the small tier (is_gb10, arg_utils.py 0.33.0).
+    for gpu, version, seqs in (("h100", "0.19", 1_024), ("a100-sxm-80gb", "0.19", 256),
+                               ("l40s", "0.19", 256), ("dgx-spark", "0.32", 1_024),
+                               ("dgx-spark", "0.33", 256)):
+        dep = registry_deployment("llama3-8b", gpu)
+        assert max_num_seqs_for(dep, vllm_release(version)) == seqs, (gpu, version)
     # Llama-3-8B at 1k holds more than 256 requests on an 80 GB A100; vLLM runs 256.
     out = run_json(runner, "batch", "llama3-8b", "--gpus", "a100-sxm-80gb", "--engine", "vllm",
                    "--max-model-len", "1k")
@@ -416,11 +467,11 @@ def test_vllm_serves_default_max_num_seqs_follows_the_device(runner: CliRunner) 
 
 
 def test_a_release_that_caches_hybrid_prefixes_by_default_takes_align_mode() -> None:
+    # One rule: the release row's mamba_align (0.28+, #50991) is the default prefix caching.
     dep = registry_deployment("qwen3.6-27b", "2xh100", tp=2)
-    assert serving_setup(dep, VLLMServing()).mamba_cache_mode == "none"  # 0.19
-    later = VLLMServing(hybrid_prefix_caching_default=True)  # 0.28
-    assert serving_setup(dep, later).mamba_cache_mode == "align"
-    off = VLLMServing(enable_prefix_caching=False, hybrid_prefix_caching_default=True)
+    for version, mode in (("0.19", "none"), ("0.27", "none"), ("0.28", "align"), ("0.33", "align")):
+        assert serving_setup(dep, VLLMServing(vllm_version=version)).mamba_cache_mode == mode
+    off = VLLMServing(enable_prefix_caching=False, vllm_version="0.28")
     assert serving_setup(dep, off).mamba_cache_mode == "none"
 
 
@@ -429,6 +480,9 @@ def test_deepseek_v4_dp8_against_tp8_on_b200_as_recipes_762_logs(runner: CliRunn
     dp_total, tp = (float(x) for x in re.search(r"\(([\d.]+)x vs ([\d.]+)x", text).groups())  # type: ignore[union-attr]
     args = ["batch", "deepseek-v4-flash", "--gpus", "8xb200", "--engine", "vllm",
             "--max-model-len", "1m", "--gpu-util", "0.95", "--kv-dtype", "fp8",
+            # The run's release and step (vllm#51454): 0.26+ reserve two 8,192-token batches per
+            # window and 0.28+ default to 16,384 on a B200, which this log predates.
+            "--vllm-version", "0.25", "--max-num-batched-tokens", "8192",
             "--max-num-seqs", "256", "--enable-expert-parallel"]
     tp8 = run_json(runner, *args, "--tp", "8")
     dp8 = run_json(runner, *args, "--tp", "1", "--data-parallel-size", "8")
@@ -438,11 +492,32 @@ def test_deepseek_v4_dp8_against_tp8_on_b200_as_recipes_762_logs(runner: CliRunn
     ours = 8 * dp8["max_concurrency"] / tp8["max_concurrency"]
     assert dp8["max_concurrency"] < tp8["max_concurrency"]
     assert abs(ours / (dp_total / tp) - 1) < 0.02
-    # The pools themselves are within 6% of the log's (vLLM 0.25 subtracts its CUDA-graph
-    # estimate, which the 0.19 profile does not).
+    # The pools themselves are within 6% of the log's (3.3% high at TP8, under 0.25's rules).
     assert abs(tp8["max_concurrency"] / tp - 1) < 0.06
     assert abs(8 * dp8["max_concurrency"] / dp_total - 1) < 0.06
     # Without EP the DP8 group still spreads the experts over its 8 ranks (FusedMoE flattens
     # tp across dp), so the pool is the same to within the experts' split by rows.
     rows = run_json(runner, *args[:-1], "--tp", "1", "--data-parallel-size", "8")
     assert abs(rows["max_concurrency"] / dp8["max_concurrency"] - 1) < 0.01
+
+
+def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRunner) -> None:
+    # A DGX Spark (GB10, 121.69 GiB) gets 1,024 sequences from vllm serve up to 0.32 and 256
+    # from 0.33 (is_gb10 in get_batch_defaults, arg_utils.py 0.33.0). The same figure caps the
+    # batch and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL
+    # (to 256) as LMCache #3430 logs; at 1,024 both grids run to 512: 51 + 51.
+    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH
+
+    args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
+            "512"]
+    old, new = (run_json(runner, *args, "--vllm-version", v) for v in ("0.32", "0.33"))
+    assert (old["max_num_seqs"], new["max_num_seqs"]) == (1_024, 256)
+    assert old["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert new["cudagraph_memory_bytes"] == (51 + 35) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert new["max_concurrency"] > 1_024
+    assert old["contexts"][0]["max_batch_per_replica"] == 1_024
+    assert new["contexts"][0]["max_batch_per_replica"] == 256
+    # Given, it replaces the default in all three uses.
+    given = run_json(runner, *args, "--vllm-version", "0.32", "--max-num-seqs", "256")
+    assert given["cudagraph_memory_bytes"] == new["cudagraph_memory_bytes"]
+    assert given["contexts"][0]["max_batch_per_replica"] == 256

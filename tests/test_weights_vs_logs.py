@@ -27,7 +27,7 @@ from kvcalc.engine.deployment import deployment
 from kvcalc.engine.quant import MXFP4, CheckpointFormat
 from kvcalc.engine.spec import ModelSpec
 from kvcalc.engine.units import GiB
-from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache_for
+from kvcalc.engine.vllm import VLLMKVCache, vllm_inputs, vllm_kv_cache_for
 from kvcalc.engine.weights import released_format, rotary_cache_bytes, weights_per_gpu
 from kvcalc.registry.gpus import parse_gpu_set
 from kvcalc.registry.hf.base import Where
@@ -397,7 +397,8 @@ def kvcalc_tokens(run: Run) -> int:
     spec = quantized_spec(run.model, run.quant, run.dtype)
     gpus = parse_gpu_set(f"{run.tp * run.pp}xh100-sxm")
     dep = deployment(spec, gpus, tp=run.tp, pp=run.pp, kv_dtype=run.kv, gpu_util=run.util)
-    result = vllm_kv_cache_for(dep, run.max_model_len)
+    # The runs are vLLM 0.19.0 start-ups: that release's rules.
+    result = vllm_kv_cache_for(dep, run.max_model_len, vllm_inputs(dep, "0.19.0"))
     assert isinstance(result, VLLMKVCache), (run.log, result)
     return result.kv_cache_size_tokens
 

@@ -28,8 +28,8 @@ FORMAT = 1
 MAX_FILE_BYTES = 64 << 10
 #: The inputs a calibration may give, by what they replace.
 _DEPLOYMENT_KEYS = ("tp", "pp", "kv_memory", "max_num_batched_tokens", "block_size", "kv_dtype")
-_ENGINE_KEYS = ("sglang_version", "vllm_version", "mem_fraction_static", "free_before_load",
-                "free_after_load", "page_size", "max_total_tokens")
+_ENGINE_KEYS = ("sglang_version", "vllm_version", "enable_prefix_caching", "mem_fraction_static",
+                "free_before_load", "free_after_load", "page_size", "max_total_tokens")
 INPUT_KEYS = (*_DEPLOYMENT_KEYS, *_ENGINE_KEYS)
 #: What a measured KV memory (or free memory after the weights) leaves nothing for.
 _BUDGET_INPUTS = {
@@ -154,7 +154,15 @@ def _refuse(path: str, problem: str) -> CalibrationError:
     return CalibrationError(f"--calibration {path}: {problem}")
 
 
+#: The inputs a calibration gives as true or false.
+_FLAG_KEYS = ("enable_prefix_caching",)
+
+
 def _scalar(path: str, key: str, value: Any) -> Any:
+    if key in _FLAG_KEYS:
+        if not isinstance(value, bool):
+            raise _refuse(path, f"inputs: {key} must be true or false, not {value!r}")
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _refuse(path, f"inputs: {key} must be a number or a size, not {type(value).__name__}")
     if isinstance(value, str) and len(value) > 64:

@@ -3,9 +3,9 @@ kvcalc estimates it, and the difference; the token count kvcalc finds from the l
 (within the log's rounding: the pool model's check) and from its own estimates; and the inputs
 that make kvcalc reproduce the logged token count exactly (what ``--write`` keeps).
 
-kvcalc's terms for a vLLM start-up come from one function, :func:`kvcalc_vllm_terms`: the place
-to point at a per-release rule set when there is one. Today it applies vLLM 0.19's rules to
-every release and says so (``rules``).
+kvcalc's terms for a vLLM start-up come from one function, :func:`kvcalc_vllm_terms`: the rules
+of the log's release (:mod:`kvcalc.engine.vllm_releases`; the newest when the log states none,
+the nearest kvcalc has when it is outside them), named in the output (``rules``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.vllm import VLLMInputs
+    from kvcalc.engine.vllm_parallel import MambaCacheMode
 
-#: The vLLM release whose start-up rules kvcalc models (kvcalc.engine.vllm).
-VLLM_RULES = "0.19"
 
 
 @dataclass(frozen=True)
@@ -119,33 +119,68 @@ class VLLMTerms:
     """kvcalc's budget of a vLLM start-up, per pipeline stage, in bytes per GPU."""
 
     rules: str
+    """The release whose rules applied, X.Y."""
+    inputs: VLLMInputs
+    """The release's rules and the batch inputs they start the deployment with."""
     requested: int
     weights: tuple[int, ...]
     activation_peak: tuple[int, ...]
     non_torch: tuple[int, ...]
     cuda_graph: int
-    """What the budget charges for CUDA graphs (0: captured after the KV cache, 0.19's rule)."""
+    """What the budget charges for CUDA graphs (0 where the release captures them after the KV
+    cache, or prints its estimate without subtracting it)."""
     kv_memory: tuple[int, ...]
 
 
-def kvcalc_vllm_terms(dep: Deployment, release: str | None) -> VLLMTerms:
-    """kvcalc's terms for this vLLM start-up: the seam to a per-release rule set. Today vLLM
-    0.19's profiler (:func:`kvcalc.engine.vllm.profile_kv_memory`) for every ``release``."""
-    from kvcalc.engine.overhead import activation_peak, non_torch_memory
+def vllm_rules_for(release: str | None) -> tuple[str, str | None]:
+    """The release whose rules kvcalc applies to a log of ``release`` (X.Y or X.Y.Z), and a
+    note when it is not the log's own: the newest when the log states none, the nearest kvcalc
+    has rules for when the release is outside them (or is no release kvcalc can read)."""
+    from kvcalc.engine.vllm_releases import (
+        NEWEST_VERSION,
+        OLDEST_VERSION,
+        VLLMVersionError,
+        parse_version,
+        vllm_release,
+    )
 
-    last = dep.pp - 1
+    if release is None:
+        return NEWEST_VERSION, (f"the log states no vLLM release: kvcalc applies vLLM "
+                                f"{NEWEST_VERSION}'s rules (give --release)")
+    try:
+        vllm_release(release)
+    except VLLMVersionError:
+        try:
+            older = parse_version(release)[:2] < parse_version(OLDEST_VERSION)[:2]
+        except VLLMVersionError:
+            older = False
+        nearest = OLDEST_VERSION if older else NEWEST_VERSION
+        return nearest, (f"vLLM {release}: kvcalc has rules for {OLDEST_VERSION} to "
+                         f"{NEWEST_VERSION} and applies vLLM {nearest}'s, which may differ")
+    return release, None
+
+
+def kvcalc_vllm_terms(dep: Deployment, release: str | None) -> VLLMTerms:
+    """kvcalc's terms for this vLLM start-up under the rules of vLLM ``release``
+    (:func:`vllm_rules_for`): the profiler's budget per stage as
+    :func:`kvcalc.engine.vllm.vllm_memory_terms` computes it (the release's utilization
+    default, GPU-dependent batch defaults, sampler profile and CUDA-graph estimate)."""
+    from kvcalc.engine.vllm import vllm_inputs, vllm_memory_terms
+    from kvcalc.engine.vllm_releases import parse_version
+
+    version, _ = vllm_rules_for(release)
+    inputs = vllm_inputs(dep, version)
+    terms = vllm_memory_terms(dep, inputs)
+    major, minor, _patch = parse_version(version)
     return VLLMTerms(
-        rules=VLLM_RULES,
-        requested=dep.usable_bytes_per_gpu,
-        weights=dep.weights_per_stage,
-        activation_peak=tuple(
-            activation_peak(dep.model, dep.tp, dep.max_num_batched_tokens, dep.max_num_seqs,
-                            last_stage=s == last, pp=dep.pp)
-            for s in range(dep.pp)
-        ),
-        non_torch=tuple(non_torch_memory(dep.tp, dep.pp) for _ in range(dep.pp)),
-        cuda_graph=0,
-        kv_memory=dep.kv_budget_per_stage,
+        rules=f"{major}.{minor}",
+        inputs=inputs,
+        requested=terms[0].requested_bytes,
+        weights=tuple(t.weights_bytes for t in terms),
+        activation_peak=tuple(t.activation_peak_bytes for t in terms),
+        non_torch=tuple(t.non_torch_bytes for t in terms),
+        cuda_graph=max(t.cudagraph_bytes for t in terms),
+        kv_memory=tuple(t.available_bytes for t in terms),
     )
 
 
@@ -156,13 +191,22 @@ def _vllm_kv_dtype(text: str | None) -> str | None:
     return "fp8" if text.startswith("fp8") else text
 
 
-def _vllm_tokens(dep: Deployment, memory: int | tuple[int, ...], length: int) -> int | None:
+def _vllm_tokens(
+    dep: Deployment,
+    inputs: VLLMInputs,
+    mode: MambaCacheMode,
+    memory: int | tuple[int, ...],
+    length: int,
+) -> int | None:
+    """The token line of the release's pool (its batch inputs, window reserve and token line)
+    from ``memory`` per stage, the states in Mamba cache mode ``mode``."""
     from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
 
     result = vllm_kv_cache(
         dep.model, memory, max_model_len=length, kv_dtype=dep.cache.kv, tp=dep.tp, pp=dep.pp,
-        block_size=dep.block_size, max_num_batched_tokens=dep.max_num_batched_tokens,
+        block_size=dep.block_size, max_num_batched_tokens=inputs.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state, ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+        mamba_cache_mode=mode, release=inputs.release,
     )
     return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
 
@@ -215,6 +259,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     from kvcalc.engine.inputs import deployment_from
     from kvcalc.engine.serving.vllm import ENGINE
     from kvcalc.engine.units import GiB
+    from kvcalc.engine.vllm_parallel import has_states, mamba_cache_mode
 
     if log.kv_memory is None:
         raise NotAStartupLog("it states no \"Available KV cache memory\" (truncated before the "
@@ -239,15 +284,28 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     if log.max_num_seqs is not None:
         dep = replace(dep, max_num_seqs=log.max_num_seqs)
     terms = kvcalc_vllm_terms(dep, release)
+    used = terms.inputs
+    notes = []
+    # Prefix caching as the log gives it, else the release's default (align mode for hybrids
+    # from 0.28); Mamba1/2 "all" mode is not modelled: sized as without it, and said so.
+    mode = mamba_cache_mode(spec, log.enable_prefix_caching,
+                            hybrid_default_on=used.release.mamba_align)
+    unmodelled = mode == "all"
+    if unmodelled:
+        notes.append(f"vLLM caches {spec.id}'s Mamba states in 'all' mode (prefix caching on), "
+                     "which kvcalc does not model: the pool is sized as without it")
+        mode = "none"
     values, lows, highs = _stage_memory(log, pp)
-    logged_tokens = _vllm_tokens(dep, tuple(values), length)
-    span_low, span_high = _vllm_tokens(dep, tuple(lows), length), _vllm_tokens(
-        dep, tuple(highs), length)
+
+    def tokens(memory: int | tuple[int, ...]) -> int | None:
+        return _vllm_tokens(dep, used, mode, memory, length)
+
+    logged_tokens = tokens(tuple(values))
+    span_low, span_high = tokens(tuple(lows)), tokens(tuple(highs))
     target = log.kv_cache_tokens
     assert target is not None
-    exact = smallest_reproducing(lambda m: _vllm_tokens(dep, m, length), min(lows),
-                                 max(highs), target)
-    estimated = _vllm_tokens(dep, terms.kv_memory, length) if min(terms.kv_memory) > 0 else None
+    exact = smallest_reproducing(tokens, min(lows), max(highs), target)
+    estimated = tokens(terms.kv_memory) if min(terms.kv_memory) > 0 else None
     rows: list[Term] = [
         Term("gpu_memory", "GPU memory (CUDA total)", "bytes", _bytes(log.total_memory),
              dep.memory_bytes_per_gpu),
@@ -283,20 +341,21 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         Term("kv_cache_tokens_estimated", "KV cache tokens (kvcalc's estimates)", "tokens",
              target, estimated),
     ]
-    notes = []
-    if release is not None and not release.startswith(VLLM_RULES + "."):
-        notes.append(f"vLLM {release}: kvcalc applies vLLM {VLLM_RULES}'s rules (its token line "
-                     "and budget terms), which may differ from this release's")
+    rules_version, rules_note = vllm_rules_for(release)
+    if rules_note is not None:
+        notes.append(rules_note)
     inputs: dict[str, Any] = {"tp": tp, "pp": pp}
     inputs["kv_memory"] = f"{exact if exact is not None else min(values)}B"
-    if release and any(i.name == "vllm_version" for i in ENGINE.inputs):
-        inputs["vllm_version"] = release  # once the engine takes per-release rules
+    # The release whose rules reproduce the log, so that --calibration sizes the same pool.
+    inputs["vllm_version"] = rules_version
+    if log.enable_prefix_caching is not None and has_states(spec) and not unmodelled:
+        inputs["enable_prefix_caching"] = log.enable_prefix_caching
     for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
         if key in given:
             inputs[key] = given[key]
     if exact is None:
         notes.append(f"no KV memory within the log's rounding of {log.kv_memory.text} GiB gives "
-                     f"{target:,} tokens under vLLM {VLLM_RULES}'s rules; the calibration keeps "
+                     f"{target:,} tokens under vLLM {terms.rules}'s rules; the calibration keeps "
                      f"the logged {min(values) / GiB:.2f} GiB")
     return Comparison(
         engine=ENGINE.name, release=release, rules=f"vLLM {terms.rules}", model=spec, gpus=gpus,

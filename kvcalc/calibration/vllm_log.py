@@ -66,6 +66,7 @@ _BATCHED = (
     re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"),
 )
 _SEQS = re.compile(r"Defaulting max_num_seqs to (\d+)")
+_PREFIX_CACHING = re.compile(r"non-default args: .*'enable_prefix_caching': (True|False)")
 _TOTAL = (
     re.compile(r"total_memory=" + _GIB),
     re.compile(r"Free memory on device \([\d.]+/" + _GIB + r"\)"),
@@ -136,6 +137,9 @@ class VLLMLog:
     max_model_len: int | None
     max_num_batched_tokens: int | None
     max_num_seqs: int | None
+    enable_prefix_caching: bool | None
+    """``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` as the non-default args
+    give it (None: not given, the release's default)."""
     kv_cache_dtype: str | None
     block_size: int | None
     total_memory: Logged | None
@@ -173,6 +177,10 @@ def _one(patterns: tuple[re.Pattern[str], ...], lines: list[LogLine]) -> str | N
 
 def _int(text: str | None) -> int | None:
     return None if text is None else number(text)
+
+
+def _flag(text: str | None) -> bool | None:
+    return None if text is None else text == "True"
 
 
 def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
@@ -254,6 +262,7 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         max_num_batched_tokens=_int(first(_ARG_INT["max_num_batched_tokens"], lines))
         or _int(_one(_BATCHED, lines)),
         max_num_seqs=_int(first(_ARG_INT["max_num_seqs"], lines)) or _int(first(_SEQS, lines)),
+        enable_prefix_caching=_flag(first(_PREFIX_CACHING, lines)),
         kv_cache_dtype=_one(_KV_DTYPE, lines),
         block_size=_int(first(_ARG_INT["block_size"], lines)),
         total_memory=None if total is None else Logged(total),

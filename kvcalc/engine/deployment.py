@@ -123,10 +123,14 @@ class Deployment:
     gpu_memory_bytes: int | None = None
     weights_total_bytes: int | None = None
     kv_memory_bytes: int | None = None
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_batched_tokens: int | None = None
     """The scheduler's step (vLLM ``--max-num-batched-tokens``): it sizes the activation peak of
-    the overhead estimate and, for vLLM, the sliding-window charge."""
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    the overhead estimate and, for vLLM, the sliding-window charge. None: the engine's default
+    (vLLM's for the GPU and release, :mod:`kvcalc.engine.vllm_releases`; 8192 for the budget
+    formula's estimate)."""
+    max_num_seqs: int | None = None
+    """The most sequences a step schedules (vLLM ``--max-num-seqs``); None: the engine's
+    default, as for :attr:`max_num_batched_tokens`."""
     eviction: Eviction = KEEP_ALL
     """Which tokens of each sequence the cache keeps (:mod:`kvcalc.engine.eviction`)."""
     nodes: int | None = None
@@ -264,10 +268,21 @@ class Deployment:
             return tuple(0 for _ in self.stages)
         return tuple(
             estimated_overhead(
-                self.model, self.tp, self.pp, s, self.max_num_batched_tokens, self.max_num_seqs
+                self.model, self.tp, self.pp, s, self.batched_tokens, self.scheduled_seqs
             )
             for s in range(self.pp)
         )
+
+    @property
+    def batched_tokens(self) -> int:
+        """:attr:`max_num_batched_tokens`, or the budget formula's default (8192)."""
+        given = self.max_num_batched_tokens
+        return DEFAULT_MAX_NUM_BATCHED_TOKENS if given is None else given
+
+    @property
+    def scheduled_seqs(self) -> int:
+        """:attr:`max_num_seqs`, or the budget formula's default (1024)."""
+        return DEFAULT_MAX_NUM_SEQS if self.max_num_seqs is None else self.max_num_seqs
 
     @cached_property
     def kv_budget_per_stage(self) -> tuple[int, ...]:
@@ -299,7 +314,7 @@ def check_deployment(dep: Deployment) -> None:
 
 def _check_positive(dep: Deployment) -> None:
     for name in ("tp", "pp", "block_size", "max_num_batched_tokens", "max_num_seqs"):
-        if getattr(dep, name) < 1:
+        if getattr(dep, name) is not None and getattr(dep, name) < 1:
             raise DeploymentError((name,), f"must be at least 1, not {getattr(dep, name)}")
     if dep.prefix_shared_tokens < 0:
         raise DeploymentError(("prefix_shared",), "must not be negative")

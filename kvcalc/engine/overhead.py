@@ -40,8 +40,14 @@ SAMPLER_LOGIT_COPIES = Fraction(372, 100)
 LOGIT_BYTES = 4
 
 
-def non_torch_memory(tp: int, pp: int) -> int:
-    """Non-torch memory per worker; TP communication buffers dominate when TP >= 2."""
+def non_torch_memory(tp: int, pp: int, scale_up_link: bool = True) -> int:
+    """Non-torch memory per worker; TP communication buffers dominate when TP >= 2 over NVLink.
+    Over PCIe alone (``scale_up_link`` False) vLLM turns its custom all-reduce off beyond two
+    GPUs and NCCL has no NVLink buffers: a TP worker holds about what a TP 1 worker does (8 L40S
+    at TP 8 under vLLM 0.10.2: "0.21 GiB for non-torch memory",
+    tests/fixtures/vllm_logs/v0102-l40s-qwen3-235b-fp8-tp8.log)."""
+    if tp >= 2 and not scale_up_link:
+        return NON_TORCH_TP1
     if tp >= 2:
         return NON_TORCH_TP
     return NON_TORCH_PP_STAGE if pp >= 2 else NON_TORCH_TP1
@@ -79,12 +85,18 @@ def forward_peak(model: ModelSpec, tp: int, tokens: int) -> int:
     return act.bytes_for(tokens * width)
 
 
-def sampler_peak(model: ModelSpec, tokens: int, max_num_seqs: int) -> int:
+def sampler_peak(
+    model: ModelSpec,
+    tokens: int,
+    max_num_seqs: int,
+    logit_copies: Fraction = SAMPLER_LOGIT_COPIES,
+) -> int:
     """The sampler run on the last stage: max_num_seqs rows of fp32 logits over the whole
-    vocabulary (gathered across TP), beside the forward's ``tokens`` hidden states."""
+    vocabulary (gathered across TP), ``logit_copies`` of them (a vLLM release's; 0.19's by
+    default), beside the forward's ``tokens`` hidden states."""
     act = dtype(model.default_dtype)
     logits = max_num_seqs * model.vocab_size * LOGIT_BYTES
-    return act.bytes_for(tokens * model.hidden_size) + math.ceil(SAMPLER_LOGIT_COPIES * logits)
+    return act.bytes_for(tokens * model.hidden_size) + math.ceil(logit_copies * logits)
 
 
 def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
@@ -131,6 +143,7 @@ def activation_peak(
     max_num_seqs: int,
     last_stage: bool,
     pp: int = 1,
+    logit_copies: Fraction = SAMPLER_LOGIT_COPIES,
 ) -> int:
     """Estimated "PyTorch activation peak memory" of the profile run: the larger of the forward
     pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces,
@@ -138,7 +151,7 @@ def activation_peak(
     tokens = max_num_batched_tokens
     body = forward_peak(model, tp, tokens)
     if last_stage:
-        body = max(body, sampler_peak(model, tokens, max_num_seqs))
+        body = max(body, sampler_peak(model, tokens, max_num_seqs, logit_copies))
     held = moe_workspace(model, tp, tokens) + pipeline_buffers(model, pp, tokens)
     return body + held + encoder_cache(model, tokens)
 

@@ -1,6 +1,10 @@
-"""vLLM v1 (0.19) KV-cache sizing: pages, layer groups, blocks, concurrency and the token line.
+"""vLLM v1 KV-cache sizing: pages, layer groups, blocks, concurrency and the token line.
 
-A restatement of what vLLM 0.19 does at start-up, from the reference
+A restatement of what vLLM does at start-up, release by release: the block model below is
+0.19's, and what later or earlier releases change (the utilization default, the CUDA-graph
+estimate, the GPU-dependent batch defaults, the token line, the window reserve, align-mode
+state pages, the pre-0.17 sampler profile) is read from :mod:`kvcalc.engine.vllm_releases`,
+never compared here. The 0.19 rules come from the reference
 ``vllm-kv-algorithm.md`` (itself read from ``vllm/v1/core/kv_cache_utils.py``,
 ``vllm/v1/kv_cache_interface.py`` and the hybrid-Mamba set-up, and checked against 61 vLLM 0.19.0
 H100 start-up logs). Step numbers below refer to that text:
@@ -27,13 +31,17 @@ its window, compressed-latent, indexer and compressor-state specs in fp8_ds_mla 
 
 Decode context parallelism, prefix caching's "align" mode for Mamba hybrids and MTP draft
 layers follow :mod:`kvcalc.engine.vllm_parallel` (``dcp``, ``mamba_cache_mode``,
-``draft_mixers`` below; an MTP layer of DeepSeek-V3.2 brings its latent and its indexer keys).
-Not modelled: prefill context parallelism, Mamba "all" mode,
+``draft_mixers`` below; an MTP layer of DeepSeek-V3.2 brings its latent and its indexer keys);
+the release decides whether a hybrid caches prefixes by default (align mode from 0.28,
+:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mamba_align`) and whether the token line is
+multiplied by the DCP size (the block line up to 0.20; from 0.21 the concurrency line counts DCP
+through the blocks per request). Not modelled: prefill context parallelism, Mamba "all" mode,
 ``--disable-hybrid-kv-cache-manager``, separate draft models (EAGLE, draft_model), per-token KV
-scales and the CUDA-graph estimate that v0.21+ subtracts by default. For DeepSeek-V3.2's sparse
-attention: the 64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to
-match a log) and the indexer's top-k index buffer (``topk_indices_buffer``, outside the KV
-cache, part of the profiled activations).
+scales, the DCP-scaled scheduler block of 0.30+ (``resolve_dcp_kv_block_size``), the backends'
+forced block sizes and non-torch memory by release. For DeepSeek-V3.2's sparse attention: the
+64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log) and
+the indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
+profiled activations).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kvcalc.engine.deployment import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_UTIL, as_fraction, usable_bytes
 from kvcalc.engine.eviction import kept_by_engine
@@ -53,9 +61,10 @@ from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_SEQS,
     activation_peak,
     non_torch_memory,
+    used_ffns,
 )
 from kvcalc.engine.serving.base import EngineRefusal
-from kvcalc.engine.spec import Mixer, ModelSpec, ParallelismError
+from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.vllm_parallel import (
     MambaCacheMode,
@@ -63,11 +72,24 @@ from kvcalc.engine.vllm_parallel import (
     speculative_state,
     state_pages,
 )
+from kvcalc.engine.vllm_parallel import (
+    mamba_cache_mode as release_cache_mode,
+)
+from kvcalc.engine.vllm_releases import (
+    BLOCK_MODEL_VERSION,
+    TokenLine,
+    VLLMRelease,
+    capture_sizes,
+    full_graph_sizes,
+    serve_batch_defaults,
+    vllm_release,
+)
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.vllm_parallel import VLLMServing
 
 #: KV formats vLLM 0.19 stores (``--kv-cache-dtype auto`` resolves to the model dtype; every
@@ -690,6 +712,9 @@ class VLLMSetup:
     num_speculative_tokens: int = 0
     draft_layers: int = 0
     """The MTP layers whose caches joined the pool."""
+    token_line: TokenLine = "blocks"
+    """How the release prints "GPU KV cache size" (:attr:`VLLMRelease.token_line`): by blocks,
+    x the DCP size after a "Multiplying..." line (up to 0.20), or max_concurrency x L."""
 
 
 @dataclass(frozen=True)
@@ -777,22 +802,26 @@ def vllm_kv_cache(
     conv_state_dtype: DType | None = None,
     ssm_state_dtype: DType | None = None,
     dcp: int = 1,
-    mamba_cache_mode: MambaCacheMode = "none",
+    mamba_cache_mode: MambaCacheMode | None = None,
     num_speculative_tokens: int = 0,
     draft_mixers: Sequence[Mixer] = (),
+    release: VLLMRelease | None = None,
 ) -> VLLMKVCache | KVCacheTooSmall:
-    """Blocks, concurrency and the token line of vLLM 0.19 for ``kv_memory`` bytes of KV cache
-    per worker ("Available KV cache memory"; one figure, or one per pipeline stage).
+    """Blocks, concurrency and the token line of vLLM ``release`` (None: 0.19, the release the
+    block model was checked on) for ``kv_memory`` bytes of KV cache per worker ("Available KV
+    cache memory"; one figure, or one per pipeline stage).
 
     ``dcp`` is ``--decode-context-parallel-size``, ``mamba_cache_mode`` the mode prefix caching
-    puts a hybrid's states in, ``draft_mixers`` the MTP layers of ``num_speculative_tokens``
-    speculative decoding, checked by :mod:`kvcalc.engine.vllm_parallel` (the last stage holds
-    them).
+    puts a hybrid's states in (None: the release's default, "align" from 0.28 and "none"
+    before, :func:`~kvcalc.engine.vllm_parallel.mamba_cache_mode`), ``draft_mixers`` the MTP
+    layers of ``num_speculative_tokens`` speculative decoding, checked by
+    :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them).
 
     ``block_size`` is vLLM's ``--block-size``. Some MLA backends force their own: FlashMLA 64
     (Hopper; the Kimi-K2 TP8 log matches 64), CUTLASS MLA 128; pass it to match such a log.
     A Mamba hybrid raises it for its attention layers (see :func:`layer_cache_specs`).
     """
+    rules = release or vllm_release(BLOCK_MODEL_VERSION)
     for name, value in (
         ("max_model_len", max_model_len),
         ("block_size", block_size),
@@ -800,6 +829,8 @@ def vllm_kv_cache(
     ):
         if value < 1:
             raise VLLMConfigError(f"{name} must be at least 1, got {value}")
+    if mamba_cache_mode is None:
+        mamba_cache_mode = release_cache_mode(model, None, hybrid_default_on=rules.mamba_align)
     available = per_stage(kv_memory, pp, "KV memory")
     stage_layers = pipeline_stage_layers(model.num_layers, pp)
     specs = layer_cache_specs(
@@ -807,11 +838,14 @@ def vllm_kv_cache(
         mamba_cache_mode, num_speculative_tokens, draft_mixers,
     )
     grouping = group_layers(specs, packed=any(is_compressed(m) for m in model.mixer_pattern))
+    # DeepSeek-V4 follows 0.33's line whatever the release (its rules are 0.33's).
+    token_line = "concurrency" if grouping.kind == "packed" else rules.token_line
     setup = VLLMSetup(
         model.id, tp, pp, kv_dtype.name, block_size, max_model_len, max_num_batched_tokens,
-        dcp, mamba_cache_mode, num_speculative_tokens, len(draft_mixers),
+        dcp, mamba_cache_mode, num_speculative_tokens, len(draft_mixers), token_line,
     )
-    per_request = blocks_per_request(grouping, max_model_len, max_num_batched_tokens, dcp)
+    in_flight = rules.in_flight_tokens(max_num_batched_tokens, pp)
+    per_request = blocks_per_request(grouping, max_model_len, in_flight, dcp)
     stages = []
     for index, (layers, memory) in enumerate(zip(stage_layers, available, strict=True)):
         cache_layers = stage_cache_layers(model, layers)
@@ -830,7 +864,7 @@ def vllm_kv_cache(
         if memory <= 0 or stage.needed_bytes > memory:
             estimate = (
                 estimate_max_model_len(
-                    grouping, cache_layers, memory, max_model_len, max_num_batched_tokens, dcp
+                    grouping, cache_layers, memory, max_model_len, in_flight, dcp
                 )
                 if memory > 0
                 else 0
@@ -838,6 +872,7 @@ def vllm_kv_cache(
             return KVCacheTooSmall(setup, specs, grouping, stage, estimate)
         stages.append(stage)
     blocks = min(s.num_blocks for s in stages)
+    concurrency = max_concurrency(blocks, per_request)
     return VLLMKVCache(
         setup=setup,
         layer_specs=specs,
@@ -845,16 +880,29 @@ def vllm_kv_cache(
         stages=tuple(stages),
         num_blocks=blocks,
         blocks_per_request=per_request,
-        max_concurrency=max_concurrency(blocks, per_request),
-        kv_cache_size_tokens=kv_cache_size_tokens(blocks, grouping, dcp)
-        if grouping.kind != "packed"
-        # Later releases log max_concurrency x max_model_len (_report_kv_cache_config).
-        else int(max_concurrency(blocks, per_request) * max_model_len),
+        max_concurrency=concurrency,
+        # From 0.21 the line is max_concurrency x L: DCP is already in the blocks per request.
+        kv_cache_size_tokens=concurrency_tokens(concurrency, max_model_len)
+        if token_line == "concurrency"
+        else kv_cache_size_tokens(blocks, grouping, dcp),
     )
+
+
+def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
+    """The token line from 0.21: ``int(max_concurrency x max_model_len)``
+    (``get_kv_cache_capacity``, kv_cache_utils.py), not a multiple of the block."""
+    return int(concurrency * max_model_len)
 
 
 # --------------------------------------------------------------------------------------------
 # Step 1: estimating "Available KV cache memory" when the user gives none
+
+#: The CUDA-graph estimate per captured graph (PIECEWISE and FULL sizes together): fitted on
+#: one log, Llama-3.1-8B on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
+#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
+#: set this constant). PR #30515's estimator charges a shared part plus >= 1 MiB per graph.
+CUDAGRAPH_BYTES_PER_GRAPH = int(Fraction("0.23") * GiB) // 86
+
 
 @dataclass(frozen=True)
 class ProfiledMemory:
@@ -865,11 +913,18 @@ class ProfiledMemory:
     weights_bytes: int
     activation_peak_bytes: int
     non_torch_bytes: int
+    cudagraph_bytes: int = 0
+    """The CUDA-graph estimate the release subtracts from the budget (0 where it does not)."""
+    cudagraph_estimate_bytes: int = 0
+    """The estimate as the log prints it, subtracted or not (0 before 0.17: not estimated)."""
 
     @property
     def available_bytes(self) -> int:
         return self.requested_bytes - (
-            self.weights_bytes + self.activation_peak_bytes + self.non_torch_bytes
+            self.weights_bytes
+            + self.activation_peak_bytes
+            + self.non_torch_bytes
+            + self.cudagraph_bytes
         )
 
 
@@ -879,6 +934,28 @@ def requested_memory(gpu_memory_bytes: int, utilization: float | Fraction) -> in
     if not 0 < utilization <= 1:
         raise VLLMConfigError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
     return usable_bytes(gpu_memory_bytes, as_fraction(utilization))
+
+
+def is_dense(model: ModelSpec) -> bool:
+    """Attention and dense MLPs only: what Model Runner V2 took by default in 0.25."""
+    return all(m.holds_tokens for m in model.mixer_pattern) and not any(
+        isinstance(ffn, MoE) for ffn in used_ffns(model)
+    )
+
+
+def cudagraph_estimate(
+    model: ModelSpec, release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int
+) -> int:
+    """"Estimated CUDA graph memory" of one worker: per graph captured (PIECEWISE and FULL
+    sizes, :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x
+    :data:`CUDAGRAPH_BYTES_PER_GRAPH`; 0 before 0.17 (not estimated) and for dense models in
+    0.25 (Model Runner V2's estimate is 0)."""
+    if release.cudagraph == "after_kv" or (release.dense_graphs_free and is_dense(model)):
+        return 0
+    graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
+        release, max_num_seqs, max_num_batched_tokens
+    )
+    return graphs * CUDAGRAPH_BYTES_PER_GRAPH
 
 
 def profile_kv_memory(
@@ -891,39 +968,163 @@ def profile_kv_memory(
     gpu_memory_utilization: float | Fraction = DEFAULT_GPU_UTIL,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    release: VLLMRelease | None = None,
+    scale_up_link: bool = True,
 ) -> tuple[ProfiledMemory, ...]:
-    """Estimated "Available KV cache memory" per pipeline stage, as vLLM 0.19's profiler
-    (``Worker.determine_available_memory``) would find it: requested - weights - activation
-    peak - non-torch. ``weights_per_gpu`` is one figure, or one per stage. An estimate: expect a
-    few percent of run-to-run variation, and pass the logged figure when you have one."""
+    """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
+    ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
+    weights - activation peak - non-torch - the CUDA-graph estimate where the release
+    subtracts it. ``weights_per_gpu`` is one figure, or one per stage; ``scale_up_link`` False
+    for GPUs joined by PCIe alone (:func:`~kvcalc.engine.overhead.non_torch_memory`). An
+    estimate: expect a few percent of run-to-run variation, and pass the logged figure when you
+    have one."""
+    rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
+    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens)
     return tuple(
         ProfiledMemory(
             requested_bytes=requested,
             weights_bytes=w,
             activation_peak_bytes=activation_peak(
-                model, tp, max_num_batched_tokens, max_num_seqs, last_stage=s == pp - 1, pp=pp
+                model,
+                tp,
+                max_num_batched_tokens,
+                max_num_seqs,
+                last_stage=s == pp - 1,
+                pp=pp,
+                logit_copies=rules.sampler_logit_copies,
             ),
-            non_torch_bytes=non_torch_memory(tp, pp),
+            non_torch_bytes=non_torch_memory(tp, pp, scale_up_link),
+            cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
+            cudagraph_estimate_bytes=graphs,
         )
         for s, w in enumerate(weights)
     )
 
 
+# --------------------------------------------------------------------------------------------
+# The inputs vLLM starts with, resolved for a release and a GPU
+
+
+@dataclass(frozen=True)
+class VLLMInputs:
+    """What a vLLM start-up uses: the release and the values of its budget's inputs, given or
+    the release's defaults for the GPU (reported in the JSON)."""
+
+    version: str
+    """The release as given (or the default), e.g. "0.21" or "0.33.0"."""
+    release: VLLMRelease
+    gpu_memory_utilization: Fraction
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def batch_defaults(dep: Deployment, release: VLLMRelease) -> tuple[int, int]:
+    """``vllm serve``'s max_num_batched_tokens and max_num_seqs for the deployment's GPU."""
+    accelerator = dep.gpus.accelerator
+    defaults = serve_batch_defaults(release, dep.memory_bytes_per_gpu, accelerator.name)
+    return defaults.max_num_batched_tokens, defaults.max_num_seqs
+
+
+def max_num_seqs_for(dep: Deployment, release: VLLMRelease) -> int:
+    """``--max-num-seqs``: the deployment's, else vLLM's default for the GPU and release (the
+    one place it is read: it sizes the sampler's profile run and the CUDA-graph capture sizes,
+    and caps the requests the scheduler runs at once, the batch kvcalc reports)."""
+    if dep.max_num_seqs is not None:
+        return dep.max_num_seqs
+    return batch_defaults(dep, release)[1]
+
+
+def max_num_batched_tokens_for(dep: Deployment, release: VLLMRelease) -> int:
+    """``--max-num-batched-tokens``: the deployment's, else vLLM's default for the GPU."""
+    if dep.max_num_batched_tokens is not None:
+        return dep.max_num_batched_tokens
+    return batch_defaults(dep, release)[0]
+
+
+def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
+    """The release ``version`` (None: the newest supported) and the inputs it starts ``dep``
+    with: the utilization given or the release's default, the batch sizes given or vLLM's
+    defaults for the GPU."""
+    from kvcalc.engine.vllm_releases import version_label
+
+    release = vllm_release(version)
+    share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
+    return VLLMInputs(
+        version=version_label(version),
+        release=release,
+        gpu_memory_utilization=share,
+        max_num_batched_tokens=max_num_batched_tokens_for(dep, release),
+        max_num_seqs=max_num_seqs_for(dep, release),
+    )
+
+
+def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemory, ...]:
+    """Each term of the profiler's budget per pipeline stage as kvcalc computes it for
+    ``dep`` under ``inputs`` (requested memory, weights, activation peak, non-torch memory, the
+    CUDA-graph estimate, and what is left for the KV cache), whatever figures the user gave:
+    to set beside the terms a start-up log prints (``kvcalc calibrate``)."""
+    return profile_kv_memory(
+        dep.model,
+        dep.memory_bytes_per_gpu,
+        dep.weights_per_stage,
+        tp=dep.tp,
+        pp=dep.pp,
+        gpu_memory_utilization=inputs.gpu_memory_utilization,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        max_num_seqs=inputs.max_num_seqs,
+        release=inputs.release,
+        scale_up_link=dep.gpus.accelerator.interconnect is not None,
+    )
+
+
+def vllm_memory_terms_for(
+    model: ModelSpec, gpus: GpuSet, version: str | None = None, **deployment_inputs: Any
+) -> tuple[VLLMInputs, tuple[ProfiledMemory, ...]]:
+    """The inputs vLLM ``version`` (None: the newest) starts ``model`` on ``gpus`` with, and
+    each budget term kvcalc computes per stage (:func:`vllm_memory_terms`): for setting beside
+    a start-up log's "weights / peak activation / non-torch / CUDAGraph" figures.
+    ``deployment_inputs`` are :func:`~kvcalc.engine.deployment.deployment`'s keywords (``tp``,
+    ``gpu_util``, ``max_num_batched_tokens``, ``max_num_seqs``, ``weight_dtype`` ...)."""
+    from kvcalc.engine.deployment import deployment
+
+    dep = deployment(model, gpus, **deployment_inputs)
+    inputs = vllm_inputs(dep, version)
+    return inputs, vllm_memory_terms(dep, inputs)
+
+
+def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...]:
+    """"Available KV cache memory" per stage: the figure given (``kv_memory``), the usable
+    memory less the weights and a given overhead, the seed's reserve, or the profiler's
+    estimate under the release's rules (:func:`vllm_memory_terms`)."""
+    if dep.kv_memory_bytes is not None or dep.reserve is not None:
+        return dep.kv_budget_per_stage
+    if dep.overhead_bytes is not None:
+        usable = requested_memory(dep.memory_bytes_per_gpu, inputs.gpu_memory_utilization)
+        return tuple(usable - w - dep.overhead_bytes for w in dep.weights_per_stage)
+    return tuple(t.available_bytes for t in vllm_memory_terms(dep, inputs))
+
+
 def vllm_kv_cache_for(
-    dep: Deployment, max_model_len: int, serving: VLLMServing | None = None
+    dep: Deployment,
+    max_model_len: int,
+    inputs: VLLMInputs | None = None,
+    serving: VLLMServing | None = None,
 ) -> VLLMKVCache | KVCacheTooSmall:
-    """vLLM's start-up for a deployment: its KV budget per stage (given, or estimated as the
-    profiler finds it, :attr:`Deployment.kv_budget_per_stage`, less the MTP layers' weights on
-    the last stage), its cache format and paging, with vLLM's own serving options
-    (:class:`~kvcalc.engine.vllm_parallel.VLLMServing`; None: their defaults)."""
+    """vLLM's start-up for a deployment under ``inputs`` (None: the defaults of the release
+    ``serving`` names, else the newest's, :func:`vllm_inputs`) with vLLM's own serving options
+    (:class:`~kvcalc.engine.vllm_parallel.VLLMServing`; None: their defaults): its KV budget per
+    stage (:func:`vllm_budget_per_stage`, less the MTP layers' weights on the last stage), its
+    cache format and paging."""
     from kvcalc.engine.capacity import over_memory_reason
     from kvcalc.engine.vllm_parallel import VLLMServing, serving_setup
 
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
-    setup = serving_setup(dep, serving or VLLMServing())
+    serving = serving or VLLMServing()
+    inputs = inputs or vllm_inputs(dep, serving.vllm_version)
+    setup = serving_setup(dep, serving, inputs)
     result = vllm_kv_cache(
         dep.model,
         setup.budgets,
@@ -932,13 +1133,14 @@ def vllm_kv_cache_for(
         tp=dep.tp,
         pp=dep.pp,
         block_size=dep.block_size,
-        max_num_batched_tokens=dep.max_num_batched_tokens,
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
         dcp=setup.dcp,
         mamba_cache_mode=setup.mamba_cache_mode,
         num_speculative_tokens=setup.num_speculative_tokens,
         draft_mixers=setup.draft_mixers,
+        release=inputs.release,
     )
     over = over_memory_reason(dep)
     if over is None:

@@ -8,10 +8,13 @@ Read from the vllm 0.19.0 wheel:
   for GQA/MQA tp > total KV heads, dcp <= tp // KV heads and dcp divides the query heads per
   KV head (MLA takes any dcp dividing tp). The ranks of a DCP group hold the same heads and
   split a request's tokens, so a rank's page is its tp page and a request takes
-  ``cdiv(cdiv(L, dcp), block)`` pages (``FullAttentionSpec.max_memory_usage_bytes``); the token
-  line is multiplied by dcp ("Multiplying the GPU KV cache size by the cp_world_size",
-  ``_report_kv_cache_config``). Sliding-window, chunked, Mamba and multi-group (hybrid) caches
-  assert dcp == 1 (``single_type_kv_cache_manager.py``, ``kv_cache_coordinator.py``).
+  ``cdiv(cdiv(L, dcp), block)`` pages (``FullAttentionSpec.max_memory_usage_bytes``); up to
+  0.20 the block token line is multiplied by dcp ("Multiplying the GPU KV cache size by the
+  cp_world_size", ``_report_kv_cache_config``); from 0.21 the line is max_concurrency x L,
+  which counts DCP through the pages per request, and that log line is gone
+  (``kv_cache_utils.py`` of 0.20.0 and 0.21.0). Sliding-window, chunked, Mamba and
+  multi-group (hybrid) caches assert dcp == 1 (``single_type_kv_cache_manager.py``,
+  ``kv_cache_coordinator.py``).
 - **DP** (``--data-parallel-size``): every replica profiles and sizes its own pool; only the
   MoE layers span the group (``FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp``: experts
   over dp x tp ranks), see :attr:`kvcalc.engine.deployment.Deployment.moe_ranks`.
@@ -42,6 +45,7 @@ from kvcalc.errors import literal
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.spec import Mixer, ModelSpec
+    from kvcalc.engine.vllm import VLLMInputs
 
 MambaCacheMode = Literal["none", "align", "all"]
 
@@ -66,12 +70,13 @@ class VLLMServing:
     enable_prefix_caching: bool | None = None
     num_speculative_tokens: int = 0
     max_num_seqs: int | None = None
-    """The scheduler's cap on running requests; None: not given (no cap on the batch)."""
+    """The scheduler's cap on running requests; None: vLLM's default for the GPU and release
+    (:func:`kvcalc.engine.vllm.max_num_seqs_for`)."""
     data_parallel_size: int | None = None
     enable_expert_parallel: bool = False
-    hybrid_prefix_caching_default: bool = False
-    """The release caches prefixes of models with recurrent states by default, in "align"
-    mode (vLLM >= 0.28, #50991); False: vLLM 0.19, off for them. Not an option: the release's."""
+    vllm_version: str | None = None
+    """The release whose rules apply (None: the newest, :mod:`kvcalc.engine.vllm_releases`);
+    among them whether a hybrid caches prefixes by default (:func:`mamba_cache_mode`)."""
 
 
 # ------------------------------------------------------------------ decode context parallelism
@@ -284,21 +289,28 @@ class ServingSetup:
     mtp_weight_bytes: int
 
 
-def serving_setup(dep: Deployment, serving: VLLMServing) -> ServingSetup:
-    """Check vLLM's options against ``dep`` and apply them: the DCP size, the Mamba cache mode
-    (:attr:`VLLMServing.hybrid_prefix_caching_default`), the MTP layers and their weights
-    (none taken from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
+def serving_setup(
+    dep: Deployment, serving: VLLMServing, inputs: VLLMInputs | None = None
+) -> ServingSetup:
+    """Check vLLM's options against ``dep`` and apply them under the release of ``inputs``
+    (None: those of ``serving.vllm_version``, :func:`kvcalc.engine.vllm.vllm_inputs`): the DCP
+    size, the Mamba cache mode (the release's default when prefix caching is not given:
+    :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mamba_align`), the MTP layers and their
+    weights taken from the release's budget (:func:`kvcalc.engine.vllm.vllm_budget_per_stage`;
+    none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
+    from kvcalc.engine.vllm import vllm_budget_per_stage, vllm_inputs
+
+    inputs = inputs or vllm_inputs(dep, serving.vllm_version)
     model = dep.model
     check_dcp(model, dep.tp, serving.decode_context_parallel_size)
     mode = mamba_cache_mode(
-        model, serving.enable_prefix_caching,
-        hybrid_default_on=serving.hybrid_prefix_caching_default,
+        model, serving.enable_prefix_caching, hybrid_default_on=inputs.release.mamba_align
     )
     check_cache_mode(model, mode)
     spec = serving.num_speculative_tokens
     check_speculative(model, spec, dep.pp)
     drafts = mtp_mixers(model) if spec else ()
-    budgets = dep.kv_budget_per_stage
+    budgets = vllm_budget_per_stage(dep, inputs)
     weights = 0
     if drafts and dep.kv_memory_bytes is None:
         weights = mtp_weight_bytes(
@@ -310,30 +322,11 @@ def serving_setup(dep: Deployment, serving: VLLMServing) -> ServingSetup:
     )
 
 
-#: ``EngineArgs.get_batch_defaults`` (vllm 0.19 arg_utils.py, PR #17885): ``vllm serve``'s
-#: max_num_seqs is 1024 on a device of at least 70 GiB whose name has no "a100", else 256.
-LARGE_DEVICE_BYTES = 70 * 2**30
-DEFAULT_MAX_NUM_SEQS_LARGE = 1024
-DEFAULT_MAX_NUM_SEQS_SMALL = 256
-
-
-def default_max_num_seqs(memory_bytes: int, device_name: str) -> int:
-    """``vllm serve``'s ``--max-num-seqs`` when none is given, for the device vLLM sees."""
-    large = memory_bytes >= LARGE_DEVICE_BYTES and "a100" not in device_name.lower()
-    return DEFAULT_MAX_NUM_SEQS_LARGE if large else DEFAULT_MAX_NUM_SEQS_SMALL
-
-
-def max_num_seqs_of(dep: Deployment, serving: VLLMServing) -> int:
-    """The running requests vLLM's scheduler admits: ``--max-num-seqs`` or its default."""
-    if serving.max_num_seqs is not None:
-        return serving.max_num_seqs
-    return default_max_num_seqs(dep.memory_bytes_per_gpu, dep.gpus.accelerator.name)
-
-
 def serving_deployment(dep: Deployment, serving: VLLMServing) -> Deployment:
     """``dep`` as vLLM's options lay it out: ``--data-parallel-size`` must be the replicas the
     GPUs hold (each sizes its own pool; their MoE layers share the experts), expert parallelism
-    holds whole experts, ``--max-num-seqs`` sizes the sampler's profile."""
+    holds whole experts, ``--max-num-seqs`` given sizes the sampler's profile and the CUDA-graph
+    capture (not given: the release's default, :func:`kvcalc.engine.vllm.max_num_seqs_for`)."""
     dp = serving.data_parallel_size
     if dp is not None and dp != dep.replicas:
         raise VLLMParallelError(
@@ -358,9 +351,8 @@ def serving_deployment(dep: Deployment, serving: VLLMServing) -> Deployment:
         changes["data_parallel"] = True
     if serving.enable_expert_parallel:
         changes["expert_parallel"] = True
-    seqs = max_num_seqs_of(dep, serving)
-    if seqs != dep.max_num_seqs:
-        changes["max_num_seqs"] = seqs
+    if serving.max_num_seqs is not None:
+        changes["max_num_seqs"] = serving.max_num_seqs
     return replace(dep, **changes) if changes else dep  # type: ignore[arg-type]
 
 

@@ -241,10 +241,12 @@ class BatchVllmDocument(EngineDocument):
     """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
 
     block_size: int | None
-    max_num_batched_tokens: int
+    vllm_version: str
     gpu_memory_utilization: float | None
+    max_num_batched_tokens: int
     kv_cache_memory_bytes: int | None
     max_num_seqs: int
+    cudagraph_memory_bytes: int | None
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
@@ -936,16 +938,25 @@ VOCABULARY: dict[str, Term] = {
     ),
     # vLLM
     "max_model_len": Term(TOK, "vLLM's --max-model-len the pool is sized for"),
-    "max_num_batched_tokens": Term(TOK, "vLLM's activation profile's batched tokens"),
+    "max_num_batched_tokens": Term(
+        TOK, "tokens one scheduler step carries (vLLM's; also sizes its activation profile)"
+    ),
+    "vllm_version": Term("", "the vLLM release whose rules apply"),
     "gpu_memory_utilization": Term(
-        "fraction", "vLLM's --gpu-memory-utilization (null: --kv-cache-memory given)"
+        "fraction", "vLLM's --gpu-memory-utilization used (null: a KV budget or reserve given)"
     ),
     "kv_cache_memory_bytes": Term(B, "vLLM's --kv-cache-memory per GPU, or null"),
-    "max_num_seqs": Term(SEQ, "vLLM's --max-num-seqs or its default, max_batch_per_replica's cap"),
+    "max_num_seqs": Term(
+        SEQ, "vLLM's --max-num-seqs or the release's default for the GPU: the sampler profile, "
+        "the CUDA graphs, max_batch_per_replica's cap"
+    ),
+    "cudagraph_memory_bytes": Term(
+        B, "CUDA-graph estimate taken from each GPU's KV budget (null: budget given)"
+    ),
     "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
     "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),
-    "enable_prefix_caching": Term("", "vLLM's prefix caching, given or its default"),
+    "enable_prefix_caching": Term("", "vLLM's prefix caching, given or the release's default"),
     "mamba_cache_mode": Term("", "vLLM's state mode (`none`, `align`; null: no states)"),
     "num_speculative_tokens": Term(TOK, "vLLM's MTP speculative tokens (0: none)"),
     "draft_layers": Term(

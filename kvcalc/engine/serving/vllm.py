@@ -1,5 +1,6 @@
-"""vLLM (``--engine vllm``): its block pool as vLLM 0.19 sizes it at start-up
-(:mod:`kvcalc.engine.vllm`), started with ``--max-model-len`` = each request length."""
+"""vLLM (``--engine vllm``): its block pool as vLLM sizes it at start-up
+(:mod:`kvcalc.engine.vllm`), started with ``--max-model-len`` = each request length, under the
+rules of the release asked for (``--vllm-version``, :mod:`kvcalc.engine.vllm_releases`)."""
 
 from __future__ import annotations
 
@@ -27,18 +28,22 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.kvformat import KVFormat
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMKVCache
+    from kvcalc.engine.vllm import KVCacheTooSmall, VLLMInputs, VLLMKVCache
     from kvcalc.engine.vllm_parallel import VLLMServing
 
 _NAME = "vllm"
 #: What each of its own inputs declares: the engine that reads it, where the help lists it.
 _OWN: dict[str, Any] = {"engine": _NAME, "panel": "vLLM engine"}
 
-#: ``vllm serve``'s own options, named as vLLM names them (:mod:`kvcalc.engine.vllm_parallel`).
+#: ``vllm serve``'s own options, named as vLLM names them (:mod:`kvcalc.engine.vllm_parallel`),
+#: and the release whose rules apply (:mod:`kvcalc.engine.vllm_releases`).
 VLLM_INPUTS: tuple[Input, ...] = (
+    Input("vllm_version", "text", "release, 0.10-0.33 [default: 0.33.0]",
+          metavar="X.Y[.Z]", **_OWN),
     Input("max_num_seqs", "count",
-          "most requests running at once: caps the batch, sizes the sampler's profile "
-          "[default: vllm serve's, 1024; 256 on A100s and GPUs under 70 GiB]",
+          "most requests running at once: caps the batch, sizes the sampler's profile and "
+          "the CUDA graphs [default: vllm serve's for the GPU and release: 1024; 256 on "
+          "A100s and GPUs under 70 GiB]",
           minimum=1, maximum=1 << 20, **_OWN),
     Input("decode_context_parallel_size", "count",
           "DCP: a request's tokens split over this many of the tp ranks (x tokens)",
@@ -50,7 +55,7 @@ VLLM_INPUTS: tuple[Input, ...] = (
           "EP: whole routed experts split across the tp x dp ranks [default: off]", **_OWN),
     Input("enable_prefix_caching", "flag",
           "prefix caching; on a Mamba hybrid 'align' mode: 2 state pages per request "
-          "[default: vLLM's, off for hybrids]", **_OWN),
+          "[default: vLLM's, on; for hybrids off before 0.28]", **_OWN),
     Input("num_speculative_tokens", "count",
           "MTP speculative decoding: the model's MTP layers load, their KV joins the pool",
           minimum=0, maximum=64, metavar="K", **_OWN),
@@ -60,7 +65,7 @@ VLLM_INPUTS: tuple[Input, ...] = (
 class VLLM(Engine):
     name = _NAME
     label = "vLLM"
-    summary = "vllm: vLLM 0.19's exact block count"
+    summary = "vllm: vLLM's exact block count (0.10-0.33)"
     plans = True
     takes_lengths = True
     refusals = Refusals({
@@ -70,9 +75,16 @@ class VLLM(Engine):
     options = tuple(i.name for i in inputs)
 
     def engine_options(self, given: Given) -> VLLMServing:
-        """vLLM's own options from their values, defaults filled in."""
+        """vLLM's own options from their values, defaults filled in; the release asked for
+        (None: the newest) is refused unless kvcalc has its rules."""
         from kvcalc.engine.vllm_parallel import VLLMServing
+        from kvcalc.engine.vllm_releases import VLLMVersionError, vllm_release
 
+        version = given.get("vllm_version")
+        try:
+            vllm_release(version)
+        except VLLMVersionError as exc:
+            raise InputRefusal(exc.template, "vllm_version") from None
         return VLLMServing(
             decode_context_parallel_size=given.get("decode_context_parallel_size") or 1,
             enable_prefix_caching=given.get("enable_prefix_caching"),
@@ -80,6 +92,7 @@ class VLLM(Engine):
             max_num_seqs=given.get("max_num_seqs"),
             data_parallel_size=given.get("data_parallel_size"),
             enable_expert_parallel=bool(given.get("enable_expert_parallel")),
+            vllm_version=version,
         )
 
     #: vLLM replays decode steps as CUDA graphs unless --enforce-eager (its docs; V1 captures
@@ -133,10 +146,12 @@ class VLLMPool:
     """vLLM's block pool of one replica, started once per request length (its max_model_len)."""
 
     def __init__(self, dep: Deployment, serving: VLLMServing | None = None) -> None:
+        from kvcalc.engine.vllm import vllm_inputs
         from kvcalc.engine.vllm_parallel import VLLMServing
 
         self.dep = dep
         self.serving = serving or VLLMServing()
+        self.inputs = vllm_inputs(dep, self.serving.vllm_version)
         self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
 
     def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
@@ -147,7 +162,7 @@ class VLLMPool:
         result = self._started.get(max_model_len)
         if result is None:
             result = self._started[max_model_len] = vllm_kv_cache_for(
-                self.dep, max_model_len, self.serving
+                self.dep, max_model_len, self.inputs, self.serving
             )
         return result
 
@@ -165,11 +180,9 @@ class VLLMPool:
         return batches, None
 
     def capped(self, concurrency: float) -> int:
-        """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` or its default
-        (the scheduler runs no more at once)."""
-        from kvcalc.engine.vllm_parallel import max_num_seqs_of
-
-        return min(math.floor(concurrency), max_num_seqs_of(self.dep, self.serving))
+        """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` or the release's
+        default for the GPU (the scheduler runs no more at once)."""
+        return min(math.floor(concurrency), self.inputs.max_num_seqs)
 
     def max_batch(self, context: int) -> int:
         from kvcalc.engine.vllm import KVCacheTooSmall, VLLMConfigError
@@ -211,7 +224,8 @@ class VLLMPool:
             lengths = [self.dep.model.max_context]
         if not lengths:
             raise refusal("max_model_len", "give the request length vLLM serves, e.g. 8k")
-        return VLLMAnswer(self.dep, [self.start(length) for length in lengths], self.serving)
+        results = [self.start(length) for length in lengths]
+        return VLLMAnswer(self.dep, results, self.inputs, self.serving)
 
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
@@ -302,33 +316,38 @@ def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
         f"Available KV cache memory: {avail / GiB:.2f} GiB",
         f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
         f"group(s), {result.blocks_per_request:,} blocks per request)",
-        *dcp_line(result.setup.decode_context_parallel_size),
+        *dcp_line(result.setup.decode_context_parallel_size, result.setup.token_line),
         f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
         f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
         f"{result.max_concurrency:.2f}x",
     ]
 
 
-def serving_keys(dep: Deployment, serving: VLLMServing) -> dict[str, Any]:
-    """The inputs vLLM started with, as ``vllm serve`` names them (null: not given, or not
-    used: no utilization beside a KV budget given directly)."""
-    from kvcalc.engine.vllm_parallel import has_states, max_num_seqs_of, serving_setup
+def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> dict[str, Any]:
+    """The inputs vLLM started with, as ``vllm serve`` names them: the release, the values the
+    profiler's budget read (null where a KV budget or a reserve was given, so that it read none
+    of them), and the serving options applied."""
+    from kvcalc.engine.vllm import vllm_memory_terms
+    from kvcalc.engine.vllm_parallel import has_states, serving_setup
 
-    setup = serving_setup(dep, serving)
+    setup = serving_setup(dep, serving, inputs)
+    estimated = dep.kv_memory_bytes is None and dep.reserve is None
+    graphs = None
+    if estimated and dep.overhead_bytes is None:
+        graphs = max(t.cudagraph_bytes for t in vllm_memory_terms(dep, inputs))
     given = serving.enable_prefix_caching
     return {
-        "gpu_memory_utilization": None
-        if dep.kv_memory_bytes is not None
-        else float(dep.memory_share),
+        "vllm_version": inputs.version,
+        "gpu_memory_utilization": float(inputs.gpu_memory_utilization) if estimated else None,
         "kv_cache_memory_bytes": dep.kv_memory_bytes,
-        "max_num_seqs": max_num_seqs_of(dep, serving),
+        "max_num_batched_tokens": inputs.max_num_batched_tokens,
+        "max_num_seqs": inputs.max_num_seqs,
+        "cudagraph_memory_bytes": graphs,
         "decode_context_parallel_size": setup.dcp,
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
         # vLLM's default: on, but (before 0.28) off for models with recurrent states.
-        "enable_prefix_caching": (
-            not has_states(dep.model) or serving.hybrid_prefix_caching_default
-        )
+        "enable_prefix_caching": (not has_states(dep.model) or inputs.release.mamba_align)
         if given is None
         else given,
         "mamba_cache_mode": setup.mamba_cache_mode if has_states(dep.model) else None,
@@ -360,9 +379,12 @@ def _mtp_words(tokens: int) -> str:
 
 #: The serving keys of every vLLM record (:func:`serving_keys`).
 SERVING_FIELDS = (
+    "vllm_version",
     "gpu_memory_utilization",
     "kv_cache_memory_bytes",
+    "max_num_batched_tokens",
     "max_num_seqs",
+    "cudagraph_memory_bytes",
     "decode_context_parallel_size",
     "data_parallel_size",
     "enable_expert_parallel",
@@ -374,9 +396,10 @@ SERVING_FIELDS = (
 )
 
 
-def dcp_line(dcp: int) -> list[str]:
-    """vLLM 0.19's line before the token count under DCP (``_report_kv_cache_config``)."""
-    if dcp == 1:
+def dcp_line(dcp: int, token_line: str = "blocks") -> list[str]:
+    """The line before the token count under DCP (``_report_kv_cache_config``) of the releases
+    that multiply their block line by it (up to 0.20; gone with 0.21's concurrency line)."""
+    if dcp == 1 or token_line != "blocks":
         return []
     return [
         f"Multiplying the GPU KV cache size by the cp_world_size {dcp} "
@@ -413,19 +436,20 @@ class VLLMAnswer:
         self,
         dep: Deployment,
         results: list[VLLMKVCache | KVCacheTooSmall],
+        inputs: VLLMInputs,
         serving: VLLMServing | None = None,
     ) -> None:
         from kvcalc.engine.vllm_parallel import VLLMServing
 
         self.dep = dep
         self.results = results
+        self.inputs = inputs
         self.serving = serving or VLLMServing()
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
-        from kvcalc.engine.vllm_parallel import max_num_seqs_of
 
-        dep, results = self.dep, self.results
+        dep, results, inputs = self.dep, self.results, self.inputs
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
         own_blocks = backend_blocks(dep.model)
         head = {
@@ -437,11 +461,10 @@ class VLLMAnswer:
             "kv_dtype": dep.kv_dtype.name,
             "kv_bits_per_value": setup.kv_bits_per_value,
             "block_size": None if own_blocks else dep.block_size,
-            "max_num_batched_tokens": dep.max_num_batched_tokens,
-            **serving_keys(dep, self.serving),
+            **serving_keys(dep, self.serving, inputs),
             **setup.layout,
         }
-        cap = max_num_seqs_of(dep, self.serving)
+        cap = inputs.max_num_seqs
         per_length = [vllm_payload(r, dep.replicas, cap) for r in results]
         first = per_length[0]
         payload = {
@@ -455,9 +478,9 @@ class VLLMAnswer:
         }
         flat = {**head, **{f"gpus_{k}": v for k, v in setup.gpus.items()}}
         records = [{k: ({**flat, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
-        release, block = ("0.19", f"block {dep.block_size}")
+        release, block = (inputs.version, f"block {dep.block_size}")
         if own_blocks:
-            release, block = ("0.33", "the backend's blocks (64-token windows, 256-token latents)")
+            block = "the backend's blocks (64-token windows, 256-token latents)"
         header = (
             f"{dep.model.name} ({dep.model.id}) on {dep.gpus}: vLLM {release}, tp {dep.tp}, "
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"

@@ -1,0 +1,267 @@
+"""What changed from vLLM 0.10 to 0.33 on the path from GPU memory to KV blocks: one row per
+release family, each rule with its source.
+
+This is the only place a vLLM release is compared: :mod:`kvcalc.engine.vllm` and the engine
+plug-in read the rules of the release asked for (:func:`vllm_release`) and never test a version
+themselves. Sources are the reference ``shared/reference/vllm-releases.md`` (PRs, issues and
+logs it cites) and the released wheels' own code, read from ``pip download vllm==X --no-deps``
+(``vllm/config/cache.py``, ``vllm/envs.py``, ``vllm/engine/arg_utils.py``,
+``vllm/config/vllm.py``, ``vllm/v1/core/kv_cache_utils.py``, ``vllm/v1/worker/gpu_worker.py``)
+for 0.10.2, 0.11.0, 0.17.0, 0.20.0, 0.21.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.30.0, 0.32.0 and
+0.33.0. Where the wheel and the reference disagree the wheel wins (0.20.0 already defaults to
+0.92 and subtracts the CUDA-graph estimate; its token line is still block-based).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from kvcalc.engine.overhead import SAMPLER_LOGIT_COPIES
+from kvcalc.engine.serving.base import EngineRefusal
+from kvcalc.engine.units import GiB
+
+TokenLine = Literal["blocks", "concurrency"]
+Accounting = Literal["non_torch", "consumed"]
+GraphRule = Literal["after_kv", "printed", "subtracted"]
+
+
+class VLLMVersionError(EngineRefusal):
+    """A release kvcalc has no rules for, or a version it cannot read."""
+
+
+@dataclass(frozen=True)
+class VLLMRelease:
+    """The rules of one vLLM release family (its first minor release up to the next row's)."""
+
+    family: str
+    """The first release of the family, "0.21"."""
+    gpu_memory_utilization: Fraction
+    """The default ``--gpu-memory-utilization``."""
+    cudagraph: GraphRule
+    """What becomes of the CUDA graphs' memory: captured after the KV cache is allocated and
+    outside the budget ("after_kv"), estimated and printed but not subtracted ("printed"), or
+    estimated and subtracted from the KV budget ("subtracted")."""
+    dense_graphs_free: bool
+    """Model Runner V2's ``profile_cudagraph_memory`` returns 0 for dense models (0.25.x)."""
+    full_graphs: bool
+    """FULL decode graphs are captured beside the PIECEWISE ones (FULL_AND_PIECEWISE, 0.11+)."""
+    capture_grid_67: bool
+    """0.10-0.11 capture 1, 2, 4 and every multiple of 8 up to min(2 x max_num_seqs, 512): 67
+    sizes at the defaults (later releases step by 16 from 256)."""
+    token_line: TokenLine
+    """"GPU KV cache size: N tokens": num_blocks // groups x the smallest block ("blocks") or
+    int(max_concurrency x max_model_len) ("concurrency")."""
+    async_in_flight: bool
+    """Sliding-window and chunked-local layers reserve the tokens of every batch in flight
+    (``max_in_flight_tokens``: 2 x max_num_batched_tokens under async scheduling at PP 1)."""
+    accounting: Accounting
+    """What the summary line calls its terms: weights and non-torch apart ("non_torch") or one
+    "consumed memory (weights + non-torch)" with the graph estimate inside the printed peak
+    activation ("consumed")."""
+    large_device_tier: bool
+    """A device of 160 GiB or more gets 16384 batched tokens / 1024 sequences for serve."""
+    gb10_small_tier: bool
+    """GB10 (DGX Spark, capability 12.1) keeps the small defaults whatever its memory."""
+    mamba_align: bool
+    """Prefix caching is on by default for Mamba hybrids in "align" mode: two state pages per
+    request instead of one. The one rule for that default: read by
+    :func:`kvcalc.engine.vllm_parallel.mamba_cache_mode` (``--enable-prefix-caching`` not
+    given), whose mode sets the state pages (:func:`~kvcalc.engine.vllm_parallel.state_pages`)."""
+    sampler_logit_copies: Fraction
+    """Copies of the max_num_seqs x vocabulary fp32 logits the profile's sampler run holds at
+    its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
+
+    def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
+        """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
+        step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
+        concurrent batches being 2 under async scheduling at PP 1 and PP otherwise
+        (``VllmConfig.max_concurrent_batches``, vllm/config/vllm.py of 0.26.0; Model Runner V2
+        would take PP + 1 under PP, not modelled)."""
+        if not self.async_in_flight:
+            return max_num_batched_tokens
+        return (2 if pp == 1 else pp) * max_num_batched_tokens
+
+
+def _release(family: str, **rules: object) -> VLLMRelease:
+    base: dict[str, object] = {
+        "gpu_memory_utilization": Fraction(9, 10),
+        "cudagraph": "printed",
+        "dense_graphs_free": False,
+        "full_graphs": True,
+        "capture_grid_67": False,
+        "token_line": "blocks",
+        "async_in_flight": False,
+        "accounting": "non_torch",
+        "large_device_tier": False,
+        "gb10_small_tier": False,
+        "mamba_align": False,
+        "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
+    }
+    base.update(rules)
+    return VLLMRelease(family, **base)  # type: ignore[arg-type]
+
+
+#: The sampler run of 0.10-0.16 held about 9.6 copies of the logits, not 0.19's 3.72: fitted on
+#: the one figure the reference gives, Qwen3-14B on an H100 (8192 batched tokens, 1024
+#: sequences), whose peak fell from 5.64 GiB in 0.16 to 2.23 in 0.17 (vllm-releases.md section
+#: 3; 0.078 GiB of hidden states + 9.6 x 0.58 GiB of logits = 5.64). Used to set this constant;
+#: the 0.10.2 L40S and 0.11 H200 logs of tests/fixtures/vllm_logs are held back from it.
+PRE_017_LOGIT_COPIES = Fraction("9.6")
+
+#: One row per family, oldest first; each row holds until the next.
+RELEASES: tuple[VLLMRelease, ...] = (
+    # 0.10: graphs captured after the KV cache is allocated, outside the budget (PR #21489's
+    # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
+    _release("0.10", cudagraph="after_kv", capture_grid_67=True, full_graphs=False,
+             sampler_logit_copies=PRE_017_LOGIT_COPIES),
+    # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
+    # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
+    # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
+    _release("0.11", cudagraph="after_kv", capture_grid_67=True,
+             sampler_logit_copies=PRE_017_LOGIT_COPIES),
+    # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
+    # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
+    _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES),
+    # 0.17: the activation profile of 0.19 (Qwen3-14B 5.64 -> 2.23 GiB from 0.16, the
+    # reference); PR #30515's estimate is printed ("Estimated CUDA graph memory") but not
+    # subtracted: the 0.19.0 H100 logs of the reference print it without subtracting (the
+    # 0.17.0 wheel's envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS yet, so it prints
+    # none there; either way nothing is subtracted).
+    _release("0.17"),
+    # 0.20: vllm/config/cache.py 0.20.0 defaults gpu_memory_utilization to 0.92 and envs.py to
+    # ESTIMATE_CUDAGRAPHS=1 (PR #38284; the reference dates it 0.21, the 0.20.0 wheel has it);
+    # the token line is still num_blocks // groups x block (kv_cache_utils.py 0.20.0).
+    _release("0.20", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted"),
+    # 0.21: "GPU KV cache size in tokens = max_concurrency * max_model_len"
+    # (kv_cache_utils.py 0.21.0).
+    _release("0.21", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency"),
+    # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
+    # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1").
+    _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", dense_graphs_free=True),
+    # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
+    # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2
+    # reserves graph memory again (#50159).
+    _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", async_in_flight=True),
+    # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.x,
+    # total_consumed + transient_peak_headroom).
+    _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", async_in_flight=True, accounting="consumed"),
+    # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
+    # prefix caching on by default for hybrids in "align" mode (#50991).
+    _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", async_in_flight=True, accounting="consumed",
+             large_device_tier=True, mamba_align=True),
+    # 0.33: GB10 kept on the small tier (is_gb10 in get_batch_defaults, arg_utils.py 0.33.0;
+    # absent from 0.32.0).
+    _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", async_in_flight=True, accounting="consumed",
+             large_device_tier=True, mamba_align=True, gb10_small_tier=True),
+)
+
+#: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
+#: package index as of this writing).
+OLDEST_VERSION = "0.10"
+NEWEST_VERSION = "0.33.0"
+#: The release the block model was checked against (61 vLLM 0.19.0 H100 logs).
+BLOCK_MODEL_VERSION = "0.19"
+DEFAULT_VERSION = NEWEST_VERSION
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?\w*)*")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of "0.21", "0.21.1", "v0.26.1rc0" (a pre-release or local tag is
+    read as its release)."""
+    match = _VERSION.fullmatch(text.strip())
+    if match is None:
+        raise VLLMVersionError(
+            "{vllm_version}: " + f"{text!r} is not a vLLM release; give X.Y or X.Y.Z, "
+            f"e.g. 0.21", "vllm_version",
+        )
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def vllm_release(text: str | None = None) -> VLLMRelease:
+    """The rules of the family ``text`` belongs to (None: :data:`DEFAULT_VERSION`); refused
+    outside 0.10 .. the newest."""
+    version = parse_version(text or DEFAULT_VERSION)
+    oldest, newest = parse_version(OLDEST_VERSION), parse_version(NEWEST_VERSION)
+    if not oldest[:2] <= version[:2] <= newest[:2]:
+        raise VLLMVersionError(
+            "{vllm_version}: " + f"vLLM {text} is outside the releases kvcalc models "
+            f"({OLDEST_VERSION} to {NEWEST_VERSION[:-2]}); give one of them", "vllm_version",
+        )
+    row = RELEASES[0]
+    for candidate in RELEASES:
+        if parse_version(candidate.family)[:2] <= version[:2]:
+            row = candidate
+    return row
+
+
+def version_label(text: str | None) -> str:
+    """The release as output names it: as given, without a leading v."""
+    return (text or DEFAULT_VERSION).strip().removeprefix("v")
+
+
+# --------------------------------------------------------------------------------------------
+# `vllm serve`'s GPU-dependent defaults (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py,
+# PR #17885; the same rule in every release's wheel, with the tiers noted on the rows)
+
+#: Devices of at least this much memory whose name lacks "a100" get the large defaults.
+LARGE_DEVICE_BYTES = 70 * GiB
+#: From 0.28, devices of at least this much get the largest.
+LARGEST_DEVICE_BYTES = 160 * GiB
+
+
+@dataclass(frozen=True)
+class BatchDefaults:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+def serve_batch_defaults(
+    release: VLLMRelease, device_memory_bytes: int, device_name: str
+) -> BatchDefaults:
+    """``vllm serve``'s default ``max_num_batched_tokens`` / ``max_num_seqs`` on one device:
+    8192 / 1024 on a device of >= 70 GiB whose name does not contain "a100" (16384 / 1024 at
+    >= 160 GiB from 0.28), else 2048 / 256; GB10 stays small from 0.33."""
+    name = device_name.lower()
+    if release.gb10_small_tier and "gb10" in name:
+        return BatchDefaults(2048, 256)
+    if release.large_device_tier and device_memory_bytes >= LARGEST_DEVICE_BYTES:
+        return BatchDefaults(16384, 1024)
+    if device_memory_bytes >= LARGE_DEVICE_BYTES and "a100" not in name:
+        return BatchDefaults(8192, 1024)
+    return BatchDefaults(2048, 256)
+
+
+def capture_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """How many batch sizes each CUDA-graph mode captures: 1, 2, 4, then steps of 8 (0.10-0.11,
+    ``_set_cudagraph_sizes`` in vllm/config/__init__.py 0.11.0), later steps of 8 below 256 and
+    of 16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs, 512) and at
+    most max_num_batched_tokens."""
+    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
+    return sum(1 for size in _grid(release) if size <= largest)
+
+
+def _grid(release: VLLMRelease) -> list[int]:
+    if release.capture_grid_67:
+        return [1, 2, 4, *range(8, 513, 8)]
+    return [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+
+
+def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
+    ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430)."""
+    if not release.full_graphs:
+        return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
+    if release.capture_grid_67:
+        return capture_sizes(release, max_num_seqs, max_num_batched_tokens)  # 0.11: 67 twice
+    largest = min(max_num_seqs, 512, max_num_batched_tokens)
+    return sum(1 for size in _grid(release) if size <= largest)

@@ -1,0 +1,302 @@
+"""vLLM's per-release rules (kvcalc/engine/vllm_releases.py) against real public start-up logs
+(tests/fixtures/vllm_logs/, each with its source and its role: "used to set constants" or
+"held back"; README.md there tabulates them) and against the released wheels' code.
+
+(a) given the KV memory the log reports, the token line within 0.01% (the log rounds the GiB to
+two decimals, which alone moves a 56 GiB pool by up to 0.01%);
+(b) from the GPU alone (no measured figure), within 2%; a log kvcalc cannot reach is a strict
+xfail naming why.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from specs import registry_model
+from typer.testing import CliRunner
+
+from kvcalc.cli.app import app
+from kvcalc.engine.deployment import deployment
+from kvcalc.engine.serving.base import EngineRefusal
+from kvcalc.engine.units import GiB, dtype
+from kvcalc.engine.vllm import (
+    VLLMKVCache,
+    vllm_inputs,
+    vllm_kv_cache,
+    vllm_kv_cache_for,
+    vllm_memory_terms,
+)
+from kvcalc.engine.vllm_releases import (
+    NEWEST_VERSION,
+    capture_sizes,
+    serve_batch_defaults,
+    vllm_release,
+)
+from kvcalc.registry.gpus import parse_gpu_set
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
+
+
+def logged(name: str, pattern: str) -> str:
+    """The first group of ``pattern`` in the log ``name`` (read from the fixture, never typed)."""
+    match = re.search(pattern, (LOGS / name).read_text(encoding="utf-8"))
+    assert match, (name, pattern)
+    return match[1]
+
+
+def log_tokens(name: str) -> int:
+    return int(logged(name, r"GPU KV cache size: ([\d,]+) tokens").replace(",", ""))
+
+
+def log_kv_bytes(name: str) -> int:
+    # "Available KV cache memory" (or, from 0.27, "Current kv cache memory in use is"), printed
+    # with two decimals: the exact figure is within 0.005 GiB.
+    pattern = r"(?:Available KV cache memory: |Current kv cache memory in use is )([\d.]+) GiB"
+    return int(Fraction(logged(name, pattern)) * GiB)
+
+
+#: Each log's set-up as its command line states it (model, GPUs, release, options).
+CASES: dict[str, dict[str, Any]] = {
+    "v031-a100-llama31-8b.log": {
+        "model": "llama3.1-8b", "gpus": "a100-sxm-80gb", "version": "0.31.0", "length": 131072,
+    },
+    "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": {
+        "model": "qwen3-235b-a22b-2507", "gpus": "4xrtx-pro-6000", "version": "0.27.1",
+        "length": 32768, "tp": 4, "weight_dtype": "fp8", "gpu_util": 0.9, "max_num_seqs": 32,
+    },
+    "v0102-l40s-qwen3-235b-fp8-tp8.log": {
+        "model": "qwen3-235b-a22b-2507", "gpus": "8xl40s", "version": "0.10.2", "length": 32768,
+        "tp": 8, "weight_dtype": "fp8", "gpu_util": 0.9,
+    },
+    "v011-h200-qwen3-next-80b-tp2.log": {
+        "model": "qwen3-next-80b-a3b", "gpus": "2xh200", "version": "0.11.0", "length": 262144,
+        "tp": 2, "gpu_util": 0.9,
+    },
+}
+
+#: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
+UNREACHED = {
+    "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": (
+        "+4.8%: the registry holds the RTX PRO 6000's nvidia-smi 95.59 GiB where CUDA reports "
+        "95.01 (0.52 GiB of the 0.9 share), the CUDA-graph estimate is 0.05 GiB against 0.32 "
+        "logged (18 graphs of a 94-layer MoE), and the PCIe non-torch figure (0.25 GiB) is "
+        "below this run's (about 0.6 GiB: 1.70 GiB consumed beyond the weights, less the MoE "
+        "workspaces)"
+    ),
+}
+
+
+def start(name: str, kv_memory: int | None = None) -> VLLMKVCache:
+    case = dict(CASES[name])
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version, length = case.pop("version"), case.pop("length")
+    if kv_memory is not None:
+        case.pop("gpu_util", None)  # the budget is given: the utilization plays no part
+    dep = deployment(model, gpus, kv_memory_bytes=kv_memory, **case)
+    result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version))
+    assert isinstance(result, VLLMKVCache), result
+    return result
+
+
+#: Logs whose token line kvcalc does not reproduce from their own KV memory (strict xfail).
+UNEXPLAINED = {
+    "v0102-l40s-qwen3-235b-fp8-tp8.log": (
+        "238,208 tokens are 14,888 blocks of 770,048 B (94 layers x 16 x 2 x 1 head x 128 x 2), "
+        "10.68 GiB per worker, above the 10.65 GiB one worker prints and the 10.64 GiB another "
+        "reports in use: kvcalc gets 237,600 from 10.65"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=UNEXPLAINED[n], strict=True))
+        if n in UNEXPLAINED
+        else n
+        for n in sorted(CASES)
+    ],
+)
+def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
+    # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
+    # logged count must lie between kvcalc's counts at either end of that interval (and they
+    # are within 0.04% of each other).
+    half = GiB // 200
+    low = start(name, log_kv_bytes(name) - half).kv_cache_size_tokens
+    high = start(name, log_kv_bytes(name) + half).kv_cache_size_tokens
+    assert low <= log_tokens(name) <= high
+    assert (high - low) / log_tokens(name) < 4e-4
+
+
+def gpu_alone_error(name: str) -> float:
+    return start(name).kv_cache_size_tokens / log_tokens(name) - 1
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=UNREACHED[n], strict=True))
+        if n in UNREACHED
+        else n
+        for n in sorted(CASES)
+    ],
+)
+def test_from_the_gpu_alone_within_2_percent(name: str) -> None:
+    assert abs(gpu_alone_error(name)) < 0.02, f"{gpu_alone_error(name):+.2%}"
+
+
+# ---------------------------------------------------------------- the rules, from the wheels
+
+
+def test_utilization_default_is_0_9_until_0_20_then_0_92() -> None:
+    # vllm/config/cache.py: Field(default=0.9) in 0.17.0, Field(default=0.92) in 0.20.0.
+    assert vllm_release("0.19.1").gpu_memory_utilization == Fraction(9, 10)
+    assert vllm_release("0.20").gpu_memory_utilization == Fraction(92, 100)
+    assert vllm_release(NEWEST_VERSION).gpu_memory_utilization == Fraction(92, 100)
+
+
+def test_graph_estimate_is_subtracted_from_0_20() -> None:
+    assert vllm_release("0.10.2").cudagraph == "after_kv"
+    assert vllm_release("0.19").cudagraph == "printed"
+    assert vllm_release("0.20.1").cudagraph == "subtracted"
+
+
+def test_token_line_is_concurrency_based_from_0_21() -> None:
+    assert vllm_release("0.20").token_line == "blocks"
+    assert vllm_release("0.21").token_line == "concurrency"
+
+
+def test_serve_batch_defaults_follow_the_device() -> None:
+    newest, old = vllm_release(NEWEST_VERSION), vllm_release("0.19")
+    assert serve_batch_defaults(old, 80 * GiB, "NVIDIA A100-SXM4-80GB").max_num_seqs == 256
+    h100 = serve_batch_defaults(old, 79 * GiB, "NVIDIA H100 80GB HBM3")
+    assert h100.max_num_batched_tokens == 8192
+    assert serve_batch_defaults(old, 44 * GiB, "NVIDIA L40S").max_num_batched_tokens == 2048
+    # >= 160 GiB from 0.28 (B200: 178 GiB).
+    assert serve_batch_defaults(old, 178 * GiB, "NVIDIA B200").max_num_batched_tokens == 8192
+    assert serve_batch_defaults(newest, 178 * GiB, "NVIDIA B200").max_num_batched_tokens == 16384
+    assert serve_batch_defaults(newest, 121 * GiB, "NVIDIA GB10").max_num_batched_tokens == 2048
+
+
+def test_capture_sizes_51_at_256_sequences_67_in_0_11() -> None:
+    # "PIECEWISE=51 (largest=512), FULL=35 (largest=256)" (LMCache #3430); 0.11 "67/67".
+    assert capture_sizes(vllm_release("0.21"), 256, 2048) == 51
+    assert capture_sizes(vllm_release("0.11"), 1024, 8192) == 67
+    assert capture_sizes(vllm_release("0.21"), 16, 8192) == 7  # 1 2 4 8 16 24 32
+
+
+def test_the_sampler_profile_held_more_logits_before_0_17() -> None:
+    # Qwen3-14B on an H100 (8192 tokens, 1024 sequences): 5.64 GiB in 0.16, 2.23 in 0.17
+    # (the reference's measured drift; 0.16's figure set the pre-0.17 copies, 0.17's was
+    # set by the 0.19 logs).
+    dep = deployment(registry_model("qwen3-14b"), parse_gpu_set("h100"))
+    old = vllm_memory_terms(dep, vllm_inputs(dep, "0.16"))[0].activation_peak_bytes
+    new = vllm_memory_terms(dep, vllm_inputs(dep, "0.17"))[0].activation_peak_bytes
+    assert round(old / GiB, 2) == 5.64 and round(new / GiB, 2) == 2.23
+
+
+def test_sliding_window_reserve_doubles_from_0_26() -> None:
+    assert vllm_release("0.25").in_flight_tokens(8192, 1) == 8192
+    assert vllm_release("0.26").in_flight_tokens(8192, 1) == 16384
+
+
+def test_versions_outside_the_table_are_refused() -> None:
+    for text in ("0.9.2", "0.34", "banana"):
+        with pytest.raises(EngineRefusal, match="vllm-version"):
+            vllm_release(text)
+
+
+def test_memory_terms_for_calibration_add_up() -> None:
+    from kvcalc.engine.vllm import vllm_memory_terms_for
+
+    inputs, (terms,) = vllm_memory_terms_for(
+        registry_model("llama3.1-8b"), parse_gpu_set("a100-sxm-80gb"), "0.31"
+    )
+    assert inputs.max_num_seqs == 256 and inputs.gpu_memory_utilization == Fraction(92, 100)
+    parts = terms.weights_bytes + terms.activation_peak_bytes + terms.non_torch_bytes
+    assert terms.available_bytes == terms.requested_bytes - parts - terms.cudagraph_bytes
+    assert terms.cudagraph_bytes > 0
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_cli_names_the_release_and_reports_its_inputs() -> None:
+    import json
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["batch", "llama3.1-8b", "--gpus", "a100-sxm-80gb", "--engine",
+                              "vllm", "--max-model-len", "8k", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert payload["vllm_version"] == NEWEST_VERSION
+    assert payload["gpu_memory_utilization"] == 0.92
+    assert payload["max_num_batched_tokens"] == 2048 and payload["max_num_seqs"] == 256
+
+
+def test_cli_refuses_an_unknown_release_in_one_line() -> None:
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine",
+                                   "vllm", "--vllm-version", "0.9"])
+    assert out.exit_code == 2
+    assert "--vllm-version" in out.output and "Traceback" not in out.output
+
+
+def test_plan_takes_the_release_and_refuses_it_for_another_engine() -> None:
+    runner = CliRunner()
+    base = ["plan", "llama3.1-8b", "--users", "16", "--gpus", "h100"]
+    ok = runner.invoke(app, [*base, "--engine", "vllm", "--vllm-version", "0.19"])
+    assert ok.exit_code == 0, ok.output
+    refused = runner.invoke(app, [*base, "--vllm-version", "0.19"])
+    assert refused.exit_code == 2 and "--engine vllm only" in refused.output
+
+
+def test_a_spec_file_takes_the_release(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "deployments:\n  - model: llama3.1-8b\n    gpus: a100\n    engine: vllm\n"
+        "    vllm_version: '0.21'\n    ctx: 8k\n    require: {min_batch: 1}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["check", str(spec)])
+    assert result.exit_code == 0, result.output
+
+
+def test_the_help_names_the_table_s_range_and_default() -> None:
+    from kvcalc.engine.serving import engine_named
+    from kvcalc.engine.vllm_releases import DEFAULT_VERSION, OLDEST_VERSION, RELEASES
+
+    (declared,) = (i for i in engine_named("vllm").inputs if i.name == "vllm_version")
+    newest = RELEASES[-1].family
+    assert f"{OLDEST_VERSION}-{newest}" in declared.help
+    assert f"[default: {DEFAULT_VERSION}]" in declared.help
+
+
+def test_align_mode_of_0_28_reproduces_a_prefix_caching_log() -> None:
+    # tests/fixtures/engine_logs/vllm-club3090-612-qwen3.6-35b-a3b.log: vLLM 0.24.0, one RTX
+    # 5090, fp8 KV, max_model_len 131072, with --enable-prefix-caching (so Mamba "align" mode,
+    # which 0.28 makes the default for hybrids): 5.98 GiB -> 567,978 tokens, 4.33x.
+    text = (LOGS.parent / "engine_logs" / "vllm-club3090-612-qwen3.6-35b-a3b.log").read_text(
+        encoding="utf-8"
+    )
+    kv = re.search(r"Available KV cache memory: ([\d.]+) GiB", text)
+    tokens = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    assert kv and tokens
+    # The checkpoint is NVFP4 (weights only): the pool is sized from the logged KV memory.
+    def start(version: str) -> VLLMKVCache:
+        result = vllm_kv_cache(
+            registry_model("qwen3.6-35b-a3b"), int(Fraction(kv[1]) * GiB),
+            max_model_len=131072, kv_dtype=dtype("fp8"), max_num_batched_tokens=8192,
+            release=vllm_release(version),
+        )  # fmt: skip
+        assert isinstance(result, VLLMKVCache), result
+        return result
+
+    align = start("0.28")
+    assert align.kv_cache_size_tokens == int(tokens[1].replace(",", ""))
+    assert f"{align.max_concurrency:.2f}" == "4.33"
+    # Without align mode (0.27's default) the same pool holds more requests.
+    assert start("0.27").max_concurrency > align.max_concurrency
