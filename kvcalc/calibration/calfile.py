@@ -74,16 +74,21 @@ class Calibration:
             "kv_memory" in self.inputs and "kv_memory" not in given
         ):
             raise CalibrationError(f"{where}: applies to batch, decode and check only")
+        self.check_measured_with(engine, model)
+        if gpus.accelerator.id != self.gpu:
+            raise CalibrationError(f"{where}: measured on {self.gpu}, not "
+                                   f"{gpus.accelerator.id}; calibrate on these GPUs")
+
+
+    def check_measured_with(self, engine: ServingEngine, model: ModelSpec) -> None:
+        """Refuse the calibration for another engine or model than it measured."""
+        where = f"--calibration {self.path}"
         if engine.name != self.engine:
             raise CalibrationError(f"{where}: measured with {self.engine}, not {engine.name}; "
                                    f"give --engine {self.engine}")
         if model.id != self.model:
             raise CalibrationError(f"{where}: measured with {self.model}, not {model.id}; "
                                    "calibrate this model's start-up")
-        if gpus.accelerator.id != self.gpu:
-            raise CalibrationError(f"{where}: measured on {self.gpu}, not "
-                                   f"{gpus.accelerator.id}; calibrate on these GPUs")
-
 
     def planned(self, model: ModelSpec, engine: ServingEngine, accelerators: Any,
                 kv_dtypes: str | None) -> dict[tuple[str, int, int, str | None], int]:
@@ -92,12 +97,7 @@ class Calibration:
         from kvcalc.engine.units import parse_bytes
 
         where = f"--calibration {self.path}"
-        if engine.name != self.engine:
-            raise CalibrationError(f"{where}: measured with {self.engine}, not {engine.name}; "
-                                   f"give --engine {self.engine}")
-        if model.id != self.model:
-            raise CalibrationError(f"{where}: measured with {self.model}, not {model.id}; "
-                                   "calibrate this model's start-up")
+        self.check_measured_with(engine, model)
         if self.gpu not in {a.id for a in accelerators}:
             raise CalibrationError(f"{where}: measured on {self.gpu}, which --gpus leaves out; "
                                    f"add {self.gpu}")

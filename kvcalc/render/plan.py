@@ -28,6 +28,18 @@ if TYPE_CHECKING:
     from kvcalc.engine.plan import Plan, PlannedLayout
     from kvcalc.engine.serving.base import ServingEngine
 
+#: A layout's serving figures under a request rate (null without one).
+SERVING_FIELDS = (
+    "prefill_replicas",
+    "decode_replicas",
+    "request_rate_per_replica",
+    "concurrency_per_replica",
+    "prefill_tokens_per_step",
+    "prefill_utilization",
+    "queue_seconds",
+)
+
+
 FIELDS = (
     *GPUS_COLUMNS,
     "tp",
@@ -46,13 +58,7 @@ FIELDS = (
     "roofline_tpot_seconds",
     "ttft_seconds",
     "roofline_ttft_seconds",
-    "prefill_replicas",
-    "decode_replicas",
-    "request_rate_per_replica",
-    "concurrency_per_replica",
-    "prefill_tokens_per_step",
-    "prefill_utilization",
-    "queue_seconds",
+    *SERVING_FIELDS,
     "latency",
     "watts",
     "price_per_hour",
@@ -142,15 +148,6 @@ def serving_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
     }
 
 
-SERVING_FIELDS = (
-    "prefill_replicas",
-    "decode_replicas",
-    "request_rate_per_replica",
-    "concurrency_per_replica",
-    "prefill_tokens_per_step",
-    "prefill_utilization",
-    "queue_seconds",
-)
 
 
 def profile_payload(result: Plan, engine: ServingEngine) -> dict[str, Any]:
