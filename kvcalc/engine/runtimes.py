@@ -6,6 +6,8 @@ budget formula's (they size no pool of their own that kvcalc models).
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvcalc.engine.profiles import COMPILED_KERNELS, REGISTRY_FIT, DecodeProfile
 from kvcalc.errors import InputError
 
@@ -40,14 +42,11 @@ LLAMA_CPP = DecodeProfile(
     kernels=COMPILED_KERNELS,
     sources=(GPU_NOTES, LLAMA_CPP_GRAPHS, LLAMA_CPP_SPLIT),
 )
-OLLAMA = DecodeProfile(
+# ollama runs llama.cpp's kernels: llama.cpp's profile under its own name.
+OLLAMA = dataclasses.replace(
+    LLAMA_CPP,
     name="ollama",
     label="ollama",
-    cuda_graphs=True,
-    allreduce=LLAMA_CPP.allreduce,
-    step_overhead_seconds=LLAMA_CPP_STEP_OVERHEAD,
-    tensor_parallel=False,
-    kernels=COMPILED_KERNELS,
     sources=(
         "https://github.com/ollama/ollama (runs models on llama.cpp's ggml CUDA kernels, "
         "layers split across GPUs): llama.cpp's per-token figures",
