@@ -5,7 +5,7 @@ below every estimate and every measurement.
 
 ``python tests/test_decode_points.py`` prints the table of every point and the bands the fit
 points give (what kvcalc.engine.accuracy.BANDS holds); with ``--update`` it writes the table
-into docs/accuracy.md."""
+into docs/accuracy.md and the held-back median and worst error into README.md's line."""
 
 from __future__ import annotations
 
@@ -26,6 +26,23 @@ BLOCK = re.compile(
 )
 HELD_BACK = [p for p in POINTS if p.role == "held_back"]
 FIT = [p for p in POINTS if p.role == "fit"]
+
+
+README = ACCURACY_PAGE.parent.parent / "README.md"
+README_FIGURES = re.compile(r"median error \d+%, worst \d+%")
+
+
+def held_back_figures() -> str:
+    """The held-back points' median and worst error as README.md and docs/accuracy.md state
+    them."""
+    errors = [abs(p.error()) for p in HELD_BACK]
+    median, worst = round(statistics.median(errors) * 100), round(max(errors) * 100)
+    return f"median error {median}%, worst {worst}%"
+
+
+def readme_with_figures(text: str) -> str:
+    """README.md with the held-back figures in its decode line (the first such phrase)."""
+    return README_FIGURES.sub(held_back_figures(), text, count=1)
 
 
 def fit_ratios() -> dict[str, list[float]]:
@@ -55,16 +72,15 @@ def test_every_point_cites_its_source_and_role() -> None:
 
 
 def test_the_accuracy_page_states_the_held_back_errors() -> None:
-    errors = [abs(p.error()) for p in HELD_BACK]
-    median, worst = round(statistics.median(errors) * 100), round(max(errors) * 100)
     inside = sum(
         p.estimate_ms(bound="low") <= p.measured_ms <= p.estimate_ms(bound="high")
         for p in HELD_BACK
     )
     text = " ".join(ACCURACY_PAGE.read_text(encoding="utf-8").split())
-    assert f"median error {median}%, worst {worst}%" in text
-    readme = " ".join((ACCURACY_PAGE.parent.parent / "README.md").read_text().split())
-    assert f"median error {median}%, worst {worst}%" in readme
+    assert held_back_figures() in text
+    readme = README.read_text(encoding="utf-8")
+    assert held_back_figures() in " ".join(readme.split())
+    assert readme_with_figures(readme) == readme, "run python tests/test_decode_points.py --update"
     assert f"the band holds the measured value on {inside} of {len(HELD_BACK)}" in text
 
 
@@ -96,7 +112,10 @@ def test_the_band_holds_most_held_back_measurements() -> None:
 @pytest.mark.parametrize("point", POINTS, ids=lambda p: p.id)
 def test_the_roofline_is_below_the_estimate_and_the_measurement(point: Point) -> None:
     bound = point.estimate_ms(roofline=True)
-    assert bound < point.estimate_ms(bound="low") <= point.estimate_ms()
+    # The band's low end is clamped to the roofline (TpotEstimate.tpot_low_seconds), so it may
+    # meet it; the estimate itself and the measurement stay above it.
+    assert bound <= point.estimate_ms(bound="low") <= point.estimate_ms()
+    assert bound < point.estimate_ms()
     assert bound < point.measured_ms
 
 
@@ -117,6 +136,7 @@ if __name__ == "__main__":
         ACCURACY_PAGE.write_text(
             page_with_table(ACCURACY_PAGE.read_text(encoding="utf-8")), encoding="utf-8"
         )
+        README.write_text(readme_with_figures(README.read_text(encoding="utf-8")), encoding="utf-8")
     sys.stdout.write(table(POINTS) + "\n")
     for band in derive_bands(fit_ratios(), tuple(BANDS)).values():
         sys.stdout.write(f"{band}\n")
