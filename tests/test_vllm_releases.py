@@ -81,12 +81,14 @@ CASES: dict[str, dict[str, Any]] = {
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
     "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": (
-        "+2.8%: the CUDA-graph estimate is 0.05 GiB against 0.32 logged (18 graphs of a "
-        "94-layer MoE), the PCIe non-torch figure (0.25 GiB) is below this run's 1.70 GiB "
-        "consumed beyond the 55.19 GiB of weights, and the activation estimate (1.38 GiB, 1.06 "
-        "of it Triton MoE workspaces) is above the 0.76 logged (FP8 block MoE on Blackwell runs "
-        "another kernel); 1.1 GiB net. The CUDA total (94.97 GiB from other RTX PRO 6000 logs) "
-        "is 0.04 below this host's 95.01"
+        "+2.8%, 0.8 GiB of budget: 0.27's 'consumed memory' is the free-memory drop to the "
+        "end of the profile (vllm/utils/mem_utils.py memory_profiling, 0.27.1), so its 1.70 GiB "
+        "beyond the 55.19 GiB of weights holds the MoE workspaces the workspace manager keeps "
+        "(1.06 GiB by kvcalc's count) and about 0.64 of non-torch memory against the 0.25 PCIe "
+        "figure; the 0.76 GiB 'peak activation' is the transient headroom plus the graph "
+        "estimate, which vLLM measures by capturing graphs (profile_cudagraph_memory) and "
+        "kvcalc puts at 0.05 GiB for 18 graphs against 0.32 captured. The CUDA total (94.97 "
+        "GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
     ),
 }
 
