@@ -303,3 +303,23 @@ def test_align_mode_of_0_28_reproduces_a_prefix_caching_log() -> None:
     assert f"{align.max_concurrency:.2f}" == "4.33"
     # Without align mode (0.27's default) the same pool holds more requests.
     assert start("0.27").max_concurrency > align.max_concurrency
+
+
+@pytest.mark.parametrize(
+    ("name", "max_num_seqs", "batched"),
+    [
+        ("v011-h200-qwen3-next-80b-tp2.log", 1024, 8192),
+        ("v011-l40s-granite-4.0-micro.log", 256, 8192),
+    ],
+)
+def test_0_11_captures_the_graph_counts_its_logs_print(
+    name: str, max_num_seqs: int, batched: int
+) -> None:
+    # The bars "Capturing CUDA graphs (... PIECEWISE): 67/67" and "(decode, FULL): N/N".
+    from kvcalc.engine.vllm_releases import full_graph_sizes
+
+    release = vllm_release("0.11.0")
+    piecewise = int(logged(name, r"PIECEWISE\): 100%\|(?:[^|\n]*\|)? ?(\d+)/"))
+    full = int(logged(name, r"FULL\): 100%\|(?:[^|\n]*\|)? ?(\d+)/"))
+    assert capture_sizes(release, max_num_seqs, batched) == piecewise
+    assert full_graph_sizes(release, max_num_seqs, batched) == full

@@ -271,10 +271,10 @@ def _grid(release: VLLMRelease) -> list[int]:
 
 def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
     """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
-    ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430)."""
+    ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430; in
+    0.11 "67/67" twice at 1024 sequences and "PIECEWISE 67/67, FULL 35/35" at 256,
+    tests/fixtures/vllm_logs/v011-*.log)."""
     if not release.full_graphs:
         return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
-    if release.capture_grid_67:
-        return capture_sizes(release, max_num_seqs, max_num_batched_tokens)  # 0.11: 67 twice
     largest = min(max_num_seqs, 512, max_num_batched_tokens)
     return sum(1 for size in _grid(release) if size <= largest)
