@@ -6,7 +6,9 @@ public nvidia-smi / rocm-smi / deviceQuery logs), not from the code under test.
 
 from __future__ import annotations
 
+import re
 import shutil
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -619,3 +621,59 @@ def test_a_copied_registry_behaves_like_the_bundled_one(tmp_path: Path) -> None:
     shutil.copytree(gpus_dir(), tmp_path / "gpus")
     assert check_gpus(tmp_path) == []
     assert parse_gpu_set("8xh100", tmp_path).memory_bytes == 8 * 81082 * MiB
+
+
+CUDA_TOTAL_LINES = Path(__file__).parent / "fixtures" / "cuda_totals" / "README.md"
+
+
+def _cuda_total_rows() -> list[tuple[str, str]]:
+    rows = []
+    for line in CUDA_TOTAL_LINES.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and "Free memory on device" in cells[1]:
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+@pytest.mark.parametrize(("gpu", "line"), _cuda_total_rows())
+def test_vllm_requests_its_share_of_the_logged_cuda_total(gpu: str, line: str) -> None:
+    # vLLM requests total x utilization of torch's mem_get_info total, not nvidia-smi's: the
+    # total kvcalc's vLLM model starts from must print as the line's total, and its share must
+    # be the line's requested GiB within what the two-decimal rounding of both allows (the true
+    # total lies within 0.005 GiB of the printed one: 0.6 x 44.39 prints 26.63, the host's
+    # 26.64).
+    from specs import registry_model
+
+    from kvcalc.engine.deployment import deployment
+    from kvcalc.engine.vllm import requested_memory
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    match = re.search(r"\(([\d.]+)/([\d.]+) GiB\).*\((0\.\d+), ([\d.]+) GiB\)", line)
+    assert match, line
+    total, util, requested = match[2], Fraction(match[3]), float(match[4])
+    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set(gpu))
+    assert round(dep.cuda_total_bytes_per_gpu / GiB, 2) == float(total)
+    ours = requested_memory(dep.cuda_total_bytes_per_gpu, util) / GiB
+    assert abs(ours - requested) <= float(util) * 0.005 + 0.005
+    nvidia_smi = dep.gpus.accelerator.smi_memory_bytes
+    if nvidia_smi is not None:  # and the nvidia-smi total would not print the line
+        assert abs(float(util) * nvidia_smi / GiB - requested) > 0.1
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_a_logged_cuda_total_is_below_nvidia_smi_and_keeps_the_usable_figure(
+    path: Path,
+) -> None:
+    gpu = load_gpu_file(path)
+    logged = gpu.memory.cuda_total_logged
+    if logged is None:
+        return
+    if gpu.memory.nvidia_smi_mib is not None:
+        gap = gpu.memory.nvidia_smi_mib * MiB - logged.total_bytes()
+        assert 300 * MiB <= gap <= 1024 * MiB
+    # A rounded log figure moves the engines' start-ups, never the capacity tables: the usable
+    # memory stays the figure its basis names.
+    accelerator = gpu.to_accelerator()
+    assert accelerator.memory_bytes == gpu.memory.usable_bytes()
+    if gpu.memory.cuda_total_mib is None and gpu.memory.cuda_total_bytes is None:
+        assert accelerator.cuda_total_bytes == logged.total_bytes() != accelerator.memory_bytes

@@ -308,7 +308,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     estimated = tokens(terms.kv_memory) if min(terms.kv_memory) > 0 else None
     rows: list[Term] = [
         Term("gpu_memory", "GPU memory (CUDA total)", "bytes", _bytes(log.total_memory),
-             dep.memory_bytes_per_gpu),
+             dep.cuda_total_bytes_per_gpu),
         Term("requested", "requested (total x utilization)", "bytes",
              _bytes(log.requested_memory), terms.requested),
     ]

@@ -225,6 +225,16 @@ class Deployment:
         return self.gpus.accelerator.memory_bytes
 
     @property
+    def cuda_total_bytes_per_gpu(self) -> int:
+        """The total CUDA reports on each GPU (torch ``mem_get_info``), the figure serving
+        engines size their budgets from: the user's ``gpu_memory_bytes``, else the accelerator's
+        measured CUDA total, else its usable memory."""
+        if self.gpu_memory_bytes is not None:
+            return self.gpu_memory_bytes
+        accelerator = self.gpus.accelerator
+        return accelerator.cuda_total_bytes or accelerator.memory_bytes
+
+    @property
     def memory_share(self) -> Fraction:
         """The share of each GPU's memory the engine takes: gpu_util, or 1 - reserve."""
         if self.reserve is not None:

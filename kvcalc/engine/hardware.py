@@ -104,6 +104,10 @@ class Accelerator:
     the system's total, and an engine's share of it must leave the OS and other processes theirs.
     vLLM on such a GPU (``is_integrated_gpu``) still requests ``total x gpu_memory_utilization``,
     but starts only when the OS reports that much available (``psutil`` MemAvailable)."""
+    cuda_total_bytes: int | None = None
+    """The total CUDA reports (torch ``mem_get_info``), where measured: an exact figure or one a
+    start-up log prints. Serving engines start from it (vLLM's requested memory is this total x
+    gpu_memory_utilization); None: not measured, ``memory_bytes`` stands in."""
     efficiency: Efficiency | None = None
     """Measured decode efficiency of the part's family; None: none is in the registry."""
 

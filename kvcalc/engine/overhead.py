@@ -144,15 +144,19 @@ def activation_peak(
     last_stage: bool,
     pp: int = 1,
     logit_copies: Fraction = SAMPLER_LOGIT_COPIES,
+    workspace_held: bool = True,
 ) -> int:
     """Estimated "PyTorch activation peak memory" of the profile run: the larger of the forward
-    pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces,
-    a multimodal model's encoder cache and a pipeline stage's received tensors."""
+    pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces
+    (``workspace_held``: kept by the release's workspace manager; else freed after each MoE
+    layer, so only the forward pass holds them), a multimodal model's encoder cache and a
+    pipeline stage's received tensors."""
     tokens = max_num_batched_tokens
-    body = forward_peak(model, tp, tokens)
+    workspace = moe_workspace(model, tp, tokens)
+    body = forward_peak(model, tp, tokens) + (0 if workspace_held else workspace)
     if last_stage:
         body = max(body, sampler_peak(model, tokens, max_num_seqs, logit_copies))
-    held = moe_workspace(model, tp, tokens) + pipeline_buffers(model, pp, tokens)
+    held = (workspace if workspace_held else 0) + pipeline_buffers(model, pp, tokens)
     return body + held + encoder_cache(model, tokens)
 
 

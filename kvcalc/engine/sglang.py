@@ -415,8 +415,9 @@ DISTRIBUTED_BUFFERS_BYTES = 2 * GiB
 
 
 def estimated_free_before_load(memory_bytes: int, world_size: int) -> int:
-    """``PRE``: the GPU's memory less the CUDA context and, with more than one rank, the
-    communication buffers (an estimate: logs vary by a few hundred MiB between builds)."""
+    """``PRE``: the GPU's CUDA total (torch ``mem_get_info``) less the CUDA context and, with
+    more than one rank, the communication buffers (an estimate: logs vary by a few hundred MiB
+    between builds)."""
     buffers = DISTRIBUTED_BUFFERS_BYTES if world_size > 1 else 0
     return memory_bytes - CUDA_CONTEXT_BYTES - buffers
 
@@ -956,7 +957,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             "give the avail mem of the log's Load weight begin line",
         )
     if before is None:
-        before = estimated_free_before_load(dep.memory_bytes_per_gpu, dep.gpus_per_replica)
+        before = estimated_free_before_load(dep.cuda_total_bytes_per_gpu, dep.gpus_per_replica)
         estimated.append("free_before_load")
     after = opts.free_after_load_bytes
     if after is None:

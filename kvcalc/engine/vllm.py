@@ -994,6 +994,7 @@ def profile_kv_memory(
                 last_stage=s == pp - 1,
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
+                workspace_held=rules.moe_workspace_held,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
@@ -1023,7 +1024,7 @@ class VLLMInputs:
 def batch_defaults(dep: Deployment, release: VLLMRelease) -> tuple[int, int]:
     """``vllm serve``'s max_num_batched_tokens and max_num_seqs for the deployment's GPU."""
     accelerator = dep.gpus.accelerator
-    defaults = serve_batch_defaults(release, dep.memory_bytes_per_gpu, accelerator.name)
+    defaults = serve_batch_defaults(release, dep.cuda_total_bytes_per_gpu, accelerator.name)
     return defaults.max_num_batched_tokens, defaults.max_num_seqs
 
 
@@ -1067,7 +1068,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
     to set beside the terms a start-up log prints (``kvcalc calibrate``)."""
     return profile_kv_memory(
         dep.model,
-        dep.memory_bytes_per_gpu,
+        dep.cuda_total_bytes_per_gpu,  # vLLM's mem_get_info total, not nvidia-smi's
         dep.weights_per_stage,
         tp=dep.tp,
         pp=dep.pp,
@@ -1101,7 +1102,7 @@ def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...
     if dep.kv_memory_bytes is not None or dep.reserve is not None:
         return dep.kv_budget_per_stage
     if dep.overhead_bytes is not None:
-        usable = requested_memory(dep.memory_bytes_per_gpu, inputs.gpu_memory_utilization)
+        usable = requested_memory(dep.cuda_total_bytes_per_gpu, inputs.gpu_memory_utilization)
         return tuple(usable - w - dep.overhead_bytes for w in dep.weights_per_stage)
     return tuple(t.available_bytes for t in vllm_memory_terms(dep, inputs))
 

@@ -74,6 +74,11 @@ class VLLMRelease:
     """Copies of the max_num_seqs x vocabulary fp32 logits the profile's sampler run holds at
     its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
 
+    moe_workspace_held: bool
+    """The fused-MoE workspaces outlive the layer (the modular kernel's workspace manager sizes
+    them once and keeps them, so the sampler's peak sees them); before, the default Triton path
+    called ``fused_experts``, whose ``torch.empty`` caches were freed after each layer."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -99,6 +104,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "gb10_small_tier": False,
         "mamba_align": False,
         "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
+        "moe_workspace_held": True,
     }
     base.update(rules)
     return VLLMRelease(family, **base)  # type: ignore[arg-type]
@@ -115,16 +121,23 @@ PRE_017_LOGIT_COPIES = Fraction("9.6")
 RELEASES: tuple[VLLMRelease, ...] = (
     # 0.10: graphs captured after the KV cache is allocated, outside the budget (PR #21489's
     # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
+    # The default Triton MoE path calls fused_experts, whose caches are freed after each layer
+    # (fused_moe.py fused_experts_impl, 0.11.0 and 0.13.0 wheels), until 0.14.
     _release("0.10", cudagraph="after_kv", capture_grid_67=True, full_graphs=False,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES),
+             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
     _release("0.11", cudagraph="after_kv", capture_grid_67=True,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES),
+             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False),
     # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
     # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
-    _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES),
+    _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES,
+             moe_workspace_held=False),
+    # 0.14: the unquantized and FP8 MoE methods run a FusedMoEModularKernel whose workspaces
+    # come from current_workspace_manager() and stay (unquantized_fused_moe_method.py and
+    # quantization/fp8.py of the 0.14.0 wheel; 0.13.0 still called fused_experts).
+    _release("0.14", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES),
     # 0.17: the activation profile of 0.19 (Qwen3-14B 5.64 -> 2.23 GiB from 0.16, the
     # reference); PR #30515's estimate is printed ("Estimated CUDA graph memory") but not
     # subtracted: the 0.19.0 H100 logs of the reference print it without subtracting (the
@@ -258,10 +271,10 @@ def _grid(release: VLLMRelease) -> list[int]:
 
 def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
     """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
-    ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430)."""
+    ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430; in
+    0.11 "67/67" twice at 1024 sequences and "PIECEWISE 67/67, FULL 35/35" at 256,
+    tests/fixtures/vllm_logs/v011-*.log)."""
     if not release.full_graphs:
         return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
-    if release.capture_grid_67:
-        return capture_sizes(release, max_num_seqs, max_num_batched_tokens)  # 0.11: 67 twice
     largest = min(max_num_seqs, 512, max_num_batched_tokens)
     return sum(1 for size in _grid(release) if size <= largest)

@@ -38,6 +38,19 @@ class _Strict(BaseModel):
 UsableBasis = Literal["cuda_total", "nvidia_smi", "rocm_smi", "label_gib", "label_gb"]
 
 
+class LoggedTotal(_Strict):
+    """The device total as a serving engine's start-up log prints it (torch ``mem_get_info``'s
+    total, two decimals of GiB): what vLLM, SGLang and TensorRT-LLM size their budgets from.
+    Kept apart from ``cuda_total_*`` (exact figures, which set the usable memory) so that a
+    rounded log figure moves the engines' start-up models and not the capacity tables."""
+
+    gib: PosNumber = Field(description="the logged total, GiB (2^30 B), as printed")
+    source: list[str] = Field(min_length=1, description="the log lines and where they are")
+
+    def total_bytes(self) -> int:
+        return int(Decimal(str(self.gib)) * GiB)
+
+
 class Memory(_Strict):
     marketed_gb: PosNumber = Field(description="the vendor's capacity label, as printed")
     type: str
@@ -54,6 +67,12 @@ class Memory(_Strict):
         None, description="the same in bytes, when the source prints bytes (deviceQuery)"
     )
     rocm_smi_bytes: PosInt | None = Field(None, description="rocm-smi VRAM Total Memory (B)")
+    cuda_total_logged: LoggedTotal | None = Field(
+        None,
+        description="the CUDA total an engine's start-up log prints (\"Free memory on device "
+        "(F/T GiB)\"), with its source: the engines' start-up models use it where no exact "
+        "CUDA total is given",
+    )
     unified: bool = Field(
         False,
         description="one pool shared with the CPU and OS (DGX Spark, Apple): the total is the "
@@ -76,12 +95,23 @@ class Memory(_Strict):
         cuda, smi = self._cuda_total(), self.nvidia_smi_mib
         if cuda is not None and smi is not None and cuda > smi * MiB:
             raise ValueError("the CUDA total cannot exceed nvidia_smi_mib")
+        logged = self.cuda_total_logged
+        if logged is not None and smi is not None and logged.total_bytes() > smi * MiB:
+            raise ValueError("the logged CUDA total cannot exceed nvidia_smi_mib")
         return self
 
     def _cuda_total(self) -> int | None:
         if self.cuda_total_bytes is not None:
             return self.cuda_total_bytes
         return None if self.cuda_total_mib is None else self.cuda_total_mib * MiB
+
+    def engine_total_bytes(self) -> int | None:
+        """The total a CUDA allocator reports (torch ``mem_get_info``), where measured: the
+        exact CUDA total, else the one a start-up log prints; None: neither is known."""
+        exact = self._cuda_total()
+        if exact is not None:
+            return exact
+        return None if self.cuda_total_logged is None else self.cuda_total_logged.total_bytes()
 
     def usable_bytes(self) -> int:
         if self.usable == "cuda_total":
@@ -225,6 +255,7 @@ class GpuFile(_Strict):
             tdp_watts=self.tdp_w,
             node_gpus=self.node_gpus,
             unified_memory=self.memory.unified,
+            cuda_total_bytes=self.memory.engine_total_bytes(),
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
         )
 

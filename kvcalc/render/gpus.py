@@ -36,6 +36,9 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
             "nvidia_smi_mib_ecc_off": mem.nvidia_smi_mib_ecc_off,
             "cuda_total_mib": mem.cuda_total_mib,
             "cuda_total_bytes": mem.cuda_total_bytes,
+            "cuda_total_logged_bytes": (
+                mem.cuda_total_logged.total_bytes() if mem.cuda_total_logged else None
+            ),
             "rocm_smi_bytes": mem.rocm_smi_bytes,
         },
         "bandwidth_bytes_per_s": acc.bandwidth_bytes_per_s,
@@ -68,6 +71,7 @@ GPU_ROW_SHAPE: dict[str, Any] = {
         "nvidia_smi_mib_ecc_off": int | None,
         "cuda_total_mib": int | None,
         "cuda_total_bytes": int | None,
+        "cuda_total_logged_bytes": int | None,
         "rocm_smi_bytes": int | None,
     },
     "bandwidth_bytes_per_s": int,

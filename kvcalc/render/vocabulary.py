@@ -691,6 +691,7 @@ class MemoryReported(TypedDict):
     nvidia_smi_mib_ecc_off: int | None
     cuda_total_mib: int | None
     cuda_total_bytes: int | None
+    cuda_total_logged_bytes: int | None
     rocm_smi_bytes: int | None
 
 
@@ -1176,6 +1177,9 @@ VOCABULARY: dict[str, Term] = {
     "nvidia_smi_mib_ecc_off": Term("MiB", "nvidia-smi's total with ECC off"),
     "cuda_total_mib": Term("MiB", "CUDA's total"),
     "cuda_total_bytes": Term(B, "CUDA's total"),
+    "cuda_total_logged_bytes": Term(
+        B, "CUDA's total as engine start-up logs print it, in bytes (the engines start from it)"
+    ),
     "rocm_smi_bytes": Term(B, "rocm-smi's total"),
     "dense_flops": Term("FLOP/s", "dense peak per dtype (null: not published)"),
     "bf16": Term("FLOP/s", "dense bf16 peak"),

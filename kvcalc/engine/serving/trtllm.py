@@ -225,7 +225,7 @@ def estimated_free_memory(dep: Deployment, max_num_tokens: int = DEFAULT_MAX_NUM
     one without other tenants, the estimate is 6% and 11% above the logged figure."""
     from kvcalc.engine.overhead import estimated_overhead
 
-    memory = dep.memory_bytes_per_gpu - CUDA_CONTEXT_BYTES
+    memory = dep.cuda_total_bytes_per_gpu - CUDA_CONTEXT_BYTES  # cudaMemGetInfo's total
     return min(
         memory
         - weights
@@ -598,7 +598,7 @@ def trtllm_payload(
         "engine": NAME,
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": setup.kv_bits_per_value,
-        "gpu_memory_bytes": dep.memory_bytes_per_gpu,
+        "gpu_memory_bytes": dep.cuda_total_bytes_per_gpu,
     }
     if not isinstance(result, TrtllmPool):
         return {
@@ -680,7 +680,7 @@ def trtllm_lines(
         f"free_gpu_memory_fraction={float(opts.free_gpu_memory_fraction):g}, "
         f"tokens_per_block={opts.tokens_per_block}{cap}",
         "Memory usage when calculating max tokens in paged kv cache: total: "
-        f"{log_gib(dep.memory_bytes_per_gpu)}, available: "
+        f"{log_gib(dep.cuda_total_bytes_per_gpu)}, available: "
         f"{log_gib(result.free_memory_bytes)}{source}",
         f"kv size per token is {result.kv_size_per_token:,} bytes per rank",
         f"max tokens: {result.max_tokens:,} ({log_gib(result.pool_bytes)} of KV budget)",
