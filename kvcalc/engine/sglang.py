@@ -58,6 +58,7 @@ from kvcalc.engine.sglang_dsv4 import (
     is_dsv4,
     stage_layers,
 )
+from kvcalc.engine.sglang_dsv4 import cost_page as dsv4_cost_page
 from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
 from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
@@ -1237,7 +1238,9 @@ def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTo
     context_length = pool_context_length(dep, opts)
     budget = math.floor(memory.rest_bytes)
     geo = stage_layers(dep.model, dep.stages[0])
-    cost = bytes_per_full_token(geo, dsv4_swa_ratio(opts), opts.speculative_algorithm is not None)
+    cost = bytes_per_full_token(
+        geo, dsv4_swa_ratio(opts), opts.speculative_algorithm is not None, dsv4_cost_page(opts)
+    )
     cells = RankCells(round(cost), 0, geo.layers, 0, 0)
     sizes = dsv4_stage_sizes(dep, opts, budget) if budget > 0 else None
     if sizes is None:
