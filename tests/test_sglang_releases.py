@@ -251,7 +251,8 @@ def test_cli_dp_attention_json(runner: CliRunner) -> None:
     payload = run_json(runner, "batch", "deepseek-v3", "--gpus", "8xh200", "--engine", "sglang",
                        "--sglang-version", "0.5.23", "--dp-size", "8", "--ctx", "8k")
     assert payload["dp_attention_ranks"] == 8
-    assert payload["sglang_version"] == "0.5.23" and payload["sglang_version_default"] is False
+    # 0.5.23 is the default release (given or not).
+    assert payload["sglang_version"] == "0.5.23" and payload["sglang_version_default"] is True
     row = payload["contexts"][0]
     assert row["max_batch_per_replica"] % 8 == 0
     schema.validate("batch", payload)
@@ -263,7 +264,11 @@ def test_cli_says_the_default_release(runner: CliRunner) -> None:
     assert payload["sglang_version_default"] is True
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang"]
     text = runner.invoke(app, args).stdout
-    assert f"SGLang {DEFAULT_VERSION} (kvcalc's default; --sglang-version {NEWEST}" in text
+    assert DEFAULT_VERSION == NEWEST
+    assert f"SGLang {NEWEST} (kvcalc's default, the newest release)" in text
+    older = run_json(runner, *args, "--sglang-version", "0.5.6")
+    assert older["sglang_version"] == "0.5.6" and older["sglang_version_default"] is False
+    assert "kvcalc's default" not in runner.invoke(app, [*args, "--sglang-version", "0.5.6"]).stdout
 
 
 def test_cli_speculative_on_dsv4(runner: CliRunner) -> None:

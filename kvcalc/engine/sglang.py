@@ -123,12 +123,12 @@ _VERSION_RE = re.compile(r"^v?([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(?:\.post(
 OLDEST = SGLangVersion(0, 4, 0)
 NEWEST = SGLangVersion(0, 5, 23)
 LAST_PATCH = {(0, 4): 10, (0, 5): 23}
-#: The default: the reference's primary release (its line numbers are v0.5.6's), checked against
-#: real start-up logs. 0.5.23 is not the default because it does not size every registry model
-#: SGLang 0.5.23 serves: DeepSeek-V4's pools are modelled for 0.5.15-0.5.20 only (0.5.21 rewrote
-#: DSV4PoolConfigurator), so a default of 0.5.23 would refuse DeepSeek-V4-Flash / -Pro. The output
-#: says which release applied and that it is the default.
-DEFAULT_VERSION = SGLangVersion(0, 5, 6)
+#: The default: the newest release, what a practitioner starting SGLang today runs (the engine's
+#: own defaults for the current release). It sizes every registry model SGLang 0.5.23 serves
+#: (DeepSeek-V4's pools from :mod:`kvcalc.engine.sglang_dsv4`'s 0.5.21+ rules); the models it
+#: refuses are ones SGLang 0.5.23 does not serve. Rules whose reference is an older release's log
+#: are pinned to that release by ``--sglang-version``. The output says which release applied.
+DEFAULT_VERSION = NEWEST
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
 
@@ -1065,10 +1065,11 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
         )
     if opts.version >= v("0.5.10") and any(m.kind == "mamba" for m in dep.model.mixer_pattern):
         # No srt/models/jamba.py (or other Mamba-1 model) in the 0.5.10-0.5.23 wheels.
-        raise SGLangConfigError.at(
+        raise SGLangConfigError(
+            f"{{sglang_version}}: SGLang {opts.version} has no model with Mamba-1 layers such "
+            f"as {dep.model.id}'s (no Jamba); use {{sglang_version}} 0.5.9 or {{engine}} vllm",
             "sglang_version",
-            f"SGLang {opts.version} has no model with Mamba-1 layers such as {dep.model.id}'s "
-            "(no Jamba); use 0.5.9 or {engine} vllm",
+            "engine",
         )
     if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
         raise SGLangConfigError.at(

@@ -88,7 +88,7 @@ class SGLang(Engine):
     )
     #: Its server arguments, named as SGLang names them.
     inputs: tuple[Input, ...] = (
-        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.6]",
+        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.23, the newest]",
               metavar="X.Y.Z", **_OWN),
         Input("mem_fraction_static", "fraction",
               "share of free memory for weights + KV [default: the release's rule]", **_OWN),
@@ -443,11 +443,13 @@ def is_default_release(version: SGLangVersion) -> bool:
 
 
 def _default_note(version: SGLangVersion) -> str:
-    """Says when the rules are the default release's, not the newest's."""
+    """Says when the rules are the default release's (the newest) rather than a given one."""
     from kvcalc.engine.sglang import NEWEST
 
     if not is_default_release(version):
         return ""
+    if version == NEWEST:
+        return " (kvcalc's default, the newest release)"
     return f" (kvcalc's default; --sglang-version {NEWEST} is the newest)"
 
 
