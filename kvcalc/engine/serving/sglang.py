@@ -88,7 +88,7 @@ class SGLang(Engine):
     )
     #: Its server arguments, named as SGLang names them.
     inputs: tuple[Input, ...] = (
-        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.23, the newest]",
+        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.23]",
               metavar="X.Y.Z", **_OWN),
         Input("mem_fraction_static", "fraction",
               "share of free memory for weights + KV [default: the release's rule]", **_OWN),
