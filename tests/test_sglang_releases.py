@@ -284,3 +284,20 @@ def test_cli_speculative_on_dsv4(runner: CliRunner) -> None:
 def test_cli_new_options_are_sglang_only(runner: CliRunner, flag: list[str]) -> None:
     refused(runner, ["batch", "deepseek-v3", "--gpus", "8xh200", "--engine", "vllm", *flag],
             flag[0], "sglang only")
+
+
+def test_default_release_sizes_every_registry_model_sglang_serves() -> None:
+    """The default (0.5.23) refuses only the registry models SGLang 0.5.23 has no model for:
+    Jamba (no Mamba-1 model file in the 0.5.10-0.5.23 wheels) and MiniMax's lightning attention
+    (no such pool); DeepSeek-V4, Qwen3.5 / Qwen3.6 and Gemma 4 are sized."""
+    import kvcalc
+    from kvcalc.errors import KvcalcError
+    from kvcalc.registry.load import all_models
+
+    not_sized: set[str] = set()
+    for model in all_models():
+        try:
+            kvcalc.batch(model.id, gpus="8xH100", engine="sglang")
+        except KvcalcError:
+            not_sized.add(model.id)
+    assert not_sized == {"jamba-v0.1", "minimax-m1", "minimax-text-01"}
