@@ -177,6 +177,16 @@ def test_default_share_reserves_no_prefill_graph() -> None:
     assert result.memory.prefill_graph_mib == 0
     assert result.memory.mem_fraction_static == Fraction("0.824")
     assert default_mem_fraction_static(V0518, 81559, 4, 1, 8192, 512) == Fraction("0.824")
+    # 0.5.23 caps the graph batch at --max-running-requests, but DeepSeek-V4's 256 is declared
+    # after handle_gpu_memory_settings (pipeline.py), so the batch stays 512 and the share too;
+    # a 256 given caps it: 14,336 - 512 = 13,824 MiB -> round(67,735 / 81,559, 3) = 0.831.
+    newest = sglang_pool(FLASH, SGLangOptions(version=sglang_version("0.5.23")))
+    assert (newest.memory.cuda_graph_max_bs, newest.memory.mem_fraction_static) == (
+        512, Fraction("0.824"))  # fmt: skip
+    given = sglang_pool(FLASH, SGLangOptions(version=sglang_version("0.5.23"),
+                                             max_running_requests=256))
+    assert (given.memory.cuda_graph_max_bs, given.memory.mem_fraction_static) == (
+        256, Fraction("0.831"))  # fmt: skip
 
 
 def test_requests_are_capped_at_half_the_pool() -> None:

@@ -926,8 +926,12 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             chunked = opts.chunked_prefill_size or default_chunked_prefill_size(
                 opts.version, gpu_mem_mib
             )
+            # The graph batch is capped at the --max-running-requests given: DeepSeek-V4's and
+            # EAGLE's defaults (256, 48) are declared later (0.5.22 / 0.5.23 arg_groups/
+            # pipeline.py runs handle_gpu_memory_settings before handle_model_specific_adjustments
+            # and handle_speculative_decoding).
             cuda_graph_bs = opts.cuda_graph_max_bs or default_cuda_graph_max_bs(
-                opts.version, gpu_mem_mib, dep.tp, requests_asked(dep, opts)
+                opts.version, gpu_mem_mib, dep.tp, opts.max_running_requests
             )
         if opts.version >= v("0.5.10"):
             prefill_graph = prefill_graph_reserved_mib(
@@ -975,8 +979,8 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
 
 
 def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
-    """``--max-running-requests`` as the server arguments hold it when the graph batch is
-    chosen (DeepSeek-V4's hook fills in 256 before)."""
+    """``--max-running-requests`` as the scheduler reads it: DeepSeek-V4's hook fills in 256 and
+    EAGLE's 48 unless given (after the graph batch is chosen)."""
     if opts.max_running_requests is None and is_dsv4(dep.model):
         return DSV4_MAX_RUNNING_REQUESTS
     if opts.max_running_requests is None and opts.speculative_algorithm is not None:
