@@ -212,10 +212,14 @@ def test_size_refuses_a_format_without_a_dsv4_layout(runner: CliRunner, kv: str)
     refused(runner, ["size", "deepseek-v4-flash", "--kv-dtype", kv], "--kv-dtype", "fp8 or bf16")
 
 
-def test_vllm_engine_refuses_bf16_and_sglang_is_not_modelled(runner: CliRunner) -> None:
+def test_vllm_engine_refuses_bf16_and_sglang_before_0515_is_not_modelled(
+    runner: CliRunner,
+) -> None:
     base = ["batch", "deepseek-v4-flash", "--gpus", "8xh200", "--ctx", "128k"]
     refused(runner, [*base, "--engine", "vllm", "--kv-dtype", "bf16"], "fp8_ds_mla")
-    refused(runner, [*base, "--engine", "sglang"], "DSV4PoolConfigurator", "--engine simple")
+    # SGLang's default (0.5.23) sizes it (tests/test_sglang_dsv4.py); 0.5.6 is refused.
+    old = [*base, "--engine", "sglang", "--sglang-version", "0.5.6"]
+    refused(runner, old, "DSV4PoolConfigurator", "--engine simple")
     blocks = [*base, "--engine", "vllm", "--block-size", "256"]
     refused(runner, blocks, "--block-size", "own blocks")
 

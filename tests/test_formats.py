@@ -42,7 +42,8 @@ COMMANDS = [
     ["batch", "--gpus", "8xH100"],
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k,32k"],
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang", "--ctx", "8k,32k"],
-    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"],
+    # SGLang serves Jamba (Mamba-1) up to 0.5.9.
+    ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang", "--sglang-version", "0.5.9"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--ctx", "8k,32k,128k"],
     ["decode", "llama3-70b", "--gpus", "8xH100", "--as", "mha", "--kv-dtype", "kivi2"],
     ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm", "--kv-dtype", "nvfp4"],

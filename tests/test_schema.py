@@ -57,7 +57,9 @@ RUNS: list[tuple[str, list[str], int]] = [
     ("batch", ["batch", "llama3-70b", "--gpus", "h100", "--engine", "vllm"], 1),
     ("batch", ["batch", "gemma3-27b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k"], 0),
     ("batch", ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang"], 0),
-    ("batch", ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang"], 0),
+    # SGLang serves Jamba (Mamba-1) up to 0.5.9.
+    ("batch", ["batch", "jamba-v0.1", "--gpus", "2xH100", "--engine", "sglang",
+               "--sglang-version", "0.5.9"], 0),
     ("batch", ["batch", "llama3-70b", "--gpus", "h100", "--engine", "sglang"], 1),
     ("batch", ["batch", "llama3.1-8b", "--gpus", "8xH100", "--tp", "2", "--engine", "trtllm"], 0),
     ("batch", ["batch", "llama3-70b", "--gpus", "h100", "--engine", "trtllm"], 1),

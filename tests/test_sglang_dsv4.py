@@ -1,6 +1,9 @@
 """SGLang's DeepSeek-V4 pools (kvcalc.engine.sglang_dsv4) against two real start-up logs
-(tests/fixtures/sglang/, README there), the rules read in the 0.5.15-0.5.20 wheels worked by
-hand, their invariants, and the CLI.
+(tests/fixtures/sglang/, README there), the rules read in the 0.5.15-0.5.20 wheels and in the
+rewritten configurator of 0.5.21-0.5.23 worked by hand, their invariants, and the CLI. No
+public 0.5.21+ DeepSeek-V4 start-up log was found (issues / code corpora searched for its
+"DSV4 SWA sizing" and "DSV4 memory calculation: unified=" lines): those releases are checked
+against the rules worked by hand from the official config only.
 
 SGLang logs GiB with two decimals: a logged token count is reproduced when it lies between the
 predictions at the two ends of that rounding.
@@ -174,6 +177,16 @@ def test_default_share_reserves_no_prefill_graph() -> None:
     assert result.memory.prefill_graph_mib == 0
     assert result.memory.mem_fraction_static == Fraction("0.824")
     assert default_mem_fraction_static(V0518, 81559, 4, 1, 8192, 512) == Fraction("0.824")
+    # 0.5.23 caps the graph batch at --max-running-requests, but DeepSeek-V4's 256 is declared
+    # after handle_gpu_memory_settings (pipeline.py), so the batch stays 512 and the share too;
+    # a 256 given caps it: 14,336 - 512 = 13,824 MiB -> round(67,735 / 81,559, 3) = 0.831.
+    newest = sglang_pool(FLASH, SGLangOptions(version=sglang_version("0.5.23")))
+    assert (newest.memory.cuda_graph_max_bs, newest.memory.mem_fraction_static) == (
+        512, Fraction("0.824"))  # fmt: skip
+    given = sglang_pool(FLASH, SGLangOptions(version=sglang_version("0.5.23"),
+                                             max_running_requests=256))
+    assert (given.memory.cuda_graph_max_bs, given.memory.mem_fraction_static) == (
+        256, Fraction("0.831"))  # fmt: skip
 
 
 def test_requests_are_capped_at_half_the_pool() -> None:
@@ -186,8 +199,8 @@ def test_requests_are_capped_at_half_the_pool() -> None:
 @pytest.mark.parametrize(
     ("kw", "field", "words"),
     [
-        ({"version": sglang_version("0.5.14")}, "sglang_version", "0.5.15 to 0.5.20"),
-        ({"version": sglang_version("0.5.6")}, "sglang_version", "0.5.15 to 0.5.20"),
+        ({"version": sglang_version("0.5.14")}, "sglang_version", "0.5.15 to 0.5.23"),
+        ({"version": sglang_version("0.5.6")}, "sglang_version", "0.5.15 to 0.5.23"),
         ({"version": V0518, "page_size": 64}, "page_size", "multiple of 128"),
     ],
 )
@@ -224,6 +237,64 @@ def test_more_budget_never_fewer_tokens_and_pools_stay_paged(
         assert s.charged_bytes <= s.budget_bytes
 
 
+# ------------------------------------------------------------------ 0.5.21-0.5.23
+
+V0523 = sglang_version("0.5.23")
+REWRITTEN = [sglang_version(x) for x in ("0.5.21", "0.5.22", "0.5.23")]
+
+
+def test_rewritten_cost_charges_padded_pages_worked_by_hand() -> None:
+    # KVLayout.V4.page_bytes at page 256: 256 x 584 = 149,504 B -> 260 rows of 576 = 149,760,
+    # 585 B an entry; the C4 page of 64 entries -> 65 rows, 585 B; the C128 page of 2 entries
+    # (1,168 B) -> 3 rows = 1,728 B, 864 B an entry. The C4 state per SWA page: 8 / 256.
+    # 0.1 x (585 x 43 + 8/256 x 10,240 x 21) + (585/4 + 132/4) x 21 + 864/128 x 20
+    # = 0.1 x (25,155 + 6,720) + 179.25 x 21 + 6.75 x 20 = 3,187.5 + 3,764.25 + 135.
+    for version in REWRITTEN:
+        opts = SGLangOptions(version=version, max_total_tokens=65536)
+        sizes = dsv4_sizes(GEO, 100 * GiB, opts)
+        assert sizes is not None
+        assert sizes.bytes_per_full_token == pytest.approx(7086.75, abs=1e-9)
+    assert bytes_per_full_token(GEO, Fraction("0.1"), page=256) == 7086.75
+
+
+def test_rewritten_cost_at_page_128_and_with_speculation_worked_by_hand() -> None:
+    # Page 128: main 128 x 584 = 74,752 -> 130 rows (585 B); C4 page of 32: 18,688 -> 33 rows
+    # = 19,008 / 32 = 594 B; C128 page of 1: 584 -> 2 rows = 1,152 B; state 8 / 128.
+    # 0.1 x (25,155 + 0.0625 x 10,240 x 21) + (594/4 + 33) x 21 + 1,152/128 x 20.
+    assert bytes_per_full_token(GEO, Fraction("0.1"), page=128) == pytest.approx(
+        3859.5 + 3811.5 + 180, abs=1e-9
+    )
+    # EAGLE: the 16-row ring (16/256 x 10,240 x 21 = 13,440) and x 44/43 for the draft layer.
+    assert bytes_per_full_token(GEO, Fraction("0.1"), True, page=256) == pytest.approx(
+        (0.1 * (25155 + 13440) + 3764.25 + 135) * 44 / 43, abs=1e-9
+    )
+
+
+def test_rewritten_releases_ring_the_c4_state_per_swa_page() -> None:
+    # _compute_dsv4_sizes: swa_tokens // page_size x ring (0.5.20: // window, twice the rows).
+    budget = 40 * GiB
+    new = dsv4_sizes(GEO, budget, SGLangOptions(version=V0523))
+    old = dsv4_sizes(GEO, budget, SGLangOptions(version=sglang_version("0.5.20")))
+    assert new is not None and old is not None
+    assert new.c4_state_rows == new.swa_tokens // 256 * 8
+    assert old.c4_state_rows == old.swa_tokens // 128 * 8
+    # The same budget less the 256-request C128 state, at each release's cost.
+    for sizes, cost in ((new, 7086.75), (old, 7705.45)):
+        assert sizes.full_tokens == int((budget - 2_715_811_840) / cost) // 256 * 256
+    assert new.full_tokens > old.full_tokens
+
+
+def test_rewritten_default_start_on_4_h100() -> None:
+    result = sglang_pool(FLASH, SGLangOptions(version=V0523))
+    assert isinstance(result, SGLangPool) and result.dsv4 is not None
+    sizes = result.dsv4
+    assert (result.page_size, result.max_running_requests) == (256, 256)
+    assert sizes.c128_state_fixed_bytes == 2_715_811_840
+    full = int((sizes.budget_bytes - sizes.c128_state_fixed_bytes) / 7086.75) // 256 * 256
+    assert result.max_total_num_tokens == full
+    assert result.swa_tokens == int(full * 0.1) // 256 * 256
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -250,6 +321,16 @@ def test_cli_text_prints_the_dsv4_log_lines(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.stderr
     assert "DSV4 memory calculation: bytes_per_full_token=7705.45" in result.stdout
     assert "DSV4 pool sizes: full=" in result.stdout
+
+
+def test_cli_default_release_sizes_deepseek_v4(runner: CliRunner) -> None:
+    # The default release (0.5.23) prints its own three DSV4 lines.
+    result = runner.invoke(app, ["batch", "deepseek-v4-flash", "--gpus", "4xh100", "--engine",
+                                 "sglang"])
+    assert result.exit_code == 0, result.stderr
+    assert "SGLang 0.5.23" in result.stdout
+    assert "DSV4 SWA sizing: mode=ratio (explicit), swa_tokens=" in result.stdout
+    assert "bytes_per_full_token=7086.75" in result.stdout
 
 
 def test_cli_max_running_requests_is_sglang_only(runner: CliRunner) -> None:

@@ -295,8 +295,11 @@ def test_cli_an_swa_pool_below_its_window_does_not_fit(runner: CliRunner) -> Non
 
 
 def test_cli_refuses_jamba_at_the_newest_release(runner: CliRunner) -> None:
-    refused(runner, ["batch", "jamba-v0.1", "--gpus", "2xh100", "--tp", "2", "--engine",
-                     "sglang", "--sglang-version", "0.5.23"], "no model with Mamba-1 layers")
+    args = ["batch", "jamba-v0.1", "--gpus", "2xh100", "--tp", "2", "--engine", "sglang"]
+    for given in ([], ["--sglang-version", "0.5.23"]):  # the default release is the newest
+        line = refused(runner, [*args, *given], "no model with Mamba-1 layers",
+                       "--sglang-version 0.5.9 or --engine vllm")
+        assert "{" not in line
 
 
 def test_json_names_the_slots_per_request_of_hybrids_only(runner: CliRunner) -> None:

@@ -251,7 +251,8 @@ def test_cli_dp_attention_json(runner: CliRunner) -> None:
     payload = run_json(runner, "batch", "deepseek-v3", "--gpus", "8xh200", "--engine", "sglang",
                        "--sglang-version", "0.5.23", "--dp-size", "8", "--ctx", "8k")
     assert payload["dp_attention_ranks"] == 8
-    assert payload["sglang_version"] == "0.5.23" and payload["sglang_version_default"] is False
+    # 0.5.23 is the default release (given or not).
+    assert payload["sglang_version"] == "0.5.23" and payload["sglang_version_default"] is True
     row = payload["contexts"][0]
     assert row["max_batch_per_replica"] % 8 == 0
     schema.validate("batch", payload)
@@ -263,7 +264,11 @@ def test_cli_says_the_default_release(runner: CliRunner) -> None:
     assert payload["sglang_version_default"] is True
     args = ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "sglang"]
     text = runner.invoke(app, args).stdout
-    assert f"SGLang {DEFAULT_VERSION} (kvcalc's default; --sglang-version {NEWEST}" in text
+    assert DEFAULT_VERSION == NEWEST
+    assert f"SGLang {NEWEST} (kvcalc's default, the newest release)" in text
+    older = run_json(runner, *args, "--sglang-version", "0.5.6")
+    assert older["sglang_version"] == "0.5.6" and older["sglang_version_default"] is False
+    assert "kvcalc's default" not in runner.invoke(app, [*args, "--sglang-version", "0.5.6"]).stdout
 
 
 def test_cli_speculative_on_dsv4(runner: CliRunner) -> None:
@@ -279,3 +284,20 @@ def test_cli_speculative_on_dsv4(runner: CliRunner) -> None:
 def test_cli_new_options_are_sglang_only(runner: CliRunner, flag: list[str]) -> None:
     refused(runner, ["batch", "deepseek-v3", "--gpus", "8xh200", "--engine", "vllm", *flag],
             flag[0], "sglang only")
+
+
+def test_default_release_sizes_every_registry_model_sglang_serves() -> None:
+    """The default (0.5.23) refuses only the registry models SGLang 0.5.23 has no model for:
+    Jamba (no Mamba-1 model file in the 0.5.10-0.5.23 wheels) and MiniMax's lightning attention
+    (no such pool); DeepSeek-V4, Qwen3.5 / Qwen3.6 and Gemma 4 are sized."""
+    import kvcalc
+    from kvcalc.errors import KvcalcError
+    from kvcalc.registry.load import all_models
+
+    not_sized: set[str] = set()
+    for model in all_models():
+        try:
+            kvcalc.batch(model.id, gpus="8xH100", engine="sglang")
+        except KvcalcError:
+            not_sized.add(model.id)
+    assert not_sized == {"jamba-v0.1", "minimax-m1", "minimax-text-01"}

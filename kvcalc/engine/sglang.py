@@ -58,6 +58,7 @@ from kvcalc.engine.sglang_dsv4 import (
     is_dsv4,
     stage_layers,
 )
+from kvcalc.engine.sglang_dsv4 import cost_page as dsv4_cost_page
 from kvcalc.engine.sglang_dsv4 import page_size as dsv4_page_size
 from kvcalc.engine.sglang_dsv4 import requests_per_worker as dsv4_requests
 from kvcalc.engine.sglang_dsv4 import swa_ratio as dsv4_swa_ratio
@@ -122,12 +123,12 @@ _VERSION_RE = re.compile(r"^v?([0-9]{1,4})\.([0-9]{1,4})\.([0-9]{1,4})(?:\.post(
 OLDEST = SGLangVersion(0, 4, 0)
 NEWEST = SGLangVersion(0, 5, 23)
 LAST_PATCH = {(0, 4): 10, (0, 5): 23}
-#: The default: the reference's primary release (its line numbers are v0.5.6's), checked against
-#: real start-up logs. 0.5.23 is not the default because it does not size every registry model
-#: SGLang 0.5.23 serves: DeepSeek-V4's pools are modelled for 0.5.15-0.5.20 only (0.5.21 rewrote
-#: DSV4PoolConfigurator), so a default of 0.5.23 would refuse DeepSeek-V4-Flash / -Pro. The output
-#: says which release applied and that it is the default.
-DEFAULT_VERSION = SGLangVersion(0, 5, 6)
+#: The default: the newest release, what a practitioner starting SGLang today runs (the engine's
+#: own defaults for the current release). It sizes every registry model SGLang 0.5.23 serves
+#: (DeepSeek-V4's pools from :mod:`kvcalc.engine.sglang_dsv4`'s 0.5.21+ rules); the models it
+#: refuses are ones SGLang 0.5.23 does not serve. Rules whose reference is an older release's log
+#: are pinned to that release by ``--sglang-version``. The output says which release applied.
+DEFAULT_VERSION = NEWEST
 SUPPORTED_RANGE = f"{OLDEST} to {NEWEST}"
 
 
@@ -926,8 +927,12 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
             chunked = opts.chunked_prefill_size or default_chunked_prefill_size(
                 opts.version, gpu_mem_mib
             )
+            # The graph batch is capped at the --max-running-requests given: DeepSeek-V4's and
+            # EAGLE's defaults (256, 48) are declared later (0.5.22 / 0.5.23 arg_groups/
+            # pipeline.py runs handle_gpu_memory_settings before handle_model_specific_adjustments
+            # and handle_speculative_decoding).
             cuda_graph_bs = opts.cuda_graph_max_bs or default_cuda_graph_max_bs(
-                opts.version, gpu_mem_mib, dep.tp, requests_asked(dep, opts)
+                opts.version, gpu_mem_mib, dep.tp, opts.max_running_requests
             )
         if opts.version >= v("0.5.10"):
             prefill_graph = prefill_graph_reserved_mib(
@@ -975,8 +980,8 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
 
 
 def requests_asked(dep: Deployment, opts: SGLangOptions) -> int | None:
-    """``--max-running-requests`` as the server arguments hold it when the graph batch is
-    chosen (DeepSeek-V4's hook fills in 256 before)."""
+    """``--max-running-requests`` as the scheduler reads it: DeepSeek-V4's hook fills in 256 and
+    EAGLE's 48 unless given (after the graph batch is chosen)."""
     if opts.max_running_requests is None and is_dsv4(dep.model):
         return DSV4_MAX_RUNNING_REQUESTS
     if opts.max_running_requests is None and opts.speculative_algorithm is not None:
@@ -1065,10 +1070,11 @@ def rank_cells(dep: Deployment, opts: SGLangOptions) -> RankCells:
         )
     if opts.version >= v("0.5.10") and any(m.kind == "mamba" for m in dep.model.mixer_pattern):
         # No srt/models/jamba.py (or other Mamba-1 model) in the 0.5.10-0.5.23 wheels.
-        raise SGLangConfigError.at(
+        raise SGLangConfigError(
+            f"{{sglang_version}}: SGLang {opts.version} has no model with Mamba-1 layers such "
+            f"as {dep.model.id}'s (no Jamba); use {{sglang_version}} 0.5.9 or {{engine}} vllm",
             "sglang_version",
-            f"SGLang {opts.version} has no model with Mamba-1 layers such as {dep.model.id}'s "
-            "(no Jamba); use 0.5.9 or {engine} vllm",
+            "engine",
         )
     if any(c.state_bytes_per_request for c in cells) and opts.version < v("0.5.6"):
         raise SGLangConfigError.at(
@@ -1238,7 +1244,9 @@ def dsv4_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTo
     context_length = pool_context_length(dep, opts)
     budget = math.floor(memory.rest_bytes)
     geo = stage_layers(dep.model, dep.stages[0])
-    cost = bytes_per_full_token(geo, dsv4_swa_ratio(opts), opts.speculative_algorithm is not None)
+    cost = bytes_per_full_token(
+        geo, dsv4_swa_ratio(opts), opts.speculative_algorithm is not None, dsv4_cost_page(opts)
+    )
     cells = RankCells(round(cost), 0, geo.layers, 0, 0)
     sizes = dsv4_stage_sizes(dep, opts, budget) if budget > 0 else None
     if sizes is None:

@@ -1,9 +1,10 @@
 """SGLang's DeepSeek-V4 pools: ``DSV4PoolConfigurator`` (``model_executor/pool_configurator.py``).
 
-Read from the SGLang wheels 0.5.15 to 0.5.20 (PyPI), whose configurator is the same on the
-default CUDA path (0.5.20 adds the unified-KV path, taken only when its env gate is set, and the
-SWA-pool floor :func:`check_swa_floor`); older releases size DeepSeek-V4 by another formula
-(0.5.14 and before), newer ones (0.5.21+) rewrote it. Server defaults for ``DeepseekV4ForCausalLM``
+Read from the SGLang wheels 0.5.15 to 0.5.23 (PyPI). 0.5.15-0.5.20's configurator is the same on
+the default CUDA path (0.5.20 adds the unified-KV path, taken only when its env gate is set, and
+the SWA-pool floor :func:`check_swa_floor`); 0.5.21 rewrote it (:data:`REWRITE`, the same on
+the default path through 0.5.23; see "0.5.21 on" below); older releases (0.5.14 and before) size
+DeepSeek-V4 by another formula. Server defaults for ``DeepseekV4ForCausalLM``
 (``arg_groups/overrides.py`` ``_deepseek_v4_overrides`` and ``deepseek_v4_hook.py``
 ``apply_deepseek_v4_defaults``): ``page_size`` 256 on CUDA, ``swa_full_tokens_ratio`` 0.1
 unless given, ``max_running_requests`` 256 unless given, KV ``auto`` -> ``fp8_e4m3`` (only
@@ -25,6 +26,21 @@ whatever the KV dtype, and the pages' 576-byte padding (``DeepSeekV4SingleKVPool
 charged. The MTP layer is not counted: the slice is ``compress_ratios[start:end]`` of the
 target's layers; with speculative decoding (EAGLE, topk 1) the cost is inflated by (L + 1) / L
 for the draft worker and the state rings double (16 and 256 rows).
+
+0.5.21 on (``_get_bytes_per_swa_token`` / ``_compressed_bytes_per_full_token``, read in the
+0.5.21, 0.5.22 and 0.5.23 wheels): each pool's entry is charged as its padded page costs
+(``_get_paged_kv_bytes_per_token``: ``KVLayout.V4.page_bytes``, a page of 584-byte entries
+rounded up to whole 576-byte rows; the default ``SGLANG_DSV4_KV_LAYOUT`` is ``v4`` on every
+GPU), and the ratio-4 state is priced and allocated per SWA *page* (``ring / page_size``,
+``swa_tokens // page_size x ring``) where 0.5.20 used the window (sglang#30371 / #40337). At the
+CUDA page of 256: 585 B for the SWA and C4 entries, 864 B for the C128 one (2 tokens a page)::
+
+    r x (585 x L + 8 / 256 x 10,240 x n4) + (585 / 4 + 132 / 4) x n4 + 864 / 128 x n128
+
+(7,086.75 B for DeepSeek-V4-Flash.) DeepSeek-V4 keeps ratio sizing: ``_deepseek_v4_overrides``
+declares ``swa_full_tokens_ratio`` 0.1 before ``_handle_cache_compatibility`` records it as set,
+so the request-cap mode (V4.1 only) is not taken. The ratio-1/2 layers and their page padding
+(0.5.23 ``_get_low_ratio_kv_padding_bytes``) are V4.1's, absent from V4's ``compress_ratios``.
 """
 
 from __future__ import annotations
@@ -44,7 +60,12 @@ if TYPE_CHECKING:
 
 #: The releases whose ``DSV4PoolConfigurator`` this module restates (read in each wheel).
 SINCE = "0.5.15"
-UNTIL = "0.5.20"
+UNTIL = "0.5.23"
+#: The release that rewrote the configurator: padded pages, the ratio-4 state per SWA page.
+REWRITE = "0.5.21"
+#: ``KVLayout.V4.page_align`` (``kernels/ops/attention/dsv4/kv_layout.py``, 0.5.21+): a page's
+#: bytes are padded to whole rows of this many bytes (the reader's TMA row stride).
+V4_PAGE_ALIGN = 576
 #: ``_deepseek_v4_overrides``: the page on CUDA (NPU: 128).
 PAGE_SIZE = 256
 #: ``swa_full_tokens_ratio`` for DeepSeek-V4 unless given.
@@ -128,17 +149,25 @@ def rings(speculative: bool) -> tuple[int, int]:
     return (SPEC_C4_RING, SPEC_C128_RING) if speculative else (C4_RING, C128_RING)
 
 
-def bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction, speculative: bool = False) -> float:
+def bytes_per_full_token(
+    geo: DSV4Layers, swa_ratio: Fraction, speculative: bool = False, page: int | None = None
+) -> float:
     """``_get_bytes_per_full_token``, in SGLang's own float arithmetic and term order (its
     ``%.2f`` log line is then reproduced to the digit); with speculative decoding, inflated by
-    (L + 1) / L for the draft worker's layer."""
-    cost = target_bytes_per_full_token(geo, swa_ratio, rings(speculative)[0])
+    (L + 1) / L for the draft worker's layer. ``page``: the page size under 0.5.21+'s rule
+    (:func:`paged_bytes_per_full_token`); None, 0.5.15-0.5.20's."""
+    c4_ring = rings(speculative)[0]
+    if page is None:
+        cost = target_bytes_per_full_token(geo, swa_ratio, c4_ring)
+    else:
+        cost = paged_bytes_per_full_token(geo, swa_ratio, c4_ring, page)
     if speculative:
         cost *= (geo.layers + DRAFT_LAYERS) / geo.layers
     return cost
 
 
 def target_bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction, c4_ring: int) -> float:
+    """0.5.15-0.5.20: the unpadded 584-byte entry, the ratio-4 state per window."""
     r = float(swa_ratio)
     kv, n4 = geo.entry_bytes, geo.c4_layers
     c4_state_ratio = c4_ring / geo.window
@@ -150,6 +179,35 @@ def target_bytes_per_full_token(geo: DSV4Layers, swa_ratio: Fraction, c4_ring: i
         + r * c4_state_ratio * (2 * 2 * geo.head_dim * STATE_VALUE_BYTES) * n4
         + r * c4_state_ratio * (2 * 2 * geo.index_head_dim * STATE_VALUE_BYTES) * n4
     )
+
+
+def v4_entry_bytes_in_pages(geo: DSV4Layers, tokens_per_page: int) -> float:
+    """0.5.21+ ``_get_paged_kv_bytes_per_token``: a page of ``tokens_per_page`` entries as
+    ``KVLayout.V4.page_bytes`` pads it (``ceil(n x 584 / 576) x 576``), per entry."""
+    padded = -(-tokens_per_page * geo.entry_bytes // V4_PAGE_ALIGN) * V4_PAGE_ALIGN
+    return padded / tokens_per_page
+
+
+def paged_bytes_per_full_token(
+    geo: DSV4Layers, swa_ratio: Fraction, c4_ring: int, page: int
+) -> float:
+    """0.5.21+: ``swa_ratio x _get_bytes_per_swa_token() + sum(_compressed_bytes_per_full_token
+    (ratio) x layers)`` over the ratios 4 then 128 (``collect_sources_by_ratio``'s order); the
+    compressed pools' pages hold ``page_size // ratio`` entries."""
+    n4, n128 = geo.c4_layers, geo.c128_layers
+    c4_state_ratio = (c4_ring if n4 else 0) / page
+    c4_state = 2 * 2 * geo.head_dim * STATE_VALUE_BYTES
+    c4_index_state = 2 * 2 * geo.index_head_dim * STATE_VALUE_BYTES
+    per_swa_token = v4_entry_bytes_in_pages(geo, page) * geo.layers + (
+        c4_state_ratio * (c4_state + c4_index_state) * n4
+    )
+    compressed: float = 0
+    if n4:
+        c4 = 1 / 4 * v4_entry_bytes_in_pages(geo, page // 4) + 1 / 4 * geo.index_bytes
+        compressed += c4 * n4
+    if n128:
+        compressed += 1 / 128 * v4_entry_bytes_in_pages(geo, page // 128) * n128
+    return float(swa_ratio) * per_swa_token + compressed
 
 
 def c128_state_rows(requests: int, ring: int = C128_RING) -> int:
@@ -182,6 +240,7 @@ class DSV4Sizes:
     c4_state_rows: int
     c128_state_rows: int
     window: int
+    swa_ratio: Fraction
 
     @property
     def charged_bytes(self) -> int:
@@ -191,13 +250,30 @@ class DSV4Sizes:
 
 
 def split_pools(
-    full: int, ratio: Fraction, page: int, window: int, c4_ring: int = C4_RING
+    full: int, ratio: Fraction, page: int, state_page: int, c4_ring: int = C4_RING
 ) -> tuple[int, ...]:
     """``_compute_dsv4_sizes``: full, SWA, C4, C128 and C4-state sizes from a full-token
-    count, each pool in whole pages."""
+    count, each pool in whole pages; a ring of C4 state per ``state_page`` SWA tokens (the
+    window through 0.5.20, the page from 0.5.21: :func:`state_page`)."""
     full = full // page * page
     swa = int(full * float(ratio)) // page * page
-    return full, swa, full // 4, full // 128, swa // window * c4_ring
+    return full, swa, full // 4, full // 128, swa // state_page * c4_ring
+
+
+def rewritten(version: SGLangVersion) -> bool:
+    """0.5.21+'s configurator (:data:`REWRITE`)."""
+    return version.key[:3] >= release_key(REWRITE)
+
+
+def cost_page(opts: SGLangOptions) -> int | None:
+    """The page :func:`bytes_per_full_token` prices entries in: 0.5.21+, else None."""
+    return page_size(opts) if rewritten(opts.version) else None
+
+
+def state_page(opts: SGLangOptions, geo: DSV4Layers) -> int:
+    """SWA tokens per ring of ratio-4 state: ``swa_page_size = cfg.window_size`` through
+    0.5.20, ``page_size`` from 0.5.21 (``swa_tokens // page_size * ring``)."""
+    return page_size(opts) if rewritten(opts.version) else geo.window
 
 
 def requests_per_worker(opts: SGLangOptions, attn_dp: int) -> int:
@@ -215,13 +291,15 @@ def dsv4_sizes(
     page = page_size(opts)
     speculative = opts.speculative_algorithm is not None
     c4_ring, c128_ring = rings(speculative)
-    cost = bytes_per_full_token(geo, ratio, speculative)
+    cost = bytes_per_full_token(geo, ratio, speculative, cost_page(opts))
     fixed = c128_state_fixed_bytes(geo, requests_per_worker(opts, attn_dp), c128_ring)
     full = int(max(budget - fixed, 0) / cost)
     full = full // page * page
     if opts.max_total_tokens is not None:
         full = min(full, opts.max_total_tokens)
-    full, swa, c4, c128, c4_state = split_pools(full, ratio, page, geo.window, c4_ring)
+    full, swa, c4, c128, c4_state = split_pools(
+        full, ratio, page, state_page(opts, geo), c4_ring
+    )
     if full <= 0:
         return None
     requests = min(requests_per_worker(opts, attn_dp), full // 2)
@@ -237,6 +315,7 @@ def dsv4_sizes(
         # finalize_with_max_running_requests: a ring per request slot.
         c128_state_rows=(requests + 1) * c128_ring if geo.c128_layers else 0,
         window=geo.window,
+        swa_ratio=ratio,
     )
 
 

@@ -975,7 +975,9 @@ VOCABULARY: dict[str, Term] = {
     "estimated_max_model_len": Term(TOK, "the longest request that fits (too small)"),
     # SGLang
     "sglang_version": Term("", "the SGLang release whose rules apply"),
-    "sglang_version_default": Term("", "whether that is kvcalc's default release (not given)"),
+    "sglang_version_default": Term(
+        "", "whether that is kvcalc's default release (0.5.23, the newest)"
+    ),
     "gpu_memory_mib": Term("MiB", "the GPU memory SGLang reads"),
     "mem_fraction_static": Term("fraction", "SGLang's static memory share"),
     "chunked_prefill_size": Term(TOK, "SGLang's chunked prefill size, or null"),

@@ -88,7 +88,7 @@ class SGLang(Engine):
     )
     #: Its server arguments, named as SGLang names them.
     inputs: tuple[Input, ...] = (
-        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.6]",
+        Input("sglang_version", "text", "release, 0.4.0-0.5.23 [default: 0.5.23]",
               metavar="X.Y.Z", **_OWN),
         Input("mem_fraction_static", "fraction",
               "share of free memory for weights + KV [default: the release's rule]", **_OWN),
@@ -396,18 +396,34 @@ def dsv4_payload(result: SGLangPool) -> dict[str, Any]:
 
 
 def dsv4_lines(result: SGLangPool) -> list[str]:
-    """SGLang's two DSV4 sizing lines, as its log prints them (GiB as "GB")."""
+    """SGLang's DSV4 sizing lines, as its log prints them (GiB as "GB"): 0.5.21+ add the
+    unified-KV flags, the fixed pools that are zero on the default path and a "DSV4 SWA
+    sizing" line (DeepSeek-V4's ratio is always declared, so "ratio (explicit)")."""
+    from kvcalc.engine.sglang_dsv4 import rewritten
+
     sizes = result.dsv4
     if sizes is None:
         return []
-    return [
-        f"DSV4 memory calculation: bytes_per_full_token={sizes.bytes_per_full_token:.2f}, "
+    cost = f"bytes_per_full_token={sizes.bytes_per_full_token:.2f}, "
+    budget = (
         f"available_bytes={sizes.budget_bytes / GiB:.2f} GB, "
         f"c128_state_fixed={sizes.c128_state_fixed_bytes / GiB:.2f} GB, "
-        f"full_token={sizes.full_tokens}",
+    )
+    pools = (
         f"DSV4 pool sizes: full={sizes.full_tokens}, swa={sizes.swa_tokens}, "
         f"c4={sizes.c4_tokens}, c128={sizes.c128_tokens}, c4_state={sizes.c4_state_rows}, "
-        f"c128_state={sizes.c128_state_rows}",
+        f"c128_state={sizes.c128_state_rows}"
+    )
+    if not rewritten(result.version):
+        return [f"DSV4 memory calculation: {cost}{budget}full_token={sizes.full_tokens}", pools]
+    zero = "0.00 GB"
+    return [
+        f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={sizes.swa_tokens}, "
+        f"swa_full_tokens_ratio={float(sizes.swa_ratio)}",
+        "DSV4 memory calculation: unified=False, unified_fp8=False, dspark_draft_bf16=False, "
+        f"{cost}{budget}c2_state_fixed={zero}, swa_fixed={zero}, swa_ring_fixed={zero}, "
+        f"c4_state_fixed={zero}, full_token={sizes.full_tokens}",
+        pools,
     ]
 
 
@@ -427,11 +443,13 @@ def is_default_release(version: SGLangVersion) -> bool:
 
 
 def _default_note(version: SGLangVersion) -> str:
-    """Says when the rules are the default release's, not the newest's."""
+    """Says when the rules are the default release's (the newest) rather than a given one."""
     from kvcalc.engine.sglang import NEWEST
 
     if not is_default_release(version):
         return ""
+    if version == NEWEST:
+        return " (kvcalc's default, the newest release)"
     return f" (kvcalc's default; --sglang-version {NEWEST} is the newest)"
 
 
