@@ -76,6 +76,17 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-next-80b-a3b", "gpus": "2xh200", "version": "0.11.0", "length": 262144,
         "tp": 2, "gpu_util": 0.9,
     },
+    "v013-dgx-spark-qwen3-30b-a3b-fp8.log": {
+        "model": "qwen3-30b-a3b", "gpus": "dgx-spark", "version": "0.13.0", "length": 32768,
+        "weight_dtype": "fp8", "kv_dtype": "fp8", "gpu_util": 0.3,
+    },
+    # The calibrate fixture's five quoted lines (Qwen3-0.6B at 0.6, its header): the excerpt
+    # quotes no max_model_len, so the model's own 40,960; the pool of this dense model is the
+    # same whatever the length that fits.
+    "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": {
+        "model": "qwen3-0.6b", "gpus": "dgx-spark", "version": "0.27.1", "length": 40960,
+        "gpu_util": 0.6,
+    },
 }
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
@@ -89,6 +100,21 @@ UNREACHED = {
         "estimate, which vLLM measures by capturing graphs (profile_cudagraph_memory) and "
         "kvcalc puts at 0.05 GiB for 18 graphs against 0.32 captured. The CUDA total (94.97 "
         "GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
+    ),
+    "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
+        "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
+        "(36.51 - 29.04 - 4.04 KV), kvcalc 1.65 (1.40 sampler peak + 0.25 non-torch). On the "
+        "GB10's unified memory the free memory vLLM 0.13 reads is the whole system's, so what "
+        "the host took during the 170 s load (page cache, the containers sharing the device, "
+        "which the log says ran beside it) counts as this process's non-torch memory; kvcalc "
+        "cannot see it. Not fitted"
+    ),
+    "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
+        "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
+        "non-torch): on the GB10's unified memory 0.27's free-memory drop holds host-side use "
+        "kvcalc cannot see; the printed peak and graphs leave 0.26 GiB (73.01 - 3.35 - 69.4) "
+        "against kvcalc's 0.77 (0.54 sampler peak at 256 sequences + 0.23 graph estimate), "
+        "which offsets most of it"
     ),
 }
 
@@ -126,13 +152,14 @@ UNEXPLAINED = {
 )
 def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
-    # logged count must lie between kvcalc's counts at either end of that interval (and they
-    # are within 0.04% of each other).
+    # logged count must lie between kvcalc's counts at either end of that interval, and those
+    # lie no further apart than that 0.01 GiB is of the pool (0.02% of a 56 GiB pool, 0.25%
+    # of a 4 GiB one), give or take a block.
     half = GiB // 200
     low = start(name, log_kv_bytes(name) - half).kv_cache_size_tokens
     high = start(name, log_kv_bytes(name) + half).kv_cache_size_tokens
     assert low <= log_tokens(name) <= high
-    assert (high - low) / log_tokens(name) < 4e-4
+    assert (high - low) / log_tokens(name) < Fraction(GiB, 100) / log_kv_bytes(name) + 1e-4
 
 
 def gpu_alone_error(name: str) -> float:
@@ -303,6 +330,22 @@ def test_align_mode_of_0_28_reproduces_a_prefix_caching_log() -> None:
     assert f"{align.max_concurrency:.2f}" == "4.33"
     # Without align mode (0.27's default) the same pool holds more requests.
     assert start("0.27").max_concurrency > align.max_concurrency
+
+
+def test_0_13_on_a_gb10_runs_the_small_tier_and_its_capture_grid() -> None:
+    # The 0.13 DGX Spark log: "max_num_batched_tokens=2048" and "PIECEWISE 51/51", "FULL
+    # 35/35", vllm serve's 2048 / 256 (NVML's memory query fails on the GB10 up to 0.32, so
+    # get_batch_defaults reads 0 GiB) on the 0.12+ grid (steps of 16 from 256).
+    from kvcalc.engine.vllm_releases import full_graph_sizes
+
+    name = "v013-dgx-spark-qwen3-30b-a3b-fp8.log"
+    release = vllm_release("0.13.0")
+    defaults = serve_batch_defaults(release, int(Fraction("121.69") * GiB), "NVIDIA GB10")
+    assert defaults.max_num_batched_tokens == int(logged(name, r"max_num_batched_tokens=(\d+)"))
+    seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
+    bar = r"\): 100%\|[^|\n]*\| ?(\d+)/"
+    assert capture_sizes(release, seqs, batched) == int(logged(name, "PIECEWISE" + bar))
+    assert full_graph_sizes(release, seqs, batched) == int(logged(name, "FULL" + bar))
 
 
 @pytest.mark.parametrize(
