@@ -85,6 +85,12 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "gemma-4-e4b", "gpus": "rtx-3090", "version": "0.22.1", "length": 32768,
         "gpu_util": 0.9,
     },
+    # Offline LLM(): the LLM class's 8192 batched tokens (logged) and 256 sequences (FULL
+    # graphs to 256) on an A100.
+    "v028-a100pcie-qwen3.5-0.8b.log": {
+        "model": "qwen3.5-0.8b", "gpus": "a100-pcie-80gb", "version": "0.28.0",
+        "length": 262144, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
     # The calibrate fixture's five quoted lines (Qwen3-0.6B at 0.6, its header): the excerpt
     # quotes no max_model_len, so the model's own 40,960; the pool of this dense model is the
     # same whatever the length that fits.
@@ -121,6 +127,14 @@ UNREACHED = {
         "the requested 0.9 x 24.00 GiB is the registry RTX 3090's nominal total (no CUDA total "
         "is logged for it; this RTX 3090 Ti's is not printed): the rest, 0.4 GiB, is "
         "unexplained or that total"
+    ),
+    "v028-a100pcie-qwen3.5-0.8b.log": (
+        "+5.2%, 3.5 GiB of a 67 GiB pool: the report gives the run's consumed memory (weights + "
+        "non-torch) as 4.31 GiB against kvcalc's 1.87 (1.62 weights + 0.25 non-torch), 2.4 GiB "
+        "above what the 1.72 GiB of weights and a TP 1 non-torch figure leave, unexplained (a "
+        "first cold start: 87 s of profiling and warm-up, the vision tower's multimodal "
+        "warm-up); and the registry's A100 PCIe has no logged CUDA total (80.00 GiB nominal "
+        "against the SXM's 79.25: 0.7 GiB of the 0.92 share)"
     ),
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
         "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
