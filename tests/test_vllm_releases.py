@@ -80,6 +80,12 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-30b-a3b", "gpus": "dgx-spark", "version": "0.13.0", "length": 32768,
         "weight_dtype": "fp8", "kv_dtype": "fp8", "gpu_util": 0.3,
     },
+    # Offline LLM() on a GCE a2-highgpu-1g (one A100 40GB): the LLM class's 8192 batched tokens
+    # (logged) and 256 sequences (get_batch_defaults below 70 GiB).
+    "v0151-a100-40gb-llama31-8b.log": {
+        "model": "llama3.1-8b", "gpus": "a100-sxm-40gb", "version": "0.15.1", "length": 131072,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
     # An RTX 3090 Ti, not in the registry: as its RTX 3090 (24 GB, 12 MiB more by nvidia-smi).
     "v0221-rtx3090ti-gemma-4-e4b.log": {
         "model": "gemma-4-e4b", "gpus": "rtx-3090", "version": "0.22.1", "length": 32768,
