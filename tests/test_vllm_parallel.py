@@ -453,10 +453,12 @@ def test_deepseek_v3_mtp_weights_against_its_readme() -> None:
 
 def test_vllm_serves_default_max_num_seqs_follows_the_device(runner: CliRunner) -> None:
     # get_batch_defaults (vllm 0.19 arg_utils.py): >= 70 GiB and no "a100" in the name: 1024;
-    # 0.33 keeps GB10 (DGX Spark, 121.69 GiB) on the small tier (is_gb10, arg_utils.py 0.33.0).
+    # GB10 (DGX Spark, 121.69 GiB) stays on the small tier: NVML's memory query fails there up
+    # to 0.32 (platforms/cuda.py, no fallback; the 0.13 Spark log of tests/fixtures/vllm_logs
+    # runs 2048 tokens and 35 FULL graphs), is_gb10 from 0.33 (arg_utils.py 0.33.0).
     for gpu, version, seqs in (("h100", "0.19", 1_024), ("a100-sxm-80gb", "0.19", 256),
-                               ("l40s", "0.19", 256), ("dgx-spark", "0.32", 1_024),
-                               ("dgx-spark", "0.33", 256)):
+                               ("l40s", "0.19", 256), ("dgx-spark", "0.13", 256),
+                               ("dgx-spark", "0.32", 256), ("dgx-spark", "0.33", 256)):
         dep = registry_deployment("llama3-8b", gpu)
         assert max_num_seqs_for(dep, vllm_release(version)) == seqs, (gpu, version)
     # Llama-3-8B at 1k holds more than 256 requests on an 80 GB A100; vLLM runs 256.
@@ -502,22 +504,18 @@ def test_deepseek_v4_dp8_against_tp8_on_b200_as_recipes_762_logs(runner: CliRunn
 
 
 def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRunner) -> None:
-    # A DGX Spark (GB10, 121.69 GiB) gets 1,024 sequences from vllm serve up to 0.32 and 256
-    # from 0.33 (is_gb10 in get_batch_defaults, arg_utils.py 0.33.0). The same figure caps the
-    # batch and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL
-    # (to 256) as LMCache #3430 logs; at 1,024 both grids run to 512: 51 + 51.
+    # A DGX Spark (GB10, 121.69 GiB) gets 256 sequences from vllm serve in every release (NVML's
+    # memory query fails there up to 0.32, is_gb10 from 0.33). The same figure caps the batch
+    # and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL (to
+    # 256) as LMCache #3430 logs; at 1,024 given, both grids run to 512: 51 + 51.
     from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH
 
     args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
-            "512"]
-    old, new = (run_json(runner, *args, "--vllm-version", v) for v in ("0.32", "0.33"))
-    assert (old["max_num_seqs"], new["max_num_seqs"]) == (1_024, 256)
-    assert old["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
-    assert new["cudagraph_memory_bytes"] == (51 + 35) * CUDAGRAPH_BYTES_PER_GRAPH
-    assert new["max_concurrency"] > 1_024
-    assert old["contexts"][0]["max_batch_per_replica"] == 1_024
-    assert new["contexts"][0]["max_batch_per_replica"] == 256
-    # Given, it replaces the default in all three uses.
-    given = run_json(runner, *args, "--vllm-version", "0.32", "--max-num-seqs", "256")
-    assert given["cudagraph_memory_bytes"] == new["cudagraph_memory_bytes"]
-    assert given["contexts"][0]["max_batch_per_replica"] == 256
+            "512", "--vllm-version", "0.32"]
+    default, wide = run_json(runner, *args), run_json(runner, *args, "--max-num-seqs", "1024")
+    assert (default["max_num_seqs"], wide["max_num_seqs"]) == (256, 1_024)
+    assert wide["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert default["cudagraph_memory_bytes"] == (51 + 35) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert default["max_concurrency"] > 1_024
+    assert wide["contexts"][0]["max_batch_per_replica"] == 1_024
+    assert default["contexts"][0]["max_batch_per_replica"] == 256

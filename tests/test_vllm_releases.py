@@ -76,6 +76,34 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-next-80b-a3b", "gpus": "2xh200", "version": "0.11.0", "length": 262144,
         "tp": 2, "gpu_util": 0.9,
     },
+    "v013-dgx-spark-qwen3-30b-a3b-fp8.log": {
+        "model": "qwen3-30b-a3b", "gpus": "dgx-spark", "version": "0.13.0", "length": 32768,
+        "weight_dtype": "fp8", "kv_dtype": "fp8", "gpu_util": 0.3,
+    },
+    # Offline LLM() on a GCE a2-highgpu-1g (one A100 40GB): the LLM class's 8192 batched tokens
+    # (logged) and 256 sequences (get_batch_defaults below 70 GiB).
+    "v0151-a100-40gb-llama31-8b.log": {
+        "model": "llama3.1-8b", "gpus": "a100-sxm-40gb", "version": "0.15.1", "length": 131072,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
+    # An RTX 3090 Ti, not in the registry: as its RTX 3090 (24 GB, 12 MiB more by nvidia-smi).
+    "v0221-rtx3090ti-gemma-4-e4b.log": {
+        "model": "gemma-4-e4b", "gpus": "rtx-3090", "version": "0.22.1", "length": 32768,
+        "gpu_util": 0.9,
+    },
+    # Offline LLM(): the LLM class's 8192 batched tokens (logged) and 256 sequences (FULL
+    # graphs to 256) on an A100.
+    "v028-a100pcie-qwen3.5-0.8b.log": {
+        "model": "qwen3.5-0.8b", "gpus": "a100-pcie-80gb", "version": "0.28.0",
+        "length": 262144, "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
+    # The calibrate fixture's five quoted lines (Qwen3-0.6B at 0.6, its header): the excerpt
+    # quotes no max_model_len, so the model's own 40,960; the pool of this dense model is the
+    # same whatever the length that fits.
+    "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": {
+        "model": "qwen3-0.6b", "gpus": "dgx-spark", "version": "0.27.1", "length": 40960,
+        "gpu_util": 0.6,
+    },
 }
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
@@ -89,6 +117,37 @@ UNREACHED = {
         "estimate, which vLLM measures by capturing graphs (profile_cudagraph_memory) and "
         "kvcalc puts at 0.05 GiB for 18 graphs against 0.32 captured. The CUDA total (94.97 "
         "GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
+    ),
+    "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
+        "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
+        "(36.51 - 29.04 - 4.04 KV), kvcalc 1.65 (1.40 sampler peak + 0.25 non-torch). On the "
+        "GB10's unified memory the free memory vLLM 0.13 reads is the whole system's, so what "
+        "the host took during the 170 s load (page cache, the containers sharing the device, "
+        "which the log says ran beside it) counts as this process's non-torch memory; kvcalc "
+        "cannot see it. Not fitted"
+    ),
+    "v0221-rtx3090ti-gemma-4-e4b.log": (
+        "+26%, 1.1 GiB of a 4.1 GiB pool: the printed CUDA-graph estimate is 0.79 GiB against "
+        "kvcalc's 0.23 (86 graphs at the per-graph figure set on Llama-3.1-8B; Gemma 4's 42 "
+        "layers with per-layer inputs capture more), the weights 15.18 GiB against 14.98, and "
+        "the requested 0.9 x 24.00 GiB is the registry RTX 3090's nominal total (no CUDA total "
+        "is logged for it; this RTX 3090 Ti's is not printed): the rest, 0.4 GiB, is "
+        "unexplained or that total"
+    ),
+    "v028-a100pcie-qwen3.5-0.8b.log": (
+        "+5.2%, 3.5 GiB of a 67 GiB pool: the report gives the run's consumed memory (weights + "
+        "non-torch) as 4.31 GiB against kvcalc's 1.87 (1.62 weights + 0.25 non-torch), 2.4 GiB "
+        "above what the 1.72 GiB of weights and a TP 1 non-torch figure leave, unexplained (a "
+        "first cold start: 87 s of profiling and warm-up, the vision tower's multimodal "
+        "warm-up); and the registry's A100 PCIe has no logged CUDA total (80.00 GiB nominal "
+        "against the SXM's 79.25: 0.7 GiB of the 0.92 share)"
+    ),
+    "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
+        "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
+        "non-torch): on the GB10's unified memory 0.27's free-memory drop holds host-side use "
+        "kvcalc cannot see; the printed peak and graphs leave 0.26 GiB (73.01 - 3.35 - 69.4) "
+        "against kvcalc's 0.77 (0.54 sampler peak at 256 sequences + 0.23 graph estimate), "
+        "which offsets most of it"
     ),
 }
 
@@ -126,13 +185,14 @@ UNEXPLAINED = {
 )
 def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
-    # logged count must lie between kvcalc's counts at either end of that interval (and they
-    # are within 0.04% of each other).
+    # logged count must lie between kvcalc's counts at either end of that interval, and those
+    # lie no further apart than that 0.01 GiB is of the pool (0.02% of a 56 GiB pool, 0.25%
+    # of a 4 GiB one), give or take a block.
     half = GiB // 200
     low = start(name, log_kv_bytes(name) - half).kv_cache_size_tokens
     high = start(name, log_kv_bytes(name) + half).kv_cache_size_tokens
     assert low <= log_tokens(name) <= high
-    assert (high - low) / log_tokens(name) < 4e-4
+    assert (high - low) / log_tokens(name) < Fraction(GiB, 100) / log_kv_bytes(name) + 1e-4
 
 
 def gpu_alone_error(name: str) -> float:
@@ -303,6 +363,22 @@ def test_align_mode_of_0_28_reproduces_a_prefix_caching_log() -> None:
     assert f"{align.max_concurrency:.2f}" == "4.33"
     # Without align mode (0.27's default) the same pool holds more requests.
     assert start("0.27").max_concurrency > align.max_concurrency
+
+
+def test_0_13_on_a_gb10_runs_the_small_tier_and_its_capture_grid() -> None:
+    # The 0.13 DGX Spark log: "max_num_batched_tokens=2048" and "PIECEWISE 51/51", "FULL
+    # 35/35", vllm serve's 2048 / 256 (NVML's memory query fails on the GB10 up to 0.32, so
+    # get_batch_defaults reads 0 GiB) on the 0.12+ grid (steps of 16 from 256).
+    from kvcalc.engine.vllm_releases import full_graph_sizes
+
+    name = "v013-dgx-spark-qwen3-30b-a3b-fp8.log"
+    release = vllm_release("0.13.0")
+    defaults = serve_batch_defaults(release, int(Fraction("121.69") * GiB), "NVIDIA GB10")
+    assert defaults.max_num_batched_tokens == int(logged(name, r"max_num_batched_tokens=(\d+)"))
+    seqs, batched = defaults.max_num_seqs, defaults.max_num_batched_tokens
+    bar = r"\): 100%\|[^|\n]*\| ?(\d+)/"
+    assert capture_sizes(release, seqs, batched) == int(logged(name, "PIECEWISE" + bar))
+    assert full_graph_sizes(release, seqs, batched) == int(logged(name, "FULL" + bar))
 
 
 @pytest.mark.parametrize(

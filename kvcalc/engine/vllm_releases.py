@@ -64,7 +64,11 @@ class VLLMRelease:
     large_device_tier: bool
     """A device of 160 GiB or more gets 16384 batched tokens / 1024 sequences for serve."""
     gb10_small_tier: bool
-    """GB10 (DGX Spark, capability 12.1) keeps the small defaults whatever its memory."""
+    """GB10 (DGX Spark, capability 12.1) keeps the small defaults whatever its memory: up to
+    0.32 because NVML's device memory query fails on it (``get_device_total_memory`` in
+    vllm/platforms/cuda.py of 0.13.0, 0.20.1, 0.27.1 and 0.32.0 calls
+    ``nvmlDeviceGetMemoryInfo`` with no fallback, so ``get_batch_defaults`` takes its
+    ``except`` branch, device_memory 0); from 0.33 by ``is_gb10`` beside the new fallback."""
     mamba_align: bool
     """Prefix caching is on by default for Mamba hybrids in "align" mode: two state pages per
     request instead of one. The one rule for that default: read by
@@ -101,7 +105,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "async_in_flight": False,
         "accounting": "non_torch",
         "large_device_tier": False,
-        "gb10_small_tier": False,
+        "gb10_small_tier": True,
         "mamba_align": False,
         "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
         "moe_workspace_held": True,
@@ -170,11 +174,13 @@ RELEASES: tuple[VLLMRelease, ...] = (
     _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True),
-    # 0.33: GB10 kept on the small tier (is_gb10 in get_batch_defaults, arg_utils.py 0.33.0;
-    # absent from 0.32.0).
+    # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
+    # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
+    # the query's failure gave the small tier (the 0.13 DGX Spark log of
+    # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
     _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, gb10_small_tier=True),
+             large_device_tier=True, mamba_align=True),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
@@ -243,7 +249,8 @@ def serve_batch_defaults(
 ) -> BatchDefaults:
     """``vllm serve``'s default ``max_num_batched_tokens`` / ``max_num_seqs`` on one device:
     8192 / 1024 on a device of >= 70 GiB whose name does not contain "a100" (16384 / 1024 at
-    >= 160 GiB from 0.28), else 2048 / 256; GB10 stays small from 0.33."""
+    >= 160 GiB from 0.28), else 2048 / 256; GB10 stays small in every release
+    (:attr:`VLLMRelease.gb10_small_tier`)."""
     name = device_name.lower()
     if release.gb10_small_tier and "gb10" in name:
         return BatchDefaults(2048, 256)
