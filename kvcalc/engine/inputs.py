@@ -334,7 +334,7 @@ def deployment_from(
         kv_dtype=(kv_format or _kv_format(values))(model),
         gpu_util=values.get("gpu_util"),
         reserve=values.get("reserve"),
-        block_size=values.get("block_size", _DEFAULTS["block_size"]),
+        block_size=values.get("block_size"),  # None: the engine's default block
         prefix_shared_tokens=values.get("prefix_shared", _DEFAULTS["prefix_shared"]),
         max_num_batched_tokens=values.get("max_num_batched_tokens"),
         eviction=eviction or KEEP_ALL,

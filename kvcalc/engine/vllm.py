@@ -1119,6 +1119,7 @@ def vllm_kv_cache_for(
     stage (:func:`vllm_budget_per_stage`, less the MTP layers' weights on the last stage), its
     cache format and paging."""
     from kvcalc.engine.capacity import over_memory_reason
+    from kvcalc.engine.vllm_backends import vllm_block_size
     from kvcalc.engine.vllm_parallel import VLLMServing, serving_setup
 
     if dep.eviction.lossy:
@@ -1133,7 +1134,7 @@ def vllm_kv_cache_for(
         kv_dtype=dep.cache.kv,
         tp=dep.tp,
         pp=dep.pp,
-        block_size=dep.block_size,
+        block_size=vllm_block_size(dep, inputs.release),
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
