@@ -170,7 +170,12 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         "kv_residual", "KIVI: most recent tokens kept at full precision [default: 128]",
         minimum=0, panel=KV_FORMAT,
     ),
-    _tokens("block_size", "tokens per KV block", default=16, maximum=65536),
+    # No default: a given 16 is given (vLLM keeps it); not given, vLLM pages at its attention
+    # backend's block (kvcalc.engine.vllm_backends) and the other engines at 16.
+    _tokens(
+        "block_size", "tokens per KV block [default: 16; vLLM: its attention backend's]",
+        maximum=65536,
+    ),
     _tokens(
         "prefix_shared", "prompt-prefix tokens shared by all sequences", default=0, minimum=0
     ),
