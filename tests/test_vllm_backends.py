@@ -139,3 +139,26 @@ def test_the_header_and_json_name_the_block_chosen() -> None:
                                "vllm", "--kv-dtype", "fp8", "--format", "json"])
     assert data.exit_code == 0, data.output
     assert '"block_size": 64' in data.output
+
+
+def test_every_release_and_nvidia_gpu_pages_an_mla_model_at_the_block_chosen() -> None:
+    # Invariant: the pool's specs are at the block the rule names, for every release row and
+    # every NVIDIA GPU of the registry; and the block is one the named backend declares.
+    from kvcalc.engine.vllm_releases import RELEASES
+    from kvcalc.registry.gpus import all_gpus
+
+    declared = {"FLASH_ATTN_MLA": 16, "TRITON_MLA": 16, "FLASHMLA": 64, "CUTLASS_MLA": 128,
+                "FLASHINFER_MLA": (32, 64)}
+    model = registry_model("deepseek-v2-lite")
+    gpus = [g for g in all_gpus() if g.compute_capability is not None]
+    assert len(gpus) > 30
+    for gpu in gpus:
+        for release in RELEASES:
+            dep = deployment(model, parse_gpu_set(f"1x{gpu.id}"), kv_memory_bytes=GiB)
+            chosen = deployment_backend_block(dep, release)
+            assert chosen is not None
+            sizes = declared[chosen.backend]
+            assert chosen.block_size in (sizes if isinstance(sizes, tuple) else (sizes,))
+            # (a GPU too small for the weights still reports the specs it would page)
+            result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, release.family))
+            assert {s.block_size for s in result.layer_specs} == {chosen.block_size}
