@@ -71,6 +71,12 @@ def test_the_default_backend_and_block_follow_the_wheels(
     assert (chosen.backend, chosen.block_size) == (backend, block)
 
 
+def test_other_platforms_name_no_backend_and_keep_16() -> None:
+    dep = deployment(registry_model("deepseek-v2-lite"), parse_gpu_set("1xtpu-v6e"))
+    assert deployment_backend_block(dep, vllm_release("0.33")) is None
+    assert dep.block_size == 16
+
+
 def test_model_kinds() -> None:
     kinds = {m: model_kind(registry_model(m)) for m in (
         "deepseek-v2-lite", "deepseek-v3.2-exp", "llama3.1-8b", "qwen3-next-80b-a3b")}

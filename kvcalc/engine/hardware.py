@@ -113,6 +113,8 @@ class Accelerator:
     compute_capability: tuple[int, int] | None = None
     """The CUDA compute capability (9.0 Hopper, 10.0 B200, 12.0 RTX Blackwell), which picks an
     engine's default attention backend; None: not an NVIDIA GPU (ROCm and others)."""
+    vendor: str | None = None
+    """nvidia, amd, intel, google, apple, aws (the registry's); None: not from the registry."""
 
     @property
     def link_bytes_per_s(self) -> int | None:

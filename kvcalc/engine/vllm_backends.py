@@ -28,7 +28,8 @@ Read in the wheels (``pip download vllm==X --no-deps``):
   recurrent states keep 16 (0.18-0.32 skip them; their attention block is then raised to hold a
   state, :func:`kvcalc.engine.vllm.hybrid_attention_block_size`).
 * ROCm (vllm/platforms/rocm.py of 0.33.0): AITER is off by default, so MLA is TRITON_MLA and
-  attention ROCM_ATTN / TRITON_ATTN: 16.
+  attention ROCM_ATTN / TRITON_ATTN: 16. Other platforms (TPU, Gaudi, Apple ...) are not
+  modelled: their 16 stands, with no backend named.
 
 DeepSeek-V4's caches are at their backend's own blocks whatever this says
 (:func:`kvcalc.engine.vllm.backend_blocks`).
@@ -77,10 +78,13 @@ def model_kind(model: ModelSpec) -> ModelKind:
 
 def default_backend_block(
     release: VLLMRelease, accelerator: Accelerator, kind: ModelKind, fp8_cache: bool
-) -> BackendBlock:
+) -> BackendBlock | None:
     """The default backend and its block for a model of ``kind`` on ``accelerator`` under
-    ``release`` (``fp8_cache``: an fp8 KV cache), when ``--block-size`` is not given."""
+    ``release`` (``fp8_cache``: an fp8 KV cache), when ``--block-size`` is not given; None on
+    a platform whose backends are not modelled (neither CUDA nor ROCm: 16 stands)."""
     capability = accelerator.compute_capability
+    if capability is None and accelerator.vendor != "amd":
+        return None
     if kind in ("attention", "hybrid"):
         if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
             return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)

@@ -264,6 +264,7 @@ class GpuFile(_Strict):
             cuda_total_bytes=self.memory.engine_total_bytes(),
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
             compute_capability=_capability(self.compute_capability),
+            vendor=self.vendor,
         )
 
 
