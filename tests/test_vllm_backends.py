@@ -84,10 +84,38 @@ def test_model_kinds() -> None:
                      "llama3.1-8b": "attention", "qwen3-next-80b-a3b": "hybrid"}
 
 
+# (release, GPU, model, --block-size) -> the block check_and_update_config leaves (cuda.py).
+FORCED = [
+    ("0.10.2", "h100", "deepseek-v2-lite", 128, 64),  # FlashMLA: "block_size != 64"
+    ("0.11.0", "b200", "deepseek-v2-lite", 256, 128),  # CUTLASS MLA: "!= 128"
+    ("0.13.0", "b200", "deepseek-v2-lite", 256, 256),  # "% 128 != 0": kept
+    ("0.14.0", "h100", "deepseek-v2-lite", 128, 128),  # "% 64 != 0": kept
+    ("0.14.0", "h100", "deepseek-v2-lite", 16, 64),
+    ("0.17.0", "b200", "deepseek-v2-lite", 32, 32),  # FlashInfer MLA: "!= 32 and % 64 != 0"
+    ("0.17.0", "b200", "deepseek-v2-lite", 16, 64),
+    ("0.14.0", "h100", "deepseek-v3.2-exp", 128, 64),  # FlashMLASparse: "!= 64"
+    ("0.17.0", "a100-sxm-80gb", "deepseek-v2-lite", 32, 32),  # Triton MLA forces nothing
+    ("0.19.0", "h100", "deepseek-v2-lite", 32, 32),  # 0.18 on: a given size is kept
+    ("0.11.0", "h100", "llama3.1-8b", 32, 32),
+]
+
+
+@pytest.mark.parametrize(("version", "gpu", "model", "given", "block"), FORCED)
+def test_0_10_to_0_17_force_the_mla_block_over_a_given_one(
+    version: str, gpu: str, model: str, given: int, block: int
+) -> None:
+    dep = deployment(registry_model(model), parse_gpu_set(f"8x{gpu}"), tp=8, block_size=given,
+                     kv_memory_bytes=10 * GiB)
+    result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
+    assert {s.block_size for s in result.layer_specs} == {block}
+    chosen = deployment_backend_block(dep, vllm_release(version))
+    assert (chosen is None) == (block == given)
+
+
 def test_a_given_block_size_is_kept() -> None:
     dep = deployment(registry_model("deepseek-v2-lite"), parse_gpu_set("1xh100"), block_size=32)
-    assert deployment_backend_block(dep, vllm_release("0.11")) is None
-    result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, "0.11"), )
+    assert deployment_backend_block(dep, vllm_release("0.19")) is None
+    result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, "0.19"))
     assert isinstance(result, VLLMKVCache)
     assert {s.block_size for s in result.layer_specs} == {32}
 

@@ -37,7 +37,7 @@ DeepSeek-V4's caches are at their backend's own blocks whatever this says
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -58,9 +58,13 @@ class BackendBlock:
 
     backend: str
     block_size: int
+    given: int | None = None
+    """The ``--block-size`` given, where the release overrode it (0.10-0.17 MLA)."""
 
     @property
     def note(self) -> str:
+        if self.given is not None:
+            return f"forced by {self.backend} over --block-size {self.given}"
         return f"backend default, {self.backend}"
 
 
@@ -112,16 +116,38 @@ def default_backend_block(
     return BackendBlock("TRITON_MLA", DEFAULT_BLOCK)
 
 
+def forced_over(release: VLLMRelease, default: BackendBlock, given: int) -> int:
+    """The block 0.10-0.17 keep of a given ``--block-size`` under an MLA backend
+    (``check_and_update_config`` forces it whether given or not): 0.10.2 replaces any size but
+    FlashMLA's 64, CUTLASS MLA's 128, FlashInfer MLA's 32/64 and FlashMLA-sparse's 64; 0.13,
+    0.14 and 0.17 keep a multiple of 64 (FlashMLA; FlashInfer MLA also 32) or of 128 (CUTLASS),
+    and replace any size but 64 for the sparse backend."""
+    if release.backend_rule == "preferred" or default.block_size == DEFAULT_BLOCK:
+        return given  # 0.18 on: a given size is kept (the backend is chosen to take it)
+    exact = release.backend_rule == "cutlass_sm100" or default.backend == "FLASHMLA_SPARSE"
+    if default.backend == "FLASHINFER_MLA" and given == 32:
+        return given
+    if given == default.block_size or (not exact and given % default.block_size == 0):
+        return given
+    return default.block_size
+
+
 def deployment_backend_block(dep: Deployment, release: VLLMRelease) -> BackendBlock | None:
-    """The backend default block ``dep`` is paged at under ``release``; None when its
-    ``--block-size`` was given (vLLM keeps it) or the model is paged at its backend's own
-    blocks (DeepSeek-V4)."""
+    """The backend block ``dep`` is paged at under ``release``: its default one when no
+    ``--block-size`` is given, the one it forces over a given size (0.10-0.17 MLA); None when
+    the size given is kept, on a platform not modelled, or when the model is paged at its
+    backend's own blocks (DeepSeek-V4)."""
     from kvcalc.engine.vllm import backend_blocks, vllm_kv_dtype
 
-    if dep.block_size_given or backend_blocks(dep.model):
+    if backend_blocks(dep.model):
         return None
     fp8 = vllm_kv_dtype(dep.cache.kv).name.startswith("fp8")
-    return default_backend_block(release, dep.gpus.accelerator, model_kind(dep.model), fp8)
+    kind = model_kind(dep.model)
+    default = default_backend_block(release, dep.gpus.accelerator, kind, fp8)
+    if default is None or not dep.block_size_given:
+        return default
+    kept = forced_over(release, default, dep.block_size)
+    return None if kept == dep.block_size else replace(default, given=dep.block_size)
 
 
 def vllm_block_size(dep: Deployment, release: VLLMRelease) -> int:
