@@ -87,7 +87,7 @@ class DeploymentOptions(KvFormatOptions):
         return cls(**{name: values[name] for name in _DECLARED if name in values})
 
     def given(self, name: str) -> bool:
-        """Whether an option was given (a non-default value; the defaults are None, 16 and 0)."""
+        """Whether an option was given (a non-default value; the defaults are None and 0)."""
         return _DECLARED[name].given(self.values[name])
 
     def resolve_gpus(self) -> GpuSet:

@@ -29,6 +29,7 @@ JSON_KEYS = {
     "pcie_bytes_per_s",
     "tdp_w",
     "node_gpus",
+    "compute_capability",
     "efficiency",
     "status",
     "unverified",

@@ -115,6 +115,9 @@ class Deployment:
     weights: WeightPrecision
     cache: CacheFormat
     block_size: int = DEFAULT_BLOCK_SIZE
+    block_size_given: bool = False
+    """Whether ``block_size`` was given: vLLM pages at its attention backend's default block
+    otherwise (:func:`kvcalc.engine.vllm_backends.default_backend_block`)."""
     prefix_shared_tokens: int = 0
     gpu_util: Fraction | None = None
     """None: :data:`DEFAULT_GPU_UTIL`, unless a reserve is given."""
@@ -590,6 +593,7 @@ def deployment(
             reserve=None if reserve is None else as_fraction(reserve),
             eviction=eviction,
             tp_given=choice is None,
+            block_size_given="block_size" in given,
             tp_reason=None if choice is None else choice.reason,
             **given,
         )

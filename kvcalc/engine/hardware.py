@@ -110,6 +110,11 @@ class Accelerator:
     gpu_memory_utilization); None: not measured, ``memory_bytes`` stands in."""
     efficiency: Efficiency | None = None
     """Measured decode efficiency of the part's family; None: none is in the registry."""
+    compute_capability: tuple[int, int] | None = None
+    """The CUDA compute capability (9.0 Hopper, 10.0 B200, 12.0 RTX Blackwell), which picks an
+    engine's default attention backend; None: not an NVIDIA GPU (ROCm and others)."""
+    vendor: str | None = None
+    """nvidia, amd, intel, google, apple, aws (the registry's); None: not from the registry."""
 
     @property
     def link_bytes_per_s(self) -> int | None:

@@ -170,7 +170,12 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         "kv_residual", "KIVI: most recent tokens kept at full precision [default: 128]",
         minimum=0, panel=KV_FORMAT,
     ),
-    _tokens("block_size", "tokens per KV block", default=16, maximum=65536),
+    # No default: a given 16 is given (vLLM keeps it); not given, vLLM pages at its attention
+    # backend's block (kvcalc.engine.vllm_backends) and the other engines at 16.
+    _tokens(
+        "block_size", "tokens per KV block [default: 16; vLLM: its attention backend's]",
+        maximum=65536,
+    ),
     _tokens(
         "prefix_shared", "prompt-prefix tokens shared by all sequences", default=0, minimum=0
     ),
@@ -334,7 +339,7 @@ def deployment_from(
         kv_dtype=(kv_format or _kv_format(values))(model),
         gpu_util=values.get("gpu_util"),
         reserve=values.get("reserve"),
-        block_size=values.get("block_size", _DEFAULTS["block_size"]),
+        block_size=values.get("block_size"),  # None: the engine's default block
         prefix_shared_tokens=values.get("prefix_shared", _DEFAULTS["prefix_shared"]),
         max_num_batched_tokens=values.get("max_num_batched_tokens"),
         eviction=eviction or KEEP_ALL,

@@ -37,10 +37,11 @@ the release decides whether a hybrid caches prefixes by default (align mode from
 multiplied by the DCP size (the block line up to 0.20; from 0.21 the concurrency line counts DCP
 through the blocks per request). Not modelled: prefill context parallelism, Mamba "all" mode,
 ``--disable-hybrid-kv-cache-manager``, separate draft models (EAGLE, draft_model), per-token KV
-scales, the DCP-scaled scheduler block of 0.30+ (``resolve_dcp_kv_block_size``), the backends'
-forced block sizes and non-torch memory by release. For DeepSeek-V3.2's sparse attention: the
-64-token block its FlashMLA-sparse backend forces (pass ``block_size=64`` to match a log) and
-the indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
+scales, the DCP-scaled scheduler block of 0.30+ (``resolve_dcp_kv_block_size``) and non-torch
+memory by release. The default backend's block (FlashMLA 64, FLASHINFER_MLA 32, ...) is chosen
+by :func:`kvcalc.engine.vllm_backends.vllm_block_size` for a deployment that gives none; this
+module pages at the ``block_size`` it is given. For DeepSeek-V3.2's sparse attention: the
+indexer's top-k index buffer (``topk_indices_buffer``, outside the KV cache, part of the
 profiled activations).
 """
 
@@ -817,8 +818,9 @@ def vllm_kv_cache(
     layers of ``num_speculative_tokens`` speculative decoding, checked by
     :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them).
 
-    ``block_size`` is vLLM's ``--block-size``. Some MLA backends force their own: FlashMLA 64
-    (Hopper; the Kimi-K2 TP8 log matches 64), CUTLASS MLA 128; pass it to match such a log.
+    ``block_size`` is vLLM's ``cache_config.block_size``: ``--block-size``, else the default
+    backend's (:func:`kvcalc.engine.vllm_backends.vllm_block_size`: FlashMLA 64 on Hopper up to
+    0.17, the Kimi-K2 TP8 log's; FLASHINFER_MLA 32 on Blackwell from 0.18 ...).
     A Mamba hybrid raises it for its attention layers (see :func:`layer_cache_specs`).
     """
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
@@ -1119,6 +1121,7 @@ def vllm_kv_cache_for(
     stage (:func:`vllm_budget_per_stage`, less the MTP layers' weights on the last stage), its
     cache format and paging."""
     from kvcalc.engine.capacity import over_memory_reason
+    from kvcalc.engine.vllm_backends import vllm_block_size
     from kvcalc.engine.vllm_parallel import VLLMServing, serving_setup
 
     if dep.eviction.lossy:
@@ -1133,7 +1136,7 @@ def vllm_kv_cache_for(
         kv_dtype=dep.cache.kv,
         tp=dep.tp,
         pp=dep.pp,
-        block_size=dep.block_size,
+        block_size=vllm_block_size(dep, inputs.release),
         max_num_batched_tokens=inputs.max_num_batched_tokens,
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,

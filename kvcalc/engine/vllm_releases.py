@@ -26,6 +26,7 @@ from kvcalc.engine.units import GiB
 TokenLine = Literal["blocks", "concurrency"]
 Accounting = Literal["non_torch", "consumed"]
 GraphRule = Literal["after_kv", "printed", "subtracted"]
+BackendRule = Literal["cutlass_sm100", "cutlass_sm10x", "flashinfer_sm10x", "preferred"]
 
 
 class VLLMVersionError(EngineRefusal):
@@ -83,6 +84,14 @@ class VLLMRelease:
     them once and keeps them, so the sampler's peak sees them); before, the default Triton path
     called ``fused_experts``, whose ``torch.empty`` caches were freed after each layer."""
 
+    backend_rule: BackendRule
+    """How an MLA model's default block is set when ``--block-size`` is not given
+    (:func:`kvcalc.engine.vllm_backends.default_backend_block`): forced by
+    ``check_and_update_config`` to the default backend's block, CUTLASS MLA's 128 on capability
+    10.0 only ("cutlass_sm100", 0.10-0.11) or the 10.x family ("cutlass_sm10x"), FlashInfer
+    MLA's 64 on the 10.x family ("flashinfer_sm10x", 0.17), FlashMLA's 64 on Hopper; or the
+    preferred block of the first backend of the priority list ("preferred", 0.18 on)."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -109,6 +118,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "mamba_align": False,
         "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
         "moe_workspace_held": True,
+        "backend_rule": "preferred",
     }
     base.update(rules)
     return VLLMRelease(family, **base)  # type: ignore[arg-type]
@@ -127,27 +137,38 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
     # The default Triton MoE path calls fused_experts, whose caches are freed after each layer
     # (fused_moe.py fused_experts_impl, 0.11.0 and 0.13.0 wheels), until 0.14.
+    # MLA: CUTLASS MLA forced to 128 on capability 10.0 exactly (is_device_capability(100)),
+    # FlashMLA to 64 on Hopper (check_and_update_config, vllm/platforms/cuda.py 0.10.2).
     _release("0.10", cudagraph="after_kv", capture_grid_67=True, full_graphs=False,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False),
+             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False,
+             backend_rule="cutlass_sm100"),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
     _release("0.11", cudagraph="after_kv", capture_grid_67=True,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False),
+             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False,
+             backend_rule="cutlass_sm100"),
     # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
     # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
+    # CUTLASS MLA's 128 on the whole 10.x family (is_device_capability_family(100), cuda.py
+    # 0.13.0 and 0.14.0).
     _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES,
-             moe_workspace_held=False),
+             moe_workspace_held=False, backend_rule="cutlass_sm10x"),
     # 0.14: the unquantized and FP8 MoE methods run a FusedMoEModularKernel whose workspaces
     # come from current_workspace_manager() and stay (unquantized_fused_moe_method.py and
     # quantization/fp8.py of the 0.14.0 wheel; 0.13.0 still called fused_experts).
-    _release("0.14", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES),
+    _release("0.14", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES,
+             backend_rule="cutlass_sm10x"),
     # 0.17: the activation profile of 0.19 (Qwen3-14B 5.64 -> 2.23 GiB from 0.16, the
     # reference); PR #30515's estimate is printed ("Estimated CUDA graph memory") but not
     # subtracted: the 0.19.0 H100 logs of the reference print it without subtracting (the
     # 0.17.0 wheel's envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS yet, so it prints
-    # none there; either way nothing is subtracted).
-    _release("0.17"),
+    # none there; either way nothing is subtracted). MLA on the 10.x family: FlashInfer MLA
+    # forced to 64 (cuda.py 0.17.0; 0.15-0.16 not read: they keep the 0.14 row's CUTLASS).
+    _release("0.17", backend_rule="flashinfer_sm10x"),
+    # 0.18: the block is the first backend's preferred size (update_block_size_for_backend,
+    # vllm/platforms/interface.py 0.18.0; the forcing in cuda.py is gone).
+    _release("0.18"),
     # 0.20: vllm/config/cache.py 0.20.0 defaults gpu_memory_utilization to 0.92 and envs.py to
     # ESTIMATE_CUDAGRAPHS=1 (PR #38284; the reference dates it 0.21, the 0.20.0 wheel has it);
     # the token line is still num_blocks // groups x block (kv_cache_utils.py 0.20.0).

@@ -214,6 +214,12 @@ class GpuFile(_Strict):
         "an NVL72 rack's 72); a tensor-parallel group beyond it crosses the inter-node network",
     )
     efficiency: DecodeEfficiency | None = None
+    compute_capability: str | None = Field(
+        None,
+        pattern=r"^\d+\.\d+$",
+        description="CUDA compute capability (NVIDIA's CUDA GPUs list, "
+        "https://developer.nvidia.com/cuda-gpus); it picks vLLM's default attention backend",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> GpuFile:
@@ -257,7 +263,16 @@ class GpuFile(_Strict):
             unified_memory=self.memory.unified,
             cuda_total_bytes=self.memory.engine_total_bytes(),
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
+            compute_capability=_capability(self.compute_capability),
+            vendor=self.vendor,
         )
+
+
+def _capability(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    major, minor = text.split(".")
+    return int(major), int(minor)
 
 
 def _scaled(value: float, unit: int) -> int:

@@ -48,6 +48,7 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
         "pcie_bytes_per_s": acc.pcie_bytes_per_s,
         "tdp_w": gpu.tdp_w,
         "node_gpus": gpu.node_gpus,
+        "compute_capability": gpu.compute_capability,
         "efficiency": efficiency_row(gpu),
         "status": gpu.status,
         "unverified": list(gpu.unverified),
@@ -81,6 +82,7 @@ GPU_ROW_SHAPE: dict[str, Any] = {
     "pcie_bytes_per_s": int | None,
     "tdp_w": int | None,
     "node_gpus": int | None,
+    "compute_capability": str | None,
     "efficiency": {
         "bandwidth_fraction": float | None,
         "step_overhead_seconds": float | None,

@@ -730,6 +730,7 @@ class Accelerator(TypedDict):
     pcie_bytes_per_s: int | None
     tdp_w: int | None
     node_gpus: int | None
+    compute_capability: str | None
     efficiency: Efficiency
     status: str
     unverified: list[str]
@@ -1193,6 +1194,7 @@ VOCABULARY: dict[str, Term] = {
     "pcie_bytes_per_s": Term("bytes/s", "the PCIe bandwidth"),
     "tdp_w": Term("W", "board power"),
     "node_gpus": Term("", "GPUs per node"),
+    "compute_capability": Term("", "CUDA compute capability, major.minor (null: not NVIDIA)"),
     "efficiency": Term("", "the measured decode efficiency (all null: generic)"),
     "bandwidth_fraction": Term("fraction", "achievable share of peak bandwidth"),
     "link_latency_seconds": Term(S, "latency of one all-reduce"),

@@ -448,10 +448,13 @@ class VLLMAnswer:
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+        from kvcalc.engine.vllm_backends import deployment_backend_block, vllm_block_size
 
         dep, results, inputs = self.dep, self.results, self.inputs
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
         own_blocks = backend_blocks(dep.model)
+        block_size = vllm_block_size(dep, inputs.release)
+        chosen = deployment_backend_block(dep, inputs.release)
         head = {
             "model": dep.model.id,
             "gpus": dict(setup.gpus),
@@ -460,7 +463,7 @@ class VLLMAnswer:
             "engine": ENGINE.name,
             "kv_dtype": dep.kv_dtype.name,
             "kv_bits_per_value": setup.kv_bits_per_value,
-            "block_size": None if own_blocks else dep.block_size,
+            "block_size": None if own_blocks else block_size,
             **serving_keys(dep, self.serving, inputs),
             **setup.layout,
         }
@@ -478,7 +481,9 @@ class VLLMAnswer:
         }
         flat = {**head, **{f"gpus_{k}": v for k, v in setup.gpus.items()}}
         records = [{k: ({**flat, **p}).get(k) for k in VLLM_FIELDS} for p in per_length]
-        release, block = (inputs.version, f"block {dep.block_size}")
+        release, block = (inputs.version, f"block {block_size}")
+        if chosen is not None:
+            block += f" ({chosen.note})"
         if own_blocks:
             block = "the backend's blocks (64-token windows, 256-token latents)"
         header = (

@@ -1,0 +1,157 @@
+"""The attention backend vLLM selects by default, and the KV block it forces or prefers, when
+``--block-size`` is not given: one rule per era of the releases (the release row's
+:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.backend_rule`), by GPU architecture, model kind
+and KV dtype.
+
+Read in the wheels (``pip download vllm==X --no-deps``):
+
+* 0.10-0.17, ``CudaPlatform.check_and_update_config`` (vllm/platforms/cuda.py of 0.10.2, 0.13.0,
+  0.14.0 and 0.17.0): for an MLA model with no backend chosen, Blackwell gets CUTLASS MLA
+  (``is_device_capability(100)``, exactly 10.0, in 0.10.2; the 10.x family from 0.12/0.13)
+  whose block is forced to 128; 0.17 gives the 10.x family FlashInfer MLA instead (when
+  qk_nope_head_dim is 128, as in every DeepSeek-style model in the registry), a block of 16
+  raised to 64 ("not 32 and not a multiple of 64"); Hopper gets FlashMLA, forced to 64
+  (``is_flashmla_supported``: capability 9.x); an indexed (sparse, DeepSeek-V3.2) model is
+  forced to 64 (FlashMLASparse); every other GPU keeps 16 (Triton MLA).
+* 0.18 on, ``Platform.update_block_size_for_backend`` (vllm/platforms/interface.py of 0.18.0,
+  0.21.0, 0.25.0, 0.27.0, 0.33.0): the backend is the first valid one of
+  ``_get_backend_priorities`` (cuda.py), picked with no block size, and the block is its
+  ``get_preferred_block_size(16)``: 16 when its kernel takes 16, else the smallest size it
+  declares (``get_supported_kernel_block_sizes``). MLA on Hopper: FLASH_ATTN_MLA
+  (``MultipleOf(16)``: 16), which takes no fp8 cache (its ``supported_kv_cache_dtypes`` are
+  auto/float16/bfloat16), so an fp8 cache gets FLASHMLA ([64]: 64); on the 10.x family
+  FLASHINFER_MLA ([32, 64]: 32); elsewhere (Ampere, Ada, 12.x) TRITON_MLA (16; 0.27 lists
+  TRITON_MLA first for 12.x). Sparse MLA: FLASHMLA_SPARSE [64] and the indexer's cache
+  (``DeepseekV32IndexerBackend``, [64] on CUDA) take only 64 (0.33 picks the smallest size
+  every backend accepts, ``_preferred_block_size_for_backends``: 64). Full and sliding
+  attention: FLASH_ATTN (``MultipleOf(16)``) or FLASHINFER ([16, 32, 64]): 16. Hybrids with
+  recurrent states keep 16 (0.18-0.32 skip them; their attention block is then raised to hold a
+  state, :func:`kvcalc.engine.vllm.hybrid_attention_block_size`).
+* ROCm (vllm/platforms/rocm.py of 0.33.0): AITER is off by default, so MLA is TRITON_MLA and
+  attention ROCM_ATTN / TRITON_ATTN: 16. Other platforms (TPU, Gaudi, Apple ...) are not
+  modelled: their 16 stands, with no backend named.
+
+DeepSeek-V4's caches are at their backend's own blocks whatever this says
+(:func:`kvcalc.engine.vllm.backend_blocks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from kvcalc.engine.deployment import Deployment
+    from kvcalc.engine.hardware import Accelerator
+    from kvcalc.engine.spec import ModelSpec
+    from kvcalc.engine.vllm_releases import VLLMRelease
+
+#: vLLM's ``CacheConfig.DEFAULT_BLOCK_SIZE``.
+DEFAULT_BLOCK = 16
+
+ModelKind = Literal["attention", "mla", "sparse_mla", "hybrid"]
+
+
+@dataclass(frozen=True)
+class BackendBlock:
+    """The block vLLM pages with when no ``--block-size`` is given, and the backend behind it."""
+
+    backend: str
+    block_size: int
+    given: int | None = None
+    """The ``--block-size`` given, where the release overrode it (0.10-0.17 MLA)."""
+
+    @property
+    def note(self) -> str:
+        if self.given is not None:
+            return f"forced by {self.backend} over --block-size {self.given}"
+        return f"backend default, {self.backend}"
+
+
+def model_kind(model: ModelSpec) -> ModelKind:
+    """What the backend choice depends on: MLA (with an indexer: sparse), plain attention or a
+    hybrid with recurrent states."""
+    mixers = [m for m in model.mixer_pattern if m.owns_cache]
+    if any(not m.holds_tokens for m in mixers):
+        return "hybrid"
+    mla = [m for m in mixers if (layout := m.page_layout()) is not None and layout.kind == "mla"]
+    if any(m.side_caches() for m in mla):
+        return "sparse_mla"
+    return "mla" if mla else "attention"
+
+
+def default_backend_block(
+    release: VLLMRelease, accelerator: Accelerator, kind: ModelKind, fp8_cache: bool
+) -> BackendBlock | None:
+    """The default backend and its block for a model of ``kind`` on ``accelerator`` under
+    ``release`` (``fp8_cache``: an fp8 KV cache), when ``--block-size`` is not given; None on
+    a platform whose backends are not modelled (neither CUDA nor ROCm: 16 stands)."""
+    capability = accelerator.compute_capability
+    if capability is None and accelerator.vendor != "amd":
+        return None
+    if kind in ("attention", "hybrid"):
+        if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
+            return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
+        # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16.
+        return BackendBlock("FLASHINFER" if capability[0] == 10 else "FLASH_ATTN", DEFAULT_BLOCK)
+    if capability is None:  # ROCm: Triton MLA (AITER off); the sparse kernels take any (1)
+        sparse = kind == "sparse_mla"
+        return BackendBlock("ROCM_AITER_MLA_SPARSE" if sparse else "TRITON_MLA", DEFAULT_BLOCK)
+    if kind == "sparse_mla":
+        return BackendBlock("FLASHMLA_SPARSE", 64)
+    major = capability[0]
+    if release.backend_rule == "preferred":
+        if major == 9:
+            return BackendBlock("FLASHMLA", 64) if fp8_cache else BackendBlock("FLASH_ATTN_MLA", 16)
+        if major == 10:
+            return BackendBlock("FLASHINFER_MLA", 32)
+        return BackendBlock("TRITON_MLA", DEFAULT_BLOCK)
+    blackwell = capability == (10, 0) if release.backend_rule == "cutlass_sm100" else major == 10
+    if blackwell:
+        if release.backend_rule == "flashinfer_sm10x":
+            return BackendBlock("FLASHINFER_MLA", 64)
+        return BackendBlock("CUTLASS_MLA", 128)
+    if major == 9:
+        return BackendBlock("FLASHMLA", 64)
+    return BackendBlock("TRITON_MLA", DEFAULT_BLOCK)
+
+
+def forced_over(release: VLLMRelease, default: BackendBlock, given: int) -> int:
+    """The block 0.10-0.17 keep of a given ``--block-size`` under an MLA backend
+    (``check_and_update_config`` forces it whether given or not): 0.10.2 replaces any size but
+    FlashMLA's 64, CUTLASS MLA's 128, FlashInfer MLA's 32/64 and FlashMLA-sparse's 64; 0.13,
+    0.14 and 0.17 keep a multiple of 64 (FlashMLA; FlashInfer MLA also 32) or of 128 (CUTLASS),
+    and replace any size but 64 for the sparse backend."""
+    if release.backend_rule == "preferred" or default.block_size == DEFAULT_BLOCK:
+        return given  # 0.18 on: a given size is kept (the backend is chosen to take it)
+    exact = release.backend_rule == "cutlass_sm100" or default.backend == "FLASHMLA_SPARSE"
+    if default.backend == "FLASHINFER_MLA" and given == 32:
+        return given
+    if given == default.block_size or (not exact and given % default.block_size == 0):
+        return given
+    return default.block_size
+
+
+def deployment_backend_block(dep: Deployment, release: VLLMRelease) -> BackendBlock | None:
+    """The backend block ``dep`` is paged at under ``release``: its default one when no
+    ``--block-size`` is given, the one it forces over a given size (0.10-0.17 MLA); None when
+    the size given is kept, on a platform not modelled, or when the model is paged at its
+    backend's own blocks (DeepSeek-V4)."""
+    from kvcalc.engine.vllm import backend_blocks, vllm_kv_dtype
+
+    if backend_blocks(dep.model):
+        return None
+    fp8 = vllm_kv_dtype(dep.cache.kv).name.startswith("fp8")
+    kind = model_kind(dep.model)
+    default = default_backend_block(release, dep.gpus.accelerator, kind, fp8)
+    if default is None or not dep.block_size_given:
+        return default
+    kept = forced_over(release, default, dep.block_size)
+    return None if kept == dep.block_size else replace(default, given=dep.block_size)
+
+
+def vllm_block_size(dep: Deployment, release: VLLMRelease) -> int:
+    """``cache_config.block_size`` for ``dep`` under ``release``: the one given, else the
+    default backend's (:func:`default_backend_block`)."""
+    chosen = deployment_backend_block(dep, release)
+    return dep.block_size if chosen is None else chosen.block_size
