@@ -1292,15 +1292,7 @@ def calibrate(
         write_calibration(document, write)
     return CalibrateResult(
         _report=calibrate_report(comparison, document, None if write is None else str(write)),
-        engine=comparison.engine,
-        release=comparison.release,
-        rules=comparison.rules,
         model=spec.id,
-        agrees=comparison.agrees,
-        exact=comparison.exact,
-        kv_cache_tokens=comparison.kv_cache_tokens,
-        kv_cache_tokens_kvcalc=comparison.kv_cache_tokens_kvcalc,
-        kv_cache_tokens_estimated=comparison.kv_cache_tokens_estimated,
         comparison=comparison,
         calibration=MappingProxyType(document),
     )

@@ -187,22 +187,47 @@ class CheckResult(Result):
 class CalibrateResult(Result):
     """`kvcalc calibrate`: a start-up log beside kvcalc's model of the same start-up."""
 
-    engine: str
-    release: str | None
-    """As the log (or ``release=``) states it."""
-    rules: str
-    """The release whose rules kvcalc applied (``vLLM 0.19``)."""
     model: str
-    agrees: bool
-    """The logged token count is within what the logged figures give under kvcalc's pool."""
-    exact: bool
-    """The calibration's inputs reproduce the logged token count exactly."""
-    kv_cache_tokens: int
-    """The log's."""
-    kv_cache_tokens_kvcalc: int | None
-    """kvcalc's, from the logged memory."""
-    kv_cache_tokens_estimated: int | None
-    """kvcalc's, from its own estimate of every term."""
     comparison: Comparison
+    """Every term, logged and as kvcalc has it; the figures below are read from it."""
     calibration: Mapping[str, Any]
     """The calibration file's document (what ``write=`` keeps)."""
+
+    @property
+    def engine(self) -> str:
+        return self.comparison.engine
+
+    @property
+    def release(self) -> str | None:
+        """As the log (or ``release=``) states it."""
+        return self.comparison.release
+
+    @property
+    def rules(self) -> str:
+        """The release whose rules kvcalc applied (``vLLM 0.19``)."""
+        return self.comparison.rules
+
+    @property
+    def agrees(self) -> bool:
+        """The logged token count is within what the logged figures give under kvcalc's pool."""
+        return self.comparison.agrees
+
+    @property
+    def exact(self) -> bool:
+        """The calibration's inputs reproduce the logged token count exactly."""
+        return self.comparison.exact
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        """The log's."""
+        return self.comparison.kv_cache_tokens
+
+    @property
+    def kv_cache_tokens_kvcalc(self) -> int | None:
+        """kvcalc's, from the logged memory."""
+        return self.comparison.kv_cache_tokens_kvcalc
+
+    @property
+    def kv_cache_tokens_estimated(self) -> int | None:
+        """kvcalc's, from its own estimate of every term."""
+        return self.comparison.kv_cache_tokens_estimated
