@@ -1193,8 +1193,9 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         requests = given if given is not None else request_pool_size(
             opts.version, profiled, context_length
         )
-    if slots is not None:
-        requests = min(requests, slots // mamba_requests_divisor(dep, opts.version))
+    per_request = None if slots is None else mamba_requests_divisor(dep, opts.version)
+    if slots is not None and per_request is not None:
+        requests = min(requests, slots // per_request)
     if split and opts.version < v("0.5.10"):
         tokens, swa = swa_split(tokens, cells, ratio, page)
     if tokens <= 0 or requests <= 0:
@@ -1218,9 +1219,7 @@ def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPool
         req_pool_size=requests,
         max_running_requests=running,
         dp_size=opts.attn_dp,
-        mamba_slots_per_request=(
-            None if slots is None else mamba_requests_divisor(dep, opts.version)
-        ),
+        mamba_slots_per_request=per_request,
         swa_ratio=ratio if swa is not None else None,
     )
 

@@ -375,12 +375,8 @@ def dsv4_stage_sizes(dep: Deployment, opts: SGLangOptions, budget: int) -> DSV4S
 
 
 def check_swa_floor(version: SGLangVersion, sizes: DSV4Sizes, page: int) -> str | None:
-    """0.5.20 ``validate_swa_pool_size``: a SWA pool at or below window + page admits no request
-    and SGLang refuses to start."""
-    if version.key[:3] >= release_key("0.5.20") and sizes.window + page >= sizes.swa_tokens:
-        return (
-            f"SWA pool ({sizes.swa_tokens} tokens) cannot hold even one request: the prefill "
-            f"admission floor is the window ({sizes.window}) + page_size ({page}); raise "
-            "--swa-full-tokens-ratio or the memory"
-        )
-    return None
+    """0.5.20 ``validate_swa_pool_size`` on DeepSeek-V4's SWA pool: the floor every SWA pool
+    is held to (:func:`kvcalc.engine.sglang_hybrid.swa_floor_refusal`)."""
+    from kvcalc.engine.sglang_hybrid import swa_floor_refusal
+
+    return swa_floor_refusal(version.key[:3], sizes.swa_tokens, sizes.window, page)
