@@ -135,11 +135,13 @@ class DeploymentOptions(KvFormatOptions):
         ``engine`` (None: the budget formula), keeping the tokens ``eviction`` keeps (None:
         every token); ``kv`` is :meth:`kv_format` of ``model`` when the caller has it already
         (None: resolved here)."""
-        from kvcalc.calibration.calfile import check_calibration
         from kvcalc.engine.deployment import DeploymentError
         from kvcalc.engine.inputs import deployment_from
 
-        check_calibration(model, gpus, engine, self._given_values)
+        if "calibration" in self._given_values:  # its module loads only when one is given
+            from kvcalc.calibration.calfile import check_calibration
+
+            check_calibration(model, gpus, engine, self._given_values)
         try:
             return deployment_from(
                 model, gpus, self.given_values(), engine=engine, eviction=eviction,

@@ -240,6 +240,7 @@ def calibrated(values: Mapping[str, Any], engine: str | None = None) -> dict[str
     default engine is none); an input given beside the calibration that it gives, or that
     would change the budget it measured, is refused, as is another engine than its own."""
     from kvcalc.engine.serving import DEFAULT_ENGINE
+    from kvcalc.values import option_name
 
     given = dict(values)
     path = given.get("calibration")
@@ -255,7 +256,7 @@ def calibrated(values: Mapping[str, Any], engine: str | None = None) -> dict[str
         given["engine"] = cal.engine
     for key, value in cal.inputs.items():
         if key in given and str(given[key]) != str(value):
-            flag = "--" + key.replace("_", "-")
+            flag = option_name(key)
             raise CalibrationError(f"{flag}: {where} gives it ({value}, as measured); drop "
                                    f"{flag} or calibrate that start-up")
         given[key] = value
@@ -264,7 +265,7 @@ def calibrated(values: Mapping[str, Any], engine: str | None = None) -> dict[str
             continue
         for other in others:
             if values.get(other) is not None:
-                flag = "--" + other.replace("_", "-")
+                flag = option_name(other)
                 raise CalibrationError(f"{flag}: {where} gives the measured budget; drop {flag} "
                                        "or calibrate that start-up")
     return given
