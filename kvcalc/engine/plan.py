@@ -80,6 +80,10 @@ class PlanRequest:
     """Size prefill and decode pools apart (needs a request rate): each layout is a replica
     shape repeated for both pools (:func:`kvcalc.engine.workload.disaggregated_pools`)."""
 
+    def runs_tp(self, tp: int) -> bool:
+        """Whether the profile steps are timed with can serve a tp group of ``tp``."""
+        return self.profile is None or self.profile.runs_tp(tp)
+
     @property
     def prompt_tokens(self) -> int:
         """The prompt the TTFT is of."""
@@ -296,9 +300,7 @@ class _Search:
         best: PlannedLayout | None = None
         for per_replica in range(1, request.max_gpus + 1):
             for tp, pp, replicas in splits(per_replica, model.num_layers):
-                if replicas != 1 or (
-                    tp > 1 and request.profile is not None and not request.profile.tensor_parallel
-                ):
+                if replicas != 1 or not request.runs_tp(tp):
                     continue
                 dep = build(model, accelerator, per_replica, tp, pp, weight_dtype, kv_dtype,
                             request.measured)
@@ -351,7 +353,7 @@ class _Search:
         for count in range(1, request.max_gpus + 1):
             best: PlannedLayout | None = None
             for tp, pp, _ in splits(count, model.num_layers):
-                if tp > 1 and request.profile is not None and not request.profile.tensor_parallel:
+                if not request.runs_tp(tp):
                     continue  # the runtime splits layers, not tensors
                 # A measured budget is the layout's own: the bounds of the default share do
                 # not hold for it.

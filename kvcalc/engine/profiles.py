@@ -93,6 +93,10 @@ class DecodeProfile:
     kernels: StepKernels = SERVING_KERNELS
     """The stack's per-layer kernel costs (a serving engine's, or a compiled step's none)."""
 
+    def runs_tp(self, tp: int) -> bool:
+        """Whether it can serve a tensor-parallel group of ``tp`` (one GPU always)."""
+        return tp == 1 or self.tensor_parallel
+
     def __post_init__(self) -> None:
         for value in (
             self.step_overhead_seconds, self.layer_overhead_seconds, self.allreduce_latency_seconds

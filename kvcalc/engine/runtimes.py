@@ -111,7 +111,7 @@ def runtime_named(name: str) -> DecodeProfile:
 
 def check_layout(profile: DecodeProfile, tp: int) -> None:
     """Refuse tensor parallelism for a runtime that splits layers instead."""
-    if tp > 1 and not profile.tensor_parallel:
+    if not profile.runs_tp(tp):
         raise InputError(
             f"--runtime {profile.name}: splits layers across GPUs, not tensors; "
             f"give --tp 1 --pp {tp} instead of tp {tp}",
