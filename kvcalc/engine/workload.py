@@ -170,14 +170,7 @@ def solve(
             return ServingPoint(rate, False, _why_unstable(max_batch, batch_at(limit)))
         lo, t = t, min(t * 1.25, limit)
     if t > lo:
-        hi = t
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if feasible(mid):
-                hi = mid
-            else:
-                lo = mid
-        t = hi
+        _, t = bisected(lo, t, feasible, 60)
     batch = batch_at(t)
     if max_batch is not None and batch > max_batch:
         return ServingPoint(rate, False, _why_unstable(max_batch, batch))
@@ -234,13 +227,22 @@ def max_rate(
         lo, hi = hi, hi * 2
         if hi > 1e7:
             return lo
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo, _ = bisected(lo, hi, lambda rate: not ok(rate), 50)
     return lo
+
+
+def bisected(
+    lo: float, hi: float, on_high_side: Callable[[float], bool], steps: int
+) -> tuple[float, float]:
+    """``(lo, hi)`` narrowed ``steps`` halvings around where ``on_high_side`` turns true (false
+    at ``lo``, true at ``hi``)."""
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if on_high_side(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo, hi
 
 
 # ------------------------------------------------------------------ a deployment's step
