@@ -200,16 +200,9 @@ def _vllm_tokens(
 ) -> int | None:
     """The token line of the release's pool (its batch inputs, window reserve and token line)
     from ``memory`` per stage, the states in Mamba cache mode ``mode``."""
-    from kvcalc.engine.vllm import VLLMKVCache, vllm_kv_cache
-    from kvcalc.engine.vllm_backends import vllm_block_size
+    from kvcalc.engine.vllm import VLLMKVCache, deployment_kv_cache
 
-    result = vllm_kv_cache(
-        dep.model, memory, max_model_len=length, kv_dtype=dep.cache.kv, tp=dep.tp, pp=dep.pp,
-        block_size=vllm_block_size(dep, inputs.release),
-        max_num_batched_tokens=inputs.max_num_batched_tokens,
-        conv_state_dtype=dep.cache.state, ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
-        mamba_cache_mode=mode, release=inputs.release,
-    )
+    result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode)
     return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
 
 

@@ -1109,6 +1109,34 @@ def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...
     return tuple(t.available_bytes for t in vllm_memory_terms(dep, inputs))
 
 
+def deployment_kv_cache(
+    dep: Deployment,
+    budgets: int | Sequence[int],
+    max_model_len: int,
+    inputs: VLLMInputs,
+    **paging: Any,
+) -> VLLMKVCache | KVCacheTooSmall:
+    """:func:`vllm_kv_cache` of ``dep``'s model, layout and cache format from ``budgets`` (KV
+    bytes per stage) under the release's ``inputs``; ``paging``: vLLM's own serving settings
+    (dcp, mamba_cache_mode, speculative tokens and draft layers)."""
+    from kvcalc.engine.vllm_backends import vllm_block_size
+
+    return vllm_kv_cache(
+        dep.model,
+        budgets,
+        max_model_len=max_model_len,
+        kv_dtype=dep.cache.kv,
+        tp=dep.tp,
+        pp=dep.pp,
+        block_size=vllm_block_size(dep, inputs.release),
+        max_num_batched_tokens=inputs.max_num_batched_tokens,
+        conv_state_dtype=dep.cache.state,
+        ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+        release=inputs.release,
+        **paging,
+    )
+
+
 def vllm_kv_cache_for(
     dep: Deployment,
     max_model_len: int,
@@ -1121,7 +1149,6 @@ def vllm_kv_cache_for(
     stage (:func:`vllm_budget_per_stage`, less the MTP layers' weights on the last stage), its
     cache format and paging."""
     from kvcalc.engine.capacity import over_memory_reason
-    from kvcalc.engine.vllm_backends import vllm_block_size
     from kvcalc.engine.vllm_parallel import VLLMServing, serving_setup
 
     if dep.eviction.lossy:
@@ -1129,22 +1156,15 @@ def vllm_kv_cache_for(
     serving = serving or VLLMServing()
     inputs = inputs or vllm_inputs(dep, serving.vllm_version)
     setup = serving_setup(dep, serving, inputs)
-    result = vllm_kv_cache(
-        dep.model,
+    result = deployment_kv_cache(
+        dep,
         setup.budgets,
-        max_model_len=max_model_len,
-        kv_dtype=dep.cache.kv,
-        tp=dep.tp,
-        pp=dep.pp,
-        block_size=vllm_block_size(dep, inputs.release),
-        max_num_batched_tokens=inputs.max_num_batched_tokens,
-        conv_state_dtype=dep.cache.state,
-        ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
+        max_model_len,
+        inputs,
         dcp=setup.dcp,
         mamba_cache_mode=setup.mamba_cache_mode,
         num_speculative_tokens=setup.num_speculative_tokens,
         draft_mixers=setup.draft_mixers,
-        release=inputs.release,
     )
     over = over_memory_reason(dep)
     if over is None:
