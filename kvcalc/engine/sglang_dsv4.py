@@ -196,10 +196,8 @@ def paged_bytes_per_full_token(
     compressed pools' pages hold ``page_size // ratio`` entries."""
     n4, n128 = geo.c4_layers, geo.c128_layers
     c4_state_ratio = (c4_ring if n4 else 0) / page
-    c4_state = 2 * 2 * geo.head_dim * STATE_VALUE_BYTES
-    c4_index_state = 2 * 2 * geo.index_head_dim * STATE_VALUE_BYTES
     per_swa_token = v4_entry_bytes_in_pages(geo, page) * geo.layers + (
-        c4_state_ratio * (c4_state + c4_index_state) * n4
+        c4_state_ratio * geo.c4_state_row_bytes * n4
     )
     compressed: float = 0
     if n4:
