@@ -157,14 +157,29 @@ def serving_payload(
             else point.why if point is not None
             else f"no request of {workload.context_tokens:,} tokens fits the KV cache"
         ),
-        "decode_batch": point.decode_batch if stable and point else None,
-        "concurrency_per_replica": point.concurrency(workload) if stable and point else None,
-        "prefill_tokens_per_step": point.prefill_tokens_per_step if stable and point else None,
-        "prefill_utilization": point.prefill_utilization if stable and point else None,
-        "queue_seconds": point.queue_seconds if stable and point else None,
-        "tpot_seconds": point.step_seconds if stable and point else None,
-        "ttft_seconds": point.ttft_seconds if stable and point else None,
+        **(steady_figures(workload, point) if stable and point else dict.fromkeys(STEADY_KEYS)),
     }
+
+
+#: The steady state's figures (null when the rate admits none).
+STEADY_KEYS = (
+    "decode_batch", "concurrency_per_replica", "prefill_tokens_per_step",
+    "prefill_utilization", "queue_seconds", "tpot_seconds", "ttft_seconds",
+)
+
+
+def steady_figures(workload: Workload, point: ServingPoint) -> dict[str, Any]:
+    figures = {
+        "decode_batch": point.decode_batch,
+        "concurrency_per_replica": point.concurrency(workload),
+        "prefill_tokens_per_step": point.prefill_tokens_per_step,
+        "prefill_utilization": point.prefill_utilization,
+        "queue_seconds": point.queue_seconds,
+        "tpot_seconds": point.step_seconds,
+        "ttft_seconds": point.ttft_seconds,
+    }
+    assert tuple(figures) == STEADY_KEYS
+    return figures
 
 
 SERVING = [
