@@ -511,7 +511,7 @@ def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRu
     from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH
 
     args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
-            "512", "--vllm-version", "0.32"]
+            "512", "--vllm-version", "0.32", "--gpu-util", "0.85"]  # the share GB10s start at
     default, wide = run_json(runner, *args), run_json(runner, *args, "--max-num-seqs", "1024")
     assert (default["max_num_seqs"], wide["max_num_seqs"]) == (256, 1_024)
     assert wide["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH

@@ -399,3 +399,46 @@ def test_0_11_captures_the_graph_counts_its_logs_print(
     full = int(logged(name, r"FULL\): 100%\|(?:[^|\n]*\|)? ?(\d+)/"))
     assert capture_sizes(release, max_num_seqs, batched) == piecewise
     assert full_graph_sizes(release, max_num_seqs, batched) == full
+
+
+# ------------------------------------------------------------------ a unified part's start-up
+# vLLM on an integrated GPU reads the OS's MemAvailable as its free memory and refuses to start
+# when it requests more (vllm/v1/worker/utils.py request_memory). On a DGX Spark, vLLM's own
+# recipe starts at 0.85 and says the default 0.92 cannot be satisfied (vllm-project/recipes
+# PR #632); two headless GB10s never started at 0.87 (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks
+# issue #47, 101.3-102.2 GiB free at boot).
+
+SPARK = ["batch", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k"]
+
+
+def test_vllm_s_default_share_of_a_dgx_spark_is_refused_with_the_share_that_starts() -> None:
+    out = CliRunner().invoke(app, SPARK)
+    assert out.exit_code == 2, out.output
+    line = out.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "--gpu-util" in line and "0.92" in line and "give 0.85 or less" in line
+    assert "111.95 GiB" in line  # ceil(0.92 x 121.69 GiB), what vLLM would request
+
+
+@pytest.mark.parametrize(("share", "starts"), [("0.85", True), ("0.6", True), ("0.87", False)])
+def test_a_dgx_spark_starts_at_the_shares_the_sources_started_it_at(share: str,
+                                                                     starts: bool) -> None:
+    out = CliRunner().invoke(app, [*SPARK, "--gpu-util", share])
+    assert (out.exit_code == 0) is starts, out.output
+
+
+def test_the_refusal_holds_for_decode_and_not_for_a_given_kv_budget() -> None:
+    # vLLM's request_memory runs whatever --kv-cache-memory says, but a budget given comes from
+    # a run that started (kvcalc refuses --gpu-util beside it): that run's share is not known.
+    runner = CliRunner()
+    given = runner.invoke(app, [*SPARK, "--kv-cache-memory", "40GiB"])
+    decode = runner.invoke(app, ["decode", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine",
+                                 "vllm"])
+    assert given.exit_code == 0, given.output
+    assert decode.exit_code == 2 and "--gpu-util" in decode.stderr
+
+
+def test_a_discrete_gpu_has_no_start_up_limit_below_its_total() -> None:
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm",
+                                   "--ctx", "8k", "--gpu-util", "0.99"])
+    assert out.exit_code == 0, out.output

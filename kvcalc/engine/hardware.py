@@ -104,6 +104,9 @@ class Accelerator:
     the system's total, and an engine's share of it must leave the OS and other processes theirs.
     vLLM on such a GPU (``is_integrated_gpu``) still requests ``total x gpu_memory_utilization``,
     but starts only when the OS reports that much available (``psutil`` MemAvailable)."""
+    available_at_start_bytes: int | None = None
+    """A unified part's most memory available to a process at start-up, as measured (what its
+    OS leaves); None: not measured, or not unified."""
     cuda_total_bytes: int | None = None
     """The total CUDA reports (torch ``mem_get_info``), where measured: an exact figure or one a
     start-up log prints. Serving engines start from it (vLLM's requested memory is this total x

@@ -1054,12 +1054,37 @@ def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
 
     release = vllm_release(version)
     share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
+    check_starts(dep, share)
     return VLLMInputs(
         version=version_label(version),
         release=release,
         gpu_memory_utilization=share,
         max_num_batched_tokens=max_num_batched_tokens_for(dep, release),
         max_num_seqs=max_num_seqs_for(dep, release),
+    )
+
+
+def check_starts(dep: Deployment, utilization: float | Fraction) -> None:
+    """Refuse a share of a unified part's memory its OS is not known to leave available: on an
+    integrated GPU vLLM's free memory is the OS's MemAvailable (``MemorySnapshot.measure``,
+    vllm/utils/mem_utils.py) and ``request_memory`` (vllm/v1/worker/utils.py) refuses to start
+    when ``ceil(total x gpu_memory_utilization)`` is more than that. A KV budget given directly
+    (``--kv-cache-memory``, a calibration) comes with the share its run started at, which kvcalc
+    does not take beside it: such a deployment is not refused."""
+    acc = dep.gpus.accelerator
+    available = acc.available_at_start_bytes
+    if available is None or dep.kv_memory_bytes is not None or dep.reserve is not None:
+        return
+    requested = requested_memory(dep.cuda_total_bytes_per_gpu, utilization)
+    if requested <= available:
+        return
+    most = Fraction(available, dep.cuda_total_bytes_per_gpu)
+    raise VLLMConfigError.at(
+        "gpu_util",
+        f"vLLM does not start at {float(utilization):g} on a {acc.id}: it requests "
+        f"{requested / GiB:,.2f} GiB of the unified {dep.cuda_total_bytes_per_gpu / GiB:,.2f} "
+        f"GiB, and the OS has been measured to leave at most {available / GiB:,.2f} GiB "
+        f"available at start-up; give {math.floor(most * 100) / 100:g} or less",
     )
 
 

@@ -51,6 +51,18 @@ class LoggedTotal(_Strict):
         return int(Decimal(str(self.gib)) * GiB)
 
 
+class AvailableAtStart(_Strict):
+    """On a unified-memory part, the most memory its OS has been measured to leave available to a
+    process at start-up (MemAvailable, which vLLM reads as the integrated GPU's free memory):
+    an engine that requests more than this does not start."""
+
+    gib: PosNumber = Field(description="the most available at start-up, GiB (2^30 B)")
+    source: list[str] = Field(min_length=1, description="the measurements and where they are")
+
+    def total_bytes(self) -> int:
+        return int(Decimal(str(self.gib)) * GiB)
+
+
 class Memory(_Strict):
     marketed_gb: PosNumber = Field(description="the vendor's capacity label, as printed")
     type: str
@@ -78,6 +90,11 @@ class Memory(_Strict):
         description="one pool shared with the CPU and OS (DGX Spark, Apple): the total is the "
         "system's, and what the OS and other processes hold comes out of it",
     )
+    available_at_start: AvailableAtStart | None = Field(
+        None,
+        description="unified parts only: the most memory the OS leaves available at start-up, "
+        "as measured; vLLM refuses to start when it requests more",
+    )
     usable: UsableBasis = Field(description="the figure kvcalc uses as capacity")
     usable_why: str = Field(min_length=1, description="why that figure was chosen")
 
@@ -95,6 +112,8 @@ class Memory(_Strict):
         cuda, smi = self._cuda_total(), self.nvidia_smi_mib
         if cuda is not None and smi is not None and cuda > smi * MiB:
             raise ValueError("the CUDA total cannot exceed nvidia_smi_mib")
+        if self.available_at_start is not None and not self.unified:
+            raise ValueError("available_at_start is for unified memory (set unified: true)")
         logged = self.cuda_total_logged
         if logged is not None and smi is not None and logged.total_bytes() > smi * MiB:
             raise ValueError("the logged CUDA total cannot exceed nvidia_smi_mib")
@@ -262,6 +281,10 @@ class GpuFile(_Strict):
             node_gpus=self.node_gpus,
             unified_memory=self.memory.unified,
             cuda_total_bytes=self.memory.engine_total_bytes(),
+            available_at_start_bytes=(
+                None if self.memory.available_at_start is None
+                else self.memory.available_at_start.total_bytes()
+            ),
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
             compute_capability=_capability(self.compute_capability),
             vendor=self.vendor,
