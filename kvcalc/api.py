@@ -1243,16 +1243,18 @@ def calibrate(
     model: str | ModelSpec | None = None,
     gpus: str | None = None,
     release: str | None = None,
+    gpu_util: float | None = None,
     write: str | Path | None = None,
 ) -> CalibrateResult:
     """A vLLM or SGLang start-up ``log`` (a path; ``"-"`` reads standard input) beside kvcalc's
     model of the same start-up: each term the log states (weights, activation peak, non-torch
     memory, CUDA graphs, KV memory, the token count) as logged, as kvcalc estimates it, and the
-    difference. ``model``, ``gpus`` and ``release`` give what the log does not state (vLLM logs
-    name no GPU). ``exit_code`` is 0 when kvcalc's pool gives the logged token count from the
-    logged memory within the log's rounding, else 1; a file that is no start-up log raises
-    :class:`~kvcalc.calibration.compare.NotAStartupLog`. ``write``: keep the measured terms as a
-    calibration file for ``batch``/``decode``/``check`` (``calibration=``)."""
+    difference. ``model``, ``gpus``, ``release`` and ``gpu_util`` (vLLM's memory share) give
+    what the log does not state (vLLM logs name no GPU). ``exit_code`` is 0 when kvcalc's pool
+    gives the logged token count from the logged memory within the log's rounding, else 1; a
+    file that is no start-up log raises :class:`~kvcalc.calibration.compare.NotAStartupLog`.
+    ``write``: keep the measured terms as a calibration file for ``batch``/``decode``/``check``
+    (``calibration=``)."""
     from kvcalc.calibration.calfile import calibration_document, write_calibration
     from kvcalc.calibration.compare import NotAStartupLog, compare, read_startup_log
     from kvcalc.engine.hardware import GpuSet
@@ -1284,7 +1286,8 @@ def calibrate(
              f"(tp {startup.tp or 1} x pp {startup.pp or 1}); give e.g. --gpus "
              f"{replica}x{gpu_set.accelerator.id}")
     try:
-        comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release)
+        comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release,
+                             gpu_util)
     except NotAStartupLog as exc:
         raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
     document = calibration_document(comparison, "-" if name == "-" else Path(name).name)

@@ -257,6 +257,10 @@ CALIBRATE_INPUTS = (
           short="-g", metavar="GPU", completion="gpu_sets", panel=OPTIONS),
     Input("release", "text", "the engine's release, when the log states none, e.g. 0.5.6",
           metavar="X.Y.Z", panel=OPTIONS),
+    Input("gpu_util", "fraction",
+          "vLLM's --gpu-memory-utilization, when the log states none, e.g. 0.85 "
+          "[default: the release's]",
+          aliases=("--gpu-memory-utilization",), panel=OPTIONS),
     Input("write", "path",
           "keep the measured terms in this calibration file (for --calibration)",
           metavar="FILE", panel=OUTPUT),

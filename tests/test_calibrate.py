@@ -431,3 +431,41 @@ def test_the_search_finds_the_fewest_bytes_that_give_the_target(
         assert found == counts.index(target)
     else:
         assert found is None
+
+
+# ------------------------------------------------------------------ what the log does not state
+# An offline LLM() run at 0.85 whose excerpt prints no utilization (its header quotes the call):
+# the held-back 0.20 RTX PRO 6000 log of tests/fixtures/vllm_logs.
+RERANKER = LOGS.parent / "vllm_logs" / "v020-rtxpro6000-qwen3-8b-reranker.log"
+RERANKER_ARGS = ["calibrate", str(RERANKER), "--model", "qwen3-8b", "--gpus", "rtx-pro-6000",
+                 "--release", "0.20.2", "--format", "json"]
+
+
+def test_gpu_util_gives_the_share_a_log_does_not_state(runner: CliRunner) -> None:
+    at_085 = json.loads(run(runner, *RERANKER_ARGS, "--gpu-util", "0.85").stdout)
+    default = json.loads(run(runner, *RERANKER_ARGS).stdout)
+    terms = {t["term"]: t for t in at_085["terms"]}
+    total = terms["gpu_memory"]["kvcalc"]
+    assert terms["requested"]["kvcalc"] == -(-total * 85 // 100)  # ceil(total x 0.85)
+    logged = at_085["kv_cache_tokens"]
+    # From the GPU alone at the run's share kvcalc is within 2% of the log; at 0.92 it is not.
+    assert abs(at_085["kv_cache_tokens_estimated"] / logged - 1) < 0.02
+    assert default["kv_cache_tokens_estimated"] / logged - 1 > 0.10
+
+
+def test_gpu_util_beside_a_stated_share_or_an_sglang_log_is_refused(runner: CliRunner) -> None:
+    spark = run(runner, "calibrate", str(LOGS / "vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log"),
+                "--gpus", "dgx-spark", "--model", "qwen3-0.6b", "--gpu-util", "0.5")
+    sglang = run(runner, "calibrate", str(LOGS / "sglang-0.4.1-llama3.1-8b-h100-tp1.log"),
+                 "--gpus", "h100", "--gpu-util", "0.9")
+    for result, reason in ((spark, "the log states 0.6"), (sglang, "mem_fraction_static")):
+        assert result.exit_code == 2, result.output
+        line = result.stderr.strip()
+        assert "--gpu-util" in line and reason in line and "\n" not in line
+
+
+def test_the_graph_row_says_what_the_release_s_rules_do(runner: CliRunner) -> None:
+    # 0.20 subtracts kvcalc's estimate though this excerpt prints none; 0.19 does not.
+    at_020 = json.loads(run(runner, *RERANKER_ARGS, "--gpu-util", "0.85").stdout)
+    graphs = {t["term"]: t for t in at_020["terms"]}["cuda_graph"]
+    assert graphs["kvcalc"] > 0 and graphs["note"] == "subtracted from the budget"

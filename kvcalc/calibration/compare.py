@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.calibration.lines import Logged
@@ -250,7 +251,26 @@ _VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cu
                       "cuda_graph_estimate", "kv_memory")
 
 
-def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
+#: 0.17-0.19 print the profiler's estimate but, like 0.10-0.16, capture after the KV cache.
+_GRAPH_NOTES = {
+    "subtracted": "subtracted from the budget",
+    "printed": "captured after the KV cache: outside the budget",
+    "after_kv": "captured after the KV cache: outside the budget",
+}
+
+
+def _graph_note(rule: str, log_subtracts: bool) -> str:
+    """What kvcalc's rules for the release do with the graphs' memory (what its column holds);
+    a log that subtracts them under a release whose default does not had the profiler's
+    estimate switched on (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, 0.18-0.19)."""
+    note = _GRAPH_NOTES[rule]
+    if log_subtracts and rule != "subtracted":
+        note += "; the log subtracts them (the estimate switched on), kvcalc's rules do not"
+    return note
+
+
+def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
+                 gpu_util: float | None = None) -> Comparison:
     from kvcalc.engine.inputs import deployment_from
     from kvcalc.engine.serving.vllm import ENGINE
     from kvcalc.engine.units import GiB
@@ -266,8 +286,12 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                              "line) and the model no maximum context")
     tp, pp, dp = log.tp or 1, log.pp or 1, log.dp or 1
     given: dict[str, Any] = {"tp": tp, "pp": pp}
-    if log.gpu_memory_utilization is not None:
-        given["gpu_util"] = float(log.gpu_memory_utilization)
+    stated = log.gpu_memory_utilization
+    if stated is not None and gpu_util is not None and Fraction(str(gpu_util)) != stated:
+        raise InputError(f"--gpu-util: the log states {float(stated):g}; drop --gpu-util",
+                         field="gpu_util")
+    if stated is not None or gpu_util is not None:
+        given["gpu_util"] = float(stated) if stated is not None else gpu_util
     if log.max_num_batched_tokens is not None:
         given["max_num_batched_tokens"] = log.max_num_batched_tokens
     if log.block_size is not None:
@@ -324,9 +348,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
             row("activation_peak", "activation peak", terms.activation_peak[stage]),
             row("non_torch", "non-torch memory", terms.non_torch[stage]),
             row("cuda_graph", "CUDA graphs",
-                terms.cuda_graph if log.cuda_graph_subtracted else None,
-                "subtracted from the budget" if log.cuda_graph_subtracted
-                else "captured after the KV cache: outside the budget"),
+                terms.cuda_graph if used.release.cudagraph == "subtracted" else None,
+                _graph_note(used.release.cudagraph, log.cuda_graph_subtracted)),
             Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
                  at, "" if pp == 1 else "the stage's worker's own figure"),
         ]
@@ -510,9 +533,14 @@ def read_startup_log(text: str) -> StartupLog:
     return log
 
 
-def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None) -> Comparison:
-    """``log`` beside kvcalc's model of it for ``spec`` on ``gpus`` (the log's tp x pp)."""
+def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
+            gpu_util: float | None = None) -> Comparison:
+    """``log`` beside kvcalc's model of it for ``spec`` on ``gpus`` (the log's tp x pp);
+    ``gpu_util``: vLLM's memory share where the log states none."""
     if isinstance(log, SGLangLog):
+        if gpu_util is not None:
+            raise InputError("--gpu-util: an SGLang log states its own share "
+                             "(mem_fraction_static); drop --gpu-util", field="gpu_util")
         return compare_sglang(log, spec, gpus, release or log.release)
-    return compare_vllm(log, spec, gpus, release or log.release)
+    return compare_vllm(log, spec, gpus, release or log.release, gpu_util)
 
