@@ -1054,7 +1054,6 @@ def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
 
     release = vllm_release(version)
     share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
-    check_starts(dep, share)
     return VLLMInputs(
         version=version_label(version),
         release=release,
@@ -1180,6 +1179,7 @@ def vllm_kv_cache_for(
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
     serving = serving or VLLMServing()
     inputs = inputs or vllm_inputs(dep, serving.vllm_version)
+    check_starts(dep, inputs.gpu_memory_utilization)
     setup = serving_setup(dep, serving, inputs)
     result = deployment_kv_cache(
         dep,
