@@ -135,12 +135,17 @@ UNREACHED = {
         "unexplained or that total"
     ),
     "v028-a100pcie-qwen3.5-0.8b.log": (
-        "+5.2%, 3.5 GiB of a 67 GiB pool: the report gives the run's consumed memory (weights + "
-        "non-torch) as 4.31 GiB against kvcalc's 1.87 (1.62 weights + 0.25 non-torch), 2.4 GiB "
-        "above what the 1.72 GiB of weights and a TP 1 non-torch figure leave, unexplained (a "
-        "first cold start: 87 s of profiling and warm-up, the vision tower's multimodal "
-        "warm-up); and the registry's A100 PCIe has no logged CUDA total (80.00 GiB nominal "
-        "against the SXM's 79.25: 0.7 GiB of the 0.92 share)"
+        "+4.1%, 2.8 GiB of a 67 GiB pool: the report's 4.31 GiB is 0.28.0's 'consumed memory "
+        "(weights + non-torch)' (the line gpu_worker.py prints after graph capture: "
+        "total_consumed, the free-memory drop from the snapshot taken after NCCL init to the "
+        "end of the profile, vllm/utils/mem_utils.py) against kvcalc's 1.87 (1.62 weights + "
+        "0.25 non-torch), 2.44 GiB unexplained by the 0.28.0 code read: the profile clears its "
+        "encoder cache before the measure, the workspace manager holds only DCP, MLA and MoE "
+        "buffers (none here), the GDN kernels' buffers are transient and the Qwen Triton "
+        "warm-up runs after the KV cache (kernel_warmup). The same host's Qwen3.8-27B (same "
+        "qwen3_5 architecture, same defaults) leaves 0.51 GiB beyond its 51.1 of weights, so it "
+        "is not a rule of the architecture kvcalc could count. With the A100 PCIe's CUDA total "
+        "(79.25 GiB, registry) the rest, peak + graphs, is 1.52 logged against kvcalc's 1.19"
     ),
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
         "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
