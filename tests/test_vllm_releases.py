@@ -147,8 +147,12 @@ UNREACHED = {
         "buffers (none here), the GDN kernels' buffers are transient and the Qwen Triton "
         "warm-up runs after the KV cache (kernel_warmup). The same host's Qwen3.8-27B (same "
         "qwen3_5 architecture, same defaults) leaves 0.51 GiB beyond its 51.1 of weights, so it "
-        "is not a rule of the architecture kvcalc could count. With the A100 PCIe's CUDA total "
-        "(79.25 GiB, registry) the rest, peak + graphs, is 1.52 logged against kvcalc's 1.19"
+        "is not a rule of the architecture kvcalc could count; the same report's 0.8B serve run "
+        "(0.85, 8,192 tokens, 32 sequences, 2,048 batched) consumes 4.18, so about 2.2 GiB that "
+        "does not follow the batch or the length. With the A100 PCIe's CUDA total (79.25 GiB, "
+        "registry) the rest, peak + graphs, is 1.52 logged against kvcalc's 1.19 (the serve "
+        "run: 1.36 with 18 graphs, where kvcalc's sampler-led peak is far smaller; a peak that "
+        "does not follow the batch either, likely the vision tower's dummy run, not modelled)"
     ),
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
         "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
