@@ -103,15 +103,20 @@ def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
     """vLLM's fused-MoE workspaces for ``tokens``, kept by its workspace manager once the profile
     run has sized them, so they are still held when the sampler peaks
     (``TritonExperts.workspace_shapes`` in vllm/model_executor/layers/fused_moe: workspace1
-    (M, top_k, max(N / 2, K)), workspace2 (M, top_k, max(N, K)) and the output (M, K), with N
-    the gate/up width per rank and K the hidden size). Qwen3-30B-A3B logged 2.68 GiB, 0.49 above
-    its sampler; this gives 0.53."""
+    (M, top_k, max(N / 2, K)) and workspace2 (M, top_k, max(N, K)), with N the gate/up width
+    per rank and K the hidden size). The output (M, K) is a view of workspace1's buffer, not a
+    third one: ``FusedMoEModularKernel._allocate_buffers`` reuses workspace13 for it in one
+    chunk when it is large enough (0.14.0; a batch of at most VLLM_FUSED_MOE_CHUNK_SIZE, 16,384
+    tokens, is one chunk), and asks the workspace manager for max(workspace13, output) and
+    workspace2 only (0.19.0, 0.22.1, 0.27.1, 0.28.0 wheels); top_k x max(N / 2, K) >= K, so
+    workspace1 is always the larger. Qwen3-30B-A3B logged 2.68 GiB, 0.49 above its sampler;
+    this gives 0.50."""
     k = model.hidden_size
     per_token = 0
     for moe in used_ffns(model):
         if isinstance(moe, MoE):
             n = 2 * -(-moe.intermediate_size // tp)
-            per_token = max(per_token, moe.top_k * (max(n // 2, k) + max(n, k)) + k)
+            per_token = max(per_token, moe.top_k * (max(n // 2, k) + max(n, k)))
     return dtype(model.default_dtype).bytes_for(tokens * per_token)
 
 
