@@ -109,14 +109,14 @@ CASES: dict[str, dict[str, Any]] = {
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
     "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": (
-        "+2.8%, 0.8 GiB of budget: 0.27's 'consumed memory' is the free-memory drop to the "
+        "+2.5%, 0.7 GiB of budget: 0.27's 'consumed memory' is the free-memory drop to the "
         "end of the profile (vllm/utils/mem_utils.py memory_profiling, 0.27.1), so its 1.70 GiB "
         "beyond the 55.19 GiB of weights holds the MoE workspaces the workspace manager keeps "
         "(1.06 GiB by kvcalc's count) and about 0.64 of non-torch memory against the 0.25 PCIe "
         "figure; the 0.76 GiB 'peak activation' is the transient headroom plus the graph "
         "estimate, which vLLM measures by capturing graphs (profile_cudagraph_memory) and "
-        "kvcalc puts at 0.05 GiB for 18 graphs against 0.32 captured. The CUDA total (94.97 "
-        "GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
+        "kvcalc puts at 0.14 GiB for 18 graphs of 94 layers against 0.32 captured. The CUDA "
+        "total (94.97 GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
     ),
     "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
         "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
@@ -127,11 +127,12 @@ UNREACHED = {
         "cannot see it. Not fitted"
     ),
     "v0221-rtx3090ti-gemma-4-e4b.log": (
-        "+26%, 1.1 GiB of a 4.1 GiB pool: the printed CUDA-graph estimate is 0.79 GiB against "
-        "kvcalc's 0.23 (86 graphs at the per-graph figure set on Llama-3.1-8B; Gemma 4's 42 "
-        "layers with per-layer inputs capture more), the weights 15.18 GiB against 14.98, and "
+        "+25%, 1.0 GiB of a 4.1 GiB pool: the printed CUDA-graph estimate is 0.79 GiB against "
+        "kvcalc's 0.30 (86 graphs x 42 layers at the figure per graph and layer set on "
+        "Llama-3.1-8B; the part of profile_cudagraph_memory's first and second captures that "
+        "does not grow with the layers is not modelled), the weights 15.18 GiB against 14.98, and "
         "the requested 0.9 x 24.00 GiB is the registry RTX 3090's nominal total (no CUDA total "
-        "is logged for it; this RTX 3090 Ti's is not printed): the rest, 0.4 GiB, is "
+        "is logged for it; this RTX 3090 Ti's is not printed): the rest, 0.3 GiB, is "
         "unexplained or that total"
     ),
     "v028-a100pcie-qwen3.5-0.8b.log": (
@@ -143,10 +144,10 @@ UNREACHED = {
         "against the SXM's 79.25: 0.7 GiB of the 0.92 share)"
     ),
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
-        "+2.1%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
+        "+2.2%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
         "non-torch): on the GB10's unified memory 0.27's free-memory drop holds host-side use "
         "kvcalc cannot see; the printed peak and graphs leave 0.26 GiB (73.01 - 3.35 - 69.4) "
-        "against kvcalc's 0.77 (0.54 sampler peak at 256 sequences + 0.23 graph estimate), "
+        "against kvcalc's 0.74 (0.54 sampler peak at 256 sequences + 0.20 graph estimate), "
         "which offsets most of it"
     ),
 }
@@ -210,6 +211,49 @@ def gpu_alone_error(name: str) -> float:
 )
 def test_from_the_gpu_alone_within_2_percent(name: str) -> None:
     assert abs(gpu_alone_error(name)) < 0.02, f"{gpu_alone_error(name):+.2%}"
+
+
+#: The logs that print vLLM's CUDA-graph estimate ("Estimated CUDA graph memory: X GiB total",
+#: or from 0.27 the summary's "X GiB for CUDAGraph memory"), and why kvcalc's misses it.
+GRAPH_SHORT = (
+    "kvcalc charges graphs x layers at the figure set on Llama-3.1-8B (0.31 A100 log); "
+    "profile_cudagraph_memory prints max(first capture) + (graphs - 1) x the second capture "
+    "per mode, and the part of those captures that does not grow with the layers is not "
+    "modelled"
+)
+GRAPH_UNREACHED = {
+    "v0221-rtx3090ti-gemma-4-e4b.log": f"0.30 GiB against 0.79: {GRAPH_SHORT}",
+    "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": f"0.14 GiB against 0.32: {GRAPH_SHORT}",
+}
+
+
+def log_graph_bytes(name: str) -> int:
+    pattern = r"(?:Estimated CUDA graph memory: |and )([\d.]+) GiB(?: total| for CUDAGraph)"
+    return int(Fraction(logged(name, pattern)) * GiB)
+
+
+def kvcalc_graph_bytes(name: str) -> int:
+    case = dict(CASES[name])
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version = case.pop("version")
+    case.pop("length")
+    dep = deployment(model, gpus, **case)
+    terms = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    return max(t.cudagraph_estimate_bytes for t in terms)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=GRAPH_UNREACHED.get(n, ""), strict=True))
+        if n in GRAPH_UNREACHED
+        else n
+        for n in ["v031-a100-llama31-8b.log", *sorted(GRAPH_UNREACHED)]
+    ],
+)
+def test_the_graph_estimate_is_the_printed_one_within_0_01_gib(name: str) -> None:
+    # The A100 0.31 log set the constant: it is a check of the formula's arithmetic only.
+    assert abs(kvcalc_graph_bytes(name) - log_graph_bytes(name)) <= GiB // 100
 
 
 # ---------------------------------------------------------------- the rules, from the wheels

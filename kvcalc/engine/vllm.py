@@ -899,11 +899,18 @@ def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
 # --------------------------------------------------------------------------------------------
 # Step 1: estimating "Available KV cache memory" when the user gives none
 
-#: The CUDA-graph estimate per captured graph (PIECEWISE and FULL sizes together): fitted on
-#: one log, Llama-3.1-8B on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
-#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
-#: set this constant). PR #30515's estimator charges a shared part plus >= 1 MiB per graph.
-CUDAGRAPH_BYTES_PER_GRAPH = int(Fraction("0.23") * GiB) // 86
+#: The CUDA-graph estimate per captured graph and per decoder layer it runs through. vLLM's
+#: ``profile_cudagraph_memory`` (gpu_model_runner.py, same in the 0.22.1, 0.27.1 and 0.33.0
+#: wheels) captures each mode's two largest sizes into a scratch pool and prints
+#: max(first captures) + sum over modes of (graphs - 1) x max(second capture, 1 MiB). The
+#: first capture's activations are small (kvcalc's forward at 512 tokens: 62 MiB for
+#: Llama-3.1-8B, 42 for Gemma 4 E4B against 0.79 GiB printed), so the per-graph part rules, and
+#: a graph's memory grows with its layers: a PIECEWISE size is one CUDA graph per piece between
+#: the attention ops (layers + 1), a FULL one a graph of every layer's kernels. Set on one log,
+#: Llama-3.1-8B (32 layers) on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
+#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used
+#: to set this constant), the whole figure charged to graphs x layers.
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(Fraction("0.23") * GiB) // (86 * 32)
 
 
 @dataclass(frozen=True)
@@ -946,18 +953,23 @@ def is_dense(model: ModelSpec) -> bool:
 
 
 def cudagraph_estimate(
-    model: ModelSpec, release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int
+    model: ModelSpec,
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    pp: int = 1,
 ) -> int:
-    """"Estimated CUDA graph memory" of one worker: per graph captured (PIECEWISE and FULL
-    sizes, :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x
-    :data:`CUDAGRAPH_BYTES_PER_GRAPH`; 0 before 0.17 (not estimated) and for dense models in
-    0.25 (Model Runner V2's estimate is 0)."""
+    """"Estimated CUDA graph memory" of one worker: graphs captured (PIECEWISE and FULL sizes,
+    :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x the layers of the largest pipeline
+    stage x :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`; 0 before 0.17 (not estimated) and for
+    dense models in 0.25 (Model Runner V2's estimate is 0)."""
     if release.cudagraph == "after_kv" or (release.dense_graphs_free and is_dense(model)):
         return 0
     graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
         release, max_num_seqs, max_num_batched_tokens
     )
-    return graphs * CUDAGRAPH_BYTES_PER_GRAPH
+    layers = max(len(stage) for stage in pipeline_stage_layers(model.num_layers, pp))
+    return graphs * layers * CUDAGRAPH_BYTES_PER_GRAPH_LAYER
 
 
 def profile_kv_memory(
@@ -983,7 +995,7 @@ def profile_kv_memory(
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
-    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens)
+    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens, pp)
     return tuple(
         ProfiledMemory(
             requested_bytes=requested,
