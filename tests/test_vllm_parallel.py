@@ -508,9 +508,9 @@ def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRu
     # memory query fails there up to 0.32, is_gb10 from 0.33). The same figure caps the batch
     # and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL (to
     # 256) as LMCache #3430 logs; at 1,024 given, both grids run to 512: 51 + 51.
-    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH_LAYER
+    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
 
-    per_graph = 28 * CUDAGRAPH_BYTES_PER_GRAPH_LAYER  # Qwen3-0.6B's 28 layers
+    per_graph = 28 * CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2  # Qwen3-0.6B's 28 layers, dense: MRv2
 
     args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
             "512", "--vllm-version", "0.32"]
