@@ -508,14 +508,16 @@ def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRu
     # memory query fails there up to 0.32, is_gb10 from 0.33). The same figure caps the batch
     # and sets the CUDA graphs captured: at 256, 51 PIECEWISE sizes (to 512) and 35 FULL (to
     # 256) as LMCache #3430 logs; at 1,024 given, both grids run to 512: 51 + 51.
-    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH
+    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
+
+    per_graph = 28 * CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2  # Qwen3-0.6B's 28 layers, dense: MRv2
 
     args = ["batch", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm", "--max-model-len",
             "512", "--vllm-version", "0.32", "--gpu-util", "0.85"]  # the share GB10s start at
     default, wide = run_json(runner, *args), run_json(runner, *args, "--max-num-seqs", "1024")
     assert (default["max_num_seqs"], wide["max_num_seqs"]) == (256, 1_024)
-    assert wide["cudagraph_memory_bytes"] == (51 + 51) * CUDAGRAPH_BYTES_PER_GRAPH
-    assert default["cudagraph_memory_bytes"] == (51 + 35) * CUDAGRAPH_BYTES_PER_GRAPH
+    assert wide["cudagraph_memory_bytes"] == (51 + 51) * per_graph
+    assert default["cudagraph_memory_bytes"] == (51 + 35) * per_graph
     assert default["max_concurrency"] > 1_024
     assert wide["contexts"][0]["max_batch_per_replica"] == 1_024
     assert default["contexts"][0]["max_batch_per_replica"] == 256

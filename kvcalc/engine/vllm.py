@@ -899,11 +899,24 @@ def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
 # --------------------------------------------------------------------------------------------
 # Step 1: estimating "Available KV cache memory" when the user gives none
 
-#: The CUDA-graph estimate per captured graph (PIECEWISE and FULL sizes together): fitted on
-#: one log, Llama-3.1-8B on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
-#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
-#: set this constant). PR #30515's estimator charges a shared part plus >= 1 MiB per graph.
-CUDAGRAPH_BYTES_PER_GRAPH = int(Fraction("0.23") * GiB) // 86
+#: The CUDA-graph estimate per captured graph and per decoder layer it runs through. Model
+#: Runner V1's ``profile_cudagraph_memory`` (vllm/v1/worker/gpu_model_runner.py, the same in
+#: the 0.19.0, 0.22.1, 0.27.1 and 0.33.0 wheels) captures each mode's two largest sizes into a
+#: scratch pool and prints max(first captures) + sum over modes of (graphs - 1) x max(second
+#: capture, 1 MiB). The first capture's activations are small (kvcalc's forward at 512 tokens:
+#: 62 MiB for Llama-3.1-8B, 42 for Gemma 4 E4B against 0.79 GiB printed), so the per-graph part
+#: rules, and a graph's memory grows with its layers: a PIECEWISE size is one CUDA graph per
+#: piece between the attention ops (layers + 1), a FULL one a graph of every layer's kernels.
+#: Set on the three vLLM 0.19.0 H100 TP 1 logs that print the estimate (llm-d-planner runs,
+#: tests/fixtures/calibrate/, used to set constants; 51 + 51 graphs at 1,024 sequences):
+#: Qwen2.5-7B 0.61 GiB (28 layers), Qwen3-8B 0.84 (36), Gemma-3-27B 1.05 (62), pooled.
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(Fraction("2.50") * GiB) // (102 * (28 + 36 + 62))
+#: Model Runner V2's estimate (dense models from 0.29: every PIECEWISE size captured, FULL
+#: extrapolated, vllm/v1/worker/gpu/cudagraph_utils.py), per graph and layer: set on one log,
+#: Llama-3.1-8B (32 layers) on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
+#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used
+#: to set this constant).
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = int(Fraction("0.23") * GiB) // (86 * 32)
 
 
 @dataclass(frozen=True)
@@ -946,18 +959,31 @@ def is_dense(model: ModelSpec) -> bool:
 
 
 def cudagraph_estimate(
-    model: ModelSpec, release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int
+    model: ModelSpec,
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    pp: int = 1,
 ) -> int:
-    """"Estimated CUDA graph memory" of one worker: per graph captured (PIECEWISE and FULL
-    sizes, :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x
-    :data:`CUDAGRAPH_BYTES_PER_GRAPH`; 0 before 0.17 (not estimated) and for dense models in
-    0.25 (Model Runner V2's estimate is 0)."""
-    if release.cudagraph == "after_kv" or (release.dense_graphs_free and is_dense(model)):
+    """"Estimated CUDA graph memory" of one worker: graphs captured (PIECEWISE and FULL sizes,
+    :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x the layers of the largest pipeline
+    stage x the figure per graph and layer of the model runner that estimates them
+    (:data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`, Model Runner V2's
+    :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2` for dense models from 0.29); 0 before 0.17 (not
+    estimated) and for dense models in 0.25-0.28 (Model Runner V2's estimate is 0)."""
+    dense = is_dense(model)
+    if release.cudagraph == "after_kv" or (release.dense_graphs_free and dense):
         return 0
     graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
         release, max_num_seqs, max_num_batched_tokens
     )
-    return graphs * CUDAGRAPH_BYTES_PER_GRAPH
+    layers = max(len(stage) for stage in pipeline_stage_layers(model.num_layers, pp))
+    per_graph_layer = (
+        CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
+        if release.dense_graphs_v2 and dense
+        else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
+    )
+    return graphs * layers * per_graph_layer
 
 
 def profile_kv_memory(
@@ -983,7 +1009,7 @@ def profile_kv_memory(
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
-    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens)
+    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens, pp)
     return tuple(
         ProfiledMemory(
             requested_bytes=requested,
