@@ -447,6 +447,7 @@ class VLLMAnswer:
         self.serving = serving or VLLMServing()
 
     def part(self, setup: Setup) -> EnginePart:
+        from kvcalc.engine.units import GiB
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
         from kvcalc.engine.vllm_backends import deployment_backend_block, vllm_block_size
 
@@ -491,12 +492,18 @@ class VLLMAnswer:
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"
         )
         header += serving_note(self.serving)
+        graphs = head["cudagraph_memory_bytes"]
+        # As vLLM 0.20+ logs its estimate; a given budget or a release that captures the graphs
+        # after the KV cache subtracts none, and the line is left out.
+        graph_line = [f"Estimated CUDA graph memory: {graphs / GiB:.2f} GiB total "
+                      "(subtracted from the KV budget)"] if graphs else []
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *(line for r in results for line in vllm_lines(r))],
+            lines=[header, *setup.layout_notes, *graph_line,
+                   *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
         )
