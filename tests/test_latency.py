@@ -17,12 +17,16 @@ from kvcalc.engine.latency import (
     allreduce_seconds,
     can_time_communication,
     efficiency_of,
+    layer_kernel_seconds,
+    moe_layer_kernel_seconds,
     pipeline_send_seconds,
     prefill_estimate,
     tpot_estimate,
     tpot_seconds,
     ttft_seconds,
+    w4a16_experts,
 )
+from kvcalc.engine.profiles import SERVING_KERNELS
 from kvcalc.engine.units import UnitError, parse_duration
 
 LINK = 450e9
@@ -256,3 +260,17 @@ def test_snapkv_ttft_is_the_prefill_of_its_prompt(runner: CliRunner) -> None:
     assert step["context_tokens"] == 32768 + 1024
     dep = registry_deployment("llama3-70b", "8xh100")
     assert step["ttft_seconds"] == prefill_estimate(dep, prompt_tokens=32768).ttft_seconds
+
+
+def test_int4_experts_take_the_w4a16_moe_layer_cost() -> None:
+    # GPTQ/AWQ/compressed-tensors int4 experts run as Marlin MoE kernels (65 us a layer, set on
+    # the Qwen3.5 AWQ fit point); NVFP4 and FP8 experts keep the grouped-GEMM figure (98 us).
+    kernels = SERVING_KERNELS
+    model, gpus = "qwen3.5-397b-a17b", "4xrtx-pro-6000"
+    int4 = registry_deployment(model, gpus, tp=4, weight_dtype="int4-g128")
+    nvfp4 = registry_deployment(model, gpus, tp=4, weight_dtype="nvfp4")
+    assert w4a16_experts(int4) and not w4a16_experts(nvfp4)
+    assert moe_layer_kernel_seconds(int4, kernels) == kernels.w4a16_moe_layer_seconds == 65e-6
+    assert moe_layer_kernel_seconds(nvfp4, kernels) == kernels.moe_layer_seconds == 98e-6
+    layers = int4.model.num_layers  # every Qwen3.5-397B layer routes experts
+    assert layer_kernel_seconds(int4, kernels) == pytest.approx(layers * 65e-6)

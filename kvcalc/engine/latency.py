@@ -181,12 +181,26 @@ def moe_layer_count(dep: Deployment) -> int:
     return sum(n for _, ffn, n in blocks if isinstance(ffn, MoE))
 
 
+def w4a16_experts(dep: Deployment) -> bool:
+    """Whether the routed experts are integer 4-bit weight-only (GPTQ / AWQ / compressed-tensors
+    int4), which the engines run as Marlin MoE kernels; NVFP4, MXFP4 and FP8 experts are not."""
+    experts = dep.weights.experts
+    return experts.name.startswith("int4") and experts.element_bits == 4
+
+
+def moe_layer_kernel_seconds(dep: Deployment, kernels: StepKernels) -> float:
+    """One MoE layer's kernel cost beyond its reads, by the kernel its experts run on."""
+    if w4a16_experts(dep):
+        return kernels.w4a16_moe_layer_seconds
+    return kernels.moe_layer_seconds
+
+
 def layer_kernel_seconds(dep: Deployment, kernels: StepKernels) -> float:
     """The step's per-layer kernel costs: every layer runs on one stage or another, one after
     the other."""
     moe = moe_layer_count(dep)
     dense = dep.model.num_layers - moe
-    return dense * kernels.dense_layer_seconds + moe * kernels.moe_layer_seconds
+    return dense * kernels.dense_layer_seconds + moe * moe_layer_kernel_seconds(dep, kernels)
 
 
 def regime_of(dep: Deployment) -> str:

@@ -54,6 +54,11 @@ class StepKernels:
     """One layer with a dense MLP (or none)."""
     moe_layer_seconds: float
     """One layer with routed experts: routing, token sorting and two grouped GEMMs."""
+    w4a16_moe_layer_seconds: float
+    """The same layer when its routed experts are integer 4-bit (GPTQ, AWQ, compressed-tensors
+    pack-quantized): weight-only experts that vLLM and SGLang run as fused Marlin MoE kernels
+    (vLLM's GPTQMarlinMoEMethod, AWQMarlinMoEMethod, CompressedTensorsWNA16MarlinMoEMethod)
+    on 16-bit activations, with no activation-quantising step before the grouped GEMMs."""
 
 
 #: A serving engine (vLLM, SGLang, TensorRT-LLM, CUDA graphs on) at small batch, set on the
@@ -61,11 +66,17 @@ class StepKernels:
 #: reads, the all-reduces timed with the engine's profile and the registry's step overhead, per
 #: layer): dense, the mean of vLLM's CI Llama-3.1-8B at batch 8 on an H200 (47.5 us) and NIM's
 #: Llama-3.3-70B FP8 at TP 2 on H100s (43.2 us, TensorRT-LLM's 6 us all-reduces); MoE, vLLM's
-#: Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us).
-SERVING_KERNELS = StepKernels("serving", dense_layer_seconds=45e-6, moe_layer_seconds=98e-6)
+#: Qwen3.5-397B-A17B NVFP4 at TP 4 on RTX PRO 6000s (97.5 us); W4A16 MoE, vLLM's
+#: Qwen3.5-397B-A17B AWQ at TP 4 on RTX PRO 6000s, batch 1 (65 us: 9.58 ms measured less 2.17 ms
+#: of reads, 1.51 ms of all-reduces and the 2 ms step, over 60 MoE layers).
+SERVING_KERNELS = StepKernels(
+    "serving", dense_layer_seconds=45e-6, moe_layer_seconds=98e-6, w4a16_moe_layer_seconds=65e-6
+)
 #: One compiled graph of the whole step (gpt-fast's torch.compile, llama.cpp's CUDA graph): the
 #: registry's step overhead, fitted on such runs (gpt-fast, llama.cpp), is the whole fixed cost.
-COMPILED_KERNELS = StepKernels("compiled", dense_layer_seconds=0.0, moe_layer_seconds=0.0)
+COMPILED_KERNELS = StepKernels(
+    "compiled", dense_layer_seconds=0.0, moe_layer_seconds=0.0, w4a16_moe_layer_seconds=0.0
+)
 
 
 @dataclass(frozen=True)
