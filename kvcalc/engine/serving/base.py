@@ -170,32 +170,6 @@ class ServingEngine(Protocol):
         ...
 
 
-class EngineRefusal(InputError, ValueError):
-    """A set-up the engine would refuse to start with (or that is not modelled): one line in
-    its own words, naming the fix. With ``fields``, ``message`` is a template naming those
-    inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as
-    :class:`InputRefusal` is; without, it is the line as it reads."""
-
-    def __init__(self, message: str, *fields: str) -> None:
-        self.template = message if fields else literal(message)
-        super().__init__(self.worded(cli_name, fields))
-        # Only the inputs it names are worded by a front end; ``field`` stays the one its
-        # message leads with.
-        self.fields = fields
-
-    @classmethod
-    def at(cls, field: str, reason: str) -> EngineRefusal:
-        """``field`` refused for ``reason`` (literal text)."""
-        return cls("{" + field + "}: " + literal(reason), field)
-
-    def worded(self, name: Callable[[str], str], fields: tuple[str, ...] | None = None) -> str:
-        named = self.fields if fields is None else fields
-        return self.template.format_map({f: name(f) for f in named})
-
-    def __str__(self) -> str:
-        return self.worded(cli_name)
-
-
 def cli_name(name: str) -> str:
     """An input as the command line spells it, for an error's own ``str()`` (the front ends
     word it with :meth:`InputRefusal.worded`)."""
@@ -212,13 +186,29 @@ class InputRefusal(InputError, ValueError):
     def __init__(self, template: str, *fields: str, model_specific: bool = False) -> None:
         self.template = template
         self.model_specific = model_specific
-        super().__init__(self.worded(cli_name, fields), fields=fields)
+        message = template.format_map({f: cli_name(f) for f in fields})
+        super().__init__(message, fields=fields)
 
     def worded(self, name: Callable[[str], str], fields: tuple[str, ...] = ()) -> str:
         return self.template.format_map({f: name(f) for f in fields or self.fields})
 
     def __str__(self) -> str:
         return self.worded(cli_name)
+
+
+class EngineRefusal(InputRefusal):
+    """A set-up the engine would refuse to start with (or that is not modelled): one line in
+    its own words, naming the fix. With ``fields``, ``message`` is a template naming those
+    inputs as ``{kv_dtype}`` (literal braces doubled), worded by each front end as any
+    :class:`InputRefusal`; without, it is the line as it reads."""
+
+    def __init__(self, message: str, *fields: str) -> None:
+        super().__init__(message if fields else literal(message), *fields)
+
+    @classmethod
+    def at(cls, field: str, reason: str) -> EngineRefusal:
+        """``field`` refused for ``reason`` (literal text)."""
+        return cls("{" + field + "}: " + literal(reason), field)
 
 
 def refusal(name: str, reason: str) -> InputRefusal:

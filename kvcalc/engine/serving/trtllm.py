@@ -442,10 +442,7 @@ class TensorRTLLM(Engine):
                 raise InputRefusal(exc.template, *exc.fields, model_specific=True) from None
 
     def check_kv_format(self, kv: KVFormat) -> None:
-        try:
-            trtllm_kv_format(kv)
-        except TrtllmConfigError as exc:
-            raise InputRefusal(exc.template, *exc.fields) from None
+        trtllm_kv_format(kv)  # a TrtllmConfigError is the InputRefusal naming kv_dtype
 
     def engine_options(self, given: Given) -> TrtllmOptions:
         """Its options from their values (the free memory in bytes, token counts as integers);

@@ -128,12 +128,9 @@ class VLLM(Engine):
             )
 
     def check_kv_format(self, kv: KVFormat) -> None:
-        from kvcalc.engine.vllm import VLLMConfigError, vllm_kv_dtype
+        from kvcalc.engine.vllm import vllm_kv_dtype
 
-        try:
-            vllm_kv_dtype(kv)
-        except VLLMConfigError as exc:
-            raise InputRefusal(exc.template, *exc.fields) from None
+        vllm_kv_dtype(kv)  # a VLLMConfigError is the InputRefusal naming kv_dtype
 
     def pool(self, dep: Deployment, options: Any = None) -> VLLMPool:
         from kvcalc.engine.vllm_parallel import VLLMServing, serving_deployment
