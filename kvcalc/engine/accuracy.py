@@ -41,8 +41,8 @@ class Band:
 BANDS: dict[str, Band] = {
     "single-gpu": Band("single-gpu", 0.92, 1.09, 8),
     "scale-up": Band("scale-up", 0.64, 1.24, 13),
-    "pcie": Band("pcie", 0.64, 1.24, 25, pooled=True),
-    "multi-node": Band("multi-node", 0.64, 1.24, 25, pooled=True),
+    "pcie": Band("pcie", 0.99, 1.06, 3),
+    "multi-node": Band("multi-node", 0.64, 1.24, 26, pooled=True),
 }
 
 
