@@ -113,13 +113,6 @@ def test_the_bands_are_the_fit_points_spread() -> None:
     assert derive_bands(fit_ratios(), tuple(BANDS)) == BANDS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "PCIe has three fit points since the llama.cpp pipeline source's first row joined, all "
-        "within 6% of their estimates: its own band (0.99-1.06) holds 23 of 52 held-back points"
-    ),
-)
 def test_the_band_holds_most_held_back_measurements() -> None:
     inside = [
         p for p in HELD_BACK

@@ -18,8 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: A regime needs this many fit points to have its own band.
-MIN_POINTS = 3
+#: A regime needs this many fit points to have its own band. The range of n exchangeable
+#: ratios holds the next one with probability (n - 1) / (n + 1) (order statistics): 1/2 at 3
+#: points, 2/3 at 5. A band that is to hold most new measurements needs more than 3; below 5 a
+#: regime takes the spread of all fit points.
+MIN_POINTS = 5
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Band:
 BANDS: dict[str, Band] = {
     "single-gpu": Band("single-gpu", 0.92, 1.09, 8),
     "scale-up": Band("scale-up", 0.64, 1.24, 13),
-    "pcie": Band("pcie", 0.99, 1.06, 3),
+    "pcie": Band("pcie", 0.64, 1.24, 26, pooled=True),
     "multi-node": Band("multi-node", 0.64, 1.24, 26, pooled=True),
 }
 
