@@ -132,3 +132,20 @@ def test_the_api_takes_nodes_and_internode_and_gives_the_band() -> None:
     low, est, high = one.tpot_low_seconds[0], one.tpot_seconds[0], one.tpot_high_seconds[0]
     assert low is not None and est is not None and high is not None
     assert one.roofline_tpot_seconds[0] < low <= est <= high
+
+
+def test_a_pipeline_over_bridged_pairs_crosses_pcie_between_the_pairs() -> None:
+    # A 2-way NVLink bridge joins GPUs 2k and 2k + 1 (the H100 PCIe's registry link): at tp 1
+    # the sends 0->1 and 2->3 stay on the bridge, 1->2 crosses PCIe; at tp 2 every boundary
+    # joins two bridged pairs over PCIe; on an HGX board every boundary stays on NVLink.
+    def kinds(gpus: str, tp: int, pp: int) -> list[str]:
+        dep = registry_deployment("llama3-70b", gpus, tp=tp, pp=pp)
+        return [link.kind for link in pp_links(dep, 9e-6) if link]
+
+    assert kinds("4xh100-pcie", 1, 4) == ["scale-up", "pcie", "scale-up"]
+    assert kinds("4xh100-pcie", 2, 2) == ["pcie"]
+    assert kinds("2xh100-pcie", 1, 2) == ["scale-up"]
+    assert kinds("8xh100", 1, 8) == ["scale-up"] * 7
+    # The slowest link a replica's traffic crosses names its regime.
+    assert link_kind(registry_deployment("llama3-70b", "4xh100-pcie", tp=1, pp=4)) == "pcie"
+    assert link_kind(registry_deployment("llama3-70b", "2xh100-pcie", tp=2)) == "scale-up"

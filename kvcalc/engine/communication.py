@@ -72,16 +72,30 @@ class Link:
     """One point-to-point hand-off (a pipeline send)."""
 
 
+def scale_up_group(accelerator: Accelerator) -> int | None:
+    """GPUs one scale-up domain joins: the node's (an HGX board's 8), two for a 2-way bridge;
+    None: no limit is known."""
+    if accelerator.node_gpus is not None:
+        return accelerator.node_gpus
+    return 2 if "bridge" in (accelerator.interconnect or "").lower() else None
+
+
 def scale_up_joins(accelerator: Accelerator, ranks: int) -> bool:
     """Whether the scale-up link (NVLink, Infinity Fabric) joins ``ranks`` GPUs: a known
     bandwidth, and a node it spans (a 2-way bridge joins two)."""
     if accelerator.interconnect_bytes_per_s is None:
         return False
-    node = accelerator.node_gpus
-    if node is None:
-        kind = (accelerator.interconnect or "").lower()
-        node = 2 if "bridge" in kind else ranks
-    return ranks <= node
+    group = scale_up_group(accelerator)
+    return group is None or ranks <= group
+
+
+def same_group(group: int | None, tp: int, stage: int) -> bool:
+    """Whether every send from pipeline ``stage`` to the next stays among ``group`` GPUs (None:
+    no limit): rank r of stage s, GPU s x tp + r with the stages' GPUs in order, sends to rank r
+    of stage s + 1."""
+    if group is None:
+        return True
+    return all((stage * tp + r) // group == ((stage + 1) * tp + r) // group for r in range(tp))
 
 
 def nvlink(accelerator: Accelerator) -> bool:
@@ -107,6 +121,11 @@ def intra_node_link(
             scale_up_latency,
             scale_up_latency,
         )
+    return pcie_link(accelerator, ranks)
+
+
+def pcie_link(accelerator: Accelerator, ranks: int) -> Link | None:
+    """PCIe among ``ranks`` GPUs: NCCL's ring (None: no PCIe speed is known)."""
     if accelerator.pcie_bytes_per_s is None:
         return None
     return Link(
@@ -171,17 +190,23 @@ def tp_link(dep: Deployment, scale_up_latency: float) -> Link | None:
 
 
 def pp_links(dep: Deployment, scale_up_latency: float) -> list[Link | None]:
-    """The link each of the pp - 1 stage boundaries crosses: the network for the boundaries
-    between nodes (a replica over k nodes crosses k - 1 of them), else the node's link."""
+    """The link each of the pp - 1 stage boundaries crosses: the network between nodes, the
+    scale-up link within the GPUs it joins (a 2-way bridge joins GPUs 2k and 2k + 1 only, so pp
+    4 at tp 1 on bridged pairs crosses PCIe between the pairs), else PCIe."""
     boundaries = dep.pp - 1
-    if boundaries == 0:
-        return []
-    crossings = 0 if tp_nodes(dep) > 1 else min(boundaries, replica_nodes(dep) - 1)
-    inner = intra_node_link(dep.gpus.accelerator, 2, scale_up_latency)
     network = across_nodes(None, 2, internode_rate(dep))
     if tp_nodes(dep) > 1:
         return [network] * boundaries
-    return [network] * crossings + [inner] * (boundaries - crossings)
+    acc = dep.gpus.accelerator
+    joined, pcie = intra_node_link(acc, 2, scale_up_latency), pcie_link(acc, 2)
+    bridge = scale_up_group(acc) if scale_up_joins(acc, 2) else 1
+
+    def crossed(stage: int) -> Link | None:
+        if not same_group(dep.gpus_per_node, dep.tp, stage):
+            return network
+        return joined if same_group(bridge, dep.tp, stage) else pcie
+
+    return [crossed(stage) for stage in range(boundaries)]
 
 
 def link_kind(dep: Deployment) -> str:
@@ -191,5 +216,6 @@ def link_kind(dep: Deployment) -> str:
         return "none"
     if replica_nodes(dep) > 1:
         return "network"
-    link = intra_node_link(dep.gpus.accelerator, max(dep.tp, 2), 0.0)
+    # The whole replica: a pipeline over more GPUs than a bridge joins crosses PCIe somewhere.
+    link = intra_node_link(dep.gpus.accelerator, max(dep.gpus_per_replica, 2), 0.0)
     return "unknown" if link is None else link.kind
