@@ -297,6 +297,12 @@ class Deployment:
         """:attr:`max_num_seqs`, or the budget formula's default (1024)."""
         return DEFAULT_MAX_NUM_SEQS if self.max_num_seqs is None else self.max_num_seqs
 
+    @property
+    def kv_budget_given(self) -> bool:
+        """Whether the KV budget is given (``kv_memory``, or the seed's ``reserve``), so that no
+        engine's profile estimates it."""
+        return self.kv_memory_bytes is not None or self.reserve is not None
+
     @cached_property
     def kv_budget_per_stage(self) -> tuple[int, ...]:
         """KV bytes one GPU of each stage may hold; negative when the weights do not fit."""

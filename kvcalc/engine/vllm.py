@@ -1098,7 +1098,7 @@ def check_starts(dep: Deployment, utilization: float | Fraction) -> None:
     does not take beside it: such a deployment is not refused."""
     acc = dep.gpus.accelerator
     available = acc.available_at_start_bytes
-    if available is None or dep.kv_memory_bytes is not None or dep.reserve is not None:
+    if available is None or dep.kv_budget_given:
         return
     requested = requested_memory(dep.cuda_total_bytes_per_gpu, utilization)
     if requested <= available:
@@ -1151,7 +1151,7 @@ def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...
     """"Available KV cache memory" per stage: the figure given (``kv_memory``), the usable
     memory less the weights and a given overhead, the seed's reserve, or the profiler's
     estimate under the release's rules (:func:`vllm_memory_terms`)."""
-    if dep.kv_memory_bytes is not None or dep.reserve is not None:
+    if dep.kv_budget_given:
         return dep.kv_budget_per_stage
     if dep.overhead_bytes is not None:
         usable = requested_memory(dep.cuda_total_bytes_per_gpu, inputs.gpu_memory_utilization)

@@ -328,7 +328,7 @@ def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> d
     from kvcalc.engine.vllm_parallel import has_states, serving_setup
 
     setup = serving_setup(dep, serving, inputs)
-    estimated = dep.kv_memory_bytes is None and dep.reserve is None
+    estimated = not dep.kv_budget_given
     graphs = None
     if estimated and dep.overhead_bytes is None:
         graphs = max(t.cudagraph_bytes for t in vllm_memory_terms(dep, inputs))
