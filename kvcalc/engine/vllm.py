@@ -971,17 +971,15 @@ def cudagraph_estimate(
     (:data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`, Model Runner V2's
     :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2` for dense models from 0.29); 0 before 0.17 (not
     estimated) and for dense models in 0.25-0.28 (Model Runner V2's estimate is 0)."""
-    dense = is_dense(model)
-    if release.cudagraph == "after_kv" or (release.dense_graphs_free and dense):
+    rule = release.dense_graphs if is_dense(model) else "v1"
+    if release.cudagraph == "after_kv" or rule == "none":
         return 0
     graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
         release, max_num_seqs, max_num_batched_tokens
     )
     layers = max(len(stage) for stage in pipeline_stage_layers(model.num_layers, pp))
     per_graph_layer = (
-        CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
-        if release.dense_graphs_v2 and dense
-        else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
+        CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 if rule == "v2" else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
     )
     return graphs * layers * per_graph_layer
 

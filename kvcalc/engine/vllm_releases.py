@@ -26,6 +26,7 @@ from kvcalc.engine.units import GiB
 TokenLine = Literal["blocks", "concurrency"]
 Accounting = Literal["non_torch", "consumed"]
 GraphRule = Literal["after_kv", "printed", "subtracted"]
+DenseGraphRule = Literal["v1", "none", "v2"]
 BackendRule = Literal["cutlass_sm100", "cutlass_sm10x", "flashinfer_sm10x", "preferred"]
 
 
@@ -45,15 +46,13 @@ class VLLMRelease:
     """What becomes of the CUDA graphs' memory: captured after the KV cache is allocated and
     outside the budget ("after_kv"), estimated and printed but not subtracted ("printed"), or
     estimated and subtracted from the KV budget ("subtracted")."""
-    dense_graphs_free: bool
-    """Model Runner V2, the default for dense models, has a ``profile_cudagraph_memory`` that
-    returns 0 ("It is TBD whether we keep this API", vllm/v1/worker/gpu/model_runner.py of
-    0.26.0, 0.27.1, 0.28.0; #36520, #49224 from 0.25.1)."""
-    dense_graphs_v2: bool
-    """Model Runner V2 estimates dense models' graphs itself (0.29.0 on:
+    dense_graphs: DenseGraphRule
+    """Which estimator dense models' graphs get: Model Runner V1's two-sample estimate ("v1",
+    up to 0.24); Model Runner V2, their default from 0.25, whose ``profile_cudagraph_memory``
+    returns 0 ("none": "It is TBD whether we keep this API", vllm/v1/worker/gpu/model_runner.py
+    of 0.26.0, 0.27.1, 0.28.0; #36520, #49224 from 0.25.1); V2's own estimate ("v2", 0.29.0 on:
     ``profile_cudagraph_memory`` in vllm/v1/worker/gpu/cudagraph_utils.py captures every
-    PIECEWISE size and extrapolates FULL from the two largest), not by Model Runner V1's
-    two-sample estimator."""
+    PIECEWISE size and extrapolates FULL from the two largest)."""
     full_graphs: bool
     """FULL decode graphs are captured beside the PIECEWISE ones (FULL_AND_PIECEWISE, 0.11+)."""
     capture_grid_67: bool
@@ -114,8 +113,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
     base: dict[str, object] = {
         "gpu_memory_utilization": Fraction(9, 10),
         "cudagraph": "printed",
-        "dense_graphs_free": False,
-        "dense_graphs_v2": False,
+        "dense_graphs": "v1",
         "full_graphs": True,
         "capture_grid_67": False,
         "token_line": "blocks",
@@ -188,34 +186,34 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
     # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1").
     _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", dense_graphs_free=True),
+             token_line="concurrency", dense_graphs="none"),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
     # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0).
     _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, dense_graphs_free=True),
+             token_line="concurrency", async_in_flight=True, dense_graphs="none"),
     # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.x,
     # total_consumed + transient_peak_headroom).
     _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             dense_graphs_free=True),
+             dense_graphs="none"),
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs_free=True),
+             large_device_tier=True, mamba_align=True, dense_graphs="none"),
     # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
     # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
     _release("0.29", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs_v2=True),
+             large_device_tier=True, mamba_align=True, dense_graphs="v2"),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
     _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs_v2=True),
+             large_device_tier=True, mamba_align=True, dense_graphs="v2"),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
