@@ -38,29 +38,32 @@ class _Strict(BaseModel):
 UsableBasis = Literal["cuda_total", "nvidia_smi", "rocm_smi", "label_gib", "label_gb"]
 
 
-class LoggedTotal(_Strict):
-    """The device total as a serving engine's start-up log prints it (torch ``mem_get_info``'s
-    total, two decimals of GiB): what vLLM, SGLang and TensorRT-LLM size their budgets from.
-    Kept apart from ``cuda_total_*`` (exact figures, which set the usable memory) so that a
-    rounded log figure moves the engines' start-up models and not the capacity tables."""
+class _SourcedGiB(_Strict):
+    """A figure in GiB (2^30 B) with the lines it comes from."""
 
-    gib: PosNumber = Field(description="the logged total, GiB (2^30 B), as printed")
+    gib: PosNumber
     source: list[str] = Field(min_length=1, description="the log lines and where they are")
 
     def total_bytes(self) -> int:
         return int(Decimal(str(self.gib)) * GiB)
 
 
-class AvailableAtStart(_Strict):
+class LoggedTotal(_SourcedGiB):
+    """The device total as a serving engine's start-up log prints it (torch ``mem_get_info``'s
+    total, two decimals of GiB): what vLLM, SGLang and TensorRT-LLM size their budgets from.
+    Kept apart from ``cuda_total_*`` (exact figures, which set the usable memory) so that a
+    rounded log figure moves the engines' start-up models and not the capacity tables."""
+
+    gib: PosNumber = Field(description="the logged total, GiB (2^30 B), as printed")
+
+
+class AvailableAtStart(_SourcedGiB):
     """On a unified-memory part, the most memory its OS has been measured to leave available to a
     process at start-up (MemAvailable, which vLLM reads as the integrated GPU's free memory):
     an engine that requests more than this does not start."""
 
     gib: PosNumber = Field(description="the most available at start-up, GiB (2^30 B)")
     source: list[str] = Field(min_length=1, description="the measurements and where they are")
-
-    def total_bytes(self) -> int:
-        return int(Decimal(str(self.gib)) * GiB)
 
 
 class Memory(_Strict):
