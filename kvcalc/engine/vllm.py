@@ -1111,6 +1111,31 @@ def check_starts(dep: Deployment, utilization: float | Fraction) -> None:
     )
 
 
+def kv_cache_upper_bound(dep: Deployment) -> bool:
+    """Whether kvcalc's KV budget for ``dep`` is only an upper bound of vLLM's: a unified part
+    and a budget kvcalc estimates from the GPU alone (no ``--kv-cache-memory``, calibration,
+    reserve or overhead given).
+
+    On an integrated GPU vLLM's free memory is the OS's MemAvailable (``MemorySnapshot.measure``,
+    vllm/utils/mem_utils.py: compute capabilities 8.7, 11.0 and 12.1 in 0.13.0, the device's
+    ``is_integrated`` property from 0.22.1 on), so every drop of it between the snapshot after
+    NCCL init and the end of the profile run is charged to the KV pool: as non-torch memory up to
+    0.26, inside "consumed memory" (``total_consumed``) from 0.27. That drop holds the host's
+    use while vLLM starts (this process's model loading and torch.compile, the page cache, other
+    processes), which depends on the machine and the run, not the model: vLLM subtracts nothing
+    for it in any release read (0.13.0, 0.22.1, 0.26.0, 0.27.1, 0.28.0, 0.33.0), and kvcalc
+    counts none of it.
+    Public reports on GB10s range from a cold load's page cache (NVIDIA/xr-ai PR #462: a warm
+    start of the same settings passes) to tens of GiB of torch.compile host memory
+    (eugr/spark-vllm-docker PR #286), so no constant describes it
+    (tests/fixtures/vllm_logs/README.md)."""
+    return (
+        dep.gpus.accelerator.unified_memory
+        and not dep.kv_budget_given
+        and dep.overhead_bytes is None
+    )
+
+
 def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemory, ...]:
     """Each term of the profiler's budget per pipeline stage as kvcalc computes it for
     ``dep`` under ``inputs`` (requested memory, weights, activation peak, non-torch memory, the

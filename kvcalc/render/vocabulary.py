@@ -247,6 +247,7 @@ class BatchVllmDocument(EngineDocument):
     kv_cache_memory_bytes: int | None
     max_num_seqs: int
     cudagraph_memory_bytes: int | None
+    kv_cache_upper_bound: bool
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
@@ -954,6 +955,10 @@ VOCABULARY: dict[str, Term] = {
     ),
     "cudagraph_memory_bytes": Term(
         B, "CUDA-graph estimate taken from each GPU's KV budget (null: budget given)"
+    ),
+    "kv_cache_upper_bound": Term(
+        "", "true: a unified part's budget from the GPU alone, at most vLLM's (the host's use "
+        "while vLLM starts comes out of the pool; give --kv-cache-memory or --calibration)"
     ),
     "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),

@@ -374,6 +374,20 @@ def _mtp_words(tokens: int) -> str:
     return "" if not tokens else f"MTP {tokens} draft token" + "s" * (tokens > 1)
 
 
+def upper_bound_note(dep: Deployment, head: dict[str, Any]) -> list[str]:
+    """The one note of a unified part's budget from the GPU alone
+    (:func:`~kvcalc.engine.vllm.kv_cache_upper_bound`): what vLLM takes from the pool there that
+    kvcalc cannot know, and the two ways to give the real pool."""
+    if not head["kv_cache_upper_bound"]:
+        return []
+    return [
+        f"the KV figures are an upper bound: on the unified memory of a {dep.gpus.accelerator.id}"
+        " vLLM charges the host's memory use while it starts (model loading, torch.compile, the "
+        "page cache, other processes) to the KV pool, and kvcalc counts none of it; for the "
+        "pool of your machine give --kv-cache-memory, or --calibration from its start-up log"
+    ]
+
+
 #: The serving keys of every vLLM record (:func:`serving_keys`).
 SERVING_FIELDS = (
     "vllm_version",
@@ -413,6 +427,7 @@ VLLM_FIELDS = (
     "kv_dtype",
     "block_size",
     *SERVING_FIELDS,
+    "kv_cache_upper_bound",
     "context_tokens",
     "max_model_len",
     "fits",
@@ -445,7 +460,7 @@ class VLLMAnswer:
 
     def part(self, setup: Setup) -> EnginePart:
         from kvcalc.engine.units import GiB
-        from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks
+        from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks, kv_cache_upper_bound
         from kvcalc.engine.vllm_backends import deployment_backend_block, vllm_block_size
 
         dep, results, inputs = self.dep, self.results, self.inputs
@@ -463,6 +478,7 @@ class VLLMAnswer:
             "kv_bits_per_value": setup.kv_bits_per_value,
             "block_size": None if own_blocks else block_size,
             **serving_keys(dep, self.serving, inputs),
+            "kv_cache_upper_bound": kv_cache_upper_bound(dep),
             **setup.layout,
         }
         cap = inputs.max_num_seqs
@@ -499,7 +515,7 @@ class VLLMAnswer:
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *graph_line,
+            lines=[header, *setup.layout_notes, *upper_bound_note(dep, head), *graph_line,
                    *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
