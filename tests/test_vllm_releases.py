@@ -125,8 +125,10 @@ UNREACHED = {
         "(36.51 - 29.04 - 4.04 KV), kvcalc 1.65 (1.40 sampler peak + 0.25 non-torch). On the "
         "GB10's unified memory the free memory vLLM 0.13 reads is the whole system's, so what "
         "the host took during the 170 s load (page cache, the containers sharing the device, "
-        "which the log says ran beside it) counts as this process's non-torch memory; kvcalc "
-        "cannot see it. Not fitted"
+        "which the log says ran beside it) counts as this process's non-torch memory "
+        "(non_torch_increase, vllm/utils/mem_utils.py 0.13.0); kvcalc cannot see it and states "
+        "its figure there as an upper bound (kv_cache_upper_bound). Not a constant: the public "
+        "GB10 reports move it by GiBs between two starts of one machine (the README)"
     ),
     "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": (
         "+2.0% (2.003%), 0.6 GiB of budget: the graph estimate is kvcalc's 0.33 GiB against "
@@ -165,8 +167,10 @@ UNREACHED = {
     ),
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log": (
         "+2.5%: 'consumed memory' is 3.35 GiB against kvcalc's 1.37 (1.12 weights + 0.25 "
-        "non-torch): on the GB10's unified memory 0.27's free-memory drop holds host-side use "
-        "kvcalc cannot see; the printed peak and graphs leave 0.26 GiB (73.01 - 3.35 - 69.4) "
+        "non-torch): on the GB10's unified memory 0.27's free-memory drop (total_consumed, "
+        "MemAvailable before the load less after the profile) holds host-side use kvcalc cannot "
+        "see and states as an upper bound (kv_cache_upper_bound; no constant, the README); the "
+        "printed peak and graphs leave 0.26 GiB (73.01 - 3.35 - 69.4) "
         "against kvcalc's 0.54 (the sampler peak at 256 sequences; no graph estimate: this "
         "dense model runs on Model Runner V2, whose profile_cudagraph_memory returns 0 in "
         "0.27.1), which offsets part of it"
