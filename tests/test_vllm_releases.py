@@ -559,11 +559,13 @@ def test_the_unified_logs_lie_below_kvcalcs_bound(name: str) -> None:
 
 
 def test_a_unified_part_from_the_gpu_alone_says_its_figures_are_an_upper_bound() -> None:
-    out = CliRunner().invoke(app, [*SPARK, "--gpu-util", "0.85"])
+    two_lengths = [*SPARK[:-1], "8k,32k", "--gpu-util", "0.85"]
+    out = CliRunner().invoke(app, two_lengths)
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "upper bound" in text and "--kv-cache-memory" in text and "--calibration" in text
     assert text.count("upper bound") == 1  # one note, not one per request length
+    assert text.count("GPU KV cache size") == 2
     doc = json.loads(CliRunner().invoke(app, [*SPARK, "--gpu-util", "0.85", "-f", "json"]).output)
     assert doc["kv_cache_upper_bound"] is True
 
