@@ -3,7 +3,7 @@ what real steps achieve, each correction its own term.
 
 Decode (time per output token, one replica)::
 
-    TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
+    TPOT ~ max((weight reads / kernel share + KV reads) / (bandwidth_fraction x peak bandwidth),
                FLOPs / (mfu x dense peak))
            + tensor-parallel all-reduces + pipeline sends (over the links they cross)
            + fixed step overhead + per-layer kernels (the engine's or runtime's decode profile:
@@ -21,8 +21,10 @@ model suggested there. Per-family figures (achievable bandwidth, step overhead, 
 latency, matmul ceiling) are registry data with their sources (model_configs/gpus,
 ``efficiency``); parts without them use :data:`GENERIC_EFFICIENCY`. Which link each all-reduce
 and send crosses, and what it costs, is :mod:`kvcalc.engine.communication`'s. The per-layer
-kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`) and the dequantising kernels' share
-(:data:`DEQUANT_EFFICIENCY`) are set on the fit points of tests/fixtures/decode_points.yaml;
+kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`), the dequantising kernels' share
+(:data:`DEQUANT_EFFICIENCY`) and an old build's F16 mat-vec share (the kernel class's
+``f16_matvec_hbm_share``: :func:`weight_share`) are set on the fit points of
+tests/fixtures/decode_points.yaml;
 every estimate carries the band of :mod:`kvcalc.engine.accuracy` (the error on those points),
 and tests/test_decode_points.py holds the estimate to the held-back ones.
 
