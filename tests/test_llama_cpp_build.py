@@ -14,6 +14,7 @@ from report_check import refused, run_json
 from specs import registry_deployment
 from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.latency import tpot_estimate
 from kvcalc.engine.runtimes import (
     LLAMA_CPP,
@@ -24,7 +25,6 @@ from kvcalc.engine.runtimes import (
     runtime_named,
 )
 from kvcalc.errors import InputError
-from kvcalc.cli.app import app
 from kvcalc.registry.gpus import all_gpus
 
 OLD = 2833  # the XiongjieDai table's build (May 2024)
