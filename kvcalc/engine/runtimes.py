@@ -102,10 +102,13 @@ RUNTIME_NAMES = tuple(RUNTIMES)
 LLAMA_CPP_RUNTIMES = ("llama.cpp", "ollama")
 
 #: The first llama.cpp release whose F16 matrix-vector kernel no longer uses scalar loads:
-#: PR 9816 ("Vectorize load instructions in dmmv f16 CUDA kernel", merged 2024-10-10) is in
-#: release b3916. Builds before it run F16 weights at one token per step through
+#: release b3916 is PR 9816 ("Vectorize load instructions in dmmv f16 CUDA kernel (#9816)",
+#: the b3916 release notes). Builds before it run F16 weights at one token per step through
 #: ``dequantize_mul_mat_vec<1, 1, convert_f16>`` (ggml-cuda/dmmv.cu, e.g. at commit 08d8a6b:
-#: one half per load; no BF16 case, so BF16 weights never took this kernel).
+#: one half per load; no BF16 case, so BF16 weights never took this kernel). From b3916 the
+#: current figures apply: PR 9816's kernel until PR 10318 (2024-11-15) replaced it, whose own
+#: HBM figure upstream does not give (its tables are GDDR and AMD GPUs), so that interval is
+#: not told apart.
 LLAMA_CPP_F16_MATVEC_FIX_BUILD = 3916
 LLAMA_CPP_9817 = (
     "https://github.com/ggml-org/llama.cpp/issues/9817 (the F16 mat-vec kernel's scalar loads "
