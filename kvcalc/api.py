@@ -604,6 +604,7 @@ def decode(
     mfu: float | None = None,
     engine: str | None = None,
     runtime: str | None = None,
+    llama_cpp_build: int | None = None,
     input_len: int | str | None = None,
     output_len: int | str | None = None,
     request_rate: float | str | None = None,
@@ -616,7 +617,11 @@ def decode(
 
     With ``request_rate`` (requests per second of ``input_len`` + ``output_len`` tokens,
     default 1024 + 128) the step is timed at the batch that rate keeps decoding, with prefill
-    chunks mixed in, and the report adds the replica's steady state (``serving``)."""
+    chunks mixed in, and the report adds the replica's steady state (``serving``).
+
+    ``llama_cpp_build`` (with ``runtime`` llama.cpp or ollama): the llama.cpp build number
+    timed (default: a current build); before 3916 its F16 mat-vec runs below peak on NVIDIA
+    HBM GPUs (llama.cpp issue 9817)."""
     from kvcalc.deploy import EngineChoice
     from kvcalc.engine.serving import DEFAULT_ENGINE
     from kvcalc.render.decode import decode_report
@@ -632,7 +637,7 @@ def decode(
         inputs
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
-    profile = decode_profile_of(chosen, runtime)
+    profile = decode_profile_of(chosen, runtime, llama_cpp_build)
     evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()
     spec = load_model(model, None, None, None, attention)
@@ -729,21 +734,24 @@ def serving_of(dep: Any, workload: Any, max_batch: int, mfu: float | None, profi
     return solve(workload, workload.request_rate / dep.replicas, step, max_batch)
 
 
-def decode_profile_of(engine: Any, runtime: str | None) -> Any:
+def decode_profile_of(
+    engine: Any, runtime: str | None, llama_cpp_build: int | None = None
+) -> Any:
     """The decode profile a step is timed with: the runtime's when ``runtime`` is given (only
-    beside the budget formula: a serving engine runs its own), else the engine's."""
-    from kvcalc.engine.runtimes import runtime_named
+    beside the budget formula: a serving engine runs its own), else the engine's; at
+    ``llama_cpp_build`` (llama.cpp and ollama only, else refused)."""
+    from kvcalc.engine.runtimes import at_build, runtime_named
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
 
     if runtime is None:
-        return engine.decode_profile
+        return at_build(engine.decode_profile, llama_cpp_build)
     profile = runtime_named(runtime)
     if engine is not engine_named(DEFAULT_ENGINE):
         fail(
             f"--runtime: {profile.name} is a single-user runtime, not {engine.label}'s profile; "
             "drop --runtime or --engine"
         )
-    return profile
+    return at_build(profile, llama_cpp_build)
 
 
 def check_runtime_layout(profile: Any, tp: int) -> None:
@@ -804,6 +812,7 @@ def plan(
     roofline: bool = False,
     mfu: float | None = None,
     runtime: str | None = None,
+    llama_cpp_build: int | None = None,
     top: int | None = None,
     calibration: str | Path | None = None,
 ) -> PlanResult:
@@ -814,6 +823,7 @@ def plan(
     (``{"H100": 2.5}`` or ``"H100=2.5"``) or watts. No layout that meets them raises an
     InputError naming the closest. ``calibration``: a `kvcalc calibrate --write` file; the
     layouts of its GPU, tp and pp take its measured KV memory in place of the estimate.
+    ``llama_cpp_build``: with ``runtime`` llama.cpp or ollama, the llama.cpp build timed.
 
     A serving workload instead of ``users``: ``request_rate`` requests per second of
     ``input_len`` + ``output_len`` tokens (default 1024 + 128), each layout held to its steady
@@ -856,7 +866,7 @@ def plan(
     if wanted not in names:
         fail(f"--engine: plan sizes the cache with {' or '.join(names)}, not {wanted!r}")
     chosen = engine_named(wanted)
-    profile = decode_profile_of(chosen, runtime)
+    profile = decode_profile_of(chosen, runtime, llama_cpp_build)
     workload = plan_workload(
         users, input_len, output_len, request_rate, max_num_batched_tokens, ctx, roofline,
         disaggregated,

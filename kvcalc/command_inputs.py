@@ -64,6 +64,16 @@ RUNTIME = Input(
     metavar="[llama.cpp|ollama|pytorch]", panel=DEPLOYMENT,
 )
 
+#: The llama.cpp build --runtime llama.cpp (or ollama's bundled llama.cpp) runs: what its logs
+#: print as `build: N (commit)` and llama-bench as build_number (release tag bN).
+LLAMA_CPP_BUILD = Input(
+    "llama_cpp_build", "count",
+    "with --runtime llama.cpp or ollama: the llama.cpp build number its log prints "
+    "(`build: 2833 (d46dbc76)`; ollama: the llama.cpp it bundles); before 3916 its F16 "
+    "mat-vec ran far below peak on NVIDIA HBM GPUs [default: a current build]",
+    minimum=0, maximum=1_000_000, metavar="N", panel=DEPLOYMENT,
+)
+
 #: A serving workload: requests of --input-len + --output-len tokens at --request-rate.
 INPUT_LEN = Input(
     "input_len", "tokens", "prompt tokens of each request [default with --request-rate: 1024]",
@@ -93,7 +103,7 @@ BATCH_INPUTS = (
         metavar=TOKENS, panel="vLLM engine",
     ),
 )
-DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU, RUNTIME, *WORKLOAD_INPUTS)
+DECODE_INPUTS = (CTX, ATTENTION, BATCH, MBU, MFU, RUNTIME, LLAMA_CPP_BUILD, *WORKLOAD_INPUTS)
 SWEEP_CONTEXTS = "4k..128k"
 SWEEP_INPUTS = (
     Input(
@@ -244,6 +254,7 @@ def plan_inputs() -> tuple[Input, ...]:
         ),
         MFU,
         RUNTIME,
+        LLAMA_CPP_BUILD,
         Input("top", "count", "layouts shown, best first", default=DEFAULT_TOP, panel=OPTIONS),
         *(i for i in DEPLOYMENT_INPUTS if i.name == "calibration"),
     )

@@ -14,7 +14,7 @@ from specs import registry_deployment
 from kvcalc.engine.deployment import Deployment
 from kvcalc.engine.latency import prefill_estimate, regime_of, tpot_estimate
 from kvcalc.engine.profiles import DecodeProfile
-from kvcalc.engine.runtimes import GPT_FAST, LLAMA_CPP
+from kvcalc.engine.runtimes import GPT_FAST, LLAMA_CPP, at_build
 from kvcalc.engine.serving import engine_named
 from kvcalc.engine.units import parse_rate
 
@@ -47,6 +47,9 @@ class Point:
     fits: str | None
     measured_tpot_ms: float | None
     measured_e2e_ms: float | None
+    build: int | None = None
+    """The llama.cpp build that was measured (its `build: N (commit)` log line); None: a
+    current build, or not llama.cpp."""
 
     @property
     def measured_ms(self) -> float:
@@ -77,10 +80,10 @@ class Point:
 
     @property
     def profile(self) -> DecodeProfile:
-        """The decode profile of the stack that was measured."""
+        """The decode profile of the stack that was measured (at the build measured)."""
         if self.engine in STACK_PROFILES:
-            return STACK_PROFILES[self.engine]
-        return engine_named(self.engine).decode_profile
+            return at_build(STACK_PROFILES[self.engine], self.build)
+        return at_build(engine_named(self.engine).decode_profile, self.build)
 
     def estimate_ms(self, *, roofline: bool = False, bound: str = "estimate") -> float:
         """The estimate of what was measured (``bound``: estimate, low or high); with
@@ -143,6 +146,7 @@ def load_points() -> list[Point]:
                 input_len=row["input_len"], output_len=row["output_len"], role=row["role"],
                 fits=row.get("fits"),
                 measured_tpot_ms=tpot, measured_e2e_ms=row.get("e2e_ms"),
+                build=row.get("build"),
             )
         )
     return points
@@ -164,3 +168,19 @@ def table(points: list[Point]) -> str:
         lines.append(f"{role}: {len(errs)} points, median |error| {statistics.median(errs):.1%}, "
                      f"worst {max(errs):.1%}")
     return "\n".join(lines)
+
+
+def implied_f16_matvec_share(point: Point) -> float:
+    """The share of the achievable bandwidth ``point``'s F16 weights were read at, as its
+    measured step implies: the step less what the estimate spends beside the weight reads
+    (KV reads, sends, fixed and per-layer costs), over the weight reads at the part's
+    achievable bandwidth. What the fit of the pre-b3916 F16 mat-vec share reads."""
+    from kvcalc.engine.latency import efficiency_of
+
+    dep = point.deployment()
+    current = STACK_PROFILES[point.engine]  # the current build: no F16 share applied
+    tpot = tpot_estimate(dep, batch=point.batch, context_tokens=point.context, profile=current)
+    fraction = efficiency_of(dep.gpus.accelerator).bandwidth_fraction
+    weights = tpot.roofline.weight_read_seconds / fraction
+    others = tpot.tpot_seconds - weights
+    return weights / (point.measured_ms / 1000 - others)

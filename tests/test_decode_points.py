@@ -94,13 +94,7 @@ def test_held_back_median_error_within_20_percent() -> None:
 #: Held-back points missed by more than half, each with its cause: a term the estimate lacks
 #: or a measured build it does not model. Exact both ways (a point leaving or joining fails
 #: the test); the figures quoted in README.md and docs/accuracy.md include these misses.
-PAST_HALF = {
-    "llamacpp-l3-8b-f16-a100sxm-pp4": (
-        "llama.cpp's May-2024 F16 mat-vec on A100/H100 (scalar loads, vectorised after that "
-        "build: llama.cpp issue 9817, PRs 9816 and 10318), not pipelining: the same source's "
-        "one-GPU A100 SXM row is estimated 48% too fast as well (tests/fixtures/decode_points.yaml)"
-    ),
-}
+PAST_HALF: dict[str, str] = {}
 
 
 def test_no_held_back_point_is_off_by_half() -> None:

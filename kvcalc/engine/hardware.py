@@ -118,6 +118,16 @@ class Accelerator:
     engine's default attention backend; None: not an NVIDIA GPU (ROCm and others)."""
     vendor: str | None = None
     """nvidia, amd, intel, google, apple, aws (the registry's); None: not from the registry."""
+    memory_type: str | None = None
+    """The DRAM technology as the vendor's datasheet names it (``HBM3``, ``GDDR6X``, the
+    registry's ``memory.type``); None: not from the registry."""
+
+    @property
+    def hbm(self) -> bool:
+        """Whether the memory is High Bandwidth Memory (HBM, HBM2e, HBM3e ...), stacked beside
+        the die: a kernel's memory-access pattern matters more there than on GDDR (llama.cpp
+        issue 9817)."""
+        return self.memory_type is not None and self.memory_type.upper().startswith("HBM")
 
     @property
     def link_bytes_per_s(self) -> int | None:

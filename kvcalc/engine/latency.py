@@ -3,7 +3,7 @@ what real steps achieve, each correction its own term.
 
 Decode (time per output token, one replica)::
 
-    TPOT ~ max((weight reads / dequant share + KV reads) / (bandwidth_fraction x peak bandwidth),
+    TPOT ~ max((weight reads / kernel share + KV reads) / (bandwidth_fraction x peak bandwidth),
                FLOPs / (mfu x dense peak))
            + tensor-parallel all-reduces + pipeline sends (over the links they cross)
            + fixed step overhead + per-layer kernels (the engine's or runtime's decode profile:
@@ -21,8 +21,10 @@ model suggested there. Per-family figures (achievable bandwidth, step overhead, 
 latency, matmul ceiling) are registry data with their sources (model_configs/gpus,
 ``efficiency``); parts without them use :data:`GENERIC_EFFICIENCY`. Which link each all-reduce
 and send crosses, and what it costs, is :mod:`kvcalc.engine.communication`'s. The per-layer
-kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`) and the dequantising kernels' share
-(:data:`DEQUANT_EFFICIENCY`) are set on the fit points of tests/fixtures/decode_points.yaml;
+kernel costs (:class:`~kvcalc.engine.profiles.StepKernels`), the dequantising kernels' share
+(:data:`DEQUANT_EFFICIENCY`) and an old build's F16 mat-vec share (the kernel class's
+``f16_matvec_hbm_share``: :func:`weight_share`) are set on the fit points of
+tests/fixtures/decode_points.yaml;
 every estimate carries the band of :mod:`kvcalc.engine.accuracy` (the error on those points),
 and tests/test_decode_points.py holds the estimate to the held-back ones.
 
@@ -175,6 +177,25 @@ def weight_kernel_efficiency(dep: Deployment) -> float:
     return min(shares)
 
 
+def f16_matvec_share(dep: Deployment, kernels: StepKernels, batch: int) -> float:
+    """The share of the achievable bandwidth the F16 weights are read at by the kernel class's
+    F16 matrix-vector kernel: its HBM share where that kernel runs -- F16 layer matrices or
+    experts, one token per step (more tokens take a GEMM), on an NVIDIA HBM GPU (issue 9817
+    measured NVIDIA parts only; GDDR ones ran the same kernel near peak) -- else 1."""
+    accelerator = dep.gpus.accelerator
+    if batch != 1 or not accelerator.hbm or accelerator.vendor != "nvidia":
+        return 1.0
+    if "fp16" not in (dep.weights.layers.name, dep.weights.experts.name):
+        return 1.0
+    return kernels.f16_matvec_hbm_share
+
+
+def weight_share(dep: Deployment, kernels: StepKernels, batch: int) -> float:
+    """The share of the achievable bandwidth a step's weights are read at: the weaker of the
+    dequantising kernels' (:func:`weight_kernel_efficiency`) and the F16 mat-vec's."""
+    return min(weight_kernel_efficiency(dep), f16_matvec_share(dep, kernels, batch))
+
+
 def moe_layer_count(dep: Deployment) -> int:
     model = dep.model
     blocks = model.block_counts(range(model.num_layers))
@@ -310,7 +331,9 @@ def tpot_estimate(
     communication, overhead = profiled(dep, eff, profile, batch)
     return TpotEstimate(
         roofline=step,
-        memory_seconds=achievable_memory_seconds(step, eff, weight_kernel_efficiency(dep)),
+        memory_seconds=achievable_memory_seconds(
+            step, eff, weight_share(dep, kernels_of(profile), batch)
+        ),
         compute_seconds=achievable_compute_seconds(step, mfu or default_mfu(accelerator)),
         communication_seconds=communication,
         overhead_seconds=overhead,

@@ -59,6 +59,15 @@ class StepKernels:
     pack-quantized): weight-only experts that vLLM and SGLang run as fused Marlin MoE kernels
     (vLLM's GPTQMarlinMoEMethod, AWQMarlinMoEMethod, CompressedTensorsWNA16MarlinMoEMethod)
     on 16-bit activations, with no activation-quantising step before the grouped GEMMs."""
+    f16_matvec_hbm_share: float = 1.0
+    """The share of the achievable bandwidth the stack's F16 weight matrix-vector kernel
+    reaches on an NVIDIA HBM GPU at one token per step (1: what the registry's efficiency
+    figures, fitted on current stacks, already hold). Below 1 only for an old build whose
+    kernel ran far below peak there (llama.cpp before b3916: :mod:`kvcalc.engine.runtimes`)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.f16_matvec_hbm_share <= 1:
+            raise ValueError(f"{self.name}: f16_matvec_hbm_share must be in (0, 1]")
 
 
 #: A serving engine (vLLM, SGLang, TensorRT-LLM, CUDA graphs on) at small batch, set on the
@@ -103,6 +112,9 @@ class DecodeProfile:
     """Whether it splits a layer's tensors across GPUs (False: layers split, refuse tp > 1)."""
     kernels: StepKernels = SERVING_KERNELS
     """The stack's per-layer kernel costs (a serving engine's, or a compiled step's none)."""
+    build: int | None = None
+    """The runtime's build the figures follow (llama.cpp's build number, ``--llama-cpp-build``);
+    None: the current one."""
 
     def runs_tp(self, tp: int) -> bool:
         """Whether it can serve a tensor-parallel group of ``tp`` (one GPU always)."""
@@ -135,8 +147,20 @@ class DecodeProfile:
             "layer_overhead_seconds": self.layer_overhead_seconds,
             "allreduce_latency_seconds": self.allreduce_latency_seconds,
             "kernels": self.kernels.name,
+            "build": self.build,
+            "f16_matvec_hbm_share": self.kernels.f16_matvec_hbm_share,
             "profile_sources": list(self.sources),
         }
+
+    def build_note(self) -> str:
+        """The build the profile follows and what it changes, in words."""
+        share = self.kernels.f16_matvec_hbm_share
+        if share == 1:
+            return f"build {self.build} (the current F16 mat-vec)"
+        return (
+            f"build {self.build}: F16 mat-vec at {share:g} of the achievable bandwidth on "
+            "NVIDIA HBM GPUs at one token per step"
+        )
 
     def summary(self) -> str:
         """One line for a report: what the profile does to the step."""
@@ -158,11 +182,10 @@ class DecodeProfile:
             if self.kernels.name == COMPILED_KERNELS.name
             else f"{self.kernels.name} per-layer kernels"
         )
-        if not self.tensor_parallel:
-            return f"{self.label} profile: {graphs}, {overhead}, {kernels}, {self.allreduce}"
-        return (
-            f"{self.label} profile: {graphs}, {overhead}, {kernels}, {self.allreduce} ({latency})"
-        )
+        text = f"{self.label} profile: {graphs}, {overhead}, {kernels}, {self.allreduce}"
+        if self.tensor_parallel:
+            text += f" ({latency})"
+        return text if self.build is None else f"{text}; {self.build_note()}"
 
 
 #: SGLang's custom all-reduce measured on H100 (sglang PR #2904, unit test without CUDA graphs):

@@ -96,6 +96,79 @@ GPT_FAST = DecodeProfile(
 RUNTIMES: dict[str, DecodeProfile] = {p.name: p for p in (LLAMA_CPP, OLLAMA, PYTORCH)}
 RUNTIME_NAMES = tuple(RUNTIMES)
 
+# ---------------------------------------------------------------- llama.cpp builds
+
+#: The runtimes that run llama.cpp's CUDA kernels, so that a llama.cpp build applies to them.
+LLAMA_CPP_RUNTIMES = ("llama.cpp", "ollama")
+
+#: The first llama.cpp release whose F16 matrix-vector kernel no longer uses scalar loads:
+#: release b3916 is PR 9816 ("Vectorize load instructions in dmmv f16 CUDA kernel (#9816)",
+#: the b3916 release notes). Builds before it run F16 weights at one token per step through
+#: ``dequantize_mul_mat_vec<1, 1, convert_f16>`` (ggml-cuda/dmmv.cu, e.g. at commit 08d8a6b:
+#: one half per load; no BF16 case, so BF16 weights never took this kernel). From b3916 the
+#: current figures apply: PR 9816's kernel until PR 10318 (2024-11-15) replaced it, whose own
+#: HBM figure upstream does not give (its tables are GDDR and AMD GPUs), so that interval is
+#: not told apart.
+LLAMA_CPP_F16_MATVEC_FIX_BUILD = 3916
+LLAMA_CPP_9817 = (
+    "https://github.com/ggml-org/llama.cpp/issues/9817 (the F16 mat-vec kernel's scalar loads "
+    "run far below peak on NVIDIA HBM GPUs, not on GDDR ones; PR 9816 vectorised them: "
+    "Meta-Llama-3-8B-Instruct F16 at batch 1, 1.27x overall and 1.33x in the kernel on an "
+    "H100 SXM, 1.01x on GDDR GPUs; merged by release b3916)"
+)
+
+#: The share of the achievable bandwidth llama.cpp's F16 mat-vec reached on NVIDIA HBM GPUs
+#: before b3916, set on the three one-GPU Llama 3 8B F16 rows of the XiongjieDai table (build
+#: 2833; tests/fixtures/decode_points.yaml, role fit: A100 PCIe 54.56, A100 SXM 53.18, H100
+#: PCIe 67.79 tokens/s): the median of the shares each row implies (its measured step less its
+#: KV reads, over its weight reads at the registry's achievable bandwidth). Upstream gives no
+#: absolute figure: issue 9817's 1.27x on an H100 SXM compares the old kernel with PR 9816's,
+#: not with the current one the registry's figures follow.
+LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE = 0.57
+LLAMA_CPP_FIT_PRE_B3916 = (
+    "https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference (llama.cpp build 2833, "
+    "Llama 3 8B F16, one GPU: A100 PCIe 54.56, A100 SXM 53.18, H100 PCIe 67.79 tokens/s; the "
+    f"pre-b3916 F16 mat-vec at {LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE:g} of the achievable "
+    "bandwidth on NVIDIA HBM GPUs, fitted on those rows)"
+)
+LLAMA_CPP_PRE_B3916_KERNELS = dataclasses.replace(
+    COMPILED_KERNELS,
+    # The same per-layer class (a compiled step's: none); only the F16 mat-vec share differs.
+    f16_matvec_hbm_share=LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE,
+)
+
+
+def at_build(profile: DecodeProfile, build: int | None) -> DecodeProfile:
+    """``profile`` as llama.cpp build ``build`` runs it (None: the current build, unchanged):
+    before b3916 its F16 mat-vec runs at the old kernel's share on NVIDIA HBM GPUs. Refused
+    for a profile that is not llama.cpp's (or ollama's, which bundles it), and for a build that
+    is not a whole number of at least 0."""
+    if build is None:
+        return profile
+    if profile.name not in LLAMA_CPP_RUNTIMES:
+        raise InputError(
+            f"--llama-cpp-build: applies with --runtime {' or '.join(LLAMA_CPP_RUNTIMES)} "
+            f"only, not to {profile.name}'s decode profile; add --runtime llama.cpp or drop "
+            "--llama-cpp-build",
+            field="llama_cpp_build",
+            fix="add --runtime llama.cpp (or ollama), or drop --llama-cpp-build",
+        )
+    if isinstance(build, bool) or not isinstance(build, int) or build < 0:
+        raise InputError(
+            f"--llama-cpp-build: {build!r} is not a build number; give the N of llama.cpp's "
+            "`build: N (commit)` log line, e.g. 2833",
+            field="llama_cpp_build",
+            fix="give a whole number, e.g. 2833",
+        )
+    if build >= LLAMA_CPP_F16_MATVEC_FIX_BUILD:
+        return dataclasses.replace(profile, build=build)
+    return dataclasses.replace(
+        profile,
+        build=build,
+        kernels=LLAMA_CPP_PRE_B3916_KERNELS,
+        sources=(*profile.sources, LLAMA_CPP_9817, LLAMA_CPP_FIT_PRE_B3916),
+    )
+
 
 def runtime_named(name: str) -> DecodeProfile:
     """The runtime called ``name`` (any case); an unknown name is refused with the list."""

@@ -291,6 +291,7 @@ class GpuFile(_Strict):
             efficiency=self.efficiency.to_engine() if self.efficiency else None,
             compute_capability=_capability(self.compute_capability),
             vendor=self.vendor,
+            memory_type=self.memory.type,
         )
 
 

@@ -402,6 +402,8 @@ class DecodeProfile(TypedDict):
     layer_overhead_seconds: float
     allreduce_latency_seconds: float | None
     kernels: str
+    build: int | None
+    f16_matvec_hbm_share: float
     profile_sources: list[str]
 
 
@@ -1079,6 +1081,13 @@ VOCABULARY: dict[str, Term] = {
         S, "latency of one small all-reduce on NVLink in one node (null: the GPU's)"
     ),
     "kernels": Term("", "per-layer kernel class: `serving` or `compiled` (none per layer)"),
+    "build": Term(
+        "", "the llama.cpp build timed (--llama-cpp-build; null: a current build)"
+    ),
+    "f16_matvec_hbm_share": Term(
+        "", "share of the achievable bandwidth its F16 mat-vec reaches on NVIDIA HBM GPUs at "
+        "one token per step (1: the registry's figure; below 1: llama.cpp before b3916)"
+    ),
     "profile_sources": Term("", "where the profile's figures come from"),
     # serving workloads (kvcalc.engine.workload)
     "serving": Term("", "one replica's steady state under --request-rate (null: none)"),
