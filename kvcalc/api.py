@@ -658,7 +658,7 @@ def decode(
             contexts = [workload.decode_context]
             max_batches = pool.max_batches(contexts)[0]
     steps = []
-    warnings = list(notes)
+    warnings = [*notes, *pool.caveats()]
     reason = None
     for context, fits in zip(contexts, max_batches, strict=True):
         if fits < 1:

@@ -585,3 +585,19 @@ def test_a_given_budget_or_a_discrete_gpu_is_no_bound(args: list[str]) -> None:
     assert json.loads(runner.invoke(app, [*args, "-f", "json"]).output)[
         "kv_cache_upper_bound"
     ] is False
+
+
+def test_decode_sized_by_vllm_on_a_unified_part_warns_its_batch_is_a_bound() -> None:
+    # decode's default batch is the same pool's concurrency: the same bound, said once.
+    args = ["decode", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm",
+            "--gpu-util", "0.6", "--ctx", "8k"]
+    doc = json.loads(CliRunner().invoke(app, [*args, "-f", "json"]).stdout)
+    assert [w for w in doc["warnings"] if "upper bound" in w] == [
+        w for w in doc["warnings"] if "--calibration" in w
+    ]
+    assert len([w for w in doc["warnings"] if "upper bound" in w]) == 1
+    given = json.loads(
+        CliRunner().invoke(app, [*args[:-4], "--ctx", "8k", "--kv-cache-memory", "40GiB",
+                                 "-f", "json"]).stdout
+    )
+    assert not any("upper bound" in w for w in given.get("warnings") or [])

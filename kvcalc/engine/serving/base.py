@@ -110,6 +110,11 @@ class KVPool(Protocol):
         """`kvcalc batch`'s answer for this deployment."""
         ...
 
+    def caveats(self) -> list[str]:
+        """What every answer sized from this pool must say beside it (a figure it is only a
+        bound of); empty for a pool kvcalc sizes as the engine does."""
+        ...
+
 
 class Answer(Protocol):
     """An engine's answer to `kvcalc batch`, turned into its part of the report."""

@@ -276,6 +276,9 @@ class SGLangTokenPool:
         contexts = list(request.contexts or (DEFAULT_CONTEXT,))
         return SGLangAnswer(self.dep, self.start(), contexts)
 
+    def caveats(self) -> list[str]:
+        return []
+
 
 class SGLangAnswer:
     def __init__(

@@ -91,6 +91,9 @@ class BudgetPool:
     def batch(self, request: BatchRequest) -> BudgetAnswer:
         return BudgetAnswer(self.capacity(request.contexts or DEFAULT_CONTEXTS))
 
+    def caveats(self) -> list[str]:
+        return []
+
 
 class BudgetAnswer:
     def __init__(self, capacity: Capacity) -> None:

@@ -512,6 +512,9 @@ class TrtllmKVPool:
         """The pool at the contexts asked (else at 8,192 tokens)."""
         return TrtllmAnswer(self.dep, self._started, list(request.contexts or (DEFAULT_CONTEXT,)))
 
+    def caveats(self) -> list[str]:
+        return []
+
 
 #: The keys of every CSV record: the pool, then one row per context.
 TRTLLM_FIELDS = (

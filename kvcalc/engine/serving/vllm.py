@@ -224,6 +224,9 @@ class VLLMPool:
         results = [self.start(length) for length in lengths]
         return VLLMAnswer(self.dep, results, self.inputs, self.serving)
 
+    def caveats(self) -> list[str]:
+        return upper_bound_note(self.dep)
+
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
     """vLLM answers for --max-model-len, the longest request it admits: a --ctx beside it would
@@ -374,11 +377,13 @@ def _mtp_words(tokens: int) -> str:
     return "" if not tokens else f"MTP {tokens} draft token" + "s" * (tokens > 1)
 
 
-def upper_bound_note(dep: Deployment, head: dict[str, Any]) -> list[str]:
+def upper_bound_note(dep: Deployment) -> list[str]:
     """The one note of a unified part's budget from the GPU alone
     (:func:`~kvcalc.engine.vllm.kv_cache_upper_bound`): what vLLM takes from the pool there that
     kvcalc cannot know, and the two ways to give the real pool."""
-    if not head["kv_cache_upper_bound"]:
+    from kvcalc.engine.vllm import kv_cache_upper_bound
+
+    if not kv_cache_upper_bound(dep):
         return []
     return [
         f"the KV figures are an upper bound: on the unified memory of a {dep.gpus.accelerator.id}"
@@ -515,7 +520,7 @@ class VLLMAnswer:
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *upper_bound_note(dep, head), *graph_line,
+            lines=[header, *setup.layout_notes, *upper_bound_note(dep), *graph_line,
                    *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
