@@ -314,7 +314,7 @@ def test_token_line_is_concurrency_based_from_0_21() -> None:
 
 
 def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> None:
-    # GPUModelRunner.__init__ (vllm/v1/worker/gpu_model_runner.py, 0.22.1 / 0.27.1 / 0.28.0)
+    # GPUModelRunner.__init__ (vllm/v1/worker/gpu_model_runner.py, 0.22.1 to 0.33.0)
     # keeps inputs_embeds, max_num_batched_tokens x hidden_size in the model dtype, made after
     # the init snapshot; 0.27's free-memory drop counts it, 0.26's weights + torch peak increase
     # + non-torch does not. Qwen3-235B (MoE: V1) at 8,192 batched tokens and hidden 4,096 (its

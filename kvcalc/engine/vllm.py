@@ -967,8 +967,9 @@ def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int)
     (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`) where the release counts it
     ("consumed" accounting, 0.27 on) and V1 runs the model (every model but the dense ones,
     which Model Runner V2 takes from 0.25 and which keeps no such buffer for text models:
-    vllm/v1/worker/gpu of 0.27.1 and 0.28.0 allocates one only in its multimodal
-    ``EncoderRunner``, not modelled); else 0."""
+    vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its multimodal
+    ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not modelled); else
+    0."""
     v1 = not is_dense(model) or release.dense_graphs == "v1"
     if release.accounting != "consumed" or not v1:
         return 0
