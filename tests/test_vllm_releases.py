@@ -130,17 +130,6 @@ UNREACHED = {
         "its figure there as an upper bound (kv_cache_upper_bound). Not a constant: the public "
         "GB10 reports move it by GiBs between two starts of one machine (the README)"
     ),
-    "v027-rtxpro6000-qwen3-235b-fp8-tp4.log": (
-        "+2.0% (2.003%), 0.6 GiB of budget: the graph estimate is kvcalc's 0.33 GiB against "
-        "0.32 captured; 0.27's 'consumed memory' (the free-memory drop to the end of the "
-        "profile, vllm/utils/mem_utils.py memory_profiling, 0.27.1) holds 1.70 GiB beyond the "
-        "55.19 GiB of weights against kvcalc's 1.25: the MoE workspaces the workspace manager "
-        "keeps (1.00 GiB, TritonExperts' two, the output a view of workspace13) and the 0.25 "
-        "PCIe non-torch figure. Which FP8 MoE backend this SM 12.0 run took is not printed "
-        "(FlashInfer CUTLASS, which admits SM 12.x, ranks ahead of Triton in 0.27.1's "
-        "oracle/fp8.py), so what the other 0.45 GiB holds is not known. The CUDA total (94.97 "
-        "GiB, other RTX PRO 6000 logs) is 0.04 below this host's 95.01"
-    ),
     "v0221-rtx3090ti-gemma-4-e4b.log": (
         "+5.2%, 0.2 GiB of a 4.1 GiB pool: the weights are 15.18 GiB logged against kvcalc's "
         "14.98 and the printed CUDA-graph estimate 0.79 GiB against 0.70 (86 graphs x 42 layers "
@@ -149,11 +138,12 @@ UNREACHED = {
         "this RTX 3090 Ti's own is not printed"
     ),
     "v028-a100pcie-qwen3.5-0.8b.log": (
-        "+3.9%, 2.6 GiB of a 67 GiB pool: the report's 4.31 GiB is 0.28.0's 'consumed memory "
+        "+3.8%, 2.6 GiB of a 67 GiB pool: the report's 4.31 GiB is 0.28.0's 'consumed memory "
         "(weights + non-torch)' (the line gpu_worker.py prints after graph capture: "
         "total_consumed, the free-memory drop from the snapshot taken after NCCL init to the "
-        "end of the profile, vllm/utils/mem_utils.py) against kvcalc's 1.87 (1.62 weights + "
-        "0.25 non-torch), 2.44 GiB unexplained by the 0.28.0 code read: the profile clears its "
+        "end of the profile, vllm/utils/mem_utils.py) against kvcalc's 1.89 (1.62 weights + "
+        "0.25 non-torch + 0.02 Model Runner V1's inputs_embeds buffer), 2.42 GiB unexplained "
+        "by the 0.28.0 code read: the profile clears its "
         "encoder cache before the measure, the workspace manager holds only DCP, MLA and MoE "
         "buffers (none here), the GDN kernels' buffers are transient and the Qwen Triton "
         "warm-up runs after the KV cache (kernel_warmup). The same host's Qwen3.8-27B (same "
@@ -326,6 +316,26 @@ def test_graph_estimate_is_subtracted_from_0_20() -> None:
 def test_token_line_is_concurrency_based_from_0_21() -> None:
     assert vllm_release("0.20").token_line == "blocks"
     assert vllm_release("0.21").token_line == "concurrency"
+
+
+def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> None:
+    # GPUModelRunner.__init__ (vllm/v1/worker/gpu_model_runner.py, 0.22.1 to 0.33.0)
+    # keeps inputs_embeds, max_num_batched_tokens x hidden_size in the model dtype, made after
+    # the init snapshot; 0.27's free-memory drop counts it, 0.26's weights + torch peak increase
+    # + non-torch does not. Qwen3-235B (MoE: V1) at 8,192 batched tokens and hidden 4,096 (its
+    # HF config.json, quoted in the RTX PRO 6000 log's source): 8192 x 4096 x 2 B = 64 MiB.
+    # Llama-3.1-8B is dense: Model Runner V2 from 0.25, which keeps no such buffer.
+    from kvcalc.engine.vllm import vllm_memory_terms_for
+
+    def non_torch(model: str, gpus: str, version: str, **kw: Any) -> int:
+        _, terms = vllm_memory_terms_for(registry_model(model), parse_gpu_set(gpus), version,
+                                         max_num_batched_tokens=8192, **kw)
+        return terms[0].non_torch_bytes
+
+    moe = ("qwen3-235b-a22b-2507", "4xrtx-pro-6000")
+    assert non_torch(*moe, "0.27.1", tp=4) - non_torch(*moe, "0.26.0", tp=4) == 64 * 2**20
+    assert non_torch("llama3.1-8b", "a100-sxm-80gb", "0.27.1") == non_torch(
+        "llama3.1-8b", "a100-sxm-80gb", "0.26.0")
 
 
 def test_serve_batch_defaults_follow_the_device() -> None:

@@ -120,6 +120,19 @@ def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
     return dtype(model.default_dtype).bytes_for(tokens * per_token)
 
 
+def runner_inputs_embeds(model: ModelSpec, tokens: int) -> int:
+    """Model Runner V1's persistent ``inputs_embeds`` buffer: ``tokens`` (max_num_batched_tokens)
+    x the hidden size in the model dtype, made for every model, text-only ones too
+    (``GPUModelRunner.__init__``, vllm/v1/worker/gpu_model_runner.py of the 0.22.1, 0.27.1,
+    0.28.0 and 0.33.0 wheels). It is allocated after the worker's init snapshot and before the
+    weights load, so "Model loading took" leaves it out, and so did the profile up to 0.26
+    (weights + torch peak increase + non-torch, vllm/utils/mem_utils.py of 0.22.1: torch memory
+    held before the profile run is in none of them); 0.27's "consumed memory", the free-memory
+    drop since that snapshot (``memory_profiling``, mem_utils.py of 0.27.1, 0.28.0 and 0.33.0),
+    holds it."""
+    return dtype(model.default_dtype).bytes_for(tokens * model.hidden_size)
+
+
 def encoder_cache(model: ModelSpec, tokens: int) -> int:
     """A multimodal model's profile run first encodes dummy images filling the encoder budget
     (max(max_num_batched_tokens, tokens of one image), "Encoder cache will be initialized with

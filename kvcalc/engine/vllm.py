@@ -62,6 +62,7 @@ from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_SEQS,
     activation_peak,
     non_torch_memory,
+    runner_inputs_embeds,
     used_ffns,
 )
 from kvcalc.engine.serving.base import EngineRefusal
@@ -928,6 +929,8 @@ class ProfiledMemory:
     weights_bytes: int
     activation_peak_bytes: int
     non_torch_bytes: int
+    """Non-torch memory, and from 0.27 the model runner's persistent buffers its "consumed
+    memory (weights + non-torch)" also holds (:func:`consumed_runner_buffers`)."""
     cudagraph_bytes: int = 0
     """The CUDA-graph estimate the release subtracts from the budget (0 where it does not)."""
     cudagraph_estimate_bytes: int = 0
@@ -956,6 +959,21 @@ def is_dense(model: ModelSpec) -> bool:
     return all(m.holds_tokens for m in model.mixer_pattern) and not any(
         isinstance(ffn, MoE) for ffn in used_ffns(model)
     )
+
+
+def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
+    """What the release's "consumed memory" holds of the model runner's persistent buffers
+    beyond the weights and the non-torch memory: Model Runner V1's ``inputs_embeds``
+    (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`) where the release counts it
+    ("consumed" accounting, 0.27 on) and V1 runs the model (every model but the dense ones,
+    which Model Runner V2 takes from 0.25 and which keeps no such buffer for text models:
+    vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its multimodal
+    ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not modelled); else
+    0."""
+    v1 = not is_dense(model) or release.dense_graphs == "v1"
+    if release.accounting != "consumed" or not v1:
+        return 0
+    return runner_inputs_embeds(model, tokens)
 
 
 def cudagraph_estimate(
@@ -1022,7 +1040,8 @@ def profile_kv_memory(
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
             ),
-            non_torch_bytes=non_torch_memory(tp, pp, scale_up_link),
+            non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
+            + consumed_runner_buffers(model, rules, max_num_batched_tokens),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
             cudagraph_estimate_bytes=graphs,
         )

@@ -67,7 +67,10 @@ class VLLMRelease:
     accounting: Accounting
     """What the summary line calls its terms: weights and non-torch apart ("non_torch") or one
     "consumed memory (weights + non-torch)" with the graph estimate inside the printed peak
-    activation ("consumed")."""
+    activation ("consumed"). The consumed figure is the free-memory drop since the init
+    snapshot, so it also holds torch memory made before the profile run that the older split
+    left out: Model Runner V1's ``inputs_embeds``
+    (:func:`kvcalc.engine.vllm.consumed_runner_buffers`)."""
     large_device_tier: bool
     """A device of 160 GiB or more gets 16384 batched tokens / 1024 sequences for serve."""
     gb10_small_tier: bool
@@ -192,8 +195,8 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0).
     _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, dense_graphs="none"),
-    # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.x,
-    # total_consumed + transient_peak_headroom).
+    # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.1 and 0.28.0,
+    # total_consumed + transient_peak_headroom), which counts Model Runner V1's inputs_embeds.
     _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              dense_graphs="none"),
