@@ -135,20 +135,23 @@ def encoder_cache(model: ModelSpec, tokens: int) -> int:
 
 def encoder_run_peak(model: ModelSpec, tp: int, tokens: int) -> int:
     """Live tensors of the profile run's dummy encoder pass, before the text model runs: vLLM
-    (``GPUModelRunner.profile_run``, vllm/v1/worker/gpu_model_runner.py, 0.19.0 and 0.28.0
-    wheels) encodes as many largest images as the encoder budget holds (budget //
-    tokens_per_image, ``MultiModalBudget._get_max_items`` in vllm/multimodal/encoder_budget.py)
-    inside ``memory_profiling``, whose peak counter it reset, so the encoder's peak is the
-    profile's whenever it is the larger. Per patch of that batch: the pixel values the batch
-    holds (channels x temporal_patch x patch^2, in the model dtype: the processor output is
-    cast to it, ``InputProcessingContext._postprocess_output``), and at a block's MLP
-    activation (``Qwen3_VisionBlock.forward``: x + mlp(norm2(x)); ``Qwen3_VisionMLP``:
+    (``GPUModelRunner.profile_run``, vllm/v1/worker/gpu_model_runner.py of the 0.13.0, 0.22.1,
+    0.27.1 and 0.28.0 wheels) encodes as many largest images as the encoder budget holds
+    (budget // tokens_per_image: ``_get_max_items``, vllm/v1/worker/utils.py in 0.13.0,
+    vllm/multimodal/encoder_budget.py from 0.22) inside ``memory_profiling``, which reset the
+    peak counter (vllm/utils/mem_utils.py), so the encoder's peak is the profile's whenever it
+    is the larger. Per patch of that batch: the pixel values the batch holds (channels x
+    temporal_patch x patch^2, in the model dtype: the processor output is cast to it,
+    ``InputProcessingContext._postprocess_output`` in 0.28.0), and at a block's MLP
+    activation (0.28.0 ``Qwen3_VisionBlock.forward``: x + mlp(norm2(x)); ``Qwen3_VisionMLP``:
     fc2(act(fc1(x)))) the residual, the normed input, fc1's output and the activation's
     (gate/up and the product for a gated MLP), the MLP width split over TP where the tower
     is. Read from the code, not fitted; the attention half of a block (x, normed, qkv, the
     rotated q and k, its output: 8 hidden-sized tensors) is the smaller at an MLP of 4 x
-    hidden. Not counted: Qwen3-VL's interpolated position embeddings, held beside the blocks
-    (one hidden per patch, 0.09 GiB for Qwen3.5-0.8B)."""
+    hidden. Not counted: Qwen3-VL's interpolated position embeddings, which its forward holds
+    beside the blocks (one hidden per patch, 0.09 GiB for Qwen3.5-0.8B), a detail of one
+    tower (SigLIP adds its table to the patch embeddings in place, ``embeddings +=`` in
+    vllm/model_executor/models/siglip.py; Pixtral's positions are rotary)."""
     vision = model.vision
     if vision is None:
         return 0
