@@ -146,6 +146,36 @@ def encoder_cache(model: ModelSpec, tokens: int) -> int:
     return dtype(model.default_dtype).bytes_for(2 * budget * model.hidden_size)
 
 
+def encoder_run_peak(model: ModelSpec, tp: int, tokens: int) -> int:
+    """Live tensors of the profile run's dummy encoder pass, before the text model runs: vLLM
+    (``GPUModelRunner.profile_run``, vllm/v1/worker/gpu_model_runner.py of the 0.13.0, 0.22.1,
+    0.27.1 and 0.28.0 wheels) encodes as many largest images as the encoder budget holds
+    (budget // tokens_per_image: ``_get_max_items``, vllm/v1/worker/utils.py in 0.13.0,
+    vllm/multimodal/encoder_budget.py from 0.22) inside ``memory_profiling``, which reset the
+    peak counter (vllm/utils/mem_utils.py), so the encoder's peak is the profile's whenever it
+    is the larger. Per patch of that batch: the pixel values the batch holds (channels x
+    temporal_patch x patch^2, in the model dtype: the processor output is cast to it,
+    ``InputProcessingContext._postprocess_output`` in 0.28.0), and at a block's MLP
+    activation (0.28.0 ``Qwen3_VisionBlock.forward``: x + mlp(norm2(x)); ``Qwen3_VisionMLP``:
+    fc2(act(fc1(x)))) the residual, the normed input, fc1's output and the activation's
+    (gate/up and the product for a gated MLP), the MLP width split over TP where the tower
+    is. Read from the code, not fitted; the attention half of a block (x, normed, qkv, the
+    rotated q and k, its output: 8 hidden-sized tensors) is the smaller at an MLP of 4 x
+    hidden. Not counted: Qwen3-VL's interpolated position embeddings, which its forward holds
+    beside the blocks (one hidden per patch, 0.09 GiB for Qwen3.5-0.8B), a detail of one
+    tower (SigLIP adds its table to the patch embeddings in place, ``embeddings +=`` in
+    vllm/model_executor/models/siglip.py; Pixtral's positions are rotary)."""
+    vision = model.vision
+    if vision is None:
+        return 0
+    items = max(tokens, vision.tokens_per_image) // vision.tokens_per_image
+    patches = items * vision.patches_per_image
+    pixels = vision.channels * vision.temporal_patch * vision.patch**2
+    width = -(-vision.intermediate // (tp if vision.sharded else 1))
+    mlp = (3 if vision.gated_mlp else 2) * width
+    return dtype(model.default_dtype).bytes_for(patches * (pixels + 2 * vision.hidden + mlp))
+
+
 def pipeline_buffers(model: ModelSpec, pp: int, tokens: int) -> int:
     """The hidden states and residual a pipeline stage receives (Llama-3.1-8B PP2's last stage
     logged 2.01 GiB against 1.89 without PP: 2 x 8192 x 4096 x 2 bytes = 0.125)."""
@@ -168,14 +198,16 @@ def activation_peak(
     pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces
     (``workspace_held``: kept by the release's workspace manager; else freed after each MoE
     layer, so only the forward pass holds them), a multimodal model's encoder cache and a
-    pipeline stage's received tensors."""
+    pipeline stage's received tensors; or a multimodal model's dummy encoder pass before them
+    (:func:`encoder_run_peak`), if larger."""
     tokens = max_num_batched_tokens
     workspace = moe_workspace(model, tp, tokens)
     body = forward_peak(model, tp, tokens) + (0 if workspace_held else workspace)
     if last_stage:
         body = max(body, sampler_peak(model, tokens, max_num_seqs, logit_copies))
     held = (workspace if workspace_held else 0) + pipeline_buffers(model, pp, tokens)
-    return body + held + encoder_cache(model, tokens)
+    text = body + held + encoder_cache(model, tokens)
+    return max(text, encoder_run_peak(model, tp, tokens))
 
 
 def estimated_overhead(

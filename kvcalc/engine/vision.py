@@ -56,3 +56,16 @@ class VisionEncoder:
     position_rows: int = 0
     """Rows of a learned position table that is not one row per patch of ``image`` (Gemma 4:
     two axes of position_embedding_size); 0: one per patch."""
+    profile_image: int = 0
+    """Side in pixels of the largest image the processor admits (the dummy image vLLM's
+    profiler encodes) where ``image`` is not it: Qwen3-VL and Qwen3.5 interpolate a learned
+    grid (``image``, 768) to images up to the processor's size.longest_edge, 16,777,216 pixels
+    = 4,096 x 4,096. 0: ``image``."""
+
+    @property
+    def patches_per_image(self) -> int:
+        """Patches of the largest image the tower encodes (before any merge or pooling into
+        ``tokens_per_image``), one frame: Qwen3.5's 4,096-pixel side is 256 x 256 patches of
+        16; Gemma-3's 896 is 64 x 64 of 14."""
+        side = (self.profile_image or self.image) // self.patch
+        return side * side

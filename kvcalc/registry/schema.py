@@ -347,6 +347,11 @@ class VisionSchema(Strict):
     position_rows: NonNegInt = Field(
         0, description="position-table rows when not one per patch (Gemma 4); 0: per patch"
     )
+    profile_image_size: NonNegInt = Field(
+        0,
+        description="side in pixels of the largest image the processor admits when it is not "
+        "image_size (Qwen3-VL, Qwen3.5: 4096); 0: image_size",
+    )
 
     def to_spec(self) -> spec.VisionEncoder:
         return spec.VisionEncoder(
@@ -372,6 +377,7 @@ class VisionSchema(Strict):
             position_table=self.position_table,
             sharded=self.sharded,
             position_rows=self.position_rows,
+            profile_image=self.profile_image_size,
         )
 
 

@@ -523,6 +523,7 @@ class Qwen35Config(WrapperConfig):
             "num_attention_heads": v.num_heads,
             "patch_size": v.patch_size,
             "image_size": grid * v.patch_size,
+            "profile_image_size": math.isqrt(self.max_image_pixels),
             "num_channels": v.in_channels,
             "temporal_patch_size": v.temporal_patch_size,
             "tokens_per_image": side * side,
