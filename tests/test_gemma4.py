@@ -313,3 +313,69 @@ def test_a_shared_layer_must_name_an_attention_mixer() -> None:
     spec = Architecture.model_validate(arch).to_spec("t", "t", "bf16", 1024)
     shared = spec.mixer_at(1)
     assert not shared.owns_cache and shared.cache_read() == spec.mixer_at(0)
+
+
+# ------------------------------------------------------------- what vLLM allocates while loading
+
+
+def test_vllm_up_to_0_29_keeps_the_shared_layers_k_v_slots() -> None:
+    """Gemma4Attention of vLLM 0.20.0-0.29.0 builds every layer's QKVParallelLinear, the
+    KV-shared layers' too (gemma4.py of those wheels); 0.30.0 on builds their q_proj alone. By
+    hand, E4B: the shared layers 24-41 are 15 sliding (K and V of 2 heads x 256) and 3 full
+    (2 heads x 512) of hidden 2,560: 15 x 2 x 2 x 256 x 2,560 + 3 x 2 x 2 x 512 x 2,560 =
+    55,050,240 parameters, 110,100,480 B in bf16; at TP 2 each rank holds one of the 2 heads."""
+    from kvcalc.engine.vllm_loading import unused_kv_projection_bytes
+    from kvcalc.engine.vllm_releases import vllm_release
+    from kvcalc.engine.weights import released_format
+
+    e4b = registry_model("gemma-4-e4b")
+    bf16 = released_format(e4b)
+    assert unused_kv_projection_bytes(e4b, range(42), bf16, 1) == 2 * 55_050_240
+    assert unused_kv_projection_bytes(e4b, range(42), bf16, 2) == 55_050_240
+    # The first 24 layers store their own cache: none of them is KV-shared.
+    assert unused_kv_projection_bytes(e4b, range(24), bf16, 1) == 0
+    # E2B: 16 sliding and 4 full shared layers of one KV head, hidden 1,536:
+    # 16 x 2 x 256 x 1,536 + 4 x 2 x 512 x 1,536 = 18,874,368 parameters; the one head is
+    # replicated at TP 2, so each rank holds them all.
+    e2b = registry_model("gemma-4-e2b")
+    assert unused_kv_projection_bytes(e2b, range(35), released_format(e2b), 2) == 2 * 18_874_368
+    assert vllm_release("0.29").shared_kv_projections
+    assert not vllm_release("0.30").shared_kv_projections
+    assert not vllm_release("0.33").shared_kv_projections
+
+
+def test_the_multimodal_wrapper_s_per_layer_embedding_buffer() -> None:
+    """Gemma4ForConditionalGeneration allocates torch.zeros(max_num_batched_tokens, layers,
+    hidden_size_per_layer_input) in the model dtype (gemma4_mm.py, 0.20.0-0.33.0): E4B at
+    vLLM serve's 2,048 tokens on a 24 GB card, 2,048 x 42 x 256 x 2 B = 44,040,192 B; the same
+    text model without its towers is Gemma4ForCausalLM, which has none."""
+    from dataclasses import replace
+
+    from kvcalc.engine.vllm_loading import per_layer_input_buffer_bytes
+
+    e4b = registry_model("gemma-4-e4b")
+    assert per_layer_input_buffer_bytes(e4b, 2048) == 44_040_192
+    assert per_layer_input_buffer_bytes(replace(e4b, vision=None, audio=None), 2048) == 0
+    assert per_layer_input_buffer_bytes(registry_model("gemma-4-31b"), 2048) == 0
+
+
+def test_vllm_s_weights_term_adds_them_unless_the_weights_are_measured() -> None:
+    """The profiler's weights ("Model loading took") for E4B on one RTX 3090 under 0.22.1: the
+    weights plus 110,100,480 + 44,040,192 B; under 0.33 the buffer alone; a measured total is
+    taken as it is (it holds both)."""
+    from kvcalc.engine.deployment import deployment
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    e4b, gpu = registry_model("gemma-4-e4b"), parse_gpu_set("rtx-3090")
+    dep = deployment(e4b, gpu)
+    (weights,) = dep.weights_per_stage
+    assert vllm.vllm_weights_per_stage(dep, vllm.vllm_inputs(dep, "0.22.1")) == (
+        weights + 110_100_480 + 44_040_192,
+    )
+    assert vllm.vllm_weights_per_stage(dep, vllm.vllm_inputs(dep, "0.33")) == (
+        weights + 44_040_192,
+    )
+    measured = deployment(e4b, gpu, weights_total_bytes=16 * 2**30)
+    assert vllm.vllm_weights_per_stage(measured, vllm.vllm_inputs(measured, "0.22.1")) == (
+        16 * 2**30,
+    )

@@ -131,13 +131,6 @@ UNREACHED = {
         "its figure there as an upper bound (kv_cache_upper_bound). Not a constant: the public "
         "GB10 reports move it by GiBs between two starts of one machine (the README)"
     ),
-    "v0221-rtx3090ti-gemma-4-e4b.log": (
-        "+5.2%, 0.2 GiB of a 4.1 GiB pool: the weights are 15.18 GiB logged against kvcalc's "
-        "14.98 and the printed CUDA-graph estimate 0.79 GiB against 0.70 (86 graphs x 42 layers "
-        "at Model Runner V1's figure per graph and layer, set on the 0.19 H100 TP 1 logs): those "
-        "two are 0.29 GiB; the CUDA total is the RTX 3090's logged 23.56 GiB (cuda_total_logged), "
-        "this RTX 3090 Ti's own is not printed"
-    ),
     "v028-a100pcie-qwen3.5-0.8b.log": (
         "+3.6%, 2.4 GiB of a 67 GiB pool, all in the consumed memory: the report's 4.31 GiB is "
         "0.28.0's 'consumed memory (weights + non-torch)' (total_consumed: the free-memory drop "
@@ -238,8 +231,15 @@ def test_from_the_gpu_alone_within_2_percent(name: str) -> None:
 GRAPH_UNREACHED = {
     "v0221-rtx3090ti-gemma-4-e4b.log": (
         "0.70 GiB against 0.79: 86 graphs x 42 layers at Model Runner V1's figure per graph "
-        "and layer (set on the 0.19 H100 TP 1 logs); the part of profile_cudagraph_memory's "
-        "first and second captures that does not grow with the layers is not modelled"
+        "and layer (set on the 0.19 H100 TP 1 logs). The layer count is vLLM 0.22.1's: the "
+        "default splitting ops are the attention ops alone (CompilationConfig._attention_ops), "
+        "every layer, KV-shared ones too, calls unified_attention_with_output once "
+        "(Attention.forward; those skip only unified_kv_cache_update, not a splitting op) and "
+        "Gemma4Model is compiled whole (its YOCO halves only under kv_sharing_fast_prefill), so "
+        "43 pieces per PIECEWISE size as for any 42-layer model. Per graph and layer the log "
+        "gives 229 KiB, inside the calibration logs' own spread (Gemma-3-27B 174, Qwen2.5-7B "
+        "224, Qwen3-8B 240 KiB; pooled 204): what sets a model's figure (its kernels per "
+        "layer, the first captures' part) is not modelled"
     ),
 }
 
@@ -276,6 +276,41 @@ def test_the_graph_estimate_is_the_printed_one_within_0_01_gib(name: str) -> Non
     # The A100 0.31 log set Model Runner V2's constant: for it a check of the arithmetic only.
     # Qwen3-235B (MoE, so Model Runner V1 in 0.27.1) and Gemma 4 E4B (0.22.1) are held back.
     assert abs(kvcalc_graph_bytes(name) - log_graph_bytes(name)) <= GiB // 100
+
+
+#: Logs whose "Model loading took X GiB" kvcalc's weights term misses by more than 0.01 GiB.
+WEIGHTS_UNREACHED = {
+    "v0221-rtx3090ti-gemma-4-e4b.log": (
+        "15.12 GiB against 15.18: the checkpoint's 7.94e9 parameters in bf16 (14.79 GiB), the "
+        "two RoPE tables (131,072 x 256 and x 512, 0.19 GiB), the K/V slots of the 18 "
+        "KV-shared layers (0.10 GiB) and the per-layer-embedding buffer at 2,048 tokens (0.04 "
+        "GiB) leave 0.06 GiB not found in the 0.22.1 code read: the vocabulary (262,144) needs "
+        "no padding, the tied lm_head's own table is dropped by tie_weights, the towers are "
+        "bf16 (their configs' dtype), their buffers and the attention layers' scales are "
+        "scalars, and kv_sharing_fast_prefill (off) alone adds static buffers"
+    ),
+}
+
+
+def log_weights_bytes(name: str) -> int:
+    return int(Fraction(logged(name, r"Model loading took ([\d.]+) GiB")) * GiB)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=WEIGHTS_UNREACHED[n], strict=True))
+        for n in sorted(WEIGHTS_UNREACHED)
+    ],
+)
+def test_the_weights_term_is_the_logged_model_loading_within_0_01_gib(name: str) -> None:
+    case = dict(CASES[name])
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version = case.pop("version")
+    case.pop("length")
+    dep = deployment(model, gpus, **case)
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    assert abs(terms.weights_bytes - log_weights_bytes(name)) <= GiB // 100
 
 
 def test_model_runner_v1_graph_figure_is_the_0_19_tp1_logs_pooled() -> None:

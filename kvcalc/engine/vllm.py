@@ -1155,6 +1155,25 @@ def kv_cache_upper_bound(dep: Deployment) -> bool:
     )
 
 
+def vllm_weights_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...]:
+    """The profiler's weights per stage ("Model loading took"): the deployment's weights, plus
+    what the release's model code allocates beside them while it loads
+    (:func:`~kvcalc.engine.vllm_loading.loaded_beyond_weights_bytes`) unless the weights were
+    given as a measured total, which holds it already."""
+    from kvcalc.engine.vllm_loading import loaded_beyond_weights_bytes
+
+    if dep.weights_total_bytes is not None:
+        return dep.weights_per_stage
+    stages = pipeline_stages(dep.model.num_layers, dep.pp)
+    return tuple(
+        w + loaded_beyond_weights_bytes(
+            dep.model, layers, dep.weights, dep.tp, inputs.release,
+            inputs.max_num_batched_tokens,
+        )
+        for w, layers in zip(dep.weights_per_stage, stages, strict=True)
+    )
+
+
 def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemory, ...]:
     """Each term of the profiler's budget per pipeline stage as kvcalc computes it for
     ``dep`` under ``inputs`` (requested memory, weights, activation peak, non-torch memory, the
@@ -1163,7 +1182,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
     return profile_kv_memory(
         dep.model,
         dep.cuda_total_bytes_per_gpu,  # vLLM's mem_get_info total, not nvidia-smi's
-        dep.weights_per_stage,
+        vllm_weights_per_stage(dep, inputs),
         tp=dep.tp,
         pp=dep.pp,
         gpu_memory_utilization=inputs.gpu_memory_utilization,
@@ -1197,7 +1216,8 @@ def vllm_budget_per_stage(dep: Deployment, inputs: VLLMInputs) -> tuple[int, ...
         return dep.kv_budget_per_stage
     if dep.overhead_bytes is not None:
         usable = requested_memory(dep.cuda_total_bytes_per_gpu, inputs.gpu_memory_utilization)
-        return tuple(usable - w - dep.overhead_bytes for w in dep.weights_per_stage)
+        weights = vllm_weights_per_stage(dep, inputs)
+        return tuple(usable - w - dep.overhead_bytes for w in weights)
     return tuple(t.available_bytes for t in vllm_memory_terms(dep, inputs))
 
 

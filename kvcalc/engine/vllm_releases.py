@@ -93,6 +93,13 @@ class VLLMRelease:
     them once and keeps them, so the sampler's peak sees them); before, the default Triton path
     called ``fused_experts``, whose ``torch.empty`` caches were freed after each layer."""
 
+    shared_kv_projections: bool
+    """A KV-shared layer (Gemma 4's last ``num_kv_shared_layers``) gets a whole
+    QKVParallelLinear whose K and V slots it never reads, as wide as its source layer's
+    (``Gemma4Attention.__init__`` in vllm/model_executor/models/gemma4.py of 0.20.0, 0.21.0,
+    0.22.1, 0.27.1, 0.28.0 and 0.29.0); from 0.30 a ColumnParallelLinear q_proj only ("like HF
+    this layer only has q_proj", gemma4.py of 0.30.0, 0.31.0, 0.32.0 and 0.33.0)."""
+
     backend_rule: BackendRule
     """How an MLA model's default block is set when ``--block-size`` is not given
     (:func:`kvcalc.engine.vllm_backends.default_backend_block`): forced by
@@ -128,6 +135,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
         "moe_workspace_held": True,
         "backend_rule": "preferred",
+        "shared_kv_projections": True,
     }
     base.update(rules)
     return VLLMRelease(family, **base)  # type: ignore[arg-type]
@@ -210,13 +218,20 @@ RELEASES: tuple[VLLMRelease, ...] = (
     _release("0.29", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2"),
+    # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
+    # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
+    _release("0.30", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             token_line="concurrency", async_in_flight=True, accounting="consumed",
+             large_device_tier=True, mamba_align=True, dense_graphs="v2",
+             shared_kv_projections=False),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
     _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="v2"),
+             large_device_tier=True, mamba_align=True, dense_graphs="v2",
+             shared_kv_projections=False),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the

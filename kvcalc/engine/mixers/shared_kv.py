@@ -9,7 +9,9 @@ layer of its attention type).
   (``HybridSWAPoolConfigurator``), though the layer never writes it (``save_kv_cache=False``);
   :meth:`pooled_as` says so;
 - weights: q_proj and o_proj only (transformers Gemma4TextAttention: "Layers sharing kv states
-  don't need any weight matrices" for k/v; vLLM builds a ColumnParallelLinear q_proj). Gemma 4's
+  don't need any weight matrices" for k/v; vLLM from 0.30 builds a ColumnParallelLinear q_proj,
+  up to 0.29 a whole QKVParallelLinear whose unused K/V slots
+  :mod:`kvcalc.engine.vllm_loading` adds to what vLLM loads). Gemma 4's
   ``use_double_wide_mlp`` doubles the MLP of exactly these layers (Gemma4TextMLP: ``2 if
   use_double_wide_mlp and is_kv_shared_layer``); the extra intermediate rows are ``wide_mlp``,
   counted here since the layer's feed-forward block is the model's ordinary one;
