@@ -101,6 +101,9 @@ class _FixedPool:
     def batch(self, request: BatchRequest) -> _FixedAnswer:
         return _FixedAnswer(list(request.contexts or [8192]))
 
+    def caveats(self) -> list[str]:
+        return []
+
 
 class _FixedAnswer:
     def __init__(self, contexts: list[int]) -> None:
