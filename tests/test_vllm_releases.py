@@ -568,7 +568,7 @@ GIVEN_TOTAL_UNREACHED = {
         "56 MiB each), not changed from a held-back log; non-torch 0.25 (the 0.19 H100 TP 1 "
         "figure) against 0.07, the growth of non-torch memory from the worker's start to the "
         "end of the profile (vllm/utils/mem_utils.py memory_profiling, 0.26.0), which the code "
-        "does not fix (0.07-0.26 GiB at TP 1 in other public 0.2x lines); CUDA graphs 0 "
+        "does not fix (0.02-0.26 GiB at TP 1 in other public accounting lines); CUDA graphs 0 "
         "against 0, as the code has it (0.4 GiB printed is the captured pool, after the KV "
         "cache)"
     ),
