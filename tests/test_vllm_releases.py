@@ -651,3 +651,15 @@ def test_given_total_logs_budget_and_weights_are_kvcalc_s(name: str) -> None:
     assert terms.cudagraph_bytes == 0
     kv_by_the_log = log["requested"] - log["weights"] - log["peak"] - log["non_torch"]
     assert abs(kv_by_the_log - log_kv_bytes(name)) <= 2 * rounding
+
+
+def test_0_26_captures_the_graph_counts_the_qwen2_5_log_prints() -> None:
+    # "Capturing CUDA graphs (PIECEWISE): 51/51" and "(FULL): 35/35" at 256 sequences and
+    # 32,768 batched tokens (the sizes list of its config line ends at 512).
+    name = "v0260-unnamed16gb-qwen2.5-0.5b.log"
+    case = GIVEN_TOTAL_CASES[name]
+    release = vllm_release(case["version"])
+    seqs, batched = case["max_num_seqs"], case["max_num_batched_tokens"]
+    bar = r"\): 100%\|[^|\n]*\| ?(\d+)/"
+    assert capture_sizes(release, seqs, batched) == int(logged(name, "PIECEWISE" + bar))
+    assert full_graph_sizes(release, seqs, batched) == int(logged(name, r"\(FULL" + bar))
