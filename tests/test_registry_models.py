@@ -59,6 +59,7 @@ KV_BYTES_PER_TOKEN = {
     "mistral-small-3.1-24b": 2 * 40 * 8 * 128 * 2,  # 2501's text model; the Pixtral tower has no KV
     "mixtral-8x7b": 2 * 32 * 8 * 128 * 2,
     "mixtral-8x22b": 2 * 56 * 8 * 128 * 2,
+    "qwen2.5-0.5b": 2 * 24 * 2 * 64 * 2,  # 14 x 64 = 896: head_dim 64
     "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,
     "qwen2.5-72b": 2 * 80 * 8 * 128 * 2,
     "qwen3-8b": 2 * 36 * 8 * 128 * 2,
@@ -327,6 +328,7 @@ VERIFICATION = {
         "deepseek-v2", "qwen3-next-80b-a3b", "kimi-k2-thinking", "deepseek-v3.2-exp",
     },
     "derived_copies": {
+        "qwen2.5-0.5b",  # issue 18: a transformers config dump and a config.json copy
         "llama2-7b", "llama2-70b", "llama3-8b", "mistral-7b-v0.1", "mistral-small-24b",
         "mistral-small-3.1-24b", "qwen2.5-72b", "gemma2-9b", "gemma2-27b", "gemma3-27b",
         "phi3-mini", "falcon-7b", "glm-4.5", "command-r",

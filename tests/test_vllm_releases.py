@@ -684,3 +684,134 @@ def test_decode_sized_by_vllm_on_a_unified_part_warns_its_batch_is_a_bound() -> 
                                  "-f", "json"]).stdout
     )
     assert not any("upper bound" in w for w in given.get("warnings") or [])
+
+
+# ------------------------------------------------ logs of an unnamed GPU, given its device total
+# A log whose GPU is unnamed (or not in the registry) still tests the release's rules term by
+# term: from about 0.24 each worker prints one accounting line, "Free memory on device (F/T
+# GiB) on startup. Desired GPU memory utilization is (u, X GiB). Actual usage is W GiB for
+# weight, P GiB for peak activation, N GiB for non-torch memory, and G GiB for CUDAGraph
+# memory. ... Current kv cache memory in use is K GiB.", whose T is the CUDA total vLLM sized
+# its budget from. These logs run on a registry GPU of the same architecture (the compute
+# capability picks the attention backend and its block; the log's backend line says which)
+# with T given as the GPU memory. They count toward "the release's rules", never toward "the
+# GPU alone": they are kept out of CASES and its GPU-alone test.
+
+#: Each such log's set-up (as CASES) and the registry GPU standing in for its unnamed one.
+GIVEN_TOTAL_CASES: dict[str, dict[str, Any]] = {
+    # AsyncEngineArgs(Qwen/Qwen2.5-0.5B, float16, util 0.9, 32768 batched tokens, 256
+    # sequences) on an unnamed 15.55 GiB GPU using FLASH_ATTN with FlashAttention 2: as the
+    # RTX 4090 (Ada: FLASH_ATTN, 16-token blocks) with the logged total.
+    "v0260-unnamed16gb-qwen2.5-0.5b.log": {
+        "model": "qwen2.5-0.5b", "gpus": "rtx-4090", "version": "0.26.0", "length": 32768,
+        "weight_dtype": "fp16", "gpu_util": 0.9, "max_num_batched_tokens": 32768,
+        "max_num_seqs": 256,
+    },
+}
+
+#: Given-total logs kvcalc does not reach within 2%, and why (strict xfail).
+GIVEN_TOTAL_UNREACHED = {
+    "v0260-unnamed16gb-qwen2.5-0.5b.log": (
+        "-2.3%, 0.28 GiB of an 11.94 GiB pool, term by term against the accounting line: "
+        "weights 0.924 GiB against 0.93 (kvcalc's 494,032,768 fp16 parameters and the rotary "
+        "cache); peak activation 1.164 against 1.06: the profile run's forward over the 32,768 "
+        "batched tokens, 5 hidden-sized and 3 FFN-wide tensors per token (fitted on the 0.19 "
+        "8B logs), where this 896-wide model measured about 3 hidden-sized ones (0.11 GiB at "
+        "56 MiB each), not changed from a held-back log; non-torch 0.25 (the 0.19 H100 TP 1 "
+        "figure) against 0.07, the growth of non-torch memory from the worker's start to the "
+        "end of the profile (vllm/utils/mem_utils.py memory_profiling, 0.26.0), which the code "
+        "does not fix (0.02-0.26 GiB at TP 1 in other public accounting lines); CUDA graphs 0 "
+        "against 0, as the code has it (0.4 GiB printed is the captured pool, after the KV "
+        "cache)"
+    ),
+}
+
+
+def logged_cuda_total_bytes(name: str) -> int:
+    """T of the log's "Free memory on device (F/T GiB)", two decimals (read, never typed)."""
+    return int(Fraction(logged(name, r"Free memory on device \([\d.]+/([\d.]+) GiB\)")) * GiB)
+
+
+def start_given_total(name: str, kv_memory: int | None = None) -> VLLMKVCache:
+    case = dict(GIVEN_TOTAL_CASES[name])
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version, length = case.pop("version"), case.pop("length")
+    # The total sizes the budget; a KV memory given replaces that budget (kvcalc takes one).
+    if kv_memory is None:
+        case["gpu_memory_bytes"] = logged_cuda_total_bytes(name)
+    else:
+        case.pop("gpu_util", None)
+    dep = deployment(model, gpus, kv_memory_bytes=kv_memory, **case)
+    result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version))
+    assert isinstance(result, VLLMKVCache), result
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(GIVEN_TOTAL_CASES))
+def test_given_total_logs_token_line_from_their_kv_memory(name: str) -> None:
+    # As test_given_the_logged_kv_memory_the_token_line_is_exact: the logged count lies between
+    # kvcalc's at either end of the two-decimal GiB.
+    half = GiB // 200
+    low = start_given_total(name, log_kv_bytes(name) - half).kv_cache_size_tokens
+    high = start_given_total(name, log_kv_bytes(name) + half).kv_cache_size_tokens
+    assert low <= log_tokens(name) <= high
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=GIVEN_TOTAL_UNREACHED[n], strict=True))
+        if n in GIVEN_TOTAL_UNREACHED
+        else n
+        for n in sorted(GIVEN_TOTAL_CASES)
+    ],
+)
+def test_given_the_device_total_within_2_percent(name: str) -> None:
+    error = start_given_total(name).kv_cache_size_tokens / log_tokens(name) - 1
+    assert abs(error) < 0.02, f"{error:+.2%}"
+
+
+def accounting_terms(name: str) -> dict[str, int]:
+    """The accounting line's figures in bytes (two decimals each)."""
+    pattern = (
+        r"Desired GPU memory utilization is \([\d.]+, ([\d.]+) GiB\)\. Actual usage is ([\d.]+) "
+        r"GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB for non-torch memory, "
+        r"and ([\d.]+) GiB for CUDAGraph memory"
+    )
+    match = re.search(pattern, (LOGS / name).read_text(encoding="utf-8"))
+    assert match, name
+    keys = ("requested", "weights", "peak", "non_torch", "graphs_captured")
+    return {k: int(Fraction(v) * GiB) for k, v in zip(keys, match.groups(), strict=True)}
+
+
+@pytest.mark.parametrize("name", sorted(GIVEN_TOTAL_CASES))
+def test_given_total_logs_budget_and_weights_are_kvcalc_s(name: str) -> None:
+    # The terms kvcalc reproduces: the requested memory (u x T), the weights, and 0.26's rule
+    # that Model Runner V2 subtracts no graph estimate (profile_cudagraph_memory returns 0,
+    # vllm/v1/worker/gpu/model_runner.py of 0.26.0), which the log's own sum shows: its KV
+    # memory is requested - weights - peak - non-torch, the captured graphs not taken from it.
+    log = accounting_terms(name)
+    case = dict(GIVEN_TOTAL_CASES[name])
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version = case.pop("version")
+    case.pop("length")
+    dep = deployment(model, gpus, gpu_memory_bytes=logged_cuda_total_bytes(name), **case)
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    rounding = GiB // 100
+    assert abs(terms.requested_bytes - log["requested"]) <= rounding
+    assert abs(terms.weights_bytes - log["weights"]) <= rounding
+    assert terms.cudagraph_bytes == 0
+    kv_by_the_log = log["requested"] - log["weights"] - log["peak"] - log["non_torch"]
+    assert abs(kv_by_the_log - log_kv_bytes(name)) <= 2 * rounding
+
+
+def test_0_26_captures_the_graph_counts_the_qwen2_5_log_prints() -> None:
+    # "Capturing CUDA graphs (PIECEWISE): 51/51" and "(FULL): 35/35" at 256 sequences and
+    # 32,768 batched tokens (the sizes list of its config line ends at 512).
+    name = "v0260-unnamed16gb-qwen2.5-0.5b.log"
+    case = GIVEN_TOTAL_CASES[name]
+    release = vllm_release(case["version"])
+    seqs, batched = case["max_num_seqs"], case["max_num_batched_tokens"]
+    bar = r"\): 100%\|[^|\n]*\| ?(\d+)/"
+    assert capture_sizes(release, seqs, batched) == int(logged(name, "PIECEWISE" + bar))
+    assert full_graph_sizes(release, seqs, batched) == int(logged(name, r"\(FULL" + bar))
