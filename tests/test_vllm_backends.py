@@ -196,3 +196,35 @@ def test_every_release_and_nvidia_gpu_pages_an_mla_model_at_the_block_chosen() -
             # (a GPU too small for the weights still reports the specs it would page)
             result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, release.family))
             assert {s.block_size for s in result.layer_specs} == {chosen.block_size}
+
+
+# Gemma 4 (head sizes 256 and 512): Gemma4Config.verify_and_update_config forces one backend,
+# vllm/model_executor/models/config.py of 0.20.0, 0.21.0, 0.22.1 (TRITON_ATTN: 512 is above
+# FlashAttention's 256) and 0.25.0, 0.27.1, 0.28.0, 0.33.0 (FlashAttention 4 on 9.x-11.x, the
+# priority list's backend kept; TRITON_ATTN elsewhere). Before 0.20 each layer takes its own.
+@pytest.mark.parametrize(
+    ("version", "gpu", "backend"),
+    [
+        ("0.19.0", "rtx-3090", "FLASH_ATTN"),
+        ("0.20.0", "h100", "TRITON_ATTN"),
+        ("0.22.1", "rtx-3090", "TRITON_ATTN"),
+        ("0.25.0", "h100", "FLASH_ATTN"),
+        ("0.27.1", "b200", "FLASHINFER"),
+        ("0.27.1", "rtx-pro-6000", "TRITON_ATTN"),  # 12.0: no FlashAttention 4
+        ("0.33.0", "a100-sxm-80gb", "TRITON_ATTN"),
+        ("0.33.0", "mi300x", "ROCM_ATTN"),
+    ],
+)
+def test_gemma_4_s_two_head_sizes_get_one_backend(version: str, gpu: str, backend: str) -> None:
+    dep = deployment(registry_model("gemma-4-e4b"), parse_gpu_set(f"1x{gpu}"))
+    chosen = deployment_backend_block(dep, vllm_release(version))
+    assert chosen is not None and (chosen.backend, chosen.block_size) == (backend, 16)
+
+
+def test_the_0_22_1_gemma_4_log_forces_the_backend_kvcalc_names() -> None:
+    log = Path(__file__).parent / "fixtures" / "vllm_logs" / "v0221-rtx3090ti-gemma-4-e4b.log"
+    forced = re.search(r"Forcing (\w+) backend", log.read_text(encoding="utf-8"))
+    assert forced is not None
+    dep = deployment(registry_model("gemma-4-e4b"), parse_gpu_set("1xrtx-3090"))
+    chosen = deployment_backend_block(dep, vllm_release("0.22.1"))
+    assert chosen is not None and chosen.backend == forced.group(1)

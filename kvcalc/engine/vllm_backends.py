@@ -27,6 +27,11 @@ Read in the wheels (``pip download vllm==X --no-deps``):
   attention: FLASH_ATTN (``MultipleOf(16)``) or FLASHINFER ([16, 32, 64]): 16. Hybrids with
   recurrent states keep 16 (0.18-0.32 skip them; their attention block is then raised to hold a
   state, :func:`kvcalc.engine.vllm.hybrid_attention_block_size`).
+* A model whose attention layers differ in head size (Gemma 4: 256 and 512) gets one backend
+  for all of them (``Gemma4Config``, vllm/model_executor/models/config.py): TRITON_ATTN in
+  0.20-0.24 (0.20.0, 0.21.0, 0.22.1: the larger above FlashAttention's 256); from 0.25
+  (0.25.0, 0.27.1, 0.28.0, 0.33.0) FlashAttention 4 on capability 9.x-11.x, the priority
+  list's backend kept, else TRITON_ATTN (:func:`mixed_head_backend`). Every one pages at 16.
 * ROCm (vllm/platforms/rocm.py of 0.33.0): AITER is off by default, so MLA is TRITON_MLA and
   attention ROCM_ATTN / TRITON_ATTN: 16. Other platforms (TPU, Gaudi, Apple ...) are not
   modelled: their 16 stands, with no backend named.
@@ -80,18 +85,48 @@ def model_kind(model: ModelSpec) -> ModelKind:
     return "mla" if mla else "attention"
 
 
-def default_backend_block(
-    release: VLLMRelease, accelerator: Accelerator, kind: ModelKind, fp8_cache: bool
+def head_sizes(model: ModelSpec) -> frozenset[int]:
+    """The head sizes of the model's (non-MLA) attention layers: more than one for Gemma 4
+    (256 sliding, 512 full), the one architecture of the registry whose layers differ."""
+    layouts = (m.page_layout() for m in model.mixer_pattern)
+    return frozenset(lay.head_size_k for lay in layouts if lay is not None and lay.kind != "mla")
+
+
+def mixed_head_backend(
+    release: VLLMRelease, capability: tuple[int, int], sizes: frozenset[int]
 ) -> BackendBlock | None:
-    """The default backend and its block for a model of ``kind`` on ``accelerator`` under
-    ``release`` (``fp8_cache``: an fp8 KV cache), when ``--block-size`` is not given; None on
-    a platform whose backends are not modelled (neither CUDA nor ROCm: 16 stands)."""
+    """The one backend vLLM forces on a model whose attention layers differ in head size
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mixed_head_backend`); None where the
+    priority list's stands. TRITON_ATTN takes any head size, at the default block."""
+    rule = release.mixed_head_backend
+    if len(sizes) < 2 or rule == "per_layer":
+        return None
+    if rule == "triton_above_256" and max(sizes) <= 256:
+        return None
+    if rule == "fa4_or_triton" and capability[0] in (9, 10, 11):
+        return None  # FlashAttention 4 for every layer, the backend the list picks
+    return BackendBlock("TRITON_ATTN", DEFAULT_BLOCK)
+
+
+def default_backend_block(
+    release: VLLMRelease,
+    accelerator: Accelerator,
+    kind: ModelKind,
+    fp8_cache: bool,
+    sizes: frozenset[int] = frozenset(),
+) -> BackendBlock | None:
+    """The default backend and its block for a model of ``kind`` (its attention layers' head
+    ``sizes``) on ``accelerator`` under ``release`` (``fp8_cache``: an fp8 KV cache), when
+    ``--block-size`` is not given; None on a platform whose backends are not modelled (neither
+    CUDA nor ROCm: 16 stands)."""
     capability = accelerator.compute_capability
     if capability is None and accelerator.vendor != "amd":
         return None
     if kind in ("attention", "hybrid"):
         if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
             return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
+        if (forced := mixed_head_backend(release, capability, sizes)) is not None:
+            return forced
         # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16.
         return BackendBlock("FLASHINFER" if capability[0] == 10 else "FLASH_ATTN", DEFAULT_BLOCK)
     if capability is None:  # ROCm: Triton MLA (AITER off); the sparse kernels take any (1)
@@ -143,7 +178,9 @@ def deployment_backend_block(dep: Deployment, release: VLLMRelease) -> BackendBl
         return None
     fp8 = vllm_kv_dtype(dep.cache.kv).name.startswith("fp8")
     kind = model_kind(dep.model)
-    default = default_backend_block(release, dep.gpus.accelerator, kind, fp8)
+    default = default_backend_block(
+        release, dep.gpus.accelerator, kind, fp8, head_sizes(dep.model)
+    )
     if default is None or not dep.block_size_given:
         return default
     kept = forced_over(release, default, dep.block_size)

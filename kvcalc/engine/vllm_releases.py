@@ -28,6 +28,7 @@ Accounting = Literal["non_torch", "consumed"]
 GraphRule = Literal["after_kv", "printed", "subtracted"]
 DenseGraphRule = Literal["v1", "none", "v2"]
 BackendRule = Literal["cutlass_sm100", "cutlass_sm10x", "flashinfer_sm10x", "preferred"]
+MixedHeadRule = Literal["per_layer", "triton_above_256", "fa4_or_triton"]
 
 
 class VLLMVersionError(EngineRefusal):
@@ -108,6 +109,16 @@ class VLLMRelease:
     MLA's 64 on the 10.x family ("flashinfer_sm10x", 0.17), FlashMLA's 64 on Hopper; or the
     preferred block of the first backend of the priority list ("preferred", 0.18 on)."""
 
+    mixed_head_backend: MixedHeadRule
+    """The one backend a model whose attention layers differ in head size (Gemma 4's 256 and
+    512) gets when none is chosen (``Gemma4Config.verify_and_update_config``,
+    vllm/model_executor/models/config.py): none forced, each layer its own ("per_layer", before
+    0.20); TRITON_ATTN when the larger size is above FlashAttention's 256 ("triton_above_256",
+    0.20.0, 0.21.0, 0.22.1); from 0.25 FlashAttention 4 where ``is_fa_version_supported(4)``
+    holds, capability 9.x, 10.x or 11.x (vllm_flash_attn/flash_attn_interface.py), the
+    priority list's backend then kept, else TRITON_ATTN ("fa4_or_triton", 0.25.0, 0.27.1,
+    0.28.0, 0.33.0)."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -136,6 +147,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "moe_workspace_held": True,
         "backend_rule": "preferred",
         "shared_kv_projections": True,
+        "mixed_head_backend": "per_layer",
     }
     base.update(rules)
     return VLLMRelease(family, **base)  # type: ignore[arg-type]
@@ -189,40 +201,47 @@ RELEASES: tuple[VLLMRelease, ...] = (
     # 0.20: vllm/config/cache.py 0.20.0 defaults gpu_memory_utilization to 0.92 and envs.py to
     # ESTIMATE_CUDAGRAPHS=1 (PR #38284; the reference dates it 0.21, the 0.20.0 wheel has it);
     # the token line is still num_blocks // groups x block (kv_cache_utils.py 0.20.0).
-    _release("0.20", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted"),
+    _release("0.20", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+             mixed_head_backend="triton_above_256"),
     # 0.21: "GPU KV cache size in tokens = max_concurrency * max_model_len"
     # (kv_cache_utils.py 0.21.0).
     _release("0.21", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency"),
+             token_line="concurrency", mixed_head_backend="triton_above_256"),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
     # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1").
     _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", dense_graphs="none"),
+             token_line="concurrency", dense_graphs="none",
+             mixed_head_backend="fa4_or_triton"),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
     # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0).
     _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, dense_graphs="none"),
+             token_line="concurrency", async_in_flight=True, dense_graphs="none",
+             mixed_head_backend="fa4_or_triton"),
     # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.1 and 0.28.0,
     # total_consumed + transient_peak_headroom), which counts Model Runner V1's inputs_embeds.
     _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             dense_graphs="none"),
+             dense_graphs="none",
+             mixed_head_backend="fa4_or_triton"),
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="none"),
+             large_device_tier=True, mamba_align=True, dense_graphs="none",
+             mixed_head_backend="fa4_or_triton"),
     # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
     # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
     _release("0.29", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="v2"),
+             large_device_tier=True, mamba_align=True, dense_graphs="v2",
+             mixed_head_backend="fa4_or_triton"),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _release("0.30", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2",
+             mixed_head_backend="fa4_or_triton",
              shared_kv_projections=False),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
@@ -231,6 +250,7 @@ RELEASES: tuple[VLLMRelease, ...] = (
     _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2",
+             mixed_head_backend="fa4_or_triton",
              shared_kv_projections=False),
 )
 
