@@ -677,3 +677,72 @@ def test_a_logged_cuda_total_is_below_nvidia_smi_and_keeps_the_usable_figure(
     assert accelerator.memory_bytes == gpu.memory.usable_bytes()
     if gpu.memory.cuda_total_mib is None and gpu.memory.cuda_total_bytes is None:
         assert accelerator.cuda_total_bytes == logged.total_bytes() != accelerator.memory_bytes
+
+
+# ---------------------------------------------------------------- CUDA total from nvidia-smi's
+
+
+def measured_pairs() -> set[tuple[int, int]]:
+    """(nvidia-smi total, CUDA total) in bytes of every registry GPU where both are known, one
+    per distinct pair (the A100 PCIe's CUDA total is the SXM's, measured apart)."""
+    pairs = set()
+    for gpu in all_gpus():
+        acc = gpu.to_accelerator()
+        if acc.smi_memory_bytes is not None and acc.cuda_total_bytes is not None:
+            pairs.add((acc.smi_memory_bytes, acc.cuda_total_bytes))
+    return pairs
+
+
+def accelerators() -> list[Accelerator]:
+    return [gpu.to_accelerator() for gpu in all_gpus()]
+
+
+def test_the_smi_to_cuda_gap_is_the_median_of_the_gpus_measured() -> None:
+    import statistics
+
+    from kvcalc.engine.hardware import SMI_ABOVE_CUDA_BYTES
+
+    gaps = sorted(smi - cuda for smi, cuda in measured_pairs())
+    assert len(gaps) >= 9
+    assert SMI_ABOVE_CUDA_BYTES == round(statistics.median(gaps) / MiB) * MiB
+    # What the output states: the spread, and that each measured GPU lies within 0.2 GiB.
+    assert (round(gaps[0] / MiB), round(gaps[-1] / MiB)) == (451, 768)
+    assert all(abs(g - SMI_ABOVE_CUDA_BYTES) < 0.2 * GiB for g in gaps)
+
+
+def test_a_gpu_with_only_nvidia_smi_s_total_is_started_from_an_estimate() -> None:
+    from kvcalc.engine.hardware import SMI_ABOVE_CUDA_BYTES
+
+    by_id = {acc.id: acc for acc in accelerators()}
+    pcie, sxm = by_id["h100-pcie"], by_id["h100-sxm"]
+    assert pcie.cuda_total_bytes is None and pcie.engine_total_estimated
+    assert pcie.engine_total_bytes == 81559 * MiB - SMI_ABOVE_CUDA_BYTES
+    assert not sxm.engine_total_estimated and sxm.engine_total_bytes == 81082 * MiB
+    # Never above the nvidia-smi total, which every measured CUDA total lies below.
+    for acc in accelerators():
+        if acc.smi_memory_bytes is not None:
+            assert acc.engine_total_bytes < acc.smi_memory_bytes
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_an_estimated_cuda_total_is_said_and_a_given_one_is_not(engine: str) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvcalc.cli.app import app
+
+    args = ["batch", "llama3.1-8b", "--engine", engine, "--ctx", "32k", "--gpus"]
+    runner = CliRunner()
+    estimated = runner.invoke(app, [*args, "h100-pcie"])
+    assert estimated.exit_code == 0, estimated.output
+    text = " ".join(estimated.output.split())
+    assert text.count("CUDA total per GPU estimated at 79.05 GiB") == 1
+    doc = json.loads(runner.invoke(app, [*args, "h100-pcie", "-f", "json"]).output)
+    assert doc["cuda_total_estimated"] is True
+    for measured in (["h100"], ["h100-pcie", "--gpu-memory", "79.18GiB"]):
+        out = runner.invoke(app, [*args, *measured])
+        assert out.exit_code == 0 and "estimated at" not in out.output, out.output
+        assert json.loads(runner.invoke(app, [*args, *measured, "-f", "json"]).output)[
+            "cuda_total_estimated"
+        ] is False

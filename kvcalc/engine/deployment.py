@@ -231,11 +231,17 @@ class Deployment:
     def cuda_total_bytes_per_gpu(self) -> int:
         """The total CUDA reports on each GPU (torch ``mem_get_info``), the figure serving
         engines size their budgets from: the user's ``gpu_memory_bytes``, else the accelerator's
-        measured CUDA total, else its usable memory."""
+        (:attr:`~kvcalc.engine.hardware.Accelerator.engine_total_bytes`: measured, else estimated
+        from nvidia-smi's total, else its usable memory)."""
         if self.gpu_memory_bytes is not None:
             return self.gpu_memory_bytes
-        accelerator = self.gpus.accelerator
-        return accelerator.cuda_total_bytes or accelerator.memory_bytes
+        return self.gpus.accelerator.engine_total_bytes
+
+    @property
+    def cuda_total_estimated(self) -> bool:
+        """Whether :attr:`cuda_total_bytes_per_gpu` is an estimate (no measured CUDA total for
+        the GPU and no ``gpu_memory_bytes`` given): the engines' output says so."""
+        return self.gpu_memory_bytes is None and self.gpus.accelerator.engine_total_estimated
 
     @property
     def memory_share(self) -> Fraction:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from kvcalc.engine.units import UnitError, canonical_dtype_name
+from kvcalc.engine.units import MiB, UnitError, canonical_dtype_name
 
 #: Compute dtypes a datasheet may publish a dense tensor/matrix rate for.
 COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4")
@@ -78,6 +78,16 @@ class Efficiency:
             raise ValueError("step overhead and link latency must not be negative")
 
 
+#: How far nvidia-smi's memory total lies above the total CUDA reports (torch ``mem_get_info``,
+#: what vLLM, SGLang and TensorRT-LLM size from): the median, to the MiB, over the registry GPUs
+#: where both are known, one per distinct pair (RTX 3090 451, L4 455, H100 SXM 477, RTX 4090
+#: 480, H200 606, L40S 613, A100 40GB 621, RTX PRO 6000 638, B200 729, A100 80GB 768 MiB: their
+#: ``nvidia_smi_mib`` and ``cuda_total_*``, tests/fixtures/cuda_totals/README.md), recomputed by
+#: tests/test_gpus.py. A GPU with only an nvidia-smi total is started from that total less this,
+#: and the output says it is estimated (each measured GPU lies within 0.2 GiB of it).
+SMI_ABOVE_CUDA_BYTES = 609 * MiB
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One device as software sees it (one GCD of an MI250X, one GPU of a GB200 superchip)."""
@@ -121,6 +131,22 @@ class Accelerator:
     memory_type: str | None = None
     """The DRAM technology as the vendor's datasheet names it (``HBM3``, ``GDDR6X``, the
     registry's ``memory.type``); None: not from the registry."""
+
+    @property
+    def engine_total_bytes(self) -> int:
+        """The CUDA total a serving engine starts from: the measured one, else nvidia-smi's total
+        less :data:`SMI_ABOVE_CUDA_BYTES` (an estimate, :attr:`engine_total_estimated`), else
+        the usable memory."""
+        if self.cuda_total_bytes is not None:
+            return self.cuda_total_bytes
+        if self.smi_memory_bytes is not None:
+            return self.smi_memory_bytes - SMI_ABOVE_CUDA_BYTES
+        return self.memory_bytes
+
+    @property
+    def engine_total_estimated(self) -> bool:
+        """Whether :attr:`engine_total_bytes` is estimated from nvidia-smi's total."""
+        return self.cuda_total_bytes is None and self.smi_memory_bytes is not None
 
     @property
     def hbm(self) -> bool:

@@ -248,6 +248,7 @@ class BatchVllmDocument(EngineDocument):
     max_num_seqs: int
     cudagraph_memory_bytes: int | None
     kv_cache_upper_bound: bool
+    cuda_total_estimated: bool
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
@@ -298,6 +299,7 @@ class BatchSglangDocument(EngineDocument):
     chunked_prefill_size: int | None
     cuda_graph_max_bs: int | None
     free_before_load_bytes: int
+    cuda_total_estimated: bool
     free_after_load_bytes: int
     estimated: list[str]
     cell_size_bytes: int
@@ -336,6 +338,7 @@ class BatchTrtllmDocument(EngineDocument):
     """`kvcalc batch MODEL --engine trtllm`: TensorRT-LLM's start-up figures and pool."""
 
     gpu_memory_bytes: int
+    cuda_total_estimated: bool
     free_gpu_memory_fraction: float | None
     tokens_per_block: int | None
     max_tokens_cap: int | None
@@ -1194,6 +1197,10 @@ VOCABULARY: dict[str, Term] = {
     "nvidia_smi_mib_ecc_off": Term("MiB", "nvidia-smi's total with ECC off"),
     "cuda_total_mib": Term("MiB", "CUDA's total"),
     "cuda_total_bytes": Term(B, "CUDA's total"),
+    "cuda_total_estimated": Term(
+        "", "true: the engine starts from an estimated CUDA total (nvidia-smi's less 609 MiB; "
+        "give --gpu-memory for the GPU's own)"
+    ),
     "cuda_total_logged_bytes": Term(
         B, "CUDA's total as engine start-up logs print it, in bytes (the engines start from it)"
     ),

@@ -51,6 +51,24 @@ def log_gib(value: float) -> str:
     return f"{value / GiB:.2f} GiB"
 
 
+def cuda_total_note(dep: Deployment) -> list[str]:
+    """The one line an engine sized from the CUDA total prints when that total is estimated
+    (:attr:`~kvcalc.engine.deployment.Deployment.cuda_total_estimated`): a guess is never
+    silent."""
+    if not dep.cuda_total_estimated:
+        return []
+    from kvcalc.engine.hardware import SMI_ABOVE_CUDA_BYTES
+    from kvcalc.engine.units import MiB
+
+    acc = dep.gpus.accelerator
+    smi = acc.smi_memory_bytes or 0
+    return [
+        f"CUDA total per GPU estimated at {log_gib(dep.cuda_total_bytes_per_gpu)} (nvidia-smi's "
+        f"{smi // MiB:,} MiB less the {SMI_ABOVE_CUDA_BYTES // MiB} MiB median gap of the GPUs "
+        "measured); for the exact figure give --gpu-memory with torch.cuda.mem_get_info()'s total"
+    ]
+
+
 @dataclass(frozen=True, eq=False)  # compared by identity: no __eq__/__hash__ to build
 class Setup:
     """What the render layer states of every deployment, handed to an engine so that its part of

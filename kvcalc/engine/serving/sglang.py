@@ -23,6 +23,7 @@ from kvcalc.engine.serving.base import (
     Refusals,
     ServingEngine,
     Setup,
+    cuda_total_note,
     log_gib,
     refusal,
 )
@@ -328,6 +329,7 @@ def sglang_payload(
         "chunked_prefill_size": memory.chunked_prefill_size,
         "cuda_graph_max_bs": memory.cuda_graph_max_bs,
         "free_before_load_bytes": memory.free_before_load_bytes,
+        "cuda_total_estimated": "free_before_load" in memory.estimated and dep.cuda_total_estimated,
         "free_after_load_bytes": memory.free_after_load_bytes,
         "estimated": list(memory.estimated),
         "cell_size_bytes": result.cells.cell_size,
@@ -514,6 +516,8 @@ def sglang_lines(
             if result.dp_size > 1 else []
         ),
         *setup.layout_notes,
+        # The estimated free memory starts from the CUDA total: an estimated one is said.
+        *(cuda_total_note(dep) if "free_before_load" in memory.estimated else []),
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
         f"Load weight begin. avail mem={log_gib(memory.free_before_load_bytes)}"
         f"{_source(memory, 'free_before_load')}",

@@ -69,6 +69,7 @@ from kvcalc.engine.serving.base import (
     EngineRefusal,
     InputRefusal,
     Refusals,
+    cuda_total_note,
     log_gib,
     refusal,
 )
@@ -599,6 +600,7 @@ def trtllm_payload(
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": setup.kv_bits_per_value,
         "gpu_memory_bytes": dep.cuda_total_bytes_per_gpu,
+        "cuda_total_estimated": dep.cuda_total_estimated,
     }
     if not isinstance(result, TrtllmPool):
         return {
@@ -677,6 +679,7 @@ def trtllm_lines(
     lines = [
         header,
         *setup.layout_notes,
+        *cuda_total_note(dep),
         f"free_gpu_memory_fraction={float(opts.free_gpu_memory_fraction):g}, "
         f"tokens_per_block={opts.tokens_per_block}{cap}",
         "Memory usage when calculating max tokens in paged kv cache: total: "

@@ -20,6 +20,7 @@ from kvcalc.engine.serving.base import (
     Refusals,
     ServingEngine,
     Setup,
+    cuda_total_note,
     refusal,
 )
 from kvcalc.errors import literal
@@ -433,6 +434,7 @@ VLLM_FIELDS = (
     "block_size",
     *SERVING_FIELDS,
     "kv_cache_upper_bound",
+    "cuda_total_estimated",
     "context_tokens",
     "max_model_len",
     "fits",
@@ -484,6 +486,7 @@ class VLLMAnswer:
             "block_size": None if own_blocks else block_size,
             **serving_keys(dep, self.serving, inputs),
             "kv_cache_upper_bound": kv_cache_upper_bound(dep),
+            "cuda_total_estimated": dep.cuda_total_estimated,
             **setup.layout,
         }
         cap = inputs.max_num_seqs
@@ -520,7 +523,8 @@ class VLLMAnswer:
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *upper_bound_note(dep), *graph_line,
+            lines=[header, *setup.layout_notes, *cuda_total_note(dep), *upper_bound_note(dep),
+                   *graph_line,
                    *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
