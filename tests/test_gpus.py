@@ -746,3 +746,22 @@ def test_an_estimated_cuda_total_is_said_and_a_given_one_is_not(engine: str) -> 
         assert json.loads(runner.invoke(app, [*args, *measured, "-f", "json"]).output)[
             "cuda_total_estimated"
         ] is False
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_decode_sized_by_an_engine_warns_of_an_estimated_cuda_total(engine: str) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvcalc.cli.app import app
+
+    args = ["decode", "llama3.1-8b", "--engine", engine, "--ctx", "8k", "-f", "json", "--gpus"]
+    runner = CliRunner()
+    warned = json.loads(runner.invoke(app, [*args, "h100-pcie"]).stdout)["warnings"]
+    assert [w for w in warned if "CUDA total per GPU estimated" in w] == [
+        w for w in warned if "--gpu-memory" in w
+    ]
+    assert len([w for w in warned if "estimated at" in w]) == 1
+    given = json.loads(runner.invoke(app, [*args, "h100-pcie", "--gpu-memory", "79.18GiB"]).stdout)
+    assert not any("estimated at" in w for w in given.get("warnings") or [])

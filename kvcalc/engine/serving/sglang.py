@@ -278,7 +278,8 @@ class SGLangTokenPool:
         return SGLangAnswer(self.dep, self.start(), contexts)
 
     def caveats(self) -> list[str]:
-        return []
+        """The estimated CUDA total, where the free memory it estimates starts from it."""
+        return [] if self.options.free_before_load_bytes is not None else cuda_total_note(self.dep)
 
 
 class SGLangAnswer:

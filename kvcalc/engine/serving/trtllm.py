@@ -514,7 +514,10 @@ class TrtllmKVPool:
         return TrtllmAnswer(self.dep, self._started, list(request.contexts or (DEFAULT_CONTEXT,)))
 
     def caveats(self) -> list[str]:
-        return []
+        """The estimated CUDA total, where the free memory it estimates starts from it."""
+        pool = self._started
+        estimated = isinstance(pool, TrtllmPool) and pool.free_memory_estimated
+        return cuda_total_note(self.dep) if estimated else []
 
 
 #: The keys of every CSV record: the pool, then one row per context.

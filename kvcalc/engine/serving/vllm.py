@@ -226,7 +226,7 @@ class VLLMPool:
         return VLLMAnswer(self.dep, results, self.inputs, self.serving)
 
     def caveats(self) -> list[str]:
-        return upper_bound_note(self.dep)
+        return estimate_notes(self.dep)
 
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
@@ -378,6 +378,18 @@ def _mtp_words(tokens: int) -> str:
     return "" if not tokens else f"MTP {tokens} draft token" + "s" * (tokens > 1)
 
 
+def total_estimated(dep: Deployment) -> bool:
+    """Whether the budget starts from an estimated CUDA total: not when it is given."""
+    return dep.cuda_total_estimated and not dep.kv_budget_given
+
+
+def estimate_notes(dep: Deployment) -> list[str]:
+    """What the pool's figures rest on that kvcalc could not know: an estimated CUDA total
+    (:func:`~kvcalc.engine.serving.base.cuda_total_note`) and a unified part's bound."""
+    total = cuda_total_note(dep) if total_estimated(dep) else []
+    return [*total, *upper_bound_note(dep)]
+
+
 def upper_bound_note(dep: Deployment) -> list[str]:
     """The one note of a unified part's budget from the GPU alone
     (:func:`~kvcalc.engine.vllm.kv_cache_upper_bound`): what vLLM takes from the pool there that
@@ -486,7 +498,7 @@ class VLLMAnswer:
             "block_size": None if own_blocks else block_size,
             **serving_keys(dep, self.serving, inputs),
             "kv_cache_upper_bound": kv_cache_upper_bound(dep),
-            "cuda_total_estimated": dep.cuda_total_estimated,
+            "cuda_total_estimated": total_estimated(dep),
             **setup.layout,
         }
         cap = inputs.max_num_seqs
@@ -523,8 +535,7 @@ class VLLMAnswer:
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *cuda_total_note(dep), *upper_bound_note(dep),
-                   *graph_line,
+            lines=[header, *setup.layout_notes, *estimate_notes(dep), *graph_line,
                    *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
