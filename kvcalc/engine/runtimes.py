@@ -124,7 +124,7 @@ LLAMA_CPP_9817 = (
 #: KV reads, over its weight reads at the registry's achievable bandwidth). Upstream gives no
 #: absolute figure: issue 9817's 1.27x on an H100 SXM compares the old kernel with PR 9816's,
 #: not with the current one the registry's figures follow.
-LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE = 0.57
+LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE = 0.83
 LLAMA_CPP_FIT_PRE_B3916 = (
     "https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference (llama.cpp build 2833, "
     "Llama 3 8B F16, one GPU: A100 PCIe 54.56, A100 SXM 53.18, H100 PCIe 67.79 tokens/s; the "
@@ -133,8 +133,10 @@ LLAMA_CPP_FIT_PRE_B3916 = (
 )
 LLAMA_CPP_PRE_B3916_KERNELS = dataclasses.replace(
     COMPILED_KERNELS,
-    # The same per-layer class (a compiled step's: none); only the F16 mat-vec share differs.
+    # The same per-layer class (a compiled step's: none); only the F16 mat-vec differs: one
+    # warp per output row, in waves (kvcalc.engine.matvec_waves), at a full wave's share.
     f16_matvec_hbm_share=LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE,
+    f16_matvec_warp_per_row=True,
 )
 
 
