@@ -154,6 +154,7 @@ class DecodeProfile:
             "kernels": self.kernels.name,
             "build": self.build,
             "f16_matvec_hbm_share": self.kernels.f16_matvec_hbm_share,
+            "f16_matvec_warp_per_row": self.kernels.f16_matvec_warp_per_row,
             "profile_sources": list(self.sources),
         }
 
@@ -162,8 +163,11 @@ class DecodeProfile:
         share = self.kernels.f16_matvec_hbm_share
         if share == 1:
             return f"build {self.build} (the current F16 mat-vec)"
+        waves = (
+            " in a full wave of its one-warp rows" if self.kernels.f16_matvec_warp_per_row else ""
+        )
         return (
-            f"build {self.build}: F16 mat-vec at {share:g} of the achievable bandwidth on "
+            f"build {self.build}: F16 mat-vec at {share:g} of the achievable bandwidth{waves} on "
             "NVIDIA HBM GPUs at one token per step"
         )
 

@@ -404,6 +404,7 @@ class DecodeProfile(TypedDict):
     kernels: str
     build: int | None
     f16_matvec_hbm_share: float
+    f16_matvec_warp_per_row: bool
     profile_sources: list[str]
 
 
@@ -1086,7 +1087,12 @@ VOCABULARY: dict[str, Term] = {
     ),
     "f16_matvec_hbm_share": Term(
         "", "share of the achievable bandwidth its F16 mat-vec reaches on NVIDIA HBM GPUs at "
-        "one token per step (1: the registry's figure; below 1: llama.cpp before b3916)"
+        "one token per step (1: the registry's figure; below 1: llama.cpp before b3916), in a "
+        "full wave of its blocks where f16_matvec_warp_per_row"
+    ),
+    "f16_matvec_warp_per_row": Term(
+        "", "whether that mat-vec runs one one-warp block per output row, so a matrix takes "
+        "whole waves of SMs x resident blocks (llama.cpp before b3916; the GPU's sm_count)"
     ),
     "profile_sources": Term("", "where the profile's figures come from"),
     # serving workloads (kvcalc.engine.workload)
