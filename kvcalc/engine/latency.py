@@ -203,13 +203,13 @@ def rows_per_wave(dep: Deployment) -> int:
     accelerator = dep.gpus.accelerator
     blocks = RESIDENT_BLOCKS_PER_SM.get(accelerator.compute_capability or (0, 0))
     if accelerator.sm_count is None or blocks is None:
+        fixed = LLAMA_CPP_F16_MATVEC_FIX_BUILD
         raise InputError(
-            f"--llama-cpp-build: a build before {LLAMA_CPP_F16_MATVEC_FIX_BUILD} times F16 weights on "
-            f"{accelerator.id} by its SM count and resident blocks per SM, which the registry "
-            f"does not hold for it; give --llama-cpp-build {LLAMA_CPP_F16_MATVEC_FIX_BUILD} or later, "
-            "or another --weight-dtype",
+            f"--llama-cpp-build: a build before {fixed} times F16 weights on {accelerator.id} by "
+            "its SM count and resident blocks per SM, which the registry does not hold for it; "
+            f"give --llama-cpp-build {fixed} or later, or another --weight-dtype",
             field="llama_cpp_build",
-            fix=f"give a build of {LLAMA_CPP_F16_MATVEC_FIX_BUILD} or later",
+            fix=f"give a build of {fixed} or later",
         )
     return accelerator.sm_count * blocks
 
