@@ -239,3 +239,15 @@ def test_the_api_takes_the_build() -> None:
     with pytest.raises(InputError, match="--llama-cpp-build"):
         kvcalc.decode("llama3-8b", gpus="h100", llama_cpp_build=OLD)
     assert runtime_named("ollama").build is None
+
+
+def test_plan_leaves_out_the_gpus_it_cannot_time_and_refuses_when_that_is_all(
+    runner: CliRunner,
+) -> None:
+    args = ["plan", "llama3-8b", "--users", "1", "--weight-dtype", "fp16", "--runtime",
+            "llama.cpp", "--llama-cpp-build", str(OLD)]
+    result = runner.invoke(app, [*args, "--gpus", "h100-pcie,h200"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "left out: h200" in text and "1xH100-PCIE" in text
+    refused(runner, [*args, "--gpus", "h200"], "--llama-cpp-build", "SM count")

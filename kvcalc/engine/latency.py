@@ -196,6 +196,12 @@ def f16_matvec_share(dep: Deployment, kernels: StepKernels, batch: int) -> float
     return kernels.f16_matvec_hbm_share * float(step_wave_fill(dep.model, rows_per_wave(dep)))
 
 
+class UnknownWaves(InputError):
+    """An old build's F16 mat-vec asked of a GPU whose waves the registry cannot size (no SM
+    count, or a compute capability outside the block-limit table): refused, not guessed; a
+    search over many GPUs (``plan``) leaves such a GPU out instead."""
+
+
 def rows_per_wave(dep: Deployment) -> int:
     """Rows of a one-warp-per-row mat-vec one wave of ``dep``'s GPU runs: its SMs times the
     blocks an SM holds. Refused for a GPU whose SM count or compute capability's block limit
@@ -204,7 +210,7 @@ def rows_per_wave(dep: Deployment) -> int:
     blocks = RESIDENT_BLOCKS_PER_SM.get(accelerator.compute_capability or (0, 0))
     if accelerator.sm_count is None or blocks is None:
         fixed = LLAMA_CPP_F16_MATVEC_FIX_BUILD
-        raise InputError(
+        raise UnknownWaves(
             f"--llama-cpp-build: a build before {fixed} times F16 weights on {accelerator.id} by "
             "its SM count and resident blocks per SM, which the registry does not hold for it; "
             f"give --llama-cpp-build {fixed} or later, or another --weight-dtype",
