@@ -4,11 +4,14 @@ before build 3916 (:data:`kvcalc.engine.runtimes.LLAMA_CPP_PRE_B3916_KERNELS`).
 What the code of that kernel does (llama.cpp at d46dbc76, build 2833, read for this):
 
 - ggml-cuda.cu ``ggml_cuda_mul_mat`` (line 1868 on): an F16 weight times one F32 token
-  (``src1->ne[1] == 1``, ``ne[0] % GGML_CUDA_DMMV_X == 0``) sets ``use_dequantize_mul_mat_vec``;
-  mmvq is for quantised types only, so it is not turned off, and the dispatch at line 1945 on
-  calls ``ggml_cuda_op_mul_mat(..., ggml_cuda_op_dequantize_mul_mat_vec)``: one launch for all
-  of a weight's rows on its GPU (``row_low = 0, row_high = ne01`` without a split buffer; layer
-  split, the default, puts whole tensors on each GPU).
+  (``src1->ne[1] == 1``, ``ne[0] % GGML_CUDA_DMMV_X == 0``) sets ``use_dequantize_mul_mat_vec``
+  (line 1896); mmvq is for quantised types only, so line 1934 does not turn it off. Of the
+  branches before it (line 1945 on), the p021/nc mat-vecs need ``!fp16_performance_good``
+  (false from compute capability 6.0) and batched cuBLAS ``src1->ne[2] * ne[3] > 1`` (the
+  attention's heads, not a weight's one token), so line 1954 calls ``ggml_cuda_op_mul_mat(...,
+  ggml_cuda_op_dequantize_mul_mat_vec)``: one launch for all of a weight's rows on its GPU
+  (``row_low = 0, row_high = ne01`` without a split buffer; layer split, the default, puts
+  whole tensors on each GPU).
 - ggml-cuda/dmmv.cu ``convert_mul_mat_vec_f16_cuda`` (line 729): grid ``nrows /
   GGML_CUDA_MMV_Y`` blocks of ``(WARP_SIZE, GGML_CUDA_MMV_Y)`` threads; ``GGML_CUDA_MMV_Y`` is 1
   (ggml-cuda/dmmv.cuh, the Makefile's and CMakeLists.txt's default), so one 32-thread block --
