@@ -735,6 +735,7 @@ class Accelerator(TypedDict):
     tdp_w: int | None
     node_gpus: int | None
     compute_capability: str | None
+    sm_count: int | None
     efficiency: Efficiency
     status: str
     unverified: list[str]
@@ -1215,6 +1216,10 @@ VOCABULARY: dict[str, Term] = {
     "tdp_w": Term("W", "board power"),
     "node_gpus": Term("", "GPUs per node"),
     "compute_capability": Term("", "CUDA compute capability, major.minor (null: not NVIDIA)"),
+    "sm_count": Term(
+        "", "streaming multiprocessors, as NVIDIA's whitepaper counts them (null: not in the "
+        "registry); sizes an old llama.cpp build's F16 mat-vec waves"
+    ),
     "efficiency": Term("", "the measured decode efficiency (all null: generic)"),
     "bandwidth_fraction": Term("fraction", "achievable share of peak bandwidth"),
     "link_latency_seconds": Term(S, "latency of one all-reduce"),
