@@ -184,3 +184,15 @@ def implied_f16_matvec_share(point: Point) -> float:
     weights = tpot.roofline.weight_read_seconds / fraction
     others = tpot.tpot_seconds - weights
     return weights / (point.measured_ms / 1000 - others)
+
+
+def implied_full_wave_share(point: Point) -> float:
+    """The share a full wave of the pre-b3916 one-warp-per-row F16 mat-vec reached, as
+    ``point``'s measured step implies: :func:`implied_f16_matvec_share` over the step's wave
+    fill on its GPU (kvcalc.engine.matvec_waves). What the fit of that share reads."""
+    from kvcalc.engine.latency import rows_per_wave
+    from kvcalc.engine.matvec_waves import step_wave_fill
+
+    dep = point.deployment()
+    fill = step_wave_fill(dep.model, rows_per_wave(dep))
+    return implied_f16_matvec_share(point) / float(fill)

@@ -30,6 +30,7 @@ JSON_KEYS = {
     "tdp_w",
     "node_gpus",
     "compute_capability",
+    "sm_count",
     "efficiency",
     "status",
     "unverified",

@@ -131,6 +131,10 @@ class Accelerator:
     memory_type: str | None = None
     """The DRAM technology as the vendor's datasheet names it (``HBM3``, ``GDDR6X``, the
     registry's ``memory.type``); None: not from the registry."""
+    sm_count: int | None = None
+    """Streaming multiprocessors of an NVIDIA GPU, as its architecture whitepaper counts them
+    (the registry's ``sm_count``): how many blocks of a kernel run at once (an old llama.cpp
+    F16 mat-vec's waves, :mod:`kvcalc.engine.matvec_waves`); None: not in the registry."""
 
     @property
     def engine_total_bytes(self) -> int:

@@ -53,8 +53,11 @@ from kvcalc.engine.communication import (
 from kvcalc.engine.decode import DecodeStep, decode_step_for
 from kvcalc.engine.flops import prefill_flops
 from kvcalc.engine.hardware import Accelerator, Efficiency
+from kvcalc.engine.matvec_waves import RESIDENT_BLOCKS_PER_SM, step_wave_fill
 from kvcalc.engine.profiles import SERVING_KERNELS, StepKernels
+from kvcalc.engine.runtimes import LLAMA_CPP_F16_MATVEC_FIX_BUILD
 from kvcalc.engine.spec import MoE
+from kvcalc.errors import InputError
 
 if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
@@ -181,13 +184,40 @@ def f16_matvec_share(dep: Deployment, kernels: StepKernels, batch: int) -> float
     """The share of the achievable bandwidth the F16 weights are read at by the kernel class's
     F16 matrix-vector kernel: its HBM share where that kernel runs -- F16 layer matrices or
     experts, one token per step (more tokens take a GEMM), on an NVIDIA HBM GPU (issue 9817
-    measured NVIDIA parts only; GDDR ones ran the same kernel near peak) -- else 1."""
+    measured NVIDIA parts only; GDDR ones ran the same kernel near peak) -- else 1. A
+    one-warp-per-row kernel reaches its full-wave share times the step's wave fill."""
     accelerator = dep.gpus.accelerator
     if batch != 1 or not accelerator.hbm or accelerator.vendor != "nvidia":
         return 1.0
     if "fp16" not in (dep.weights.layers.name, dep.weights.experts.name):
         return 1.0
-    return kernels.f16_matvec_hbm_share
+    if not kernels.f16_matvec_warp_per_row:
+        return kernels.f16_matvec_hbm_share
+    return kernels.f16_matvec_hbm_share * float(step_wave_fill(dep.model, rows_per_wave(dep)))
+
+
+class UnknownWaves(InputError):
+    """An old build's F16 mat-vec asked of a GPU whose waves the registry cannot size (no SM
+    count, or a compute capability outside the block-limit table): refused, not guessed; a
+    search over many GPUs (``plan``) leaves such a GPU out instead."""
+
+
+def rows_per_wave(dep: Deployment) -> int:
+    """Rows of a one-warp-per-row mat-vec one wave of ``dep``'s GPU runs: its SMs times the
+    blocks an SM holds. Refused for a GPU whose SM count or compute capability's block limit
+    the registry lacks: the wave fill would be a guess."""
+    accelerator = dep.gpus.accelerator
+    blocks = RESIDENT_BLOCKS_PER_SM.get(accelerator.compute_capability or (0, 0))
+    if accelerator.sm_count is None or blocks is None:
+        fixed = LLAMA_CPP_F16_MATVEC_FIX_BUILD
+        raise UnknownWaves(
+            f"--llama-cpp-build: a build before {fixed} times F16 weights on {accelerator.id} by "
+            "its SM count and resident blocks per SM, which the registry does not hold for it; "
+            f"give --llama-cpp-build {fixed} or later, or another --weight-dtype",
+            field="llama_cpp_build",
+            fix=f"give a build of {fixed} or later",
+        )
+    return accelerator.sm_count * blocks
 
 
 def weight_share(dep: Deployment, kernels: StepKernels, batch: int) -> float:

@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING, Any
 from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
 from kvcalc.engine.hardware import Accelerator, GpuSet
 from kvcalc.engine.kv import kv_bytes_per_sequence
-from kvcalc.engine.latency import can_time_communication, tpot_seconds, ttft_seconds
+from kvcalc.engine.latency import (
+    UnknownWaves,
+    can_time_communication,
+    tpot_seconds,
+    ttft_seconds,
+)
 from kvcalc.engine.requirements import batch_per_replica
 from kvcalc.engine.spec import ModelSpec
 
@@ -152,6 +157,9 @@ class Plan:
     evaluated: int
     weights_fit: bool
     """Whether any layout searched could hold the weights (else nothing was evaluated)."""
+    left_out: tuple[str, ...] = ()
+    """Accelerators left out because the profile's old llama.cpp build cannot be timed on them
+    (no SM count to size its F16 mat-vec's waves: :class:`~kvcalc.engine.latency.UnknownWaves`)."""
 
     @property
     def tie_break(self) -> str:
@@ -414,13 +422,29 @@ def rank_key(layout: PlannedLayout, request: PlanRequest) -> tuple[int, float, f
 def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
     """Every accelerator and dtype pair's smallest layout that meets the targets, ranked."""
     search = _Search(request, max_batch)
+    # An old llama.cpp build's F16 steps on a GPU whose waves the registry cannot size are
+    # refused; over many GPUs that GPU is left out, and only a search that could time no GPU
+    # at all is refused.
+    unknown: list[UnknownWaves] = []
+    left_out: list[str] = []
     for accelerator in request.accelerators:
         for weight_dtype in request.weight_dtypes:
             for kv_dtype in request.kv_dtypes:
                 find = search.smallest_pools if request.disaggregated else search.smallest_count
-                best = find(accelerator, weight_dtype, kv_dtype)
+                try:
+                    best = find(accelerator, weight_dtype, kv_dtype)
+                except UnknownWaves as exc:
+                    unknown.append(exc)
+                    if accelerator.id not in left_out:
+                        left_out.append(accelerator.id)
+                    continue
                 if best is not None:
                     search.found.append(best)
+    combinations = (
+        len(request.accelerators) * len(request.weight_dtypes) * len(request.kv_dtypes)
+    )
+    if unknown and len(unknown) == combinations:
+        raise unknown[0]
     ranked = sorted(search.found, key=lambda layout: rank_key(layout, request))
     return Plan(
         request=request,
@@ -428,6 +452,7 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
         closest=None if ranked else search.closest,
         evaluated=search.evaluated,
         weights_fit=search.weights_fit,
+        left_out=tuple(left_out),
     )
 
 

@@ -63,7 +63,12 @@ class StepKernels:
     """The share of the achievable bandwidth the stack's F16 weight matrix-vector kernel
     reaches on an NVIDIA HBM GPU at one token per step (1: what the registry's efficiency
     figures, fitted on current stacks, already hold). Below 1 only for an old build whose
-    kernel ran far below peak there (llama.cpp before b3916: :mod:`kvcalc.engine.runtimes`)."""
+    kernel ran far below peak there (llama.cpp before b3916: :mod:`kvcalc.engine.runtimes`).
+    With ``f16_matvec_warp_per_row``, the share of a full wave of blocks."""
+    f16_matvec_warp_per_row: bool = False
+    """Whether that F16 mat-vec runs one one-warp block per output row, so that a matrix takes
+    whole waves of the GPU's resident blocks and a part-filled wave costs a full one's time
+    (:mod:`kvcalc.engine.matvec_waves`; llama.cpp before b3916)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.f16_matvec_hbm_share <= 1:
@@ -149,6 +154,7 @@ class DecodeProfile:
             "kernels": self.kernels.name,
             "build": self.build,
             "f16_matvec_hbm_share": self.kernels.f16_matvec_hbm_share,
+            "f16_matvec_warp_per_row": self.kernels.f16_matvec_warp_per_row,
             "profile_sources": list(self.sources),
         }
 
@@ -157,8 +163,11 @@ class DecodeProfile:
         share = self.kernels.f16_matvec_hbm_share
         if share == 1:
             return f"build {self.build} (the current F16 mat-vec)"
+        waves = (
+            " in a full wave of its one-warp rows" if self.kernels.f16_matvec_warp_per_row else ""
+        )
         return (
-            f"build {self.build}: F16 mat-vec at {share:g} of the achievable bandwidth on "
+            f"build {self.build}: F16 mat-vec at {share:g} of the achievable bandwidth{waves} on "
             "NVIDIA HBM GPUs at one token per step"
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kvcalc.engine.matvec_waves import RESIDENT_BLOCKS_SOURCE
 from kvcalc.engine.profiles import COMPILED_KERNELS, REGISTRY_FIT, DecodeProfile
 from kvcalc.errors import InputError
 
@@ -118,23 +119,35 @@ LLAMA_CPP_9817 = (
 )
 
 #: The share of the achievable bandwidth llama.cpp's F16 mat-vec reached on NVIDIA HBM GPUs
-#: before b3916, set on the three one-GPU Llama 3 8B F16 rows of the XiongjieDai table (build
-#: 2833; tests/fixtures/decode_points.yaml, role fit: A100 PCIe 54.56, A100 SXM 53.18, H100
-#: PCIe 67.79 tokens/s): the median of the shares each row implies (its measured step less its
-#: KV reads, over its weight reads at the registry's achievable bandwidth). Upstream gives no
-#: absolute figure: issue 9817's 1.27x on an H100 SXM compares the old kernel with PR 9816's,
-#: not with the current one the registry's figures follow.
-LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE = 0.57
+#: before b3916 in a full wave of its blocks. That kernel runs one one-warp block per output row
+#: (ggml-cuda/dmmv.cu at build 2833), so a matrix takes whole waves of SMs x resident blocks and
+#: its time is its reads at this share over its waves' fill (kvcalc.engine.matvec_waves, read
+#: from the code and NVIDIA's documents, no constant in it). The share is set on the three
+#: one-GPU Llama 3 8B F16 rows of the XiongjieDai table (build 2833;
+#: tests/fixtures/decode_points.yaml, role fit: A100 PCIe 54.56, A100 SXM 53.18, H100 PCIe 67.79
+#: tokens/s): the median of the shares each row implies (its measured step less its KV reads,
+#: over its weight reads at the registry's achievable bandwidth: 0.57, 0.52, 0.62) over its step's
+#: wave fill (0.685 on an A100's 3,456 rows a wave, 0.709 on an H100 PCIe's 3,648): 0.83, 0.76,
+#: 0.88. Upstream gives no absolute figure: issue 9817's 1.27x on an H100 SXM compares the old
+#: kernel with PR 9816's, not with the current one the registry's figures follow.
+LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE = 0.83
 LLAMA_CPP_FIT_PRE_B3916 = (
     "https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference (llama.cpp build 2833, "
     "Llama 3 8B F16, one GPU: A100 PCIe 54.56, A100 SXM 53.18, H100 PCIe 67.79 tokens/s; the "
     f"pre-b3916 F16 mat-vec at {LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE:g} of the achievable "
-    "bandwidth on NVIDIA HBM GPUs, fitted on those rows)"
+    "bandwidth in a full wave of its one-warp rows on NVIDIA HBM GPUs, fitted on those rows)"
+)
+LLAMA_CPP_DMMV_B2833 = (
+    "https://github.com/ggml-org/llama.cpp/blob/d46dbc76f8770caec0175f1e57777173c70556a0/"
+    "ggml-cuda/dmmv.cu (convert_mul_mat_vec_f16_cuda: one (32, GGML_CUDA_MMV_Y = 1) block per "
+    "row; ggml-cuda.cu ggml_cuda_mul_mat sends F16 x one token there)"
 )
 LLAMA_CPP_PRE_B3916_KERNELS = dataclasses.replace(
     COMPILED_KERNELS,
-    # The same per-layer class (a compiled step's: none); only the F16 mat-vec share differs.
+    # The same per-layer class (a compiled step's: none); only the F16 mat-vec differs: one
+    # warp per output row, in waves (kvcalc.engine.matvec_waves), at a full wave's share.
     f16_matvec_hbm_share=LLAMA_CPP_PRE_B3916_F16_MATVEC_HBM_SHARE,
+    f16_matvec_warp_per_row=True,
 )
 
 
@@ -166,7 +179,10 @@ def at_build(profile: DecodeProfile, build: int | None) -> DecodeProfile:
         profile,
         build=build,
         kernels=LLAMA_CPP_PRE_B3916_KERNELS,
-        sources=(*profile.sources, LLAMA_CPP_9817, LLAMA_CPP_FIT_PRE_B3916),
+        sources=(
+            *profile.sources, LLAMA_CPP_9817, LLAMA_CPP_FIT_PRE_B3916, LLAMA_CPP_DMMV_B2833,
+            RESIDENT_BLOCKS_SOURCE,
+        ),
     )
 
 

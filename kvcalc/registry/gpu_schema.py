@@ -243,6 +243,15 @@ class GpuFile(_Strict):
         "https://developer.nvidia.com/cuda-gpus); it picks vLLM's default attention backend",
     )
 
+    sm_count: PosInt | None = Field(
+        None,
+        description="streaming multiprocessors of an NVIDIA GPU, as its architecture whitepaper "
+        "counts them (A100: 108; H100 SXM5: 132; H100 PCIe: 114), named in source; it times "
+        "llama.cpp's pre-b3916 F16 mat-vec, whose one-warp-per-row blocks run in waves of SMs x "
+        "resident blocks per SM (--llama-cpp-build below 3916 is refused on an NVIDIA HBM GPU "
+        "without it)",
+    )
+
     @model_validator(mode="after")
     def _check(self) -> GpuFile:
         for path in self.unverified:
@@ -292,6 +301,7 @@ class GpuFile(_Strict):
             compute_capability=_capability(self.compute_capability),
             vendor=self.vendor,
             memory_type=self.memory.type,
+            sm_count=self.sm_count,
         )
 
 

@@ -49,6 +49,7 @@ def gpu_row(gpu: GpuFile) -> dict[str, Any]:
         "tdp_w": gpu.tdp_w,
         "node_gpus": gpu.node_gpus,
         "compute_capability": gpu.compute_capability,
+        "sm_count": gpu.sm_count,
         "efficiency": efficiency_row(gpu),
         "status": gpu.status,
         "unverified": list(gpu.unverified),
@@ -83,6 +84,7 @@ GPU_ROW_SHAPE: dict[str, Any] = {
     "tdp_w": int | None,
     "node_gpus": int | None,
     "compute_capability": str | None,
+    "sm_count": int | None,
     "efficiency": {
         "bandwidth_fraction": float | None,
         "step_overhead_seconds": float | None,

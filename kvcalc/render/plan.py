@@ -215,11 +215,17 @@ def plan_notes(result: Plan) -> list[str]:
         else "realistic estimate (see `kvcalc decode`)"
     )
     order = "price per hour" if result.tie_break == "price" else "fewest watts"
-    return [
+    notes = [
         f"times: {basis}; ranked by GPU count, then {order}, then TPOT",
         f"{len(result.layouts)} accelerator/dtype choices meet the targets; "
         f"{result.evaluated:,} layouts evaluated",
     ]
+    if result.left_out:
+        notes.append(
+            f"left out: {', '.join(result.left_out)} (no SM count in the registry to time an "
+            "old llama.cpp build's F16 mat-vec waves; --llama-cpp-build)"
+        )
+    return notes
 
 
 def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:

@@ -407,6 +407,7 @@ class DecodeProfile(TypedDict):
     kernels: str
     build: int | None
     f16_matvec_hbm_share: float
+    f16_matvec_warp_per_row: bool
     profile_sources: list[str]
 
 
@@ -737,6 +738,7 @@ class Accelerator(TypedDict):
     tdp_w: int | None
     node_gpus: int | None
     compute_capability: str | None
+    sm_count: int | None
     efficiency: Efficiency
     status: str
     unverified: list[str]
@@ -1089,7 +1091,12 @@ VOCABULARY: dict[str, Term] = {
     ),
     "f16_matvec_hbm_share": Term(
         "", "share of the achievable bandwidth its F16 mat-vec reaches on NVIDIA HBM GPUs at "
-        "one token per step (1: the registry's figure; below 1: llama.cpp before b3916)"
+        "one token per step (1: the registry's figure; below 1: llama.cpp before b3916), in a "
+        "full wave of its blocks where f16_matvec_warp_per_row"
+    ),
+    "f16_matvec_warp_per_row": Term(
+        "", "whether that mat-vec runs one one-warp block per output row, so a matrix takes "
+        "whole waves of SMs x resident blocks (llama.cpp before b3916; the GPU's sm_count)"
     ),
     "profile_sources": Term("", "where the profile's figures come from"),
     # serving workloads (kvcalc.engine.workload)
@@ -1216,6 +1223,10 @@ VOCABULARY: dict[str, Term] = {
     "tdp_w": Term("W", "board power"),
     "node_gpus": Term("", "GPUs per node"),
     "compute_capability": Term("", "CUDA compute capability, major.minor (null: not NVIDIA)"),
+    "sm_count": Term(
+        "", "streaming multiprocessors, as NVIDIA's whitepaper counts them (null: not in the "
+        "registry); sizes an old llama.cpp build's F16 mat-vec waves"
+    ),
     "efficiency": Term("", "the measured decode efficiency (all null: generic)"),
     "bandwidth_fraction": Term("fraction", "achievable share of peak bandwidth"),
     "link_latency_seconds": Term(S, "latency of one all-reduce"),
