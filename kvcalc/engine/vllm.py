@@ -961,6 +961,14 @@ def is_dense(model: ModelSpec) -> bool:
     )
 
 
+def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
+    """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
+    dense model from 0.25: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.
+    dense_sampler_fp32_copies`); None where Model Runner V1 does (MoE and hybrid models in every
+    release)."""
+    return release.dense_sampler_fp32_copies if is_dense(model) else None
+
+
 def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
     """What the release's "consumed memory" holds of the model runner's persistent buffers
     beyond the weights and the non-torch memory: Model Runner V1's ``inputs_embeds``
@@ -1039,6 +1047,7 @@ def profile_kv_memory(
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
+                v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
             + consumed_runner_buffers(model, rules, max_num_batched_tokens),
