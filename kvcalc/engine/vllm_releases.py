@@ -212,12 +212,14 @@ RELEASES: tuple[VLLMRelease, ...] = (
     _release("0.21", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency"),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
-    # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1").
+    # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1"); V2's sampler
+    # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0).
     _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", dense_graphs="none", dense_sampler_fp32_copies=1),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
-    # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0).
+    # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0); V2's sampler
+    # works on the logits in place, no fp32 copy (gpu/sample/sampler.py 0.26.0 on).
     _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, dense_graphs="none",
              dense_sampler_fp32_copies=0),
