@@ -99,6 +99,19 @@ def sampler_peak(
     return act.bytes_for(tokens * model.hidden_size) + math.ceil(logit_copies * logits)
 
 
+def v2_sampler_peak(model: ModelSpec, tokens: int, max_num_seqs: int, fp32_copies: int) -> int:
+    """Model Runner V2's profiled sampler run, read from its code, not fitted: the forward's
+    ``tokens`` hidden states, the logits of max_num_seqs rows (``_dummy_run`` makes
+    min(max_num_batched_tokens, max_num_seqs) requests and gathers one row each,
+    ``logits_indices``; vllm/v1/worker/gpu/model_runner.py of 0.25.0 to 0.33.0) in the model
+    dtype (``LogitsProcessor`` casts nothing), and ``fp32_copies`` fp32 copies of them (the
+    release's, :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.dense_sampler_fp32_copies`).
+    Left out: ``gumbel_sample``'s per-block partials, 12 bytes per 1,024 logits."""
+    act = dtype(model.default_dtype)
+    rows = max_num_seqs * model.vocab_size
+    return act.bytes_for(tokens * model.hidden_size + rows) + fp32_copies * rows * LOGIT_BYTES
+
+
 def moe_workspace(model: ModelSpec, tp: int, tokens: int) -> int:
     """vLLM's fused-MoE workspaces for ``tokens``, kept by its workspace manager once the profile
     run has sized them, so they are still held when the sampler peaks
@@ -193,17 +206,21 @@ def activation_peak(
     pp: int = 1,
     logit_copies: Fraction = SAMPLER_LOGIT_COPIES,
     workspace_held: bool = True,
+    v2_sampler_fp32_copies: int | None = None,
 ) -> int:
     """Estimated "PyTorch activation peak memory" of the profile run: the larger of the forward
     pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces
     (``workspace_held``: kept by the release's workspace manager; else freed after each MoE
     layer, so only the forward pass holds them), a multimodal model's encoder cache and a
     pipeline stage's received tensors; or a multimodal model's dummy encoder pass before them
-    (:func:`encoder_run_peak`), if larger."""
+    (:func:`encoder_run_peak`), if larger. ``v2_sampler_fp32_copies`` not None: the sampler is
+    Model Runner V2's (:func:`v2_sampler_peak`), not V1's ``logit_copies``."""
     tokens = max_num_batched_tokens
     workspace = moe_workspace(model, tp, tokens)
     body = forward_peak(model, tp, tokens) + (0 if workspace_held else workspace)
-    if last_stage:
+    if last_stage and v2_sampler_fp32_copies is not None:
+        body = max(body, v2_sampler_peak(model, tokens, max_num_seqs, v2_sampler_fp32_copies))
+    elif last_stage:
         body = max(body, sampler_peak(model, tokens, max_num_seqs, logit_copies))
     held = (workspace if workspace_held else 0) + pipeline_buffers(model, pp, tokens)
     text = body + held + encoder_cache(model, tokens)

@@ -913,11 +913,20 @@ def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
 #: Qwen2.5-7B 0.61 GiB (28 layers), Qwen3-8B 0.84 (36), Gemma-3-27B 1.05 (62), pooled.
 CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(Fraction("2.50") * GiB) // (102 * (28 + 36 + 62))
 #: Model Runner V2's estimate (dense models from 0.29: every PIECEWISE size captured, FULL
-#: extrapolated, vllm/v1/worker/gpu/cudagraph_utils.py), per graph and layer: set on one log,
-#: Llama-3.1-8B (32 layers) on an A100 80GB under vLLM 0.31.0 (256 sequences: 51 + 35 graphs,
-#: "0.23 GiB for CUDAGraph memory", tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used
-#: to set this constant).
-CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = int(Fraction("0.23") * GiB) // (86 * 32)
+#: extrapolated, vllm/v1/worker/gpu/cudagraph_utils.py ``profile_cudagraph_memory``), per graph
+#: and layer: fitted on one log, Llama-3.1-8B (32 layers) on an A100 80GB under vLLM 0.31.0
+#: (256 sequences: 51 + 35 graphs, tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
+#: set this constant). The estimate is not the line's "0.23 GiB for CUDAGraph memory": that is
+#: the pool ``capture_model`` took after the KV cache; what the budget loses is the estimate,
+#: printed only inside "1.44 GiB for peak activation" (``peak_activation_memory =
+#: transient_peak_headroom + cudagraph_memory_estimate_applied``, determine_available_memory in
+#: vllm/v1/worker/gpu_worker.py of 0.31.0). So: 1.44 GiB less kvcalc's headroom for that run,
+#: its forward over 2,048 tokens (5 x 4,096 + 3 x 14,336 values per token in bf16, larger than
+#: V2's sampler there), 1.20 GiB, about 5x the captured pool (the estimator's captures are the
+#: first forwards with a KV cache; public 0.2x lines print estimates 1.2-5.5x the pool).
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = (
+    int(Fraction("1.44") * GiB) - 2048 * (5 * 4096 + 3 * 14336) * 2
+) // (86 * 32)
 
 
 @dataclass(frozen=True)
@@ -959,6 +968,14 @@ def is_dense(model: ModelSpec) -> bool:
     return all(m.holds_tokens for m in model.mixer_pattern) and not any(
         isinstance(ffn, MoE) for ffn in used_ffns(model)
     )
+
+
+def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
+    """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
+    dense model from 0.25: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.
+    dense_sampler_fp32_copies`); None where Model Runner V1 does (MoE and hybrid models in every
+    release)."""
+    return release.dense_sampler_fp32_copies if is_dense(model) else None
 
 
 def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
@@ -1039,6 +1056,7 @@ def profile_kv_memory(
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
+                v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
             + consumed_runner_buffers(model, rules, max_num_batched_tokens),

@@ -89,6 +89,22 @@ class VLLMRelease:
     """Copies of the max_num_seqs x vocabulary fp32 logits the profile's sampler run holds at
     its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
 
+    dense_sampler_fp32_copies: int | None
+    """Model Runner V2's profiled sampler run (dense models from 0.25): the fp32 copies of the
+    max_num_seqs x vocabulary logits it makes beside the logits ``compute_logits`` returns in
+    the model dtype (:func:`kvcalc.engine.overhead.v2_sampler_peak`); None where dense models
+    run on Model Runner V1, whose sampler holds :attr:`sampler_logit_copies`. V2's dummy batch
+    (``InputBatch.make_dummy``, vllm/v1/worker/gpu/input_batch.py) leaves every request greedy
+    with top_k = vocabulary and top_p = 1 and no logprobs, penalties or bias
+    (``SamplingStates.__init__``, vllm/v1/worker/gpu/sample/states.py), so nothing beyond that
+    copy runs: ``gumbel_sample`` keeps one int64 and one fp32 per request and 1,024-token
+    block (vllm/v1/worker/gpu/sample/gumbel.py). 0.25.0: ``Sampler.apply_sampling_params``
+    (vllm/v1/worker/gpu/sample/sampler.py) copies the logits to fp32 unconditionally (1);
+    0.26.0 works on them in place ("the ops below upcast to fp32 internally", a clone for raw
+    logprobs only) (0); 0.27.1, 0.28.0, 0.31.0 and 0.33.0 return them untouched unless a
+    request needs processing (``_requires_logits_processing`` / ``needs_logits_processing``,
+    false for the dummy batch) (0)."""
+
     moe_workspace_held: bool
     """The fused-MoE workspaces outlive the layer (the modular kernel's workspace manager sizes
     them once and keeps them, so the sampler's peak sees them); before, the default Triton path
@@ -145,6 +161,7 @@ def _release(family: str, **rules: object) -> VLLMRelease:
         "mamba_align": False,
         "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
         "moe_workspace_held": True,
+        "dense_sampler_fp32_copies": None,
         "backend_rule": "preferred",
         "shared_kv_projections": True,
         "mixed_head_backend": "per_layer",
@@ -208,41 +225,49 @@ RELEASES: tuple[VLLMRelease, ...] = (
     _release("0.21", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", mixed_head_backend="triton_above_256"),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
-    # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1").
+    # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1"); V2's sampler
+    # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0).
     _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", dense_graphs="none",
-             mixed_head_backend="fa4_or_triton"),
+             mixed_head_backend="fa4_or_triton",
+             dense_sampler_fp32_copies=1),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
-    # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0).
+    # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0); V2's sampler
+    # works on the logits in place, no fp32 copy (gpu/sample/sampler.py 0.26.0 on).
     _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, dense_graphs="none",
-             mixed_head_backend="fa4_or_triton"),
+             mixed_head_backend="fa4_or_triton",
+             dense_sampler_fp32_copies=0),
     # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.1 and 0.28.0,
     # total_consumed + transient_peak_headroom), which counts Model Runner V1's inputs_embeds.
     _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              dense_graphs="none",
-             mixed_head_backend="fa4_or_triton"),
+             mixed_head_backend="fa4_or_triton",
+             dense_sampler_fp32_copies=0),
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="none",
-             mixed_head_backend="fa4_or_triton"),
+             mixed_head_backend="fa4_or_triton",
+             dense_sampler_fp32_copies=0),
     # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
     # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
     _release("0.29", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2",
-             mixed_head_backend="fa4_or_triton"),
+             mixed_head_backend="fa4_or_triton",
+             dense_sampler_fp32_copies=0),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _release("0.30", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2",
              mixed_head_backend="fa4_or_triton",
-             shared_kv_projections=False),
+             shared_kv_projections=False,
+             dense_sampler_fp32_copies=0),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
@@ -251,7 +276,8 @@ RELEASES: tuple[VLLMRelease, ...] = (
              token_line="concurrency", async_in_flight=True, accounting="consumed",
              large_device_tier=True, mamba_align=True, dense_graphs="v2",
              mixed_head_backend="fa4_or_triton",
-             shared_kv_projections=False),
+             shared_kv_projections=False,
+             dense_sampler_fp32_copies=0),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
