@@ -169,8 +169,12 @@ UNREACHED = {
 }
 
 
-def start(name: str, kv_memory: int | None = None) -> VLLMKVCache:
-    case = dict(CASES[name])
+def start(
+    name: str, kv_memory: int | None = None, cases: dict[str, dict[str, Any]] | None = None
+) -> VLLMKVCache:
+    """The start-up of log ``name`` as kvcalc models it from its case (``cases``, else
+    :data:`CASES`), given its KV memory or from the GPU alone."""
+    case = dict((CASES if cases is None else cases)[name])
     model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
     version, length = case.pop("version"), case.pop("length")
     if kv_memory is not None:
@@ -783,18 +787,11 @@ def logged_cuda_total_bytes(name: str) -> int:
 
 
 def start_given_total(name: str, kv_memory: int | None = None) -> VLLMKVCache:
-    case = dict(GIVEN_TOTAL_CASES[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version, length = case.pop("version"), case.pop("length")
-    # The total sizes the budget; a KV memory given replaces that budget (kvcalc takes one).
+    # The logged total sizes the budget; a KV memory given replaces that budget.
+    cases = GIVEN_TOTAL_CASES
     if kv_memory is None:
-        case["gpu_memory_bytes"] = logged_cuda_total_bytes(name)
-    else:
-        case.pop("gpu_util", None)
-    dep = deployment(model, gpus, kv_memory_bytes=kv_memory, **case)
-    result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version))
-    assert isinstance(result, VLLMKVCache), result
-    return result
+        cases = {name: {**cases[name], "gpu_memory_bytes": logged_cuda_total_bytes(name)}}
+    return start(name, kv_memory, cases)
 
 
 @pytest.mark.parametrize("name", sorted(GIVEN_TOTAL_CASES))

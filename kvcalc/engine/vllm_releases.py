@@ -1,5 +1,6 @@
 """What changed from vLLM 0.10 to 0.33 on the path from GPU memory to KV blocks: one row per
-release family, each rule with its source.
+release family, stating only what that family changed from the one before (the first states
+every rule), each rule with its source.
 
 This is the only place a vLLM release is compared: :mod:`kvcalc.engine.vllm` and the engine
 plug-in read the rules of the release asked for (:func:`vllm_release`) and never test a version
@@ -15,7 +16,7 @@ for 0.10.2, 0.11.0, 0.17.0, 0.20.0, 0.21.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.30
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Literal
 
@@ -147,27 +148,22 @@ class VLLMRelease:
 
 
 def _release(family: str, **rules: object) -> VLLMRelease:
-    base: dict[str, object] = {
-        "gpu_memory_utilization": Fraction(9, 10),
-        "cudagraph": "printed",
-        "dense_graphs": "v1",
-        "full_graphs": True,
-        "capture_grid_67": False,
-        "token_line": "blocks",
-        "async_in_flight": False,
-        "accounting": "non_torch",
-        "large_device_tier": False,
-        "gb10_small_tier": True,
-        "mamba_align": False,
-        "sampler_logit_copies": SAMPLER_LOGIT_COPIES,
-        "moe_workspace_held": True,
-        "dense_sampler_fp32_copies": None,
-        "backend_rule": "preferred",
-        "shared_kv_projections": True,
-        "mixed_head_backend": "per_layer",
-    }
-    base.update(rules)
-    return VLLMRelease(family, **base)  # type: ignore[arg-type]
+    """The first family's rules, each stated."""
+    return VLLMRelease(family, **rules)  # type: ignore[arg-type]
+
+
+def _then(family: str, **changes: object) -> tuple[str, dict[str, object]]:
+    """A later family: what changed from the family before it."""
+    return family, changes
+
+
+def _table(first: VLLMRelease, *later: tuple[str, dict[str, object]]) -> tuple[VLLMRelease, ...]:
+    """Every family's rules: each the one before it with its changes, so a row states only
+    what its release changed."""
+    rows = [first]
+    for family, changes in later:
+        rows.append(replace(rows[-1], family=family, **changes))  # type: ignore[arg-type]
+    return tuple(rows)
 
 
 #: The sampler run of 0.10-0.16 held about 9.6 copies of the logits, not 0.19's 3.72: fitted on
@@ -178,106 +174,78 @@ def _release(family: str, **rules: object) -> VLLMRelease:
 PRE_017_LOGIT_COPIES = Fraction("9.6")
 
 #: One row per family, oldest first; each row holds until the next.
-RELEASES: tuple[VLLMRelease, ...] = (
+RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.10: graphs captured after the KV cache is allocated, outside the budget (PR #21489's
     # example); 67 capture sizes ("67/67" in 0.10.2 logs, vllm/config/compilation.py 0.10.2).
     # The default Triton MoE path calls fused_experts, whose caches are freed after each layer
     # (fused_moe.py fused_experts_impl, 0.11.0 and 0.13.0 wheels), until 0.14.
     # MLA: CUTLASS MLA forced to 128 on capability 10.0 exactly (is_device_capability(100)),
     # FlashMLA to 64 on Hopper (check_and_update_config, vllm/platforms/cuda.py 0.10.2).
-    _release("0.10", cudagraph="after_kv", capture_grid_67=True, full_graphs=False,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False,
-             backend_rule="cutlass_sm100"),
+    _release("0.10", gpu_memory_utilization=Fraction(90, 100), cudagraph="after_kv",
+             dense_graphs="v1", full_graphs=False, capture_grid_67=True, token_line="blocks",
+             async_in_flight=False, accounting="non_torch", large_device_tier=False,
+             gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
+             dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
+             backend_rule="cutlass_sm100", mixed_head_backend="per_layer"),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
-    _release("0.11", cudagraph="after_kv", capture_grid_67=True,
-             sampler_logit_copies=PRE_017_LOGIT_COPIES, moe_workspace_held=False,
-             backend_rule="cutlass_sm100"),
+    _then("0.11", full_graphs=True),
     # 0.12: capture sizes from max_num_seqs (min(2 x max_num_seqs, 512) on the 1, 2, 4, 8k,
     # 16k grid, _set_cudagraph_sizes in vllm/config/vllm.py; 0.17.0 and later wheels).
     # CUTLASS MLA's 128 on the whole 10.x family (is_device_capability_family(100), cuda.py
     # 0.13.0 and 0.14.0).
-    _release("0.12", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES,
-             moe_workspace_held=False, backend_rule="cutlass_sm10x"),
+    _then("0.12", capture_grid_67=False, backend_rule="cutlass_sm10x"),
     # 0.14: the unquantized and FP8 MoE methods run a FusedMoEModularKernel whose workspaces
     # come from current_workspace_manager() and stay (unquantized_fused_moe_method.py and
     # quantization/fp8.py of the 0.14.0 wheel; 0.13.0 still called fused_experts).
-    _release("0.14", cudagraph="after_kv", sampler_logit_copies=PRE_017_LOGIT_COPIES,
-             backend_rule="cutlass_sm10x"),
+    _then("0.14", moe_workspace_held=True),
     # 0.17: the activation profile of 0.19 (Qwen3-14B 5.64 -> 2.23 GiB from 0.16, the
     # reference); PR #30515's estimate is printed ("Estimated CUDA graph memory") but not
     # subtracted: the 0.19.0 H100 logs of the reference print it without subtracting (the
     # 0.17.0 wheel's envs.py has no VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS yet, so it prints
     # none there; either way nothing is subtracted). MLA on the 10.x family: FlashInfer MLA
     # forced to 64 (cuda.py 0.17.0; 0.15-0.16 not read: they keep the 0.14 row's CUTLASS).
-    _release("0.17", backend_rule="flashinfer_sm10x"),
+    _then("0.17", cudagraph="printed", sampler_logit_copies=SAMPLER_LOGIT_COPIES,
+          backend_rule="flashinfer_sm10x"),
     # 0.18: the block is the first backend's preferred size (update_block_size_for_backend,
     # vllm/platforms/interface.py 0.18.0; the forcing in cuda.py is gone).
-    _release("0.18"),
+    _then("0.18", backend_rule="preferred"),
     # 0.20: vllm/config/cache.py 0.20.0 defaults gpu_memory_utilization to 0.92 and envs.py to
     # ESTIMATE_CUDAGRAPHS=1 (PR #38284; the reference dates it 0.21, the 0.20.0 wheel has it);
     # the token line is still num_blocks // groups x block (kv_cache_utils.py 0.20.0).
-    _release("0.20", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             mixed_head_backend="triton_above_256"),
+    _then("0.20", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
+          mixed_head_backend="triton_above_256"),
     # 0.21: "GPU KV cache size in tokens = max_concurrency * max_model_len"
     # (kv_cache_utils.py 0.21.0).
-    _release("0.21", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", mixed_head_backend="triton_above_256"),
+    _then("0.21", token_line="concurrency"),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
     # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1"); V2's sampler
     # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0).
-    _release("0.25", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", dense_graphs="none",
-             mixed_head_backend="fa4_or_triton",
-             dense_sampler_fp32_copies=1),
+    _then("0.25", dense_graphs="none", dense_sampler_fp32_copies=1,
+          mixed_head_backend="fa4_or_triton"),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
     # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0); V2's sampler
     # works on the logits in place, no fp32 copy (gpu/sample/sampler.py 0.26.0 on).
-    _release("0.26", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, dense_graphs="none",
-             mixed_head_backend="fa4_or_triton",
-             dense_sampler_fp32_copies=0),
+    _then("0.26", async_in_flight=True, dense_sampler_fp32_copies=0),
     # 0.27: "consumed memory (weights + non-torch)" accounting (mem_utils.py 0.27.1 and 0.28.0,
     # total_consumed + transient_peak_headroom), which counts Model Runner V1's inputs_embeds.
-    _release("0.27", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, accounting="consumed",
-             dense_graphs="none",
-             mixed_head_backend="fa4_or_triton",
-             dense_sampler_fp32_copies=0),
+    _then("0.27", accounting="consumed"),
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
-    _release("0.28", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="none",
-             mixed_head_backend="fa4_or_triton",
-             dense_sampler_fp32_copies=0),
+    _then("0.28", large_device_tier=True, mamba_align=True),
     # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
     # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
-    _release("0.29", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="v2",
-             mixed_head_backend="fa4_or_triton",
-             dense_sampler_fp32_copies=0),
+    _then("0.29", dense_graphs="v2"),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
-    _release("0.30", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="v2",
-             mixed_head_backend="fa4_or_triton",
-             shared_kv_projections=False,
-             dense_sampler_fp32_copies=0),
+    _then("0.30", shared_kv_projections=False),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
-    _release("0.33", gpu_memory_utilization=Fraction(92, 100), cudagraph="subtracted",
-             token_line="concurrency", async_in_flight=True, accounting="consumed",
-             large_device_tier=True, mamba_align=True, dense_graphs="v2",
-             mixed_head_backend="fa4_or_triton",
-             shared_kv_projections=False,
-             dense_sampler_fp32_copies=0),
+    _then("0.33"),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
