@@ -251,3 +251,21 @@ def test_plan_leaves_out_the_gpus_it_cannot_time_and_refuses_when_that_is_all(
     text = " ".join(result.stdout.split())
     assert "left out: h200" in text and "1xH100-PCIE" in text
     refused(runner, [*args, "--gpus", "h200"], "--llama-cpp-build", "SM count")
+
+
+def test_plan_json_names_the_gpus_it_left_out(runner: CliRunner) -> None:
+    """The JSON alone says which GPUs were not searched, as the text's note does; a search that
+    could time every GPU leaves none out."""
+    import json
+
+    args = ["plan", "llama3-8b", "--users", "1", "--weight-dtype", "fp16", "--runtime",
+            "llama.cpp", "--format", "json"]
+    old = runner.invoke(app, [*args, "--llama-cpp-build", str(OLD), "--gpus", "h100-pcie,h200"])
+    assert old.exit_code == 0
+    document = json.loads(old.stdout)
+    assert document["left_out"] == ["h200"]
+    assert {row["gpus"]["accelerator"] for row in document["layouts"]} == {
+        "h100-pcie"
+    }
+    current = runner.invoke(app, [*args, "--gpus", "h100-pcie,h200"])
+    assert json.loads(current.stdout)["left_out"] == []

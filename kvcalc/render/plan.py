@@ -263,6 +263,9 @@ def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
             "workload": workload_payload(result.request),
             "decode_profile": profile_payload(result, engine),
             "layouts": rows,
+            # The GPUs the search could not time, so that a reader of the JSON alone knows the
+            # layouts are not of every GPU (the text's `left out:` note).
+            "left_out": list(result.left_out),
         },
         records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
         fields=FIELDS,

@@ -543,6 +543,7 @@ class PlanDocument(TypedDict):
     workload: PlanWorkload
     decode_profile: DecodeProfile
     layouts: list[PlanLayout]
+    left_out: list[str]
     warnings: NotRequired[list[str]]
 
 
@@ -1070,6 +1071,10 @@ VOCABULARY: dict[str, Term] = {
     "users": Term(SEQ, "the sequences to serve at once (null: --request-rate sets them)"),
     "latency": Term("", "what the targets hold to: `estimate` or `roofline`"),
     "layouts": Term("", "the layouts that meet the targets, best first"),
+    "left_out": Term(
+        "", "accelerators the search left out: an old llama.cpp build's F16 mat-vec waves "
+        "cannot be timed on them (no SM count in the registry; --llama-cpp-build)"
+    ),
     "batch_per_replica": Term(SEQ, "the users one replica serves"),
     "watts": Term("W", "board power of the GPUs (null: unknown)"),
     "price_per_hour": Term("$/hour", "the GPUs' price (null without --price)"),
