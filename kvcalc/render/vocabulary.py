@@ -27,6 +27,9 @@ from typing import Any, Literal, NamedTuple
 from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
 
+from kvcalc.engine.hardware import SMI_ABOVE_CUDA_BYTES
+from kvcalc.engine.units import MiB
+
 #: Every declaration refuses keys it does not name, so a key added to a payload and not here
 #: fails the tests (and so is documented before it ships).
 STRICT = ConfigDict(extra="forbid", strict=True)
@@ -1210,8 +1213,8 @@ VOCABULARY: dict[str, Term] = {
     "cuda_total_mib": Term("MiB", "CUDA's total"),
     "cuda_total_bytes": Term(B, "CUDA's total"),
     "cuda_total_estimated": Term(
-        "", "true: the engine starts from an estimated CUDA total (nvidia-smi's less 609 MiB; "
-        "give --gpu-memory for the GPU's own)"
+        "", "true: the engine starts from an estimated CUDA total (nvidia-smi's less "
+        f"{SMI_ABOVE_CUDA_BYTES // MiB} MiB; give --gpu-memory for the GPU's own)"
     ),
     "cuda_total_logged_bytes": Term(
         B, "CUDA's total as engine start-up logs print it, in bytes (the engines start from it)"
