@@ -248,8 +248,8 @@ class GpuFile(_Strict):
         description="streaming multiprocessors of an NVIDIA GPU, as its architecture whitepaper "
         "counts them (A100: 108; H100 SXM5: 132; H100 PCIe: 114), named in source; it times "
         "llama.cpp's pre-b3916 F16 mat-vec, whose one-warp-per-row blocks run in waves of SMs x "
-        "resident blocks per SM (--llama-cpp-build below 3916 is refused on an NVIDIA HBM GPU "
-        "without it)",
+        "resident blocks per SM (without it, --llama-cpp-build below 3916 is refused for F16 "
+        "weights at one token per step on an NVIDIA HBM GPU, and plan leaves the GPU out)",
     )
 
     @model_validator(mode="after")
