@@ -269,3 +269,26 @@ def test_plan_json_names_the_gpus_it_left_out(runner: CliRunner) -> None:
     }
     current = runner.invoke(app, [*args, "--gpus", "h100-pcie,h200"])
     assert json.loads(current.stdout)["left_out"] == []
+
+
+def test_a_serving_step_carrying_prompt_tokens_takes_the_gemm_not_the_old_mat_vec() -> None:
+    """The old kernel runs F16 weights times one token only (ggml_cuda_mul_mat at build 2833:
+    ``src1->ne[1] == 1``); a --request-rate step that mixes a prompt chunk into one decode
+    token, or a prompt-only step, multiplies many tokens and so reads its weights as a current
+    build does. One decode token alone is still slowed."""
+    from kvcalc.engine.workload import Workload, mixed_step_seconds
+
+    dep = registry_deployment("llama3-8b", "1xa100-sxm-80gb", weight_dtype="fp16")
+    workload = Workload(input_len=1024, output_len=128, request_rate=0.1)
+
+    def step(build: int | None, decode_batch: int, prefill_tokens: int) -> float:
+        return mixed_step_seconds(
+            dep, workload, decode_batch, prefill_tokens, profile=at_build(LLAMA_CPP, build)
+        )
+
+    # Small chunks: the step's weight reads, not the chunk's FLOPs, bound it.
+    for decode_batch, prefill_tokens in ((1, 1), (1, 16), (0, 16)):
+        assert step(OLD, decode_batch, prefill_tokens) == pytest.approx(
+            step(None, decode_batch, prefill_tokens)
+        ), (decode_batch, prefill_tokens)
+    assert step(OLD, 1, 0) > step(None, 1, 0) * PR_9816_H100_SXM_SPEEDUP

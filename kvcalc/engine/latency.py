@@ -180,14 +180,15 @@ def weight_kernel_efficiency(dep: Deployment) -> float:
     return min(shares)
 
 
-def f16_matvec_share(dep: Deployment, kernels: StepKernels, batch: int) -> float:
+def f16_matvec_share(dep: Deployment, kernels: StepKernels, tokens: int) -> float:
     """The share of the achievable bandwidth the F16 weights are read at by the kernel class's
     F16 matrix-vector kernel: its HBM share where that kernel runs -- F16 layer matrices or
-    experts, one token per step (more tokens take a GEMM), on an NVIDIA HBM GPU (issue 9817
-    measured NVIDIA parts only; GDDR ones ran the same kernel near peak) -- else 1. A
-    one-warp-per-row kernel reaches its full-wave share times the step's wave fill."""
+    experts, one token per step (``tokens``: a step of more, decode sequences or prompt
+    tokens, takes a GEMM), on an NVIDIA HBM GPU (issue 9817 measured NVIDIA parts only; GDDR
+    ones ran the same kernel near peak) -- else 1. A one-warp-per-row kernel reaches its
+    full-wave share times the step's wave fill."""
     accelerator = dep.gpus.accelerator
-    if batch != 1 or not accelerator.hbm or accelerator.vendor != "nvidia":
+    if tokens != 1 or not accelerator.hbm or accelerator.vendor != "nvidia":
         return 1.0
     if "fp16" not in (dep.weights.layers.name, dep.weights.experts.name):
         return 1.0
@@ -220,10 +221,11 @@ def rows_per_wave(dep: Deployment) -> int:
     return accelerator.sm_count * blocks
 
 
-def weight_share(dep: Deployment, kernels: StepKernels, batch: int) -> float:
-    """The share of the achievable bandwidth a step's weights are read at: the weaker of the
-    dequantising kernels' (:func:`weight_kernel_efficiency`) and the F16 mat-vec's."""
-    return min(weight_kernel_efficiency(dep), f16_matvec_share(dep, kernels, batch))
+def weight_share(dep: Deployment, kernels: StepKernels, tokens: int) -> float:
+    """The share of the achievable bandwidth a step's weights are read at, the step
+    multiplying them by ``tokens`` tokens: the weaker of the dequantising kernels'
+    (:func:`weight_kernel_efficiency`) and the F16 mat-vec's."""
+    return min(weight_kernel_efficiency(dep), f16_matvec_share(dep, kernels, tokens))
 
 
 def moe_layer_count(dep: Deployment) -> int:
@@ -349,20 +351,23 @@ def tpot_estimate(
     context_tokens: int,
     mfu: float | None = None,
     profile: DecodeProfile | None = None,
+    step_tokens: int | None = None,
 ) -> TpotEstimate:
     """Realistic time per output token of ``batch`` sequences at ``context_tokens`` on one
     replica of ``dep`` (``mfu``: the share of the dense peak matmuls reach; default the part's
     measured ceiling; ``profile``: the engine's or runtime's decode profile, its all-reduce
     latency, step overhead and per-layer kernels; None: the GPU's figures with a serving
-    engine's kernels)."""
+    engine's kernels). ``step_tokens``: the tokens the step's weights multiply, which pick the
+    weight kernel (:func:`weight_share`); None: one per sequence, ``batch``."""
     accelerator = dep.gpus.accelerator
     eff = efficiency_of(accelerator)
     step = decode_step_for(dep, batch=batch, context_tokens=context_tokens)
     communication, overhead = profiled(dep, eff, profile, batch)
+    tokens = batch if step_tokens is None else step_tokens
     return TpotEstimate(
         roofline=step,
         memory_seconds=achievable_memory_seconds(
-            step, eff, weight_share(dep, kernels_of(profile), batch)
+            step, eff, weight_share(dep, kernels_of(profile), tokens)
         ),
         compute_seconds=achievable_compute_seconds(step, mfu or default_mfu(accelerator)),
         communication_seconds=communication,

@@ -272,13 +272,15 @@ def mixed_step_seconds(
     )
 
     # A prefill-only step (decode_batch 0) still reads the weights once: time a one-token
-    # step for its reads and count none of its FLOPs.
+    # step for its reads and count none of its FLOPs. The weights multiply every token of the
+    # step, prompt ones too, which picks their kernel (an old llama.cpp's mat-vec at one only).
     decode = tpot_estimate(
         dep,
         batch=max(1, decode_batch),
         context_tokens=workload.decode_context if decode_batch else 1,
         mfu=mfu,
         profile=profile,
+        step_tokens=decode_batch + prefill_tokens,
     )
     share = mfu or default_mfu(dep.gpus.accelerator)
     prompt = prefill_flops(dep.model, workload.input_len).total
