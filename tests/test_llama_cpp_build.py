@@ -271,6 +271,22 @@ def test_plan_json_names_the_gpus_it_left_out(runner: CliRunner) -> None:
     assert json.loads(current.stdout)["left_out"] == []
 
 
+def test_plan_names_only_the_weight_dtypes_it_left_out(runner: CliRunner) -> None:
+    """BF16 weights never take the old F16 kernel, so an H200 is still searched at bf16: only
+    its fp16 layouts are left out, and the note says so rather than naming the whole GPU
+    beside its bf16 row."""
+    import json
+
+    args = ["plan", "llama3-8b", "--users", "1", "--weight-dtype", "fp16,bf16", "--runtime",
+            "llama.cpp", "--llama-cpp-build", str(OLD), "--gpus", "h100-pcie,h200"]
+    document = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    assert document["left_out"] == ["h200 with fp16 weights"]
+    h200 = [row for row in document["layouts"] if row["gpus"]["accelerator"] == "h200"]
+    assert [row["weight_dtype"] for row in h200] == ["bf16"]
+    text = " ".join(runner.invoke(app, args).stdout.split())
+    assert "left out: h200 with fp16 weights (" in text
+
+
 def test_a_serving_step_carrying_prompt_tokens_takes_the_gemm_not_the_old_mat_vec() -> None:
     """The old kernel runs F16 weights times one token only (ggml_cuda_mul_mat at build 2833:
     ``src1->ne[1] == 1``); a --request-rate step that mixes a prompt chunk into one decode

@@ -159,7 +159,9 @@ class Plan:
     """Whether any layout searched could hold the weights (else nothing was evaluated)."""
     left_out: tuple[str, ...] = ()
     """Accelerators left out because the profile's old llama.cpp build cannot be timed on them
-    (no SM count to size its F16 mat-vec's waves: :class:`~kvcalc.engine.latency.UnknownWaves`)."""
+    (no SM count to size its F16 mat-vec's waves: :class:`~kvcalc.engine.latency.UnknownWaves`):
+    the id where every weight dtype searched was, else ``ID with D weights`` for those that were
+    (the others are in :attr:`layouts`)."""
 
     @property
     def tie_break(self) -> str:
@@ -428,6 +430,7 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
     unknown: list[UnknownWaves] = []
     left_out: list[str] = []
     for accelerator in request.accelerators:
+        untimed: list[str | None] = []
         for weight_dtype in request.weight_dtypes:
             for kv_dtype in request.kv_dtypes:
                 find = search.smallest_pools if request.disaggregated else search.smallest_count
@@ -435,11 +438,13 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
                     best = find(accelerator, weight_dtype, kv_dtype)
                 except UnknownWaves as exc:
                     unknown.append(exc)
-                    if accelerator.id not in left_out:
-                        left_out.append(accelerator.id)
+                    if weight_dtype not in untimed:
+                        untimed.append(weight_dtype)
                     continue
                 if best is not None:
                     search.found.append(best)
+        if untimed:
+            left_out.append(left_out_label(accelerator.id, untimed, request.weight_dtypes))
     combinations = (
         len(request.accelerators) * len(request.weight_dtypes) * len(request.kv_dtypes)
     )
@@ -454,6 +459,17 @@ def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
         weights_fit=search.weights_fit,
         left_out=tuple(left_out),
     )
+
+
+def left_out_label(
+    accelerator_id: str, untimed: Sequence[str | None], searched: Sequence[str | None]
+) -> str:
+    """How a left-out accelerator is named: alone when none of the weight dtypes searched could
+    be timed on it, else with the dtypes that could not (the others' layouts are shown)."""
+    if set(untimed) == set(searched):
+        return accelerator_id
+    names = ", ".join(d or "the model's own" for d in untimed)
+    return f"{accelerator_id} with {names} weights"
 
 
 def max_batch_rule(engine: ServingEngine, options: Any = None) -> MaxBatch:

@@ -1075,8 +1075,9 @@ VOCABULARY: dict[str, Term] = {
     "latency": Term("", "what the targets hold to: `estimate` or `roofline`"),
     "layouts": Term("", "the layouts that meet the targets, best first"),
     "left_out": Term(
-        "", "accelerators the search left out: an old llama.cpp build's F16 mat-vec waves "
-        "cannot be timed on them (no SM count in the registry; --llama-cpp-build)"
+        "", "accelerators the search left out (`ID with D weights` where only those weight "
+        "dtypes were): an old llama.cpp build's F16 mat-vec waves cannot be timed on them (no "
+        "SM count in the registry; --llama-cpp-build)"
     ),
     "batch_per_replica": Term(SEQ, "the users one replica serves"),
     "watts": Term("W", "board power of the GPUs (null: unknown)"),
