@@ -93,17 +93,22 @@ def head_sizes(model: ModelSpec) -> frozenset[int]:
 
 
 def mixed_head_backend(
-    release: VLLMRelease, capability: tuple[int, int], sizes: frozenset[int]
+    release: VLLMRelease, capability: tuple[int, int] | None, sizes: frozenset[int]
 ) -> BackendBlock | None:
     """The one backend vLLM forces on a model whose attention layers differ in head size
-    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mixed_head_backend`); None where the
-    priority list's stands. TRITON_ATTN takes any head size, at the default block."""
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mixed_head_backend`) on a CUDA device of
+    ``capability``, or on ROCm (None); None where the priority list's stands. TRITON_ATTN takes
+    any head size, at the default block. ``Gemma4Config`` tests no platform: 0.20-0.24 force
+    TRITON_ATTN on ROCm too, and from 0.25 ``is_fa_version_supported(4)`` needs
+    vllm_flash_attn's CuTe interface, which only a CUDA build installs (vllm-flash-attn is
+    built for VLLM_GPU_LANG CUDA; a ROCm wheel was not read), else False, so ROCm gets
+    TRITON_ATTN there as well."""
     rule = release.mixed_head_backend
     if len(sizes) < 2 or rule == "per_layer":
         return None
     if rule == "triton_above_256" and max(sizes) <= 256:
         return None
-    if rule == "fa4_or_triton" and capability[0] in (9, 10, 11):
+    if rule == "fa4_or_triton" and capability is not None and capability[0] in (9, 10, 11):
         return None  # FlashAttention 4 for every layer, the backend the list picks
     return BackendBlock("TRITON_ATTN", DEFAULT_BLOCK)
 
@@ -123,10 +128,11 @@ def default_backend_block(
     if capability is None and accelerator.vendor != "amd":
         return None
     if kind in ("attention", "hybrid"):
-        if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
-            return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
+        # Forced before the platform picks (Gemma4Config runs at config time, on any platform).
         if (forced := mixed_head_backend(release, capability, sizes)) is not None:
             return forced
+        if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
+            return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
         # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16.
         return BackendBlock("FLASHINFER" if capability[0] == 10 else "FLASH_ATTN", DEFAULT_BLOCK)
     if capability is None:  # ROCm: Triton MLA (AITER off); the sparse kernels take any (1)
