@@ -60,6 +60,8 @@ from kvcalc.engine.kvformat import KVFormat, as_kv_format, plain
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
+    FORWARD_FFN_TENSORS,
+    FORWARD_HIDDEN_TENSORS,
     activation_peak,
     non_torch_memory,
     runner_inputs_embeds,
@@ -925,7 +927,10 @@ CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(Fraction("2.50") * GiB) // (102 * (28 + 36
 #: V2's sampler there), 1.20 GiB, about 5x the captured pool (the estimator's captures are the
 #: first forwards with a KV cache; public 0.2x lines print estimates 1.2-5.5x the pool).
 CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = (
-    int(Fraction("1.44") * GiB) - 2048 * (5 * 4096 + 3 * 14336) * 2
+    int(Fraction("1.44") * GiB)
+    # kvcalc's forward peak for that run, by forward_peak's own tensor counts (Llama-3.1-8B:
+    # hidden 4,096, FFN 14,336, bf16), so the two cannot drift apart.
+    - 2048 * (FORWARD_HIDDEN_TENSORS * 4096 + FORWARD_FFN_TENSORS * 14336) * 2
 ) // (86 * 32)
 
 
