@@ -31,7 +31,8 @@ Read in the wheels (``pip download vllm==X --no-deps``):
   for all of them (``Gemma4Config``, vllm/model_executor/models/config.py): TRITON_ATTN in
   0.20-0.24 (0.20.0, 0.21.0, 0.22.1: the larger above FlashAttention's 256); from 0.25
   (0.25.0, 0.27.1, 0.28.0, 0.33.0) FlashAttention 4 on capability 9.x-11.x, the priority
-  list's backend kept, else TRITON_ATTN (:func:`mixed_head_backend`). Every one pages at 16.
+  list's backend kept, else TRITON_ATTN (ROCm included, :func:`mixed_head_backend`). Every
+  one pages at 16.
 * ROCm (vllm/platforms/rocm.py of 0.33.0): AITER is off by default, so MLA is TRITON_MLA and
   attention ROCM_ATTN / TRITON_ATTN: 16. Other platforms (TPU, Gaudi, Apple ...) are not
   modelled: their 16 stands, with no backend named.
