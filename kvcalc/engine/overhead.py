@@ -174,7 +174,12 @@ def encoder_run_peak(model: ModelSpec, tp: int, tokens: int) -> int:
     (gate/up and the product for a gated MLP), the MLP width split over TP where the tower
     is. Read from the code, not fitted; the attention half of a block (x, normed, qkv, the
     rotated q and k, its output: 8 hidden-sized tensors) is the smaller at an MLP of 4 x
-    hidden. Not counted: Qwen3-VL's interpolated position embeddings, which its forward holds
+    hidden. Not counted: ``_get_max_items``' other cap, max_num_seqs x the images one prompt
+    holds (min(--limit-mm-per-prompt, max_model_len // tokens_per_image), at least 1), which
+    binds only where it is the smaller (a few sequences: at the default 256 it is 256 images
+    or more, above every registry tower's budget count at vLLM's default batched tokens, 113
+    at most); and
+    Qwen3-VL's interpolated position embeddings, which its forward holds
     beside the blocks (one hidden per patch, 0.09 GiB for Qwen3.5-0.8B), a detail of one
     tower (SigLIP adds its table to the patch embeddings in place, ``embeddings +=`` in
     vllm/model_executor/models/siglip.py; Pixtral's positions are rotary)."""
