@@ -920,12 +920,27 @@ def plan(
     if not result.layouts:
         fail(nothing_meets(result))
     return PlanResult(
-        _report=plan_report(result, top, chosen),
+        _report=plan_report(result, top, chosen, shown_caveats(result, top, chosen, options)),
         model=spec.id,
         engine=chosen.name,
         layouts=result.layouts[:top],
         plan=result,
     )
+
+
+def shown_caveats(result: Any, top: int, engine: Any, options: Any) -> list[str]:
+    """What the pools of the layouts shown must say beside their max batch
+    (:meth:`~kvcalc.engine.serving.base.KVPool.caveats`: an estimated CUDA total, a unified
+    part's upper bound), once per GPU, named by it: decode says them beside the batch it sizes,
+    and so does plan."""
+    said: list[str] = []
+    for layout in result.layouts[:top]:
+        dep = layout.deployment
+        for caveat in engine.pool(dep, options).caveats():
+            line = f"{dep.gpus.accelerator.id}: {caveat}"
+            if line not in said:
+                said.append(line)
+    return said
 
 
 def plan_workload(

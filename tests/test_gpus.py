@@ -765,3 +765,23 @@ def test_decode_sized_by_an_engine_warns_of_an_estimated_cuda_total(engine: str)
     assert len([w for w in warned if "estimated at" in w]) == 1
     given = json.loads(runner.invoke(app, [*args, "h100-pcie", "--gpu-memory", "79.18GiB"]).stdout)
     assert not any("estimated at" in w for w in given.get("warnings") or [])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])  # plan sizes no SGLang pool
+def test_plan_warns_of_an_estimated_cuda_total_beside_the_layouts_it_sizes(engine: str) -> None:
+    """plan's max batch is the engine's pool, as decode's is: a layout on a GPU whose CUDA total
+    is estimated says so once, named by its GPU; one on a measured GPU says nothing."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvcalc.cli.app import app
+
+    args = ["plan", "llama3.1-8b", "--engine", engine, "--users", "4", "-f", "json", "--gpus"]
+    runner = CliRunner()
+    both = json.loads(runner.invoke(app, [*args, "h100-pcie,h100"]).stdout)
+    assert {row["gpus"]["accelerator"] for row in both["layouts"]} == {"h100-pcie", "h100-sxm"}
+    said = [w for w in both.get("warnings") or [] if "CUDA total per GPU estimated" in w]
+    assert len(said) == 1 and said[0].startswith("h100-pcie: ")
+    measured = json.loads(runner.invoke(app, [*args, "h100"]).stdout)
+    assert not any("estimated at" in w for w in measured.get("warnings") or [])

@@ -25,6 +25,8 @@ from kvcalc.render.layout import layout_payload as deployment_layout
 from kvcalc.render.report import Column, Record, Report, Section, flatten, ms, number, text
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kvcalc.engine.plan import Plan, PlannedLayout
     from kvcalc.engine.serving.base import ServingEngine
 
@@ -245,15 +247,18 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
     return notes
 
 
-def plan_report(result: Plan, top: int, engine: ServingEngine) -> Report:
+def plan_report(
+    result: Plan, top: int, engine: ServingEngine, caveats: Sequence[str] = ()
+) -> Report:
     """A context beyond the model's maximum is warned about (the convention of every command,
-    :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``)."""
+    :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``), and so are
+    ``caveats``, what the shown layouts' pools must say beside their max batch."""
     from kvcalc.render.warnings import max_context_warnings
 
     rows = [layout_payload(layout, result) for layout in result.layouts[:top]]
     request = result.request
     return Report(
-        warnings=max_context_warnings(request.model, [request.context_tokens]),
+        warnings=[*max_context_warnings(request.model, [request.context_tokens]), *caveats],
         payload={
             "model": request.model.id,
             "model_name": request.model.name,
