@@ -862,3 +862,20 @@ def test_0_26_captures_the_graph_counts_the_qwen2_5_log_prints() -> None:
     bar = r"\): 100%\|[^|\n]*\| ?(\d+)/"
     assert capture_sizes(release, seqs, batched) == int(logged(name, "PIECEWISE" + bar))
     assert full_graph_sizes(release, seqs, batched) == int(logged(name, r"\(FULL" + bar))
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--gpus", "h100", "--max-num-batched-tokens", "128"], "--max-num-batched-tokens"),
+        (["--gpus", "a100", "--max-num-seqs", "4096"], "--max-num-seqs"),  # 2,048 by default
+    ],
+)
+def test_vllm_refuses_fewer_batched_tokens_than_sequences(given: list[str], named: str) -> None:
+    # SchedulerConfig.verify_max_model_len (vllm/config/scheduler.py of 0.13.0, 0.22.1, 0.28.0).
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--engine", "vllm", "--ctx", "8k",
+                                   *given])
+    assert out.exit_code == 2
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {named}: vLLM does not start")
+    assert "Traceback" not in out.output

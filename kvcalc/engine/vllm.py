@@ -1120,12 +1120,31 @@ def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
 
     release = vllm_release(version)
     share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
+    tokens, seqs = max_num_batched_tokens_for(dep, release), max_num_seqs_for(dep, release)
+    check_batch_sizes(dep, tokens, seqs)
     return VLLMInputs(
         version=version_label(version),
         release=release,
         gpu_memory_utilization=share,
-        max_num_batched_tokens=max_num_batched_tokens_for(dep, release),
-        max_num_seqs=max_num_seqs_for(dep, release),
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+    )
+
+
+def check_batch_sizes(dep: Deployment, tokens: int, seqs: int) -> None:
+    """vLLM refuses to start when a step cannot hold one token of every running request:
+    "max_num_batched_tokens must be greater than or equal to max_num_seqs"
+    (``SchedulerConfig.verify_max_model_len``, vllm/config/scheduler.py of 0.13.0, 0.22.1 and
+    0.28.0; the default batched tokens are not raised to meet a --max-num-seqs given,
+    ``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args`` of arg_utils.py 0.28.0)."""
+    if tokens >= seqs:
+        return
+    field = "max_num_batched_tokens" if dep.max_num_batched_tokens is not None else "max_num_seqs"
+    raise VLLMConfigError(
+        "{" + field + "}: vLLM does not start with max_num_batched_tokens "
+        f"{tokens:,} below max_num_seqs {seqs:,}; give {{max_num_batched_tokens}} of at least "
+        f"{seqs:,} or {{max_num_seqs}} of at most {tokens:,}",
+        *sorted({field, "max_num_batched_tokens", "max_num_seqs"}, key=lambda f: f != field),
     )
 
 
