@@ -444,7 +444,11 @@ def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> Chec
         reason=m.reason,
         outcomes=outcomes,
         lines=tuple(entry.line_of(f"require.{k}") for k in entry.requirements),
-        warnings=built.warnings,
+        # What the engine's pool rests on that kvcalc estimated, at the GPUs it is about.
+        warnings=(
+            *built.warnings,
+            *((entry.line_of("gpus"), c) for c in m.cache.pool.caveats()),
+        ),
         ctx_line=entry.line_of("ctx"),
     )
 

@@ -785,3 +785,25 @@ def test_plan_warns_of_an_estimated_cuda_total_beside_the_layouts_it_sizes(engin
     assert len(said) == 1 and said[0].startswith("h100-pcie: ")
     measured = json.loads(runner.invoke(app, [*args, "h100"]).stdout)
     assert not any("estimated at" in w for w in measured.get("warnings") or [])
+
+
+def test_a_check_spec_warns_of_an_estimated_cuda_total(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvcalc.cli.app import app
+
+    def warnings(extra: str) -> list[str]:
+        spec = tmp_path / "capacity.yaml"
+        spec.write_text(
+            "deployments:\n  - name: a\n    model: llama3.1-8b\n    gpus: h100-pcie\n"
+            f"    engine: vllm\n    ctx: 8k\n{extra}    require: {{min_batch: 1}}\n",
+            encoding="utf-8",
+        )
+        out = CliRunner().invoke(app, ["check", str(spec), "-f", "json"])
+        assert out.exit_code == 0, out.output
+        return list(json.loads(out.stdout).get("warnings") or [])
+
+    assert [w for w in warnings("") if "CUDA total per GPU estimated" in w]
+    assert not [w for w in warnings("    gpu_memory: 79.18GiB\n") if "estimated at" in w]

@@ -65,7 +65,8 @@ def cuda_total_note(dep: Deployment) -> list[str]:
     return [
         f"CUDA total per GPU estimated at {log_gib(dep.cuda_total_bytes_per_gpu)} (nvidia-smi's "
         f"{smi // MiB:,} MiB less the {SMI_ABOVE_CUDA_BYTES // MiB} MiB median gap of the GPUs "
-        "measured); for the exact figure give --gpu-memory with torch.cuda.mem_get_info()'s total"
+        "measured); for the exact figure give --gpu-memory (a spec's gpu_memory) with "
+        "torch.cuda.mem_get_info()'s total"
     ]
 
 
