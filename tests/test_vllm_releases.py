@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from specs import registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.deployment import deployment
+from kvcalc.engine.deployment import Deployment, deployment
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.units import GiB, dtype
 from kvcalc.engine.vllm import (
     CUDAGRAPH_BYTES_PER_GRAPH_LAYER,
     CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2,
+    ProfiledMemory,
     VLLMKVCache,
     cudagraph_estimate,
     vllm_inputs,
@@ -169,20 +171,48 @@ UNREACHED = {
 }
 
 
+def case_deployment(
+    name: str,
+    kv_memory: int | None = None,
+    cases: dict[str, dict[str, Any]] | None = None,
+    **extra: Any,
+) -> tuple[Deployment, str, int]:
+    """The deployment of log ``name``'s case (``cases``, else :data:`CASES`; ``extra`` on top),
+    given its KV memory or not, with the release and request length it starts at."""
+    case = {**(CASES if cases is None else cases)[name], **extra}
+    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
+    version, length = case.pop("version"), case.pop("length")
+    if kv_memory is not None:
+        case.pop("gpu_util", None)  # the budget is given: the utilization plays no part
+    return deployment(model, gpus, kv_memory_bytes=kv_memory, **case), version, length
+
+
+def case_terms(
+    name: str, cases: dict[str, dict[str, Any]] | None = None, **extra: Any
+) -> tuple[ProfiledMemory, ...]:
+    """kvcalc's profiler terms per stage for log ``name``'s case, from the GPU alone."""
+    dep, version, _ = case_deployment(name, None, cases, **extra)
+    return vllm_memory_terms(dep, vllm_inputs(dep, version))
+
+
 def start(
     name: str, kv_memory: int | None = None, cases: dict[str, dict[str, Any]] | None = None
 ) -> VLLMKVCache:
     """The start-up of log ``name`` as kvcalc models it from its case (``cases``, else
     :data:`CASES`), given its KV memory or from the GPU alone."""
-    case = dict((CASES if cases is None else cases)[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version, length = case.pop("version"), case.pop("length")
-    if kv_memory is not None:
-        case.pop("gpu_util", None)  # the budget is given: the utilization plays no part
-    dep = deployment(model, gpus, kv_memory_bytes=kv_memory, **case)
+    dep, version, length = case_deployment(name, kv_memory, cases)
     result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version))
     assert isinstance(result, VLLMKVCache), result
     return result
+
+
+def marked(names: Iterable[str], reasons: dict[str, str]) -> list[Any]:
+    """``names`` as test parameters, each in ``reasons`` a strict xfail naming why."""
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(reason=reasons[n], strict=True))
+        if n in reasons else n
+        for n in names
+    ]
 
 
 #: Logs whose token line kvcalc does not reproduce from their own KV memory (strict xfail).
@@ -197,12 +227,7 @@ UNEXPLAINED = {
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=UNEXPLAINED[n], strict=True))
-        if n in UNEXPLAINED
-        else n
-        for n in sorted(CASES)
-    ],
+    marked(sorted(CASES), UNEXPLAINED),
 )
 def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
@@ -222,12 +247,7 @@ def gpu_alone_error(name: str) -> float:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=UNREACHED[n], strict=True))
-        if n in UNREACHED
-        else n
-        for n in sorted(CASES)
-    ],
+    marked(sorted(CASES), UNREACHED),
 )
 def test_from_the_gpu_alone_within_2_percent(name: str) -> None:
     assert abs(gpu_alone_error(name)) < 0.02, f"{gpu_alone_error(name):+.2%}"
@@ -257,23 +277,13 @@ def log_graph_bytes(name: str) -> int:
 
 
 def kvcalc_graph_bytes(name: str) -> int:
-    case = dict(CASES[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version = case.pop("version")
-    case.pop("length")
-    dep = deployment(model, gpus, **case)
-    terms = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    terms = case_terms(name)
     return max(t.cudagraph_estimate_bytes for t in terms)
 
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=GRAPH_UNREACHED.get(n, ""), strict=True))
-        if n in GRAPH_UNREACHED
-        else n
-        for n in ["v027-rtxpro6000-qwen3-235b-fp8-tp4.log", *sorted(GRAPH_UNREACHED)]
-    ],
+    marked(["v027-rtxpro6000-qwen3-235b-fp8-tp4.log", *sorted(GRAPH_UNREACHED)], GRAPH_UNREACHED),
 )
 def test_the_graph_estimate_is_the_printed_one_within_0_01_gib(name: str) -> None:
     # Qwen3-235B (MoE, so Model Runner V1 in 0.27.1) and Gemma 4 E4B (0.22.1) are held back.
@@ -290,12 +300,7 @@ def test_model_runner_v2_s_graph_figure_is_the_0_31_peak_less_its_headroom() -> 
     # there is the forward over 2,048 tokens: 2,048 x (5 x 4,096 + 3 x 14,336) x 2 B =
     # 260,046,848 B, above V2's sampler (2,048 x 4,096 x 2 + 256 x 128,256 x 2 = 82,444,288 B).
     name = "v031-a100-llama31-8b.log"
-    case = dict(CASES[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version = case.pop("version")
-    case.pop("length")
-    dep = deployment(model, gpus, **case)
-    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    (terms,) = case_terms(name)
     assert terms.activation_peak_bytes == 260_046_848
     printed = int(Fraction(logged(name, r"([\d.]+) GiB for peak activation")) * GiB)
     assert abs(terms.activation_peak_bytes + terms.cudagraph_bytes - printed) <= GiB // 100
@@ -350,18 +355,10 @@ def log_weights_bytes(name: str) -> int:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=WEIGHTS_UNREACHED[n], strict=True))
-        for n in sorted(WEIGHTS_UNREACHED)
-    ],
+    marked(sorted(WEIGHTS_UNREACHED), WEIGHTS_UNREACHED),
 )
 def test_the_weights_term_is_the_logged_model_loading_within_0_01_gib(name: str) -> None:
-    case = dict(CASES[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version = case.pop("version")
-    case.pop("length")
-    dep = deployment(model, gpus, **case)
-    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    (terms,) = case_terms(name)
     assert abs(terms.weights_bytes - log_weights_bytes(name)) <= GiB // 100
 
 
@@ -806,12 +803,7 @@ def test_given_total_logs_token_line_from_their_kv_memory(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=GIVEN_TOTAL_UNREACHED[n], strict=True))
-        if n in GIVEN_TOTAL_UNREACHED
-        else n
-        for n in sorted(GIVEN_TOTAL_CASES)
-    ],
+    marked(sorted(GIVEN_TOTAL_CASES), GIVEN_TOTAL_UNREACHED),
 )
 def test_given_the_device_total_within_2_percent(name: str) -> None:
     error = start_given_total(name).kv_cache_size_tokens / log_tokens(name) - 1
@@ -838,12 +830,7 @@ def test_given_total_logs_budget_and_weights_are_kvcalc_s(name: str) -> None:
     # vllm/v1/worker/gpu/model_runner.py of 0.26.0), which the log's own sum shows: its KV
     # memory is requested - weights - peak - non-torch, the captured graphs not taken from it.
     log = accounting_terms(name)
-    case = dict(GIVEN_TOTAL_CASES[name])
-    model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
-    version = case.pop("version")
-    case.pop("length")
-    dep = deployment(model, gpus, gpu_memory_bytes=logged_cuda_total_bytes(name), **case)
-    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, version))
+    (terms,) = case_terms(name, GIVEN_TOTAL_CASES, gpu_memory_bytes=logged_cuda_total_bytes(name))
     rounding = GiB // 100
     assert abs(terms.requested_bytes - log["requested"]) <= rounding
     assert abs(terms.weights_bytes - log["weights"]) <= rounding
