@@ -975,12 +975,20 @@ def is_dense(model: ModelSpec) -> bool:
     )
 
 
+def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
+    """Whether ``release`` runs ``model`` on Model Runner V2: a dense model from 0.25, when V2
+    became their default (its graph rule no longer V1's); MoE and hybrid models stay on V1."""
+    return is_dense(model) and release.dense_graphs != "v1"
+
+
 def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
     """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
     dense model from 0.25: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.
     dense_sampler_fp32_copies`); None where Model Runner V1 does (MoE and hybrid models in every
     release)."""
-    return release.dense_sampler_fp32_copies if is_dense(model) else None
+    if not runs_on_model_runner_v2(model, release):
+        return None
+    return release.dense_sampler_fp32_copies
 
 
 def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
@@ -992,8 +1000,7 @@ def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int)
     vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its multimodal
     ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not modelled); else
     0."""
-    v1 = not is_dense(model) or release.dense_graphs == "v1"
-    if release.accounting != "consumed" or not v1:
+    if release.accounting != "consumed" or runs_on_model_runner_v2(model, release):
         return 0
     return runner_inputs_embeds(model, tokens)
 
@@ -1011,7 +1018,7 @@ def cudagraph_estimate(
     (:data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`, Model Runner V2's
     :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2` for dense models from 0.29); 0 before 0.17 (not
     estimated) and for dense models in 0.25-0.28 (Model Runner V2's estimate is 0)."""
-    rule = release.dense_graphs if is_dense(model) else "v1"
+    rule = release.dense_graphs if runs_on_model_runner_v2(model, release) else "v1"
     if release.cudagraph == "after_kv" or rule == "none":
         return 0
     graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
