@@ -278,8 +278,13 @@ class SGLangTokenPool:
         return SGLangAnswer(self.dep, self.start(), contexts)
 
     def caveats(self) -> list[str]:
-        """The estimated CUDA total, where the free memory it estimates starts from it."""
-        return [] if self.options.free_before_load_bytes is not None else cuda_total_note(self.dep)
+        return total_note(self.dep, self.start().memory)
+
+
+def total_note(dep: Deployment, memory: SGLangMemory) -> list[str]:
+    """The estimated CUDA total's note where SGLang's free memory is estimated from that total
+    (no ``--free-before-load`` given); else none."""
+    return cuda_total_note(dep) if "free_before_load" in memory.estimated else []
 
 
 class SGLangAnswer:
@@ -330,7 +335,7 @@ def sglang_payload(
         "chunked_prefill_size": memory.chunked_prefill_size,
         "cuda_graph_max_bs": memory.cuda_graph_max_bs,
         "free_before_load_bytes": memory.free_before_load_bytes,
-        "cuda_total_estimated": "free_before_load" in memory.estimated and dep.cuda_total_estimated,
+        "cuda_total_estimated": bool(total_note(dep, memory)),
         "free_after_load_bytes": memory.free_after_load_bytes,
         "estimated": list(memory.estimated),
         "cell_size_bytes": result.cells.cell_size,
@@ -517,8 +522,7 @@ def sglang_lines(
             if result.dp_size > 1 else []
         ),
         *setup.layout_notes,
-        # The estimated free memory starts from the CUDA total: an estimated one is said.
-        *(cuda_total_note(dep) if "free_before_load" in memory.estimated else []),
+        *total_note(dep, memory),
         f"mem_fraction_static={float(memory.mem_fraction_static):g} ({rule})",
         f"Load weight begin. avail mem={log_gib(memory.free_before_load_bytes)}"
         f"{_source(memory, 'free_before_load')}",
