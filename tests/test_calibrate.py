@@ -23,6 +23,7 @@ from kvcalc.calibration.lines import log_lines
 from kvcalc.calibration.sglang_log import SGLangLog
 from kvcalc.calibration.vllm_log import VLLMLog
 from kvcalc.cli.app import app
+from kvcalc.engine.vllm_releases import NEWEST_VERSION
 
 LOGS = Path(__file__).parent / "fixtures" / "calibrate"
 
@@ -173,13 +174,14 @@ def test_a_log_without_its_release_says_whose_rules(runner: CliRunner) -> None:
     name = "vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log"
     result = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
                  "qwen3-0.6b")
-    assert "the log states no vLLM release: kvcalc applies vLLM 0.33.0's rules" in result.stdout
+    assert (f"the log states no vLLM release: kvcalc applies vLLM {NEWEST_VERSION}'s rules"
+            in result.stdout)
     named = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
                 "qwen3-0.6b", "--release", "0.27.1")
     assert "vLLM 0.27 rules" in named.stdout and "states no vLLM release" not in named.stdout
     far = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
               "qwen3-0.6b", "--release", "0.8.5")
-    assert "kvcalc has rules for 0.10 to 0.33.0 and applies vLLM 0.10's" in far.stdout
+    assert f"kvcalc has rules for 0.10 to {NEWEST_VERSION} and applies vLLM 0.10's" in far.stdout
 
 
 def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path: Path) -> None:

@@ -144,6 +144,8 @@ def test_vllm_exact_llama31_8b(runner: CliRunner) -> None:
         "h100",
         "--engine",
         "vllm",
+        "--vllm-version",
+        "0.19",  # the release of the logs these figures come from
         "--kv-memory",
         "58.109GiB",
         "--ctx",
@@ -163,6 +165,8 @@ def test_vllm_exact_gemma3_group_count(runner: CliRunner) -> None:
         "h100",
         "--engine",
         "vllm",
+        "--vllm-version",
+        "0.19",  # the release of the logs these figures come from
         "--kv-memory",
         "20GiB",
         "--ctx",
@@ -190,6 +194,8 @@ def test_vllm_budget_estimate_within_a_few_percent_of_the_log(
         *args,
         "--engine",
         "vllm",
+        "--vllm-version",
+        "0.19",  # the release of the logs these figures come from
         "--gpu-util",
         "0.95",
         "--ctx",

@@ -378,8 +378,9 @@ def test_vllms_spellings_of_the_budget_options(runner: CliRunner) -> None:
     ours = run_json(runner, *VLLM, "--kv-memory", "20GiB")
     for spelling in ("--kv-cache-memory",):
         theirs = run_json(runner, *VLLM, spelling, "20GiB")
-        # Llama-3-8B: 32 layers x 16 tokens x 8 KV heads x (128 + 128) x 2 bytes a block.
-        assert theirs["num_blocks"] == ours["num_blocks"] == 20 * GiB // (32 * 16 * 8 * 256 * 2)
+        # Llama-3-8B: 32 layers x 64 tokens (0.34's default block) x 8 KV heads x (128 + 128)
+        # x 2 bytes a block.
+        assert theirs["num_blocks"] == ours["num_blocks"] == 20 * GiB // (32 * 64 * 8 * 256 * 2)
         assert theirs["kv_cache_memory_bytes"] == 20 * GiB
         assert theirs["gpu_memory_utilization"] is None
     assert ours["kv_cache_memory_bytes"] == 20 * GiB
@@ -396,8 +397,9 @@ def test_the_json_reports_the_inputs_vllm_used(runner: CliRunner) -> None:
         "enable_prefix_caching", "mamba_cache_mode", "num_speculative_tokens", "draft_layers",
     )} == {
         # vllm serve's max_num_seqs on an 80 GB H100 (>= 70 GiB, not an A100): 1024; the
-        # newest release's default utilization, 0.92 (vllm/config/cache.py from 0.20).
-        "gpu_memory_utilization": 0.92, "max_num_batched_tokens": 8_192, "max_num_seqs": 1_024,
+        # newest release's default utilization, 1.0 under its extensible KV cache
+        # (vllm/config/cache.py of 0.34.0; 0.92 from 0.20 to 0.33).
+        "gpu_memory_utilization": 1.0, "max_num_batched_tokens": 8_192, "max_num_seqs": 1_024,
         "decode_context_parallel_size": 1, "data_parallel_size": None,
         "enable_expert_parallel": False, "enable_prefix_caching": True,
         "mamba_cache_mode": None, "num_speculative_tokens": 0, "draft_layers": 0,

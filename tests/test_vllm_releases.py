@@ -428,7 +428,10 @@ def test_utilization_default_is_0_9_until_0_20_then_0_92() -> None:
     # vllm/config/cache.py: Field(default=0.9) in 0.17.0, Field(default=0.92) in 0.20.0.
     assert vllm_release("0.19.1").gpu_memory_utilization == Fraction(9, 10)
     assert vllm_release("0.20").gpu_memory_utilization == Fraction(92, 100)
-    assert vllm_release(NEWEST_VERSION).gpu_memory_utilization == Fraction(92, 100)
+    assert vllm_release("0.33.0").gpu_memory_utilization == Fraction(92, 100)
+    # 0.34: None, resolved to 1.0 under the extensible KV cache, its default on CUDA and ROCm
+    # (CacheConfig.resolved_gpu_memory_utilization, vllm/config/cache.py of 0.34.0).
+    assert vllm_release("0.34").gpu_memory_utilization == 1
 
 
 def test_graph_estimate_is_subtracted_from_0_20() -> None:
@@ -497,7 +500,7 @@ def test_sliding_window_reserve_doubles_from_0_26() -> None:
 
 
 def test_versions_outside_the_table_are_refused() -> None:
-    for text in ("0.9.2", "0.34", "banana"):
+    for text in ("0.9.2", "0.35", "banana"):
         with pytest.raises(EngineRefusal, match="vllm-version"):
             vllm_release(text)
 
@@ -524,7 +527,8 @@ def test_cli_names_the_release_and_reports_its_inputs() -> None:
     assert out.exit_code == 0, out.output
     payload = json.loads(out.output)
     assert payload["vllm_version"] == NEWEST_VERSION
-    assert payload["gpu_memory_utilization"] == 0.92
+    assert payload["gpu_memory_utilization"] == 1.0  # 0.34's extensible KV cache
+    assert payload["kv_sized_after_warmup"] is True
     assert payload["max_num_batched_tokens"] == 2048 and payload["max_num_seqs"] == 256
 
 
@@ -635,7 +639,10 @@ def test_0_11_captures_the_graph_counts_its_logs_print(
 # PR #632); two headless GB10s never started at 0.87 (MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks
 # issue #47, 101.3-102.2 GiB free at boot).
 
-SPARK = ["batch", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k"]
+# request_memory's refusal of a share the OS does not leave free, up to 0.33 (0.34's
+# extensible KV cache takes the share as a cap only).
+SPARK = ["batch", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k",
+         "--vllm-version", "0.33"]
 
 
 def test_vllm_s_default_share_of_a_dgx_spark_is_refused_with_the_share_that_starts() -> None:
@@ -660,9 +667,27 @@ def test_the_refusal_holds_for_decode_and_not_for_a_given_kv_budget() -> None:
     runner = CliRunner()
     given = runner.invoke(app, [*SPARK, "--kv-cache-memory", "40GiB"])
     decode = runner.invoke(app, ["decode", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine",
-                                 "vllm"])
+                                 "vllm", "--vllm-version", "0.33"])
     assert given.exit_code == 0, given.output
     assert decode.exit_code == 2 and "--gpu-util" in decode.stderr
+
+
+def test_0_34_starts_a_dgx_spark_at_its_default_share_and_sizes_it_from_the_free_memory() -> None:
+    # 0.34's request_memory refuses no share under the extensible KV cache ("the budget is only
+    # a cap"), and measure_kv_cache_bytes caps the cache at the memory free after warmup less
+    # its margin: on a unified part that free memory is what the OS leaves, so the pool is
+    # below 0.33's at the share the OS was measured to leave (0.85).
+    base = ["batch", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k",
+            "-f", "json"]
+    runner = CliRunner()
+    new = runner.invoke(app, base)
+    old = runner.invoke(app, [*base, "--vllm-version", "0.33", "--gpu-util", "0.85"])
+    assert new.exit_code == 0 and old.exit_code == 0, new.output + old.output
+    new_doc, old_doc = json.loads(new.stdout), json.loads(old.stdout)
+    assert new_doc["gpu_memory_utilization"] == 1.0 and new_doc["kv_sized_after_warmup"]
+    assert new_doc["kv_cache_upper_bound"]
+    available = [d["contexts"][0]["available_bytes_per_gpu"] for d in (new_doc, old_doc)]
+    assert available[0] < available[1]
 
 
 def test_a_discrete_gpu_has_no_start_up_limit_below_its_total() -> None:
@@ -691,7 +716,7 @@ def test_the_unified_logs_lie_below_kvcalcs_bound(name: str) -> None:
 
 
 def test_a_unified_part_from_the_gpu_alone_says_its_figures_are_an_upper_bound() -> None:
-    two_lengths = [*SPARK[:-1], "8k,32k", "--gpu-util", "0.85"]
+    two_lengths = [*SPARK[:-3], "8k,32k", "--vllm-version", "0.33", "--gpu-util", "0.85"]
     out = CliRunner().invoke(app, two_lengths)
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
@@ -722,7 +747,7 @@ def test_a_given_budget_or_a_discrete_gpu_is_no_bound(args: list[str]) -> None:
 def test_decode_sized_by_vllm_on_a_unified_part_warns_its_batch_is_a_bound() -> None:
     # decode's default batch is the same pool's concurrency: the same bound, said once.
     args = ["decode", "qwen3-0.6b", "--gpus", "dgx-spark", "--engine", "vllm",
-            "--gpu-util", "0.6", "--ctx", "8k"]
+            "--vllm-version", "0.27.1", "--gpu-util", "0.6", "--ctx", "8k"]
     doc = json.loads(CliRunner().invoke(app, [*args, "-f", "json"]).stdout)
     assert [w for w in doc["warnings"] if "upper bound" in w] == [
         w for w in doc["warnings"] if "--calibration" in w

@@ -93,6 +93,10 @@ _V0 = re.compile(
     + r"; PyTorch activation peak memory takes " + _GIB
 )
 _KV_MEMORY = re.compile(r"Available KV cache memory: " + _GIB)
+#: 0.34's extensible KV cache: the size committed after warmup ("Extended KV cache to %d blocks
+#: (%.2f GiB).", ``extend_kv_cache`` in vllm/v1/worker/extensible_kv_cache.py of 0.34.0), which
+#: replaces the profile's "Available KV cache memory" (then only the reserved capacity).
+_KV_EXTENDED = re.compile(r"Extended KV cache to \d+ blocks \(" + _GIB + r"\)")
 #: The post-capture summary's last clause (0.12-0.27; 0.10.2/0.11 print bytes, not read).
 _KV_IN_USE = re.compile(r"Current kv cache memory in use is " + _GIB)
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _GIB + " total")
@@ -220,6 +224,8 @@ def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
             put("activation_peak", m[3])
         elif (m := _LOADING.search(text)) is not None:
             put("weights", m[1], overwrite=False)
+        elif (m := _KV_EXTENDED.search(text)) is not None:
+            put("kv_memory", m[1])  # printed after the "Available" line, and replaces it
         elif (m := _KV_MEMORY.search(text)) is not None:
             put("kv_memory", m[1])
         if (m := _KV_IN_USE.search(text)) is not None:

@@ -88,6 +88,13 @@ from kvcalc.engine.vllm_releases import (
     serve_batch_defaults,
     vllm_release,
 )
+from kvcalc.engine.vllm_warmup import (
+    MARGIN_FLOOR_BYTES_CUDA,
+    MARGIN_FLOOR_BYTES_ROCM,
+    AfterWarmup,
+    graph_pool_bytes,
+    in_use_at_snapshot_bytes,
+)
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
 
@@ -949,9 +956,26 @@ class ProfiledMemory:
     """The CUDA-graph estimate the release subtracts from the budget (0 where it does not)."""
     cudagraph_estimate_bytes: int = 0
     """The estimate as the log prints it, subtracted or not (0 before 0.17: not estimated)."""
+    after_warmup: AfterWarmup | None = None
+    """What 0.34's extensible KV cache measures after warmup (None: sized from the profile)."""
+
+    @property
+    def cudagraph_charged_bytes(self) -> int:
+        """What the budget loses to CUDA graphs: the estimate the release subtracts, or from
+        0.34 the pool captured before the cache is sized."""
+        if self.after_warmup is not None:
+            return self.after_warmup.graph_pool_bytes
+        return self.cudagraph_bytes
 
     @property
     def available_bytes(self) -> int:
+        if self.after_warmup is not None:
+            return self.after_warmup.kv_cache_bytes(
+                self.requested_bytes,
+                self.weights_bytes + self.non_torch_bytes + self.after_warmup.graph_pool_bytes,
+                # the profile's peak activation, the reserve warmup keeps free
+                self.activation_peak_bytes + self.cudagraph_estimate_bytes,
+            )
         return self.requested_bytes - (
             self.weights_bytes
             + self.activation_peak_bytes
@@ -977,7 +1001,10 @@ def is_dense(model: ModelSpec) -> bool:
 
 def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
     """Whether ``release`` runs ``model`` on Model Runner V2: a dense model from 0.25, when V2
-    became their default (its graph rule no longer V1's); MoE and hybrid models stay on V1."""
+    became their default (its graph rule no longer V1's); MoE and hybrid models stay on V1
+    until 0.34 removed it (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.model_runner_v1`)."""
+    if not release.model_runner_v1:
+        return True
     return is_dense(model) and release.dense_graphs != "v1"
 
 
@@ -1021,14 +1048,23 @@ def cudagraph_estimate(
     rule = release.dense_graphs if runs_on_model_runner_v2(model, release) else "v1"
     if release.cudagraph == "after_kv" or rule == "none":
         return 0
-    graphs = capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
-        release, max_num_seqs, max_num_batched_tokens
-    )
-    layers = max(len(stage) for stage in pipeline_stage_layers(model.num_layers, pp))
     per_graph_layer = (
         CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 if rule == "v2" else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
     )
-    return graphs * layers * per_graph_layer
+    graphs = captured_graphs(release, max_num_seqs, max_num_batched_tokens)
+    return graphs * stage_layers(model, pp) * per_graph_layer
+
+
+def captured_graphs(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """The CUDA graphs a worker captures: the PIECEWISE sizes and the FULL ones."""
+    return capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
+        release, max_num_seqs, max_num_batched_tokens
+    )
+
+
+def stage_layers(model: ModelSpec, pp: int) -> int:
+    """The layers of the largest pipeline stage."""
+    return max(len(stage) for stage in pipeline_stage_layers(model.num_layers, pp))
 
 
 def profile_kv_memory(
@@ -1043,18 +1079,35 @@ def profile_kv_memory(
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     release: VLLMRelease | None = None,
     scale_up_link: bool = True,
+    rocm: bool = False,
+    unified_in_use_bytes: int | None = None,
 ) -> tuple[ProfiledMemory, ...]:
     """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
     ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
     weights - activation peak - non-torch - the CUDA-graph estimate where the release
-    subtracts it. ``weights_per_gpu`` is one figure, or one per stage; ``scale_up_link`` False
-    for GPUs joined by PCIe alone (:func:`~kvcalc.engine.overhead.non_torch_memory`). An
-    estimate: expect a few percent of run-to-run variation, and pass the logged figure when you
-    have one."""
+    subtracts it; from 0.34 what its extensible KV cache measures after warmup
+    (:mod:`kvcalc.engine.vllm_warmup`: ``rocm`` for its margin, ``unified_in_use_bytes`` what
+    a unified part's OS leaves unavailable at start). ``weights_per_gpu`` is one figure, or one
+    per stage; ``scale_up_link`` False for GPUs joined by PCIe alone
+    (:func:`~kvcalc.engine.overhead.non_torch_memory`). An estimate: expect a few percent of
+    run-to-run variation, and pass the logged figure when you have one."""
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
     graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens, pp)
+    warmup = None
+    if rules.kv_sizing == "after_warmup":
+        warmup = AfterWarmup(
+            device_total_bytes=gpu_memory_bytes,
+            in_use_at_snapshot_bytes=in_use_at_snapshot_bytes(
+                tp * pp > 1, unified_in_use_bytes
+            ),
+            graph_pool_bytes=graph_pool_bytes(
+                captured_graphs(rules, max_num_seqs, max_num_batched_tokens),
+                stage_layers(model, pp),
+            ),
+            margin_floor_bytes=MARGIN_FLOOR_BYTES_ROCM if rocm else MARGIN_FLOOR_BYTES_CUDA,
+        )
     return tuple(
         ProfiledMemory(
             requested_bytes=requested,
@@ -1072,8 +1125,9 @@ def profile_kv_memory(
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
             + consumed_runner_buffers(model, rules, max_num_batched_tokens),
-            cudagraph_bytes=graphs if rules.cudagraph == "subtracted" else 0,
+            cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
+            after_warmup=warmup,
         )
         for s, w in enumerate(weights)
     )
@@ -1155,17 +1209,20 @@ def check_batch_sizes(dep: Deployment, tokens: int, seqs: int) -> None:
     )
 
 
-def check_starts(dep: Deployment, utilization: float | Fraction) -> None:
+def check_starts(dep: Deployment, inputs: VLLMInputs) -> None:
     """Refuse a share of a unified part's memory its OS is not known to leave available: on an
     integrated GPU vLLM's free memory is the OS's MemAvailable (``MemorySnapshot.measure``,
     vllm/utils/mem_utils.py) and ``request_memory`` (vllm/v1/worker/utils.py) refuses to start
-    when ``ceil(total x gpu_memory_utilization)`` is more than that. A KV budget given directly
+    when ``ceil(total x gpu_memory_utilization)`` is more than that, except under 0.34's
+    extensible KV cache, whose budget "is only a cap; exceeding free memory over-reserves
+    address space rather than pages" (``request_memory`` of 0.34.0). A KV budget given directly
     (``--kv-cache-memory``, a calibration) comes with the share its run started at, which kvcalc
     does not take beside it: such a deployment is not refused."""
     acc = dep.gpus.accelerator
     available = acc.available_at_start_bytes
-    if available is None or dep.kv_budget_given:
+    if available is None or dep.kv_budget_given or inputs.release.kv_sizing == "after_warmup":
         return
+    utilization = inputs.gpu_memory_utilization
     requested = requested_memory(dep.cuda_total_bytes_per_gpu, utilization)
     if requested <= available:
         return
@@ -1239,7 +1296,18 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         max_num_seqs=inputs.max_num_seqs,
         release=inputs.release,
         scale_up_link=dep.gpus.accelerator.interconnect is not None,
+        rocm=dep.gpus.accelerator.vendor == "amd",
+        unified_in_use_bytes=unified_in_use(dep),
     )
+
+
+def unified_in_use(dep: Deployment) -> int | None:
+    """What a unified part's OS was measured to leave unavailable at start-up (None: not a
+    unified part, or not measured)."""
+    available = dep.gpus.accelerator.available_at_start_bytes
+    if available is None:
+        return None
+    return max(dep.cuda_total_bytes_per_gpu - available, 0)
 
 
 def vllm_memory_terms_for(
@@ -1316,7 +1384,7 @@ def vllm_kv_cache_for(
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
     serving = serving or VLLMServing()
     inputs = inputs or vllm_inputs(dep, serving.vllm_version)
-    check_starts(dep, inputs.gpu_memory_utilization)
+    check_starts(dep, inputs)
     setup = serving_setup(dep, serving, inputs)
     result = deployment_kv_cache(
         dep,

@@ -52,8 +52,19 @@ if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
     from kvcalc.engine.vllm_releases import VLLMRelease
 
-#: vLLM's ``CacheConfig.DEFAULT_BLOCK_SIZE``.
+#: vLLM's ``CacheConfig.DEFAULT_BLOCK_SIZE`` up to 0.33 (64 from 0.34:
+#: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.default_block`), and ROCM_ATTN's preferred
+#: block in every release ("Only 16 (and 32 ...) runs on the native C++ paged-attention
+#: kernel", ``RocmAttentionBackend.get_preferred_block_size``, rocm_attn.py of 0.34.0).
 DEFAULT_BLOCK = 16
+
+
+def preferred_block(release: VLLMRelease, sizes: tuple[int, ...] = ()) -> int:
+    """``get_preferred_block_size(DEFAULT_BLOCK_SIZE)`` of a backend whose kernel takes the
+    block ``sizes`` (empty: any multiple of 16): the release's default when the kernel takes
+    it, else the smallest it takes (vllm/v1/attention/backend.py)."""
+    default = release.default_block
+    return default if not sizes or default in sizes else min(sizes)
 
 ModelKind = Literal["attention", "mla", "sparse_mla", "hybrid"]
 
@@ -111,7 +122,7 @@ def mixed_head_backend(
         return None
     if rule == "fa4_or_triton" and capability is not None and capability[0] in (9, 10, 11):
         return None  # FlashAttention 4 for every layer, the backend the list picks
-    return BackendBlock("TRITON_ATTN", DEFAULT_BLOCK)
+    return BackendBlock("TRITON_ATTN", preferred_block(release))
 
 
 def default_backend_block(
@@ -134,20 +145,27 @@ def default_backend_block(
             return forced
         if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
             return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
-        # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16.
-        return BackendBlock("FLASHINFER" if capability[0] == 10 else "FLASH_ATTN", DEFAULT_BLOCK)
+        # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16
+        # and 64 ([16, 32, 64]; a multiple of 16).
+        return BackendBlock(
+            "FLASHINFER" if capability[0] == 10 else "FLASH_ATTN", preferred_block(release)
+        )
     if capability is None:  # ROCm: Triton MLA (AITER off); the sparse kernels take any (1)
         sparse = kind == "sparse_mla"
-        return BackendBlock("ROCM_AITER_MLA_SPARSE" if sparse else "TRITON_MLA", DEFAULT_BLOCK)
+        return BackendBlock(
+            "ROCM_AITER_MLA_SPARSE" if sparse else "TRITON_MLA", preferred_block(release)
+        )
     if kind == "sparse_mla":
         return BackendBlock("FLASHMLA_SPARSE", 64)
     major = capability[0]
     if release.backend_rule == "preferred":
         if major == 9:
-            return BackendBlock("FLASHMLA", 64) if fp8_cache else BackendBlock("FLASH_ATTN_MLA", 16)
+            if fp8_cache:
+                return BackendBlock("FLASHMLA", 64)
+            return BackendBlock("FLASH_ATTN_MLA", preferred_block(release))
         if major == 10:
-            return BackendBlock("FLASHINFER_MLA", 32)
-        return BackendBlock("TRITON_MLA", DEFAULT_BLOCK)
+            return BackendBlock("FLASHINFER_MLA", preferred_block(release, (32, 64)))
+        return BackendBlock("TRITON_MLA", preferred_block(release))
     blackwell = capability == (10, 0) if release.backend_rule == "cutlass_sm100" else major == 10
     if blackwell:
         if release.backend_rule == "flashinfer_sm10x":

@@ -1,4 +1,4 @@
-"""What changed from vLLM 0.10 to 0.33 on the path from GPU memory to KV blocks: one row per
+"""What changed from vLLM 0.10 to 0.34 on the path from GPU memory to KV blocks: one row per
 release family, stating only what that family changed from the one before (the first states
 every rule), each rule with its source.
 
@@ -8,9 +8,9 @@ themselves. Sources are the reference ``shared/reference/vllm-releases.md`` (PRs
 logs it cites) and the released wheels' own code, read from ``pip download vllm==X --no-deps``
 (``vllm/config/cache.py``, ``vllm/envs.py``, ``vllm/engine/arg_utils.py``,
 ``vllm/config/vllm.py``, ``vllm/v1/core/kv_cache_utils.py``, ``vllm/v1/worker/gpu_worker.py``)
-for 0.10.2, 0.11.0, 0.17.0, 0.20.0, 0.21.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.30.0, 0.32.0 and
-0.33.0. Where the wheel and the reference disagree the wheel wins (0.20.0 already defaults to
-0.92 and subtracts the CUDA-graph estimate; its token line is still block-based).
+for 0.10.2, 0.11.0, 0.17.0, 0.20.0, 0.21.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.30.0, 0.32.0,
+0.33.0 and 0.34.0. Where the wheel and the reference disagree the wheel wins (0.20.0 already
+defaults to 0.92 and subtracts the CUDA-graph estimate; its token line is still block-based).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ GraphRule = Literal["after_kv", "printed", "subtracted"]
 DenseGraphRule = Literal["v1", "none", "v2"]
 BackendRule = Literal["cutlass_sm100", "cutlass_sm10x", "flashinfer_sm10x", "preferred"]
 MixedHeadRule = Literal["per_layer", "triton_above_256", "fa4_or_triton"]
+KVSizing = Literal["profiled", "after_warmup"]
 
 
 class VLLMVersionError(EngineRefusal):
@@ -136,6 +137,28 @@ class VLLMRelease:
     priority list's backend then kept, else TRITON_ATTN ("fa4_or_triton", 0.25.0, 0.27.1,
     0.28.0, 0.33.0)."""
 
+    model_runner_v1: bool
+    """Model Runner V1 is still in the wheel, and runs every model Model Runner V2 does not take
+    (MoE and hybrid models; dense ones from 0.25). 0.34 removed it ("Model Runner V1 has been
+    removed", ``Platform.validate_environ``, vllm/platforms/interface.py of 0.34.0; no
+    vllm/v1/worker/gpu_model_runner.py), so V2 runs every model there."""
+
+    kv_sizing: KVSizing
+    """How the KV cache is sized: from the profile run's estimate before the cache is
+    allocated ("profiled", up to 0.33); or, by 0.34's default extensible KV cache, from the
+    memory free after warmup and CUDA-graph capture ("after_warmup",
+    :mod:`kvcalc.engine.vllm_warmup`), where ``--gpu-memory-utilization`` defaults to 1.0
+    (``CacheConfig.resolved_gpu_memory_utilization``, vllm/config/cache.py of 0.34.0). A KV
+    budget given (``--kv-cache-memory``) turns it off (``_resolve_extensible_kv_cache``,
+    vllm/config/vllm.py of 0.34.0): then the budget stands, as in every release."""
+
+    default_block: int
+    """``CacheConfig.DEFAULT_BLOCK_SIZE``, what ``get_preferred_block_size`` is asked for: 16 up
+    to 0.33, 64 from 0.34 (vllm/config/cache.py of 0.34.0), which every default CUDA backend
+    takes (FLASH_ATTN, TRITON_ATTN and TRITON_MLA a multiple of 16, FLASHINFER and
+    FLASHINFER_MLA 64 among theirs) but ROCM_ATTN, which prefers 16 whatever it is asked
+    (vllm/v1/attention/backends of 0.34.0)."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -186,7 +209,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              async_in_flight=False, accounting="non_torch", large_device_tier=False,
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
-             backend_rule="cutlass_sm100", mixed_head_backend="per_layer"),
+             backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
+             kv_sizing="profiled", default_block=16),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -246,12 +270,19 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
     _then("0.33"),
+    # 0.34: Model Runner V1 removed, so V2 runs every model; the extensible KV cache, on by
+    # default on CUDA and ROCm, sizes the cache after warmup and graph capture with the
+    # utilization defaulting to 1.0; the default block 64 (vllm/v1/worker/
+    # extensible_kv_cache.py, vllm/config/cache.py, vllm/platforms/interface.py of 0.34.0).
+    # get_batch_defaults (arg_utils.py) and the token line (kv_cache_utils.py) are unchanged.
+    _then("0.34", model_runner_v1=False, kv_sizing="after_warmup", default_block=64,
+          gpu_memory_utilization=Fraction(1)),
 )
 
-#: The oldest and the newest release kvcalc has rules for (0.33.0 is the newest on the
+#: The oldest and the newest release kvcalc has rules for (0.34.0 is the newest on the
 #: package index as of this writing).
 OLDEST_VERSION = "0.10"
-NEWEST_VERSION = "0.33.0"
+NEWEST_VERSION = "0.34.0"
 #: The release the block model was checked against (61 vLLM 0.19.0 H100 logs).
 BLOCK_MODEL_VERSION = "0.19"
 DEFAULT_VERSION = NEWEST_VERSION

@@ -75,8 +75,8 @@ def unified_note(dep: Deployment) -> str | None:
     return (
         f"{acc.id} memory is unified: the CPU, the OS and other processes share its "
         f"{dep.memory_bytes_per_gpu / GiB:,.2f} GiB with the engine, so leave them room in the "
-        "engine's share (vLLM starts only when the OS reports the share it requests available, "
-        "MemAvailable)"
+        "engine's share (vLLM up to 0.33 starts only when the OS reports the share it requests "
+        "available, MemAvailable; 0.34 sizes its cache from what is free after warmup)"
     )
 
 

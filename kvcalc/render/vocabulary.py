@@ -251,6 +251,7 @@ class BatchVllmDocument(EngineDocument):
     max_num_seqs: int
     cudagraph_memory_bytes: int | None
     kv_cache_upper_bound: bool
+    kv_sized_after_warmup: bool
     cuda_total_estimated: bool
     decode_context_parallel_size: int
     data_parallel_size: int | None
@@ -965,7 +966,12 @@ VOCABULARY: dict[str, Term] = {
         "the CUDA graphs, max_batch_per_replica's cap"
     ),
     "cudagraph_memory_bytes": Term(
-        B, "CUDA-graph estimate taken from each GPU's KV budget (null: budget given)"
+        B, "CUDA-graph memory taken from each GPU's KV budget: the estimate up to vLLM 0.33, "
+        "the captured pool from 0.34 (null: budget given)"
+    ),
+    "kv_sized_after_warmup": Term(
+        "", "true: vLLM 0.34+ sizes the pool from the memory free after warmup and graph "
+        "capture (its extensible KV cache), figures kvcalc estimates from earlier releases' logs"
     ),
     "kv_cache_upper_bound": Term(
         "", "true: a unified part's budget from the GPU alone, at most vLLM's (the host's use "

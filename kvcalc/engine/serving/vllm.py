@@ -39,7 +39,7 @@ _OWN: dict[str, Any] = {"engine": _NAME, "panel": "vLLM engine"}
 #: ``vllm serve``'s own options, named as vLLM names them (:mod:`kvcalc.engine.vllm_parallel`),
 #: and the release whose rules apply (:mod:`kvcalc.engine.vllm_releases`).
 VLLM_INPUTS: tuple[Input, ...] = (
-    Input("vllm_version", "text", "release, 0.10-0.33 [default: 0.33.0]",
+    Input("vllm_version", "text", "release, 0.10-0.34 [default: 0.34.0]",
           metavar="X.Y[.Z]", **_OWN),
     Input("max_num_seqs", "count",
           "most requests running at once: caps the batch, sizes the sampler's profile and "
@@ -66,7 +66,7 @@ VLLM_INPUTS: tuple[Input, ...] = (
 class VLLM(Engine):
     name = _NAME
     label = "vLLM"
-    summary = "vllm: vLLM's exact block count (0.10-0.33)"
+    summary = "vllm: vLLM's exact block count (0.10-0.34)"
     plans = True
     takes_lengths = True
     refusals = Refusals({
@@ -226,7 +226,7 @@ class VLLMPool:
         return VLLMAnswer(self.dep, results, self.inputs, self.serving)
 
     def caveats(self) -> list[str]:
-        return estimate_notes(self.dep)
+        return estimate_notes(self.dep, self.inputs)
 
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
@@ -335,7 +335,7 @@ def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> d
     estimated = not dep.kv_budget_given
     graphs = None
     if estimated and dep.overhead_bytes is None:
-        graphs = max(t.cudagraph_bytes for t in vllm_memory_terms(dep, inputs))
+        graphs = max(t.cudagraph_charged_bytes for t in vllm_memory_terms(dep, inputs))
     given = serving.enable_prefix_caching
     return {
         "vllm_version": inputs.version,
@@ -383,11 +383,35 @@ def total_estimated(dep: Deployment) -> bool:
     return dep.cuda_total_estimated and not dep.kv_budget_given
 
 
-def estimate_notes(dep: Deployment) -> list[str]:
+def estimate_notes(dep: Deployment, inputs: VLLMInputs) -> list[str]:
     """What the pool's figures rest on that kvcalc could not know: an estimated CUDA total
-    (:func:`~kvcalc.engine.serving.base.cuda_total_note`) and a unified part's bound."""
+    (:func:`~kvcalc.engine.serving.base.cuda_total_note`), a unified part's bound, and a
+    release sized after warmup that no public log has checked yet."""
     total = cuda_total_note(dep) if total_estimated(dep) else []
-    return [*total, *upper_bound_note(dep)]
+    return [*total, *upper_bound_note(dep), *after_warmup_note(dep, inputs)]
+
+
+def sized_after_warmup(dep: Deployment, inputs: VLLMInputs) -> bool:
+    """Whether vLLM sizes ``dep``'s cache after warmup (0.34's extensible KV cache) and kvcalc
+    estimates what it measures: not when a KV budget or an overhead is given."""
+    return (
+        inputs.release.kv_sizing == "after_warmup"
+        and not dep.kv_budget_given
+        and dep.overhead_bytes is None
+    )
+
+
+def after_warmup_note(dep: Deployment, inputs: VLLMInputs) -> list[str]:
+    """The one note of a budget 0.34 measures after warmup (:mod:`kvcalc.engine.vllm_warmup`):
+    its terms come from earlier releases' logs, none yet from a 0.34 start-up."""
+    if not sized_after_warmup(dep, inputs):
+        return []
+    return [
+        f"vLLM {inputs.version} sizes the KV cache from the memory free after warmup and CUDA-"
+        "graph capture; kvcalc reads that rule from its code, with figures from earlier "
+        "releases' start-up logs (no public 0.34 log checked yet): for your machine's pool give "
+        "--kv-cache-memory, or --calibration from its start-up log"
+    ]
 
 
 def upper_bound_note(dep: Deployment) -> list[str]:
@@ -446,6 +470,7 @@ VLLM_FIELDS = (
     "block_size",
     *SERVING_FIELDS,
     "kv_cache_upper_bound",
+    "kv_sized_after_warmup",
     "cuda_total_estimated",
     "context_tokens",
     "max_model_len",
@@ -498,6 +523,7 @@ class VLLMAnswer:
             "block_size": None if own_blocks else block_size,
             **serving_keys(dep, self.serving, inputs),
             "kv_cache_upper_bound": kv_cache_upper_bound(dep),
+            "kv_sized_after_warmup": sized_after_warmup(dep, inputs),
             "cuda_total_estimated": total_estimated(dep),
             **setup.layout,
         }
@@ -525,17 +551,23 @@ class VLLMAnswer:
             f"pp {dep.pp}, KV {setup.kv_label}, {block}"
         )
         header += serving_note(self.serving)
+        scheduler = (f"max_num_batched_tokens {inputs.max_num_batched_tokens:,}, max_num_seqs "
+                     f"{inputs.max_num_seqs:,}")
         graphs = head["cudagraph_memory_bytes"]
         # As vLLM 0.20+ logs its estimate; a given budget or a release that captures the graphs
-        # after the KV cache subtracts none, and the line is left out.
+        # after the KV cache subtracts none, and the line is left out. 0.34 measures the pool.
         graph_line = [f"Estimated CUDA graph memory: {graphs / GiB:.2f} GiB total "
                       "(subtracted from the KV budget)"] if graphs else []
+        if head["kv_sized_after_warmup"]:
+            graph_line = [f"CUDA graph pool: {(graphs or 0) / GiB:.2f} GiB (measured with the "
+                          "rest after capture, as 0.34 sizes the KV cache)"]
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
             records=records,
             fields=VLLM_FIELDS,
-            lines=[header, *setup.layout_notes, *estimate_notes(dep), *graph_line,
+            lines=[header, scheduler, *setup.layout_notes, *estimate_notes(dep, inputs),
+                   *graph_line,
                    *(line for r in results for line in vllm_lines(r))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],

@@ -1,0 +1,99 @@
+"""vLLM 0.34's extensible KV cache: the cache sized from the memory free after warmup and
+CUDA-graph capture, not from the profile run's estimate.
+
+Read in the 0.34.0 wheel (``pip download vllm==0.34.0 --no-deps``): the worker reserves the
+cache's address range, runs the profile, warmup and graph capture, then
+``measure_kv_cache_blocks`` (vllm/v1/worker/extensible_kv_cache.py) empties torch's cache and
+commits
+
+    min(requested - used, headroom - margin) - transient
+
+bytes (``measure_kv_cache_bytes``), where
+
+* ``requested`` is ``ceil(total x gpu_memory_utilization)``, the utilization 1.0 unless given
+  (``CacheConfig.resolved_gpu_memory_utilization``, vllm/config/cache.py);
+* ``used`` is everything resident beside the cache then: the init snapshot's free memory less
+  the free memory now (the weights, non-torch memory, the CUDA graphs' pool);
+* ``headroom`` is the free memory now: the device less what was in use at the init snapshot
+  (the CUDA context, NCCL) and ``used``;
+* ``transient`` is the larger of the profile's peak activation (its transient headroom plus
+  the CUDA-graph estimate, ``Worker.initialize_from_config``) and the warmup steps' own
+  transient peaks (``run_kv_cache_sizing_warmup``, vllm/v1/worker/gpu/warmup.py), and of
+  torch's reservation growth over them;
+* ``margin`` is ``max(1 GiB, 0.75 x transient)`` on CUDA, a 3 GiB floor on ROCm
+  (``KV_CACHE_MARGIN_FLOOR_BYTES``, ``KV_CACHE_MARGIN_FRACTION``).
+
+At the default utilization the cap is the headroom: the cache takes the device's free memory
+less the margin and the transient, where up to 0.33 it took ``0.92 x total`` less the profile's
+terms. The figures below that vLLM measures and kvcalc estimates carry no 0.34 log yet
+(tests/fixtures/vllm_logs/README.md): each is taken from earlier releases' public lines, and
+the output says so (:func:`kvcalc.engine.serving.vllm.release_notes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from kvcalc.engine.units import GiB
+
+#: ``KV_CACHE_MARGIN_FLOOR_BYTES`` and ``KV_CACHE_MARGIN_FRACTION`` (extensible_kv_cache.py of
+#: 0.34.0): "ROCr also maps kernel scratch outside the allocator [...], so ROCm keeps a larger
+#: floor".
+MARGIN_FLOOR_BYTES_CUDA = 1 * GiB
+MARGIN_FLOOR_BYTES_ROCM = 3 * GiB
+MARGIN_FRACTION = Fraction(3, 4)
+
+#: What a worker has in use when vLLM takes its init snapshot (``Worker.init_device``, after
+#: NCCL is set up): the device total less the snapshot's free memory, as the accounting line
+#: prints them ("Free memory on device (F/T GiB) on startup"). Alone on its GPU: 79.19 - 78.68
+#: GiB in the three vLLM 0.19.0 H100 TP 1 logs of tests/fixtures/calibrate/ (Qwen2.5-7B,
+#: Qwen3-8B, Gemma-3-27B; the logs that set kvcalc's other profile constants). In a TP or PP
+#: group: 79.19 - 77.66 in the 0.19.0 H100 Llama-3.1-8B TP 2 log there (its PP 2 log prints
+#: 77.76, the Mixtral TP 2 log 77.18). Other public lines, held back: 0.23 to 0.91 GiB alone
+#: (a 16 GB card, the A100, the RTX PRO 6000), 0.60 for the H200 at TP 2 under 0.11.
+IN_USE_AT_SNAPSHOT_ALONE_BYTES = int(Fraction("0.51") * GiB)
+IN_USE_AT_SNAPSHOT_GROUP_BYTES = int(Fraction("1.53") * GiB)
+
+#: The CUDA graphs' pool as ``capture_model`` returns it ("X GiB for CUDAGraph memory"), per
+#: graph and layer, Model Runner V2: 0.23 GiB for 51 + 35 graphs of Llama-3.1-8B's 32 layers
+#: on an A100 under vLLM 0.31.0 (tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, which also
+#: set V2's estimate, :data:`kvcalc.engine.vllm.CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2`). The
+#: estimate is not the pool: up to 0.33 the budget lost the estimate; from 0.34 the pool is
+#: measured as it stands and the estimate only joins the transient reserve.
+GRAPH_POOL_BYTES_PER_GRAPH_LAYER = int(Fraction("0.23") * GiB) // (86 * 32)
+
+
+def in_use_at_snapshot_bytes(in_group: bool, unified_in_use_bytes: int | None) -> int:
+    """What the worker has in use at the init snapshot: on a unified part, what the OS was
+    measured to leave unavailable at start-up (``unified_in_use_bytes``: its free memory is
+    the OS's MemAvailable); else the context's and NCCL's, alone or in a TP/PP group."""
+    if unified_in_use_bytes is not None:
+        return unified_in_use_bytes
+    return IN_USE_AT_SNAPSHOT_GROUP_BYTES if in_group else IN_USE_AT_SNAPSHOT_ALONE_BYTES
+
+
+def graph_pool_bytes(graphs: int, layers: int) -> int:
+    """The CUDA graphs' captured pool on one worker (0 with no graphs)."""
+    return graphs * layers * GRAPH_POOL_BYTES_PER_GRAPH_LAYER
+
+
+@dataclass(frozen=True)
+class AfterWarmup:
+    """What 0.34 measures after warmup beside the profile's terms, on one worker."""
+
+    device_total_bytes: int
+    """The CUDA total vLLM reads (``mem_get_info``)."""
+    in_use_at_snapshot_bytes: int
+    graph_pool_bytes: int
+    margin_floor_bytes: int = MARGIN_FLOOR_BYTES_CUDA
+
+    def margin_bytes(self, transient_bytes: int) -> int:
+        return max(self.margin_floor_bytes, int(transient_bytes * MARGIN_FRACTION))
+
+    def kv_cache_bytes(self, requested_bytes: int, used_bytes: int, transient_bytes: int) -> int:
+        """``measure_kv_cache_bytes``: what the cache may take (negative: no room), given
+        ``used_bytes`` resident beside it and the ``transient_bytes`` kept free."""
+        headroom = self.device_total_bytes - self.in_use_at_snapshot_bytes - used_bytes
+        cap = min(requested_bytes - used_bytes, headroom - self.margin_bytes(transient_bytes))
+        return cap - transient_bytes

@@ -1,0 +1,150 @@
+"""vLLM 0.34: Model Runner V1 removed, the extensible KV cache sized after warmup, block 64.
+
+Each expectation is what the 0.34.0 wheel's code does (vllm/v1/worker/extensible_kv_cache.py,
+vllm/config/cache.py, vllm/platforms/interface.py, vllm/v1/attention/backends), checked as the
+relations it implies between kvcalc's answers; no public 0.34 start-up log exists yet to set
+beside them (tests/fixtures/vllm_logs/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specs import registry_model
+from typer.testing import CliRunner
+
+from kvcalc.calibration.lines import log_lines
+from kvcalc.calibration.vllm_log import parse_vllm_log
+from kvcalc.cli.app import app
+from kvcalc.engine.deployment import deployment
+from kvcalc.engine.units import GiB
+from kvcalc.engine.vllm import (
+    consumed_runner_buffers,
+    runs_on_model_runner_v2,
+    vllm_inputs,
+    vllm_memory_terms,
+)
+from kvcalc.engine.vllm_backends import deployment_backend_block
+from kvcalc.engine.vllm_releases import vllm_release
+from kvcalc.engine.vllm_warmup import MARGIN_FLOOR_BYTES_CUDA, AfterWarmup
+from kvcalc.registry.gpus import parse_gpu_set
+
+
+def batch(*args: str) -> dict[str, Any]:
+    out = CliRunner().invoke(app, ["batch", *args, "--engine", "vllm", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def available(doc: dict[str, Any]) -> int:
+    value: int = doc["contexts"][0]["available_bytes_per_gpu"]
+    return value
+
+
+def test_model_runner_v2_runs_every_model_from_0_34() -> None:
+    # "Model Runner V1 has been removed" (Platform.validate_environ, 0.34.0): MoE and hybrid
+    # models leave V1, and with it V1's inputs_embeds in consumed memory.
+    moe, hybrid = registry_model("qwen3-30b-a3b"), registry_model("qwen3.5-0.8b")
+    for model in (moe, hybrid):
+        assert not runs_on_model_runner_v2(model, vllm_release("0.33"))
+        assert runs_on_model_runner_v2(model, vllm_release("0.34"))
+    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192) > 0
+    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192) == 0
+
+
+def test_the_default_block_is_64_from_0_34_but_rocm_attn_keeps_16() -> None:
+    def block(gpu: str, version: str) -> int:
+        dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set(gpu))
+        chosen = deployment_backend_block(dep, vllm_release(version))
+        assert chosen is not None
+        return chosen.block_size
+
+    assert (block("h100", "0.33"), block("h100", "0.34")) == (16, 64)
+    assert (block("b200", "0.33"), block("b200", "0.34")) == (16, 64)  # FLASHINFER
+    assert (block("mi300x", "0.33"), block("mi300x", "0.34")) == (16, 16)  # ROCM_ATTN
+
+
+def test_the_cache_takes_the_free_memory_at_the_default_share() -> None:
+    # measure_kv_cache_bytes: min(requested - used, headroom - margin) - transient. At the
+    # default 1.0 the headroom binds, so 0.99 changes nothing; a low share binds instead.
+    base = ("llama3.1-8b", "--gpus", "a100", "--ctx", "8k")
+    default, near, low = (batch(*base), batch(*base, "--gpu-util", "0.99"),
+                          batch(*base, "--gpu-util", "0.5"))
+    assert default["gpu_memory_utilization"] == 1.0 and default["kv_sized_after_warmup"]
+    assert available(near) == available(default)
+    assert available(low) < available(default)
+
+
+def test_the_margin_and_the_transient_are_kept_free() -> None:
+    # The bytes the cache may take are the device's headroom less max(1 GiB, 0.75 x transient)
+    # and the transient itself: a larger transient costs 1.75 of itself above the floor.
+    warm = AfterWarmup(device_total_bytes=80 * GiB, in_use_at_snapshot_bytes=GiB // 2,
+                       graph_pool_bytes=GiB // 4)
+    small, large = (warm.kv_cache_bytes(80 * GiB, 16 * GiB, t) for t in (GiB // 2, 4 * GiB))
+    assert small == 80 * GiB - GiB // 2 - 16 * GiB - MARGIN_FLOOR_BYTES_CUDA - GiB // 2
+    assert small - large == (4 * GiB - GiB // 2) + (3 * GiB - MARGIN_FLOOR_BYTES_CUDA)
+
+
+def test_rocm_keeps_a_larger_margin() -> None:
+    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set("mi300x"))
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34"))
+    assert terms.after_warmup is not None and terms.after_warmup.margin_floor_bytes == 3 * GiB
+
+
+def test_a_given_kv_budget_turns_the_measurement_off() -> None:
+    # _resolve_extensible_kv_cache: "kv_cache_memory_bytes overrides" it; the budget stands.
+    doc = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "8k", "--kv-cache-memory", "40GiB")
+    assert not doc["kv_sized_after_warmup"]
+    assert available(doc) == 40 * GiB
+    assert not any("after warmup" in w for w in doc.get("warnings") or [])
+
+
+def test_the_figure_says_once_what_it_rests_on() -> None:
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "vllm",
+                                   "--ctx", "8k,32k"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert text.count("no public 0.34 log checked yet") == 1
+    assert "CUDA graph pool" in text and "Estimated CUDA graph memory" not in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["llama3.1-8b", "qwen3-30b-a3b", "qwen3.5-0.8b", "gemma3-27b"]),
+       st.sampled_from(["h100", "a100", "l40s", "rtx-4090", "2xh100"]))
+def test_the_cache_never_exceeds_the_free_memory_it_is_measured_from(model: str,
+                                                                     gpus: str) -> None:
+    # Whatever the model: the cache, the engine's own use, the margin and the transient fit in
+    # the device less what was in use at the snapshot.
+    dep = deployment(registry_model(model), parse_gpu_set(gpus), tp=2 if "2x" in gpus else 1)
+    for terms in vllm_memory_terms(dep, vllm_inputs(dep, "0.34")):
+        warm = terms.after_warmup
+        assert warm is not None
+        transient = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
+        used = terms.weights_bytes + terms.non_torch_bytes + warm.graph_pool_bytes
+        assert (terms.available_bytes + used + transient + warm.margin_bytes(transient)
+                <= warm.device_total_bytes - warm.in_use_at_snapshot_bytes)
+
+
+@pytest.mark.parametrize("version", ["0.33", "0.34"])
+def test_max_batch_never_rises_with_context(version: str) -> None:
+    doc = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "4k,16k,64k", "--vllm-version",
+                version)
+    batches = [c["max_batch"] for c in doc["contexts"]]
+    assert batches == sorted(batches, reverse=True)
+
+
+def test_calibrate_reads_the_size_0_34_commits_after_warmup() -> None:
+    # The two lines as 0.34.0's format strings print them (determine_available_memory's
+    # "Available KV cache memory" is the reserved capacity; extend_kv_cache's line the cache).
+    log = parse_vllm_log(log_lines(
+        "INFO [gpu_worker.py:790] Available KV cache memory: 64.61 GiB\n"
+        "INFO [extensible_kv_cache.py:570] Extended KV cache to 7776 blocks (60.75 GiB).\n"
+        "INFO [kv_cache_utils.py:1180] GPU KV cache size: 497,664 tokens, Maximum concurrency "
+        "for 8,192 tokens per request: 60.75x\n"
+    ))
+    assert log.kv_memory is not None and log.kv_memory.text == "60.75"
