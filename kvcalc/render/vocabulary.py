@@ -966,12 +966,12 @@ VOCABULARY: dict[str, Term] = {
         "the CUDA graphs, max_batch_per_replica's cap"
     ),
     "cudagraph_memory_bytes": Term(
-        B, "CUDA-graph memory taken from each GPU's KV budget: the estimate up to vLLM 0.33, "
-        "the captured pool from 0.34 (null: budget given)"
+        B, "CUDA-graph memory taken from each GPU's KV budget: the estimate, or the captured "
+        "pool where vLLM sizes the pool after warmup (null: budget given)"
     ),
     "kv_sized_after_warmup": Term(
-        "", "true: vLLM 0.34+ sizes the pool from the memory free after warmup and graph "
-        "capture (its extensible KV cache), figures kvcalc estimates from earlier releases' logs"
+        "", "true: vLLM sizes the pool from the memory free after warmup and graph capture (its "
+        "extensible KV cache), whose figures kvcalc estimates from earlier releases' logs"
     ),
     "kv_cache_upper_bound": Term(
         "", "true: a unified part's budget from the GPU alone, at most vLLM's (the host's use "
