@@ -119,6 +119,33 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-0.6b", "gpus": "dgx-spark", "version": "0.27.1", "length": 40960,
         "gpu_util": 0.6,
     },
+    # A 0.29.1rc1 nightly (vllm-openai-rocm:nightly-rocm100) on an MI300X VF, 191.69 GiB as the
+    # registry's: the 0.29 family's rules, serve's batch defaults on a device of 70 GiB or more.
+    "v0291-mi300x-gemma-4-e2b.log": {
+        "model": "gemma-4-e2b", "gpus": "mi300x", "version": "0.29.1rc1.dev187",
+        "length": 32768, "gpu_util": 0.9,
+    },
+    # Three serve starts of one GB10 benchmark run at 0.55 (the header): FP8 checkpoints as the
+    # registry's fp8 weights, bf16 KV, the GB10 small tier (2048 / 256) vLLM takes up to 0.32.
+    "v030-gb10-qwen3-30b-a3b-fp8.log": {
+        "model": "qwen3-30b-a3b", "gpus": "dgx-spark", "version": "0.30.0", "length": 32768,
+        "weight_dtype": "fp8", "gpu_util": 0.55,
+    },
+    "v030-gb10-gpt-oss-20b.log": {
+        "model": "gpt-oss-20b", "gpus": "dgx-spark", "version": "0.30.0", "length": 32768,
+        "gpu_util": 0.55,
+    },
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log": {
+        "model": "qwen3.6-35b-a3b", "gpus": "dgx-spark", "version": "0.30.0", "length": 32768,
+        "weight_dtype": "fp8", "gpu_util": 0.55,
+    },
+}
+
+#: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
+NO_KV_LINE = {
+    "v030-gb10-qwen3-30b-a3b-fp8.log",
+    "v030-gb10-gpt-oss-20b.log",
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log",
 }
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
@@ -167,6 +194,22 @@ UNREACHED = {
         "vllm/v1/worker/gpu/sample/sampler.py 0.27.1): 0.18 GiB the code read does not hold "
         "(the excerpt names neither its batched tokens nor its sequences; at 8,192 / 1,024 V2's "
         "sampler would be 0.31)"
+    ),
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
+        "-11.5%, below kvcalc's figure, which on unified memory is meant as an upper bound: the "
+        "logged 1,468,523 tokens are 1,703 blocks at the 38 a 32,768-token request takes "
+        "(kvcalc's layout for this hybrid: 32 attention blocks of 1,056 tokens and 2 pages for "
+        "each of 3 GDN groups, int(1,703 / 38 x 32,768)), 34.30 GiB of kvcalc's 21.6 MB page, "
+        "while the 66.93 GiB requested (0.55 x 121.69) less the logged 33.38 GiB of weights and "
+        "the graph estimate its line implies ((0.5500 - 0.5413) x 121.69 = 1.06 GiB) leaves "
+        "32.49: the run's consumed memory and transient peak together (31.57 GiB) are 1.81 GiB "
+        "below its weights alone. On the GB10 consumed memory is the drop of the host's "
+        "MemAvailable from the worker's first snapshot to the end of the profile "
+        "(total_consumed, vllm/utils/mem_utils.py memory_profiling; gpu_worker.py "
+        "determine_available_memory of 0.31.0), so the host released memory during this load "
+        "(the benchmark's first start of the day; the excerpt does not say what), which no "
+        "model of the GPU sees. kvcalc's own terms: weights 34.11 GiB (0.73 above the log), "
+        "graph estimate 0.67 (0.39 below the line's), peak 1.52, non-torch 0.26"
     ),
 }
 
@@ -227,7 +270,7 @@ UNEXPLAINED = {
 
 @pytest.mark.parametrize(
     "name",
-    marked(sorted(CASES), UNEXPLAINED),
+    marked(sorted(set(CASES) - NO_KV_LINE), UNEXPLAINED),
 )
 def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
@@ -705,14 +748,49 @@ def test_a_discrete_gpu_has_no_start_up_limit_below_its_total() -> None:
 UNIFIED_LOGS = [
     "v013-dgx-spark-qwen3-30b-a3b-fp8.log",
     "../calibrate/vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log",
+    "v030-gb10-qwen3-30b-a3b-fp8.log",
+    "v030-gb10-gpt-oss-20b.log",
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log",
 ]
 
+#: Unified logs whose pool is larger than kvcalc's bound, and why (strict xfail).
+ABOVE_THE_BOUND = {
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
+        "the host released memory while this run loaded: its 34.30 GiB of KV exceed what the "
+        "requested memory leaves after its own logged weights and graph estimate (32.49 GiB; "
+        "test_the_0_30_gb10_qwen3_6_pool_is_larger_than_its_budget_less_its_weights), so its "
+        "consumed memory, the host's MemAvailable drop, was below its weights. A bound from the "
+        "GPU alone cannot hold for such a run"
+    ),
+}
 
-@pytest.mark.parametrize("name", UNIFIED_LOGS)
+
+@pytest.mark.parametrize("name", marked(UNIFIED_LOGS, ABOVE_THE_BOUND))
 def test_the_unified_logs_lie_below_kvcalcs_bound(name: str) -> None:
-    # The bound's claim against the two held-back GB10 logs: vLLM's pool, measured on the
+    # The bound's claim against the held-back GB10 logs: vLLM's pool, measured on the
     # machine, is at most kvcalc's from the GPU alone.
     assert start(name).kv_cache_size_tokens >= log_tokens(name)
+
+
+def test_the_0_30_gb10_qwen3_6_pool_is_larger_than_its_budget_less_its_weights() -> None:
+    # Read from the log (not typed): the token line, the weights and the utilization the graph
+    # line says it is equivalent to without the estimate ((u - equivalent) x total, vLLM's own
+    # cg_util_delta, gpu_worker.py of 0.31.0). kvcalc's layout for this hybrid gives the blocks
+    # a request takes and the bytes of a block; the logged tokens are a whole number of blocks.
+    name = "v030-gb10-qwen3.6-35b-a3b-fp8.log"
+    layout = start(name)
+    (stage,) = layout.stages
+    per_request, tokens, length = layout.blocks_per_request, log_tokens(name), 32768
+    (blocks,) = [b for b in range(tokens * per_request // length + 2)
+                 if int(Fraction(b, per_request) * length) == tokens]
+    kv = blocks * stage.bytes_per_block
+    total = case_deployment(name)[0].cuda_total_bytes_per_gpu
+    requested = Fraction(55, 100) * total
+    equivalent = Fraction(logged(name, r"equivalent to --gpu-memory-utilization=([\d.]+)"))
+    graphs = (Fraction(55, 100) - equivalent) * total
+    weights = Fraction(logged(name, r"Model loading took ([\d.]+) GiB")) * GiB
+    # 34.30 GiB of KV against 32.49 GiB left once the weights and the estimate are taken.
+    assert kv - (requested - weights - graphs) > Fraction("1.8") * GiB
 
 
 def test_a_unified_part_from_the_gpu_alone_says_its_figures_are_an_upper_bound() -> None:
