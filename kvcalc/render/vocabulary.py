@@ -974,8 +974,9 @@ VOCABULARY: dict[str, Term] = {
         "extensible KV cache), whose figures kvcalc estimates from earlier releases' logs"
     ),
     "kv_cache_upper_bound": Term(
-        "", "true: a unified part's budget from the GPU alone, at most vLLM's (the host's use "
-        "while vLLM starts comes out of the pool; give --kv-cache-memory or --calibration)"
+        "", "true: a unified part's budget from the GPU alone, usually at most vLLM's (the "
+        "change in the host's use while vLLM starts comes out of the pool; give "
+        "--kv-cache-memory or --calibration)"
     ),
     "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),

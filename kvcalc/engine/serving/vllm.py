@@ -423,10 +423,12 @@ def upper_bound_note(dep: Deployment) -> list[str]:
     if not kv_cache_upper_bound(dep):
         return []
     return [
-        f"the KV figures are an upper bound: on the unified memory of a {dep.gpus.accelerator.id}"
-        " vLLM charges the host's memory use while it starts (model loading, torch.compile, the "
-        "page cache, other processes) to the KV pool, and kvcalc counts none of it; for the "
-        "pool of your machine give --kv-cache-memory, or --calibration from its start-up log"
+        f"the KV figures are usually an upper bound: on the unified memory of a "
+        f"{dep.gpus.accelerator.id} vLLM charges the change in the host's memory use while it "
+        "starts (model loading, torch.compile, the page cache, other processes) to the KV pool, "
+        "and kvcalc counts none of it (one public run came out 12% above, its host freeing "
+        "memory as it loaded); for the pool of your machine give --kv-cache-memory, or "
+        "--calibration from its start-up log"
     ]
 
 
