@@ -148,3 +148,24 @@ def test_calibrate_reads_the_size_0_34_commits_after_warmup() -> None:
         "for 8,192 tokens per request: 60.75x\n"
     ))
     assert log.kv_memory is not None and log.kv_memory.text == "60.75"
+
+
+def test_the_table_prints_the_size_extend_kv_cache_logs_under_0_34() -> None:
+    # 0.34's log gives the cache's size in extend_kv_cache's line, after warmup: the committed
+    # blocks and their bytes; "Available KV cache memory" there is the reserved range. Up to
+    # 0.33 the available line is the cache's budget.
+    def table(version: str) -> str:
+        out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "a100", "--ctx", "8k",
+                                       "--engine", "vllm", "--vllm-version", version])
+        assert out.exit_code == 0, out.output
+        return out.stdout
+
+    doc = batch("llama3.1-8b", "--gpus", "a100", "--ctx", "8k", "--vllm-version", "0.34")
+    blocks = doc["contexts"][0]["num_blocks"]
+    # Llama-3.1-8B's page at block 64: 64 tokens x 32 layers x 2 x 8 heads x 128 x 2 bytes.
+    committed = blocks * 64 * 32 * 2 * 8 * 128 * 2
+    assert committed <= available(doc) < committed + 64 * 32 * 2 * 8 * 128 * 2
+    line = f"Extended KV cache to {blocks} blocks ({committed / GiB:.2f} GiB)."
+    new, old = table("0.34"), table("0.33")
+    assert line in new and "Available KV cache memory" not in new
+    assert "Available KV cache memory" in old and "Extended KV cache" not in old

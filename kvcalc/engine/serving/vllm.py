@@ -305,16 +305,24 @@ VLLM_POOL_FIELDS = (
 )
 
 
-def vllm_lines(result: VLLMKVCache | KVCacheTooSmall) -> list[str]:
-    """vLLM's own start-up lines, as its log prints them."""
+def vllm_lines(result: VLLMKVCache | KVCacheTooSmall, after_warmup: bool = False) -> list[str]:
+    """vLLM's own start-up lines, as its log prints them. Sized ``after_warmup`` (0.34's
+    extensible cache), the size is the one ``extend_kv_cache`` logs for the committed blocks:
+    its "Available KV cache memory" is the reserved range, not the cache."""
     from kvcalc.engine.units import GiB
     from kvcalc.engine.vllm import KVCacheTooSmall
 
     if isinstance(result, KVCacheTooSmall):
         return [f"max_model_len {result.setup.max_model_len:,}: does not fit: {result.message}"]
     avail = min(s.available_bytes for s in result.stages)
+    size = f"Available KV cache memory: {avail / GiB:.2f} GiB"
+    if after_warmup:
+        # physical_bytes of the first stage's worker: its committed blocks (the minimum over
+        # ranks) times its page; vLLM's 2 MiB granule rounding is below the 0.01 GiB printed.
+        committed = result.num_blocks * result.stages[0].bytes_per_block
+        size = f"Extended KV cache to {result.num_blocks} blocks ({committed / GiB:.2f} GiB)."
     return [
-        f"Available KV cache memory: {avail / GiB:.2f} GiB",
+        size,
         f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
         f"group(s), {result.blocks_per_request:,} blocks per request)",
         *dcp_line(result.setup.decode_context_parallel_size, result.setup.token_line),
@@ -570,7 +578,8 @@ class VLLMAnswer:
             fields=VLLM_FIELDS,
             lines=[header, scheduler, *setup.layout_notes, *estimate_notes(dep, inputs),
                    *graph_line,
-                   *(line for r in results for line in vllm_lines(r))],
+                   *(line for r in results
+                     for line in vllm_lines(r, head["kv_sized_after_warmup"]))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
         )
