@@ -169,3 +169,19 @@ def test_the_table_prints_the_size_extend_kv_cache_logs_under_0_34() -> None:
     new, old = table("0.34"), table("0.33")
     assert line in new and "Available KV cache memory" not in new
     assert "Available KV cache memory" in old and "Extended KV cache" not in old
+
+
+def test_model_runner_v2_keeps_inputs_embeds_for_multimodal_models_on_the_first_stage() -> None:
+    # EncoderRunner.inputs_embeds (vllm/v1/worker/gpu/mm/encoder_runner.py of 0.28.0 and
+    # 0.34.0): max_num_tokens x the text hidden size in the model dtype, made by
+    # init_model_state after "Model loading took" when the runner has an encoder cache
+    # (multimodal inputs, first PP rank); 0.27's consumed memory holds it, 0.26's split not.
+    gemma, llama = registry_model("gemma-4-e2b"), registry_model("llama3.1-8b")
+    assert gemma.vision is not None and llama.vision is None
+    for version in ("0.29", "0.34"):
+        release = vllm_release(version)
+        assert runs_on_model_runner_v2(gemma, release)
+        assert consumed_runner_buffers(gemma, release, 16384) == 16384 * 1536 * 2
+        assert consumed_runner_buffers(gemma, release, 16384, first_stage=False) == 0
+        assert consumed_runner_buffers(llama, release, 16384) == 0
+    assert consumed_runner_buffers(gemma, vllm_release("0.26"), 16384) == 0

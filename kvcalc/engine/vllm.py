@@ -1018,16 +1018,28 @@ def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
     return release.dense_sampler_fp32_copies
 
 
-def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
+def consumed_runner_buffers(
+    model: ModelSpec, release: VLLMRelease, tokens: int, first_stage: bool = True
+) -> int:
     """What the release's "consumed memory" holds of the model runner's persistent buffers
-    beyond the weights and the non-torch memory: Model Runner V1's ``inputs_embeds``
-    (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`) where the release counts it
-    ("consumed" accounting, 0.27 on) and V1 runs the model (every model but the dense ones,
-    which Model Runner V2 takes from 0.25 and which keeps no such buffer for text models:
-    vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its multimodal
-    ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not modelled); else
-    0."""
-    if release.accounting != "consumed" or runs_on_model_runner_v2(model, release):
+    beyond the weights and the non-torch memory, where the release counts them ("consumed"
+    accounting, 0.27 on): ``tokens`` (max_num_batched_tokens) x the text hidden size in the
+    model dtype (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`), held
+
+    * by Model Runner V1 for every model, on every worker (``GPUModelRunner.__init__``);
+    * by Model Runner V2 (dense models from 0.25, every model from 0.34) only for a multimodal
+      model, on the first pipeline stage: its ``EncoderRunner.inputs_embeds``
+      (vllm/v1/worker/gpu/mm/encoder_runner.py, made by ``init_model_state`` after "Model
+      loading took" is measured, when the runner has an encoder cache: multimodal inputs on
+      the first PP rank, ``GPUModelRunner.__init__`` of 0.28.0 and 0.34.0). Text models keep
+      none there (its ``--enable-prompt-embeds`` buffer is not modelled).
+
+    Else 0."""
+    if release.accounting != "consumed":
+        return 0
+    if not runs_on_model_runner_v2(model, release):
+        return runner_inputs_embeds(model, tokens)
+    if model.vision is None or not first_stage:
         return 0
     return runner_inputs_embeds(model, tokens)
 
@@ -1124,7 +1136,7 @@ def profile_kv_memory(
                 v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
-            + consumed_runner_buffers(model, rules, max_num_batched_tokens),
+            + consumed_runner_buffers(model, rules, max_num_batched_tokens, first_stage=s == 0),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
             after_warmup=warmup,
