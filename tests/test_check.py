@@ -674,7 +674,7 @@ deployments:
     assert req["max_kv_fraction"]["measured"] == pytest.approx(
         4 * 8192 / pool.max_total_num_tokens
     )
-    assert req["min_context"]["measured"] == pool.max_req_len
+    assert req["min_context"]["measured"] == pool.max_request_tokens == pool.max_req_len - 1
 
 
 def test_no_kv_cache_is_not_a_fraction(runner: CliRunner, tmp_path: Path) -> None:

@@ -541,8 +541,10 @@ def test_more_free_memory_than_the_gpu_has_is_refused(runner: CliRunner) -> None
 @pytest.mark.parametrize(
     ("extra", "why"),
     [
-        # A request of the whole context is one token past max_req_len (context_len - 1).
-        (["--ctx", "8k,128k"], "is longer than max_req_len 131,071 (context_len 131,072 - 1)"),
+        # A request of the whole context is past the longest SGLang runs to the end: new tokens
+        # are capped at max_req_len - input - 1, max_req_len = context_len - 1 (scheduler.py
+        # init_req_max_new_tokens, tp_worker.py of 0.5.23).
+        (["--ctx", "8k,128k"], "max_req_len - 1 = 131,070 (context_len 131,072 - 2)"),
         # Past the token pool: the scheduler refuses it whatever the context length.
         (["--ctx", "500k", "--context-length", "1m"], "the token pool holds"),
     ],
@@ -657,3 +659,15 @@ def test_cli_refuses_a_kind_sglang_cannot_pool(runner: CliRunner) -> None:
     result = runner.invoke(app, ["batch", "minimax-m1", "--gpus", "8xh200", "--engine", "sglang"])
     assert result.exit_code == 2
     assert "lightning attention" in result.stderr
+
+
+@pytest.mark.parametrize("version", ["0.4.0", "0.5.23"])
+def test_the_longest_request_is_context_len_minus_2(version: str) -> None:
+    # SGLang caps a request's new tokens at max_req_len - input - 1 with max_req_len =
+    # min(context_len, pool) - 1 (Scheduler.init_req_max_new_tokens and TpModelWorker in the
+    # 0.4.0 and 0.5.23 wheels): prompt and output together reach context_len - 2, not - 1.
+    pool = sglang_pool(dep("llama3.1-8b"), SGLangOptions(version=sglang_version(version)))
+    assert isinstance(pool, SGLangPool) and pool.context_length == 131072
+    assert pool.concurrency(131070) > 0
+    assert pool.concurrency(131071) == 0
+    assert "context_len 131,072 - 2" in (pool.refusal(131071) or "")

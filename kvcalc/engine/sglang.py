@@ -778,8 +778,15 @@ class SGLangPool:
 
     @property
     def max_req_len(self) -> int:
-        """The longest request the scheduler admits: ``min(context_len - 1, max_total - 1)``."""
+        """SGLang's ``max_req_len``: ``min(context_len - 1, max_total - 1)`` (``TpModelWorker``)."""
         return min(self.context_length - 1, self.max_total_num_tokens - 1)
+
+    @property
+    def max_request_tokens(self) -> int:
+        """The longest request, prompt and output together, the scheduler runs to the end:
+        ``max_req_len - 1``, since ``init_req_max_new_tokens`` caps a request's new tokens at
+        ``max_req_len - input - 1`` (scheduler.py of 0.4.0 and 0.5.23)."""
+        return self.max_req_len - 1
 
     def pool_fraction(self, requests: int, tokens: int, window: int | None = None) -> float:
         """The share of the token pool(s) ``requests`` requests of ``tokens`` tokens take, in
@@ -803,7 +810,7 @@ class SGLangPool:
     def concurrency(self, tokens: int, window: int | None = None) -> int:
         """Requests of ``tokens`` tokens that run at once: the pages of the pool(s) they take,
         capped by ``max_running_requests``; 0 when the scheduler refuses such a request."""
-        if tokens > self.max_req_len:
+        if tokens > self.max_request_tokens:
             return 0
         fits = self.max_total_num_tokens // self.page_size // math.ceil(tokens / self.page_size)
         window = self.dsv4.window if self.dsv4 is not None else window
@@ -821,16 +828,17 @@ class SGLangPool:
         if self.concurrency(tokens, window) > 0:
             return None
         what = f"a request of {tokens:,} tokens"
-        if tokens >= self.context_length:
+        longest = (
+            f"is longer than SGLang runs to the end: max_req_len - 1 = "
+            f"{self.max_request_tokens:,}"
+        )
+        if tokens > self.max_request_tokens and self.context_length <= self.max_total_num_tokens:
             return (
-                f"{what} is longer than max_req_len {self.max_req_len:,} (context_len "
-                f"{self.context_length:,} - 1); raise --context-length"
+                f"{what} {longest} (context_len {self.context_length:,} - 2); raise "
+                "--context-length"
             )
-        if tokens >= self.max_total_num_tokens:
-            return (
-                f"{what} is longer than max_req_len {self.max_req_len:,}: the token pool "
-                f"holds {self.max_total_num_tokens:,} tokens"
-            )
+        if tokens > self.max_request_tokens:
+            return f"{what} {longest} (the token pool holds {self.max_total_num_tokens:,} tokens)"
         return f"{what} takes more pages than the token pool(s) hold"
 
 

@@ -1019,7 +1019,10 @@ VOCABULARY: dict[str, Term] = {
     "swa_tokens": Term(TOK, "tokens of the sliding-window pool, or null"),
     "max_running_requests": Term(SEQ, "SGLang's cap on running requests"),
     "req_pool_size": Term(SEQ, "slots of SGLang's request pool"),
-    "max_req_len": Term(TOK, "the longest request SGLang accepts"),
+    "max_req_len": Term(
+        TOK, "SGLang's max_req_len, min(context_len, pool) - 1; the longest request it runs to "
+        "the end, prompt and output, is one token shorter"
+    ),
     "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
     "dp_attention_ranks": Term("", "SGLang's DP-attention ranks (--dp-size), each its own pool"),
     "mamba_slots_per_request": Term("", "SGLang's state slots per running request (hybrids)"),

@@ -239,7 +239,7 @@ class SGLangTokenPool:
 
     def max_batches(self, contexts: Sequence[int]) -> tuple[list[int], str | None]:
         """The requests of each length the pool holds, capped by ``max_running_requests`` (0
-        past ``max_req_len``)."""
+        past ``max_req_len - 1``)."""
         from kvcalc.engine.sglang import SGLangPool, sliding_window
 
         result = self.start()
@@ -267,11 +267,11 @@ class SGLangTokenPool:
         return pool.pool_fraction(per_rank, context, sliding_window(self.dep.model))
 
     def longest_context(self) -> int | None:
-        """The longest request the scheduler admits (``max_req_len``)."""
+        """The longest request the scheduler runs to the end (``max_req_len - 1``)."""
         from kvcalc.engine.sglang import SGLangPool
 
         pool = self.start()
-        return pool.max_req_len if isinstance(pool, SGLangPool) else 0
+        return pool.max_request_tokens if isinstance(pool, SGLangPool) else 0
 
     def batch(self, request: BatchRequest) -> SGLangAnswer:
         contexts = list(request.contexts or (DEFAULT_CONTEXT,))
@@ -564,7 +564,8 @@ def sglang_lines(
     lines += [
         f"Concurrency for {c:,} tokens per request: {result.concurrency(c, window):,}"
         + (f" per DP rank, {result.replica_concurrency(c, window):,} over {dp}" if dp > 1 else "")
-        + (f" (longer than max_req_len {result.max_req_len:,})" if c > result.max_req_len else "")
+        + (f" (longer than max_req_len {result.max_req_len:,} - 1)"
+           if c > result.max_request_tokens else "")
         for c in contexts
     ]
     refusals = (result.refusal(c, window) for c in contexts)
