@@ -185,3 +185,28 @@ def test_model_runner_v2_keeps_inputs_embeds_for_multimodal_models_on_the_first_
         assert consumed_runner_buffers(gemma, release, 16384, first_stage=False) == 0
         assert consumed_runner_buffers(llama, release, 16384) == 0
     assert consumed_runner_buffers(gemma, vllm_release("0.26"), 16384) == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "remedy"),
+    [
+        # vLLM 0.34 at its default utilization of 1.0: "The extensible KV cache already takes all
+        # device memory left after the model, its activations, CUDA graphs and warmup; decrease
+        # `max_model_len` or `max_num_seqs`" (_more_kv_cache_memory_hint, kv_cache_planning.py).
+        ([], "lower --max-model-len or --max-num-seqs, or use more GPUs"),
+        (["--gpu-util", "0.9"], "lower --max-model-len or raise --gpu-memory-utilization"),
+        (["--vllm-version", "0.33"], "lower --max-model-len or raise --gpu-memory-utilization"),
+        (["--kv-memory", "4GiB"], "lower --max-model-len or raise --kv-cache-memory"),
+    ],
+)
+def test_a_context_that_does_not_fit_names_the_input_that_gives_room(
+    extra: list[str], remedy: str
+) -> None:
+    # Llama-3.1-8B's 128k request needs 16 GiB of KV cache, more than a 24 GB card has left.
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "rtx-4090", "--ctx", "128k",
+                                   "--engine", "vllm", "-f", "json", *extra])
+    assert out.exit_code == 1, out.output
+    reason = json.loads(out.stdout)["contexts"][0]["reason"]
+    assert "needs 16.00 GiB of KV cache" in reason and reason.endswith(remedy + (
+        ": the cache already takes all the memory left after the model, its activations, CUDA "
+        "graphs and warmup)" if not extra else ")"))

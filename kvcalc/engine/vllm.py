@@ -762,6 +762,9 @@ class KVCacheTooSmall:
     over_memory: str | None = None
     """Why nothing starts at all: the weights, overhead and KV budget given exceed the GPU's
     memory (:func:`kvcalc.engine.capacity.over_memory_reason`)."""
+    more_room: str | None = "--gpu-memory-utilization"
+    """The input that would give the cache more room (:func:`more_room_input`); None when the
+    cache already takes all the memory the device has left."""
 
     @property
     def needed_bytes(self) -> int:
@@ -776,17 +779,22 @@ class KVCacheTooSmall:
         """One line in vLLM's words (its GiB are 2^30 bytes, printed with 2 decimals)."""
         if self.over_memory is not None:
             return self.over_memory
+        raise_it = f"raise {self.more_room} or " if self.more_room else ""
         if self.available_bytes <= 0:
-            return (
-                "no memory left for the KV cache on this worker; raise "
-                "--gpu-memory-utilization or use more GPUs"
-            )
+            return f"no memory left for the KV cache on this worker; {raise_it}use more GPUs"
+        # vLLM 0.34's hint where the extensible cache has taken all the device leaves
+        # (_more_kv_cache_memory_hint, vllm/v1/core/kv_cache_planning.py).
+        remedy = (
+            f"lower --max-model-len or raise {self.more_room}"
+            if self.more_room
+            else "lower --max-model-len or --max-num-seqs, or use more GPUs: the cache already "
+            "takes all the memory left after the model, its activations, CUDA graphs and warmup"
+        )
         return (
             f"one request of max_model_len {self.setup.max_model_len:,} needs "
             f"{self.needed_bytes / GiB:.2f} GiB of KV cache, more than the "
             f"{self.available_bytes / GiB:.2f} GiB available; the estimated maximum model "
-            f"length is {self.estimated_max_model_len:,} (lower --max-model-len or raise "
-            "--gpu-memory-utilization)"
+            f"length is {self.estimated_max_model_len:,} ({remedy})"
         )
 
 
@@ -1378,6 +1386,19 @@ def deployment_kv_cache(
     )
 
 
+def more_room_input(dep: Deployment, inputs: VLLMInputs) -> str | None:
+    """The option that gives ``dep``'s cache more room: a given budget's, else the
+    utilization's, unless 0.34's extensible cache at a utilization of 1 already takes all the
+    memory the device has left."""
+    if dep.kv_memory_bytes is not None:
+        return "--kv-cache-memory"
+    if dep.reserve is not None:
+        return "the KV share (lower --reserve)"
+    if inputs.release.kv_sizing == "after_warmup" and inputs.gpu_memory_utilization >= 1:
+        return None
+    return "--gpu-memory-utilization"
+
+
 def vllm_kv_cache_for(
     dep: Deployment,
     max_model_len: int,
@@ -1408,6 +1429,8 @@ def vllm_kv_cache_for(
         num_speculative_tokens=setup.num_speculative_tokens,
         draft_mixers=setup.draft_mixers,
     )
+    if isinstance(result, KVCacheTooSmall):
+        result = replace(result, more_room=more_room_input(dep, inputs))
     over = over_memory_reason(dep)
     if over is None:
         return result
