@@ -974,3 +974,23 @@ def test_vllm_refuses_fewer_batched_tokens_than_sequences(given: list[str], name
     lines = out.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: {named}: vLLM does not start")
     assert "Traceback" not in out.output
+
+
+@pytest.mark.parametrize(("version", "fits", "estimate"), [("0.28", True, None),
+                                                           ("0.29", False, 8176),
+                                                           ("0.34", False, 8128)])
+def test_from_0_29_the_fit_check_holds_back_the_null_block(
+    version: str, fits: bool, estimate: int | None
+) -> None:
+    # Llama-3.1-8B's 8k request is 1 GiB of KV cache exactly (512 blocks of 16 x 32 layers x
+    # 2 x 8 heads x 128 x 2 B at 0.28/0.29; 128 of 64 tokens at 0.34). 0.28.0 checks the whole
+    # budget; from 0.29.0 check_enough_kv_cache_memory and get_kv_cache_configs take one block
+    # off it first ("Reserve the null block BlockPool permanently holds back",
+    # kv_cache_utils.py of 0.29.0, kv_cache_planning.py of 0.34.0), so the request is a block
+    # short and the estimated length is one block less.
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k",
+                                   "--engine", "vllm", "--kv-memory", "1GiB", "--vllm-version",
+                                   version, "-f", "json"])
+    assert out.exit_code == (0 if fits else 1), out.output
+    context = json.loads(out.stdout)["contexts"][0]
+    assert context["fits"] is fits and context["estimated_max_model_len"] == estimate

@@ -762,6 +762,10 @@ class KVCacheTooSmall:
     over_memory: str | None = None
     """Why nothing starts at all: the weights, overhead and KV budget given exceed the GPU's
     memory (:func:`kvcalc.engine.capacity.over_memory_reason`)."""
+    checked_bytes: int | None = None
+    """What vLLM's fit check set the request against: the budget, less the null block from
+    0.29 (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.fit_holds_null_block`); None: the
+    budget."""
     more_room: str | None = "--gpu-memory-utilization"
     """The input that would give the cache more room (:func:`more_room_input`); None when the
     cache already takes all the memory the device has left."""
@@ -772,7 +776,8 @@ class KVCacheTooSmall:
 
     @property
     def available_bytes(self) -> int:
-        return self.stage.available_bytes
+        """The memory the fit check had, as vLLM's message prints it."""
+        return self.stage.available_bytes if self.checked_bytes is None else self.checked_bytes
 
     @property
     def message(self) -> str:
@@ -881,15 +886,17 @@ def vllm_kv_cache(
             blocks_in_pool(memory, per_block),
             per_block * per_request,
         )
-        if memory <= 0 or stage.needed_bytes > memory:
+        checked = memory - per_block * rules.fit_holds_null_block
+        if checked <= 0 or stage.needed_bytes > checked:
             estimate = (
                 estimate_max_model_len(
-                    grouping, cache_layers, memory, max_model_len, in_flight, dcp
+                    grouping, cache_layers, checked, max_model_len, in_flight, dcp
                 )
-                if memory > 0
+                if checked > 0
                 else 0
             )
-            return KVCacheTooSmall(setup, specs, grouping, stage, estimate)
+            return KVCacheTooSmall(setup, specs, grouping, stage, estimate,
+                                   checked_bytes=checked)
         stages.append(stage)
     blocks = min(s.num_blocks for s in stages)
     concurrency = max_concurrency(blocks, per_request)

@@ -159,6 +159,14 @@ class VLLMRelease:
     FLASHINFER_MLA 64 among theirs) but ROCM_ATTN, which prefers 16 whatever it is asked
     (vllm/v1/attention/backends of 0.34.0)."""
 
+    fit_holds_null_block: bool
+    """The start-up check that one request of max_model_len fits, and the estimated maximum
+    length it prints, count one block fewer than the pool: "Reserve the null block BlockPool
+    permanently holds back, so the check plans against usable blocks"
+    (``check_enough_kv_cache_memory`` and ``get_kv_cache_configs``,
+    vllm/v1/core/kv_cache_utils.py of 0.29.0-0.32.0, kv_cache_planning.py of 0.33.0 and
+    0.34.0; 0.28.0 checks the whole budget)."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -210,7 +218,7 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
-             kv_sizing="profiled", default_block=16),
+             kv_sizing="profiled", default_block=16, fit_holds_null_block=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -260,8 +268,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _then("0.28", large_device_tier=True, mamba_align=True),
     # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
-    # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
-    _then("0.29", dense_graphs="v2"),
+    # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes). The fit check
+    # holds back the null block (kv_cache_utils.py 0.29.0).
+    _then("0.29", dense_graphs="v2", fit_holds_null_block=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _then("0.30", shared_kv_projections=False),
