@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from kvcalc.calibration.lines import log_lines
 from kvcalc.calibration.sglang_log import SGLangLog
 from kvcalc.calibration.vllm_log import VLLMLog
 from kvcalc.cli.app import app
+from kvcalc.engine.units import GiB
 from kvcalc.engine.vllm_releases import NEWEST_VERSION
 
 LOGS = Path(__file__).parent / "fixtures" / "calibrate"
@@ -469,5 +471,23 @@ def test_gpu_util_beside_a_stated_share_or_an_sglang_log_is_refused(runner: CliR
 def test_the_graph_row_says_what_the_release_s_rules_do(runner: CliRunner) -> None:
     # 0.20 subtracts kvcalc's estimate though this excerpt prints none; 0.19 does not.
     at_020 = json.loads(run(runner, *RERANKER_ARGS, "--gpu-util", "0.85").stdout)
-    graphs = {t["term"]: t for t in at_020["terms"]}["cuda_graph"]
+    graphs = {t["term"]: t for t in at_020["terms"]}["cuda_graph_estimate"]
     assert graphs["kvcalc"] > 0 and graphs["note"] == "subtracted from the budget"
+
+
+def test_the_captured_pool_is_not_the_estimate_and_the_peak_holds_the_estimate_from_0_27(
+    runner: CliRunner,
+) -> None:
+    # "Actual usage is 15.26 GiB for consumed memory (weights + non-torch), 1.44 GiB for peak
+    # activation, and 0.23 GiB for CUDAGraph memory" (the 0.31.0 A100 log): the 0.23 is the pool
+    # capture_model returned, after the budget was set; the 1.44 is the profile's transient peak
+    # plus the 1.20 GiB estimate the budget lost (peak_activation_memory, gpu_worker.py 0.29.0).
+    log = LOGS.parent / "vllm_logs" / "v031-a100-llama31-8b.log"
+    out = json.loads(run(runner, "calibrate", str(log), "--gpus", "a100", "--model",
+                         "llama3.1-8b", "--release", "0.31.0", "-f", "json").stdout)
+    terms = {t["term"]: t for t in out["terms"]}
+    assert abs(terms["cuda_graph"]["logged"] - Fraction("0.23") * GiB) <= 1
+    assert terms["cuda_graph"]["kvcalc"] is None  # captured after the budget: not modelled
+    estimate, peak = terms["cuda_graph_estimate"]["kvcalc"], terms["activation_peak"]
+    assert estimate > terms["cuda_graph"]["logged"]
+    assert abs(peak["kvcalc"] - peak["logged"]) < GiB // 50 and peak["kvcalc"] > estimate

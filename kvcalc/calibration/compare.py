@@ -127,9 +127,13 @@ class VLLMTerms:
     weights: tuple[int, ...]
     activation_peak: tuple[int, ...]
     non_torch: tuple[int, ...]
-    cuda_graph: int
-    """What the budget charges for CUDA graphs (0 where the release captures them after the KV
-    cache, or prints its estimate without subtracting it)."""
+    cuda_graph_estimate: tuple[int, ...]
+    """The CUDA-graph estimate as the log prints it ("Estimated CUDA graph memory"; 0 before
+    0.17), subtracted from the budget or not as the release does."""
+    cuda_graph_pool: int | None
+    """The graphs' captured pool ("X GiB for CUDAGraph memory"), where kvcalc models it: 0.34,
+    which measures it with the rest after capture; None before (captured after the budget is
+    set, it plays no part in it)."""
     kv_memory: tuple[int, ...]
 
 
@@ -180,7 +184,9 @@ def kvcalc_vllm_terms(dep: Deployment, release: str | None) -> VLLMTerms:
         weights=tuple(t.weights_bytes for t in terms),
         activation_peak=tuple(t.activation_peak_bytes for t in terms),
         non_torch=tuple(t.non_torch_bytes for t in terms),
-        cuda_graph=max(t.cudagraph_bytes for t in terms),
+        cuda_graph_estimate=tuple(t.cudagraph_estimate_bytes for t in terms),
+        cuda_graph_pool=max(t.after_warmup.graph_pool_bytes for t in terms if t.after_warmup)
+        if any(t.after_warmup for t in terms) else None,
         kv_memory=tuple(t.available_bytes for t in terms),
     )
 
@@ -251,22 +257,33 @@ _VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cu
                       "cuda_graph_estimate", "kv_memory")
 
 
-#: 0.17-0.19 print the profiler's estimate but, like 0.10-0.16, capture after the KV cache.
+#: What the release does with the profiler's CUDA-graph estimate: 0.17-0.19 print it but, like
+#: 0.10-0.16 (which make none), capture the graphs after the KV cache.
 _GRAPH_NOTES = {
     "subtracted": "subtracted from the budget",
-    "printed": "captured after the KV cache: outside the budget",
-    "after_kv": "captured after the KV cache: outside the budget",
+    "printed": "printed, not subtracted",
+    "after_kv": "none made",
 }
 
 
-def _graph_note(rule: str, log_subtracts: bool) -> str:
-    """What kvcalc's rules for the release do with the graphs' memory (what its column holds);
-    a log that subtracts them under a release whose default does not had the profiler's
+def _graph_note(rule: str, log_subtracts: bool, after_warmup: bool) -> str:
+    """What kvcalc's rules for the release do with the CUDA-graph estimate (what its column
+    holds); a log that subtracts it under a release whose default does not had the profiler's
     estimate switched on (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, 0.18-0.19)."""
+    if after_warmup:
+        return "kept free as transient"
     note = _GRAPH_NOTES[rule]
     if log_subtracts and rule != "subtracted":
-        note += "; the log subtracts them (the estimate switched on), kvcalc's rules do not"
+        note += "; the log subtracts it (the estimate switched on), kvcalc's rules do not"
     return note
+
+
+def _pool_note(after_warmup: bool) -> str:
+    """What the graphs' captured pool ("X GiB for CUDAGraph memory", every release) is to the
+    budget: measured with the rest under 0.34's extensible cache, else captured after it."""
+    if after_warmup:
+        return "measured after capture"
+    return "captured after: outside the budget"
 
 
 def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
@@ -343,13 +360,22 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         if getattr(worker, "consumed", None) is not None:
             rows.append(row("consumed", "consumed (weights + non-torch)",
                             terms.weights[stage] + terms.non_torch[stage]))
+        # From 0.27 the summary's peak activation holds the graph estimate
+        # (peak_activation_memory = transient_peak_headroom + cudagraph_memory_estimate,
+        # gpu_worker.py of 0.29.0 and 0.34.0; 0.25.0 prints torch_peak_increase alone).
+        with_estimate = used.release.accounting == "consumed"
+        warm = terms.cuda_graph_pool is not None
         rows += [
             row("weights", "weights", terms.weights[stage]),
-            row("activation_peak", "activation peak", terms.activation_peak[stage]),
+            row("activation_peak", "activation peak", terms.activation_peak[stage]
+                + terms.cuda_graph_estimate[stage] * with_estimate,
+                "with the CUDA-graph estimate" * with_estimate),
             row("non_torch", "non-torch memory", terms.non_torch[stage]),
-            row("cuda_graph", "CUDA graphs",
-                terms.cuda_graph if used.release.cudagraph == "subtracted" else None,
-                _graph_note(used.release.cudagraph, log.cuda_graph_subtracted)),
+            row("cuda_graph_estimate", "CUDA-graph estimate",
+                terms.cuda_graph_estimate[stage] if used.release.cudagraph != "after_kv"
+                else None,
+                _graph_note(used.release.cudagraph, log.cuda_graph_subtracted, warm)),
+            row("cuda_graph", "CUDA graphs captured", terms.cuda_graph_pool, _pool_note(warm)),
             Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
                  at, "" if pp == 1 else "the stage's worker's own figure"),
         ]
