@@ -210,3 +210,17 @@ def test_a_context_that_does_not_fit_names_the_input_that_gives_room(
     assert "needs 16.00 GiB of KV cache" in reason and reason.endswith(remedy + (
         ": the cache already takes all the memory left after the model, its activations, CUDA "
         "graphs and warmup)" if not extra else ")"))
+
+
+def test_calibrate_reads_what_0_34_keeps_free_after_warmup() -> None:
+    # measure_kv_cache_blocks' line as 0.34.0's format string prints it (extensible_kv_cache.py).
+    log = parse_vllm_log(log_lines(
+        "(EngineCore pid=7) INFO [extensible_kv_cache.py:693] Memory after warmup: 61.22 GiB "
+        "free, 0.01 GiB committed to the KV cache, 1.44 GiB kept for transient activations "
+        "(1.44 GiB allocated at peak, 0.12 GiB of torch reservation growth); 7776 KV cache "
+        "blocks (60.75 GiB) fit within the requested 79.25 GiB. Torch may reserve up to 19.1 "
+        "GiB.\n"
+    ))
+    (worker,) = log.workers
+    assert worker.free_after_warmup is not None and worker.free_after_warmup.text == "61.22"
+    assert worker.transient_kept is not None and worker.transient_kept.text == "1.44"

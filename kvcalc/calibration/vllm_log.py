@@ -16,6 +16,8 @@ The lines read, with the releases that print them (reference vllm-releases.md se
   worker's own KV memory, before the minimum over workers);
 - ``Estimated CUDA graph memory: 1.69 GiB total``; ``CUDA graph memory profiling is enabled``
   (0.21+: the estimate is subtracted);
+- ``Memory after warmup: 62.10 GiB free, ... GiB kept for transient activations`` and
+  ``Extended KV cache to 7776 blocks (60.75 GiB).`` (0.34's extensible KV cache);
 - ``GPU KV cache size: 1,044,688 tokens`` and ``Maximum concurrency for 8,192 tokens per
   request: 127.53x`` (V1; one line from 0.28-era nightlies).
 
@@ -97,6 +99,13 @@ _KV_MEMORY = re.compile(r"Available KV cache memory: " + _GIB)
 #: (%.2f GiB).", ``extend_kv_cache`` in vllm/v1/worker/extensible_kv_cache.py of 0.34.0), which
 #: replaces the profile's "Available KV cache memory" (then only the reserved capacity).
 _KV_EXTENDED = re.compile(r"Extended KV cache to \d+ blocks \(" + _GIB + r"\)")
+#: 0.34's measure after warmup (``measure_kv_cache_blocks``, extensible_kv_cache.py of 0.34.0):
+#: the free memory, and what it keeps free for transient activations (the larger of the
+#: allocated peak and torch's reservation growth).
+_AFTER_WARMUP = re.compile(
+    r"Memory after warmup: " + _GIB + r" free, " + _GIB + r" committed to the KV cache, "
+    + _GIB + r" kept for transient activations"
+)
 #: The post-capture summary's last clause (0.12-0.27; 0.10.2/0.11 print bytes, not read).
 _KV_IN_USE = re.compile(r"Current kv cache memory in use is " + _GIB)
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _GIB + " total")
@@ -126,6 +135,10 @@ class VLLMWorker:
     """The graphs' pool after capture (actual)."""
     cuda_graph_estimate: Logged | None = None
     kv_memory: Logged | None = None
+    free_after_warmup: Logged | None = None
+    """0.34: the free memory measured after warmup and graph capture."""
+    transient_kept: Logged | None = None
+    """0.34: what the cache leaves free for transient activations."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +237,9 @@ def _workers(lines: list[LogLine]) -> tuple[VLLMWorker, ...]:
             put("activation_peak", m[3])
         elif (m := _LOADING.search(text)) is not None:
             put("weights", m[1], overwrite=False)
+        elif (m := _AFTER_WARMUP.search(text)) is not None:
+            put("free_after_warmup", m[1])
+            put("transient_kept", m[3])
         elif (m := _KV_EXTENDED.search(text)) is not None:
             put("kv_memory", m[1])  # printed after the "Available" line, and replaces it
         elif (m := _KV_MEMORY.search(text)) is not None:
