@@ -931,16 +931,16 @@ def plan(
 def shown_caveats(result: Any, top: int, engine: Any, options: Any) -> list[str]:
     """What the pools of the layouts shown must say beside their max batch
     (:meth:`~kvcalc.engine.serving.base.KVPool.caveats`: an estimated CUDA total, a unified
-    part's upper bound), once per GPU, named by it: decode says them beside the batch it sizes,
-    and so does plan."""
-    said: list[str] = []
+    part's upper bound), each once, named by the GPUs it holds for: decode says them beside the
+    batch it sizes, and so does plan."""
+    gpus_by_caveat: dict[str, list[str]] = {}
     for layout in result.layouts[:top]:
         dep = layout.deployment
         for caveat in engine.pool(dep, options).caveats():
-            line = f"{dep.gpus.accelerator.id}: {caveat}"
-            if line not in said:
-                said.append(line)
-    return said
+            named = gpus_by_caveat.setdefault(caveat, [])
+            if dep.gpus.accelerator.id not in named:
+                named.append(dep.gpus.accelerator.id)
+    return [f"{', '.join(gpus)}: {caveat}" for caveat, gpus in gpus_by_caveat.items()]
 
 
 def plan_workload(

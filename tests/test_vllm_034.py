@@ -224,3 +224,16 @@ def test_calibrate_reads_what_0_34_keeps_free_after_warmup() -> None:
     (worker,) = log.workers
     assert worker.free_after_warmup is not None and worker.free_after_warmup.text == "61.22"
     assert worker.transient_kept is not None and worker.transient_kept.text == "1.44"
+
+
+def test_plan_says_the_after_warmup_note_once_for_every_gpu_it_holds_for() -> None:
+    # The same caveat on several GPUs' layouts is one warning naming them, not one per GPU.
+    out = CliRunner().invoke(app, ["plan", "llama3.1-8b", "--engine", "vllm", "--users", "4",
+                                   "--gpus", "h100,a100,l40s", "-f", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    accelerators = {row["gpus"]["accelerator"] for row in doc["layouts"]}
+    said = [w for w in doc["warnings"] if "sizes the KV cache from the memory free" in w]
+    assert len(accelerators) > 1 and len(said) == 1
+    named = said[0].split(": ", 1)[0].split(", ")
+    assert sorted(named) == sorted(accelerators)
