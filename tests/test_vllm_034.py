@@ -169,3 +169,57 @@ def test_the_table_prints_the_size_extend_kv_cache_logs_under_0_34() -> None:
     new, old = table("0.34"), table("0.33")
     assert line in new and "Available KV cache memory" not in new
     assert "Available KV cache memory" in old and "Extended KV cache" not in old
+
+
+def test_0_34_captures_wider_grids_of_its_own_on_the_10_x_family() -> None:
+    # _split_cudagraph_capture_sizes (vllm/config/vllm.py of 0.34.0): on SM100 the prefill
+    # graphs take prefill_cudagraph_capture_grid up to min(8192, max_num_batched_tokens) ("54
+    # sizes at 8192") and the decode graphs decode_cudagraph_capture_grid up to max_num_seqs
+    # ("64 sizes at 1024"), where 0.33 captured 51 + 51 on the shared grid.
+    from kvcalc.engine.vllm_releases import (
+        capture_sizes,
+        decode_request_grid,
+        full_graph_sizes,
+        prefill_token_grid,
+    )
+
+    assert len(prefill_token_grid(8192)) == 54 and len(decode_request_grid(1024)) == 64
+    assert decode_request_grid(1024)[:7] == [1, 2, 3, 4, 5, 6, 8]
+    release, b200 = vllm_release("0.34"), (10, 0)
+    assert (capture_sizes(release, 1024, 16384, b200),
+            full_graph_sizes(release, 1024, 16384, b200)) == (54, 64)
+    assert capture_sizes(release, 1024, 2048, b200) == len(prefill_token_grid(2048))
+    # Elsewhere the shared grid stands at the defaults, so Hopper's counts are 0.33's.
+    for seqs, tokens in ((1024, 8192), (256, 2048)):
+        assert capture_sizes(release, seqs, tokens, (9, 0)) == capture_sizes(
+            vllm_release("0.33"), seqs, tokens)
+        assert full_graph_sizes(release, seqs, tokens, (9, 0)) == full_graph_sizes(
+            vllm_release("0.33"), seqs, tokens)
+
+
+def test_0_34_captures_max_num_seqs_and_the_batched_tokens_off_the_grid() -> None:
+    # _set_cudagraph_sizes appends max_num_seqs (uniform_decode_sizes) and
+    # max_num_batched_tokens where they fit below the ceiling; the decode sizes are the
+    # shared sizes capped at max_num_seqs: 100 sequences capture 1, 2, 4, 8..96 and 100.
+    from kvcalc.engine.vllm_releases import capture_grids, full_graph_sizes
+
+    prefill, decode = capture_grids(100, 2048, (9, 0))
+    assert decode == [1, 2, 4, *range(8, 97, 8), 100]
+    assert 100 in prefill and max(prefill) == 200
+    assert full_graph_sizes(vllm_release("0.34"), 100, 2048, (9, 0)) == 16
+    prefill, _ = capture_grids(1024, 300, (9, 0))
+    assert prefill[-2:] == [288, 300]
+
+
+def test_chunked_local_attention_captures_no_full_graphs_from_0_34() -> None:
+    # ChunkedLocalAttentionBuilder reports AttentionCGSupport.NEVER, so
+    # resolve_cudagraph_mode_and_sizes turns FULL_AND_PIECEWISE into PIECEWISE: Llama 4's
+    # graphs are the PIECEWISE sizes alone, Llama 3's both kinds.
+    from kvcalc.engine.vllm import captured_graphs
+    from kvcalc.engine.vllm_releases import capture_sizes
+
+    release = vllm_release("0.34")
+    scout, llama = registry_model("llama4-scout"), registry_model("llama3.1-8b")
+    assert captured_graphs(scout, release, 1024, 8192, (9, 0)) == capture_sizes(
+        release, 1024, 8192, (9, 0)) == 51
+    assert captured_graphs(llama, release, 1024, 8192, (9, 0)) == 102

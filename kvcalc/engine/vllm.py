@@ -1038,9 +1038,10 @@ def cudagraph_estimate(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     pp: int = 1,
+    capability: tuple[int, int] | None = None,
 ) -> int:
     """"Estimated CUDA graph memory" of one worker: graphs captured (PIECEWISE and FULL sizes,
-    :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x the layers of the largest pipeline
+    :func:`captured_graphs` on a GPU of compute ``capability``) x the layers of the largest pipeline
     stage x the figure per graph and layer of the model runner that estimates them
     (:data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`, Model Runner V2's
     :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2` for dense models from 0.29); 0 before 0.17 (not
@@ -1051,14 +1052,34 @@ def cudagraph_estimate(
     per_graph_layer = (
         CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 if rule == "v2" else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
     )
-    graphs = captured_graphs(release, max_num_seqs, max_num_batched_tokens)
+    graphs = captured_graphs(model, release, max_num_seqs, max_num_batched_tokens, capability)
     return graphs * stage_layers(model, pp) * per_graph_layer
 
 
-def captured_graphs(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """The CUDA graphs a worker captures: the PIECEWISE sizes and the FULL ones."""
-    return capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
-        release, max_num_seqs, max_num_batched_tokens
+def full_decode_graphs(model: ModelSpec) -> bool:
+    """Whether every attention backend of ``model`` can be captured in a FULL decode graph.
+    A chunked-local layer's builder reports ``AttentionCGSupport.NEVER``
+    (``ChunkedLocalAttentionBuilder.get_cudagraph_support``,
+    vllm/model_executor/layers/attention/chunked_local_attention.py of 0.28.0, 0.33.0 and
+    0.34.0), the least of the model's backends is what the mode is resolved against, and at
+    NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
+    vllm/config/compilation.py of 0.34.0). Applied from 0.34 (:func:`captured_graphs`)."""
+    return not any(m.kind == "chunked" for m in model.mixer_pattern)
+
+
+def captured_graphs(
+    model: ModelSpec,
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None = None,
+) -> int:
+    """The CUDA graphs a worker captures: the PIECEWISE sizes and the FULL ones on a GPU of
+    compute ``capability`` (None: ROCm or not known)."""
+    return capture_sizes(
+        release, max_num_seqs, max_num_batched_tokens, capability
+    ) + full_graph_sizes(
+        release, max_num_seqs, max_num_batched_tokens, capability, full_decode_graphs(model)
     )
 
 
@@ -1081,20 +1102,24 @@ def profile_kv_memory(
     scale_up_link: bool = True,
     rocm: bool = False,
     unified_in_use_bytes: int | None = None,
+    capability: tuple[int, int] | None = None,
 ) -> tuple[ProfiledMemory, ...]:
     """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
     ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
     weights - activation peak - non-torch - the CUDA-graph estimate where the release
     subtracts it; from 0.34 what its extensible KV cache measures after warmup
     (:mod:`kvcalc.engine.vllm_warmup`: ``rocm`` for its margin, ``unified_in_use_bytes`` what
-    a unified part's OS leaves unavailable at start). ``weights_per_gpu`` is one figure, or one
+    a unified part's OS leaves unavailable at start; ``capability`` the GPU's compute capability,
+    which sets 0.34's CUDA-graph sizes). ``weights_per_gpu`` is one figure, or one
     per stage; ``scale_up_link`` False for GPUs joined by PCIe alone
     (:func:`~kvcalc.engine.overhead.non_torch_memory`). An estimate: expect a few percent of
     run-to-run variation, and pass the logged figure when you have one."""
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
-    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens, pp)
+    graphs = cudagraph_estimate(
+        model, rules, max_num_seqs, max_num_batched_tokens, pp, capability
+    )
     warmup = None
     if rules.kv_sizing == "after_warmup":
         warmup = AfterWarmup(
@@ -1103,7 +1128,9 @@ def profile_kv_memory(
                 tp * pp > 1, unified_in_use_bytes
             ),
             graph_pool_bytes=graph_pool_bytes(
-                captured_graphs(rules, max_num_seqs, max_num_batched_tokens),
+                captured_graphs(
+                    model, rules, max_num_seqs, max_num_batched_tokens, capability
+                ),
                 stage_layers(model, pp),
             ),
             margin_floor_bytes=MARGIN_FLOOR_BYTES_ROCM if rocm else MARGIN_FLOOR_BYTES_CUDA,
@@ -1298,6 +1325,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         scale_up_link=dep.gpus.accelerator.interconnect is not None,
         rocm=dep.gpus.accelerator.vendor == "amd",
         unified_in_use_bytes=unified_in_use(dep),
+        capability=dep.gpus.accelerator.compute_capability,
     )
 
 
