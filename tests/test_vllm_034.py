@@ -124,7 +124,9 @@ def test_the_cache_never_exceeds_the_free_memory_it_is_measured_from(model: str,
     for terms in vllm_memory_terms(dep, vllm_inputs(dep, "0.34")):
         warm = terms.after_warmup
         assert warm is not None
-        transient = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
+        transient = warm.transient_bytes(
+            terms.activation_peak_bytes + terms.cudagraph_estimate_bytes)
+        assert transient >= warm.warmup_transient_bytes
         used = terms.weights_bytes + terms.non_torch_bytes + warm.graph_pool_bytes
         assert (terms.available_bytes + used + transient + warm.margin_bytes(transient)
                 <= warm.device_total_bytes - warm.in_use_at_snapshot_bytes)
@@ -223,3 +225,43 @@ def test_chunked_local_attention_captures_no_full_graphs_from_0_34() -> None:
     assert captured_graphs(scout, release, 1024, 8192, (9, 0)) == capture_sizes(
         release, 1024, 8192, (9, 0)) == 51
     assert captured_graphs(llama, release, 1024, 8192, (9, 0)) == 102
+
+
+def test_the_warmup_steps_transient_is_kept_free_where_it_exceeds_the_profiles() -> None:
+    # _compile_or_warm_up_model resets the peak before warmup_kernels, whose prefill samples
+    # max_num_seqs requests with every sampling feature (for_sampler_warmup): the logits in
+    # bf16, Sampler.apply_sampling_params' fp32 copy, and FlashInfer's top-k-masked logits and
+    # their softmax, fp32 each. Gemma 3 1B's 262k vocabulary at 1,024 sequences on an H100:
+    # 14 bytes per logit, above the profile's peak and graph estimate.
+    from dataclasses import replace
+
+    gemma = registry_model("gemma3-1b")
+    dep = deployment(gemma, parse_gpu_set("h100"))
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34"))
+    warm = terms.after_warmup
+    assert warm is not None
+    rows = 1024 * gemma.vocab_size
+    assert warm.warmup_transient_bytes == 2 * 2048 * gemma.hidden_size + 14 * rows
+    profile = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
+    assert warm.warmup_transient_bytes > profile
+    # What the larger transient costs at the default share, where the headroom binds: itself
+    # and its margin, 0.75 of itself, in place of the profile's.
+    without = replace(terms, after_warmup=replace(warm, warmup_transient_bytes=0))
+    transient = warm.warmup_transient_bytes
+    assert without.available_bytes - terms.available_bytes == (
+        transient + warm.margin_bytes(transient) - profile - warm.margin_bytes(profile)) > GiB
+
+
+def test_the_sizing_steps_prompt_logprobs_take_1024_rows_of_logits() -> None:
+    # run_kv_cache_sizing_warmup asks for max_logprobs (20) prompt logprobs over a step of
+    # max_num_batched_tokens; compute_prompt_logprobs_with_chunking takes 1,024 rows of bf16
+    # logits at a time (CHUNK_SIZE, prompt_logprob.py): four times the 256 rows the small
+    # tier's profile samples. Without FlashInfer's tensors that step is the larger.
+    from kvcalc.engine.vllm_warmup import warmup_transient_bytes
+
+    qwen = registry_model("qwen3-8b")
+    sizing = 2 * (2048 * qwen.hidden_size + 1024 * qwen.vocab_size)
+    assert warmup_transient_bytes(qwen, 2048, 256, 1, True, flashinfer_sampler=False) == sizing
+    sampler = 2 * (512 * qwen.hidden_size) + 256 * qwen.vocab_size * (2 + 12)
+    assert warmup_transient_bytes(qwen, 2048, 256, 1, True, flashinfer_sampler=True) == sampler
+    assert warmup_transient_bytes(qwen, 2048, 256, 2, False, flashinfer_sampler=True) == 0

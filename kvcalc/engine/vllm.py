@@ -94,6 +94,8 @@ from kvcalc.engine.vllm_warmup import (
     AfterWarmup,
     graph_pool_bytes,
     in_use_at_snapshot_bytes,
+    samples_with_flashinfer,
+    warmup_transient_bytes,
 )
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
@@ -969,12 +971,14 @@ class ProfiledMemory:
 
     @property
     def available_bytes(self) -> int:
-        if self.after_warmup is not None:
-            return self.after_warmup.kv_cache_bytes(
+        warm = self.after_warmup
+        if warm is not None:
+            return warm.kv_cache_bytes(
                 self.requested_bytes,
-                self.weights_bytes + self.non_torch_bytes + self.after_warmup.graph_pool_bytes,
-                # the profile's peak activation, the reserve warmup keeps free
-                self.activation_peak_bytes + self.cudagraph_estimate_bytes,
+                self.weights_bytes
+                + self.non_torch_bytes
+                + warm.graph_pool_bytes,
+                warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes),
             )
         return self.requested_bytes - (
             self.weights_bytes
@@ -1154,7 +1158,14 @@ def profile_kv_memory(
             + consumed_runner_buffers(model, rules, max_num_batched_tokens),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
-            after_warmup=warmup,
+            after_warmup=warmup
+            and replace(
+                warmup,
+                warmup_transient_bytes=warmup_transient_bytes(
+                    model, max_num_batched_tokens, max_num_seqs, pp, last_stage=s == pp - 1,
+                    flashinfer_sampler=samples_with_flashinfer(capability),
+                ),
+            ),
         )
         for s, w in enumerate(weights)
     )
