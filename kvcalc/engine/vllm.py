@@ -63,6 +63,7 @@ from kvcalc.engine.overhead import (
     FORWARD_FFN_TENSORS,
     FORWARD_HIDDEN_TENSORS,
     activation_peak,
+    moe_workspace,
     non_torch_memory,
     runner_inputs_embeds,
     used_ffns,
@@ -977,7 +978,8 @@ class ProfiledMemory:
                 self.requested_bytes,
                 self.weights_bytes
                 + self.non_torch_bytes
-                + warm.graph_pool_bytes,
+                + warm.graph_pool_bytes
+                + warm.held_workspace_bytes,
                 warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes),
             )
         return self.requested_bytes - (
@@ -1138,6 +1140,9 @@ def profile_kv_memory(
                 stage_layers(model, pp),
             ),
             margin_floor_bytes=MARGIN_FLOOR_BYTES_ROCM if rocm else MARGIN_FLOOR_BYTES_CUDA,
+            held_workspace_bytes=(
+                moe_workspace(model, tp, max_num_batched_tokens) if rules.moe_workspace_held else 0
+            ),
         )
     return tuple(
         ProfiledMemory(
@@ -1153,6 +1158,7 @@ def profile_kv_memory(
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
                 v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
+                workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
             + consumed_runner_buffers(model, rules, max_num_batched_tokens),

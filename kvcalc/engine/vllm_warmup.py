@@ -13,13 +13,17 @@ bytes (``measure_kv_cache_bytes``), where
 * ``requested`` is ``ceil(total x gpu_memory_utilization)``, the utilization 1.0 unless given
   (``CacheConfig.resolved_gpu_memory_utilization``, vllm/config/cache.py);
 * ``used`` is everything resident beside the cache then: the init snapshot's free memory less
-  the free memory now (the weights, non-torch memory, the CUDA graphs' pool);
+  the free memory now (the weights, non-torch memory, the CUDA graphs' pool, the held MoE
+  workspaces);
 * ``headroom`` is the free memory now: the device less what was in use at the init snapshot
   (the CUDA context, NCCL) and ``used``;
 * ``transient`` is the larger of the profile's peak activation (its transient headroom plus
   the CUDA-graph estimate, ``Worker.initialize_from_config``) and the warmup steps' own
   transient peaks (:func:`warmup_transient_bytes`), and of torch's reservation growth over
-  them (not modelled: fragmentation has no figure in the code);
+  them (not modelled: fragmentation has no figure in the code). Each is an allocated peak less
+  what stays allocated (``transient_peak_headroom``, vllm/utils/mem_utils.py of 0.34.0;
+  ``ExtensibleKVCache.record_transient_peak``), so the fused-MoE workspaces the profile sizes
+  and keeps are in ``used`` (``held_workspace_bytes``), not in the transient and its margin;
 * ``margin`` is ``max(1 GiB, 0.75 x transient)`` on CUDA, a 3 GiB floor on ROCm
   (``KV_CACHE_MARGIN_FLOOR_BYTES``, ``KV_CACHE_MARGIN_FRACTION``).
 
@@ -155,6 +159,9 @@ class AfterWarmup:
     in_use_at_snapshot_bytes: int
     graph_pool_bytes: int
     margin_floor_bytes: int = MARGIN_FLOOR_BYTES_CUDA
+    held_workspace_bytes: int = 0
+    """The fused-MoE workspaces the profile sized and kept: resident beside the weights, not
+    part of a transient (:func:`kvcalc.engine.overhead.moe_workspace`)."""
     warmup_transient_bytes: int = 0
     """The warmup steps' transient (:func:`warmup_transient_bytes`)."""
 
