@@ -286,3 +286,26 @@ def test_the_held_moe_workspaces_are_resident_not_transient_under_0_34() -> None
     dense = deployment(registry_model("llama3.1-8b"), parse_gpu_set("h100"))
     (terms,) = vllm_memory_terms(dense, vllm_inputs(dense, "0.34"))
     assert terms.after_warmup is not None and terms.after_warmup.held_workspace_bytes == 0
+
+
+def test_a_hybrids_attention_block_is_aligned_to_0_34s_default_block() -> None:
+    # Platform._align_hybrid_block_size: kernel_block_alignment_size = max(the backend's
+    # smallest kernel block, cache_config.block_size), and the attention block is the first
+    # multiple of it whose page holds a state: at 0.34's default 64 a multiple of 64 (Qwen3.5-
+    # 0.8B: 576, where 0.33's 16 gave 544, "Setting attention block size to 544 tokens" in the
+    # 0.28 A100 PCIe log of tests/fixtures/vllm_logs).
+    from kvcalc.engine.vllm import hybrid_attention_block_size, vllm_kv_cache_for
+
+    dep = deployment(registry_model("qwen3.5-0.8b"), parse_gpu_set("h100"))
+
+    def block(version: str) -> int:
+        result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
+        (size,) = {s.block_size for s in result.layer_specs if s.kind != "mamba"}
+        return size
+
+    assert (block("0.33"), block("0.34")) == (544, 576)
+    # A block asked for that holds a state already is kept; one that does not is rounded up
+    # in steps of itself.
+    assert hybrid_attention_block_size(100, 5_000, 64) == 64
+    assert hybrid_attention_block_size(100, 7_000, 64) == 128
+    assert hybrid_attention_block_size(100, 7_000, 16) == 80

@@ -120,8 +120,9 @@ VLLM_KV_DTYPES = (
     "int8_per_token_head",
     "nvfp4",
 )
-#: The attention block in a Mamba hybrid is a multiple of this (kernel_block_alignment_size for
-#: non-MLA attention in HybridAttentionMambaModelConfig.verify_and_update_config).
+#: The attention block in a Mamba hybrid is a multiple of this, or of the block asked for where
+#: that is larger (kernel_block_alignment_size for non-MLA attention: the first backend's
+#: smallest kernel block, 16 for FLASH_ATTN, TRITON_ATTN and FLASHINFER).
 HYBRID_BLOCK_ALIGNMENT = 16
 #: Hybrid grouping: when the largest bucket of layers has fewer than 1.5x the layers of the
 #: smallest, the group size is the largest bucket (reference step 3, gpt-oss + EAGLE 12 + 13).
@@ -363,11 +364,15 @@ def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
 def hybrid_attention_block_size(
     attention_bytes_per_token: int, state_page_bytes: int, block_size: int
 ) -> int:
-    """The attention block of a Mamba hybrid: the smallest multiple of 16 tokens whose page holds
-    a whole state ("Setting attention block size to N tokens"); a larger user block is kept."""
-    step = HYBRID_BLOCK_ALIGNMENT
-    needed = step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
-    return max(block_size, needed)
+    """The attention block of a Mamba hybrid ("Setting attention block size to N tokens"): the
+    smallest multiple of the alignment whose page holds a whole state, the alignment being
+    max(16, the block asked for) (``kernel_block_alignment_size = max(min kernel block,
+    cache_config.block_size)`` in ``Platform._align_hybrid_block_size``,
+    vllm/platforms/interface.py of 0.28.0, 0.33.0 and 0.34.0). So 0.34's default block of 64
+    makes it a multiple of 64, where up to 0.33 it was one of 16 (Qwen3.5-0.8B: 576 tokens,
+    not 544); a block asked for that holds a state is kept."""
+    step = max(HYBRID_BLOCK_ALIGNMENT, block_size)
+    return step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
 
 
 #: vLLM's words for the units spec.split_heads refuses to split.
