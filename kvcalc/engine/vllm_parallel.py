@@ -137,14 +137,20 @@ def mamba_cache_mode(
 ) -> MambaCacheMode:
     """The Mamba cache mode vLLM starts ``model`` with. ``enable_prefix_caching`` None: the
     release's default, off for models with states in 0.19 (``hybrid_default_on`` False) and on
-    in "align" mode from 0.28 (True, #50991). Given: "all" for Mamba1/2 models, else "align"
-    (``MambaModelConfig.verify_and_update_config``)."""
+    in "align" mode from 0.28 (True, #50991). Given: in 0.19 "all" for Mamba1/2 models, else
+    "align"; from 0.28 "align" for every model (``MambaModelConfig.verify_and_update_config``
+    turns the default "none" into "align" when prefix caching is on, and "all" is taken only
+    from ``--mamba-cache-mode all``, which kvcalc does not offer: vllm/model_executor/models/
+    config.py of 0.28.0; 0.33.0 and 0.34.0 have no "all" mode, ``MambaCacheMode`` in
+    vllm/config/cache.py)."""
     if not has_states(model):
         return "none"
     if enable_prefix_caching is None:
         return "align" if hybrid_default_on else "none"
     if not enable_prefix_caching:
         return "none"
+    if hybrid_default_on:
+        return "align"
     kinds = {m.kind for m in model.mixer_pattern if not m.holds_tokens}
     return "all" if kinds <= ALL_MODE_KINDS else "align"
 
