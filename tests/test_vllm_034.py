@@ -309,3 +309,20 @@ def test_a_hybrids_attention_block_is_aligned_to_0_34s_default_block() -> None:
     assert hybrid_attention_block_size(100, 5_000, 64) == 64
     assert hybrid_attention_block_size(100, 7_000, 64) == 128
     assert hybrid_attention_block_size(100, 7_000, 16) == 80
+
+
+def test_gemma_4_on_capability_11_pages_at_fa4s_head_256_block() -> None:
+    # Gemma4Config sets FA4 for every layer; off the 10.x family FLASH_ATTN leads the
+    # priority list, and FlashAttentionBackend.get_preferred_block_size is max(default,
+    # FA4_HD256_PAGE_SIZE = 128) where FA4's head-size-256 kernel runs (capability 10.x or
+    # 11.x, uses_fa4_hd256_kernel; 0.29.0 on). Hopper keeps the default block.
+    def block(gpu: str, version: str, model: str = "gemma-4-e4b") -> int:
+        dep = deployment(registry_model(model), parse_gpu_set(gpu))
+        chosen = deployment_backend_block(dep, vllm_release(version))
+        assert chosen is not None and chosen.backend in ("FLASH_ATTN", "FLASHINFER")
+        return chosen.block_size
+
+    assert (block("jetson-agx-thor", "0.28"), block("jetson-agx-thor", "0.33"),
+            block("jetson-agx-thor", "0.34")) == (16, 128, 128)
+    assert block("h100", "0.34") == block("b200", "0.34") == 64
+    assert block("jetson-agx-thor", "0.34", "llama3.1-8b") == 64

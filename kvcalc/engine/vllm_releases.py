@@ -161,6 +161,12 @@ class VLLMRelease:
     FLASHINFER_MLA 64 among theirs) but ROCM_ATTN, which prefers 16 whatever it is asked
     (vllm/v1/attention/backends of 0.34.0)."""
 
+    fa4_hd256_block: bool
+    """FlashAttention's preferred block is at least 128 where FA4 runs its Blackwell head-size-256
+    kernel (``FlashAttentionBackend._get_fa4_hd256_block_size``, ``FA4_HD256_PAGE_SIZE`` and
+    ``uses_fa4_hd256_kernel``: capability 10.x or 11.x, vllm/v1/attention/backends of 0.29.0,
+    0.32.0, 0.33.0 and 0.34.0; not in 0.28.0)."""
+
     split_capture_sizes: bool
     """CUDA graphs are captured at separate prefill and decode sizes
     (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
@@ -220,7 +226,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
-             kv_sizing="profiled", default_block=16, split_capture_sizes=False),
+             kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
+             split_capture_sizes=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -269,9 +276,11 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _then("0.28", large_device_tier=True, mamba_align=True),
-    # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
-    # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes).
-    _then("0.29", dense_graphs="v2"),
+    # 0.29: FlashAttention prefers 128 where FA4's head-size-256 Blackwell kernel runs
+    # (_get_fa4_hd256_block_size, flash_attn.py of 0.29.0); Model Runner V2 estimates its
+    # graphs (gpu/cudagraph_utils.py profile_cudagraph_memory in the 0.29.0, 0.30.0 and 0.33.0
+    # wheels; PR #53306 and its forward fixes).
+    _then("0.29", dense_graphs="v2", fa4_hd256_block=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _then("0.30", shared_kv_projections=False),
