@@ -296,7 +296,8 @@ def test_a_hybrids_attention_block_is_aligned_to_0_34s_default_block() -> None:
     # 0.28 A100 PCIe log of tests/fixtures/vllm_logs).
     from kvcalc.engine.vllm import hybrid_attention_block_size, vllm_kv_cache_for
 
-    dep = deployment(registry_model("qwen3.5-0.8b"), parse_gpu_set("h100"))
+    # (On an A100: Hopper's FlashInfer GDN prefill aligns the block to 64 from 0.33 anyway.)
+    dep = deployment(registry_model("qwen3.5-0.8b"), parse_gpu_set("a100"))
 
     def block(version: str) -> int:
         result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
@@ -326,3 +327,27 @@ def test_gemma_4_on_capability_11_pages_at_fa4s_head_256_block() -> None:
             block("jetson-agx-thor", "0.34")) == (16, 128, 128)
     assert block("h100", "0.34") == block("b200", "0.34") == 64
     assert block("jetson-agx-thor", "0.34", "llama3.1-8b") == 64
+
+
+def test_align_mode_states_take_a_prefill_checkpoint_page() -> None:
+    # MambaSpec.max_memory_usage_bytes in align mode: page x (2 + speculative blocks +
+    # num_prefill_checkpoint_blocks). MambaMixer2.get_kv_cache_spec sets 1 from 0.32; Qwen's
+    # Gated DeltaNet layer from 0.33 where FlashInfer runs its prefill (Hopper), which also
+    # aligns the attention block to FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (64). Jamba's Mamba1
+    # layers keep two pages.
+    from kvcalc.engine.vllm import vllm_kv_cache_for
+
+    def pages(model: str, gpu: str, version: str) -> tuple[set[int], set[int]]:
+        tp = 2 if model == "jamba-v0.1" else 1
+        dep = deployment(registry_model(model), parse_gpu_set(f"{tp}x{gpu}"), tp=tp)
+        result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
+        specs = result.layer_specs
+        return ({s.state_pages for s in specs if s.kind == "mamba"},
+                {s.block_size for s in specs if s.kind != "mamba"})
+
+    assert pages("nemotron-h-8b", "a100", "0.31")[0] == {2}
+    assert pages("nemotron-h-8b", "a100", "0.32")[0] == {3}
+    assert pages("qwen3.5-0.8b", "h100", "0.32") == ({2}, {544})
+    assert pages("qwen3.5-0.8b", "h100", "0.33") == ({3}, {576})
+    assert pages("qwen3.5-0.8b", "a100", "0.33") == ({2}, {544})
+    assert pages("jamba-v0.1", "h100", "0.34")[0] == {2}

@@ -72,6 +72,7 @@ from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.vllm_parallel import (
+    GDN_CHECKPOINT_ALIGNMENT,
     MambaCacheMode,
     dcp_tokens,
     speculative_state,
@@ -362,7 +363,7 @@ def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
 
 
 def hybrid_attention_block_size(
-    attention_bytes_per_token: int, state_page_bytes: int, block_size: int
+    attention_bytes_per_token: int, state_page_bytes: int, block_size: int, alignment: int = 1
 ) -> int:
     """The attention block of a Mamba hybrid ("Setting attention block size to N tokens"): the
     smallest multiple of the alignment whose page holds a whole state, the alignment being
@@ -370,8 +371,9 @@ def hybrid_attention_block_size(
     cache_config.block_size)`` in ``Platform._align_hybrid_block_size``,
     vllm/platforms/interface.py of 0.28.0, 0.33.0 and 0.34.0). So 0.34's default block of 64
     makes it a multiple of 64, where up to 0.33 it was one of 16 (Qwen3.5-0.8B: 576 tokens,
-    not 544); a block asked for that holds a state is kept."""
-    step = max(HYBRID_BLOCK_ALIGNMENT, block_size)
+    not 544); a block asked for that holds a state is kept. ``alignment``: the states' prefill
+    checkpoints' in align mode, which the step is made a multiple of (lcm)."""
+    step = math.lcm(max(HYBRID_BLOCK_ALIGNMENT, block_size), alignment)
     return step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
 
 
@@ -414,13 +416,16 @@ def layer_cache_specs(
     mamba_cache_mode: MambaCacheMode = "none",
     num_speculative_tokens: int = 0,
     draft_mixers: Sequence[Mixer] = (),
+    checkpoint_kinds: frozenset[str] = frozenset(),
 ) -> tuple[LayerCacheSpec, ...]:
     """Every cache layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up:
     a decoder layer's own spec, then one per side cache (:func:`stage_cache_layers`); then the
     ``draft_mixers`` (MTP layers), which join the pool as the target's layers do.
 
     ``mamba_cache_mode`` "align" (prefix caching) gives a state the attention block and 2
-    pages per request; ``num_speculative_tokens`` adds a page per token and a conv row per
+    pages per request, a third to the ``checkpoint_kinds`` that export prefill checkpoints
+    (:func:`~kvcalc.engine.vllm_parallel.checkpoint_kinds`; Gated DeltaNet's also align the
+    attention block to 64); ``num_speculative_tokens`` adds a page per token and a conv row per
     token (:mod:`kvcalc.engine.vllm_parallel`).
 
     ``max_model_len`` is the block size vLLM gives Mamba-type specs (prefix caching off); it
@@ -464,8 +469,16 @@ def layer_cache_specs(
                 f"{model.id}: MLA combined with recurrent states is not modelled for vLLM"
             )
         # vLLM sizes the block from the model-level heads: the first attention layer's.
+        # Only where every state layer declares a checkpoint alignment
+        # (get_mamba_prefill_checkpoint_alignment, vllm/model_executor/layers/mamba/abstract.py).
+        gdn_checkpoints = (
+            mamba_cache_mode == "align"
+            and "gated_deltanet" in checkpoint_kinds
+            and all(m.kind == "gated_deltanet" for m in mixers if not m.holds_tokens)
+        )
         block_size = hybrid_attention_block_size(
-            attention_bytes_per_token(attention[0], kv_dtype), max(states), block_size
+            attention_bytes_per_token(attention[0], kv_dtype), max(states), block_size,
+            GDN_CHECKPOINT_ALIGNMENT if gdn_checkpoints else 1,
         )
     attention_page = block_size * max(
         (attention_bytes_per_token(m, kv_dtype) for m in attention), default=0
@@ -480,7 +493,9 @@ def layer_cache_specs(
         # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size),
         # the attention block in "align" mode.
         block = block_size if mamba_cache_mode == "align" else max_model_len
-        pages = state_pages(mamba_cache_mode, num_speculative_tokens)
+        pages = state_pages(
+            mamba_cache_mode, num_speculative_tokens, mixer.kind in checkpoint_kinds
+        )
         specs.append(
             LayerCacheSpec(
                 "mamba", block, max(real, attention_page), state_bytes=real, state_pages=pages
@@ -825,6 +840,7 @@ def vllm_kv_cache(
     num_speculative_tokens: int = 0,
     draft_mixers: Sequence[Mixer] = (),
     release: VLLMRelease | None = None,
+    checkpoint_kinds: frozenset[str] = frozenset(),
 ) -> VLLMKVCache | KVCacheTooSmall:
     """Blocks, concurrency and the token line of vLLM ``release`` (None: 0.19, the release the
     block model was checked on) for ``kv_memory`` bytes of KV cache per worker ("Available KV
@@ -834,7 +850,9 @@ def vllm_kv_cache(
     puts a hybrid's states in (None: the release's default, "align" from 0.28 and "none"
     before, :func:`~kvcalc.engine.vllm_parallel.mamba_cache_mode`), ``draft_mixers`` the MTP
     layers of ``num_speculative_tokens`` speculative decoding, checked by
-    :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them).
+    :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them); ``checkpoint_kinds`` the
+    state mixers whose align-mode states take a prefill-checkpoint page
+    (:func:`~kvcalc.engine.vllm_parallel.checkpoint_kinds` of the release and GPU).
 
     ``block_size`` is vLLM's ``cache_config.block_size``: ``--block-size``, else the default
     backend's (:func:`kvcalc.engine.vllm_backends.vllm_block_size`: FlashMLA 64 on Hopper up to
@@ -855,7 +873,7 @@ def vllm_kv_cache(
     stage_layers = pipeline_stage_layers(model.num_layers, pp)
     specs = layer_cache_specs(
         model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype,
-        mamba_cache_mode, num_speculative_tokens, draft_mixers,
+        mamba_cache_mode, num_speculative_tokens, draft_mixers, checkpoint_kinds,
     )
     grouping = group_layers(specs, packed=any(is_compressed(m) for m in model.mixer_pattern))
     # DeepSeek-V4 follows 0.33's line whatever the release (its rules are 0.33's).
@@ -1399,6 +1417,7 @@ def deployment_kv_cache(
     bytes per stage) under the release's ``inputs``; ``paging``: vLLM's own serving settings
     (dcp, mamba_cache_mode, speculative tokens and draft layers)."""
     from kvcalc.engine.vllm_backends import vllm_block_size
+    from kvcalc.engine.vllm_parallel import checkpoint_kinds
 
     return vllm_kv_cache(
         dep.model,
@@ -1412,6 +1431,9 @@ def deployment_kv_cache(
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
         release=inputs.release,
+        checkpoint_kinds=checkpoint_kinds(
+            inputs.release, dep.gpus.accelerator.compute_capability
+        ),
         **paging,
     )
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.spec import Mixer, ModelSpec
     from kvcalc.engine.vllm import VLLMInputs
+    from kvcalc.engine.vllm_releases import VLLMRelease
 
 MambaCacheMode = Literal["none", "align", "all"]
 
@@ -164,10 +165,38 @@ def check_cache_mode(model: ModelSpec, mode: MambaCacheMode) -> None:
         )
 
 
-def state_pages(mode: MambaCacheMode, num_speculative_tokens: int) -> int:
+def state_pages(
+    mode: MambaCacheMode, num_speculative_tokens: int, checkpoint: bool = False
+) -> int:
     """Pages one request's state takes (``MambaSpec.max_memory_usage_bytes``): 1 (+ k) in
-    "none" mode, 2 (+ k) in "align" mode."""
-    return (2 if mode == "align" else 1) + num_speculative_tokens
+    "none" mode, 2 (+ k) in "align" mode, and a prefill-checkpoint page where the layer
+    exports one (``checkpoint``: :func:`checkpoint_kinds`)."""
+    if mode == "align":
+        return 2 + num_speculative_tokens + int(checkpoint)
+    return 1 + num_speculative_tokens
+
+
+#: ``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`` (vllm/v1/attention/backends/gdn_attn.py of 0.33.0
+#: and 0.34.0): in align mode the attention block is a multiple of it where Gated DeltaNet
+#: exports prefill checkpoints (``Platform._align_hybrid_block_size`` takes the lcm).
+GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+def checkpoint_kinds(
+    release: VLLMRelease, capability: tuple[int, int] | None
+) -> frozenset[str]:
+    """The state mixers whose align-mode state takes a prefill-checkpoint page under
+    ``release`` on a GPU of compute ``capability``: Mamba2 from 0.32
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mamba2_checkpoint_page`), Gated
+    DeltaNet from 0.33 where FlashInfer runs its prefill, Hopper
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.gdn_checkpoint_page`,
+    ``_resolve_gdn_prefill_backend``: "Hopper (SM90) - no further constraints")."""
+    kinds = set()
+    if release.mamba2_checkpoint_page:
+        kinds.add("mamba2")
+    if release.gdn_checkpoint_page and capability is not None and capability[0] == 9:
+        kinds.add("gated_deltanet")
+    return frozenset(kinds)
 
 
 # ------------------------------------------------------------------ MTP (speculative) layers

@@ -167,6 +167,21 @@ class VLLMRelease:
     ``uses_fa4_hd256_kernel``: capability 10.x or 11.x, vllm/v1/attention/backends of 0.29.0,
     0.32.0, 0.33.0 and 0.34.0; not in 0.28.0)."""
 
+    mamba2_checkpoint_page: bool
+    """In "align" mode a Mamba2 layer's state takes a third page per request, for the prefill
+    checkpoint it exports from inside a forward (``num_prefill_checkpoint_blocks=1`` in
+    ``MambaMixer2.get_kv_cache_spec``, vllm/model_executor/layers/mamba/mamba_mixer2.py of
+    0.32.0, 0.33.0 and 0.34.0, not 0.31.0; ``MambaSpec.max_memory_usage_bytes``,
+    vllm/v1/kv_cache_interface.py)."""
+
+    gdn_checkpoint_page: bool
+    """Likewise a Gated DeltaNet layer's, where FlashInfer runs its prefill (Hopper: CUDA
+    capability 9.x), whose checkpoints also align the attention block to 64
+    (``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``, v1/attention/backends/gdn_attn.py; the layer's
+    ``get_kv_cache_spec`` in model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py of 0.33.0
+    and 0.34.0, not 0.32.0). Blackwell's FlashInfer GDN prefill (head_k_dim 128 and a CUDA
+    13 runtime) is not modelled."""
+
     split_capture_sizes: bool
     """CUDA graphs are captured at separate prefill and decode sizes
     (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
@@ -227,7 +242,7 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
-             split_capture_sizes=False),
+             mamba2_checkpoint_page=False, gdn_checkpoint_page=False, split_capture_sizes=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -284,11 +299,15 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _then("0.30", shared_kv_projections=False),
+    # 0.32: a Mamba2 state's prefill-checkpoint page in align mode (mamba_mixer2.py 0.32.0).
+    _then("0.32", mamba2_checkpoint_page=True),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
-    # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
-    _then("0.33"),
+    # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35), the same rule.
+    # Gated DeltaNet's checkpoint page and 64-token alignment under FlashInfer's prefill
+    # (qwen_gdn_linear_attn.py 0.33.0).
+    _then("0.33", gdn_checkpoint_page=True),
     # 0.34: Model Runner V1 removed, so V2 runs every model; the extensible KV cache, on by
     # default on CUDA and ROCm, sizes the cache after warmup and graph capture with the
     # utilization defaulting to 1.0; the default block 64 (vllm/v1/worker/
