@@ -124,8 +124,11 @@ def test_the_cache_never_exceeds_the_free_memory_it_is_measured_from(model: str,
     for terms in vllm_memory_terms(dep, vllm_inputs(dep, "0.34")):
         warm = terms.after_warmup
         assert warm is not None
-        transient = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
-        used = terms.weights_bytes + terms.non_torch_bytes + warm.graph_pool_bytes
+        transient = warm.transient_bytes(
+            terms.activation_peak_bytes + terms.cudagraph_estimate_bytes)
+        assert transient >= warm.warmup_transient_bytes
+        used = (terms.weights_bytes + terms.non_torch_bytes + warm.graph_pool_bytes
+                + warm.held_workspace_bytes)
         assert (terms.available_bytes + used + transient + warm.margin_bytes(transient)
                 <= warm.device_total_bytes - warm.in_use_at_snapshot_bytes)
 
@@ -237,3 +240,182 @@ def test_plan_says_the_after_warmup_note_once_for_every_gpu_it_holds_for() -> No
     assert len(accelerators) > 1 and len(said) == 1
     named = said[0].split(": ", 1)[0].split(", ")
     assert sorted(named) == sorted(accelerators)
+
+
+def test_0_34_captures_wider_grids_of_its_own_on_the_10_x_family() -> None:
+    # _split_cudagraph_capture_sizes (vllm/config/vllm.py of 0.34.0): on SM100 the prefill
+    # graphs take prefill_cudagraph_capture_grid up to min(8192, max_num_batched_tokens) ("54
+    # sizes at 8192") and the decode graphs decode_cudagraph_capture_grid up to max_num_seqs
+    # ("64 sizes at 1024"), where 0.33 captured 51 + 51 on the shared grid.
+    from kvcalc.engine.vllm_releases import (
+        capture_sizes,
+        decode_request_grid,
+        full_graph_sizes,
+        prefill_token_grid,
+    )
+
+    assert len(prefill_token_grid(8192)) == 54 and len(decode_request_grid(1024)) == 64
+    assert decode_request_grid(1024)[:7] == [1, 2, 3, 4, 5, 6, 8]
+    release, b200 = vllm_release("0.34"), (10, 0)
+    assert (capture_sizes(release, 1024, 16384, b200),
+            full_graph_sizes(release, 1024, 16384, b200)) == (54, 64)
+    assert capture_sizes(release, 1024, 2048, b200) == len(prefill_token_grid(2048))
+    # Elsewhere the shared grid stands at the defaults, so Hopper's counts are 0.33's.
+    for seqs, tokens in ((1024, 8192), (256, 2048)):
+        assert capture_sizes(release, seqs, tokens, (9, 0)) == capture_sizes(
+            vllm_release("0.33"), seqs, tokens)
+        assert full_graph_sizes(release, seqs, tokens, (9, 0)) == full_graph_sizes(
+            vllm_release("0.33"), seqs, tokens)
+
+
+def test_0_34_captures_max_num_seqs_and_the_batched_tokens_off_the_grid() -> None:
+    # _set_cudagraph_sizes appends max_num_seqs (uniform_decode_sizes) and
+    # max_num_batched_tokens where they fit below the ceiling; the decode sizes are the
+    # shared sizes capped at max_num_seqs: 100 sequences capture 1, 2, 4, 8..96 and 100.
+    from kvcalc.engine.vllm_releases import capture_grids, full_graph_sizes
+
+    prefill, decode = capture_grids(100, 2048, (9, 0))
+    assert decode == [1, 2, 4, *range(8, 97, 8), 100]
+    assert 100 in prefill and max(prefill) == 200
+    assert full_graph_sizes(vllm_release("0.34"), 100, 2048, (9, 0)) == 16
+    prefill, _ = capture_grids(1024, 300, (9, 0))
+    assert prefill[-2:] == [288, 300]
+
+
+def test_chunked_local_attention_captures_no_full_graphs_from_0_34() -> None:
+    # ChunkedLocalAttentionBuilder reports AttentionCGSupport.NEVER, so
+    # resolve_cudagraph_mode_and_sizes turns FULL_AND_PIECEWISE into PIECEWISE: Llama 4's
+    # graphs are the PIECEWISE sizes alone, Llama 3's both kinds.
+    from kvcalc.engine.vllm import captured_graphs
+    from kvcalc.engine.vllm_releases import capture_sizes
+
+    release = vllm_release("0.34")
+    scout, llama = registry_model("llama4-scout"), registry_model("llama3.1-8b")
+    assert captured_graphs(scout, release, 1024, 8192, (9, 0)) == capture_sizes(
+        release, 1024, 8192, (9, 0)) == 51
+    assert captured_graphs(llama, release, 1024, 8192, (9, 0)) == 102
+
+
+def test_the_warmup_steps_transient_is_kept_free_where_it_exceeds_the_profiles() -> None:
+    # _compile_or_warm_up_model resets the peak before warmup_kernels, whose prefill samples
+    # max_num_seqs requests with every sampling feature (for_sampler_warmup): the logits in
+    # bf16, Sampler.apply_sampling_params' fp32 copy, and FlashInfer's top-k-masked logits and
+    # their softmax, fp32 each. Gemma 3 1B's 262k vocabulary at 1,024 sequences on an H100:
+    # 14 bytes per logit, above the profile's peak and graph estimate.
+    from dataclasses import replace
+
+    gemma = registry_model("gemma3-1b")
+    dep = deployment(gemma, parse_gpu_set("h100"))
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34"))
+    warm = terms.after_warmup
+    assert warm is not None
+    rows = 1024 * gemma.vocab_size
+    assert warm.warmup_transient_bytes == 2 * 2048 * gemma.hidden_size + 14 * rows
+    profile = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
+    assert warm.warmup_transient_bytes > profile
+    # What the larger transient costs at the default share, where the headroom binds: itself
+    # and its margin, 0.75 of itself, in place of the profile's.
+    without = replace(terms, after_warmup=replace(warm, warmup_transient_bytes=0))
+    transient = warm.warmup_transient_bytes
+    assert without.available_bytes - terms.available_bytes == (
+        transient + warm.margin_bytes(transient) - profile - warm.margin_bytes(profile)) > GiB
+
+
+def test_the_sizing_steps_prompt_logprobs_take_1024_rows_of_logits() -> None:
+    # run_kv_cache_sizing_warmup asks for max_logprobs (20) prompt logprobs over a step of
+    # max_num_batched_tokens; compute_prompt_logprobs_with_chunking takes 1,024 rows of bf16
+    # logits at a time (CHUNK_SIZE, prompt_logprob.py): four times the 256 rows the small
+    # tier's profile samples. Without FlashInfer's tensors that step is the larger.
+    from kvcalc.engine.vllm_warmup import warmup_transient_bytes
+
+    qwen = registry_model("qwen3-8b")
+    sizing = 2 * (2048 * qwen.hidden_size + 1024 * qwen.vocab_size)
+    assert warmup_transient_bytes(qwen, 2048, 256, 1, True, flashinfer_sampler=False) == sizing
+    sampler = 2 * (512 * qwen.hidden_size) + 256 * qwen.vocab_size * (2 + 12)
+    assert warmup_transient_bytes(qwen, 2048, 256, 1, True, flashinfer_sampler=True) == sampler
+    assert warmup_transient_bytes(qwen, 2048, 256, 2, False, flashinfer_sampler=True) == 0
+
+
+def test_the_held_moe_workspaces_are_resident_not_transient_under_0_34() -> None:
+    # transient_peak_headroom (vllm/utils/mem_utils.py) and record_transient_peak
+    # (extensible_kv_cache.py) are allocated peaks less what stays allocated: the fused-MoE
+    # workspaces the profile sizes and keeps are used memory, outside the transient whose 0.75
+    # the margin takes. Up to 0.33 the activation peak holds them (their sum is the same).
+    from kvcalc.engine.overhead import activation_peak, moe_workspace
+
+    moe = registry_model("qwen3-30b-a3b")
+    dep = deployment(moe, parse_gpu_set("h100"))
+    (terms,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34"))
+    workspace = moe_workspace(moe, 1, 8192)
+    assert terms.after_warmup is not None
+    assert terms.after_warmup.held_workspace_bytes == workspace > GiB // 4
+    held = activation_peak(moe, 1, 8192, 1024, last_stage=True, v2_sampler_fp32_copies=0)
+    assert terms.activation_peak_bytes == held - workspace
+    dense = deployment(registry_model("llama3.1-8b"), parse_gpu_set("h100"))
+    (terms,) = vllm_memory_terms(dense, vllm_inputs(dense, "0.34"))
+    assert terms.after_warmup is not None and terms.after_warmup.held_workspace_bytes == 0
+
+
+def test_a_hybrids_attention_block_is_aligned_to_0_34s_default_block() -> None:
+    # Platform._align_hybrid_block_size: kernel_block_alignment_size = max(the backend's
+    # smallest kernel block, cache_config.block_size), and the attention block is the first
+    # multiple of it whose page holds a state: at 0.34's default 64 a multiple of 64 (Qwen3.5-
+    # 0.8B: 576, where 0.33's 16 gave 544, "Setting attention block size to 544 tokens" in the
+    # 0.28 A100 PCIe log of tests/fixtures/vllm_logs).
+    from kvcalc.engine.vllm import hybrid_attention_block_size, vllm_kv_cache_for
+
+    # (On an A100: Hopper's FlashInfer GDN prefill aligns the block to 64 from 0.33 anyway.)
+    dep = deployment(registry_model("qwen3.5-0.8b"), parse_gpu_set("a100"))
+
+    def block(version: str) -> int:
+        result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
+        (size,) = {s.block_size for s in result.layer_specs if s.kind != "mamba"}
+        return size
+
+    assert (block("0.33"), block("0.34")) == (544, 576)
+    # A block asked for that holds a state already is kept; one that does not is rounded up
+    # in steps of itself.
+    assert hybrid_attention_block_size(100, 5_000, 64) == 64
+    assert hybrid_attention_block_size(100, 7_000, 64) == 128
+    assert hybrid_attention_block_size(100, 7_000, 16) == 80
+
+
+def test_gemma_4_on_capability_11_pages_at_fa4s_head_256_block() -> None:
+    # Gemma4Config sets FA4 for every layer; off the 10.x family FLASH_ATTN leads the
+    # priority list, and FlashAttentionBackend.get_preferred_block_size is max(default,
+    # FA4_HD256_PAGE_SIZE = 128) where FA4's head-size-256 kernel runs (capability 10.x or
+    # 11.x, uses_fa4_hd256_kernel; 0.29.0 on). Hopper keeps the default block.
+    def block(gpu: str, version: str, model: str = "gemma-4-e4b") -> int:
+        dep = deployment(registry_model(model), parse_gpu_set(gpu))
+        chosen = deployment_backend_block(dep, vllm_release(version))
+        assert chosen is not None and chosen.backend in ("FLASH_ATTN", "FLASHINFER")
+        return chosen.block_size
+
+    assert (block("jetson-agx-thor", "0.28"), block("jetson-agx-thor", "0.33"),
+            block("jetson-agx-thor", "0.34")) == (16, 128, 128)
+    assert block("h100", "0.34") == block("b200", "0.34") == 64
+    assert block("jetson-agx-thor", "0.34", "llama3.1-8b") == 64
+
+
+def test_align_mode_states_take_a_prefill_checkpoint_page() -> None:
+    # MambaSpec.max_memory_usage_bytes in align mode: page x (2 + speculative blocks +
+    # num_prefill_checkpoint_blocks). MambaMixer2.get_kv_cache_spec sets 1 from 0.32; Qwen's
+    # Gated DeltaNet layer from 0.33 where FlashInfer runs its prefill (Hopper), which also
+    # aligns the attention block to FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (64). Jamba's Mamba1
+    # layers keep two pages.
+    from kvcalc.engine.vllm import vllm_kv_cache_for
+
+    def pages(model: str, gpu: str, version: str) -> tuple[set[int], set[int]]:
+        tp = 2 if model == "jamba-v0.1" else 1
+        dep = deployment(registry_model(model), parse_gpu_set(f"{tp}x{gpu}"), tp=tp)
+        result = vllm_kv_cache_for(dep, 8192, vllm_inputs(dep, version))
+        specs = result.layer_specs
+        return ({s.state_pages for s in specs if s.kind == "mamba"},
+                {s.block_size for s in specs if s.kind != "mamba"})
+
+    assert pages("nemotron-h-8b", "a100", "0.31")[0] == {2}
+    assert pages("nemotron-h-8b", "a100", "0.32")[0] == {3}
+    assert pages("qwen3.5-0.8b", "h100", "0.32") == ({2}, {544})
+    assert pages("qwen3.5-0.8b", "h100", "0.33") == ({3}, {576})
+    assert pages("qwen3.5-0.8b", "a100", "0.33") == ({2}, {544})
+    assert pages("jamba-v0.1", "h100", "0.34")[0] == {2}

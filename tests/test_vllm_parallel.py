@@ -434,11 +434,24 @@ def test_prefix_caching_changes_a_hybrids_pool_on_the_command_line(runner: CliRu
     assert on["contexts"][0]["blocks_per_request"] > off["contexts"][0]["blocks_per_request"]
     newest = run_json(runner, *args)
     assert (newest["mamba_cache_mode"], newest["enable_prefix_caching"]) == ("align", True)
-    assert newest["contexts"][0]["blocks_per_request"] == on["contexts"][0]["blocks_per_request"]
+    # (0.34's attention block is aligned to its default 64, not 0.19's 16: compared with the
+    # newest release's own --enable-prefix-caching.)
+    given = run_json(runner, *args, "--enable-prefix-caching")
+    assert newest["contexts"][0]["blocks_per_request"] == given["contexts"][0]["blocks_per_request"]
     dropped = run_json(runner, *args, "--no-enable-prefix-caching")
     assert dropped["mamba_cache_mode"] == "none"
-    refused(runner, ["batch", "nemotron-h-8b", "--gpus", "h100", "--engine", "vllm",
-                     "--max-model-len", "8k", "--enable-prefix-caching"], "'all' mode")
+    # Mamba2 hybrids: "all" mode in 0.19 (refused, not modelled); from 0.28 prefix caching
+    # turns the default "none" into "align" for them too (MambaModelConfig, 0.28.0), which is
+    # also their default there.
+    nemotron = ["batch", "nemotron-h-8b", "--gpus", "h100", "--engine", "vllm",
+                "--max-model-len", "8k"]
+    refused(runner, [*nemotron, "--enable-prefix-caching", "--vllm-version", "0.19"],
+            "'all' mode")
+    for version in ("0.28", "0.34"):
+        given = run_json(runner, *nemotron, "--enable-prefix-caching", "--vllm-version", version)
+        default = run_json(runner, *nemotron, "--vllm-version", version)
+        assert given["mamba_cache_mode"] == default["mamba_cache_mode"] == "align"
+        assert given["contexts"][0]["num_blocks"] == default["contexts"][0]["num_blocks"]
 
 
 def test_deepseek_v3_mtp_weights_against_its_readme() -> None:

@@ -323,7 +323,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     used = terms.inputs
     notes = []
     # Prefix caching as the log gives it, else the release's default (align mode for hybrids
-    # from 0.28); Mamba1/2 "all" mode is not modelled: sized as without it, and said so.
+    # from 0.28); Mamba1/2 "all" mode (before 0.28) is not modelled: sized as without it, and
+    # said so.
     mode = mamba_cache_mode(spec, log.enable_prefix_caching,
                             hybrid_default_on=used.release.mamba_align)
     unmodelled = mode == "all"

@@ -212,6 +212,7 @@ def activation_peak(
     logit_copies: Fraction = SAMPLER_LOGIT_COPIES,
     workspace_held: bool = True,
     v2_sampler_fp32_copies: int | None = None,
+    workspace_resident: bool = False,
 ) -> int:
     """Estimated "PyTorch activation peak memory" of the profile run: the larger of the forward
     pass and (on the last stage) the sampler run, plus what both see held: the MoE workspaces
@@ -219,7 +220,10 @@ def activation_peak(
     layer, so only the forward pass holds them), a multimodal model's encoder cache and a
     pipeline stage's received tensors; or a multimodal model's dummy encoder pass before them
     (:func:`encoder_run_peak`), if larger. ``v2_sampler_fp32_copies`` not None: the sampler is
-    Model Runner V2's (:func:`v2_sampler_peak`), not V1's ``logit_copies``."""
+    Model Runner V2's (:func:`v2_sampler_peak`), not V1's ``logit_copies``.
+    ``workspace_resident``: the held workspaces are left out, as memory the profile leaves
+    allocated rather than a transient (0.34's sizing after warmup,
+    :mod:`kvcalc.engine.vllm_warmup`)."""
     tokens = max_num_batched_tokens
     workspace = moe_workspace(model, tp, tokens)
     body = forward_peak(model, tp, tokens) + (0 if workspace_held else workspace)
@@ -227,7 +231,10 @@ def activation_peak(
         body = max(body, v2_sampler_peak(model, tokens, max_num_seqs, v2_sampler_fp32_copies))
     elif last_stage:
         body = max(body, sampler_peak(model, tokens, max_num_seqs, logit_copies))
-    held = (workspace if workspace_held else 0) + pipeline_buffers(model, pp, tokens)
+    resident = workspace_held and workspace_resident
+    held = (workspace if workspace_held and not resident else 0) + pipeline_buffers(
+        model, pp, tokens
+    )
     text = body + held + encoder_cache(model, tokens)
     return max(text, encoder_run_peak(model, tp, tokens))
 

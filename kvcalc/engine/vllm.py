@@ -63,6 +63,7 @@ from kvcalc.engine.overhead import (
     FORWARD_FFN_TENSORS,
     FORWARD_HIDDEN_TENSORS,
     activation_peak,
+    moe_workspace,
     non_torch_memory,
     runner_inputs_embeds,
     used_ffns,
@@ -71,6 +72,7 @@ from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
 from kvcalc.engine.units import DType, GiB, dtype
 from kvcalc.engine.vllm_parallel import (
+    GDN_CHECKPOINT_ALIGNMENT,
     MambaCacheMode,
     dcp_tokens,
     speculative_state,
@@ -94,6 +96,8 @@ from kvcalc.engine.vllm_warmup import (
     AfterWarmup,
     graph_pool_bytes,
     in_use_at_snapshot_bytes,
+    samples_with_flashinfer,
+    warmup_transient_bytes,
 )
 from kvcalc.engine.weights import pipeline_stages
 from kvcalc.errors import literal
@@ -117,8 +121,9 @@ VLLM_KV_DTYPES = (
     "int8_per_token_head",
     "nvfp4",
 )
-#: The attention block in a Mamba hybrid is a multiple of this (kernel_block_alignment_size for
-#: non-MLA attention in HybridAttentionMambaModelConfig.verify_and_update_config).
+#: The attention block in a Mamba hybrid is a multiple of this, or of the block asked for where
+#: that is larger (kernel_block_alignment_size for non-MLA attention: the first backend's
+#: smallest kernel block, 16 for FLASH_ATTN, TRITON_ATTN and FLASHINFER).
 HYBRID_BLOCK_ALIGNMENT = 16
 #: Hybrid grouping: when the largest bucket of layers has fewer than 1.5x the layers of the
 #: smallest, the group size is the largest bucket (reference step 3, gpt-oss + EAGLE 12 + 13).
@@ -358,13 +363,18 @@ def state_bytes(mixer: Mixer, conv_dtype: DType, ssm_dtype: DType) -> int:
 
 
 def hybrid_attention_block_size(
-    attention_bytes_per_token: int, state_page_bytes: int, block_size: int
+    attention_bytes_per_token: int, state_page_bytes: int, block_size: int, alignment: int = 1
 ) -> int:
-    """The attention block of a Mamba hybrid: the smallest multiple of 16 tokens whose page holds
-    a whole state ("Setting attention block size to N tokens"); a larger user block is kept."""
-    step = HYBRID_BLOCK_ALIGNMENT
-    needed = step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
-    return max(block_size, needed)
+    """The attention block of a Mamba hybrid ("Setting attention block size to N tokens"): the
+    smallest multiple of the alignment whose page holds a whole state, the alignment being
+    max(16, the block asked for) (``kernel_block_alignment_size = max(min kernel block,
+    cache_config.block_size)`` in ``Platform._align_hybrid_block_size``,
+    vllm/platforms/interface.py of 0.28.0, 0.33.0 and 0.34.0). So 0.34's default block of 64
+    makes it a multiple of 64, where up to 0.33 it was one of 16 (Qwen3.5-0.8B: 576 tokens,
+    not 544); a block asked for that holds a state is kept. ``alignment``: the states' prefill
+    checkpoints' in align mode, which the step is made a multiple of (lcm)."""
+    step = math.lcm(max(HYBRID_BLOCK_ALIGNMENT, block_size), alignment)
+    return step * math.ceil(state_page_bytes / (step * attention_bytes_per_token))
 
 
 #: vLLM's words for the units spec.split_heads refuses to split.
@@ -406,13 +416,16 @@ def layer_cache_specs(
     mamba_cache_mode: MambaCacheMode = "none",
     num_speculative_tokens: int = 0,
     draft_mixers: Sequence[Mixer] = (),
+    checkpoint_kinds: frozenset[str] = frozenset(),
 ) -> tuple[LayerCacheSpec, ...]:
     """Every cache layer's spec on one TP rank, in layer order, after the hybrid-Mamba set-up:
     a decoder layer's own spec, then one per side cache (:func:`stage_cache_layers`); then the
     ``draft_mixers`` (MTP layers), which join the pool as the target's layers do.
 
     ``mamba_cache_mode`` "align" (prefix caching) gives a state the attention block and 2
-    pages per request; ``num_speculative_tokens`` adds a page per token and a conv row per
+    pages per request, a third to the ``checkpoint_kinds`` that export prefill checkpoints
+    (:func:`~kvcalc.engine.vllm_parallel.checkpoint_kinds`; Gated DeltaNet's also align the
+    attention block to 64); ``num_speculative_tokens`` adds a page per token and a conv row per
     token (:mod:`kvcalc.engine.vllm_parallel`).
 
     ``max_model_len`` is the block size vLLM gives Mamba-type specs (prefix caching off); it
@@ -456,8 +469,16 @@ def layer_cache_specs(
                 f"{model.id}: MLA combined with recurrent states is not modelled for vLLM"
             )
         # vLLM sizes the block from the model-level heads: the first attention layer's.
+        # Only where every state layer declares a checkpoint alignment
+        # (get_mamba_prefill_checkpoint_alignment, vllm/model_executor/layers/mamba/abstract.py).
+        gdn_checkpoints = (
+            mamba_cache_mode == "align"
+            and "gated_deltanet" in checkpoint_kinds
+            and all(m.kind == "gated_deltanet" for m in mixers if not m.holds_tokens)
+        )
         block_size = hybrid_attention_block_size(
-            attention_bytes_per_token(attention[0], kv_dtype), max(states), block_size
+            attention_bytes_per_token(attention[0], kv_dtype), max(states), block_size,
+            GDN_CHECKPOINT_ALIGNMENT if gdn_checkpoints else 1,
         )
     attention_page = block_size * max(
         (attention_bytes_per_token(m, kv_dtype) for m in attention), default=0
@@ -472,7 +493,9 @@ def layer_cache_specs(
         # A Mamba spec's block is max_model_len when prefix caching is off (mamba_block_size),
         # the attention block in "align" mode.
         block = block_size if mamba_cache_mode == "align" else max_model_len
-        pages = state_pages(mamba_cache_mode, num_speculative_tokens)
+        pages = state_pages(
+            mamba_cache_mode, num_speculative_tokens, mixer.kind in checkpoint_kinds
+        )
         specs.append(
             LayerCacheSpec(
                 "mamba", block, max(real, attention_page), state_bytes=real, state_pages=pages
@@ -830,6 +853,7 @@ def vllm_kv_cache(
     num_speculative_tokens: int = 0,
     draft_mixers: Sequence[Mixer] = (),
     release: VLLMRelease | None = None,
+    checkpoint_kinds: frozenset[str] = frozenset(),
 ) -> VLLMKVCache | KVCacheTooSmall:
     """Blocks, concurrency and the token line of vLLM ``release`` (None: 0.19, the release the
     block model was checked on) for ``kv_memory`` bytes of KV cache per worker ("Available KV
@@ -839,7 +863,9 @@ def vllm_kv_cache(
     puts a hybrid's states in (None: the release's default, "align" from 0.28 and "none"
     before, :func:`~kvcalc.engine.vllm_parallel.mamba_cache_mode`), ``draft_mixers`` the MTP
     layers of ``num_speculative_tokens`` speculative decoding, checked by
-    :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them).
+    :mod:`kvcalc.engine.vllm_parallel` (the last stage holds them); ``checkpoint_kinds`` the
+    state mixers whose align-mode states take a prefill-checkpoint page
+    (:func:`~kvcalc.engine.vllm_parallel.checkpoint_kinds` of the release and GPU).
 
     ``block_size`` is vLLM's ``cache_config.block_size``: ``--block-size``, else the default
     backend's (:func:`kvcalc.engine.vllm_backends.vllm_block_size`: FlashMLA 64 on Hopper up to
@@ -860,7 +886,7 @@ def vllm_kv_cache(
     stage_layers = pipeline_stage_layers(model.num_layers, pp)
     specs = layer_cache_specs(
         model, tp, kv_dtype, block_size, max_model_len, conv_state_dtype, ssm_state_dtype,
-        mamba_cache_mode, num_speculative_tokens, draft_mixers,
+        mamba_cache_mode, num_speculative_tokens, draft_mixers, checkpoint_kinds,
     )
     grouping = group_layers(specs, packed=any(is_compressed(m) for m in model.mixer_pattern))
     # DeepSeek-V4 follows 0.33's line whatever the release (its rules are 0.33's).
@@ -984,12 +1010,15 @@ class ProfiledMemory:
 
     @property
     def available_bytes(self) -> int:
-        if self.after_warmup is not None:
-            return self.after_warmup.kv_cache_bytes(
+        warm = self.after_warmup
+        if warm is not None:
+            return warm.kv_cache_bytes(
                 self.requested_bytes,
-                self.weights_bytes + self.non_torch_bytes + self.after_warmup.graph_pool_bytes,
-                # the profile's peak activation, the reserve warmup keeps free
-                self.activation_peak_bytes + self.cudagraph_estimate_bytes,
+                self.weights_bytes
+                + self.non_torch_bytes
+                + warm.graph_pool_bytes
+                + warm.held_workspace_bytes,
+                warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes),
             )
         return self.requested_bytes - (
             self.weights_bytes
@@ -1065,9 +1094,10 @@ def cudagraph_estimate(
     max_num_seqs: int,
     max_num_batched_tokens: int,
     pp: int = 1,
+    capability: tuple[int, int] | None = None,
 ) -> int:
     """"Estimated CUDA graph memory" of one worker: graphs captured (PIECEWISE and FULL sizes,
-    :func:`~kvcalc.engine.vllm_releases.capture_sizes`) x the layers of the largest pipeline
+    :func:`captured_graphs` on a GPU of compute ``capability``) x the layers of the largest pipeline
     stage x the figure per graph and layer of the model runner that estimates them
     (:data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER`, Model Runner V2's
     :data:`CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2` for dense models from 0.29); 0 before 0.17 (not
@@ -1078,14 +1108,34 @@ def cudagraph_estimate(
     per_graph_layer = (
         CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 if rule == "v2" else CUDAGRAPH_BYTES_PER_GRAPH_LAYER
     )
-    graphs = captured_graphs(release, max_num_seqs, max_num_batched_tokens)
+    graphs = captured_graphs(model, release, max_num_seqs, max_num_batched_tokens, capability)
     return graphs * stage_layers(model, pp) * per_graph_layer
 
 
-def captured_graphs(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """The CUDA graphs a worker captures: the PIECEWISE sizes and the FULL ones."""
-    return capture_sizes(release, max_num_seqs, max_num_batched_tokens) + full_graph_sizes(
-        release, max_num_seqs, max_num_batched_tokens
+def full_decode_graphs(model: ModelSpec) -> bool:
+    """Whether every attention backend of ``model`` can be captured in a FULL decode graph.
+    A chunked-local layer's builder reports ``AttentionCGSupport.NEVER``
+    (``ChunkedLocalAttentionBuilder.get_cudagraph_support``,
+    vllm/model_executor/layers/attention/chunked_local_attention.py of 0.28.0, 0.33.0 and
+    0.34.0), the least of the model's backends is what the mode is resolved against, and at
+    NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
+    vllm/config/compilation.py of 0.34.0). Applied from 0.34 (:func:`captured_graphs`)."""
+    return not any(m.kind == "chunked" for m in model.mixer_pattern)
+
+
+def captured_graphs(
+    model: ModelSpec,
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None = None,
+) -> int:
+    """The CUDA graphs a worker captures: the PIECEWISE sizes and the FULL ones on a GPU of
+    compute ``capability`` (None: ROCm or not known)."""
+    return capture_sizes(
+        release, max_num_seqs, max_num_batched_tokens, capability
+    ) + full_graph_sizes(
+        release, max_num_seqs, max_num_batched_tokens, capability, full_decode_graphs(model)
     )
 
 
@@ -1108,20 +1158,24 @@ def profile_kv_memory(
     scale_up_link: bool = True,
     rocm: bool = False,
     unified_in_use_bytes: int | None = None,
+    capability: tuple[int, int] | None = None,
 ) -> tuple[ProfiledMemory, ...]:
     """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
     ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
     weights - activation peak - non-torch - the CUDA-graph estimate where the release
     subtracts it; from 0.34 what its extensible KV cache measures after warmup
     (:mod:`kvcalc.engine.vllm_warmup`: ``rocm`` for its margin, ``unified_in_use_bytes`` what
-    a unified part's OS leaves unavailable at start). ``weights_per_gpu`` is one figure, or one
+    a unified part's OS leaves unavailable at start; ``capability`` the GPU's compute capability,
+    which sets 0.34's CUDA-graph sizes). ``weights_per_gpu`` is one figure, or one
     per stage; ``scale_up_link`` False for GPUs joined by PCIe alone
     (:func:`~kvcalc.engine.overhead.non_torch_memory`). An estimate: expect a few percent of
     run-to-run variation, and pass the logged figure when you have one."""
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
-    graphs = cudagraph_estimate(model, rules, max_num_seqs, max_num_batched_tokens, pp)
+    graphs = cudagraph_estimate(
+        model, rules, max_num_seqs, max_num_batched_tokens, pp, capability
+    )
     warmup = None
     if rules.kv_sizing == "after_warmup":
         warmup = AfterWarmup(
@@ -1130,10 +1184,15 @@ def profile_kv_memory(
                 tp * pp > 1, unified_in_use_bytes
             ),
             graph_pool_bytes=graph_pool_bytes(
-                captured_graphs(rules, max_num_seqs, max_num_batched_tokens),
+                captured_graphs(
+                    model, rules, max_num_seqs, max_num_batched_tokens, capability
+                ),
                 stage_layers(model, pp),
             ),
             margin_floor_bytes=MARGIN_FLOOR_BYTES_ROCM if rocm else MARGIN_FLOOR_BYTES_CUDA,
+            held_workspace_bytes=(
+                moe_workspace(model, tp, max_num_batched_tokens) if rules.moe_workspace_held else 0
+            ),
         )
     return tuple(
         ProfiledMemory(
@@ -1149,12 +1208,20 @@ def profile_kv_memory(
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
                 v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
+                workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
             + consumed_runner_buffers(model, rules, max_num_batched_tokens, first_stage=s == 0),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
-            after_warmup=warmup,
+            after_warmup=warmup
+            and replace(
+                warmup,
+                warmup_transient_bytes=warmup_transient_bytes(
+                    model, max_num_batched_tokens, max_num_seqs, pp, last_stage=s == pp - 1,
+                    flashinfer_sampler=samples_with_flashinfer(capability),
+                ),
+            ),
         )
         for s, w in enumerate(weights)
     )
@@ -1325,6 +1392,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         scale_up_link=dep.gpus.accelerator.interconnect is not None,
         rocm=dep.gpus.accelerator.vendor == "amd",
         unified_in_use_bytes=unified_in_use(dep),
+        capability=dep.gpus.accelerator.compute_capability,
     )
 
 
@@ -1376,6 +1444,7 @@ def deployment_kv_cache(
     bytes per stage) under the release's ``inputs``; ``paging``: vLLM's own serving settings
     (dcp, mamba_cache_mode, speculative tokens and draft layers)."""
     from kvcalc.engine.vllm_backends import vllm_block_size
+    from kvcalc.engine.vllm_parallel import checkpoint_kinds
 
     return vllm_kv_cache(
         dep.model,
@@ -1389,6 +1458,9 @@ def deployment_kv_cache(
         conv_state_dtype=dep.cache.state,
         ssm_state_dtype=dep.cache.ssm_state or dep.cache.state,
         release=inputs.release,
+        checkpoint_kinds=checkpoint_kinds(
+            inputs.release, dep.gpus.accelerator.compute_capability
+        ),
         **paging,
     )
 

@@ -32,7 +32,8 @@ Read in the wheels (``pip download vllm==X --no-deps``):
   0.20-0.24 (0.20.0, 0.21.0, 0.22.1: the larger above FlashAttention's 256); from 0.25
   (0.25.0, 0.27.1, 0.28.0, 0.33.0) FlashAttention 4 on capability 9.x-11.x, the priority
   list's backend kept, else TRITON_ATTN (ROCm included, :func:`mixed_head_backend`). Every
-  one pages at 16.
+  one pages at the default block, but FLASH_ATTN on capability 11.x from 0.29, where FA4's
+  head-size-256 kernel prefers 128 (:func:`fa4_hd256`).
 * ROCm (vllm/platforms/rocm.py of 0.33.0): AITER is off by default, so MLA is TRITON_MLA and
   attention ROCM_ATTN / TRITON_ATTN: 16. Other platforms (TPU, Gaudi, Apple ...) are not
   modelled: their 16 stands, with no backend named.
@@ -125,6 +126,31 @@ def mixed_head_backend(
     return BackendBlock("TRITON_ATTN", preferred_block(release))
 
 
+#: ``FA4_HD256_PAGE_SIZE`` (vllm/v1/attention/backends/fa_utils.py of 0.29.0 to 0.34.0).
+FA4_HD256_BLOCK = 128
+
+
+def fa4_hd256(
+    release: VLLMRelease, capability: tuple[int, int], sizes: frozenset[int]
+) -> bool:
+    """Whether FlashAttention is the backend and prefers FA4's head-size-256 page: a model
+    whose layers differ in head size is set to FA4 for every layer (``Gemma4Config``,
+    vllm/model_executor/models/config.py, where FA4 is supported), FLASH_ATTN leads the
+    priority list off the 10.x family (on it FLASHINFER does, cuda.py), and its preferred
+    block is max(default, 128) when the model's head size (``head_dim``, Gemma 4's sliding
+    layers' 256; its full layers' 512 is ``global_head_dim``) is 256 on capability 10.x or
+    11.x (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.fa4_hd256_block`): so on 11.x
+    (Jetson Thor). Not modelled: an fp8 KV cache on Hopper, where Gemma4Config picks
+    FA3/FA4 per layer instead."""
+    return (
+        release.fa4_hd256_block
+        and release.mixed_head_backend == "fa4_or_triton"
+        and len(sizes) > 1
+        and min(sizes) == 256
+        and capability[0] == 11
+    )
+
+
 def default_backend_block(
     release: VLLMRelease,
     accelerator: Accelerator,
@@ -145,6 +171,8 @@ def default_backend_block(
             return forced
         if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
             return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
+        if fa4_hd256(release, capability, sizes):
+            return BackendBlock("FLASH_ATTN", max(preferred_block(release), FA4_HD256_BLOCK))
         # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16
         # and 64 ([16, 32, 64]; a multiple of 16).
         return BackendBlock(

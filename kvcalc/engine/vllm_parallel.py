@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.spec import Mixer, ModelSpec
     from kvcalc.engine.vllm import VLLMInputs
+    from kvcalc.engine.vllm_releases import VLLMRelease
 
 MambaCacheMode = Literal["none", "align", "all"]
 
@@ -137,14 +138,20 @@ def mamba_cache_mode(
 ) -> MambaCacheMode:
     """The Mamba cache mode vLLM starts ``model`` with. ``enable_prefix_caching`` None: the
     release's default, off for models with states in 0.19 (``hybrid_default_on`` False) and on
-    in "align" mode from 0.28 (True, #50991). Given: "all" for Mamba1/2 models, else "align"
-    (``MambaModelConfig.verify_and_update_config``)."""
+    in "align" mode from 0.28 (True, #50991). Given: in 0.19 "all" for Mamba1/2 models, else
+    "align"; from 0.28 "align" for every model (``MambaModelConfig.verify_and_update_config``
+    turns the default "none" into "align" when prefix caching is on, and "all" is taken only
+    from ``--mamba-cache-mode all``, which kvcalc does not offer: vllm/model_executor/models/
+    config.py of 0.28.0; 0.33.0 and 0.34.0 have no "all" mode, ``MambaCacheMode`` in
+    vllm/config/cache.py)."""
     if not has_states(model):
         return "none"
     if enable_prefix_caching is None:
         return "align" if hybrid_default_on else "none"
     if not enable_prefix_caching:
         return "none"
+    if hybrid_default_on:
+        return "align"
     kinds = {m.kind for m in model.mixer_pattern if not m.holds_tokens}
     return "all" if kinds <= ALL_MODE_KINDS else "align"
 
@@ -158,10 +165,38 @@ def check_cache_mode(model: ModelSpec, mode: MambaCacheMode) -> None:
         )
 
 
-def state_pages(mode: MambaCacheMode, num_speculative_tokens: int) -> int:
+def state_pages(
+    mode: MambaCacheMode, num_speculative_tokens: int, checkpoint: bool = False
+) -> int:
     """Pages one request's state takes (``MambaSpec.max_memory_usage_bytes``): 1 (+ k) in
-    "none" mode, 2 (+ k) in "align" mode."""
-    return (2 if mode == "align" else 1) + num_speculative_tokens
+    "none" mode, 2 (+ k) in "align" mode, and a prefill-checkpoint page where the layer
+    exports one (``checkpoint``: :func:`checkpoint_kinds`)."""
+    if mode == "align":
+        return 2 + num_speculative_tokens + int(checkpoint)
+    return 1 + num_speculative_tokens
+
+
+#: ``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`` (vllm/v1/attention/backends/gdn_attn.py of 0.33.0
+#: and 0.34.0): in align mode the attention block is a multiple of it where Gated DeltaNet
+#: exports prefill checkpoints (``Platform._align_hybrid_block_size`` takes the lcm).
+GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+def checkpoint_kinds(
+    release: VLLMRelease, capability: tuple[int, int] | None
+) -> frozenset[str]:
+    """The state mixers whose align-mode state takes a prefill-checkpoint page under
+    ``release`` on a GPU of compute ``capability``: Mamba2 from 0.32
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mamba2_checkpoint_page`), Gated
+    DeltaNet from 0.33 where FlashInfer runs its prefill, Hopper
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.gdn_checkpoint_page`,
+    ``_resolve_gdn_prefill_backend``: "Hopper (SM90) - no further constraints")."""
+    kinds = set()
+    if release.mamba2_checkpoint_page:
+        kinds.add("mamba2")
+    if release.gdn_checkpoint_page and capability is not None and capability[0] == 9:
+        kinds.add("gated_deltanet")
+    return frozenset(kinds)
 
 
 # ------------------------------------------------------------------ MTP (speculative) layers

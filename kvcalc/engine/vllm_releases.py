@@ -15,7 +15,9 @@ defaults to 0.92 and subtracts the CUDA-graph estimate; its token line is still 
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Literal
@@ -167,6 +169,35 @@ class VLLMRelease:
     vllm/v1/core/kv_cache_utils.py of 0.29.0-0.32.0, kv_cache_planning.py of 0.33.0 and
     0.34.0; 0.28.0 checks the whole budget)."""
 
+    fa4_hd256_block: bool
+    """FlashAttention's preferred block is at least 128 where FA4 runs its Blackwell head-size-256
+    kernel (``FlashAttentionBackend._get_fa4_hd256_block_size``, ``FA4_HD256_PAGE_SIZE`` and
+    ``uses_fa4_hd256_kernel``: capability 10.x or 11.x, vllm/v1/attention/backends of 0.29.0,
+    0.32.0, 0.33.0 and 0.34.0; not in 0.28.0)."""
+
+    mamba2_checkpoint_page: bool
+    """In "align" mode a Mamba2 layer's state takes a third page per request, for the prefill
+    checkpoint it exports from inside a forward (``num_prefill_checkpoint_blocks=1`` in
+    ``MambaMixer2.get_kv_cache_spec``, vllm/model_executor/layers/mamba/mamba_mixer2.py of
+    0.32.0, 0.33.0 and 0.34.0, not 0.31.0; ``MambaSpec.max_memory_usage_bytes``,
+    vllm/v1/kv_cache_interface.py)."""
+
+    gdn_checkpoint_page: bool
+    """Likewise a Gated DeltaNet layer's, where FlashInfer runs its prefill (Hopper: CUDA
+    capability 9.x), whose checkpoints also align the attention block to 64
+    (``FLASHINFER_GDN_CHECKPOINT_ALIGNMENT``, v1/attention/backends/gdn_attn.py; the layer's
+    ``get_kv_cache_spec`` in model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py of 0.33.0
+    and 0.34.0, not 0.32.0). Blackwell's FlashInfer GDN prefill (head_k_dim 128 and a CUDA
+    13 runtime) is not modelled."""
+
+    split_capture_sizes: bool
+    """CUDA graphs are captured at separate prefill and decode sizes
+    (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
+    0.33.0): Model Runner V2 captures its PIECEWISE graphs at the prefill token counts and its
+    FULL decode graphs at the decode request counts (``ModelCudaGraphManager._init_candidates``,
+    vllm/v1/worker/gpu/cudagraph_utils.py), each grid its own on the 10.x family
+    (:func:`capture_grids`)."""
+
     def in_flight_tokens(self, max_num_batched_tokens: int, pp: int) -> int:
         """Tokens a sliding-window or chunked-local layer must hold beyond its window: one
         step before 0.26; from 0.26 ``max_concurrent_batches x max_num_batched_tokens``, the
@@ -218,7 +249,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
-             kv_sizing="profiled", default_block=16, fit_holds_null_block=False),
+             kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
+             mamba2_checkpoint_page=False, gdn_checkpoint_page=False, split_capture_sizes=False,
+             fit_holds_null_block=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -267,25 +300,33 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
     # prefix caching on by default for hybrids in "align" mode (#50991).
     _then("0.28", large_device_tier=True, mamba_align=True),
-    # 0.29: Model Runner V2 estimates its graphs (gpu/cudagraph_utils.py profile_cudagraph_memory
-    # in the 0.29.0, 0.30.0 and 0.33.0 wheels; PR #53306 and its forward fixes). The fit check
-    # holds back the null block (kv_cache_utils.py 0.29.0).
-    _then("0.29", dense_graphs="v2", fit_holds_null_block=True),
+    # 0.29: FlashAttention prefers 128 where FA4's head-size-256 Blackwell kernel runs
+    # (_get_fa4_hd256_block_size, flash_attn.py of 0.29.0); Model Runner V2 estimates its
+    # graphs (gpu/cudagraph_utils.py profile_cudagraph_memory in the 0.29.0, 0.30.0 and 0.33.0
+    # wheels; PR #53306 and its forward fixes). The fit check holds back the null block
+    # (kv_cache_utils.py 0.29.0).
+    _then("0.29", dense_graphs="v2", fa4_hd256_block=True, fit_holds_null_block=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _then("0.30", shared_kv_projections=False),
+    # 0.32: a Mamba2 state's prefill-checkpoint page in align mode (mamba_mixer2.py 0.32.0).
+    _then("0.32", mamba2_checkpoint_page=True),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
     # added with platforms/cuda.py's fallback for NVML's missing memory query there; before,
     # the query's failure gave the small tier (the 0.13 DGX Spark log of
-    # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35). Same rules.
-    _then("0.33"),
+    # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35), the same rule.
+    # Gated DeltaNet's checkpoint page and 64-token alignment under FlashInfer's prefill
+    # (qwen_gdn_linear_attn.py 0.33.0).
+    _then("0.33", gdn_checkpoint_page=True),
     # 0.34: Model Runner V1 removed, so V2 runs every model; the extensible KV cache, on by
     # default on CUDA and ROCm, sizes the cache after warmup and graph capture with the
     # utilization defaulting to 1.0; the default block 64 (vllm/v1/worker/
     # extensible_kv_cache.py, vllm/config/cache.py, vllm/platforms/interface.py of 0.34.0).
     # get_batch_defaults (arg_utils.py) and the token line (kv_cache_utils.py) are unchanged.
+    # The CUDA graphs' prefill and decode sizes resolved apart (_split_cudagraph_capture_sizes,
+    # vllm/config/vllm.py of 0.34.0), with wider grids of their own on the 10.x family.
     _then("0.34", model_runner_v1=False, kv_sizing="after_warmup", default_block=64,
-          gpu_memory_utilization=Fraction(1)),
+          gpu_memory_utilization=Fraction(1), split_capture_sizes=True),
 )
 
 #: The oldest and the newest release kvcalc has rules for (0.34.0 is the newest on the
@@ -366,11 +407,19 @@ def serve_batch_defaults(
     return BatchDefaults(2048, 256)
 
 
-def capture_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """How many batch sizes each CUDA-graph mode captures: 1, 2, 4, then steps of 8 (0.10-0.11,
-    ``_set_cudagraph_sizes`` in vllm/config/__init__.py 0.11.0), later steps of 8 below 256 and
-    of 16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs, 512) and at
-    most max_num_batched_tokens."""
+def capture_sizes(
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None = None,
+) -> int:
+    """How many batch sizes the PIECEWISE graphs are captured at: 1, 2, 4, then steps of 8
+    (0.10-0.11, ``_set_cudagraph_sizes`` in vllm/config/__init__.py 0.11.0), later steps of 8
+    below 256 and of 16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs,
+    512) and at most max_num_batched_tokens; from 0.34 the prefill sizes of
+    :func:`capture_grids` on the GPU of compute ``capability``."""
+    if release.split_capture_sizes:
+        return len(capture_grids(max_num_seqs, max_num_batched_tokens, capability)[0])
     largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
     return sum(1 for size in _grid(release) if size <= largest)
 
@@ -381,12 +430,105 @@ def _grid(release: VLLMRelease) -> list[int]:
     return [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
 
 
-def full_graph_sizes(release: VLLMRelease, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+def full_graph_sizes(
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None = None,
+    full_decode: bool = True,
+) -> int:
     """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
     ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430; in
     0.11 "67/67" twice at 1024 sequences and "PIECEWISE 67/67, FULL 35/35" at 256,
-    tests/fixtures/vllm_logs/v011-*.log)."""
+    tests/fixtures/vllm_logs/v011-*.log); from 0.34 the decode sizes of :func:`capture_grids`.
+    None where ``full_decode`` is False: an attention backend of the model cannot be captured
+    whole (:func:`kvcalc.engine.vllm.full_decode_graphs`), so FULL_AND_PIECEWISE falls back
+    to PIECEWISE alone (``CompilationConfig.resolve_cudagraph_mode_and_sizes``,
+    vllm/config/compilation.py of 0.34.0)."""
     if not release.full_graphs:
         return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
+    if release.split_capture_sizes:
+        if not full_decode:
+            return 0
+        return len(capture_grids(max_num_seqs, max_num_batched_tokens, capability)[1])
     largest = min(max_num_seqs, 512, max_num_batched_tokens)
     return sum(1 for size in _grid(release) if size <= largest)
+
+
+def _doubling_grid(limit: int, stride_for: Callable[[int], float]) -> list[int]:
+    """1 up to ``limit`` (which ends the grid): from each size to the next multiple of the
+    largest power of two not above ``stride_for(size)`` (``_walk_grid``,
+    vllm/config/compilation.py of 0.34.0)."""
+    sizes: list[int] = []
+    size = 1
+    while size < limit:
+        sizes.append(size)
+        stride = 2 ** max(0, math.floor(math.log2(max(1.0, stride_for(size)))))
+        size += stride - size % stride
+    return [*sizes, limit] if limit else []
+
+
+def prefill_token_grid(max_tokens: int) -> list[int]:
+    """0.34's prefill token counts on the 10.x family: "1, 2, 4, every 8 up to 64, four sizes
+    per doubling up to 1024 [...], then every 256 tokens, and every 512 once 7% of the size
+    exceeds 512: 54 sizes at 8192" (``prefill_cudagraph_capture_grid``,
+    vllm/config/compilation.py of 0.34.0)."""
+    return _doubling_grid(
+        max_tokens, lambda t: min(t, max(8, t / 4), 0.07 * max(t, 4096))
+    )
+
+
+def decode_request_grid(max_requests: int) -> list[int]:
+    """0.34's decode request counts on the 10.x family: "every count up to 6, then a step of
+    the largest power of two not above 0.65 * n^(2/3) [...]: 64 sizes at 1024"
+    (``decode_cudagraph_capture_grid``, vllm/config/compilation.py of 0.34.0)."""
+    return _doubling_grid(max_requests, lambda n: 0.65 * n ** (2 / 3))
+
+
+#: 0.34's token bound of the prefill graphs and of a decode graph on the 10.x family, when
+#: neither is given (``max_prefill_cudagraph_capture_tokens`` and
+#: ``max_decode_cudagraph_capture_tokens``: "None (default): 8192 on SM100 GPUs",
+#: vllm/config/compilation.py of 0.34.0).
+WIDE_CAPTURE_TOKENS = 8192
+
+
+def capture_grids(
+    max_num_seqs: int, max_num_batched_tokens: int, capability: tuple[int, int] | None
+) -> tuple[list[int], list[int]]:
+    """0.34's PIECEWISE (prefill, tokens) and FULL (decode, requests) capture sizes at one
+    token per decode request and no size given (``VllmConfig._set_cudagraph_sizes`` and
+    ``_split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0; the graphs
+    ``ModelCudaGraphManager._init_candidates`` makes of them, cudagraph_utils.py).
+
+    Elsewhere than the 10.x family both come from one grid: 1, 2, 4, steps of 8, of 16 from
+    256, up to min(2 x max_num_seqs, 512, max_num_batched_tokens), with max_num_seqs and
+    max_num_batched_tokens added where they fit off its steps; the decode sizes are those
+    sizes capped at max_num_seqs. On the 10.x family (``is_device_capability_family(100)``)
+    each kind has its own grid: prefill up to min(8192, max_num_batched_tokens), decode up to
+    max_num_seqs within 8192 tokens (:func:`prefill_token_grid`,
+    :func:`decode_request_grid`)."""
+    tokens, seqs = max_num_batched_tokens, max_num_seqs
+    if capability is not None and capability[0] == 10:
+        return (
+            prefill_token_grid(min(WIDE_CAPTURE_TOKENS, tokens)),
+            _reachable(decode_request_grid(seqs), min(seqs, WIDE_CAPTURE_TOKENS, tokens)),
+        )
+    ceiling = min(2 * seqs, 512)
+    extra = [seqs] if seqs <= ceiling else []
+    ceiling = min(tokens, ceiling)
+    shared = {s for s in (1, 2, 4) if s <= ceiling}
+    shared |= {*range(8, min(ceiling + 1, 256), 8), *range(256, ceiling + 1, 16)}
+    if tokens <= ceiling:
+        shared.add(tokens)
+    shared |= {s for s in extra if s <= tokens}
+    prefill = sorted(shared)
+    decode = sorted({min(s, seqs) for s in prefill})
+    return prefill, _reachable(decode, min(seqs, max(prefill)))
+
+
+def _reachable(requests: list[int], limit: int) -> list[int]:
+    """The decode graphs of request counts ``requests`` whose batches reach at most ``limit``
+    requests: each size below it, and the first at or above it captured at it
+    (``decode_cudagraph_capture_shapes``, vllm/config/compilation.py of 0.34.0)."""
+    kept = [n for n in requests if n < limit]
+    return [*kept, limit] if any(n >= limit for n in requests) else kept

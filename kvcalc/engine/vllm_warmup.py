@@ -13,13 +13,17 @@ bytes (``measure_kv_cache_bytes``), where
 * ``requested`` is ``ceil(total x gpu_memory_utilization)``, the utilization 1.0 unless given
   (``CacheConfig.resolved_gpu_memory_utilization``, vllm/config/cache.py);
 * ``used`` is everything resident beside the cache then: the init snapshot's free memory less
-  the free memory now (the weights, non-torch memory, the CUDA graphs' pool);
+  the free memory now (the weights, non-torch memory, the CUDA graphs' pool, the held MoE
+  workspaces);
 * ``headroom`` is the free memory now: the device less what was in use at the init snapshot
   (the CUDA context, NCCL) and ``used``;
 * ``transient`` is the larger of the profile's peak activation (its transient headroom plus
   the CUDA-graph estimate, ``Worker.initialize_from_config``) and the warmup steps' own
-  transient peaks (``run_kv_cache_sizing_warmup``, vllm/v1/worker/gpu/warmup.py), and of
-  torch's reservation growth over them;
+  transient peaks (:func:`warmup_transient_bytes`), and of torch's reservation growth over
+  them (not modelled: fragmentation has no figure in the code). Each is an allocated peak less
+  what stays allocated (``transient_peak_headroom``, vllm/utils/mem_utils.py of 0.34.0;
+  ``ExtensibleKVCache.record_transient_peak``), so the fused-MoE workspaces the profile sizes
+  and keeps are in ``used`` (``held_workspace_bytes``), not in the transient and its margin;
 * ``margin`` is ``max(1 GiB, 0.75 x transient)`` on CUDA, a 3 GiB floor on ROCm
   (``KV_CACHE_MARGIN_FLOOR_BYTES``, ``KV_CACHE_MARGIN_FRACTION``).
 
@@ -35,7 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from kvcalc.engine.units import GiB
+from kvcalc.engine.overhead import LOGIT_BYTES, pipeline_buffers
+from kvcalc.engine.spec import ModelSpec
+from kvcalc.engine.units import GiB, dtype
 
 #: ``KV_CACHE_MARGIN_FLOOR_BYTES`` and ``KV_CACHE_MARGIN_FRACTION`` (extensible_kv_cache.py of
 #: 0.34.0): "ROCr also maps kernel scratch outside the allocator [...], so ROCm keeps a larger
@@ -64,6 +70,13 @@ IN_USE_AT_SNAPSHOT_GROUP_BYTES = int(Fraction("1.53") * GiB)
 GRAPH_POOL_BYTES_PER_GRAPH_LAYER = int(Fraction("0.23") * GiB) // (86 * 32)
 
 
+def samples_with_flashinfer(capability: tuple[int, int] | None) -> bool:
+    """Whether 0.34's sampler runs FlashInfer's top-k/top-p kernel on a GPU of compute
+    ``capability`` (None: ROCm, or not known): capability 8.0 to 12.1 (the GPUs of more
+    than 16 SMs kvcalc knows)."""
+    return capability is not None and (8, 0) <= capability <= (12, 1)
+
+
 def in_use_at_snapshot_bytes(in_group: bool, unified_in_use_bytes: int | None) -> int:
     """What the worker has in use at the init snapshot: on a unified part, what the OS was
     measured to leave unavailable at start-up (``unified_in_use_bytes``: its free memory is
@@ -78,6 +91,65 @@ def graph_pool_bytes(graphs: int, layers: int) -> int:
     return graphs * layers * GRAPH_POOL_BYTES_PER_GRAPH_LAYER
 
 
+#: The rows of logits the prompt logprobs of a step are computed over at a time
+#: (``CHUNK_SIZE``, vllm/v1/worker/gpu/sample/prompt_logprob.py of 0.34.0).
+PROMPT_LOGPROB_CHUNK_ROWS = 1024
+
+
+def warmup_transient_bytes(
+    model: ModelSpec,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    pp: int,
+    last_stage: bool,
+    flashinfer_sampler: bool,
+) -> int:
+    """The larger transient of the two warmup steps 0.34 measures beyond the profile run's
+    forward (vllm/v1/worker/gpu/warmup.py and gpu_worker.py ``_compile_or_warm_up_model`` of
+    0.34.0; the peak counter is reset before both, and each is folded in as its allocated peak
+    less what stays allocated), on the last pipeline stage (the others compute no logits, and
+    their forwards are the profile's), each beside the step's hidden states and the tensors a
+    later stage receives:
+
+    * the sizing step (``run_kv_cache_sizing_warmup``): one step of max_num_batched_tokens
+      tokens whose prefill asks for ``max_logprobs`` (20) prompt logprobs, which
+      ``compute_prompt_logprobs_with_chunking`` computes 1,024 rows at a time: a chunk's
+      logits over the whole vocabulary in the model dtype (``LogitsProcessor`` casts
+      nothing), about four times the profile's 256 sampled rows on the small tier; the top-k
+      and logprob results beside it are a few values per row;
+    * the kernel warmup (``warmup_kernels``, run whenever the extensible cache is on):
+      min(max_num_seqs, max_num_batched_tokens // 2) requests of two tokens sampled with
+      every sampling feature on (``SamplingParams.for_sampler_warmup``, vllm/sampling_params.py):
+      their logits in the model dtype and the fp32 copy ``Sampler.apply_sampling_params`` makes
+      of them (vllm/v1/worker/gpu/sample/sampler.py), where the profile's greedy dummy batch
+      makes none; where FlashInfer samples (``flashinfer_sampler``: CUDA, capability 8.0 to
+      12.1, ``flashinfer_sampler_supported`` in vllm/v1/sample/ops/topk_topp_sampler.py and
+      ``FlashInferBackend.supports_compute_capability``), ``flashinfer_sample`` hands the fp32
+      logits and a per-request top-k tensor to ``top_k_top_p_sampling_from_logits``, which
+      then makes two more fp32 tensors as large, the top-k-masked logits and their softmax
+      (flashinfer/sampling.py of flashinfer-python 0.7.2.post1 and 0.7.4, alike here; the
+      0.34.0 wheel pins 0.7.3, which the package index does not serve: its fast path takes
+      an integer top-k or a ``top_k_max`` only). Elsewhere the Triton top-k/top-p kernels'
+      own tensors are not counted.
+
+    The sizing step's forward runs attention, which the profile skipped; its workspaces are
+    not modelled. Not modelled either: a first sizing step of max_model_len tokens where that
+    is below max_num_batched_tokens (its chunk is then at most max_model_len rows)."""
+    if not last_stage:
+        return 0
+    act = dtype(model.default_dtype)
+    hidden, vocab, tokens = model.hidden_size, model.vocab_size, max_num_batched_tokens
+    rows = min(PROMPT_LOGPROB_CHUNK_ROWS, tokens)
+    sizing = act.bytes_for(tokens * hidden + rows * vocab) + pipeline_buffers(model, pp, tokens)
+    requests = min(max_num_seqs, tokens // 2)
+    sampler = (
+        act.bytes_for(2 * requests * hidden + requests * vocab)
+        + (3 if flashinfer_sampler else 1) * requests * vocab * LOGIT_BYTES
+        + pipeline_buffers(model, pp, 2 * requests)
+    )
+    return max(sizing, sampler)
+
+
 @dataclass(frozen=True)
 class AfterWarmup:
     """What 0.34 measures after warmup beside the profile's terms, on one worker."""
@@ -87,6 +159,16 @@ class AfterWarmup:
     in_use_at_snapshot_bytes: int
     graph_pool_bytes: int
     margin_floor_bytes: int = MARGIN_FLOOR_BYTES_CUDA
+    held_workspace_bytes: int = 0
+    """The fused-MoE workspaces the profile sized and kept: resident beside the weights, not
+    part of a transient (:func:`kvcalc.engine.overhead.moe_workspace`)."""
+    warmup_transient_bytes: int = 0
+    """The warmup steps' transient (:func:`warmup_transient_bytes`)."""
+
+    def transient_bytes(self, profile_transient_bytes: int) -> int:
+        """What 0.34 keeps free: the larger of the profile's transient (its peak activation
+        and the CUDA-graph estimate) and the warmup steps' (``reserved_headroom_bytes``)."""
+        return max(profile_transient_bytes, self.warmup_transient_bytes)
 
     def margin_bytes(self, transient_bytes: int) -> int:
         return max(self.margin_floor_bytes, int(transient_bytes * MARGIN_FRACTION))
