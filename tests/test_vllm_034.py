@@ -419,3 +419,33 @@ def test_align_mode_states_take_a_prefill_checkpoint_page() -> None:
     assert pages("qwen3.5-0.8b", "h100", "0.33") == ({3}, {576})
     assert pages("qwen3.5-0.8b", "a100", "0.33") == ({2}, {544})
     assert pages("jamba-v0.1", "h100", "0.34")[0] == {2}
+
+
+def test_calibrate_sets_0_34_s_after_warmup_terms_beside_kvcalc_s(tmp_path: Any) -> None:
+    # An excerpt in 0.34.0's format strings (no public 0.34 log exists yet): its "Memory after
+    # warmup" figures are rows of their own, beside kvcalc's terms for the same start-up.
+    log = tmp_path / "v034.log"
+    log.write_text(
+        "INFO [core.py:99] Initializing a V1 LLM engine (v0.34.0) with config: "
+        "model='meta-llama/Llama-3.1-8B-Instruct', max_seq_len=8192, tensor_parallel_size=1, "
+        "pipeline_parallel_size=1, data_parallel_size=1\n"
+        "INFO [extensible_kv_cache.py:693] Memory after warmup: 62.90 GiB free, 0.01 GiB "
+        "committed to the KV cache, 1.61 GiB kept for transient activations (1.61 GiB "
+        "allocated at peak, 0.10 GiB of torch reservation growth); 7700 KV cache blocks "
+        "(60.16 GiB) fit within the requested 79.25 GiB. Torch may reserve up to 19.1 GiB.\n"
+        "INFO [extensible_kv_cache.py:537] Extended KV cache to 7700 blocks (60.16 GiB).\n"
+        "INFO [kv_cache_utils.py:1169] GPU KV cache size: 492,800 tokens, Maximum concurrency "
+        "for 8,192 tokens per request: 60.16x\n"
+    )
+    out = CliRunner().invoke(app, ["calibrate", str(log), "--gpus", "a100", "--model",
+                                   "llama3.1-8b", "-f", "json"])
+    assert out.exit_code in (0, 1), out.output
+    terms = {t["term"]: t for t in json.loads(out.stdout)["terms"]}
+    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set("a100"))
+    (ours,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34.0"))
+    assert terms["free_after_warmup"]["logged"] == pytest.approx(62.90 * GiB, abs=GiB / 200)
+    assert terms["free_after_warmup"]["kvcalc"] == ours.free_after_warmup_bytes
+    assert terms["transient_kept"]["logged"] == pytest.approx(1.61 * GiB, abs=GiB / 200)
+    assert terms["transient_kept"]["kvcalc"] == ours.transient_kept_bytes
+    assert terms["kv_memory"]["logged"] == pytest.approx(60.16 * GiB, abs=GiB / 200)
+    assert terms["kv_memory"]["kvcalc"] == ours.available_bytes

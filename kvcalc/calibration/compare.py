@@ -135,6 +135,10 @@ class VLLMTerms:
     which measures it with the rest after capture; None before (captured after the budget is
     set, it plays no part in it)."""
     kv_memory: tuple[int, ...]
+    free_after_warmup: tuple[int | None, ...] = ()
+    """0.34: the free memory measured after warmup, per stage (None before 0.34)."""
+    transient_kept: tuple[int | None, ...] = ()
+    """0.34: what the cache leaves free for transient activations, per stage."""
 
 
 def vllm_rules_for(release: str | None) -> tuple[str, str | None]:
@@ -188,6 +192,8 @@ def kvcalc_vllm_terms(dep: Deployment, release: str | None) -> VLLMTerms:
         cuda_graph_pool=max(t.after_warmup.graph_pool_bytes for t in terms if t.after_warmup)
         if any(t.after_warmup for t in terms) else None,
         kv_memory=tuple(t.available_bytes for t in terms),
+        free_after_warmup=tuple(t.free_after_warmup_bytes for t in terms),
+        transient_kept=tuple(t.transient_kept_bytes for t in terms),
     )
 
 
@@ -254,7 +260,7 @@ def _worker_payload(worker: Any, names: tuple[str, ...]) -> dict[str, Any]:
 
 
 _VLLM_WORKER_TERMS = ("weights", "activation_peak", "non_torch", "consumed", "cuda_graph",
-                      "cuda_graph_estimate", "kv_memory")
+                      "cuda_graph_estimate", "kv_memory", "free_after_warmup", "transient_kept")
 
 
 #: What the release does with the profiler's CUDA-graph estimate: 0.17-0.19 print it but, like
@@ -377,6 +383,14 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                 else None,
                 _graph_note(used.release.cudagraph, log.cuda_graph_subtracted, warm)),
             row("cuda_graph", "CUDA graphs captured", terms.cuda_graph_pool, _pool_note(warm)),
+        ]
+        if warm or getattr(worker, "transient_kept", None) is not None:
+            rows += [
+                row("free_after_warmup", "free after warmup", terms.free_after_warmup[stage]),
+                row("transient_kept", "kept for transients", terms.transient_kept[stage],
+                    "the profile's or the warmup's peak"),
+            ]
+        rows += [
             Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
                  at, "" if pp == 1 else "the stage's worker's own figure"),
         ]

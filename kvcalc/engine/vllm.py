@@ -1009,17 +1009,36 @@ class ProfiledMemory:
         return self.cudagraph_bytes
 
     @property
-    def available_bytes(self) -> int:
+    def used_after_warmup_bytes(self) -> int | None:
+        """0.34: what is resident beside the cache when it is measured (None before 0.34)."""
         warm = self.after_warmup
-        if warm is not None:
-            return warm.kv_cache_bytes(
-                self.requested_bytes,
-                self.weights_bytes
-                + self.non_torch_bytes
-                + warm.graph_pool_bytes
-                + warm.held_workspace_bytes,
-                warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes),
-            )
+        if warm is None:
+            return None
+        return (self.weights_bytes + self.non_torch_bytes + warm.graph_pool_bytes
+                + warm.held_workspace_bytes)
+
+    @property
+    def free_after_warmup_bytes(self) -> int | None:
+        """0.34's "Memory after warmup: X GiB free" (the cache all but uncommitted then)."""
+        warm, used = self.after_warmup, self.used_after_warmup_bytes
+        if warm is None or used is None:
+            return None
+        return warm.device_total_bytes - warm.in_use_at_snapshot_bytes - used
+
+    @property
+    def transient_kept_bytes(self) -> int | None:
+        """0.34's "X GiB kept for transient activations" (None before 0.34)."""
+        warm = self.after_warmup
+        if warm is None:
+            return None
+        return warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes)
+
+    @property
+    def available_bytes(self) -> int:
+        warm, used, transient = (self.after_warmup, self.used_after_warmup_bytes,
+                                 self.transient_kept_bytes)
+        if warm is not None and used is not None and transient is not None:
+            return warm.kv_cache_bytes(self.requested_bytes, used, transient)
         return self.requested_bytes - (
             self.weights_bytes
             + self.activation_peak_bytes

@@ -813,6 +813,8 @@ class CalibrateWorker(TypedDict):
     cuda_graph_bytes: NotRequired[int | None]
     cuda_graph_estimate_bytes: NotRequired[int | None]
     kv_memory_bytes: NotRequired[int | None]
+    free_after_warmup_bytes: NotRequired[int | None]
+    transient_kept_bytes: NotRequired[int | None]
     free_before_load_bytes: NotRequired[int | None]
     free_after_load_bytes: NotRequired[int | None]
     kv_cache_tokens: NotRequired[int | None]
@@ -1168,6 +1170,10 @@ VOCABULARY: dict[str, Term] = {
     "cuda_graph_bytes": Term(B, "the worker's CUDA-graph memory after capture"),
     "cuda_graph_estimate_bytes": Term(B, "the worker's logged CUDA-graph estimate"),
     "kv_memory_bytes": Term(B, "the worker's logged KV cache memory"),
+    "free_after_warmup_bytes": Term(B, "the worker's free memory after warmup, as logged (the "
+                                       "extensible KV cache)"),
+    "transient_kept_bytes": Term(B, "what the worker's extensible KV cache keeps free for "
+                                    "transient activations, as logged"),
     "calibration": Term("", "the calibration file's document (`--write`)"),
     "written": Term("", "the calibration file written (null: none)"),
     "notes": Term("", "what the comparison rests on"),
