@@ -449,3 +449,21 @@ def test_calibrate_sets_0_34_s_after_warmup_terms_beside_kvcalc_s(tmp_path: Any)
     assert terms["transient_kept"]["kvcalc"] == ours.transient_kept_bytes
     assert terms["kv_memory"]["logged"] == pytest.approx(60.16 * GiB, abs=GiB / 200)
     assert terms["kv_memory"]["kvcalc"] == ours.available_bytes
+
+
+def test_a_utilization_below_1_that_withholds_memory_is_warned_of_as_0_34_does() -> None:
+    # measure_kv_cache_blocks (extensible_kv_cache.py of 0.34.0) warns when a utilization in
+    # (0.7, 1) keeps 1 GiB or more of free memory out of the cache: the cache at 0.9 is that
+    # much below the cache at the default 1.0.
+    def run(*extra: str) -> tuple[str, int]:
+        args = ["batch", "llama3.1-8b", "--gpus", "a100", "--ctx", "8k", "--engine", "vllm"]
+        table = CliRunner().invoke(app, [*args, *extra])
+        assert table.exit_code == 0, table.output
+        return " ".join(table.stdout.split()), available(batch(*args[1:6], *extra))
+
+    at_90, kv_90 = run("--gpu-util", "0.9")
+    _, kv_default = run()
+    withheld = f"gpu_memory_utilization=0.9 keeps {(kv_default - kv_90) / GiB:.2f} GiB of free"
+    assert withheld in at_90
+    assert "keeps" not in run("--gpu-util", "0.99")[0]  # 0.79 GiB: below vLLM's 1 GiB
+    assert "keeps" not in run("--gpu-util", "0.9", "--vllm-version", "0.33")[0]

@@ -1034,6 +1034,20 @@ class ProfiledMemory:
         return warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes)
 
     @property
+    def withheld_by_utilization_bytes(self) -> int:
+        """0.34: the free memory a utilization below 1 keeps out of the cache: the cache at a
+        budget of all the memory free at start-up less the cache at the requested one
+        (``measure_kv_cache_blocks``, extensible_kv_cache.py of 0.34.0, which warns from 1 GiB
+        for a utilization between 0.7 and 1); 0 before 0.34."""
+        warm, used, transient = (self.after_warmup, self.used_after_warmup_bytes,
+                                 self.transient_kept_bytes)
+        if warm is None or used is None or transient is None:
+            return 0
+        init_free = warm.device_total_bytes - warm.in_use_at_snapshot_bytes
+        return (max(warm.kv_cache_bytes(init_free, used, transient), 0)
+                - max(warm.kv_cache_bytes(self.requested_bytes, used, transient), 0))
+
+    @property
     def available_bytes(self) -> int:
         warm, used, transient = (self.after_warmup, self.used_after_warmup_bytes,
                                  self.transient_kept_bytes)

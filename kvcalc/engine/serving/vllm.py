@@ -396,7 +396,30 @@ def estimate_notes(dep: Deployment, inputs: VLLMInputs) -> list[str]:
     (:func:`~kvcalc.engine.serving.base.cuda_total_note`), a unified part's bound, and a
     release sized after warmup that no public log has checked yet."""
     total = cuda_total_note(dep) if total_estimated(dep) else []
-    return [*total, *upper_bound_note(dep), *after_warmup_note(dep, inputs)]
+    return [*total, *upper_bound_note(dep), *after_warmup_note(dep, inputs),
+            *utilization_cap_note(dep, inputs)]
+
+
+def utilization_cap_note(dep: Deployment, inputs: VLLMInputs) -> list[str]:
+    """vLLM 0.34's own warning for a utilization between 0.7 and 1 that keeps 1 GiB or more of
+    free memory out of an extensible cache (``measure_kv_cache_blocks``,
+    vllm/v1/worker/extensible_kv_cache.py of 0.34.0)."""
+    from kvcalc.engine.units import GiB
+    from kvcalc.engine.vllm import vllm_memory_terms
+
+    util = inputs.gpu_memory_utilization
+    if not sized_after_warmup(dep, inputs) or not 0.7 < util < 1:
+        return []
+    withheld = max(t.withheld_by_utilization_bytes for t in vllm_memory_terms(dep, inputs))
+    if withheld < GiB:
+        return []
+    return [
+        f"gpu_memory_utilization={float(util):g} keeps {withheld / GiB:.2f} GiB of free device "
+        f"memory out of the KV cache: vLLM {inputs.version} sizes it from the memory measured "
+        "after warmup, so its own use needs no headroom below 1.0; leave --gpu-util unset "
+        "unless it keeps room for what vLLM does not measure (other processes on the GPU, the "
+        "CPU on unified memory, weight-update or KV-connector buffers)"
+    ]
 
 
 def sized_after_warmup(dep: Deployment, inputs: VLLMInputs) -> bool:
