@@ -48,13 +48,18 @@ def available(doc: dict[str, Any]) -> int:
 
 def test_model_runner_v2_runs_every_model_from_0_34() -> None:
     # "Model Runner V1 has been removed" (Platform.validate_environ, 0.34.0): MoE and hybrid
-    # models leave V1, and with it V1's inputs_embeds in consumed memory.
+    # models leave V1, and with it V1's inputs_embeds in consumed memory; V2's sampler
+    # penalty state takes its place.
+    from kvcalc.engine.overhead import runner_inputs_embeds, v2_penalty_buffers
+
     moe, hybrid = registry_model("qwen3-30b-a3b"), registry_model("qwen3.5-0.8b")
     for model in (moe, hybrid):
         assert not runs_on_model_runner_v2(model, vllm_release("0.33"))
         assert runs_on_model_runner_v2(model, vllm_release("0.34"))
-    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192) > 0
-    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192) == 0
+    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192, 1024) == (
+        runner_inputs_embeds(moe, 8192))
+    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192, 1024) == (
+        v2_penalty_buffers(moe, 1024))
 
 
 def test_the_default_block_is_64_from_0_34_but_rocm_attn_keeps_16() -> None:
@@ -351,3 +356,19 @@ def test_align_mode_states_take_a_prefill_checkpoint_page() -> None:
     assert pages("qwen3.5-0.8b", "h100", "0.33") == ({3}, {576})
     assert pages("qwen3.5-0.8b", "a100", "0.33") == ({2}, {544})
     assert pages("jamba-v0.1", "h100", "0.34")[0] == {2}
+
+
+def test_model_runner_v2_holds_its_sampler_penalty_state_whole() -> None:
+    # PenaltiesState.__init__ (v1/worker/gpu/sample/penalties.py of 0.28.0, 0.33.0, 0.34.0):
+    # output_bin_counts, max_num_seqs x vocabulary int32, and prompt_bin_mask, max_num_seqs
+    # x ceil(vocabulary / 32) int32, made by load_model after the weights are measured, so
+    # in "consumed memory" (0.27 on) and in what 0.34 measures as used. Llama-3.1-8B at 256
+    # sequences: 256 x (128,256 + 4,008) x 4 B.
+    from kvcalc.engine.overhead import v2_penalty_buffers
+
+    llama = registry_model("llama3.1-8b")
+    assert v2_penalty_buffers(llama, 256) == 256 * (128_256 + 4_008) * 4
+    dep = deployment(llama, parse_gpu_set("a100"))
+    (v26,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.26"))
+    (v33,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.33"))
+    assert v33.non_torch_bytes - v26.non_torch_bytes == v2_penalty_buffers(llama, 256)

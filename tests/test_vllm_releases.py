@@ -499,7 +499,9 @@ def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> No
     # the init snapshot; 0.27's free-memory drop counts it, 0.26's weights + torch peak increase
     # + non-torch does not. Qwen3-235B (MoE: V1) at 8,192 batched tokens and hidden 4,096 (its
     # HF config.json, quoted in the RTX PRO 6000 log's source): 8192 x 4096 x 2 B = 64 MiB.
-    # Llama-3.1-8B is dense: Model Runner V2 from 0.25, which keeps no such buffer.
+    # Llama-3.1-8B is dense: Model Runner V2 from 0.25, which keeps no such buffer but its
+    # sampler's penalty state (PenaltiesState, gpu/sample/penalties.py), counted the same way.
+    from kvcalc.engine.overhead import v2_penalty_buffers
     from kvcalc.engine.vllm import vllm_memory_terms_for
 
     def non_torch(model: str, gpus: str, version: str, **kw: Any) -> int:
@@ -509,8 +511,9 @@ def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> No
 
     moe = ("qwen3-235b-a22b-2507", "4xrtx-pro-6000")
     assert non_torch(*moe, "0.27.1", tp=4) - non_torch(*moe, "0.26.0", tp=4) == 64 * 2**20
-    assert non_torch("llama3.1-8b", "a100-sxm-80gb", "0.27.1") == non_torch(
-        "llama3.1-8b", "a100-sxm-80gb", "0.26.0")
+    assert non_torch("llama3.1-8b", "a100-sxm-80gb", "0.27.1") - non_torch(
+        "llama3.1-8b", "a100-sxm-80gb", "0.26.0") == v2_penalty_buffers(
+        registry_model("llama3.1-8b"), 256)
 
 
 def test_serve_batch_defaults_follow_the_device() -> None:

@@ -67,6 +67,7 @@ from kvcalc.engine.overhead import (
     non_torch_memory,
     runner_inputs_embeds,
     used_ffns,
+    v2_penalty_buffers,
 )
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
@@ -1047,17 +1048,22 @@ def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
     return release.dense_sampler_fp32_copies
 
 
-def consumed_runner_buffers(model: ModelSpec, release: VLLMRelease, tokens: int) -> int:
+def consumed_runner_buffers(
+    model: ModelSpec, release: VLLMRelease, tokens: int, max_num_seqs: int
+) -> int:
     """What the release's "consumed memory" holds of the model runner's persistent buffers
-    beyond the weights and the non-torch memory: Model Runner V1's ``inputs_embeds``
-    (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`) where the release counts it
-    ("consumed" accounting, 0.27 on) and V1 runs the model (every model but the dense ones,
-    which Model Runner V2 takes from 0.25 and which keeps no such buffer for text models:
-    vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its multimodal
-    ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not modelled); else
-    0."""
-    if release.accounting != "consumed" or runs_on_model_runner_v2(model, release):
+    beyond the weights and the non-torch memory, where the release counts them ("consumed"
+    accounting, 0.27 on; before, torch memory made ahead of the profile run is in no term):
+    Model Runner V1's ``inputs_embeds`` (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`)
+    where V1 runs the model; Model Runner V2's sampler penalty state where V2 does
+    (:func:`~kvcalc.engine.overhead.v2_penalty_buffers`; V2 keeps no ``inputs_embeds`` for
+    text models: vllm/v1/worker/gpu of 0.27.1, 0.28.0 and 0.33.0 allocates one only in its
+    multimodal ``EncoderRunner`` and, in 0.33.0, under ``--enable-prompt-embeds``, not
+    modelled)."""
+    if release.accounting != "consumed":
         return 0
+    if runs_on_model_runner_v2(model, release):
+        return v2_penalty_buffers(model, max_num_seqs)
     return runner_inputs_embeds(model, tokens)
 
 
@@ -1184,7 +1190,7 @@ def profile_kv_memory(
                 workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
-            + consumed_runner_buffers(model, rules, max_num_batched_tokens),
+            + consumed_runner_buffers(model, rules, max_num_batched_tokens, max_num_seqs),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
             after_warmup=warmup
