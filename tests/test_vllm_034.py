@@ -211,15 +211,15 @@ def test_0_34_captures_max_num_seqs_and_the_batched_tokens_off_the_grid() -> Non
     # shared sizes capped at max_num_seqs: 100 sequences capture 1, 2, 4, 8..96 and 100.
     from kvcalc.engine.vllm_releases import capture_grids, full_graph_sizes
 
-    prefill, decode = capture_grids(100, 2048, (9, 0))
+    prefill, decode = capture_grids(vllm_release("0.34"), 100, 2048, (9, 0))
     assert decode == [1, 2, 4, *range(8, 97, 8), 100]
     assert 100 in prefill and max(prefill) == 200
     assert full_graph_sizes(vllm_release("0.34"), 100, 2048, (9, 0)) == 16
-    prefill, _ = capture_grids(1024, 300, (9, 0))
+    prefill, _ = capture_grids(vllm_release("0.34"), 1024, 300, (9, 0))
     assert prefill[-2:] == [288, 300]
 
 
-def test_chunked_local_attention_captures_no_full_graphs_from_0_34() -> None:
+def test_chunked_local_attention_captures_no_full_graphs_from_0_28() -> None:
     # ChunkedLocalAttentionBuilder reports AttentionCGSupport.NEVER, so
     # resolve_cudagraph_mode_and_sizes turns FULL_AND_PIECEWISE into PIECEWISE: Llama 4's
     # graphs are the PIECEWISE sizes alone, Llama 3's both kinds.

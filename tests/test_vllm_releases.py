@@ -977,3 +977,27 @@ def test_vllm_refuses_fewer_batched_tokens_than_sequences(given: list[str], name
     lines = out.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: {named}: vLLM does not start")
     assert "Traceback" not in out.output
+
+
+def test_the_capture_sizes_release_by_release_off_the_default_grid() -> None:
+    # _set_cudagraph_sizes (vllm/config/vllm.py): the batched tokens captured off the steps
+    # from 0.25.0; the 10.x family's ceiling of 1024 from 0.28.0 (512 in 0.27.1); max_num_seqs
+    # off the steps from 0.31.0 (not 0.30.0); FULL graphs at the sizes up to max_num_seqs.
+    from kvcalc.engine.vllm import captured_graphs
+    from kvcalc.engine.vllm_releases import full_graph_sizes
+
+    b200 = (10, 0)
+    assert (capture_sizes(vllm_release("0.27"), 1024, 16384, b200),
+            full_graph_sizes(vllm_release("0.27"), 1024, 16384, b200)) == (51, 51)
+    # 1, 2, 4, 31 steps of 8 and 49 of 16 from 256 to 1024.
+    assert (capture_sizes(vllm_release("0.28"), 1024, 16384, b200),
+            full_graph_sizes(vllm_release("0.33"), 1024, 16384, b200)) == (83, 83)
+    assert capture_sizes(vllm_release("0.33"), 1024, 8192, (9, 0)) == 51
+    assert capture_sizes(vllm_release("0.21"), 1024, 300) == 37  # up to 288
+    assert capture_sizes(vllm_release("0.25"), 1024, 300) == 38  # and 300
+    assert full_graph_sizes(vllm_release("0.30"), 100, 2048) == 15  # up to 96
+    assert full_graph_sizes(vllm_release("0.31"), 100, 2048) == 16  # and 100
+    # Llama 4's chunked-local layers support no FULL graph: PIECEWISE alone from 0.28.
+    scout = registry_model("llama4-scout")
+    assert captured_graphs(scout, vllm_release("0.27"), 1024, 8192) == 102
+    assert captured_graphs(scout, vllm_release("0.28"), 1024, 8192) == 51

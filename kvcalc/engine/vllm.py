@@ -1098,7 +1098,8 @@ def full_decode_graphs(model: ModelSpec) -> bool:
     vllm/model_executor/layers/attention/chunked_local_attention.py of 0.28.0, 0.33.0 and
     0.34.0), the least of the model's backends is what the mode is resolved against, and at
     NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
-    vllm/config/compilation.py of 0.34.0). Applied from 0.34 (:func:`captured_graphs`)."""
+    vllm/config/compilation.py of 0.28.0 to 0.34.0). Applied from 0.28
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`)."""
     return not any(m.kind == "chunked" for m in model.mixer_pattern)
 
 
