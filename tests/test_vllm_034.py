@@ -48,13 +48,18 @@ def available(doc: dict[str, Any]) -> int:
 
 def test_model_runner_v2_runs_every_model_from_0_34() -> None:
     # "Model Runner V1 has been removed" (Platform.validate_environ, 0.34.0): MoE and hybrid
-    # models leave V1, and with it V1's inputs_embeds in consumed memory.
+    # models leave V1, and with it V1's inputs_embeds in consumed memory; V2's sampler
+    # penalty state takes its place.
+    from kvcalc.engine.overhead import runner_inputs_embeds, v2_penalty_buffers
+
     moe, hybrid = registry_model("qwen3-30b-a3b"), registry_model("qwen3.5-0.8b")
     for model in (moe, hybrid):
         assert not runs_on_model_runner_v2(model, vllm_release("0.33"))
         assert runs_on_model_runner_v2(model, vllm_release("0.34"))
-    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192) > 0
-    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192) == 0
+    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192, 1024) == (
+        runner_inputs_embeds(moe, 8192))
+    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192, 1024) == (
+        v2_penalty_buffers(moe, 1024))
 
 
 def test_the_default_block_is_64_from_0_34_but_rocm_attn_keeps_16() -> None:
@@ -179,15 +184,21 @@ def test_model_runner_v2_keeps_inputs_embeds_for_multimodal_models_on_the_first_
     # 0.34.0): max_num_tokens x the text hidden size in the model dtype, made by
     # init_model_state after "Model loading took" when the runner has an encoder cache
     # (multimodal inputs, first PP rank); 0.27's consumed memory holds it, 0.26's split not.
+    from kvcalc.engine.overhead import v2_penalty_buffers
+
     gemma, llama = registry_model("gemma-4-e2b"), registry_model("llama3.1-8b")
     assert gemma.vision is not None and llama.vision is None
     for version in ("0.29", "0.34"):
         release = vllm_release(version)
         assert runs_on_model_runner_v2(gemma, release)
-        assert consumed_runner_buffers(gemma, release, 16384) == 16384 * 1536 * 2
-        assert consumed_runner_buffers(gemma, release, 16384, first_stage=False) == 0
-        assert consumed_runner_buffers(llama, release, 16384) == 0
-    assert consumed_runner_buffers(gemma, vllm_release("0.26"), 16384) == 0
+        penalties = v2_penalty_buffers(gemma, 1024)
+        assert consumed_runner_buffers(gemma, release, 16384, 1024) - penalties == (
+            16384 * 1536 * 2)
+        assert consumed_runner_buffers(gemma, release, 16384, 1024, first_stage=False) == (
+            penalties)
+        assert consumed_runner_buffers(llama, release, 16384, 1024) == (
+            v2_penalty_buffers(llama, 1024))
+    assert consumed_runner_buffers(gemma, vllm_release("0.26"), 16384, 1024) == 0
 
 
 @pytest.mark.parametrize(
@@ -274,15 +285,15 @@ def test_0_34_captures_max_num_seqs_and_the_batched_tokens_off_the_grid() -> Non
     # shared sizes capped at max_num_seqs: 100 sequences capture 1, 2, 4, 8..96 and 100.
     from kvcalc.engine.vllm_releases import capture_grids, full_graph_sizes
 
-    prefill, decode = capture_grids(100, 2048, (9, 0))
+    prefill, decode = capture_grids(vllm_release("0.34"), 100, 2048, (9, 0))
     assert decode == [1, 2, 4, *range(8, 97, 8), 100]
     assert 100 in prefill and max(prefill) == 200
     assert full_graph_sizes(vllm_release("0.34"), 100, 2048, (9, 0)) == 16
-    prefill, _ = capture_grids(1024, 300, (9, 0))
+    prefill, _ = capture_grids(vllm_release("0.34"), 1024, 300, (9, 0))
     assert prefill[-2:] == [288, 300]
 
 
-def test_chunked_local_attention_captures_no_full_graphs_from_0_34() -> None:
+def test_chunked_local_attention_captures_no_full_graphs_from_0_28() -> None:
     # ChunkedLocalAttentionBuilder reports AttentionCGSupport.NEVER, so
     # resolve_cudagraph_mode_and_sizes turns FULL_AND_PIECEWISE into PIECEWISE: Llama 4's
     # graphs are the PIECEWISE sizes alone, Llama 3's both kinds.
@@ -467,3 +478,19 @@ def test_a_utilization_below_1_that_withholds_memory_is_warned_of_as_0_34_does()
     assert withheld in at_90
     assert "keeps" not in run("--gpu-util", "0.99")[0]  # 0.79 GiB: below vLLM's 1 GiB
     assert "keeps" not in run("--gpu-util", "0.9", "--vllm-version", "0.33")[0]
+
+
+def test_model_runner_v2_holds_its_sampler_penalty_state_whole() -> None:
+    # PenaltiesState.__init__ (v1/worker/gpu/sample/penalties.py of 0.28.0, 0.33.0, 0.34.0):
+    # output_bin_counts, max_num_seqs x vocabulary int32, and prompt_bin_mask, max_num_seqs
+    # x ceil(vocabulary / 32) int32, made by load_model after the weights are measured, so
+    # in "consumed memory" (0.27 on) and in what 0.34 measures as used. Llama-3.1-8B at 256
+    # sequences: 256 x (128,256 + 4,008) x 4 B.
+    from kvcalc.engine.overhead import v2_penalty_buffers
+
+    llama = registry_model("llama3.1-8b")
+    assert v2_penalty_buffers(llama, 256) == 256 * (128_256 + 4_008) * 4
+    dep = deployment(llama, parse_gpu_set("a100"))
+    (v26,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.26"))
+    (v33,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.33"))
+    assert v33.non_torch_bytes - v26.non_torch_bytes == v2_penalty_buffers(llama, 256)

@@ -499,7 +499,9 @@ def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> No
     # the init snapshot; 0.27's free-memory drop counts it, 0.26's weights + torch peak increase
     # + non-torch does not. Qwen3-235B (MoE: V1) at 8,192 batched tokens and hidden 4,096 (its
     # HF config.json, quoted in the RTX PRO 6000 log's source): 8192 x 4096 x 2 B = 64 MiB.
-    # Llama-3.1-8B is dense: Model Runner V2 from 0.25, which keeps no such buffer.
+    # Llama-3.1-8B is dense: Model Runner V2 from 0.25, which keeps no such buffer but its
+    # sampler's penalty state (PenaltiesState, gpu/sample/penalties.py), counted the same way.
+    from kvcalc.engine.overhead import v2_penalty_buffers
     from kvcalc.engine.vllm import vllm_memory_terms_for
 
     def non_torch(model: str, gpus: str, version: str, **kw: Any) -> int:
@@ -509,8 +511,9 @@ def test_consumed_memory_holds_model_runner_v1_s_inputs_embeds_from_0_27() -> No
 
     moe = ("qwen3-235b-a22b-2507", "4xrtx-pro-6000")
     assert non_torch(*moe, "0.27.1", tp=4) - non_torch(*moe, "0.26.0", tp=4) == 64 * 2**20
-    assert non_torch("llama3.1-8b", "a100-sxm-80gb", "0.27.1") == non_torch(
-        "llama3.1-8b", "a100-sxm-80gb", "0.26.0")
+    assert non_torch("llama3.1-8b", "a100-sxm-80gb", "0.27.1") - non_torch(
+        "llama3.1-8b", "a100-sxm-80gb", "0.26.0") == v2_penalty_buffers(
+        registry_model("llama3.1-8b"), 256)
 
 
 def test_serve_batch_defaults_follow_the_device() -> None:
@@ -994,3 +997,27 @@ def test_from_0_29_the_fit_check_holds_back_the_null_block(
     assert out.exit_code == (0 if fits else 1), out.output
     context = json.loads(out.stdout)["contexts"][0]
     assert context["fits"] is fits and context["estimated_max_model_len"] == estimate
+
+
+def test_the_capture_sizes_release_by_release_off_the_default_grid() -> None:
+    # _set_cudagraph_sizes (vllm/config/vllm.py): the batched tokens captured off the steps
+    # from 0.25.0; the 10.x family's ceiling of 1024 from 0.28.0 (512 in 0.27.1); max_num_seqs
+    # off the steps from 0.31.0 (not 0.30.0); FULL graphs at the sizes up to max_num_seqs.
+    from kvcalc.engine.vllm import captured_graphs
+    from kvcalc.engine.vllm_releases import full_graph_sizes
+
+    b200 = (10, 0)
+    assert (capture_sizes(vllm_release("0.27"), 1024, 16384, b200),
+            full_graph_sizes(vllm_release("0.27"), 1024, 16384, b200)) == (51, 51)
+    # 1, 2, 4, 31 steps of 8 and 49 of 16 from 256 to 1024.
+    assert (capture_sizes(vllm_release("0.28"), 1024, 16384, b200),
+            full_graph_sizes(vllm_release("0.33"), 1024, 16384, b200)) == (83, 83)
+    assert capture_sizes(vllm_release("0.33"), 1024, 8192, (9, 0)) == 51
+    assert capture_sizes(vllm_release("0.21"), 1024, 300) == 37  # up to 288
+    assert capture_sizes(vllm_release("0.25"), 1024, 300) == 38  # and 300
+    assert full_graph_sizes(vllm_release("0.30"), 100, 2048) == 15  # up to 96
+    assert full_graph_sizes(vllm_release("0.31"), 100, 2048) == 16  # and 100
+    # Llama 4's chunked-local layers support no FULL graph: PIECEWISE alone from 0.28.
+    scout = registry_model("llama4-scout")
+    assert captured_graphs(scout, vllm_release("0.27"), 1024, 8192) == 102
+    assert captured_graphs(scout, vllm_release("0.28"), 1024, 8192) == 51

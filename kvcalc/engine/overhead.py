@@ -146,6 +146,18 @@ def runner_inputs_embeds(model: ModelSpec, tokens: int) -> int:
     return dtype(model.default_dtype).bytes_for(tokens * model.hidden_size)
 
 
+def v2_penalty_buffers(model: ModelSpec, max_num_seqs: int) -> int:
+    """Model Runner V2's sampler penalty state, allocated whole for every model, penalties used
+    or not ("This tensor is rarely used but can be very large, taking up GBs of GPU memory"):
+    ``output_bin_counts``, max_num_seqs x the vocabulary in int32, and ``prompt_bin_mask``,
+    max_num_seqs x ceil(vocabulary / 32) in int32 (``PenaltiesState.__init__``,
+    vllm/v1/worker/gpu/sample/penalties.py of 0.28.0, 0.33.0 and 0.34.0). ``load_model``
+    builds the sampler after the weights are measured (vllm/v1/worker/gpu/model_runner.py), so
+    "Model loading took" leaves it out and "consumed memory" holds it."""
+    int32 = 4
+    return max_num_seqs * (model.vocab_size + -(-model.vocab_size // 32)) * int32
+
+
 def encoder_cache(model: ModelSpec, tokens: int) -> int:
     """A multimodal model's profile run first encodes dummy images filling the encoder budget
     (max(max_num_batched_tokens, tokens of one image), "Encoder cache will be initialized with

@@ -67,6 +67,7 @@ from kvcalc.engine.overhead import (
     non_torch_memory,
     runner_inputs_embeds,
     used_ffns,
+    v2_penalty_buffers,
 )
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.spec import Mixer, ModelSpec, MoE, ParallelismError
@@ -1096,29 +1097,29 @@ def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
 
 
 def consumed_runner_buffers(
-    model: ModelSpec, release: VLLMRelease, tokens: int, first_stage: bool = True
+    model: ModelSpec, release: VLLMRelease, tokens: int, max_num_seqs: int,
+    first_stage: bool = True,
 ) -> int:
     """What the release's "consumed memory" holds of the model runner's persistent buffers
     beyond the weights and the non-torch memory, where the release counts them ("consumed"
-    accounting, 0.27 on): ``tokens`` (max_num_batched_tokens) x the text hidden size in the
-    model dtype (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`), held
+    accounting, 0.27 on; before, torch memory made ahead of the profile run is in no term):
 
-    * by Model Runner V1 for every model, on every worker (``GPUModelRunner.__init__``);
-    * by Model Runner V2 (dense models from 0.25, every model from 0.34) only for a multimodal
-      model, on the first pipeline stage: its ``EncoderRunner.inputs_embeds``
+    * Model Runner V1's ``inputs_embeds`` (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`:
+      ``tokens``, max_num_batched_tokens, x the hidden size) where V1 runs the model, on every
+      worker (``GPUModelRunner.__init__``);
+    * where Model Runner V2 does (dense models from 0.25, every model from 0.34), its sampler
+      penalty state (:func:`~kvcalc.engine.overhead.v2_penalty_buffers`), and for a multimodal
+      model on the first pipeline stage its ``EncoderRunner.inputs_embeds`` of the same shape
       (vllm/v1/worker/gpu/mm/encoder_runner.py, made by ``init_model_state`` after "Model
       loading took" is measured, when the runner has an encoder cache: multimodal inputs on
       the first PP rank, ``GPUModelRunner.__init__`` of 0.28.0 and 0.34.0). Text models keep
-      none there (its ``--enable-prompt-embeds`` buffer is not modelled).
-
-    Else 0."""
+      no ``inputs_embeds`` there (its ``--enable-prompt-embeds`` buffer is not modelled)."""
     if release.accounting != "consumed":
         return 0
     if not runs_on_model_runner_v2(model, release):
         return runner_inputs_embeds(model, tokens)
-    if model.vision is None or not first_stage:
-        return 0
-    return runner_inputs_embeds(model, tokens)
+    encoder = model.vision is not None and first_stage
+    return v2_penalty_buffers(model, max_num_seqs) + runner_inputs_embeds(model, tokens) * encoder
 
 
 def cudagraph_estimate(
@@ -1152,7 +1153,8 @@ def full_decode_graphs(model: ModelSpec) -> bool:
     vllm/model_executor/layers/attention/chunked_local_attention.py of 0.28.0, 0.33.0 and
     0.34.0), the least of the model's backends is what the mode is resolved against, and at
     NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
-    vllm/config/compilation.py of 0.34.0). Applied from 0.34 (:func:`captured_graphs`)."""
+    vllm/config/compilation.py of 0.28.0 to 0.34.0). Applied from 0.28
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`)."""
     return not any(m.kind == "chunked" for m in model.mixer_pattern)
 
 
@@ -1244,7 +1246,8 @@ def profile_kv_memory(
                 workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)
-            + consumed_runner_buffers(model, rules, max_num_batched_tokens, first_stage=s == 0),
+            + consumed_runner_buffers(model, rules, max_num_batched_tokens, max_num_seqs,
+                                      first_stage=s == 0),
             cudagraph_bytes=graphs if rules.cudagraph == "subtracted" and not warmup else 0,
             cudagraph_estimate_bytes=graphs,
             after_warmup=warmup

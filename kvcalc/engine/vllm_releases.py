@@ -190,6 +190,26 @@ class VLLMRelease:
     and 0.34.0, not 0.32.0). Blackwell's FlashInfer GDN prefill (head_k_dim 128 and a CUDA
     13 runtime) is not modelled."""
 
+    tokens_capture_size: bool
+    """max_num_batched_tokens is captured where it lies below the ceiling off the grid's steps
+    ("ensure max_num_tokens is captured if within max capture size", ``_set_cudagraph_sizes``
+    in vllm/config/vllm.py of 0.25.0 to 0.34.0; earlier wheels not read for it)."""
+
+    graph_ceiling_sm100: bool
+    """The capture sizes reach min(2 x max_num_seqs, 1024) on the 10.x family, 512 elsewhere
+    (``default_max_graph_size``, vllm/config/vllm.py of 0.28.0 to 0.34.0; 512 everywhere in
+    0.25.0 and 0.27.1)."""
+
+    seqs_capture_size: bool
+    """max_num_seqs is captured where it lies below the ceiling off the grid's steps
+    (``uniform_decode_sizes``, vllm/config/vllm.py of 0.31.0 to 0.34.0; not 0.30.0)."""
+
+    graphs_follow_backends: bool
+    """FULL_AND_PIECEWISE falls back to PIECEWISE where the least of the model's attention
+    backends supports no FULL graph (``resolve_cudagraph_mode_and_sizes``,
+    vllm/config/compilation.py of 0.28.0, 0.29.0, 0.33.0 and 0.34.0, from V1's
+    ``_check_and_update_cudagraph_mode`` and V2's model runner; earlier wheels not read)."""
+
     split_capture_sizes: bool
     """CUDA graphs are captured at separate prefill and decode sizes
     (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
@@ -250,8 +270,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
-             mamba2_checkpoint_page=False, gdn_checkpoint_page=False, split_capture_sizes=False,
-             fit_holds_null_block=False),
+             mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
+             graph_ceiling_sm100=False, seqs_capture_size=False, graphs_follow_backends=False,
+             split_capture_sizes=False, fit_holds_null_block=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -286,9 +307,10 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     _then("0.21", token_line="concurrency"),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
     # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1"); V2's sampler
-    # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0).
+    # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0); the batched
+    # tokens captured off the grid (vllm/config/vllm.py 0.25.0, the earliest read).
     _then("0.25", dense_graphs="none", dense_sampler_fp32_copies=1,
-          mixed_head_backend="fa4_or_triton"),
+          mixed_head_backend="fa4_or_triton", tokens_capture_size=True),
     # 0.26: max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens for
     # sliding-window / chunked-local specs (vllm/config/vllm.py 0.26.0, PR #47728); MRv2's
     # graph estimate is still 0 (gpu/model_runner.py of 0.26.0, 0.27.1, 0.28.0); V2's sampler
@@ -298,8 +320,11 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # total_consumed + transient_peak_headroom), which counts Model Runner V1's inputs_embeds.
     _then("0.27", accounting="consumed"),
     # 0.28: devices of >= 160 GiB get 16384 / 1024 (get_batch_defaults, arg_utils.py 0.28.0);
-    # prefix caching on by default for hybrids in "align" mode (#50991).
-    _then("0.28", large_device_tier=True, mamba_align=True),
+    # prefix caching on by default for hybrids in "align" mode (#50991); the capture sizes
+    # reach 1024 on the 10.x family, and FULL graphs fall back to PIECEWISE where a backend
+    # supports none (vllm/config/vllm.py, compilation.py of 0.28.0).
+    _then("0.28", large_device_tier=True, mamba_align=True, graph_ceiling_sm100=True,
+          graphs_follow_backends=True),
     # 0.29: FlashAttention prefers 128 where FA4's head-size-256 Blackwell kernel runs
     # (_get_fa4_hd256_block_size, flash_attn.py of 0.29.0); Model Runner V2 estimates its
     # graphs (gpu/cudagraph_utils.py profile_cudagraph_memory in the 0.29.0, 0.30.0 and 0.33.0
@@ -309,6 +334,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
     _then("0.30", shared_kv_projections=False),
+    # 0.31: max_num_seqs captured off the grid's steps (uniform_decode_sizes, vllm.py 0.31.0).
+    _then("0.31", seqs_capture_size=True),
     # 0.32: a Mamba2 state's prefill-checkpoint page in align mode (mamba_mixer2.py 0.32.0).
     _then("0.32", mamba2_checkpoint_page=True),
     # 0.33: GB10 kept on the small tier by is_gb10 in get_batch_defaults (arg_utils.py 0.33.0),
@@ -413,21 +440,43 @@ def capture_sizes(
     max_num_batched_tokens: int,
     capability: tuple[int, int] | None = None,
 ) -> int:
-    """How many batch sizes the PIECEWISE graphs are captured at: 1, 2, 4, then steps of 8
-    (0.10-0.11, ``_set_cudagraph_sizes`` in vllm/config/__init__.py 0.11.0), later steps of 8
-    below 256 and of 16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs,
-    512) and at most max_num_batched_tokens; from 0.34 the prefill sizes of
-    :func:`capture_grids` on the GPU of compute ``capability``."""
+    """How many batch sizes the PIECEWISE graphs are captured at: the shared sizes
+    (:func:`shared_capture_sizes`) up to 0.33; from 0.34 the prefill sizes of
+    :func:`capture_grids`, on the GPU of compute ``capability``."""
     if release.split_capture_sizes:
-        return len(capture_grids(max_num_seqs, max_num_batched_tokens, capability)[0])
-    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens)
-    return sum(1 for size in _grid(release) if size <= largest)
+        return len(capture_grids(release, max_num_seqs, max_num_batched_tokens, capability)[0])
+    return len(shared_capture_sizes(release, max_num_seqs, max_num_batched_tokens, capability))
+
+
+def shared_capture_sizes(
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None,
+) -> list[int]:
+    """``cudagraph_capture_sizes`` when none is given (``_set_cudagraph_sizes``): 1, 2, 4, then
+    steps of 8 (0.10-0.11, vllm/config/__init__.py 0.11.0), later steps of 8 below 256 and of
+    16 from 256 (vllm/config/vllm.py 0.17.0 on), up to min(2 x max_num_seqs, the ceiling,
+    max_num_batched_tokens): the ceiling 512, 1024 on the 10.x family from 0.28
+    (:attr:`VLLMRelease.graph_ceiling_sm100`). Off those steps the batched tokens are added
+    where they are below the ceiling (:attr:`VLLMRelease.tokens_capture_size`), and
+    max_num_seqs where it is (:attr:`VLLMRelease.seqs_capture_size`)."""
+    tokens, seqs = max_num_batched_tokens, max_num_seqs
+    wide = release.graph_ceiling_sm100 and capability is not None and capability[0] == 10
+    top = min(2 * seqs, 1024 if wide else 512)
+    extra = [seqs] if release.seqs_capture_size and seqs <= top else []
+    top = min(tokens, top)
+    sizes = {size for size in _grid(release) if size <= top}
+    if release.tokens_capture_size and tokens <= top:
+        sizes.add(tokens)
+    sizes |= {size for size in extra if size <= tokens}
+    return sorted(sizes)
 
 
 def _grid(release: VLLMRelease) -> list[int]:
     if release.capture_grid_67:
         return [1, 2, 4, *range(8, 513, 8)]
-    return [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+    return [1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16)]
 
 
 def full_graph_sizes(
@@ -437,22 +486,23 @@ def full_graph_sizes(
     capability: tuple[int, int] | None = None,
     full_decode: bool = True,
 ) -> int:
-    """The FULL (decode) graphs of FULL_AND_PIECEWISE: the capture sizes up to max_num_seqs
+    """The FULL (decode) graphs of FULL_AND_PIECEWISE: the shared sizes up to max_num_seqs
     ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)" at 256 sequences, LMCache #3430; in
     0.11 "67/67" twice at 1024 sequences and "PIECEWISE 67/67, FULL 35/35" at 256,
-    tests/fixtures/vllm_logs/v011-*.log); from 0.34 the decode sizes of :func:`capture_grids`.
-    None where ``full_decode`` is False: an attention backend of the model cannot be captured
-    whole (:func:`kvcalc.engine.vllm.full_decode_graphs`), so FULL_AND_PIECEWISE falls back
-    to PIECEWISE alone (``CompilationConfig.resolve_cudagraph_mode_and_sizes``,
-    vllm/config/compilation.py of 0.34.0)."""
+    tests/fixtures/vllm_logs/v011-*.log; ``CudagraphDispatcher.initialize_cudagraph_keys``,
+    vllm/v1/cudagraph_dispatcher.py, and Model Runner V2's ``_init_candidates`` of 0.33.0); from
+    0.34 the decode sizes of :func:`capture_grids`. None where ``full_decode`` is False from
+    0.28 (:attr:`VLLMRelease.graphs_follow_backends`): an attention backend of the model
+    cannot be captured whole (:func:`kvcalc.engine.vllm.full_decode_graphs`), so
+    FULL_AND_PIECEWISE falls back to PIECEWISE alone."""
     if not release.full_graphs:
         return 0  # PIECEWISE only ("67/67" once in 0.10.2 logs)
+    if release.graphs_follow_backends and not full_decode:
+        return 0
     if release.split_capture_sizes:
-        if not full_decode:
-            return 0
-        return len(capture_grids(max_num_seqs, max_num_batched_tokens, capability)[1])
-    largest = min(max_num_seqs, 512, max_num_batched_tokens)
-    return sum(1 for size in _grid(release) if size <= largest)
+        return len(capture_grids(release, max_num_seqs, max_num_batched_tokens, capability)[1])
+    shared = shared_capture_sizes(release, max_num_seqs, max_num_batched_tokens, capability)
+    return sum(1 for size in shared if size <= max_num_seqs)
 
 
 def _doubling_grid(limit: int, stride_for: Callable[[int], float]) -> list[int]:
@@ -493,35 +543,28 @@ WIDE_CAPTURE_TOKENS = 8192
 
 
 def capture_grids(
-    max_num_seqs: int, max_num_batched_tokens: int, capability: tuple[int, int] | None
+    release: VLLMRelease,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    capability: tuple[int, int] | None,
 ) -> tuple[list[int], list[int]]:
     """0.34's PIECEWISE (prefill, tokens) and FULL (decode, requests) capture sizes at one
     token per decode request and no size given (``VllmConfig._set_cudagraph_sizes`` and
     ``_split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0; the graphs
     ``ModelCudaGraphManager._init_candidates`` makes of them, cudagraph_utils.py).
 
-    Elsewhere than the 10.x family both come from one grid: 1, 2, 4, steps of 8, of 16 from
-    256, up to min(2 x max_num_seqs, 512, max_num_batched_tokens), with max_num_seqs and
-    max_num_batched_tokens added where they fit off its steps; the decode sizes are those
-    sizes capped at max_num_seqs. On the 10.x family (``is_device_capability_family(100)``)
-    each kind has its own grid: prefill up to min(8192, max_num_batched_tokens), decode up to
-    max_num_seqs within 8192 tokens (:func:`prefill_token_grid`,
-    :func:`decode_request_grid`)."""
+    Elsewhere than the 10.x family both come from the shared sizes
+    (:func:`shared_capture_sizes`); the decode sizes are those sizes capped at max_num_seqs.
+    On the 10.x family (``is_device_capability_family(100)``) each kind has its own grid:
+    prefill up to min(8192, max_num_batched_tokens), decode up to max_num_seqs within 8192
+    tokens (:func:`prefill_token_grid`, :func:`decode_request_grid`)."""
     tokens, seqs = max_num_batched_tokens, max_num_seqs
     if capability is not None and capability[0] == 10:
         return (
             prefill_token_grid(min(WIDE_CAPTURE_TOKENS, tokens)),
             _reachable(decode_request_grid(seqs), min(seqs, WIDE_CAPTURE_TOKENS, tokens)),
         )
-    ceiling = min(2 * seqs, 512)
-    extra = [seqs] if seqs <= ceiling else []
-    ceiling = min(tokens, ceiling)
-    shared = {s for s in (1, 2, 4) if s <= ceiling}
-    shared |= {*range(8, min(ceiling + 1, 256), 8), *range(256, ceiling + 1, 16)}
-    if tokens <= ceiling:
-        shared.add(tokens)
-    shared |= {s for s in extra if s <= tokens}
-    prefill = sorted(shared)
+    prefill = shared_capture_sizes(release, seqs, tokens, capability)
     decode = sorted({min(s, seqs) for s in prefill})
     return prefill, _reachable(decode, min(seqs, max(prefill)))
 
