@@ -494,3 +494,19 @@ def test_model_runner_v2_holds_its_sampler_penalty_state_whole() -> None:
     (v26,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.26"))
     (v33,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.33"))
     assert v33.non_torch_bytes - v26.non_torch_bytes == v2_penalty_buffers(llama, 256)
+
+
+def test_the_table_prints_memory_after_warmup_as_0_34_logs_it_and_calibrate_reads_it() -> None:
+    # The line in measure_kv_cache_blocks' words, so that a user's log can be set beside it;
+    # calibrate's own reader takes it back to kvcalc's terms (to the 0.01 GiB printed).
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "a100", "--ctx", "8k",
+                                   "--engine", "vllm"])
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.stdout.splitlines() if x.startswith("Memory after warmup:"))
+    (worker,) = parse_vllm_log(log_lines(line + "\n")).workers
+    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set("a100"))
+    (ours,) = vllm_memory_terms(dep, vllm_inputs(dep))
+    assert worker.free_after_warmup is not None and worker.transient_kept is not None
+    assert abs(worker.free_after_warmup.bytes - (ours.free_after_warmup_bytes or 0)) < GiB / 200
+    assert abs(worker.transient_kept.bytes - (ours.transient_kept_bytes or 0)) < GiB / 200
+    assert "fit within the requested 79.25 GiB." in line  # the A100's CUDA total at 1.0

@@ -103,7 +103,7 @@ _KV_EXTENDED = re.compile(r"Extended KV cache to \d+ blocks \(" + _GIB + r"\)")
 #: the free memory, and what it keeps free for transient activations (the larger of the
 #: allocated peak and torch's reservation growth).
 _AFTER_WARMUP = re.compile(
-    r"Memory after warmup: " + _GIB + r" free, " + _GIB + r" committed to the KV cache, "
+    r"Memory after warmup: " + _GIB + r" free, (?:" + _GIB + r" committed to the KV cache, )?"
     + _GIB + r" kept for transient activations"
 )
 #: The post-capture summary's last clause (0.12-0.27; 0.10.2/0.11 print bytes, not read).

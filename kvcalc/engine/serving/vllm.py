@@ -445,6 +445,31 @@ def after_warmup_note(dep: Deployment, inputs: VLLMInputs) -> list[str]:
     ]
 
 
+def after_warmup_line(
+    dep: Deployment, inputs: VLLMInputs, results: Sequence[VLLMKVCache | KVCacheTooSmall]
+) -> list[str]:
+    """The first worker's "Memory after warmup" line in 0.34's words (``measure_kv_cache_blocks``,
+    vllm/v1/worker/extensible_kv_cache.py of 0.34.0), so that it can be set beside a real log:
+    the free memory, what is kept for transients, the blocks that fit and the requested memory
+    (not the blocks warmup committed, which kvcalc does not model). Nothing when no context
+    fits."""
+    from kvcalc.engine.units import GiB
+    from kvcalc.engine.vllm import VLLMKVCache, vllm_memory_terms
+
+    fitted = next((r for r in results if isinstance(r, VLLMKVCache)), None)
+    first = vllm_memory_terms(dep, inputs)[0]
+    free, kept = first.free_after_warmup_bytes, first.transient_kept_bytes
+    if fitted is None or free is None or kept is None:
+        return []
+    stage = fitted.stages[0]
+    return [
+        f"Memory after warmup: {free / GiB:.2f} GiB free, {kept / GiB:.2f} GiB kept for "
+        f"transient activations; {stage.num_blocks} KV cache blocks "
+        f"({stage.num_blocks * stage.bytes_per_block / GiB:.2f} GiB) fit within the requested "
+        f"{first.requested_bytes / GiB:.2f} GiB."
+    ]
+
+
 def upper_bound_note(dep: Deployment) -> list[str]:
     """The one note of a unified part's budget from the GPU alone
     (:func:`~kvcalc.engine.vllm.kv_cache_upper_bound`): what vLLM takes from the pool there that
@@ -593,7 +618,8 @@ class VLLMAnswer:
                       "(subtracted from the KV budget)"] if graphs else []
         if head["kv_sized_after_warmup"]:
             graph_line = [f"CUDA graph pool: {(graphs or 0) / GiB:.2f} GiB (measured with the "
-                          "rest after capture, as 0.34 sizes the KV cache)"]
+                          "rest after capture, as 0.34 sizes the KV cache)",
+                          *after_warmup_line(dep, inputs, results)]
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
