@@ -110,6 +110,7 @@ class EngineInputs(TypedDict, total=False):
     enable_expert_parallel: bool
     enable_prefix_caching: bool
     num_speculative_tokens: int
+    enforce_eager: bool
     sglang_version: str
     mem_fraction_static: float
     page_size: int | str
@@ -637,6 +638,9 @@ def decode(
         inputs
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
+    if flags.named().get("enforce_eager"):
+        fail("--enforce-eager: kvcalc times vLLM's decode steps as CUDA-graph replays and does "
+             "not model eager steps; drop it (batch and check size the eager pool)")
     profile = decode_profile_of(chosen, runtime, llama_cpp_build)
     evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()

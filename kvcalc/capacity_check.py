@@ -170,6 +170,12 @@ def unused_key_problems(entry: SpecDeployment) -> list[str]:
             f"require.{needing[0]}",
             f"ctx: missing; require.{needing[0]} is measured at a context, e.g. ctx: 32k",
         ))
+    timed = readers("mfu", req)  # the requirements a decode step's time decides
+    if entry.values.get("enforce_eager") and timed:
+        problems.append(_at(entry, "enforce_eager", (
+            f"enforce_eager: require.{timed[0]} times vLLM's decode steps as CUDA-graph "
+            "replays, and kvcalc does not model eager steps; drop one of them"
+        )))
     evicting = any(k in entry.values for k in _EVICTION_KEYS)
     for setting in OPTIONAL_SETTINGS:
         if setting == "ctx" and evicting:

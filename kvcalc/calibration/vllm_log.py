@@ -69,6 +69,10 @@ _BATCHED = (
 )
 _SEQS = re.compile(r"Defaulting max_num_seqs to (\d+)")
 _PREFIX_CACHING = re.compile(r"non-default args: .*'enable_prefix_caching': (True|False)")
+_EAGER = (
+    re.compile(r"non-default args: .*'enforce_eager': (True|False)"),
+    re.compile(r"\benforce_eager=(True|False)"),
+)
 _TOTAL = (
     re.compile(r"total_memory=" + _GIB),
     re.compile(r"Free memory on device \([\d.]+/" + _GIB + r"\)"),
@@ -167,6 +171,8 @@ class VLLMLog:
     max_concurrency: float | None
     concurrency_tokens: int | None
     num_gpu_blocks: int | None = None
+    enforce_eager: bool | None = None
+    """``--enforce-eager`` as the engine config or the non-default args give it."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -295,4 +301,5 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         max_concurrency=float(concurrency[2]) if concurrency else None,
         concurrency_tokens=_int(concurrency[1]) if concurrency else None,
         num_gpu_blocks=_int(first(_BLOCKS, lines)),
+        enforce_eager=_flag(_one(_EAGER, lines)),
     )

@@ -1194,6 +1194,7 @@ def profile_kv_memory(
     rocm: bool = False,
     unified_in_use_bytes: int | None = None,
     capability: tuple[int, int] | None = None,
+    cuda_graphs: bool = True,
 ) -> tuple[ProfiledMemory, ...]:
     """Estimated "Available KV cache memory" per pipeline stage, as the profiler of vLLM
     ``release`` (None: 0.19) would find it (``Worker.determine_available_memory``): requested -
@@ -1201,7 +1202,10 @@ def profile_kv_memory(
     subtracts it; from 0.34 what its extensible KV cache measures after warmup
     (:mod:`kvcalc.engine.vllm_warmup`: ``rocm`` for its margin, ``unified_in_use_bytes`` what
     a unified part's OS leaves unavailable at start; ``capability`` the GPU's compute capability,
-    which sets 0.34's CUDA-graph sizes). ``weights_per_gpu`` is one figure, or one
+    which sets 0.34's CUDA-graph sizes; ``cuda_graphs`` False under ``--enforce-eager``, which
+    captures none, so none is estimated or measured: ``may_capture_graphs`` in
+    ``determine_available_memory`` and ``compile_or_warm_up_model``, gpu_worker.py of 0.29.0 and
+    0.34.0). ``weights_per_gpu`` is one figure, or one
     per stage; ``scale_up_link`` False for GPUs joined by PCIe alone
     (:func:`~kvcalc.engine.overhead.non_torch_memory`). An estimate: expect a few percent of
     run-to-run variation, and pass the logged figure when you have one."""
@@ -1210,7 +1214,7 @@ def profile_kv_memory(
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
     graphs = cudagraph_estimate(
         model, rules, max_num_seqs, max_num_batched_tokens, pp, capability
-    )
+    ) if cuda_graphs else 0
     warmup = None
     if rules.kv_sizing == "after_warmup":
         warmup = AfterWarmup(
@@ -1221,7 +1225,7 @@ def profile_kv_memory(
             graph_pool_bytes=graph_pool_bytes(
                 captured_graphs(
                     model, rules, max_num_seqs, max_num_batched_tokens, capability
-                ),
+                ) if cuda_graphs else 0,
                 stage_layers(model, pp),
             ),
             margin_floor_bytes=MARGIN_FLOOR_BYTES_ROCM if rocm else MARGIN_FLOOR_BYTES_CUDA,
@@ -1278,6 +1282,8 @@ class VLLMInputs:
     gpu_memory_utilization: Fraction
     max_num_batched_tokens: int
     max_num_seqs: int
+    enforce_eager: bool = False
+    """``--enforce-eager``: no CUDA graphs, so none in the budget."""
 
 
 def batch_defaults(dep: Deployment, release: VLLMRelease) -> tuple[int, int]:
@@ -1303,10 +1309,12 @@ def max_num_batched_tokens_for(dep: Deployment, release: VLLMRelease) -> int:
     return batch_defaults(dep, release)[0]
 
 
-def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
+def vllm_inputs(
+    dep: Deployment, version: str | None = None, enforce_eager: bool = False
+) -> VLLMInputs:
     """The release ``version`` (None: the newest supported) and the inputs it starts ``dep``
     with: the utilization given or the release's default, the batch sizes given or vLLM's
-    defaults for the GPU."""
+    defaults for the GPU, and whether it runs eager (no CUDA graphs)."""
     from kvcalc.engine.vllm_releases import version_label
 
     release = vllm_release(version)
@@ -1319,6 +1327,7 @@ def vllm_inputs(dep: Deployment, version: str | None = None) -> VLLMInputs:
         gpu_memory_utilization=share,
         max_num_batched_tokens=tokens,
         max_num_seqs=seqs,
+        enforce_eager=enforce_eager,
     )
 
 
@@ -1429,6 +1438,7 @@ def vllm_memory_terms(dep: Deployment, inputs: VLLMInputs) -> tuple[ProfiledMemo
         rocm=dep.gpus.accelerator.vendor == "amd",
         unified_in_use_bytes=unified_in_use(dep),
         capability=dep.gpus.accelerator.compute_capability,
+        cuda_graphs=not inputs.enforce_eager,
     )
 
 
@@ -1531,7 +1541,7 @@ def vllm_kv_cache_for(
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
     serving = serving or VLLMServing()
-    inputs = inputs or vllm_inputs(dep, serving.vllm_version)
+    inputs = inputs or vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
     check_starts(dep, inputs)
     setup = serving_setup(dep, serving, inputs)
     result = deployment_kv_cache(

@@ -75,6 +75,8 @@ class VLLMServing:
     (:func:`kvcalc.engine.vllm.max_num_seqs_for`)."""
     data_parallel_size: int | None = None
     enable_expert_parallel: bool = False
+    enforce_eager: bool = False
+    """``--enforce-eager``: no CUDA graphs captured, so none estimated or measured."""
     vllm_version: str | None = None
     """The release whose rules apply (None: the newest, :mod:`kvcalc.engine.vllm_releases`);
     among them whether a hybrid caches prefixes by default (:func:`mamba_cache_mode`)."""
@@ -335,7 +337,7 @@ def serving_setup(
     none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
     from kvcalc.engine.vllm import vllm_budget_per_stage, vllm_inputs
 
-    inputs = inputs or vllm_inputs(dep, serving.vllm_version)
+    inputs = inputs or vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
     model = dep.model
     check_dcp(model, dep.tp, serving.decode_context_parallel_size)
     mode = mamba_cache_mode(

@@ -256,6 +256,7 @@ class BatchVllmDocument(EngineDocument):
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
+    enforce_eager: bool
     enable_prefix_caching: bool
     mamba_cache_mode: str | None
     num_speculative_tokens: int
@@ -983,6 +984,7 @@ VOCABULARY: dict[str, Term] = {
     "decode_context_parallel_size": Term("", "vLLM's DCP size: ranks splitting a request"),
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
     "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),
+    "enforce_eager": Term("", "vLLM's --enforce-eager: no CUDA graphs in the budget"),
     "enable_prefix_caching": Term("", "vLLM's prefix caching, given or the release's default"),
     "mamba_cache_mode": Term("", "vLLM's state mode (`none`, `align`; null: no states)"),
     "num_speculative_tokens": Term(TOK, "vLLM's MTP speculative tokens (0: none)"),

@@ -60,6 +60,9 @@ VLLM_INPUTS: tuple[Input, ...] = (
     Input("num_speculative_tokens", "count",
           "MTP speculative decoding: the model's MTP layers load, their KV joins the pool",
           minimum=0, maximum=64, metavar="K", **_OWN),
+    Input("enforce_eager", "flag",
+          "no CUDA graphs: none estimated, captured or taken from the KV budget (batch and "
+          "check; decode and plan time graph steps) [default: off]", **_OWN),
 )
 
 
@@ -93,6 +96,7 @@ class VLLM(Engine):
             max_num_seqs=given.get("max_num_seqs"),
             data_parallel_size=given.get("data_parallel_size"),
             enable_expert_parallel=bool(given.get("enable_expert_parallel")),
+            enforce_eager=bool(given.get("enforce_eager")),
             vllm_version=version,
         )
 
@@ -149,7 +153,7 @@ class VLLMPool:
 
         self.dep = dep
         self.serving = serving or VLLMServing()
-        self.inputs = vllm_inputs(dep, self.serving.vllm_version)
+        self.inputs = vllm_inputs(dep, self.serving.vllm_version, self.serving.enforce_eager)
         self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
 
     def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
@@ -355,6 +359,7 @@ def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> d
         "decode_context_parallel_size": setup.dcp,
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
+        "enforce_eager": serving.enforce_eager,
         # vLLM's default: on, but (before 0.28) off for models with recurrent states.
         "enable_prefix_caching": (not has_states(dep.model) or inputs.release.mamba_align)
         if given is None
@@ -373,6 +378,7 @@ def serving_note(serving: VLLMServing) -> str:
         * (serving.decode_context_parallel_size > 1),
         f"dp {serving.data_parallel_size}" * bool(serving.data_parallel_size),
         "expert parallel" * serving.enable_expert_parallel,
+        "eager" * serving.enforce_eager,
         {None: "", True: "prefix caching", False: "no prefix caching"}[
             serving.enable_prefix_caching
         ],
@@ -617,9 +623,9 @@ class VLLMAnswer:
         graph_line = [f"Estimated CUDA graph memory: {graphs / GiB:.2f} GiB total "
                       "(subtracted from the KV budget)"] if graphs else []
         if head["kv_sized_after_warmup"]:
-            graph_line = [f"CUDA graph pool: {(graphs or 0) / GiB:.2f} GiB (measured with the "
-                          "rest after capture, as 0.34 sizes the KV cache)",
-                          *after_warmup_line(dep, inputs, results)]
+            graph_line = [f"CUDA graph pool: {graphs / GiB:.2f} GiB (measured with the "
+                          "rest after capture, as 0.34 sizes the KV cache)"] if graphs else []
+            graph_line += after_warmup_line(dep, inputs, results)
         too_small = any(isinstance(r, KVCacheTooSmall) for r in results)
         return EnginePart(
             payload=payload,
