@@ -510,3 +510,18 @@ def test_the_table_prints_memory_after_warmup_as_0_34_logs_it_and_calibrate_read
     assert abs(worker.free_after_warmup.bytes - (ours.free_after_warmup_bytes or 0)) < GiB / 200
     assert abs(worker.transient_kept.bytes - (ours.transient_kept_bytes or 0)) < GiB / 200
     assert "fit within the requested 79.25 GiB." in line  # the A100's CUDA total at 1.0
+
+
+def test_the_extensible_cache_makes_no_graph_estimate_so_none_is_kept_free() -> None:
+    # Model Runner V2's profile_cudagraph_memory returns 0 under the extensible KV cache ("The
+    # extensible KV cache measures the capture footprint after warmup", gpu/model_runner.py
+    # of 0.34.0), so the profiled peak kept free (reserved_headroom_bytes) holds no estimate;
+    # 0.33 estimates and subtracts it.
+    dep = deployment(registry_model("llama3.1-8b"), parse_gpu_set("a100"))
+    (v33,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.33"))
+    (v34,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.34"))
+    assert v33.cudagraph_estimate_bytes > 0 and v34.cudagraph_estimate_bytes == 0
+    warm = v34.after_warmup
+    assert warm is not None and warm.graph_pool_bytes > 0
+    assert v34.transient_kept_bytes == max(v34.activation_peak_bytes,
+                                           warm.warmup_transient_bytes)

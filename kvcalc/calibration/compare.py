@@ -279,7 +279,7 @@ def _graph_note(rule: str, log_subtracts: bool, after_warmup: bool) -> str:
     holds); a log that subtracts it under a release whose default does not had the profiler's
     estimate switched on (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, 0.18-0.19)."""
     if after_warmup:
-        return "kept free as transient"
+        return "none made: the pool is measured"
     note = _GRAPH_NOTES[rule]
     if log_subtracts and rule != "subtracted":
         note += "; the log subtracts it (the estimate switched on), kvcalc's rules do not"
@@ -372,8 +372,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         # From 0.27 the summary's peak activation holds the graph estimate
         # (peak_activation_memory = transient_peak_headroom + cudagraph_memory_estimate,
         # gpu_worker.py of 0.29.0 and 0.34.0; 0.25.0 prints torch_peak_increase alone).
-        with_estimate = used.release.accounting == "consumed"
         warm = terms.cuda_graph_pool is not None
+        with_estimate = used.release.accounting == "consumed" and not warm
         rows += [
             row("weights", "weights", terms.weights[stage]),
             row("activation_peak", "activation peak", terms.activation_peak[stage]

@@ -1212,9 +1212,14 @@ def profile_kv_memory(
     rules = release or vllm_release(BLOCK_MODEL_VERSION)
     weights = per_stage(weights_per_gpu, pp, "weights")
     requested = requested_memory(gpu_memory_bytes, gpu_memory_utilization)
+    # 0.34's extensible cache makes no estimate: Model Runner V2's profile_cudagraph_memory
+    # returns 0 under it ("The extensible KV cache measures the capture footprint after
+    # warmup", vllm/v1/worker/gpu/model_runner.py of 0.34.0), so the profiled peak kept free
+    # (reserved_headroom_bytes = peak_activation_memory, gpu_worker.py) holds none.
+    estimated = cuda_graphs and rules.kv_sizing != "after_warmup"
     graphs = cudagraph_estimate(
         model, rules, max_num_seqs, max_num_batched_tokens, pp, capability
-    ) if cuda_graphs else 0
+    ) if estimated else 0
     warmup = None
     if rules.kv_sizing == "after_warmup":
         warmup = AfterWarmup(

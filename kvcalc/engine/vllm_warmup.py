@@ -17,8 +17,10 @@ bytes (``measure_kv_cache_bytes``), where
   workspaces);
 * ``headroom`` is the free memory now: the device less what was in use at the init snapshot
   (the CUDA context, NCCL) and ``used``;
-* ``transient`` is the larger of the profile's peak activation (its transient headroom plus
-  the CUDA-graph estimate, ``Worker.initialize_from_config``) and the warmup steps' own
+* ``transient`` is the larger of the profile's peak activation (its transient headroom,
+  ``reserved_headroom_bytes`` in ``Worker.initialize_from_config``: the CUDA-graph estimate
+  that joins it up to 0.33 is 0 here, since ``profile_cudagraph_memory`` makes none under the
+  extensible cache, vllm/v1/worker/gpu/model_runner.py) and the warmup steps' own
   transient peaks (:func:`warmup_transient_bytes`), and of torch's reservation growth over
   them (not modelled: fragmentation has no figure in the code). Each is an allocated peak less
   what stays allocated (``transient_peak_headroom``, vllm/utils/mem_utils.py of 0.34.0;
