@@ -372,3 +372,29 @@ def test_model_runner_v2_holds_its_sampler_penalty_state_whole() -> None:
     (v26,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.26"))
     (v33,) = vllm_memory_terms(dep, vllm_inputs(dep, "0.33"))
     assert v33.non_torch_bytes - v26.non_torch_bytes == v2_penalty_buffers(llama, 256)
+
+
+def test_gemma_3s_image_prefix_takes_the_composite_backends_from_0_30() -> None:
+    # _get_backend_priorities (platforms/cuda.py) puts TRITON_FLASH_ATTN first on Hopper and
+    # TRITON_FLASHINFER (kernel_block_sizes=(64,)) first on the 10.x family for an mm-prefix
+    # LM (gemma3 on model_arch_config_convertor.py's list) at head size 256 or 512; their
+    # MMPrefixAttentionRouting reports AttentionCGSupport.NEVER where a sliding layer is not
+    # clamped, so FULL_AND_PIECEWISE falls back to PIECEWISE (composite.py, 0.30.0 on).
+    from kvcalc.engine.vllm import captured_graphs
+
+    def backend(model: str, gpu: str, version: str) -> tuple[str, int, int]:
+        dep = deployment(registry_model(model), parse_gpu_set(gpu))
+        release = vllm_release(version)
+        chosen = deployment_backend_block(dep, release)
+        assert chosen is not None
+        capability = dep.gpus.accelerator.compute_capability
+        graphs = captured_graphs(dep.model, release, 1024, 8192, capability)
+        return chosen.backend, chosen.block_size, graphs
+
+    assert backend("gemma3-4b", "h100", "0.29") == ("FLASH_ATTN", 16, 102)
+    assert backend("gemma3-4b", "h100", "0.33") == ("TRITON_FLASH_ATTN", 16, 51)
+    assert backend("gemma3-12b", "b200", "0.33")[:2] == ("TRITON_FLASHINFER", 64)
+    assert backend("gemma3-4b", "a100", "0.34") == ("FLASH_ATTN", 64, 102)
+    # Head size 128 (27B) and text-only (1B) keep the usual backend and both kinds of graph.
+    assert backend("gemma3-27b", "h100", "0.34") == ("FLASH_ATTN", 64, 102)
+    assert backend("gemma3-1b", "h100", "0.34") == ("FLASH_ATTN", 64, 102)

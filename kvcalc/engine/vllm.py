@@ -1091,7 +1091,9 @@ def cudagraph_estimate(
     return graphs * stage_layers(model, pp) * per_graph_layer
 
 
-def full_decode_graphs(model: ModelSpec) -> bool:
+def full_decode_graphs(
+    model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
+) -> bool:
     """Whether every attention backend of ``model`` can be captured in a FULL decode graph.
     A chunked-local layer's builder reports ``AttentionCGSupport.NEVER``
     (``ChunkedLocalAttentionBuilder.get_cudagraph_support``,
@@ -1099,8 +1101,17 @@ def full_decode_graphs(model: ModelSpec) -> bool:
     0.34.0), the least of the model's backends is what the mode is resolved against, and at
     NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
     vllm/config/compilation.py of 0.28.0 to 0.34.0). Applied from 0.28
-    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`)."""
-    return not any(m.kind == "chunked" for m in model.mixer_pattern)
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`). So does a
+    multimodal prefix LM's composite backend with a sliding-window layer it does not clamp
+    (:func:`~kvcalc.engine.vllm_backends.mm_prefix_backend`, ``MMPrefixAttentionRouting``,
+    vllm/v1/attention/backends/composite.py of 0.30.0 to 0.34.0: Gemma 3 4B and 12B on
+    Hopper and the 10.x family; the clamp is Gemma 4's)."""
+    from kvcalc.engine.vllm_backends import mm_prefix_backend
+
+    if any(m.kind == "chunked" for m in model.mixer_pattern):
+        return False
+    sliding = any(m.kind == "sliding" for m in model.mixer_pattern)
+    return not (sliding and mm_prefix_backend(release, model, capability) is not None)
 
 
 def captured_graphs(
@@ -1115,7 +1126,8 @@ def captured_graphs(
     return capture_sizes(
         release, max_num_seqs, max_num_batched_tokens, capability
     ) + full_graph_sizes(
-        release, max_num_seqs, max_num_batched_tokens, capability, full_decode_graphs(model)
+        release, max_num_seqs, max_num_batched_tokens, capability,
+        full_decode_graphs(model, release, capability),
     )
 
 

@@ -202,6 +202,15 @@ class VLLMRelease:
     vllm/config/compilation.py of 0.28.0, 0.29.0, 0.33.0 and 0.34.0, from V1's
     ``_check_and_update_cudagraph_mode`` and V2's model runner; earlier wheels not read)."""
 
+    mm_prefix_composite: bool
+    """A model whose image tokens attend both ways (vLLM's ``is_mm_prefix_lm``) at head size
+    256 or 512 gets a composite backend first on CUDA: TRITON_FLASH_ATTN on Hopper, and
+    TRITON_FLASHINFER, whose kernel takes 64-token blocks only, on the 10.x family
+    (``_get_backend_priorities``, vllm/platforms/cuda.py; triton_flash_attn.py and
+    triton_flashinfer.py in vllm/v1/attention/backends of 0.30.0 to 0.34.0, not 0.29.0); its
+    routing supports no CUDA graph where a sliding-window layer is not clamped
+    (``MMPrefixAttentionRouting.get_cudagraph_support``, composite.py: Gemma 3's)."""
+
     split_capture_sizes: bool
     """CUDA graphs are captured at separate prefill and decode sizes
     (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
@@ -264,7 +273,7 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
              mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
              graph_ceiling_sm100=False, seqs_capture_size=False, graphs_follow_backends=False,
-             split_capture_sizes=False),
+             mm_prefix_composite=False, split_capture_sizes=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -323,8 +332,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # wheels; PR #53306 and its forward fixes).
     _then("0.29", dense_graphs="v2", fa4_hd256_block=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
-    # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
-    _then("0.30", shared_kv_projections=False),
+    # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer); the composite
+    # backends of multimodal prefix LMs (v1/attention/backends/composite.py of 0.30.0).
+    _then("0.30", shared_kv_projections=False, mm_prefix_composite=True),
     # 0.31: max_num_seqs captured off the grid's steps (uniform_decode_sizes, vllm.py 0.31.0).
     _then("0.31", seqs_capture_size=True),
     # 0.32: a Mamba2 state's prefill-checkpoint page in align mode (mamba_mixer2.py 0.32.0).
