@@ -1038,13 +1038,22 @@ def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
     return is_dense(model) and release.dense_graphs != "v1"
 
 
-def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
+def dense_sampler_copies(
+    model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
+) -> int | None:
     """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
-    dense model from 0.25: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.
-    dense_sampler_fp32_copies`); None where Model Runner V1 does (MoE and hybrid models in every
-    release)."""
+    dense model from 0.25, every model from 0.34: :attr:`~kvcalc.engine.vllm_releases.
+    VLLMRelease.dense_sampler_fp32_copies`); None where Model Runner V1 does. From 0.33 its
+    second pass with every sampling feature on
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.profile_sampler_warmup_pass`): the fp32
+    copy ``Sampler.apply_sampling_params`` makes and, where FlashInfer samples on a GPU of
+    compute ``capability`` (:func:`~kvcalc.engine.vllm_warmup.samples_with_flashinfer`), the
+    top-k-masked logits and their softmax ``top_k_top_p_sampling_from_logits`` makes beside it
+    (flashinfer/sampling.py of flashinfer-python 0.7.2.post1 and 0.7.4): 1 or 3."""
     if not runs_on_model_runner_v2(model, release):
         return None
+    if release.profile_sampler_warmup_pass:
+        return 3 if samples_with_flashinfer(capability) else 1
     return release.dense_sampler_fp32_copies
 
 
@@ -1199,7 +1208,7 @@ def profile_kv_memory(
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
-                v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
+                v2_sampler_fp32_copies=dense_sampler_copies(model, rules, capability),
                 workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)

@@ -107,7 +107,16 @@ class VLLMRelease:
     0.26.0 works on them in place ("the ops below upcast to fp32 internally", a clone for raw
     logprobs only) (0); 0.27.1, 0.28.0, 0.31.0 and 0.33.0 return them untouched unless a
     request needs processing (``_requires_logits_processing`` / ``needs_logits_processing``,
-    false for the dummy batch) (0)."""
+    false for the dummy batch) (0). From 0.33 a second pass follows
+    (:attr:`profile_sampler_warmup_pass`)."""
+
+    profile_sampler_warmup_pass: bool
+    """Model Runner V2's profiled sampler runs a second pass with every sampling feature on
+    (``_dummy_sampler_run``, vllm/v1/worker/gpu/model_runner.py of 0.33.0 and 0.34.0, not
+    0.32.0: "warmup_kernels (run after the KV cache is sized) pays for the fp32 logits pipeline,
+    so the profiled peak must too"; ``SamplingParams.for_sampler_warmup``), which makes the
+    fp32 copy and, with FlashInfer, two more fp32 tensors
+    (:func:`kvcalc.engine.vllm.dense_sampler_copies`)."""
 
     moe_workspace_held: bool
     """The fused-MoE workspaces outlive the layer (the modular kernel's workspace manager sizes
@@ -268,7 +277,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              dense_graphs="v1", full_graphs=False, capture_grid_67=True, token_line="blocks",
              async_in_flight=False, accounting="non_torch", large_device_tier=False,
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
-             dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
+             dense_sampler_fp32_copies=None, profile_sampler_warmup_pass=False,
+             moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
              mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
@@ -345,7 +355,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35), the same rule.
     # Gated DeltaNet's checkpoint page and 64-token alignment under FlashInfer's prefill
     # (qwen_gdn_linear_attn.py 0.33.0).
-    _then("0.33", gdn_checkpoint_page=True),
+    # and Model Runner V2's profiled sampler's second, fully featured pass (model_runner.py).
+    _then("0.33", gdn_checkpoint_page=True, profile_sampler_warmup_pass=True),
     # 0.34: Model Runner V1 removed, so V2 runs every model; the extensible KV cache, on by
     # default on CUDA and ROCm, sizes the cache after warmup and graph capture with the
     # utilization defaulting to 1.0; the default block 64 (vllm/v1/worker/
