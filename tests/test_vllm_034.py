@@ -311,8 +311,9 @@ def test_the_warmup_steps_transient_is_kept_free_where_it_exceeds_the_profiles()
     # _compile_or_warm_up_model resets the peak before warmup_kernels, whose prefill samples
     # max_num_seqs requests with every sampling feature (for_sampler_warmup): the logits in
     # bf16, Sampler.apply_sampling_params' fp32 copy, and FlashInfer's top-k-masked logits and
-    # their softmax, fp32 each. Gemma 3 1B's 262k vocabulary at 1,024 sequences on an H100:
-    # 14 bytes per logit, above the profile's peak and graph estimate.
+    # their softmax, fp32 each: 14 bytes a logit. From 0.33 the profile's _dummy_sampler_run
+    # makes the same pass beside the whole step's hidden states, so the profile's peak holds
+    # it (Gemma 3 1B's 262k vocabulary at 1,024 sequences on an H100).
     from dataclasses import replace
 
     gemma = registry_model("gemma3-1b")
@@ -322,14 +323,15 @@ def test_the_warmup_steps_transient_is_kept_free_where_it_exceeds_the_profiles()
     assert warm is not None
     rows = 1024 * gemma.vocab_size
     assert warm.warmup_transient_bytes == 2 * 2048 * gemma.hidden_size + 14 * rows
+    assert terms.activation_peak_bytes == 2 * 8192 * gemma.hidden_size + 14 * rows
+    # The larger of the two is kept free, and its margin: a larger warmup transient costs
+    # itself and 0.75 of itself above the profile's.
     profile = terms.activation_peak_bytes + terms.cudagraph_estimate_bytes
-    assert warm.warmup_transient_bytes > profile
-    # What the larger transient costs at the default share, where the headroom binds: itself
-    # and its margin, 0.75 of itself, in place of the profile's.
-    without = replace(terms, after_warmup=replace(warm, warmup_transient_bytes=0))
-    transient = warm.warmup_transient_bytes
-    assert without.available_bytes - terms.available_bytes == (
-        transient + warm.margin_bytes(transient) - profile - warm.margin_bytes(profile)) > GiB
+    assert warm.transient_bytes(profile) == profile
+    larger = profile + GiB
+    bigger = replace(terms, after_warmup=replace(warm, warmup_transient_bytes=larger))
+    assert terms.available_bytes - bigger.available_bytes == (
+        larger + warm.margin_bytes(larger) - profile - warm.margin_bytes(profile))
 
 
 def test_the_sizing_steps_prompt_logprobs_take_1024_rows_of_logits() -> None:
@@ -353,6 +355,7 @@ def test_the_held_moe_workspaces_are_resident_not_transient_under_0_34() -> None
     # workspaces the profile sizes and keeps are used memory, outside the transient whose 0.75
     # the margin takes. Up to 0.33 the activation peak holds them (their sum is the same).
     from kvcalc.engine.overhead import activation_peak, moe_workspace
+    from kvcalc.engine.vllm import dense_sampler_copies
 
     moe = registry_model("qwen3-30b-a3b")
     dep = deployment(moe, parse_gpu_set("h100"))
@@ -360,7 +363,8 @@ def test_the_held_moe_workspaces_are_resident_not_transient_under_0_34() -> None
     workspace = moe_workspace(moe, 1, 8192)
     assert terms.after_warmup is not None
     assert terms.after_warmup.held_workspace_bytes == workspace > GiB // 4
-    held = activation_peak(moe, 1, 8192, 1024, last_stage=True, v2_sampler_fp32_copies=0)
+    copies = dense_sampler_copies(moe, vllm_release("0.34"), (9, 0))
+    held = activation_peak(moe, 1, 8192, 1024, last_stage=True, v2_sampler_fp32_copies=copies)
     assert terms.activation_peak_bytes == held - workspace
     dense = deployment(registry_model("llama3.1-8b"), parse_gpu_set("h100"))
     (terms,) = vllm_memory_terms(dense, vllm_inputs(dense, "0.34"))
@@ -525,3 +529,45 @@ def test_the_extensible_cache_makes_no_graph_estimate_so_none_is_kept_free() -> 
     assert warm is not None and warm.graph_pool_bytes > 0
     assert v34.transient_kept_bytes == max(v34.activation_peak_bytes,
                                            warm.warmup_transient_bytes)
+
+
+def test_gemma_3s_image_prefix_takes_the_composite_backends_from_0_30() -> None:
+    # _get_backend_priorities (platforms/cuda.py) puts TRITON_FLASH_ATTN first on Hopper and
+    # TRITON_FLASHINFER (kernel_block_sizes=(64,)) first on the 10.x family for an mm-prefix
+    # LM (gemma3 on model_arch_config_convertor.py's list) at head size 256 or 512; their
+    # MMPrefixAttentionRouting reports AttentionCGSupport.NEVER where a sliding layer is not
+    # clamped, so FULL_AND_PIECEWISE falls back to PIECEWISE (composite.py, 0.30.0 on).
+    from kvcalc.engine.vllm import captured_graphs
+
+    def backend(model: str, gpu: str, version: str) -> tuple[str, int, int]:
+        dep = deployment(registry_model(model), parse_gpu_set(gpu))
+        release = vllm_release(version)
+        chosen = deployment_backend_block(dep, release)
+        assert chosen is not None
+        capability = dep.gpus.accelerator.compute_capability
+        graphs = captured_graphs(dep.model, release, 1024, 8192, capability)
+        return chosen.backend, chosen.block_size, graphs
+
+    assert backend("gemma3-4b", "h100", "0.29") == ("FLASH_ATTN", 16, 102)
+    assert backend("gemma3-4b", "h100", "0.33") == ("TRITON_FLASH_ATTN", 16, 51)
+    assert backend("gemma3-12b", "b200", "0.33")[:2] == ("TRITON_FLASHINFER", 64)
+    assert backend("gemma3-4b", "a100", "0.34") == ("FLASH_ATTN", 64, 102)
+    # Head size 128 (27B) and text-only (1B) keep the usual backend and both kinds of graph.
+    assert backend("gemma3-27b", "h100", "0.34") == ("FLASH_ATTN", 64, 102)
+    assert backend("gemma3-1b", "h100", "0.34") == ("FLASH_ATTN", 64, 102)
+
+
+def test_the_profiled_sampler_runs_a_fully_featured_pass_from_0_33() -> None:
+    # _dummy_sampler_run of 0.33.0 and 0.34.0 (not 0.32.0): after the greedy pass, one with
+    # SamplingParams.for_sampler_warmup, so the profile holds the fp32 copy and, where
+    # FlashInfer samples (capability 8.0 to 12.1), its masked logits and softmax.
+    from kvcalc.engine.vllm import dense_sampler_copies
+
+    llama = registry_model("llama3.1-8b")
+    assert dense_sampler_copies(llama, vllm_release("0.32"), (9, 0)) == 0
+    assert dense_sampler_copies(llama, vllm_release("0.33"), (9, 0)) == 3
+    assert dense_sampler_copies(llama, vllm_release("0.34"), (7, 5)) == 1
+    assert dense_sampler_copies(llama, vllm_release("0.34"), None) == 1  # ROCm
+    moe = registry_model("qwen3-30b-a3b")
+    assert dense_sampler_copies(moe, vllm_release("0.33"), (9, 0)) is None  # V1 in 0.33
+    assert dense_sampler_copies(moe, vllm_release("0.34"), (9, 0)) == 3

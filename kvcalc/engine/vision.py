@@ -61,6 +61,11 @@ class VisionEncoder:
     profiler encodes) where ``image`` is not it: Qwen3-VL and Qwen3.5 interpolate a learned
     grid (``image``, 768) to images up to the processor's size.longest_edge, 16,777,216 pixels
     = 4,096 x 4,096. 0: ``image``."""
+    prefix_lm: bool = False
+    """Image tokens attend to each other both ways in the language model (vLLM's
+    ``is_mm_prefix_lm``: Gemma 3, whose ``model_type`` "gemma3" is on the fallback list of
+    vllm/transformers_utils/model_arch_config_convertor.py, 0.28.0 to 0.34.0), which picks the
+    attention backend (:func:`kvcalc.engine.vllm_backends.default_backend_block`)."""
 
     @property
     def patches_per_image(self) -> int:

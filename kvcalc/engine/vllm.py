@@ -1086,13 +1086,22 @@ def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
     return is_dense(model) and release.dense_graphs != "v1"
 
 
-def dense_sampler_copies(model: ModelSpec, release: VLLMRelease) -> int | None:
+def dense_sampler_copies(
+    model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
+) -> int | None:
     """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
-    dense model from 0.25: :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.
-    dense_sampler_fp32_copies`); None where Model Runner V1 does (MoE and hybrid models in every
-    release)."""
+    dense model from 0.25, every model from 0.34: :attr:`~kvcalc.engine.vllm_releases.
+    VLLMRelease.dense_sampler_fp32_copies`); None where Model Runner V1 does. From 0.33 its
+    second pass with every sampling feature on
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.profile_sampler_warmup_pass`): the fp32
+    copy ``Sampler.apply_sampling_params`` makes and, where FlashInfer samples on a GPU of
+    compute ``capability`` (:func:`~kvcalc.engine.vllm_warmup.samples_with_flashinfer`), the
+    top-k-masked logits and their softmax ``top_k_top_p_sampling_from_logits`` makes beside it
+    (flashinfer/sampling.py of flashinfer-python 0.7.2.post1 and 0.7.4): 1 or 3."""
     if not runs_on_model_runner_v2(model, release):
         return None
+    if release.profile_sampler_warmup_pass:
+        return 3 if samples_with_flashinfer(capability) else 1
     return release.dense_sampler_fp32_copies
 
 
@@ -1146,7 +1155,9 @@ def cudagraph_estimate(
     return graphs * stage_layers(model, pp) * per_graph_layer
 
 
-def full_decode_graphs(model: ModelSpec) -> bool:
+def full_decode_graphs(
+    model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
+) -> bool:
     """Whether every attention backend of ``model`` can be captured in a FULL decode graph.
     A chunked-local layer's builder reports ``AttentionCGSupport.NEVER``
     (``ChunkedLocalAttentionBuilder.get_cudagraph_support``,
@@ -1154,8 +1165,17 @@ def full_decode_graphs(model: ModelSpec) -> bool:
     0.34.0), the least of the model's backends is what the mode is resolved against, and at
     NEVER FULL_AND_PIECEWISE becomes PIECEWISE (``resolve_cudagraph_mode_and_sizes``,
     vllm/config/compilation.py of 0.28.0 to 0.34.0). Applied from 0.28
-    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`)."""
-    return not any(m.kind == "chunked" for m in model.mixer_pattern)
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.graphs_follow_backends`). So does a
+    multimodal prefix LM's composite backend with a sliding-window layer it does not clamp
+    (:func:`~kvcalc.engine.vllm_backends.mm_prefix_backend`, ``MMPrefixAttentionRouting``,
+    vllm/v1/attention/backends/composite.py of 0.30.0 to 0.34.0: Gemma 3 4B and 12B on
+    Hopper and the 10.x family; the clamp is Gemma 4's)."""
+    from kvcalc.engine.vllm_backends import mm_prefix_backend
+
+    if any(m.kind == "chunked" for m in model.mixer_pattern):
+        return False
+    sliding = any(m.kind == "sliding" for m in model.mixer_pattern)
+    return not (sliding and mm_prefix_backend(release, model, capability) is not None)
 
 
 def captured_graphs(
@@ -1170,7 +1190,8 @@ def captured_graphs(
     return capture_sizes(
         release, max_num_seqs, max_num_batched_tokens, capability
     ) + full_graph_sizes(
-        release, max_num_seqs, max_num_batched_tokens, capability, full_decode_graphs(model)
+        release, max_num_seqs, max_num_batched_tokens, capability,
+        full_decode_graphs(model, release, capability),
     )
 
 
@@ -1251,7 +1272,7 @@ def profile_kv_memory(
                 pp=pp,
                 logit_copies=rules.sampler_logit_copies,
                 workspace_held=rules.moe_workspace_held,
-                v2_sampler_fp32_copies=dense_sampler_copies(model, rules),
+                v2_sampler_fp32_copies=dense_sampler_copies(model, rules, capability),
                 workspace_resident=warmup is not None,
             ),
             non_torch_bytes=non_torch_memory(tp, pp, scale_up_link)

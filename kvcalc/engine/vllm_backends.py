@@ -126,6 +126,26 @@ def mixed_head_backend(
     return BackendBlock("TRITON_ATTN", preferred_block(release))
 
 
+def mm_prefix_backend(
+    release: VLLMRelease, model: ModelSpec, capability: tuple[int, int] | None
+) -> str | None:
+    """The composite backend vLLM picks first for a model whose image tokens attend both ways
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mm_prefix_composite`): its attention
+    layers' head sizes 256 or 512 (the composites' ``head_sizes``), TRITON_FLASH_ATTN on
+    capability 9.x, TRITON_FLASHINFER on 10.x; None elsewhere (ROCm, other GPUs, other
+    models)."""
+    if not (release.mm_prefix_composite and model.vision and model.vision.prefix_lm):
+        return None
+    if capability is None or not head_sizes(model) <= {256, 512}:
+        return None
+    return {9: "TRITON_FLASH_ATTN", 10: "TRITON_FLASHINFER"}.get(capability[0])
+
+
+#: The one kernel block of TRITON_FLASHINFER (``kernel_block_sizes=(64,)``,
+#: vllm/v1/attention/backends/triton_flashinfer.py of 0.30.0 to 0.34.0).
+TRITON_FLASHINFER_BLOCK = 64
+
+
 #: ``FA4_HD256_PAGE_SIZE`` (vllm/v1/attention/backends/fa_utils.py of 0.29.0 to 0.34.0).
 FA4_HD256_BLOCK = 128
 
@@ -157,10 +177,12 @@ def default_backend_block(
     kind: ModelKind,
     fp8_cache: bool,
     sizes: frozenset[int] = frozenset(),
+    composite: str | None = None,
 ) -> BackendBlock | None:
     """The default backend and its block for a model of ``kind`` (its attention layers' head
     ``sizes``) on ``accelerator`` under ``release`` (``fp8_cache``: an fp8 KV cache), when
-    ``--block-size`` is not given; None on a platform whose backends are not modelled (neither
+    ``--block-size`` is not given (``composite``: the multimodal prefix LM's,
+    :func:`mm_prefix_backend`); None on a platform whose backends are not modelled (neither
     CUDA nor ROCm: 16 stands)."""
     capability = accelerator.compute_capability
     if capability is None and accelerator.vendor != "amd":
@@ -171,6 +193,10 @@ def default_backend_block(
             return forced
         if capability is None:  # ROCm: ROCM_ATTN first (rocm.py)
             return BackendBlock("ROCM_ATTN", DEFAULT_BLOCK)
+        if composite == "TRITON_FLASHINFER":
+            return BackendBlock(composite, preferred_block(release, (TRITON_FLASHINFER_BLOCK,)))
+        if composite is not None:  # TRITON_FLASH_ATTN: Triton's and FA's multiples of 16
+            return BackendBlock(composite, preferred_block(release))
         if fa4_hd256(release, capability, sizes):
             return BackendBlock("FLASH_ATTN", max(preferred_block(release), FA4_HD256_BLOCK))
         # FLASHINFER first on the 10.x family, FLASH_ATTN elsewhere (cuda.py): both take 16
@@ -231,8 +257,10 @@ def deployment_backend_block(dep: Deployment, release: VLLMRelease) -> BackendBl
         return None
     fp8 = vllm_kv_dtype(dep.cache.kv).name.startswith("fp8")
     kind = model_kind(dep.model)
+    capability = dep.gpus.accelerator.compute_capability
     default = default_backend_block(
-        release, dep.gpus.accelerator, kind, fp8, head_sizes(dep.model)
+        release, dep.gpus.accelerator, kind, fp8, head_sizes(dep.model),
+        mm_prefix_backend(release, dep.model, capability),
     )
     if default is None or not dep.block_size_given:
         return default

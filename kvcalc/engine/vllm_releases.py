@@ -107,7 +107,16 @@ class VLLMRelease:
     0.26.0 works on them in place ("the ops below upcast to fp32 internally", a clone for raw
     logprobs only) (0); 0.27.1, 0.28.0, 0.31.0 and 0.33.0 return them untouched unless a
     request needs processing (``_requires_logits_processing`` / ``needs_logits_processing``,
-    false for the dummy batch) (0)."""
+    false for the dummy batch) (0). From 0.33 a second pass follows
+    (:attr:`profile_sampler_warmup_pass`)."""
+
+    profile_sampler_warmup_pass: bool
+    """Model Runner V2's profiled sampler runs a second pass with every sampling feature on
+    (``_dummy_sampler_run``, vllm/v1/worker/gpu/model_runner.py of 0.33.0 and 0.34.0, not
+    0.32.0: "warmup_kernels (run after the KV cache is sized) pays for the fp32 logits pipeline,
+    so the profiled peak must too"; ``SamplingParams.for_sampler_warmup``), which makes the
+    fp32 copy and, with FlashInfer, two more fp32 tensors
+    (:func:`kvcalc.engine.vllm.dense_sampler_copies`)."""
 
     moe_workspace_held: bool
     """The fused-MoE workspaces outlive the layer (the modular kernel's workspace manager sizes
@@ -210,6 +219,15 @@ class VLLMRelease:
     vllm/config/compilation.py of 0.28.0, 0.29.0, 0.33.0 and 0.34.0, from V1's
     ``_check_and_update_cudagraph_mode`` and V2's model runner; earlier wheels not read)."""
 
+    mm_prefix_composite: bool
+    """A model whose image tokens attend both ways (vLLM's ``is_mm_prefix_lm``) at head size
+    256 or 512 gets a composite backend first on CUDA: TRITON_FLASH_ATTN on Hopper, and
+    TRITON_FLASHINFER, whose kernel takes 64-token blocks only, on the 10.x family
+    (``_get_backend_priorities``, vllm/platforms/cuda.py; triton_flash_attn.py and
+    triton_flashinfer.py in vllm/v1/attention/backends of 0.30.0 to 0.34.0, not 0.29.0); its
+    routing supports no CUDA graph where a sliding-window layer is not clamped
+    (``MMPrefixAttentionRouting.get_cudagraph_support``, composite.py: Gemma 3's)."""
+
     split_capture_sizes: bool
     """CUDA graphs are captured at separate prefill and decode sizes
     (``VllmConfig._split_cudagraph_capture_sizes``, vllm/config/vllm.py of 0.34.0, not in
@@ -267,12 +285,14 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              dense_graphs="v1", full_graphs=False, capture_grid_67=True, token_line="blocks",
              async_in_flight=False, accounting="non_torch", large_device_tier=False,
              gb10_small_tier=True, mamba_align=False, sampler_logit_copies=PRE_017_LOGIT_COPIES,
-             dense_sampler_fp32_copies=None, moe_workspace_held=False, shared_kv_projections=True,
+             dense_sampler_fp32_copies=None, profile_sampler_warmup_pass=False,
+             moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
              mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
              graph_ceiling_sm100=False, seqs_capture_size=False, graphs_follow_backends=False,
-             split_capture_sizes=False, fit_holds_null_block=False),
+             mm_prefix_composite=False, split_capture_sizes=False,
+             fit_holds_null_block=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -332,8 +352,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # (kv_cache_utils.py 0.29.0).
     _then("0.29", dense_graphs="v2", fa4_hd256_block=True, fit_holds_null_block=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
-    # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer).
-    _then("0.30", shared_kv_projections=False),
+    # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer); the composite
+    # backends of multimodal prefix LMs (v1/attention/backends/composite.py of 0.30.0).
+    _then("0.30", shared_kv_projections=False, mm_prefix_composite=True),
     # 0.31: max_num_seqs captured off the grid's steps (uniform_decode_sizes, vllm.py 0.31.0).
     _then("0.31", seqs_capture_size=True),
     # 0.32: a Mamba2 state's prefill-checkpoint page in align mode (mamba_mixer2.py 0.32.0).
@@ -344,7 +365,8 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # tests/fixtures/vllm_logs: max_num_batched_tokens=2048, FULL graphs 35/35), the same rule.
     # Gated DeltaNet's checkpoint page and 64-token alignment under FlashInfer's prefill
     # (qwen_gdn_linear_attn.py 0.33.0).
-    _then("0.33", gdn_checkpoint_page=True),
+    # and Model Runner V2's profiled sampler's second, fully featured pass (model_runner.py).
+    _then("0.33", gdn_checkpoint_page=True, profile_sampler_warmup_pass=True),
     # 0.34: Model Runner V1 removed, so V2 runs every model; the extensible KV cache, on by
     # default on CUDA and ROCm, sizes the cache after warmup and graph capture with the
     # utilization defaulting to 1.0; the default block 64 (vllm/v1/worker/

@@ -132,7 +132,9 @@ def warmup_transient_bytes(
       (flashinfer/sampling.py of flashinfer-python 0.7.2.post1 and 0.7.4, alike here; the
       0.34.0 wheel pins 0.7.3, which the package index does not serve: its fast path takes
       an integer top-k or a ``top_k_max`` only). Elsewhere the Triton top-k/top-p kernels'
-      own tensors are not counted.
+      own tensors are not counted. The profile's sampler runs the same pass from 0.33
+      (:func:`kvcalc.engine.vllm.dense_sampler_copies`) beside more hidden states, so this
+      step does not exceed it; the sizing step can.
 
     The sizing step's forward runs attention, which the profile skipped; its workspaces are
     not modelled. Not modelled either: a first sizing step of max_model_len tokens where that

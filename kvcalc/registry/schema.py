@@ -352,6 +352,10 @@ class VisionSchema(Strict):
         description="side in pixels of the largest image the processor admits when it is not "
         "image_size (Qwen3-VL, Qwen3.5: 4096); 0: image_size",
     )
+    prefix_lm: bool = Field(
+        False, description="image tokens attend both ways in the language model (vLLM's "
+        "is_mm_prefix_lm: Gemma 3)"
+    )
 
     def to_spec(self) -> spec.VisionEncoder:
         return spec.VisionEncoder(
@@ -378,6 +382,7 @@ class VisionSchema(Strict):
             sharded=self.sharded,
             position_rows=self.position_rows,
             profile_image=self.profile_image_size,
+            prefix_lm=self.prefix_lm,
         )
 
 

@@ -149,6 +149,9 @@ class Gemma3Config(WrapperConfig):
             "tokens_per_image": self.mm_tokens_per_image,
             "projector": [[siglip.hidden_size, text_hidden]],
             "projector_norm": siglip.hidden_size,
+            # Gemma3ForConditionalGeneration: image tokens attend both ways (vLLM's
+            # is_mm_prefix_lm, gemma3_mm.py).
+            "prefix_lm": True,
         }
 
 
