@@ -139,6 +139,13 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3.6-35b-a3b", "gpus": "dgx-spark", "version": "0.30.0", "length": 32768,
         "weight_dtype": "fp8", "gpu_util": 0.55,
     },
+    # Offline LLM(Qwen/Qwen3.5-9B) on an L40S: the LLM class's 8192 batched tokens (logged) and
+    # 256 sequences (get_batch_defaults below 70 GiB; FULL graphs to 256), the model's 262,144
+    # tokens, 0.9 by default, prefix caching off (0.19's default for a hybrid).
+    "v019-l40s-qwen3.5-9b.log": {
+        "model": "qwen3.5-9b", "gpus": "l40s", "version": "0.19.0", "length": 262144,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
