@@ -147,6 +147,14 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3.5-9b", "gpus": "l40s", "version": "0.19.0", "length": 262144,
         "max_num_batched_tokens": 8192, "max_num_seqs": 256,
     },
+    # A 0.19.1rc1 nightly serving MiniMax-M2.5 (block FP8) at TP 4 on 4 H100 80GB HBM3 (the SXM
+    # part), 0.95, 128,000 tokens, 10 sequences and 8192 batched tokens, as its note's table
+    # and the quoted engine line give them; bf16 KV.
+    "v019-4xh100-minimax-m2.5-fp8-tp4.log": {
+        "model": "minimax-m2.5", "gpus": "4xh100-sxm", "version": "0.19.1rc1.dev71",
+        "length": 128000, "tp": 4, "weight_dtype": "fp8", "gpu_util": 0.95,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 10,
+    },
     # A 0.18.1rc1 nightly serving Qwen3.5-35B-A3B-FP8 on a GB10 at 0.8 with prefix caching
     # (Mamba "align" mode, logged): block FP8 as the registry's fp8 weights, bf16 KV, the GB10
     # small tier (2048 / 256: its compile range and FULL graphs to 256).
