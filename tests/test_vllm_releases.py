@@ -37,6 +37,7 @@ from kvcalc.engine.vllm import (
     vllm_memory_terms,
     vllm_memory_terms_for,
 )
+from kvcalc.engine.vllm_parallel import VLLMServing
 from kvcalc.engine.vllm_releases import (
     NEWEST_VERSION,
     capture_sizes,
@@ -139,6 +140,28 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3.6-35b-a3b", "gpus": "dgx-spark", "version": "0.30.0", "length": 32768,
         "weight_dtype": "fp8", "gpu_util": 0.55,
     },
+    # Offline LLM(Qwen/Qwen3.5-9B) on an L40S: the LLM class's 8192 batched tokens (logged) and
+    # 256 sequences (get_batch_defaults below 70 GiB; FULL graphs to 256), the model's 262,144
+    # tokens, 0.9 by default, prefix caching off (0.19's default for a hybrid).
+    "v019-l40s-qwen3.5-9b.log": {
+        "model": "qwen3.5-9b", "gpus": "l40s", "version": "0.19.0", "length": 262144,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
+    # A 0.19.1rc1 nightly serving MiniMax-M2.5 (block FP8) at TP 4 on 4 H100 80GB HBM3 (the SXM
+    # part), 0.95, 128,000 tokens, 10 sequences and 8192 batched tokens, as its note's table
+    # and the quoted engine line give them; bf16 KV.
+    "v019-4xh100-minimax-m2.5-fp8-tp4.log": {
+        "model": "minimax-m2.5", "gpus": "4xh100-sxm", "version": "0.19.1rc1.dev71",
+        "length": 128000, "tp": 4, "weight_dtype": "fp8", "gpu_util": 0.95,
+        "max_num_batched_tokens": 8192, "max_num_seqs": 10,
+    },
+    # A 0.18.1rc1 nightly serving Qwen3.5-35B-A3B-FP8 on a GB10 at 0.8 with prefix caching
+    # (Mamba "align" mode, logged): block FP8 as the registry's fp8 weights, bf16 KV, the GB10
+    # small tier (2048 / 256: its compile range and FULL graphs to 256).
+    "v018-gb10-qwen3.5-35b-a3b-fp8.log": {
+        "model": "qwen3.5-35b-a3b", "gpus": "dgx-spark", "version": "0.18.1rc1.dev147",
+        "length": 262144, "weight_dtype": "fp8", "gpu_util": 0.8, "enable_prefix_caching": True,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
@@ -200,6 +223,18 @@ UNREACHED = {
         "(the excerpt names neither its batched tokens nor its sequences; at 8,192 / 1,024 V2's "
         "sampler would be 0.31)"
     ),
+    "v018-gb10-qwen3.5-35b-a3b-fp8.log": (
+        "+10.3%: the log leaves 7.41 GiB of the 97.35 requested (0.8 x 121.69) beyond its "
+        "weights and KV (97.35 - 34.22 - 55.72), kvcalc 1.77 (1.52 peak + 0.25 non-torch) "
+        "beside its 34.11 GiB of weights. On the GB10's unified memory the free memory vLLM "
+        "reads is the host's MemAvailable, so what the host took between the worker's first "
+        "snapshot and the end of the profile counts as this process's non-torch memory "
+        "(non_torch_increase, vllm/utils/mem_utils.py, as in 0.13.0 and 0.22.1: the README); "
+        "this start downloaded its checkpoint inside that span (1,089 s, logged), whose page "
+        "cache is the likely part, which no line measures. kvcalc states its figure there as "
+        "an upper bound (kv_cache_upper_bound) and the log lies below it; not a constant (the "
+        "README)"
+    ),
     "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
         "-11.5%, below kvcalc's figure, which on unified memory is meant as an upper bound: the "
         "logged 1,468,523 tokens are 1,703 blocks at the 38 a 32,768-token request takes "
@@ -230,6 +265,7 @@ def case_deployment(
     case = {**(CASES if cases is None else cases)[name], **extra}
     model, gpus = registry_model(case.pop("model")), parse_gpu_set(case.pop("gpus"))
     version, length = case.pop("version"), case.pop("length")
+    case.pop("enable_prefix_caching", None)  # a serving option (start), not the deployment's
     if kv_memory is not None:
         case.pop("gpu_util", None)  # the budget is given: the utilization plays no part
     return deployment(model, gpus, kv_memory_bytes=kv_memory, **case), version, length
@@ -249,7 +285,11 @@ def start(
     """The start-up of log ``name`` as kvcalc models it from its case (``cases``, else
     :data:`CASES`), given its KV memory or from the GPU alone."""
     dep, version, length = case_deployment(name, kv_memory, cases)
-    result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version))
+    # --enable-prefix-caching as the log gives it (None: the release's default), which sets
+    # a hybrid's Mamba cache mode.
+    given = (CASES if cases is None else cases)[name].get("enable_prefix_caching")
+    serving = VLLMServing(enable_prefix_caching=given)
+    result = vllm_kv_cache_for(dep, length, vllm_inputs(dep, version), serving)
     assert isinstance(result, VLLMKVCache), result
     return result
 
@@ -765,6 +805,7 @@ UNIFIED_LOGS = [
     "v030-gb10-qwen3-30b-a3b-fp8.log",
     "v030-gb10-gpt-oss-20b.log",
     "v030-gb10-qwen3.6-35b-a3b-fp8.log",
+    "v018-gb10-qwen3.5-35b-a3b-fp8.log",
 ]
 
 #: Unified logs whose pool is larger than kvcalc's bound, and why (strict xfail).
