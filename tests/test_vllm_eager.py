@@ -1,6 +1,7 @@
-"""vLLM's ``--enforce-eager``: no CUDA graphs captured, so none estimated or measured
-(``may_capture_graphs`` in ``Worker.determine_available_memory`` and
-``compile_or_warm_up_model``, vllm/v1/worker/gpu_worker.py of 0.29.0 and 0.34.0)."""
+"""vLLM's ``--enforce-eager``: no CUDA graphs captured, so none estimated or measured (it sets
+``cudagraph_mode`` NONE, vllm/config/vllm.py of 0.29.0, which ``determine_available_memory``
+checks before estimating; ``compile_or_warm_up_model`` captures nothing under it,
+vllm/v1/worker/gpu_worker.py of 0.29.0 and 0.34.0)."""
 
 from __future__ import annotations
 

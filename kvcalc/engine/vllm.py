@@ -1223,10 +1223,11 @@ def profile_kv_memory(
     subtracts it; from 0.34 what its extensible KV cache measures after warmup
     (:mod:`kvcalc.engine.vllm_warmup`: ``rocm`` for its margin, ``unified_in_use_bytes`` what
     a unified part's OS leaves unavailable at start; ``capability`` the GPU's compute capability,
-    which sets 0.34's CUDA-graph sizes; ``cuda_graphs`` False under ``--enforce-eager``, which
-    captures none, so none is estimated or measured: ``may_capture_graphs`` in
-    ``determine_available_memory`` and ``compile_or_warm_up_model``, gpu_worker.py of 0.29.0 and
-    0.34.0). ``weights_per_gpu`` is one figure, or one
+    which sets 0.34's CUDA-graph sizes; ``cuda_graphs`` False under ``--enforce-eager``: it
+    sets ``cudagraph_mode`` NONE (``VllmConfig``, vllm/config/vllm.py of 0.29.0), so
+    ``determine_available_memory`` makes no estimate, and ``compile_or_warm_up_model`` captures
+    nothing (vllm/v1/worker/gpu_worker.py of 0.29.0 and 0.34.0)). ``weights_per_gpu`` is one
+    figure, or one
     per stage; ``scale_up_link`` False for GPUs joined by PCIe alone
     (:func:`~kvcalc.engine.overhead.non_torch_memory`). An estimate: expect a few percent of
     run-to-run variation, and pass the logged figure when you have one."""
