@@ -1358,6 +1358,12 @@ def vllm_inputs(
     )
 
 
+def serving_inputs(dep: Deployment, serving: VLLMServing) -> VLLMInputs:
+    """The inputs vLLM starts ``dep`` with under its serving options: their release, and
+    whether it runs eager (:func:`vllm_inputs`)."""
+    return vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
+
+
 def check_batch_sizes(dep: Deployment, tokens: int, seqs: int) -> None:
     """vLLM refuses to start when a step cannot hold one token of every running request:
     "max_num_batched_tokens must be greater than or equal to max_num_seqs"
@@ -1568,7 +1574,7 @@ def vllm_kv_cache_for(
     if dep.eviction.lossy:
         raise VLLMConfigError(kept_by_engine("vLLM", dep.eviction))
     serving = serving or VLLMServing()
-    inputs = inputs or vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
+    inputs = inputs or serving_inputs(dep, serving)
     check_starts(dep, inputs)
     setup = serving_setup(dep, serving, inputs)
     result = deployment_kv_cache(

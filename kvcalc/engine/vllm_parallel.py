@@ -335,9 +335,9 @@ def serving_setup(
     :attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mamba_align`), the MTP layers and their
     weights taken from the release's budget (:func:`kvcalc.engine.vllm.vllm_budget_per_stage`;
     none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
-    from kvcalc.engine.vllm import vllm_budget_per_stage, vllm_inputs
+    from kvcalc.engine.vllm import serving_inputs, vllm_budget_per_stage
 
-    inputs = inputs or vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
+    inputs = inputs or serving_inputs(dep, serving)
     model = dep.model
     check_dcp(model, dep.tp, serving.decode_context_parallel_size)
     mode = mamba_cache_mode(

@@ -148,12 +148,12 @@ class VLLMPool:
     """vLLM's block pool of one replica, started once per request length (its max_model_len)."""
 
     def __init__(self, dep: Deployment, serving: VLLMServing | None = None) -> None:
-        from kvcalc.engine.vllm import vllm_inputs
+        from kvcalc.engine.vllm import serving_inputs
         from kvcalc.engine.vllm_parallel import VLLMServing
 
         self.dep = dep
         self.serving = serving or VLLMServing()
-        self.inputs = vllm_inputs(dep, self.serving.vllm_version, self.serving.enforce_eager)
+        self.inputs = serving_inputs(dep, self.serving)
         self._started: dict[int, VLLMKVCache | KVCacheTooSmall] = {}
 
     def start(self, max_model_len: int) -> VLLMKVCache | KVCacheTooSmall:
