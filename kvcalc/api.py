@@ -638,9 +638,7 @@ def decode(
         inputs
     )
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
-    if flags.named().get("enforce_eager"):
-        fail("--enforce-eager: kvcalc times vLLM's decode steps as CUDA-graph replays and does "
-             "not model eager steps; drop it (batch and check size the eager pool)")
+    chosen.check_timed(flags.named(), "decode")
     profile = decode_profile_of(chosen, runtime, llama_cpp_build)
     evict.check_applies(chosen)
     gpu_set = deploy.resolve_gpus()

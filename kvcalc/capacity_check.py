@@ -170,12 +170,6 @@ def unused_key_problems(entry: SpecDeployment) -> list[str]:
             f"require.{needing[0]}",
             f"ctx: missing; require.{needing[0]} is measured at a context, e.g. ctx: 32k",
         ))
-    timed = readers("mfu", req)  # the requirements a decode step's time decides
-    if entry.values.get("enforce_eager") and timed:
-        problems.append(_at(entry, "enforce_eager", (
-            f"enforce_eager: require.{timed[0]} times vLLM's decode steps as CUDA-graph "
-            "replays, and kvcalc does not model eager steps; drop one of them"
-        )))
     evicting = any(k in entry.values for k in _EVICTION_KEYS)
     for setting in OPTIONAL_SETTINGS:
         if setting == "ctx" and evicting:
@@ -331,10 +325,14 @@ def resolve_parts(
             problems.extend(exc.problems)
             return None
 
+    from kvcalc.engine.requirements import readers
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
 
     named = engine_named(values.get("engine", DEFAULT_ENGINE))  # the schema names only engines
     engine = attempt(lambda: EngineChoice(named.name).checked(deploy, flags))
+    timed = readers("mfu", entry.requirements)  # the requirements a decode step's time decides
+    if engine is not None and timed:
+        attempt(lambda: engine.check_timed(flags.named(), f"require.{timed[0]}"))
     for key in _SIZE_KEYS:
         if key in values:
             attempt(_size_parser(values[key], key), key)

@@ -184,6 +184,12 @@ class ServingEngine(Protocol):
         """Refuse (InputRefusal on ``kv_dtype``) a KV format this engine cannot store."""
         ...
 
+    def check_timed(self, given: Given, timed_by: str) -> None:
+        """Refuse (InputRefusal naming the field) an option given under which kvcalc cannot
+        time this engine's decode steps (:attr:`decode_profile`); ``timed_by`` names what
+        would time them (``decode``, a check spec's ``require.max_tpot_ms``)."""
+        ...
+
     def engine_options(self, given: Given) -> Any:
         """Its own options (:attr:`options`) from their values, defaults filled in; a value it
         refuses raises InputRefusal naming the field."""
@@ -286,6 +292,9 @@ class Engine:
         return None
 
     def check_kv_format(self, kv: KVFormat) -> None:
+        return None
+
+    def check_timed(self, given: Given, timed_by: str) -> None:
         return None
 
     def engine_options(self, given: Given) -> Any:

@@ -132,6 +132,14 @@ class VLLM(Engine):
                 "(64-token windows, 256-token latents); drop it",
             )
 
+    def check_timed(self, given: Given, timed_by: str) -> None:
+        if given.get("enforce_eager"):
+            raise refusal("enforce_eager", (
+                f"{timed_by} times vLLM's decode steps as CUDA-graph replays (its decode "
+                "profile), and kvcalc does not model eager steps; drop it, or time nothing "
+                "(batch and check's capacity requirements size the eager pool)"
+            ))
+
     def check_kv_format(self, kv: KVFormat) -> None:
         from kvcalc.engine.vllm import vllm_kv_dtype
 
