@@ -1019,14 +1019,6 @@ class ProfiledMemory:
                 + warm.held_workspace_bytes)
 
     @property
-    def free_after_warmup_bytes(self) -> int | None:
-        """0.34's "Memory after warmup: X GiB free" (the cache all but uncommitted then)."""
-        warm, used = self.after_warmup, self.used_after_warmup_bytes
-        if warm is None or used is None:
-            return None
-        return warm.device_total_bytes - warm.in_use_at_snapshot_bytes - used
-
-    @property
     def transient_kept_bytes(self) -> int | None:
         """0.34's "X GiB kept for transient activations" (None before 0.34)."""
         warm = self.after_warmup
@@ -1034,26 +1026,43 @@ class ProfiledMemory:
             return None
         return warm.transient_bytes(self.activation_peak_bytes + self.cudagraph_estimate_bytes)
 
+    def _measured(self) -> tuple[AfterWarmup, int, int] | None:
+        """0.34's measure after warmup: its terms, what is resident beside the cache and what
+        is kept for transients (None before 0.34)."""
+        warm, used, kept = (self.after_warmup, self.used_after_warmup_bytes,
+                            self.transient_kept_bytes)
+        if warm is None or used is None or kept is None:
+            return None
+        return warm, used, kept
+
+    @property
+    def free_after_warmup_bytes(self) -> int | None:
+        """0.34's "Memory after warmup: X GiB free" (the cache all but uncommitted then)."""
+        measured = self._measured()
+        if measured is None:
+            return None
+        warm, used, _ = measured
+        return warm.init_free_bytes - used
+
     @property
     def withheld_by_utilization_bytes(self) -> int:
         """0.34: the free memory a utilization below 1 keeps out of the cache: the cache at a
         budget of all the memory free at start-up less the cache at the requested one
         (``measure_kv_cache_blocks``, extensible_kv_cache.py of 0.34.0, which warns from 1 GiB
         for a utilization between 0.7 and 1); 0 before 0.34."""
-        warm, used, transient = (self.after_warmup, self.used_after_warmup_bytes,
-                                 self.transient_kept_bytes)
-        if warm is None or used is None or transient is None:
+        measured = self._measured()
+        if measured is None:
             return 0
-        init_free = warm.device_total_bytes - warm.in_use_at_snapshot_bytes
-        return (max(warm.kv_cache_bytes(init_free, used, transient), 0)
-                - max(warm.kv_cache_bytes(self.requested_bytes, used, transient), 0))
+        warm, used, kept = measured
+        return (max(warm.kv_cache_bytes(warm.init_free_bytes, used, kept), 0)
+                - max(warm.kv_cache_bytes(self.requested_bytes, used, kept), 0))
 
     @property
     def available_bytes(self) -> int:
-        warm, used, transient = (self.after_warmup, self.used_after_warmup_bytes,
-                                 self.transient_kept_bytes)
-        if warm is not None and used is not None and transient is not None:
-            return warm.kv_cache_bytes(self.requested_bytes, used, transient)
+        measured = self._measured()
+        if measured is not None:
+            warm, used, kept = measured
+            return warm.kv_cache_bytes(self.requested_bytes, used, kept)
         return self.requested_bytes - (
             self.weights_bytes
             + self.activation_peak_bytes

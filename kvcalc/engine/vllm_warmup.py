@@ -174,12 +174,17 @@ class AfterWarmup:
         and the CUDA-graph estimate) and the warmup steps' (``reserved_headroom_bytes``)."""
         return max(profile_transient_bytes, self.warmup_transient_bytes)
 
+    @property
+    def init_free_bytes(self) -> int:
+        """The init snapshot's free memory: the device less what was in use then."""
+        return self.device_total_bytes - self.in_use_at_snapshot_bytes
+
     def margin_bytes(self, transient_bytes: int) -> int:
         return max(self.margin_floor_bytes, int(transient_bytes * MARGIN_FRACTION))
 
     def kv_cache_bytes(self, requested_bytes: int, used_bytes: int, transient_bytes: int) -> int:
         """``measure_kv_cache_bytes``: what the cache may take (negative: no room), given
         ``used_bytes`` resident beside it and the ``transient_bytes`` kept free."""
-        headroom = self.device_total_bytes - self.in_use_at_snapshot_bytes - used_bytes
+        headroom = self.init_free_bytes - used_bytes
         cap = min(requested_bytes - used_bytes, headroom - self.margin_bytes(transient_bytes))
         return cap - transient_bytes
