@@ -191,8 +191,8 @@ def kvcalc_vllm_terms(
         activation_peak=tuple(t.activation_peak_bytes for t in terms),
         non_torch=tuple(t.non_torch_bytes for t in terms),
         cuda_graph_estimate=tuple(t.cudagraph_estimate_bytes for t in terms),
-        cuda_graph_pool=max(t.after_warmup.graph_pool_bytes for t in terms if t.after_warmup)
-        if any(t.after_warmup for t in terms) else None,
+        cuda_graph_pool=max((t.after_warmup.graph_pool_bytes for t in terms if t.after_warmup),
+                            default=None),
         kv_memory=tuple(t.available_bytes for t in terms),
         free_after_warmup=tuple(t.free_after_warmup_bytes for t in terms),
         transient_kept=tuple(t.transient_kept_bytes for t in terms),
