@@ -40,6 +40,13 @@ _FALLBACK: dict[str, tuple[str, ...]] = {
 _COMPUTE_ALIASES = {"mxfp4": "fp4", "nvfp4": "fp4"}
 
 
+def capability_family(capability: tuple[int, int] | None, major: int) -> bool:
+    """Whether a GPU of compute ``capability`` is of the ``major``.x family, as vLLM tests it
+    (``is_device_capability_family``, vllm/platforms/interface.py); False when it is not known
+    (ROCm)."""
+    return capability is not None and capability[0] == major
+
+
 def compute_dtype(name: str) -> str:
     """Normalise a compute dtype name (``bf16``, ``bfloat16``, ``fp8``, ``nvfp4``, ...)."""
     key = canonical_dtype_name(name)

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from kvcalc.engine.hardware import capability_family
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.errors import literal
 
@@ -196,7 +197,7 @@ def checkpoint_kinds(
     kinds = set()
     if release.mamba2_checkpoint_page:
         kinds.add("mamba2")
-    if release.gdn_checkpoint_page and capability is not None and capability[0] == 9:
+    if release.gdn_checkpoint_page and capability_family(capability, 9):
         kinds.add("gated_deltanet")
     return frozenset(kinds)
 

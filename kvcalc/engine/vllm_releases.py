@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Literal
 
+from kvcalc.engine.hardware import capability_family
 from kvcalc.engine.overhead import SAMPLER_LOGIT_COPIES
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.units import GiB
@@ -484,7 +485,7 @@ def shared_capture_sizes(
     where they are below the ceiling (:attr:`VLLMRelease.tokens_capture_size`), and
     max_num_seqs where it is (:attr:`VLLMRelease.seqs_capture_size`)."""
     tokens, seqs = max_num_batched_tokens, max_num_seqs
-    wide = release.graph_ceiling_sm100 and capability is not None and capability[0] == 10
+    wide = release.graph_ceiling_sm100 and capability_family(capability, 10)
     top = min(2 * seqs, 1024 if wide else 512)
     extra = [seqs] if release.seqs_capture_size and seqs <= top else []
     top = min(tokens, top)
@@ -581,7 +582,7 @@ def capture_grids(
     prefill up to min(8192, max_num_batched_tokens), decode up to max_num_seqs within 8192
     tokens (:func:`prefill_token_grid`, :func:`decode_request_grid`)."""
     tokens, seqs = max_num_batched_tokens, max_num_seqs
-    if capability is not None and capability[0] == 10:
+    if capability_family(capability, 10):
         return (
             prefill_token_grid(min(WIDE_CAPTURE_TOKENS, tokens)),
             _reachable(decode_request_grid(seqs), min(seqs, WIDE_CAPTURE_TOKENS, tokens)),
