@@ -173,12 +173,17 @@ def _tokens_text(value: Any, option: str = "--ctx") -> str | None:
     )
 
 
-def _declared() -> dict[str, Input]:
-    """Every declared input by name: the deployment's, the engines' own, the eviction's."""
-    from kvcalc.engine.inputs import all_inputs
+def _declared(names: Iterable[str]) -> dict[str, Input]:
+    """The declared inputs by name, covering ``names``: the deployment's and the eviction's,
+    and the serving engines' own only when one of ``names`` is theirs (declaring them loads
+    every engine, which `kvcalc size` never needs)."""
+    from kvcalc.engine.inputs import DEPLOYMENT_INPUTS, engine_inputs
     from kvcalc.options import EVICTION_INPUTS
 
-    return {**all_inputs(), **{i.name: i for i in EVICTION_INPUTS}}
+    declared = {i.name: i for i in (*DEPLOYMENT_INPUTS, *EVICTION_INPUTS)}
+    if not declared.keys() >= set(names):
+        declared.update((i.name, i) for i in engine_inputs())
+    return declared
 
 
 def _value(name: str, value: Any, declared: Mapping[str, Input]) -> Any:
@@ -207,8 +212,9 @@ def _value(name: str, value: Any, declared: Mapping[str, Input]) -> Any:
 
 
 def _given(inputs: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    declared = _declared()
-    return {n: _value(n, inputs[n], declared) for n in names if inputs.get(n) is not None}
+    given = [n for n in names if inputs.get(n) is not None]
+    declared = _declared(given)
+    return {n: _value(n, inputs[n], declared) for n in given}
 
 
 def _in_range(inp: Input, value: float) -> None:
@@ -252,8 +258,8 @@ def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     :mod:`kvcalc.engine.inputs` says how)."""
     from kvcalc.deploy import EngineFlags, engine_input_names
 
-    declared = _declared()
     given = {n: inputs[n] for n in engine_input_names() if inputs.get(n) is not None}
+    declared = _declared(given)
     for name, value in given.items():  # as given: the engine reads its own (a bare GiB, ...)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             _in_range(declared[name], value)

@@ -148,3 +148,28 @@ def test_a_warm_listing_imports_no_pydantic(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_warm_size_imports_no_pydantic_and_no_serving_engine(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # `kvcalc size` is the README's first command: with the cache warm it needs the model's spec
+    # and the KV formula, not the schema nor the serving engines' option declarations.
+    cache = str(tmp_path / "cache")
+    env = {**__import__("os").environ, "KVCALC_CACHE_DIR": cache}
+    argv = ["size", "llama3-70b", "--ctx", "8k", "--kv-dtype", "fp8"]
+    warm = subprocess.run(
+        [sys.executable, "-m", "kvcalc", *argv], capture_output=True, text=True, env=env
+    )
+    assert warm.returncode == 0, warm.stderr
+    code = (
+        "import sys\nfrom kvcalc.cli import main\n"
+        f"sys.argv = ['kvcalc', *{argv!r}]\n"
+        "try: main()\n"
+        "except SystemExit as exc: assert not exc.code, exc.code\n"
+        "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
+        "assert 'kvcalc.engine.serving' not in sys.modules, 'the serving engines imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
