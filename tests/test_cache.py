@@ -129,6 +129,65 @@ def test_an_edit_to_any_module_changes_the_key(tmp_path: Path) -> None:
     assert package_digest(package, "1") != package_digest(package, "0")  # and the version
 
 
+def _package_copy(tmp_path: Path) -> Path:
+    import kvcalc
+
+    package = tmp_path / "kvcalc"
+    shutil.copytree(Path(kvcalc.__file__).parent, package, ignore=shutil.ignore_patterns("*.pyc"))
+    return package
+
+
+def test_the_memoised_digest_is_the_content_digest_and_misses_after_any_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The memo is keyed by the files' stat; an edit that keeps the size and puts the
+    # modification time back still changes the change time, so the content is hashed again.
+    from kvcalc.registry import cache
+
+    monkeypatch.setattr(cache, "SETTLED_NS", 0)  # the copy is seconds old
+    package, memos = _package_copy(tmp_path), tmp_path / "memos"
+    first = cache.memoised_package_digest(package, "0", memos)
+    assert first == cache.package_digest(package, "0")
+    assert len(list(memos.glob("source-*.digest"))) == 1
+    assert cache.memoised_package_digest(package, "0", memos) == first  # from the memo
+
+    units = package / "engine" / "units.py"
+    before = units.stat()
+    text = units.read_text()
+    units.write_text(text.replace("bytes", "BYTES", 1))  # same size
+    os.utime(units, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert units.stat().st_size == before.st_size and units.stat().st_mtime == before.st_mtime
+    edited = cache.memoised_package_digest(package, "0", memos)
+    assert edited == cache.package_digest(package, "0") != first
+    assert cache.memoised_package_digest(package, "1", memos) == cache.package_digest(package, "1")
+
+
+def test_no_memo_is_written_while_a_source_file_is_fresh(tmp_path: Path) -> None:
+    from kvcalc.registry import cache
+
+    package, memos = _package_copy(tmp_path), tmp_path / "memos"
+    assert cache.memoised_package_digest(package, "0", memos) == cache.package_digest(package, "0")
+    assert not list(memos.glob("source-*.digest"))  # a second edit could share its stat
+
+
+@pytest.mark.parametrize("planted", [b"", b"zz" * 64, "é".encode() * 64, b"00" * 63, b"ab" * 65])
+def test_a_malformed_memo_is_a_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: bytes
+) -> None:
+    from kvcalc.registry import cache
+
+    monkeypatch.setattr(cache, "SETTLED_NS", 0)
+    package, memos = _package_copy(tmp_path), tmp_path / "memos"
+    truth = cache.memoised_package_digest(package, "0", memos)
+    (memo,) = memos.glob("source-*.digest")
+    memo.write_bytes(planted)
+    assert cache.memoised_package_digest(package, "0", memos) == truth
+    memo.unlink()
+    memo.symlink_to(tmp_path / "elsewhere")  # a planted link is not followed
+    (tmp_path / "elsewhere").write_text("00" * 64)
+    assert cache.memoised_package_digest(package, "0", memos) == truth
+
+
 def test_a_warm_cache_misses_after_an_edit_to_a_module_no_spec_is_made_of(
     tmp_path: Path,
 ) -> None:
