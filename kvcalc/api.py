@@ -111,6 +111,7 @@ class EngineInputs(TypedDict, total=False):
     enable_prefix_caching: bool
     num_speculative_tokens: int
     enforce_eager: bool
+    enable_extensible_kv_cache: bool
     sglang_version: str
     mem_fraction_static: float
     page_size: int | str

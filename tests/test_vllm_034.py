@@ -571,3 +571,66 @@ def test_the_profiled_sampler_runs_a_fully_featured_pass_from_0_33() -> None:
     moe = registry_model("qwen3-30b-a3b")
     assert dense_sampler_copies(moe, vllm_release("0.33"), (9, 0)) is None  # V1 in 0.33
     assert dense_sampler_copies(moe, vllm_release("0.34"), (9, 0)) == 3
+
+
+# ------------------------------------------------------------------ --no-enable-extensible-kv-cache
+
+
+def test_without_the_extensible_cache_0_34_sizes_from_the_profile_at_0_92() -> None:
+    # _resolve_extensible_kv_cache and CacheConfig.resolved_gpu_memory_utilization (0.34.0):
+    # off, the cache is sized as up to 0.33, at DEFAULT_GPU_MEMORY_UTILIZATION 0.92. A dense
+    # model ran on Model Runner V2 in 0.33 already, so its budget is 0.33's to the byte.
+    on = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "8k")
+    off = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "8k", "--no-enable-extensible-kv-cache")
+    older = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "8k", "--vllm-version", "0.33")
+    assert on["enable_extensible_kv_cache"] and on["kv_sized_after_warmup"]
+    assert on["gpu_memory_utilization"] == 1.0
+    assert not off["enable_extensible_kv_cache"] and not off["kv_sized_after_warmup"]
+    assert off["gpu_memory_utilization"] == 0.92 and off["vllm_version"] == "0.34.0"
+    assert available(off) == available(older) < available(on)
+    assert off["cudagraph_memory_bytes"] == older["cudagraph_memory_bytes"] > 0
+    assert off["block_size"] == 64 == on["block_size"] != older["block_size"]  # 0.34 still
+    table = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k",
+                                     "--engine", "vllm", "--no-enable-extensible-kv-cache"])
+    assert "no extensible KV cache" in table.stdout.splitlines()[0]
+    assert "Memory after warmup" not in table.stdout and "Available KV cache memory" in table.stdout
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--vllm-version", "0.33", "--enable-extensible-kv-cache"], "--vllm-version 0.34"),
+    (["--vllm-version", "0.21", "--no-enable-extensible-kv-cache"], "--vllm-version 0.34"),
+    (["--enable-extensible-kv-cache", "--kv-cache-memory", "40GiB"], "drop one of them"),
+])
+def test_the_extensible_cache_option_is_refused_where_vllm_refuses_it(
+    args: list[str], named: str
+) -> None:
+    out = CliRunner().invoke(app, ["batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k",
+                                   "--engine", "vllm", *args])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    line = out.stderr.strip()
+    assert "\n" not in line and "--enable-extensible-kv-cache" in line and named in line
+
+
+def test_turned_off_beside_a_kv_budget_the_budget_stands() -> None:
+    doc = batch("llama3.1-8b", "--gpus", "h100", "--ctx", "8k", "--kv-cache-memory", "40GiB",
+                "--no-enable-extensible-kv-cache")
+    assert available(doc) == 40 * GiB and not doc["enable_extensible_kv_cache"]
+
+
+def test_a_check_spec_and_calibrate_take_the_extensible_cache_off(tmp_path: Any) -> None:
+    spec = tmp_path / "c.yaml"
+    spec.write_text("deployments:\n  - {name: a, model: llama3.1-8b, gpus: h100, engine: vllm, "
+                    "enable_extensible_kv_cache: false, ctx: 8k, require: {min_batch: 4}}\n")
+    out = CliRunner().invoke(app, ["check", str(spec), "-f", "json"])
+    assert out.exit_code == 0, out.output
+    # vLLM's own words when it turns the cache off, and the argument (0.34.0's
+    # _resolve_extensible_kv_cache; EngineArgs' non-default args line).
+    for line, expected in [
+        ("INFO 12-01 [vllm.py:3251] Extensible KV cache off: without an IMEX channel, KV "
+         "transfers within a host (e.g. NIXL) would lose NVLink and fall back to RDMA or TCP.",
+         False),
+        ("INFO non-default args: {'model': 'x', 'enable_extensible_kv_cache': False}", False),
+        ("INFO non-default args: {'model': 'x', 'enable_extensible_kv_cache': True}", True),
+        ("INFO non-default args: {'model': 'x'}", None),
+    ]:
+        assert parse_vllm_log(log_lines(line + "\n")).enable_extensible_kv_cache is expected

@@ -170,7 +170,10 @@ def vllm_rules_for(release: str | None) -> tuple[str, str | None]:
 
 
 def kvcalc_vllm_terms(
-    dep: Deployment, release: str | None, enforce_eager: bool = False
+    dep: Deployment,
+    release: str | None,
+    enforce_eager: bool = False,
+    extensible: bool | None = None,
 ) -> VLLMTerms:
     """kvcalc's terms for this vLLM start-up under the rules of vLLM ``release``
     (:func:`vllm_rules_for`): the profiler's budget per stage as
@@ -180,7 +183,7 @@ def kvcalc_vllm_terms(
     from kvcalc.engine.vllm_releases import parse_version
 
     version, _ = vllm_rules_for(release)
-    inputs = vllm_inputs(dep, version, enforce_eager)
+    inputs = vllm_inputs(dep, version, enforce_eager, extensible)
     terms = vllm_memory_terms(dep, inputs)
     major, minor, _patch = parse_version(version)
     return VLLMTerms(
@@ -327,7 +330,9 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     dep = deployment_from(spec, gpus, given, engine=ENGINE)
     if log.max_num_seqs is not None:
         dep = replace(dep, max_num_seqs=log.max_num_seqs)
-    terms = kvcalc_vllm_terms(dep, release, bool(log.enforce_eager))
+    terms = kvcalc_vllm_terms(
+        dep, release, bool(log.enforce_eager), log.enable_extensible_kv_cache
+    )
     used = terms.inputs
     notes = []
     # Prefix caching as the log gives it, else the release's default (align mode for hybrids

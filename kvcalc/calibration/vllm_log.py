@@ -73,6 +73,13 @@ _EAGER = (
     re.compile(r"non-default args: .*'enforce_eager': (True|False)"),
     re.compile(r"\benforce_eager=(True|False)"),
 )
+#: 0.34's extensible KV cache turned off by an argument, or by vLLM itself where KV transfers
+#: within a host would lose NVLink without an IMEX channel (``_resolve_extensible_kv_cache``,
+#: vllm/config/vllm.py of 0.34.0).
+_EXTENSIBLE = (
+    re.compile(r"non-default args: .*'enable_extensible_kv_cache': (True|False)"),
+    re.compile(r"Extensible KV cache (off): "),
+)
 _TOTAL = (
     re.compile(r"total_memory=" + _GIB),
     re.compile(r"Free memory on device \([\d.]+/" + _GIB + r"\)"),
@@ -173,6 +180,8 @@ class VLLMLog:
     num_gpu_blocks: int | None = None
     enforce_eager: bool | None = None
     """``--enforce-eager`` as the engine config or the non-default args give it."""
+    enable_extensible_kv_cache: bool | None = None
+    """0.34's extensible KV cache as the non-default args give it, or off where vLLM says so."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -302,4 +311,5 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         concurrency_tokens=_int(concurrency[1]) if concurrency else None,
         num_gpu_blocks=_int(first(_BLOCKS, lines)),
         enforce_eager=_flag(_one(_EAGER, lines)),
+        enable_extensible_kv_cache=_flag(_one(_EXTENSIBLE, lines)),  # "off" reads as False
     )

@@ -1322,6 +1322,42 @@ class VLLMInputs:
     """``--enforce-eager``: no CUDA graphs, so none in the budget."""
 
 
+#: ``CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION`` of 0.34.0 (vllm/config/cache.py): the share a
+#: start-up without the extensible KV cache requests, as from 0.21.
+PROFILED_UTILIZATION_0_34 = Fraction(92, 100)
+
+
+def release_as_run(
+    release: VLLMRelease, version: str, dep: Deployment, extensible: bool | None
+) -> VLLMRelease:
+    """``release``'s rules under ``--[no-]enable-extensible-kv-cache`` (None: vLLM's default,
+    on from 0.34). Off, the cache is sized from the profile run as up to 0.33, at the 0.92
+    default utilization (``_resolve_extensible_kv_cache``, vllm/config/vllm.py;
+    ``CacheConfig.resolved_gpu_memory_utilization``, vllm/config/cache.py of 0.34.0). Earlier
+    releases have no such option (``vllm serve`` refuses an argument it does not know), and
+    vLLM does not start with it on beside a KV budget given ("it sizes the KV cache from
+    measured memory, which kv_cache_memory_bytes overrides")."""
+    field = "enable_extensible_kv_cache"
+    if extensible is None:
+        return release
+    if release.kv_sizing != "after_warmup":
+        raise VLLMConfigError(
+            "{" + field + "}: " + f"vLLM {version} has no such option (the extensible KV "
+            "cache came, on by default, in 0.34); drop it, or give {vllm_version} 0.34 or later",
+            field, "vllm_version",
+        )
+    if not extensible:
+        return replace(
+            release, kv_sizing="profiled", gpu_memory_utilization=PROFILED_UTILIZATION_0_34
+        )
+    if dep.kv_budget_given:
+        raise VLLMConfigError.at(field, (
+            "vLLM does not start with it beside a KV budget given: the extensible KV cache is "
+            "sized from measured memory, which the budget overrides; drop one of them"
+        ))
+    return release
+
+
 def batch_defaults(dep: Deployment, release: VLLMRelease) -> tuple[int, int]:
     """``vllm serve``'s max_num_batched_tokens and max_num_seqs for the deployment's GPU."""
     accelerator = dep.gpus.accelerator
@@ -1346,14 +1382,18 @@ def max_num_batched_tokens_for(dep: Deployment, release: VLLMRelease) -> int:
 
 
 def vllm_inputs(
-    dep: Deployment, version: str | None = None, enforce_eager: bool = False
+    dep: Deployment,
+    version: str | None = None,
+    enforce_eager: bool = False,
+    extensible: bool | None = None,
 ) -> VLLMInputs:
     """The release ``version`` (None: the newest supported) and the inputs it starts ``dep``
     with: the utilization given or the release's default, the batch sizes given or vLLM's
-    defaults for the GPU, and whether it runs eager (no CUDA graphs)."""
+    defaults for the GPU, whether it runs eager (no CUDA graphs), and whether 0.34's extensible
+    KV cache is on (``extensible``, None: vLLM's default; :func:`release_as_run`)."""
     from kvcalc.engine.vllm_releases import version_label
 
-    release = vllm_release(version)
+    release = release_as_run(vllm_release(version), version_label(version), dep, extensible)
     share = dep.gpu_util if dep.gpu_util is not None else release.gpu_memory_utilization
     tokens, seqs = max_num_batched_tokens_for(dep, release), max_num_seqs_for(dep, release)
     check_batch_sizes(dep, tokens, seqs)
@@ -1368,9 +1408,11 @@ def vllm_inputs(
 
 
 def serving_inputs(dep: Deployment, serving: VLLMServing) -> VLLMInputs:
-    """The inputs vLLM starts ``dep`` with under its serving options: their release, and
-    whether it runs eager (:func:`vllm_inputs`)."""
-    return vllm_inputs(dep, serving.vllm_version, serving.enforce_eager)
+    """The inputs vLLM starts ``dep`` with under its serving options: their release, whether
+    it runs eager and whether its cache is extensible (:func:`vllm_inputs`)."""
+    return vllm_inputs(
+        dep, serving.vllm_version, serving.enforce_eager, serving.enable_extensible_kv_cache
+    )
 
 
 def check_batch_sizes(dep: Deployment, tokens: int, seqs: int) -> None:

@@ -78,6 +78,9 @@ class VLLMServing:
     enable_expert_parallel: bool = False
     enforce_eager: bool = False
     """``--enforce-eager``: no CUDA graphs captured, so none estimated or measured."""
+    enable_extensible_kv_cache: bool | None = None
+    """0.34's extensible KV cache, sized after warmup (None: vLLM's default, on from 0.34;
+    :func:`kvcalc.engine.vllm.release_as_run`)."""
     vllm_version: str | None = None
     """The release whose rules apply (None: the newest, :mod:`kvcalc.engine.vllm_releases`);
     among them whether a hybrid caches prefixes by default (:func:`mamba_cache_mode`)."""

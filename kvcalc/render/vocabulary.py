@@ -257,6 +257,7 @@ class BatchVllmDocument(EngineDocument):
     data_parallel_size: int | None
     enable_expert_parallel: bool
     enforce_eager: bool
+    enable_extensible_kv_cache: bool
     enable_prefix_caching: bool
     mamba_cache_mode: str | None
     num_speculative_tokens: int
@@ -985,6 +986,10 @@ VOCABULARY: dict[str, Term] = {
     "data_parallel_size": Term("", "vLLM's --data-parallel-size (null: independent replicas)"),
     "enable_expert_parallel": Term("", "vLLM's --enable-expert-parallel"),
     "enforce_eager": Term("", "vLLM's --enforce-eager: no CUDA graphs in the budget"),
+    "enable_extensible_kv_cache": Term(
+        "", "vLLM's extensible KV cache, as run (on by default where the release has it; "
+        "off with --no-enable-extensible-kv-cache or a KV budget given)"
+    ),
     "enable_prefix_caching": Term("", "vLLM's prefix caching, given or the release's default"),
     "mamba_cache_mode": Term("", "vLLM's state mode (`none`, `align`; null: no states)"),
     "num_speculative_tokens": Term(TOK, "vLLM's MTP speculative tokens (0: none)"),

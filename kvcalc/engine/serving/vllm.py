@@ -63,6 +63,9 @@ VLLM_INPUTS: tuple[Input, ...] = (
     Input("enforce_eager", "flag",
           "no CUDA graphs: none estimated, captured or taken from the KV budget (batch and "
           "check; decode and plan time graph steps) [default: off]", **_OWN),
+    Input("enable_extensible_kv_cache", "flag",
+          "0.34's KV cache sized after warmup; off, from the profile run at utilization 0.92 "
+          "[default: vLLM's, on from 0.34]", **_OWN),
 )
 
 
@@ -97,6 +100,7 @@ class VLLM(Engine):
             data_parallel_size=given.get("data_parallel_size"),
             enable_expert_parallel=bool(given.get("enable_expert_parallel")),
             enforce_eager=bool(given.get("enforce_eager")),
+            enable_extensible_kv_cache=given.get("enable_extensible_kv_cache"),
             vllm_version=version,
         )
 
@@ -368,6 +372,8 @@ def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> d
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
         "enforce_eager": serving.enforce_eager,
+        "enable_extensible_kv_cache": inputs.release.kv_sizing == "after_warmup"
+        and not dep.kv_budget_given,
         # vLLM's default: on, but (before 0.28) off for models with recurrent states.
         "enable_prefix_caching": (not has_states(dep.model) or inputs.release.mamba_align)
         if given is None
@@ -387,6 +393,7 @@ def serving_note(serving: VLLMServing) -> str:
         f"dp {serving.data_parallel_size}" * bool(serving.data_parallel_size),
         "expert parallel" * serving.enable_expert_parallel,
         "eager" * serving.enforce_eager,
+        {None: "", True: "", False: "no extensible KV cache"}[serving.enable_extensible_kv_cache],
         {None: "", True: "prefix caching", False: "no prefix caching"}[
             serving.enable_prefix_caching
         ],
