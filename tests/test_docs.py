@@ -736,14 +736,35 @@ def test_a_new_unchecked_figure_fails() -> None:
 
 #: A marker in prose that names JSON (or CSV) keys: the commands whose output holds them, separated
 #: by ``;``. Its span is the rest of the paragraph (up to a blank line) or up to
-#: ``<!-- end json-keys -->``; every key written in backticks there (``kv_bytes_per_token``: a
-#: lower-case name with an underscore) must be a whole word of those commands' output.
+#: ``<!-- end json-keys -->``; every key written in backticks there (``kv_bytes_per_token``,
+#: ``steps``: a lower-case name) or as a JSON object's key (``{"accelerators": [...]}``) must be
+#: a whole word of those commands' output, unless it is one of NOT_KEYS.
 JSON_KEYS = re.compile(
     r"<!-- json-keys:\n(.*?)-->(.*?)(?=<!-- end json-keys -->|\n[ \t]*\n|\Z)", re.S
 )
-KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)*)`|\"([a-z][a-z0-9]*(?:_[a-z0-9]+)*)\":")
+#: Words the json-keys spans write in backticks that are not keys, and why: values of a key,
+#: command and format names. A one-word key (`steps`,
+#: `contexts`) is checked like any other, so a paragraph naming one the JSON lacks fails.
+NOT_KEYS: dict[str, str] = {
+    **dict.fromkeys(
+        ("size", "batch", "decode", "sweep", "plan", "compare", "offload", "check"),
+        "a command's name (layout.md lists the commands whose JSON has the layout keys)",
+    ),
+    **dict.fromkeys(("csv", "table", "markdown"), "an output format (import-hf's)"),
+    **dict.fromkeys(
+        ("measured", "generic", "pcie", "network", "unknown"),
+        "a value of decode's `efficiency_basis` or `link`",
+    ),
+    **dict.fromkeys(
+        ("none", "streamingllm", "h2o", "snapkv"), "a value of eviction's `policy`"
+    ),
+    "hbm": "offload's first `tier`",
+    **dict.fromkeys(("load", "recompute"), "a value of offload's `faster`"),
+    **dict.fromkeys(("estimate", "roofline"), "a value of plan's `latency`"),
+    "weights": "import-hf's block for a quantized checkpoint, which the example is not",
+}
 COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*kvcalc ")
-KEY_WORD = re.compile(r"(?<!\w)[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?!\w)")
 
 
 def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
@@ -753,7 +774,8 @@ def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
         text = path.read_text()
         for m in JSON_KEYS.finditer(text):
             names = [" ".join(c.split()) for c in m.group(1).split(";") if c.strip()]
-            keys = KEY.findall(NOT_PROSE.sub(_blank, m.group(2)))
+            written = KEY.findall(NOT_PROSE.sub(_blank, m.group(2)))
+            keys = [k for pair in written for k in pair if k and k not in NOT_KEYS]
             spans.append((name_of(path), line_of(text, m.start()), names, keys))
     return spans
 
@@ -767,15 +789,59 @@ def test_json_keys_in_prose_are_printed(
     doc: str, line: int, names: list[str], keys: list[str]
 ) -> None:
     assert names and all(COMMAND.match(n) for n in names), f"{doc} line {line}: `kvcalc ...`s"
+    assert all(re.search(r"--format (json|csv)$", n) for n in names), (
+        f"{doc} line {line}: each command of a json-keys marker ends in --format json or csv"
+    )
     assert keys, f"{doc} line {line}: a json-keys marker over no key"
-    output = "\n".join(run_example(command)[0] for command in names)
-    missing = [k for k in dict.fromkeys(keys) if not re.search(rf"(?<!\w){k}(?!\w)", output)]
-    printed_keys = sorted(set(KEY_WORD.findall(output)))
+    printed_keys = sorted(set().union(*(printed_keys_of(command) for command in names)))
+    missing = [k for k in dict.fromkeys(keys) if k not in printed_keys]
     hints = [f"{k} (now {' or '.join(close(k, printed_keys)) or 'gone'}?)" for k in missing]
     assert not missing, (
         f"{doc} line {line}: {'; '.join(hints)} named but not printed by "
         f"{' / '.join(names)}; a key was renamed or dropped: fix the prose"
     )
+
+
+def printed_keys_of(command: str) -> set[str]:
+    """The keys ``command`` prints: a JSON document's object keys at any depth, or a CSV
+    header's columns (a key's word elsewhere, in a value or a warning, is not a key)."""
+    output, _ = run_example(command)
+    if command.endswith("--format csv"):
+        return set(output.splitlines()[0].split(",")) if output.strip() else set()
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            found.update(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    import json
+
+    # stdout holds the document; warnings (stderr) follow it on lines of their own.
+    walk(json.JSONDecoder().raw_decode(output.lstrip())[0])
+    return found
+
+
+def test_one_word_and_object_keys_are_keys() -> None:
+    written = KEY.findall('`steps`, `kv_bytes_per_token`, {"accelerators": [...]}, `--ctx`, `Foo`')
+    assert [k for pair in written for k in pair if k] == [
+        "steps",
+        "kv_bytes_per_token",
+        "accelerators",
+    ]
+
+
+def test_not_keys_are_written_in_a_span() -> None:
+    """A word of NOT_KEYS no span writes any more is dropped, so the list cannot hide a key."""
+    written = set()
+    for path in doc_files():
+        for m in JSON_KEYS.finditer(path.read_text()):
+            written |= {k for pair in KEY.findall(NOT_PROSE.sub(_blank, m.group(2))) for k in pair}
+    assert set(NOT_KEYS) - written == set()
 
 
 def close(key: str, printed_keys: list[str]) -> list[str]:
