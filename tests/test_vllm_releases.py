@@ -1068,3 +1068,51 @@ def test_the_capture_sizes_release_by_release_off_the_default_grid() -> None:
     scout = registry_model("llama4-scout")
     assert captured_graphs(scout, vllm_release("0.27"), 1024, 8192) == 102
     assert captured_graphs(scout, vllm_release("0.28"), 1024, 8192) == 51
+
+
+def test_the_help_states_the_releases_defaults() -> None:
+    """--help states vLLM's defaults as the release table holds them: the releases, the
+    memory share of each family that changed it, and vllm serve's batch defaults by device (a
+    new row or a changed rule fails the help that still states the old one)."""
+    from kvcalc.engine.inputs import all_inputs
+    from kvcalc.engine.serving.vllm import VLLM
+    from kvcalc.engine.vllm_releases import (
+        DEFAULT_VERSION,
+        LARGE_DEVICE_BYTES,
+        LARGEST_DEVICE_BYTES,
+        OLDEST_VERSION,
+        RELEASES,
+    )
+
+    inputs = all_inputs()
+    span = f"{OLDEST_VERSION}-{NEWEST_VERSION.rsplit('.', 1)[0]}"
+    assert f"release, {span} [default: {DEFAULT_VERSION}]" in inputs["vllm_version"].help
+    assert f"({span})" in VLLM.summary
+    # Each family that changed the share, from the first: "0.9, 0.92 from 0.20, 1.0 from 0.34".
+    shares, last = [], None
+    for row in RELEASES:
+        if row.gpu_memory_utilization != last:
+            last = row.gpu_memory_utilization
+            share = f"{float(last):.2f}".rstrip("0").rstrip(".") if last != 1 else "1.0"
+            shares.append(share if not shares else f"{share} from {row.family}")
+    assert f"vLLM: the release's, {', '.join(shares)}]" in inputs["gpu_util"].help
+    # vllm serve's defaults on a large GPU, a small one and, from the release that added the
+    # tier, the largest.
+    newest = vllm_release(NEWEST_VERSION)
+    large = serve_batch_defaults(newest, LARGE_DEVICE_BYTES, "h100")
+    small = serve_batch_defaults(newest, LARGE_DEVICE_BYTES, "a100")
+    gb10 = serve_batch_defaults(newest, LARGEST_DEVICE_BYTES, "gb10")
+    largest = serve_batch_defaults(newest, LARGEST_DEVICE_BYTES, "b200")
+    assert small == gb10 == serve_batch_defaults(newest, LARGE_DEVICE_BYTES - 1, "h100")
+    tier = next(row.family for row in RELEASES if row.large_device_tier)
+    under, most = LARGE_DEVICE_BYTES // GiB, LARGEST_DEVICE_BYTES // GiB
+    assert (
+        f"vLLM: vllm serve's for the GPU and release, {large.max_num_batched_tokens}; "
+        f"{small.max_num_batched_tokens} on A100s, GB10 and GPUs under {under} GiB; "
+        f"{largest.max_num_batched_tokens} on GPUs of {most} GiB or more from {tier}]"
+    ) in inputs["max_num_batched_tokens"].help
+    assert largest.max_num_seqs == large.max_num_seqs
+    assert (
+        f"release: {large.max_num_seqs}; {small.max_num_seqs} on A100s, GB10 and GPUs under "
+        f"{under} GiB]"
+    ) in inputs["max_num_seqs"].help
