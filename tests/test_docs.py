@@ -556,12 +556,6 @@ UNPRINTED: dict[str, dict[str, str]] = {
             "kvcalc's metadata)"
         ),
     },
-    "docs/kv-formats.md": {
-        "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
-        ),
-    },
     "docs/registry.md": {
         "at most 100,000 layers": (
             "a bound of the registry loader (kvcalc/registry/schema.py MAX_LAYERS), printed only "
