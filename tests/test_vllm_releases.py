@@ -1116,3 +1116,76 @@ def test_the_help_states_the_releases_defaults() -> None:
         f"release: {large.max_num_seqs}; {small.max_num_seqs} on A100s, GB10 and GPUs under "
         f"{under} GiB]"
     ) in inputs["max_num_seqs"].help
+
+
+def used_to_set(name: str) -> bool:
+    """Whether log ``name`` set a constant or a rule (its header's role), else held back."""
+    return "role: USED TO SET" in (LOGS / name).read_text(encoding="utf-8")
+
+
+def unified(name: str) -> bool:
+    return parse_gpu_set(CASES[name]["gpus"]).accelerator.unified_memory
+
+
+def summary(names: list[str]) -> tuple[int, float, float, int]:
+    """(logs, median |error|, worst |error|, within 2%) from the GPU alone."""
+    import statistics
+
+    errors = [abs(gpu_alone_error(n)) for n in names]
+    return len(errors), statistics.median(errors), max(errors), sum(e < 0.02 for e in errors)
+
+
+def test_the_readme_table_is_the_logs_errors() -> None:
+    """Each row of tests/fixtures/vllm_logs/README.md states kvcalc's token count from the GPU
+    alone and its error as kvcalc computes them now, and every case has its row."""
+    text = (LOGS / "README.md").read_text(encoding="utf-8")
+    table = text.split("| kvcalc, GPU alone | error (GPU alone) |\n", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| (\S+\.log) \|(?:[^|]*\|){6} ([\d,]+) \| ([+-]\d+\.\d\d)%", table, re.M)
+    assert sorted(name for name, _, _ in rows) == sorted(CASES)
+    for name, tokens, error in rows:
+        assert int(tokens.replace(",", "")) == start(name).kv_cache_size_tokens, name
+        assert error == f"{gpu_alone_error(name):+.2%}"[:-1], name
+
+
+def test_the_summaries_are_the_logs_errors() -> None:
+    """The README's and docs/engines.md's figures over every log, recomputed, so a new log or
+    a moved figure fails the prose still stating the old ones."""
+    names = sorted(CASES)
+    held = [n for n in names if not used_to_set(n)]
+    off, on = [n for n in held if not unified(n)], [n for n in held if unified(n)]
+    readme = " ".join((LOGS / "README.md").read_text(encoding="utf-8").split())
+    n, median, worst, within = summary(names)
+    assert (
+        f"GPU alone, all {n} logs: median |error| {median:.1%} ({median:.2%}), worst "
+        f"{worst:.1%}, {within} within 2%"
+    ) in readme
+    n, median, worst, within = summary(held)
+    assert f"held back ({n}): median {median:.1%}, worst {worst:.1%}, {within} within 2%" in readme
+    n, median, worst, within = summary(off)
+    assert (
+        f"(the {n} not on unified memory): median {median:.1%} ({median:.2%}), worst "
+        f"{worst:.1%}, {within} within 2%"
+    ) in readme
+    n, median, worst, within = summary(on)
+    assert (
+        f"held back on unified memory ({n}): median {median:.1%}, worst {worst:.1%}, {within} "
+        "within 2%"
+    ) in readme
+    engines = " ".join((Path(__file__).parent.parent / "docs" / "engines.md").read_text().split())
+    n, median, _, within = summary(names)
+    assert f"From the GPU alone, all {n} logs: median error {median:.1%}, {within} within 2%" in (
+        engines
+    )
+    assert "Two set a constant or a rule" in engines and len(names) - len(held) == 2
+    n, median, worst, _ = summary(off)
+    assert (
+        f"Of the {len(held)} held back, the {n} off unified memory: median {median:.1%}, worst "
+        f"{worst:.1%}"
+    ) in engines
+    worst_on = max(on, key=lambda x: abs(gpu_alone_error(x)))
+    below = [x for x in on if gpu_alone_error(x) < 0]
+    assert (
+        f"the {len(on)} on a DGX Spark (GB10) miss by up to {abs(gpu_alone_error(worst_on)):.0%} "
+        f"({CASES[worst_on]['version'].rsplit('.', 1)[0]})"
+    ) in engines
+    assert len(below) == 1 and f"{-gpu_alone_error(below[0]):.1%} below that bound" in engines
