@@ -489,10 +489,6 @@ def test_prose_figures_are_what_the_cli_prints(
 #: quoted figure, its source. A figure outside every figures span must sit in one of these
 #: phrases; a phrase no longer in its doc, or holding no figure, fails the test too.
 UNPRINTED: dict[str, dict[str, str]] = {
-    # Branch serving's page; checked once it lands.
-    "docs/serving.md": {
-        "vLLM 0.19's block pool": "the vLLM release the vllm engine reproduces: a version",
-    },
     "README.md": {
         "Python 3.10 or newer": "the Python kvcalc requires (pyproject.toml requires-python)",
         "'huggingface_hub>=0.20'": (
