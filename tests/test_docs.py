@@ -525,8 +525,8 @@ UNPRINTED: dict[str, dict[str, str]] = {
             "get_batch_defaults), a rule, printed as max_num_seqs in the JSON"
         ),
         "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
+            "the vLLM release whose profiler the budget formula's overhead follows and whose "
+            "logs set its constants (kvcalc/engine/overhead.py): a version, not a computed figure"
         ),
         "(r = 0.9)": (
             "SGLang's --mamba-full-memory-ratio default (kvcalc/engine/sglang.py, after SGLang's "
@@ -605,8 +605,8 @@ UNPRINTED: dict[str, dict[str, str]] = {
     },
     "docs/sizing.md": {
         "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
+            "the vLLM release whose --mamba-cache-dtype default the state bytes follow "
+            "(kvcalc/engine/kv.py): a version, not a computed figure"
         ),
         "which vLLM 0.33": "a vLLM release that honours mamba_ssm_dtype: a version",
         "holds 61,440 B of bf16 conv state and 3,145,728 B": (
