@@ -1189,3 +1189,21 @@ def test_the_summaries_are_the_logs_errors() -> None:
         f"({CASES[worst_on]['version'].rsplit('.', 1)[0]})"
     ) in engines
     assert len(below) == 1 and f"{-gpu_alone_error(below[0]):.1%} below that bound" in engines
+
+
+def test_the_docs_state_the_releases_and_the_default() -> None:
+    """The prose that names the releases vLLM is modelled for and the default one (docs/engines.md,
+    calibrate's page) names vllm_releases' constants."""
+    from kvcalc.engine.vllm_releases import DEFAULT_VERSION, OLDEST_VERSION
+
+    root = Path(__file__).resolve().parents[1]
+
+    def text(path: str) -> str:
+        return " ".join((root / path).read_text().split())
+
+    newest = NEWEST_VERSION.rsplit(".", 1)[0]
+    stated = f"{OLDEST_VERSION} to {newest} (default {DEFAULT_VERSION}, the newest on the package"
+    assert stated in text("docs/engines.md")
+    calibrate = text("docs/commands/calibrate.md")
+    assert f"`kvcalc/engine/vllm_releases.py`, {OLDEST_VERSION} to {newest}:" in calibrate
+    assert f"compared under the newest's ({NEWEST_VERSION}; give `--release`)" in calibrate
