@@ -73,7 +73,7 @@ class VLLM(Engine):
     plans = True
     takes_lengths = True
     refusals = Refusals({
-        "prefix_shared": "vLLM's block count does not depend on prefix caching",
+        "prefix_shared": "vLLM's block count does not depend on a shared prefix",
     })
     inputs: tuple[Input, ...] = VLLM_INPUTS
     options = tuple(i.name for i in inputs)
