@@ -306,6 +306,15 @@ def test_help_width_is_the_generators_whatever_the_terminal() -> None:
     assert max(map(len, text.splitlines())) <= HELP_WIDTH
 
 
+def test_units_lists_every_option_that_counts_tokens() -> None:
+    """docs/units.md names every option whose --help metavar is TOKENS, and no other."""
+    option = re.compile(r"(--[a-z][a-z0-9-]*)(?:, --[a-z0-9-]+)* TOKENS")
+    counted = {name for command in commands() for name in option.findall(help_text([command]))}
+    page = " ".join((DOCS / "units.md").read_text().split())
+    listed = page.split("(`TOKENS` in `--help`):", 1)[1].split("(`--window 4k`", 1)[0]
+    assert set(re.findall(r"`(--[a-z][a-z0-9-]*)`", listed)) == counted
+
+
 def test_docs_document_shell_completion() -> None:
     page = (DOCS / "shell-completion.md").read_text()
     root_help = help_text([])
