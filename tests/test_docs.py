@@ -528,7 +528,7 @@ UNPRINTED: dict[str, dict[str, str]] = {
         ),
     },
     "docs/engines.md": {
-        "(DeepSeek-V4, Qwen3.5/3.6)": "model families' names, not figures",
+        "DeepSeek-V3 to V4, GLM-4.6 to 5, Qwen3.5/3.6": "model families' names, not figures",
         "1,024 on a GPU of at least 70 GiB that is not an A100, else 256": (
             "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_releases.py, after vLLM's "
             "get_batch_defaults), a rule, printed as max_num_seqs in the JSON"
