@@ -761,6 +761,7 @@ NOT_KEYS: dict[str, str] = {
     "hbm": "offload's first `tier`",
     **dict.fromkeys(("load", "recompute"), "a value of offload's `faster`"),
     **dict.fromkeys(("estimate", "roofline"), "a value of plan's `latency`"),
+    **dict.fromkeys(("closed_batch", "disaggregated"), "a value of plan's `workload_kind`"),
     "weights": "import-hf's block for a quantized checkpoint, which the example is not",
 }
 COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*kvcalc ")
