@@ -315,6 +315,17 @@ def test_units_lists_every_option_that_counts_tokens() -> None:
     assert set(re.findall(r"`(--[a-z][a-z0-9-]*)`", listed)) == counted
 
 
+def test_exit_codes_are_the_cli_s() -> None:
+    """docs/exit-codes.md has a row per exit code the command line ends with, and no other."""
+    from kvcalc.cli import app as cli
+
+    page = (DOCS / "exit-codes.md").read_text()
+    rows = {int(code) for code in re.findall(r"^\| (\d+) \|", page, re.M)}
+    codes = {cli.EXIT_OK, cli.EXIT_DOES_NOT_FIT, cli.EXIT_USAGE, cli.EXIT_INTERNAL}
+    assert rows == codes == {0, 1, 2, 3}
+    assert "`KVCALC_DEBUG=1` shows the traceback" in page
+
+
 def test_docs_document_shell_completion() -> None:
     page = (DOCS / "shell-completion.md").read_text()
     root_help = help_text([])
