@@ -459,6 +459,23 @@ def test_the_api_examples_run_and_print_what_they_show(page: str, least: int) ->
             assert out.stdout == shown, code
 
 
+def test_the_api_table_names_each_function_s_own_keywords() -> None:
+    """docs/api.md's table names a function per command with keywords it takes, and the
+    README's list of functions is the table's."""
+    import inspect
+
+    page = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| `kvcalc\.(\w+)\(([^)]*)\)` \| `kvcalc (\S+)`", page, re.M)
+    assert len(table) >= 9
+    for function, keywords, command in table:
+        assert function == command
+        named = [k.strip().rstrip("=") for k in keywords.split(",") if k.strip() != "..."]
+        assert set(named) <= set(inspect.signature(getattr(kvcalc, function)).parameters), function
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    listed = readme.split("gives one function per command: ", 1)[1].split(".", 1)[0]
+    assert set(re.findall(r"`(\w+)`", listed)) == {f for f, _, _ in table}
+
+
 def test_the_keywords_types_are_the_declared_inputs() -> None:
     # The API's keyword types (for a type checker) mirror the declarations: every declared
     # input is a keyword, typed as its unit reads, and no keyword is undeclared.

@@ -301,11 +301,14 @@ def test_a_calibration_for_another_deployment_is_refused(
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_a_command_that_does_not_apply_it_refuses_it(runner: CliRunner,
-                                                      calibration: Path) -> None:
-    result = run(runner, "offload", "llama3.1-8b", "--gpus", "2xH100",
+@pytest.mark.parametrize("command", ["offload", "sweep", "compare"])
+def test_a_command_that_does_not_apply_it_refuses_it(runner: CliRunner, calibration: Path,
+                                                      command: str) -> None:
+    result = run(runner, command, "llama3.1-8b", "--gpus", "2xH100",
                  "--calibration", str(calibration))
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    # It names every command that applies one: plan does too (test_plan_takes_the_measured...).
+    assert "applies to batch, decode, plan and check only" in result.stderr
 
 
 HOSTILE = {

@@ -76,7 +76,7 @@ def test_an_engine_whose_cache_holds_nothing_says_why(runner: CliRunner) -> None
         ),
         (
             ["--engine", "vllm", "--prefix-shared", "1000"],
-            "--prefix-shared: vLLM's block count does not depend on prefix caching",
+            "--prefix-shared: vLLM's block count does not depend on a shared prefix",
         ),
         (["--engine", "sglang", "--block-size", "32"], "--block-size: SGLang pages"),
         (["--engine", "sglang", "--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),

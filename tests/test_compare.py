@@ -453,3 +453,19 @@ def test_a_context_beyond_a_models_maximum_is_warned_of(runner: CliRunner) -> No
     (warning,) = out["warnings"]
     assert warning.startswith("llama3-70b: context 131,072 is beyond its maximum context of 8,192")
     assert "warnings" not in run_json(runner, "compare", "llama3.1-8b", "--ctx", "128k")
+
+
+def test_the_page_lists_every_row_with_its_category() -> None:
+    """docs/commands/compare.md's table of rows is TECHNIQUES: every row, in its order, with
+    its category."""
+    import re
+    from pathlib import Path
+
+    from kvcalc.techniques import TECHNIQUES
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "commands" / "compare.md").read_text()
+    rows = re.findall(r"^\| (`[^|]+`) \| (lossless|lossy|needs retraining) \|", page, re.M)
+    listed = [
+        (name, category) for names, category in rows for name in re.findall(r"`([^`]+)`", names)
+    ]
+    assert listed == [(t.name, t.category) for t in TECHNIQUES]

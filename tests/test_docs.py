@@ -306,6 +306,26 @@ def test_help_width_is_the_generators_whatever_the_terminal() -> None:
     assert max(map(len, text.splitlines())) <= HELP_WIDTH
 
 
+def test_units_lists_every_option_that_counts_tokens() -> None:
+    """docs/units.md names every option whose --help metavar is TOKENS, and no other."""
+    option = re.compile(r"(--[a-z][a-z0-9-]*)(?:, --[a-z0-9-]+)* TOKENS")
+    counted = {name for command in commands() for name in option.findall(help_text([command]))}
+    page = " ".join((DOCS / "units.md").read_text().split())
+    listed = page.split("(`TOKENS` in `--help`):", 1)[1].split("(`--window 4k`", 1)[0]
+    assert set(re.findall(r"`(--[a-z][a-z0-9-]*)`", listed)) == counted
+
+
+def test_exit_codes_are_the_cli_s() -> None:
+    """docs/exit-codes.md has a row per exit code the command line ends with, and no other."""
+    from kvcalc.cli import app as cli
+
+    page = (DOCS / "exit-codes.md").read_text()
+    rows = {int(code) for code in re.findall(r"^\| (\d+) \|", page, re.M)}
+    codes = {cli.EXIT_OK, cli.EXIT_DOES_NOT_FIT, cli.EXIT_USAGE, cli.EXIT_INTERNAL}
+    assert rows == codes == {0, 1, 2, 3}
+    assert "`KVCALC_DEBUG=1` shows the traceback" in page
+
+
 def test_docs_document_shell_completion() -> None:
     page = (DOCS / "shell-completion.md").read_text()
     root_help = help_text([])
@@ -489,10 +509,6 @@ def test_prose_figures_are_what_the_cli_prints(
 #: quoted figure, its source. A figure outside every figures span must sit in one of these
 #: phrases; a phrase no longer in its doc, or holding no figure, fails the test too.
 UNPRINTED: dict[str, dict[str, str]] = {
-    # Branch serving's page; checked once it lands.
-    "docs/serving.md": {
-        "vLLM 0.19's block pool": "the vLLM release the vllm engine reproduces: a version",
-    },
     "README.md": {
         "Python 3.10 or newer": "the Python kvcalc requires (pyproject.toml requires-python)",
         "'huggingface_hub>=0.20'": (
@@ -523,14 +539,14 @@ UNPRINTED: dict[str, dict[str, str]] = {
         ),
     },
     "docs/engines.md": {
-        "(DeepSeek-V4, Qwen3.5/3.6)": "model families' names, not figures",
+        "DeepSeek-V3 to V4, GLM-4.6 to 5, Qwen3.5/3.6": "model families' names, not figures",
         "1,024 on a GPU of at least 70 GiB that is not an A100, else 256": (
             "vllm serve's default --max-num-seqs (kvcalc/engine/vllm_releases.py, after vLLM's "
             "get_batch_defaults), a rule, printed as max_num_seqs in the JSON"
         ),
         "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
+            "the vLLM release whose profiler the budget formula's overhead follows and whose "
+            "logs set its constants (kvcalc/engine/overhead.py): a version, not a computed figure"
         ),
         "(r = 0.9)": (
             "SGLang's --mamba-full-memory-ratio default (kvcalc/engine/sglang.py, after SGLang's "
@@ -554,12 +570,6 @@ UNPRINTED: dict[str, dict[str, str]] = {
         "'huggingface_hub>=0.20'": (
             "the hub extra's requirement (pyproject.toml; tests/test_hub.py checks it against "
             "kvcalc's metadata)"
-        ),
-    },
-    "docs/kv-formats.md": {
-        "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
         ),
     },
     "docs/registry.md": {
@@ -615,8 +625,8 @@ UNPRINTED: dict[str, dict[str, str]] = {
     },
     "docs/sizing.md": {
         "vLLM 0.19": (
-            "the vLLM release the vllm engine and profile reproduce (kvcalc/engine/vllm.py, "
-            "kvcalc/engine/overhead.py): a version, not a computed figure"
+            "the vLLM release whose --mamba-cache-dtype default the state bytes follow "
+            "(kvcalc/engine/kv.py): a version, not a computed figure"
         ),
         "which vLLM 0.33": "a vLLM release that honours mamba_ssm_dtype: a version",
         "holds 61,440 B of bf16 conv state and 3,145,728 B": (
@@ -736,14 +746,36 @@ def test_a_new_unchecked_figure_fails() -> None:
 
 #: A marker in prose that names JSON (or CSV) keys: the commands whose output holds them, separated
 #: by ``;``. Its span is the rest of the paragraph (up to a blank line) or up to
-#: ``<!-- end json-keys -->``; every key written in backticks there (``kv_bytes_per_token``: a
-#: lower-case name with an underscore) must be a whole word of those commands' output.
+#: ``<!-- end json-keys -->``; every key written in backticks there (``kv_bytes_per_token``,
+#: ``steps``: a lower-case name) or as a JSON object's key (``{"accelerators": [...]}``) must be
+#: a whole word of those commands' output, unless it is one of NOT_KEYS.
 JSON_KEYS = re.compile(
     r"<!-- json-keys:\n(.*?)-->(.*?)(?=<!-- end json-keys -->|\n[ \t]*\n|\Z)", re.S
 )
-KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`")
+KEY = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)*)`|\"([a-z][a-z0-9]*(?:_[a-z0-9]+)*)\":")
+#: Words the json-keys spans write in backticks that are not keys, and why: values of a key,
+#: command and format names. A one-word key (`steps`,
+#: `contexts`) is checked like any other, so a paragraph naming one the JSON lacks fails.
+NOT_KEYS: dict[str, str] = {
+    **dict.fromkeys(
+        ("size", "batch", "decode", "sweep", "plan", "compare", "offload", "check"),
+        "a command's name (layout.md lists the commands whose JSON has the layout keys)",
+    ),
+    **dict.fromkeys(("csv", "table", "markdown"), "an output format (import-hf's)"),
+    **dict.fromkeys(
+        ("measured", "generic", "pcie", "network", "unknown"),
+        "a value of decode's `efficiency_basis` or `link`",
+    ),
+    **dict.fromkeys(
+        ("none", "streamingllm", "h2o", "snapkv"), "a value of eviction's `policy`"
+    ),
+    "hbm": "offload's first `tier`",
+    **dict.fromkeys(("load", "recompute"), "a value of offload's `faster`"),
+    **dict.fromkeys(("estimate", "roofline"), "a value of plan's `latency`"),
+    **dict.fromkeys(("closed_batch", "disaggregated"), "a value of plan's `workload_kind`"),
+    "weights": "import-hf's block for a quantized checkpoint, which the example is not",
+}
 COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*kvcalc ")
-KEY_WORD = re.compile(r"(?<!\w)[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?!\w)")
 
 
 def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
@@ -753,7 +785,8 @@ def key_spans() -> list[tuple[str, int, list[str], list[str]]]:
         text = path.read_text()
         for m in JSON_KEYS.finditer(text):
             names = [" ".join(c.split()) for c in m.group(1).split(";") if c.strip()]
-            keys = KEY.findall(NOT_PROSE.sub(_blank, m.group(2)))
+            written = KEY.findall(NOT_PROSE.sub(_blank, m.group(2)))
+            keys = [k for pair in written for k in pair if k and k not in NOT_KEYS]
             spans.append((name_of(path), line_of(text, m.start()), names, keys))
     return spans
 
@@ -767,15 +800,59 @@ def test_json_keys_in_prose_are_printed(
     doc: str, line: int, names: list[str], keys: list[str]
 ) -> None:
     assert names and all(COMMAND.match(n) for n in names), f"{doc} line {line}: `kvcalc ...`s"
+    assert all(re.search(r"--format (json|csv)$", n) for n in names), (
+        f"{doc} line {line}: each command of a json-keys marker ends in --format json or csv"
+    )
     assert keys, f"{doc} line {line}: a json-keys marker over no key"
-    output = "\n".join(run_example(command)[0] for command in names)
-    missing = [k for k in dict.fromkeys(keys) if not re.search(rf"(?<!\w){k}(?!\w)", output)]
-    printed_keys = sorted(set(KEY_WORD.findall(output)))
+    printed_keys = sorted(set().union(*(printed_keys_of(command) for command in names)))
+    missing = [k for k in dict.fromkeys(keys) if k not in printed_keys]
     hints = [f"{k} (now {' or '.join(close(k, printed_keys)) or 'gone'}?)" for k in missing]
     assert not missing, (
         f"{doc} line {line}: {'; '.join(hints)} named but not printed by "
         f"{' / '.join(names)}; a key was renamed or dropped: fix the prose"
     )
+
+
+def printed_keys_of(command: str) -> set[str]:
+    """The keys ``command`` prints: a JSON document's object keys at any depth, or a CSV
+    header's columns (a key's word elsewhere, in a value or a warning, is not a key)."""
+    output, _ = run_example(command)
+    if command.endswith("--format csv"):
+        return set(output.splitlines()[0].split(",")) if output.strip() else set()
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            found.update(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    import json
+
+    # stdout holds the document; warnings (stderr) follow it on lines of their own.
+    walk(json.JSONDecoder().raw_decode(output.lstrip())[0])
+    return found
+
+
+def test_one_word_and_object_keys_are_keys() -> None:
+    written = KEY.findall('`steps`, `kv_bytes_per_token`, {"accelerators": [...]}, `--ctx`, `Foo`')
+    assert [k for pair in written for k in pair if k] == [
+        "steps",
+        "kv_bytes_per_token",
+        "accelerators",
+    ]
+
+
+def test_not_keys_are_written_in_a_span() -> None:
+    """A word of NOT_KEYS no span writes any more is dropped, so the list cannot hide a key."""
+    written = set()
+    for path in doc_files():
+        for m in JSON_KEYS.finditer(path.read_text()):
+            written |= {k for pair in KEY.findall(NOT_PROSE.sub(_blank, m.group(2))) for k in pair}
+    assert set(NOT_KEYS) - written == set()
 
 
 def close(key: str, printed_keys: list[str]) -> list[str]:

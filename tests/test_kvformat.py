@@ -97,7 +97,7 @@ def test_vllm_per_token_head_adds_fp32_scales_to_the_page() -> None:
     ],
 )
 def test_vllm_refuses_what_it_cannot_store(request_: dict) -> None:
-    with pytest.raises(VLLMConfigError, match="vLLM 0.19 has no"):
+    with pytest.raises(VLLMConfigError, match="vLLM has no"):
         layer_cache_specs(LLAMA3_8B, 1, fmt(**request_), 16, 8192)
 
 
@@ -289,3 +289,20 @@ def test_fp8_is_half_of_bf16_as_formats(model: spec.ModelSpec, ctx: int) -> None
         return sum(g.bytes - g.state_bytes for g in kv_size(model, ctx, kv).groups)
 
     assert 2 * tokens(fmt(dtype="fp8")) == tokens(fmt(dtype="bf16"))
+
+
+def test_the_page_lists_every_format_and_alias() -> None:
+    """docs/kv-formats.md's table has a row for every --kv-dtype preset and names each alias
+    beside the preset it stands for (`fp8` (also `fp8_per_tensor`))."""
+    import re
+    from pathlib import Path
+
+    from kvcalc.engine.kvformat import PRESET_ALIASES, PRESETS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "kv-formats.md").read_text()
+    table = page.split("| `--kv-dtype` | stores | bits per value |", 1)[1].split("\n\n", 1)[0]
+    cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    names = [name for cell in cells for name in re.findall(r"`([^`]+)`", cell)]
+    assert sorted(set(names) - set(PRESET_ALIASES)) == sorted(PRESETS)
+    for alias, preset in PRESET_ALIASES.items():
+        assert f"`{preset}` (also `{alias}`)" in table

@@ -90,6 +90,23 @@ def test_readme_links_every_topic_page() -> None:
     assert "docs/commands/README.md" in links
 
 
+def requirement_names(block: str) -> list[str]:
+    """The distribution names of a pyproject.toml list of requirements (``"typer>=0.27,<0.29"``
+    is typer), comments dropped."""
+    lines = (line.split("#", 1)[0] for line in block.splitlines())
+    return [re.split(r"[<>=!~\[; ]", m)[0] for m in re.findall(r'"([^"]+)"', "\n".join(lines))]
+
+
+def test_readme_names_the_dependencies_pyproject_declares() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    runtime = re.search(r"^dependencies = \[\n(.*?)^\]", pyproject, re.S | re.M)
+    tests = re.search(r"^test = \[(.*?)\]", pyproject, re.M)
+    assert runtime and tests
+    text = " ".join(README.read_text().split())
+    names = ", ".join(requirement_names(runtime.group(1)))
+    assert f"Dependencies: {names} (tests: {', '.join(requirement_names(tests.group(1)))};" in text
+
+
 if __name__ == "__main__" and "--update" in sys.argv:
     from test_docs import update
 

@@ -250,3 +250,21 @@ def test_every_command_has_a_schema() -> None:
     result = CliRunner().invoke(app, ["--help"])
     listed = re.findall(r"^  (\S+)\s", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert set(listed) == set(schema.commands()) == {*COMMANDS, "import-hf"}
+
+
+def test_the_page_counts_batch_s_shapes() -> None:
+    """docs/json.md says how many shapes `batch` has and names an `--engine` for each engine
+    of its own shape (every engine but the budget formula, whose shape is the one model's)."""
+    from kvcalc.engine.serving import DEFAULT_ENGINE, ENGINE_NAMES
+    from kvcalc.render.schema import INTRO
+    from kvcalc.render.vocabulary import COMMANDS
+
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    shapes = COMMANDS["batch"]
+    own = [name for name in ENGINE_NAMES if name != DEFAULT_ENGINE]
+    text = " ".join(INTRO.split())
+    named = ", ".join(f"`--engine {name}`" for name in own)
+    assert f"`batch` has {words[len(shapes)]} shapes: one model, the whole registry, {named};" in (
+        text
+    )
+    assert len(shapes) == 2 + len(own)

@@ -183,3 +183,27 @@ def test_a_registered_engine_sizes_decode_batch_and_refuses_what_it_ignores(
         ["batch", "llama3.1-8b", "--gpus", "h100", "--engine", "fixed", "--page-size", "16"],
         "--page-size: applies to --engine sglang only",
     )
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_docs_name_every_engine() -> None:
+    """docs/serving.md's module table has a row per engine and quotes the refusal of an unknown
+    one as it is; docs/shell-completion.md and docs/engines.md list `--engine`'s values and
+    plan's as the registry has them."""
+    from kvcalc.planning import plan_engines
+
+    page = (DOCS / "serving.md").read_text()
+    rows = re.findall(r"^\| `(\w+)\.py` *\| `(\w+)` *\|", page, re.M)
+    assert rows == [(name, name) for name in ENGINE_NAMES]
+    with pytest.raises(InputRefusal) as refusal:
+        engine_named("tgi")
+    assert f"`{refusal.value.worded(lambda f: '--' + f.replace('_', '-'))}`" in page
+    planned = [engine.name for engine in plan_engines()]
+    listed = ", ".join(f"`{name}`" for name in ENGINE_NAMES)
+    plans = ", ".join(f"`{name}`" for name in planned)
+    completion = " ".join((DOCS / "shell-completion.md").read_text().split())
+    assert f"the values of `--engine` ({listed}; `plan`: {plans})" in completion
+    engines = " ".join((DOCS / "engines.md").read_text().split())
+    assert f"`batch`, `decode`, `plan` ({plans}) and the deployments" in engines

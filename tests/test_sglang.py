@@ -597,7 +597,7 @@ def test_cli_too_small_exits_1(runner: CliRunner) -> None:
             ["--sglang-version", "0.5.10", "--swa-full-tokens-ratio", "0.8"],
             "has no sliding-window layers beside full ones",
         ),
-        (["--kv-dtype", "int4"], "SGLang has no int4 KV cache"),
+        (["--kv-dtype", "int4"], "SGLang has no int4 KV cache; use fp32, bf16, fp16, fp8 "),
         (["--gpu-util", "0.9"], "--gpu-util: SGLang's budget"),
         (["--kv-memory", "50GiB"], "--kv-memory: SGLang's budget"),
         (["--block-size", "32"], "--block-size: SGLang pages"),

@@ -301,3 +301,25 @@ def test_default_release_sizes_every_registry_model_sglang_serves() -> None:
         except KvcalcError:
             not_sized.add(model.id)
     assert not_sized == {"jamba-v0.1", "minimax-m1", "minimax-text-01"}
+
+
+def test_the_docs_state_the_releases_and_the_default() -> None:
+    """The prose that names the releases SGLang is modelled for and the default one (the README's
+    command table, docs/engines.md, calibrate's page, the JSON vocabulary) names this module's,
+    so the next release fails the prose still naming the old one."""
+    from pathlib import Path
+
+    from kvcalc.render.vocabulary import VOCABULARY
+
+    root = Path(__file__).resolve().parents[1]
+
+    def text(path: str) -> str:
+        return " ".join((root / path).read_text().split())
+
+    assert f"`max_running_requests`, v{OLDEST}-{NEWEST} |" in text("README.md")
+    engines = text("docs/engines.md")
+    assert f"for releases {OLDEST} to {NEWEST}, the newest on PyPI" in engines
+    assert f"(`--sglang-version`, default {DEFAULT_VERSION}, the newest;" in engines
+    assert f"The default release is {DEFAULT_VERSION}, the newest" in engines
+    assert f"the newest, {DEFAULT_VERSION}, without it" in text("docs/commands/calibrate.md")
+    assert f"({DEFAULT_VERSION}, the newest)" in VOCABULARY["sglang_version_default"].meaning

@@ -1068,3 +1068,142 @@ def test_the_capture_sizes_release_by_release_off_the_default_grid() -> None:
     scout = registry_model("llama4-scout")
     assert captured_graphs(scout, vllm_release("0.27"), 1024, 8192) == 102
     assert captured_graphs(scout, vllm_release("0.28"), 1024, 8192) == 51
+
+
+def test_the_help_states_the_releases_defaults() -> None:
+    """--help states vLLM's defaults as the release table holds them: the releases, the
+    memory share of each family that changed it, and vllm serve's batch defaults by device (a
+    new row or a changed rule fails the help that still states the old one)."""
+    from kvcalc.engine.inputs import all_inputs
+    from kvcalc.engine.serving.vllm import VLLM
+    from kvcalc.engine.vllm_releases import (
+        DEFAULT_VERSION,
+        LARGE_DEVICE_BYTES,
+        LARGEST_DEVICE_BYTES,
+        OLDEST_VERSION,
+        RELEASES,
+    )
+
+    inputs = all_inputs()
+    span = f"{OLDEST_VERSION}-{NEWEST_VERSION.rsplit('.', 1)[0]}"
+    assert f"release, {span} [default: {DEFAULT_VERSION}]" in inputs["vllm_version"].help
+    assert f"({span})" in VLLM.summary
+    # Each family that changed the share, from the first: "0.9, 0.92 from 0.20, 1.0 from 0.34".
+    shares, last = [], None
+    for row in RELEASES:
+        if row.gpu_memory_utilization != last:
+            last = row.gpu_memory_utilization
+            share = f"{float(last):.2f}".rstrip("0").rstrip(".") if last != 1 else "1.0"
+            shares.append(share if not shares else f"{share} from {row.family}")
+    assert f"vLLM: the release's, {', '.join(shares)}]" in inputs["gpu_util"].help
+    # vllm serve's defaults on a large GPU, a small one and, from the release that added the
+    # tier, the largest.
+    newest = vllm_release(NEWEST_VERSION)
+    large = serve_batch_defaults(newest, LARGE_DEVICE_BYTES, "h100")
+    small = serve_batch_defaults(newest, LARGE_DEVICE_BYTES, "a100")
+    gb10 = serve_batch_defaults(newest, LARGEST_DEVICE_BYTES, "gb10")
+    largest = serve_batch_defaults(newest, LARGEST_DEVICE_BYTES, "b200")
+    assert small == gb10 == serve_batch_defaults(newest, LARGE_DEVICE_BYTES - 1, "h100")
+    tier = next(row.family for row in RELEASES if row.large_device_tier)
+    under, most = LARGE_DEVICE_BYTES // GiB, LARGEST_DEVICE_BYTES // GiB
+    assert (
+        f"vLLM: vllm serve's for the GPU and release, {large.max_num_batched_tokens}; "
+        f"{small.max_num_batched_tokens} on A100s, GB10 and GPUs under {under} GiB; "
+        f"{largest.max_num_batched_tokens} on GPUs of {most} GiB or more from {tier}]"
+    ) in inputs["max_num_batched_tokens"].help
+    assert largest.max_num_seqs == large.max_num_seqs
+    assert (
+        f"release: {large.max_num_seqs}; {small.max_num_seqs} on A100s, GB10 and GPUs under "
+        f"{under} GiB]"
+    ) in inputs["max_num_seqs"].help
+
+
+def used_to_set(name: str) -> bool:
+    """Whether log ``name`` set a constant or a rule (its header's role), else held back."""
+    return "role: USED TO SET" in (LOGS / name).read_text(encoding="utf-8")
+
+
+def unified(name: str) -> bool:
+    return parse_gpu_set(CASES[name]["gpus"]).accelerator.unified_memory
+
+
+def summary(names: list[str]) -> tuple[int, float, float, int]:
+    """(logs, median |error|, worst |error|, within 2%) from the GPU alone."""
+    import statistics
+
+    errors = [abs(gpu_alone_error(n)) for n in names]
+    return len(errors), statistics.median(errors), max(errors), sum(e < 0.02 for e in errors)
+
+
+def test_the_readme_table_is_the_logs_errors() -> None:
+    """Each row of tests/fixtures/vllm_logs/README.md states kvcalc's token count from the GPU
+    alone and its error as kvcalc computes them now, and every case has its row."""
+    text = (LOGS / "README.md").read_text(encoding="utf-8")
+    table = text.split("| kvcalc, GPU alone | error (GPU alone) |\n", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| (\S+\.log) \|(?:[^|]*\|){6} ([\d,]+) \| ([+-]\d+\.\d\d)%", table, re.M)
+    assert sorted(name for name, _, _ in rows) == sorted(CASES)
+    for name, tokens, error in rows:
+        assert int(tokens.replace(",", "")) == start(name).kv_cache_size_tokens, name
+        assert error == f"{gpu_alone_error(name):+.2%}"[:-1], name
+
+
+def test_the_summaries_are_the_logs_errors() -> None:
+    """The README's and docs/engines.md's figures over every log, recomputed, so a new log or
+    a moved figure fails the prose still stating the old ones."""
+    names = sorted(CASES)
+    held = [n for n in names if not used_to_set(n)]
+    off, on = [n for n in held if not unified(n)], [n for n in held if unified(n)]
+    readme = " ".join((LOGS / "README.md").read_text(encoding="utf-8").split())
+    n, median, worst, within = summary(names)
+    assert (
+        f"GPU alone, all {n} logs: median |error| {median:.1%} ({median:.2%}), worst "
+        f"{worst:.1%}, {within} within 2%"
+    ) in readme
+    n, median, worst, within = summary(held)
+    assert f"held back ({n}): median {median:.1%}, worst {worst:.1%}, {within} within 2%" in readme
+    n, median, worst, within = summary(off)
+    assert (
+        f"(the {n} not on unified memory): median {median:.1%} ({median:.2%}), worst "
+        f"{worst:.1%}, {within} within 2%"
+    ) in readme
+    n, median, worst, within = summary(on)
+    assert (
+        f"held back on unified memory ({n}): median {median:.1%}, worst {worst:.1%}, {within} "
+        "within 2%"
+    ) in readme
+    engines = " ".join((Path(__file__).parent.parent / "docs" / "engines.md").read_text().split())
+    n, median, _, within = summary(names)
+    assert f"From the GPU alone, all {n} logs: median error {median:.1%}, {within} within 2%" in (
+        engines
+    )
+    assert "Two set a constant or a rule" in engines and len(names) - len(held) == 2
+    n, median, worst, _ = summary(off)
+    assert (
+        f"Of the {len(held)} held back, the {n} off unified memory: median {median:.1%}, worst "
+        f"{worst:.1%}"
+    ) in engines
+    worst_on = max(on, key=lambda x: abs(gpu_alone_error(x)))
+    below = [x for x in on if gpu_alone_error(x) < 0]
+    assert (
+        f"the {len(on)} on a DGX Spark (GB10) miss by up to {abs(gpu_alone_error(worst_on)):.0%} "
+        f"({CASES[worst_on]['version'].rsplit('.', 1)[0]})"
+    ) in engines
+    assert len(below) == 1 and f"{-gpu_alone_error(below[0]):.1%} below that bound" in engines
+
+
+def test_the_docs_state_the_releases_and_the_default() -> None:
+    """The prose that names the releases vLLM is modelled for and the default one (docs/engines.md,
+    calibrate's page) names vllm_releases' constants."""
+    from kvcalc.engine.vllm_releases import DEFAULT_VERSION, OLDEST_VERSION
+
+    root = Path(__file__).resolve().parents[1]
+
+    def text(path: str) -> str:
+        return " ".join((root / path).read_text().split())
+
+    newest = NEWEST_VERSION.rsplit(".", 1)[0]
+    stated = f"{OLDEST_VERSION} to {newest} (default {DEFAULT_VERSION}, the newest on the package"
+    assert stated in text("docs/engines.md")
+    calibrate = text("docs/commands/calibrate.md")
+    assert f"`kvcalc/engine/vllm_releases.py`, {OLDEST_VERSION} to {newest}:" in calibrate
+    assert f"compared under the newest's ({NEWEST_VERSION}; give `--release`)" in calibrate

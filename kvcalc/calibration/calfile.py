@@ -73,7 +73,7 @@ class Calibration:
         if engine.name == DEFAULT_ENGINE or (
             "kv_memory" in self.inputs and "kv_memory" not in given
         ):
-            raise CalibrationError(f"{where}: applies to batch, decode and check only")
+            raise CalibrationError(f"{where}: applies to batch, decode, plan and check only")
         self.check_measured_with(engine, model)
         if gpus.accelerator.id != self.gpu:
             raise CalibrationError(f"{where}: measured on {self.gpu}, not "

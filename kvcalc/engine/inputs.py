@@ -111,7 +111,9 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         metavar="RATE",
     ),
     Input(
-        "gpu_util", "fraction", "share of GPU memory the engine takes [default: 0.9]",
+        "gpu_util", "fraction",
+        "share of GPU memory the engine takes [default: 0.9; vLLM: the release's, 0.9, "
+        "0.92 from 0.20, 1.0 from 0.34]",
         aliases=("--gpu-memory-utilization",),
     ),
     Input(
@@ -188,7 +190,8 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
     _tokens(
         "max_num_batched_tokens",
         "scheduler step: sizes the activation estimate (and vLLM's window charge) "
-        "[default: 8192]",
+        "[default: 8192; vLLM: vllm serve's for the GPU and release, 8192; 2048 on A100s, "
+        "GB10 and GPUs under 70 GiB; 16384 on GPUs of 160 GiB or more from 0.28]",
         maximum=1 << 24, panel="vLLM engine",
     ),
 )

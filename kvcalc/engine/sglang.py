@@ -445,7 +445,7 @@ def sglang_kv_dtype(kv: KVFormat) -> KVFormat:
     if kv.name not in SGLANG_KV_DTYPES:
         raise SGLangConfigError.at(
             "kv_dtype",
-            f"SGLang has no {kv.name} KV cache; use bf16, fp16, fp8 "
+            f"SGLang has no {kv.name} KV cache; use fp32, bf16, fp16, fp8 "
             "(fp8_e4m3 / fp8_e5m2, one byte) or nvfp4 (fp4_e2m1)",
         )
     return kv

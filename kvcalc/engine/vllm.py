@@ -108,7 +108,9 @@ if TYPE_CHECKING:
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.vllm_parallel import VLLMServing
 
-#: KV formats vLLM 0.19 stores (``--kv-cache-dtype auto`` resolves to the model dtype; every
+#: KV formats vLLM stores, as read in 0.19 (``--kv-cache-dtype auto`` resolves to the model
+#: dtype; 0.28.0's and 0.34.0's ``CacheDType`` add int4_per_token_head and the turboquant and
+#: octave formats, which kvcalc does not model, so they are refused with the rest; every
 #: ``fp8*`` variant stores one byte per value with a per-tensor scale; the per_token_head modes
 #: add an fp32 scale per token, head and K/V; nvfp4 packs one fp8 scale per 16 values). The
 #: names are :data:`kvcalc.engine.kvformat.PRESETS` entries: a format customised with groups,
@@ -197,12 +199,13 @@ class LayerCacheSpec:
 
 
 def vllm_kv_dtype(kv_dtype: KVFormat | DType) -> KVFormat:
-    """The KV format, refused unless vLLM 0.19 stores it."""
+    """The KV format, refused unless vLLM stores it (:data:`VLLM_KV_DTYPES`). The refusal names
+    no release: it holds under every release kvcalc models."""
     fmt = as_kv_format(kv_dtype)
     if fmt.name not in VLLM_KV_DTYPES:
         raise VLLMConfigError.at(
             "kv_dtype",
-            f"vLLM 0.19 has no {fmt.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}",
+            f"vLLM has no {fmt.name} KV cache; use one of {', '.join(VLLM_KV_DTYPES)}",
         )
     return fmt
 

@@ -161,10 +161,10 @@ meaning (adding a key keeps it). This is version **2**; documents before it had 
 `schema_version` and are version 1 (CHANGELOG.md lists every key renamed since). `import-hf`
 prints a registry file, whose format is the registry's (docs/schema/import-hf.json), without one.
 
-The JSON Schema of each command is in [docs/schema/](schema/) (`batch` has four shapes: one
-model, the whole registry, `--engine vllm`, `--engine sglang`; `models` and `gpus` one more for
-`--check`). Keys not listed there are refused by the tests, so a new key is documented here
-before it ships.
+The JSON Schema of each command is in [docs/schema/](schema/) (`batch` has five shapes: one
+model, the whole registry, `--engine vllm`, `--engine sglang`, `--engine trtllm`; `models` and
+`gpus` one more for `--check`). Keys not listed there are refused by the tests, so a new key is
+documented here before it ships.
 
 ## Rules
 

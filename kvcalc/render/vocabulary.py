@@ -853,7 +853,7 @@ class CalibrateDocument(TypedDict):
 # ------------------------------------------------------------------ per command
 
 #: Each command's documents, in the order docs/json.md lists them (a command whose document
-#: depends on its options has several: `batch`'s four shapes; the listings' --check).
+#: depends on its options has several: `batch`'s five shapes; the listings' --check).
 COMMANDS: dict[str, tuple[type, ...]] = {
     "size": (SizeDocument,),
     "batch": (

@@ -44,7 +44,7 @@ VLLM_INPUTS: tuple[Input, ...] = (
     Input("max_num_seqs", "count",
           "most requests running at once: caps the batch, sizes the sampler's profile and "
           "the CUDA graphs [default: vllm serve's for the GPU and release: 1024; 256 on "
-          "A100s and GPUs under 70 GiB]",
+          "A100s, GB10 and GPUs under 70 GiB]",
           minimum=1, maximum=1 << 20, **_OWN),
     Input("decode_context_parallel_size", "count",
           "DCP: a request's tokens split over this many of the tp ranks (x tokens)",
@@ -76,7 +76,7 @@ class VLLM(Engine):
     plans = True
     takes_lengths = True
     refusals = Refusals({
-        "prefix_shared": "vLLM's block count does not depend on prefix caching",
+        "prefix_shared": "vLLM's block count does not depend on a shared prefix",
     })
     inputs: tuple[Input, ...] = VLLM_INPUTS
     options = tuple(i.name for i in inputs)
