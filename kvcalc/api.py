@@ -630,6 +630,8 @@ def decode(
     ``llama_cpp_build`` (with ``runtime`` llama.cpp or ollama): the llama.cpp build number
     timed (default: a current build); before 3916 its F16 mat-vec runs below peak on NVIDIA
     HBM GPUs (llama.cpp issue 9817)."""
+    from dataclasses import replace
+
     from kvcalc.deploy import EngineChoice
     from kvcalc.engine.serving import DEFAULT_ENGINE
     from kvcalc.render.decode import decode_report
@@ -660,6 +662,8 @@ def decode(
     pool = engine_pool_of(dep, chosen, flags)
     max_batches, why = pool.max_batches(contexts)
     serving = None
+    if workload is not None:  # its steps carry what the engine's scheduler runs per step
+        workload = replace(workload, batched_tokens=pool.step_tokens())
     if workload is not None and max_batches[0] >= 1:
         serving = serving_of(dep, workload, max_batches[0], mfu, profile)
         if serving.stable:
@@ -732,13 +736,9 @@ def decode_workload(
 
 
 def serving_of(dep: Any, workload: Any, max_batch: int, mfu: float | None, profile: Any) -> Any:
-    """One replica's steady state at its share of the workload's rate, its steps carrying up
-    to the deployment's max_num_batched_tokens."""
-    import dataclasses
-
+    """One replica's steady state at its share of the workload's rate."""
     from kvcalc.engine.workload import solve, step_time
 
-    workload = dataclasses.replace(workload, batched_tokens=dep.batched_tokens)
     step = step_time(dep, workload, mfu=mfu, profile=profile)
     return solve(workload, workload.request_rate / dep.replicas, step, max_batch)
 

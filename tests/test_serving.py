@@ -104,6 +104,9 @@ class _FixedPool:
     def caveats(self) -> list[str]:
         return []
 
+    def step_tokens(self) -> int:
+        return 8192
+
 
 class _FixedAnswer:
     def __init__(self, contexts: list[int]) -> None:

@@ -317,3 +317,30 @@ def test_plan_at_a_rate_names_the_request_cache_when_none_fits(runner: CliRunner
     refused(runner, ["plan", "llama3-8b", "--request-rate", "1", "--input-len", "1m",
                      "--gpus", "rtx-4090", "--max-gpus", "2"],
             "one request's cache", "--input-len")
+
+
+@pytest.mark.parametrize(("gpus", "extra", "tokens"), [
+    # vllm serve's default for the GPU (get_batch_defaults, arg_utils.py in every release):
+    # 2,048 on an A100, 8,192 on an H100; a value given is the one both the pool and the
+    # steps take.
+    ("a100", [], 2048),
+    ("h100", [], 8192),
+    ("a100", ["--max-num-batched-tokens", "4k"], 4096),
+])
+def test_a_rates_steps_carry_the_tokens_the_engines_scheduler_runs(
+    gpus: str, extra: list[str], tokens: int
+) -> None:
+    base = ["llama3.1-8b", "--gpus", gpus, "--engine", "vllm", *extra]
+    served = run_json(CliRunner(), "decode", *base, "--request-rate", "5")
+    pool = run_json(CliRunner(), "batch", *base, "--ctx", "8k")
+    assert served["serving"]["max_num_batched_tokens"] == tokens
+    assert pool["max_num_batched_tokens"] == tokens
+
+
+def test_sglang_and_trtllm_steps_carry_their_own_chunk() -> None:
+    # SGLang's --chunked-prefill-size default by GPU memory (16,384 from 160 GiB, 0.5.3 on);
+    # TensorRT-LLM's max_num_tokens (8,192).
+    for engine, gpus, tokens in (("sglang", "b200", 16384), ("trtllm", "a100", 8192)):
+        served = run_json(CliRunner(), "decode", "llama3.1-8b", "--gpus", gpus, "--engine",
+                          engine, "--request-rate", "5")
+        assert served["serving"]["max_num_batched_tokens"] == tokens, engine

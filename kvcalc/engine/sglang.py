@@ -917,10 +917,23 @@ def resolved_request_pool_size(
     return min(request_pool_size(version, tokens, context_length), tokens // 2)
 
 
+def smi_memory_bytes(dep: Deployment) -> int | None:
+    """The GPU's total as nvidia-smi reports it (SGLang's ``get_device_memory_capacity``):
+    given, else the registry's; None when neither holds it."""
+    return dep.gpu_memory_bytes or dep.gpus.accelerator.smi_memory_bytes
+
+
+def chunked_prefill_size(dep: Deployment, opts: SGLangOptions) -> int:
+    """``--chunked-prefill-size`` as given, else the release's default for the GPU's total
+    (the registry's memory where nvidia-smi's is not known)."""
+    smi = smi_memory_bytes(dep) or dep.gpus.accelerator.memory_bytes
+    return opts.chunked_prefill_size or default_chunked_prefill_size(opts.version, smi // MiB)
+
+
 def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
     """The share and the free memory SGLang would measure, given or estimated."""
     estimated: list[str] = []
-    smi = dep.gpu_memory_bytes or dep.gpus.accelerator.smi_memory_bytes
+    smi = smi_memory_bytes(dep)
     if smi is None:
         smi = dep.gpus.accelerator.memory_bytes
         estimated.append("gpu_memory")
@@ -932,9 +945,7 @@ def resolve_memory(dep: Deployment, opts: SGLangOptions) -> SGLangMemory:
         share = opts.mem_fraction_static
     else:
         if mfs_uses_graph_inputs(opts.version):
-            chunked = opts.chunked_prefill_size or default_chunked_prefill_size(
-                opts.version, gpu_mem_mib
-            )
+            chunked = chunked_prefill_size(dep, opts)
             # The graph batch is capped at the --max-running-requests given: DeepSeek-V4's and
             # EAGLE's defaults (256, 48) are declared later (0.5.22 / 0.5.23 arg_groups/
             # pipeline.py runs handle_gpu_memory_settings before handle_model_specific_adjustments

@@ -149,7 +149,7 @@ def serving_payload(
         "input_len": workload.input_len,
         "output_len": workload.output_len,
         "request_rate": workload.request_rate,
-        "max_num_batched_tokens": dep.batched_tokens,
+        "max_num_batched_tokens": workload.batched_tokens,
         "request_rate_per_replica": workload.request_rate / dep.replicas,
         "stable": stable,
         "reason": (

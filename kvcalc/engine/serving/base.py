@@ -134,6 +134,12 @@ class KVPool(Protocol):
         bound of); empty for a pool kvcalc sizes as the engine does."""
         ...
 
+    def step_tokens(self) -> int:
+        """The most tokens one scheduler step carries, prompt chunks and decodes together: as
+        given, else the engine's own default for the GPU and release (what a request-rate
+        workload's steps are timed with)."""
+        ...
+
 
 class Answer(Protocol):
     """An engine's answer to `kvcalc batch`, turned into its part of the report."""

@@ -280,6 +280,14 @@ class SGLangTokenPool:
     def caveats(self) -> list[str]:
         return total_note(self.dep, self.start().memory)
 
+    def step_tokens(self) -> int:
+        """``--chunked-prefill-size``, else the release's default for the GPU: SGLang's prompt
+        chunk, which its default scheduler runs apart from the decodes (mixed chunks are
+        opt-in); the step model shares one budget, as vLLM's scheduler does."""
+        from kvcalc.engine.sglang import chunked_prefill_size
+
+        return chunked_prefill_size(self.dep, self.options)
+
 
 def total_note(dep: Deployment, memory: SGLangMemory) -> list[str]:
     """The estimated CUDA total's note where SGLang's free memory is estimated from that total

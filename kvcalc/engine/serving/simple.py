@@ -94,6 +94,9 @@ class BudgetPool:
     def caveats(self) -> list[str]:
         return []
 
+    def step_tokens(self) -> int:
+        return self.dep.batched_tokens
+
 
 class BudgetAnswer:
     def __init__(self, capacity: Capacity) -> None:

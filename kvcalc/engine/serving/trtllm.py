@@ -519,6 +519,11 @@ class TrtllmKVPool:
         estimated = isinstance(pool, TrtllmPool) and pool.free_memory_estimated
         return cuda_total_note(self.dep) if estimated else []
 
+    def step_tokens(self) -> int:
+        """``max_num_tokens``: what one iteration's batch of context and generation tokens
+        holds."""
+        return self.options.max_num_tokens
+
 
 #: The keys of every CSV record: the pool, then one row per context.
 TRTLLM_FIELDS = (

@@ -193,6 +193,11 @@ class VLLMPool:
             batches.append(self.capped(result.max_concurrency))
         return batches, None
 
+    def step_tokens(self) -> int:
+        """``--max-num-batched-tokens``, else ``vllm serve``'s default for the GPU and release
+        (``get_batch_defaults``): 2,048 on an A100 where the budget formula takes 8,192."""
+        return self.inputs.max_num_batched_tokens
+
     def capped(self, concurrency: float) -> int:
         """Whole requests of the pool's concurrency, at most ``--max-num-seqs`` or the release's
         default for the GPU (the scheduler runs no more at once)."""
