@@ -162,6 +162,12 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3.5-35b-a3b", "gpus": "dgx-spark", "version": "0.18.1rc1.dev147",
         "length": 262144, "weight_dtype": "fp8", "gpu_util": 0.8, "enable_prefix_caching": True,
     },
+    # vllm serve Qwen/Qwen3-0.6B at 0.90 and 8,192 tokens on a RunPod RTX 4090 under 0.30.0:
+    # serve's batch defaults below 70 GiB (2048 / 256), bf16.
+    "v030-rtx4090-qwen3-0.6b.log": {
+        "model": "qwen3-0.6b", "gpus": "rtx-4090", "version": "0.30.0", "length": 8192,
+        "gpu_util": 0.9,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
