@@ -168,6 +168,11 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-0.6b", "gpus": "rtx-4090", "version": "0.30.0", "length": 8192,
         "gpu_util": 0.9,
     },
+    # vllm serve Qwen/Qwen3-8B --max-model-len 8192 on a RunPod RTX 4090 under 0.27.1, nothing
+    # else: the release's 0.92, serve's 2048 / 256; the worker's first start (cold compile).
+    "v027-rtx4090-qwen3-8b-cold-compile.log": {
+        "model": "qwen3-8b", "gpus": "rtx-4090", "version": "0.27.1", "length": 8192,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
@@ -179,6 +184,19 @@ NO_KV_LINE = {
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
+    "v027-rtx4090-qwen3-8b-cold-compile.log": (
+        "+17.1%: the worker's first start, with a cold torch.compile cache (38.96 s compiling, "
+        "logged). The profile run is the model's first forward and compiles it inside the "
+        "measured window (profile_run within memory_profiling, determine_available_memory in "
+        "vllm/v1/worker/gpu_worker.py of 0.27.1: 'still need a profile run which compiles the "
+        "model'), so what Dynamo and Inductor allocate while compiling counts in the transient "
+        "peak (peak allocated less allocated after, vllm/utils/mem_utils.py): 1.18 GiB of peak "
+        "activation here against 0.19 in the same worker's next start, which loaded the "
+        "compiled model from this run's cache with the same 15.54 GiB of consumed memory "
+        "(startup_1.log of the same source), and kvcalc's 0.22, whose peak holds no "
+        "compilation. What the compile allocates follows Inductor's choices, which no line "
+        "prints: not modelled"
+    ),
     "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
         "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
         "(36.51 - 29.04 - 4.04 KV), kvcalc 1.65 (1.40 sampler peak + 0.25 non-torch). On the "
@@ -327,12 +345,18 @@ def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
     # logged count must lie between kvcalc's counts at either end of that interval, and those
     # lie no further apart than that 0.01 GiB is of the pool (0.02% of a 56 GiB pool, 0.25%
-    # of a 4 GiB one), give or take a block.
+    # of a 4 GiB one), give or take a block: the pool is a whole number of blocks, so the
+    # interval's ends can be one block further apart than its width (a block is 0.05% of a
+    # 5 GiB pool of 16-token blocks).
     half = GiB // 200
     low = start(name, log_kv_bytes(name) - half).kv_cache_size_tokens
-    high = start(name, log_kv_bytes(name) + half).kv_cache_size_tokens
+    top = start(name, log_kv_bytes(name) + half)
+    high = top.kv_cache_size_tokens
     assert low <= log_tokens(name) <= high
-    assert (high - low) / log_tokens(name) < Fraction(GiB, 100) / log_kv_bytes(name) + 1e-4
+    one_block = Fraction(1, top.num_blocks)
+    assert (high - low) / log_tokens(name) < (
+        Fraction(GiB, 100) / log_kv_bytes(name) + one_block + Fraction(1, 10_000)
+    )
 
 
 def gpu_alone_error(name: str) -> float:
