@@ -177,6 +177,12 @@ CASES: dict[str, dict[str, Any]] = {
     "v027-rtx4090-qwen3-8b-warm-compile.log": {
         "model": "qwen3-8b", "gpus": "rtx-4090", "version": "0.27.1", "length": 8192,
     },
+    # vllm serve Qwen/Qwen3-1.7B at 0.92, 2,048 tokens, 256 sequences, no prefix caching, on a
+    # RunPod RTX 4090 under 0.27.1 (serve's 2048 batched), the compiled model from the cache.
+    "v027-rtx4090-qwen3-1.7b-warm-compile.log": {
+        "model": "qwen3-1.7b", "gpus": "rtx-4090", "version": "0.27.1", "length": 2048,
+        "gpu_util": 0.92, "max_num_seqs": 256, "enable_prefix_caching": False,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
