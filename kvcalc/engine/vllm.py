@@ -1088,9 +1088,10 @@ def is_dense(model: ModelSpec) -> bool:
 
 def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
     """Whether ``release`` runs ``model`` on Model Runner V2: a dense model from 0.25, when V2
-    became their default (its graph rule no longer V1's); MoE and hybrid models stay on V1
-    until 0.34 removed it (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.model_runner_v1`)."""
-    if not release.model_runner_v1:
+    became their default (its graph rule no longer V1's); every model from 0.29
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.v2_every_model`), and in 0.34, which
+    removed V1 (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.model_runner_v1`)."""
+    if not release.model_runner_v1 or release.v2_every_model:
         return True
     return is_dense(model) and release.dense_graphs != "v1"
 
