@@ -188,6 +188,11 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3-1.7b", "gpus": "rtx-4090", "version": "0.27.1", "length": 2048,
         "gpu_util": 0.92, "max_num_seqs": 256, "enable_prefix_caching": False,
     },
+    # vllm serve Qwen/Qwen3.5-4B --max-model-len 32768 on an L4 under 0.29.0: the release's
+    # 0.92, serve's 2048 / 256, prefix caching on (Mamba align mode, logged).
+    "v029-l4-qwen3.5-4b.log": {
+        "model": "qwen3.5-4b", "gpus": "l4", "version": "0.29.0", "length": 32768,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
@@ -211,6 +216,19 @@ UNREACHED = {
         "(v027-rtx4090-qwen3-8b-warm-compile.log), and kvcalc's 0.22, whose peak holds no "
         "compilation. What the compile allocates follows Inductor's choices, which no line "
         "prints: not modelled"
+    ),
+    "v029-l4-qwen3.5-4b.log": (
+        "-4.8%: kvcalc's graph estimate is 1.20 GiB (Model Runner V2's figure per graph and "
+        "layer, set from the A100 0.31 line's peak) against the 0.47 V2 estimated here (its "
+        "pool line: '0.47 GiB (estimated)'; (0.9200 - 0.8986) x 22.03 in its utilization line), "
+        "a capture of every PIECEWISE size and two FULL ones, extrapolated "
+        "(profile_cudagraph_memory, vllm/v1/worker/gpu/cudagraph_utils.py of 0.29.0). Partly "
+        "offset: kvcalc's peak 1.44 GiB (the encoder pass of one 4,096-pixel image) against "
+        "the 1.70 this first start leaves after the estimate (2.17 printed - 0.47), its model "
+        "compiled inside the profile (22.73 s, logged) as in the 0.27.1 RTX 4090 first starts; "
+        "its consumed memory 8.99 (8.49 weights from a registry entry whose config is "
+        "unverified, against the 8.61 loaded; 0.25 non-torch; 0.24 of V2's penalty state at "
+        "248,320 words) against the 9.01 logged; the L4's 22.05 GiB against this host's 22.03"
     ),
     "v027-rtx4090-qwen3-1.7b-cold-compile.log": (
         "+5.8%: the first engine of the job compiled the model (25.14 s, logged) inside the "
