@@ -1100,7 +1100,7 @@ def dense_sampler_copies(
     model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
 ) -> int | None:
     """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
-    dense model from 0.25, every model from 0.34: :attr:`~kvcalc.engine.vllm_releases.
+    dense model from 0.25, every model from 0.29: :attr:`~kvcalc.engine.vllm_releases.
     VLLMRelease.dense_sampler_fp32_copies`); None where Model Runner V1 does. From 0.33 its
     second pass with every sampling feature on
     (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.profile_sampler_warmup_pass`): the fp32
@@ -1126,7 +1126,7 @@ def consumed_runner_buffers(
     * Model Runner V1's ``inputs_embeds`` (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`:
       ``tokens``, max_num_batched_tokens, x the hidden size) where V1 runs the model, on every
       worker (``GPUModelRunner.__init__``);
-    * where Model Runner V2 does (dense models from 0.25, every model from 0.34), its sampler
+    * where Model Runner V2 does (dense models from 0.25, every model from 0.29), its sampler
       penalty state (:func:`~kvcalc.engine.overhead.v2_penalty_buffers`), and for a multimodal
       model on the first pipeline stage its ``EncoderRunner.inputs_embeds`` of the same shape
       (vllm/v1/worker/gpu/mm/encoder_runner.py, made by ``init_model_state`` after "Model

@@ -95,9 +95,10 @@ class VLLMRelease:
     its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
 
     dense_sampler_fp32_copies: int | None
-    """Model Runner V2's profiled sampler run (dense models from 0.25): the fp32 copies of the
-    max_num_seqs x vocabulary logits it makes beside the logits ``compute_logits`` returns in
-    the model dtype (:func:`kvcalc.engine.overhead.v2_sampler_peak`); None where dense models
+    """Model Runner V2's profiled sampler run (dense models from 0.25, every model from 0.29):
+    the fp32 copies of the max_num_seqs x vocabulary logits it makes beside the logits
+    ``compute_logits`` returns in the model dtype
+    (:func:`kvcalc.engine.overhead.v2_sampler_peak`); None where dense models
     run on Model Runner V1, whose sampler holds :attr:`sampler_logit_copies`. V2's dummy batch
     (``InputBatch.make_dummy``, vllm/v1/worker/gpu/input_batch.py) leaves every request greedy
     with top_k = vocabulary and top_p = 1 and no logprobs, penalties or bias
