@@ -46,20 +46,24 @@ def available(doc: dict[str, Any]) -> int:
     return value
 
 
-def test_model_runner_v2_runs_every_model_from_0_34() -> None:
-    # "Model Runner V1 has been removed" (Platform.validate_environ, 0.34.0): MoE and hybrid
-    # models leave V1, and with it V1's inputs_embeds in consumed memory; V2's sampler
-    # penalty state takes its place.
+def test_model_runner_v2_runs_every_model_from_0_29() -> None:
+    # 0.25-0.28 keep MoE and hybrid models on Model Runner V1 (_is_default_v2_model_runner_model,
+    # vllm/config/vllm.py of 0.28.0); from 0.29 use_v2_model_runner takes V2 for every model
+    # whose features it supports (0.29.0-0.33.0), and 0.34 removed V1 ("Model Runner V1 has been
+    # removed", Platform.validate_environ, 0.34.0). With V1 goes its inputs_embeds in consumed
+    # memory; V2's sampler penalty state takes its place.
     from kvcalc.engine.overhead import runner_inputs_embeds, v2_penalty_buffers
 
     moe, hybrid = registry_model("qwen3-30b-a3b"), registry_model("qwen3.5-0.8b")
     for model in (moe, hybrid):
-        assert not runs_on_model_runner_v2(model, vllm_release("0.33"))
+        assert not runs_on_model_runner_v2(model, vllm_release("0.28"))
+        assert runs_on_model_runner_v2(model, vllm_release("0.29"))
         assert runs_on_model_runner_v2(model, vllm_release("0.34"))
-    assert consumed_runner_buffers(moe, vllm_release("0.33"), 8192, 1024) == (
+    assert consumed_runner_buffers(moe, vllm_release("0.28"), 8192, 1024) == (
         runner_inputs_embeds(moe, 8192))
-    assert consumed_runner_buffers(moe, vllm_release("0.34"), 8192, 1024) == (
-        v2_penalty_buffers(moe, 1024))
+    for version in ("0.29", "0.33", "0.34"):
+        assert consumed_runner_buffers(moe, vllm_release(version), 8192, 1024) == (
+            v2_penalty_buffers(moe, 1024)), version
 
 
 def test_the_default_block_is_64_from_0_34_but_rocm_attn_keeps_16() -> None:
@@ -569,7 +573,8 @@ def test_the_profiled_sampler_runs_a_fully_featured_pass_from_0_33() -> None:
     assert dense_sampler_copies(llama, vllm_release("0.34"), (7, 5)) == 1
     assert dense_sampler_copies(llama, vllm_release("0.34"), None) == 1  # ROCm
     moe = registry_model("qwen3-30b-a3b")
-    assert dense_sampler_copies(moe, vllm_release("0.33"), (9, 0)) is None  # V1 in 0.33
+    assert dense_sampler_copies(moe, vllm_release("0.28"), (9, 0)) is None  # V1 in 0.28
+    assert dense_sampler_copies(moe, vllm_release("0.33"), (9, 0)) == 3  # V2 from 0.29
     assert dense_sampler_copies(moe, vllm_release("0.34"), (9, 0)) == 3
 
 

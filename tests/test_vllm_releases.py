@@ -162,6 +162,37 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen3.5-35b-a3b", "gpus": "dgx-spark", "version": "0.18.1rc1.dev147",
         "length": 262144, "weight_dtype": "fp8", "gpu_util": 0.8, "enable_prefix_caching": True,
     },
+    # vllm serve Qwen/Qwen3-0.6B at 0.90 and 8,192 tokens on a RunPod RTX 4090 under 0.30.0:
+    # serve's batch defaults below 70 GiB (2048 / 256), bf16.
+    "v030-rtx4090-qwen3-0.6b.log": {
+        "model": "qwen3-0.6b", "gpus": "rtx-4090", "version": "0.30.0", "length": 8192,
+        "gpu_util": 0.9,
+    },
+    # vllm serve Qwen/Qwen3-8B --max-model-len 8192 on a RunPod RTX 4090 under 0.27.1, nothing
+    # else: the release's 0.92, serve's 2048 / 256; the worker's first start (cold compile).
+    "v027-rtx4090-qwen3-8b-cold-compile.log": {
+        "model": "qwen3-8b", "gpus": "rtx-4090", "version": "0.27.1", "length": 8192,
+    },
+    # The same worker's next start, the compiled model loaded from the first start's cache.
+    "v027-rtx4090-qwen3-8b-warm-compile.log": {
+        "model": "qwen3-8b", "gpus": "rtx-4090", "version": "0.27.1", "length": 8192,
+    },
+    # vllm serve Qwen/Qwen3-1.7B at 0.92, 2,048 tokens, 256 sequences, no prefix caching, on a
+    # RunPod RTX 4090 under 0.27.1 (serve's 2048 batched), the compiled model from the cache.
+    "v027-rtx4090-qwen3-1.7b-warm-compile.log": {
+        "model": "qwen3-1.7b", "gpus": "rtx-4090", "version": "0.27.1", "length": 2048,
+        "gpu_util": 0.92, "max_num_seqs": 256, "enable_prefix_caching": False,
+    },
+    # The engine before it on the same card and command, which compiled the model.
+    "v027-rtx4090-qwen3-1.7b-cold-compile.log": {
+        "model": "qwen3-1.7b", "gpus": "rtx-4090", "version": "0.27.1", "length": 2048,
+        "gpu_util": 0.92, "max_num_seqs": 256, "enable_prefix_caching": False,
+    },
+    # vllm serve Qwen/Qwen3.5-4B --max-model-len 32768 on an L4 under 0.29.0: the release's
+    # 0.92, serve's 2048 / 256, prefix caching on (Mamba align mode, logged).
+    "v029-l4-qwen3.5-4b.log": {
+        "model": "qwen3.5-4b", "gpus": "l4", "version": "0.29.0", "length": 32768,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
@@ -173,6 +204,53 @@ NO_KV_LINE = {
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
+    "v027-rtx4090-qwen3-8b-cold-compile.log": (
+        "+17.1%: the worker's first start, with a cold torch.compile cache (38.96 s compiling, "
+        "logged). The profile run is the model's first forward and compiles it inside the "
+        "measured window (profile_run within memory_profiling, determine_available_memory in "
+        "vllm/v1/worker/gpu_worker.py of 0.27.1: 'still need a profile run which compiles the "
+        "model'), so what Dynamo and Inductor allocate while compiling counts in the transient "
+        "peak (peak allocated less allocated after, vllm/utils/mem_utils.py): 1.18 GiB of peak "
+        "activation here against 0.19 in the same worker's next start, which loaded the "
+        "compiled model from this run's cache with the same 15.54 GiB of consumed memory "
+        "(v027-rtx4090-qwen3-8b-warm-compile.log), and kvcalc's 0.22, whose peak holds no "
+        "compilation. What the compile allocates follows Inductor's choices, which no line "
+        "prints: not modelled"
+    ),
+    "v029-l4-qwen3.5-4b.log": (
+        "-4.8%: kvcalc's graph estimate is 1.20 GiB (Model Runner V2's figure per graph and "
+        "layer, set from the A100 0.31 line's peak) against the 0.47 V2 estimated here (its "
+        "pool line: '0.47 GiB (estimated)'; (0.9200 - 0.8986) x 22.03 in its utilization line), "
+        "a capture of every PIECEWISE size and two FULL ones, extrapolated "
+        "(profile_cudagraph_memory, vllm/v1/worker/gpu/cudagraph_utils.py of 0.29.0). Partly "
+        "offset: kvcalc's peak 1.44 GiB (the encoder pass of one 4,096-pixel image) against "
+        "the 1.70 this first start leaves after the estimate (2.17 printed - 0.47), its model "
+        "compiled inside the profile (22.73 s, logged) as in the 0.27.1 RTX 4090 first starts; "
+        "its consumed memory 8.99 (8.49 weights from a registry entry whose config is "
+        "unverified, against the 8.61 loaded; 0.25 non-torch; 0.24 of V2's penalty state at "
+        "248,320 words) against the 9.01 logged; the L4's 22.05 GiB against this host's 22.03"
+    ),
+    "v027-rtx4090-qwen3-1.7b-cold-compile.log": (
+        "+5.8%: the first engine of the job compiled the model (25.14 s, logged) inside the "
+        "profile (profile_run within memory_profiling, gpu_worker.py of 0.27.1): 0.59 GiB of "
+        "peak activation and 4.11 of consumed memory against 0.09 and 3.55 for the next engine "
+        "on the same card and command, which loaded the compiled model from this one's cache "
+        "(v027-rtx4090-qwen3-1.7b-warm-compile.log, -0.44%), so the compile also left 0.56 GiB "
+        "of the free-memory drop (total_consumed, measured after empty_cache, "
+        "vllm/utils/mem_utils.py) that no line splits; kvcalc's peak (0.11) and consumed "
+        "memory (3.61) hold no compilation. Not modelled, as for the Qwen3-8B first start"
+    ),
+    "v027-rtx4090-qwen3-8b-warm-compile.log": (
+        "-2.6%: kvcalc's consumed memory is 15.66 GiB (15.26 weights, the 0.25 GiB TP 1 "
+        "non-torch figure of the 0.19 H100 logs and 0.15 of Model Runner V2's penalty state, "
+        "PenaltiesState in vllm/v1/worker/gpu/sample/penalties.py of 0.27.1) against the 15.54 "
+        "logged: the run leaves 0.27 GiB beyond its 15.27 of weights, so about 0.12 for "
+        "non-torch memory and V2's other buffers where kvcalc counts 0.25; its peak is 0.19 "
+        "against kvcalc's 0.22. The A100 0.31 log leaves 0.26 GiB beyond its weights where "
+        "kvcalc counts 0.38 (0.25 + 0.13), which its fitted graph figure absorbs; the "
+        "non-torch growth these Model Runner V2 runs print is not in the code read, and no "
+        "constant is set from held-back logs"
+    ),
     "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
         "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
         "(36.51 - 29.04 - 4.04 KV), kvcalc 1.65 (1.40 sampler peak + 0.25 non-torch). On the "
@@ -236,7 +314,7 @@ UNREACHED = {
         "README)"
     ),
     "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
-        "-11.5%, below kvcalc's figure, which on unified memory is meant as an upper bound: the "
+        "-14.6%, below kvcalc's figure, which on unified memory is meant as an upper bound: the "
         "logged 1,468,523 tokens are 1,703 blocks at the 38 a 32,768-token request takes "
         "(kvcalc's layout for this hybrid: 32 attention blocks of 1,056 tokens and 2 pages for "
         "each of 3 GDN groups, int(1,703 / 38 x 32,768)), 34.30 GiB of kvcalc's 21.6 MB page, "
@@ -249,7 +327,8 @@ UNREACHED = {
         "determine_available_memory of 0.31.0), so the host released memory during this load "
         "(the benchmark's first start of the day; the excerpt does not say what), which no "
         "model of the GPU sees. kvcalc's own terms: weights 34.11 GiB (0.73 above the log), "
-        "graph estimate 0.67 (0.39 below the line's), peak 1.52, non-torch 0.26"
+        "graph estimate 1.50 (Model Runner V2's figure per graph and layer, 0.44 above the "
+        "line's), peak 1.52, non-torch 0.50 (0.25 and V2's sampler penalty state)"
     ),
 }
 
@@ -321,12 +400,18 @@ def test_given_the_logged_kv_memory_the_token_line_is_exact(name: str) -> None:
     # The log prints the GiB to two decimals: the true budget is within 0.005 GiB of it, so the
     # logged count must lie between kvcalc's counts at either end of that interval, and those
     # lie no further apart than that 0.01 GiB is of the pool (0.02% of a 56 GiB pool, 0.25%
-    # of a 4 GiB one), give or take a block.
+    # of a 4 GiB one), give or take a block: the pool is a whole number of blocks, so the
+    # interval's ends can be one block further apart than its width (a block is 0.05% of a
+    # 5 GiB pool of 16-token blocks).
     half = GiB // 200
     low = start(name, log_kv_bytes(name) - half).kv_cache_size_tokens
-    high = start(name, log_kv_bytes(name) + half).kv_cache_size_tokens
+    top = start(name, log_kv_bytes(name) + half)
+    high = top.kv_cache_size_tokens
     assert low <= log_tokens(name) <= high
-    assert (high - low) / log_tokens(name) < Fraction(GiB, 100) / log_kv_bytes(name) + 1e-4
+    one_block = Fraction(1, top.num_blocks)
+    assert (high - low) / log_tokens(name) < (
+        Fraction(GiB, 100) / log_kv_bytes(name) + one_block + Fraction(1, 10_000)
+    )
 
 
 def gpu_alone_error(name: str) -> float:
@@ -426,7 +511,11 @@ def test_model_runner_v2_s_profiled_sampler_holds_the_logits_in_the_model_dtype(
         dense_sampler_copies(model, vllm_release("0.33"), (9, 0))))
     assert h100 == 81_985_536 + 3 * 155_582_464
     assert peak("0.24") == 4_194_304 + 578_766_767  # ceil(3.72 x 155,582,464)
-    assert dense_sampler_copies(registry_model("qwen3-30b-a3b"), vllm_release("0.31")) is None
+    # MoE and hybrid models ran on Model Runner V1 up to 0.28 (V1's 3.72 copies), on V2 from
+    # 0.29 (use_v2_model_runner, vllm/config/vllm.py of 0.29.0).
+    moe = registry_model("qwen3-30b-a3b")
+    assert dense_sampler_copies(moe, vllm_release("0.28")) is None
+    assert dense_sampler_copies(moe, vllm_release("0.31")) == 0
 
 
 #: Logs whose "Model loading took X GiB" kvcalc's weights term misses by more than 0.01 GiB.
@@ -773,8 +862,10 @@ def test_0_34_starts_a_dgx_spark_at_its_default_share_and_sizes_it_from_the_free
     # 0.34's request_memory refuses no share under the extensible KV cache ("the budget is only
     # a cap"), and measure_kv_cache_bytes caps the cache at the memory free after warmup less
     # its margin: on a unified part that free memory is what the OS leaves, so the pool is
-    # below 0.33's at the share the OS was measured to leave (0.85).
-    base = ["batch", "qwen3-30b-a3b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k",
+    # below 0.33's at the share the OS was measured to leave (0.85). A dense model, which both
+    # releases run on Model Runner V2, so that only the sizing differs (an MoE model's 0.33
+    # pool also pays V2's graph estimate, which 0.34's extensible cache does not make).
+    base = ["batch", "llama3.1-8b", "--gpus", "dgx-spark", "--engine", "vllm", "--ctx", "32k",
             "-f", "json"]
     runner = CliRunner()
     new = runner.invoke(app, base)
@@ -810,6 +901,16 @@ UNIFIED_LOGS = [
 
 #: Unified logs whose pool is larger than kvcalc's bound, and why (strict xfail).
 ABOVE_THE_BOUND = {
+    "v030-gb10-qwen3-30b-a3b-fp8.log": (
+        "-1.6%: kvcalc's graph estimate is 1.80 GiB (Model Runner V2's, which 0.30 runs this MoE "
+        "model on: use_v2_model_runner, vllm/config/vllm.py of 0.30.0; 86 graphs x 48 layers "
+        "at the figure per graph and layer set from the A100 0.31 line's peak) against the "
+        "1.10 GiB V2 itself estimated here ((0.5500 - equivalent utilization) x 121.69, the "
+        "cg_util_delta its graph line prints); kvcalc's other terms leave 0.11 GiB more than "
+        "the run (weights 29.04 + non-torch 0.40 + peak 0.21 against the 29.76 its lines "
+        "leave). On the V1 rules kvcalc applied before (0.80 GiB) the run was 0.24% below the "
+        "bound"
+    ),
     "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
         "the host released memory while this run loaded: its 34.30 GiB of KV exceed what the "
         "requested memory leaves after its own logged weights and graph estimate (32.49 GiB; "
@@ -1188,7 +1289,11 @@ def test_the_summaries_are_the_logs_errors() -> None:
         f"the {len(on)} on a DGX Spark (GB10) miss by up to {abs(gpu_alone_error(worst_on)):.0%} "
         f"({CASES[worst_on]['version'].rsplit('.', 1)[0]})"
     ) in engines
-    assert len(below) == 1 and f"{-gpu_alone_error(below[0]):.1%} below that bound" in engines
+    deepest = max(-gpu_alone_error(x) for x in below)
+    words = {1: "one", 2: "two", 3: "three"}[len(below)]
+    assert f"({words} 0.30 run" in engines and f"below that bound, by up to {deepest:.1%}" in (
+        engines
+    )
 
 
 def test_the_docs_state_the_releases_and_the_default() -> None:

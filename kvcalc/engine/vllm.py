@@ -1091,9 +1091,10 @@ def is_dense(model: ModelSpec) -> bool:
 
 def runs_on_model_runner_v2(model: ModelSpec, release: VLLMRelease) -> bool:
     """Whether ``release`` runs ``model`` on Model Runner V2: a dense model from 0.25, when V2
-    became their default (its graph rule no longer V1's); MoE and hybrid models stay on V1
-    until 0.34 removed it (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.model_runner_v1`)."""
-    if not release.model_runner_v1:
+    became their default (its graph rule no longer V1's); every model from 0.29
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.v2_every_model`), and in 0.34, which
+    removed V1 (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.model_runner_v1`)."""
+    if not release.model_runner_v1 or release.v2_every_model:
         return True
     return is_dense(model) and release.dense_graphs != "v1"
 
@@ -1102,7 +1103,7 @@ def dense_sampler_copies(
     model: ModelSpec, release: VLLMRelease, capability: tuple[int, int] | None = None
 ) -> int | None:
     """The fp32 logits copies of Model Runner V2's profiled sampler where V2 runs the model (a
-    dense model from 0.25, every model from 0.34: :attr:`~kvcalc.engine.vllm_releases.
+    dense model from 0.25, every model from 0.29: :attr:`~kvcalc.engine.vllm_releases.
     VLLMRelease.dense_sampler_fp32_copies`); None where Model Runner V1 does. From 0.33 its
     second pass with every sampling feature on
     (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.profile_sampler_warmup_pass`): the fp32
@@ -1128,7 +1129,7 @@ def consumed_runner_buffers(
     * Model Runner V1's ``inputs_embeds`` (:func:`~kvcalc.engine.overhead.runner_inputs_embeds`:
       ``tokens``, max_num_batched_tokens, x the hidden size) where V1 runs the model, on every
       worker (``GPUModelRunner.__init__``);
-    * where Model Runner V2 does (dense models from 0.25, every model from 0.34), its sampler
+    * where Model Runner V2 does (dense models from 0.25, every model from 0.29), its sampler
       penalty state (:func:`~kvcalc.engine.overhead.v2_penalty_buffers`), and for a multimodal
       model on the first pipeline stage its ``EncoderRunner.inputs_embeds`` of the same shape
       (vllm/v1/worker/gpu/mm/encoder_runner.py, made by ``init_model_state`` after "Model

@@ -95,9 +95,10 @@ class VLLMRelease:
     its peak (:func:`kvcalc.engine.overhead.sampler_peak`)."""
 
     dense_sampler_fp32_copies: int | None
-    """Model Runner V2's profiled sampler run (dense models from 0.25): the fp32 copies of the
-    max_num_seqs x vocabulary logits it makes beside the logits ``compute_logits`` returns in
-    the model dtype (:func:`kvcalc.engine.overhead.v2_sampler_peak`); None where dense models
+    """Model Runner V2's profiled sampler run (dense models from 0.25, every model from 0.29):
+    the fp32 copies of the max_num_seqs x vocabulary logits it makes beside the logits
+    ``compute_logits`` returns in the model dtype
+    (:func:`kvcalc.engine.overhead.v2_sampler_peak`); None where dense models
     run on Model Runner V1, whose sampler holds :attr:`sampler_logit_copies`. V2's dummy batch
     (``InputBatch.make_dummy``, vllm/v1/worker/gpu/input_batch.py) leaves every request greedy
     with top_k = vocabulary and top_p = 1 and no logprobs, penalties or bias
@@ -151,9 +152,23 @@ class VLLMRelease:
 
     model_runner_v1: bool
     """Model Runner V1 is still in the wheel, and runs every model Model Runner V2 does not take
-    (MoE and hybrid models; dense ones from 0.25). 0.34 removed it ("Model Runner V1 has been
-    removed", ``Platform.validate_environ``, vllm/platforms/interface.py of 0.34.0; no
+    (:attr:`v2_every_model`). 0.34 removed it ("Model Runner V1 has been removed",
+    ``Platform.validate_environ``, vllm/platforms/interface.py of 0.34.0; no
     vllm/v1/worker/gpu_model_runner.py), so V2 runs every model there."""
+
+    v2_every_model: bool
+    """Model Runner V2 is the default for every model, not only dense ones: from 0.29
+    ``VllmConfig.use_v2_model_runner`` (vllm/config/vllm.py of 0.29.0, 0.30.0, 0.31.0, 0.32.0,
+    0.33.0) falls back to V1 only for a feature V2 lacks (``_get_v2_model_runner_unsupported_
+    features``: ngram drafts, custom logits processors, sequence parallelism at TP > 1, dual
+    batch overlap, ...), so MoE and hybrid models run on V2 (a 0.29.0 L4 start of the hybrid
+    Qwen3.5-4B logs "Using V2 Model Runner", tests/fixtures/vllm_logs). In 0.25-0.28 V2 took
+    generate models that are neither MoE nor hybrid nor attention-free, and a list of
+    architectures beside them (``_is_default_v2_model_runner_model`` and
+    ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``: DeepseekV2ForCausalLM and Qwen2MoeForCausalLM
+    in 0.25.0, DeepseekV4ForCausalLM added in 0.28.0), which kvcalc does not hold; nor the
+    V1 default 0.29-0.31 keep on ROCm for DeepSeek V3.2 and V4 (GLM's DSA model too in 0.31,
+    ``ROCM_DEFAULT_MRV1_ARCHITECTURES``)."""
 
     kv_sizing: KVSizing
     """How the KV cache is sized: from the profile run's estimate before the cache is
@@ -289,6 +304,7 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              dense_sampler_fp32_copies=None, profile_sampler_warmup_pass=False,
              moe_workspace_held=False, shared_kv_projections=True,
              backend_rule="cutlass_sm100", mixed_head_backend="per_layer", model_runner_v1=True,
+             v2_every_model=False,
              kv_sizing="profiled", default_block=16, fa4_hd256_block=False,
              mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
              graph_ceiling_sm100=False, seqs_capture_size=False, graphs_follow_backends=False,
@@ -351,7 +367,10 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # graphs (gpu/cudagraph_utils.py profile_cudagraph_memory in the 0.29.0, 0.30.0 and 0.33.0
     # wheels; PR #53306 and its forward fixes). The fit check holds back the null block
     # (kv_cache_utils.py 0.29.0).
-    _then("0.29", dense_graphs="v2", fa4_hd256_block=True, fit_holds_null_block=True),
+    # Model Runner V2 takes every model V2's features allow, MoE and hybrid ones too
+    # (use_v2_model_runner, vllm/config/vllm.py of 0.29.0-0.33.0).
+    _then("0.29", dense_graphs="v2", fa4_hd256_block=True, fit_holds_null_block=True,
+          v2_every_model=True),
     # 0.30: Gemma 4's KV-shared layers build a q_proj alone, no K/V slots (gemma4.py of the
     # 0.30.0 wheel; 0.29.0's still builds QKVParallelLinear on every layer); the composite
     # backends of multimodal prefix LMs (v1/attention/backends/composite.py of 0.30.0).
