@@ -204,6 +204,11 @@ NO_KV_LINE = {
 
 #: Logs kvcalc cannot reach within 2% from the GPU alone, and why (strict xfail).
 UNREACHED = {
+    "v030-gb10-gpt-oss-20b.log": (
+        "+2.3%: on a GB10's unified memory kvcalc's figure from the GPU alone is an upper bound "
+        "(kv_cache_upper_bound): the host's use while vLLM starts comes out of the pool "
+        "(MemAvailable, vllm/utils/mem_utils.py), and the run lies below it, as a bound allows"
+    ),
     "v027-rtx4090-qwen3-8b-cold-compile.log": (
         "+17.1%: the worker's first start, with a cold torch.compile cache (38.96 s compiling, "
         "logged). The profile run is the model's first forward and compiles it inside the "
@@ -216,19 +221,6 @@ UNREACHED = {
         "(v027-rtx4090-qwen3-8b-warm-compile.log), and kvcalc's 0.22, whose peak holds no "
         "compilation. What the compile allocates follows Inductor's choices, which no line "
         "prints: not modelled"
-    ),
-    "v029-l4-qwen3.5-4b.log": (
-        "-4.8%: kvcalc's graph estimate is 1.20 GiB (Model Runner V2's figure per graph and "
-        "layer, set from the A100 0.31 line's peak) against the 0.47 V2 estimated here (its "
-        "pool line: '0.47 GiB (estimated)'; (0.9200 - 0.8986) x 22.03 in its utilization line), "
-        "a capture of every PIECEWISE size and two FULL ones, extrapolated "
-        "(profile_cudagraph_memory, vllm/v1/worker/gpu/cudagraph_utils.py of 0.29.0). Partly "
-        "offset: kvcalc's peak 1.44 GiB (the encoder pass of one 4,096-pixel image) against "
-        "the 1.70 this first start leaves after the estimate (2.17 printed - 0.47), its model "
-        "compiled inside the profile (22.73 s, logged) as in the 0.27.1 RTX 4090 first starts; "
-        "its consumed memory 8.99 (8.49 weights from a registry entry whose config is "
-        "unverified, against the 8.61 loaded; 0.25 non-torch; 0.24 of V2's penalty state at "
-        "248,320 words) against the 9.01 logged; the L4's 22.05 GiB against this host's 22.03"
     ),
     "v027-rtx4090-qwen3-1.7b-cold-compile.log": (
         "+5.8%: the first engine of the job compiled the model (25.14 s, logged) inside the "
@@ -466,19 +458,56 @@ def test_the_graph_estimate_is_the_printed_one_within_0_01_gib(name: str) -> Non
     assert abs(kvcalc_graph_bytes(name) - log_graph_bytes(name)) <= GiB // 100
 
 
-def test_model_runner_v2_s_graph_figure_is_the_0_31_peak_less_its_headroom() -> None:
-    # The A100 0.31 log set Model Runner V2's constant, so this is a check of the arithmetic:
-    # its "1.44 GiB for peak activation" is transient_peak_headroom + the estimate
-    # (determine_available_memory, vllm/v1/worker/gpu_worker.py 0.31.0), and kvcalc's headroom
-    # there is the forward over 2,048 tokens: 2,048 x (5 x 4,096 + 3 x 14,336) x 2 B =
-    # 260,046,848 B, above V2's sampler (2,048 x 4,096 x 2 + 256 x 128,256 x 2 = 82,444,288 B).
+V2_ESTIMATE_LOGS = {  # log: (graphs, layers) as kvcalc counts them
+    "v029-l4-qwen3.5-4b.log": (86, 32),
+    "v030-gb10-qwen3-30b-a3b-fp8.log": (86, 48),
+    "v030-gb10-qwen3.6-35b-a3b-fp8.log": (86, 40),
+}
+
+
+def printed_v2_estimate(name: str) -> int:
+    """Model Runner V2's estimate as a log's utilization line states it: the current share less
+    the equivalent one without graph profiling, times the CUDA total."""
+    current = Fraction(logged(name, r"The current --gpu-memory-utilization=([\d.]+)"))
+    equivalent = Fraction(logged(name, r"equivalent to --gpu-memory-utilization=([\d.]+)"))
+    total = Fraction(parse_gpu_set(CASES[name]["gpus"]).accelerator.cuda_total_bytes or 0)
+    if name.startswith("v029-l4"):
+        total = Fraction("22.03") * GiB  # this host's, logged (the registry's L4: 22.05)
+    return int((current - equivalent) * total)
+
+
+def test_model_runner_v2_s_graph_figure_is_the_printed_estimates_pooled() -> None:
+    # The three logs set the constant, so this checks the arithmetic against their own lines,
+    # and that kvcalc counts their graphs and layers as the constant's derivation does.
+    from kvcalc.engine.vllm import CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
+
+    printed = {name: printed_v2_estimate(name) for name in V2_ESTIMATE_LOGS}
+    assert abs(printed["v029-l4-qwen3.5-4b.log"] - Fraction("0.47") * GiB) < GiB // 100
+    graph_layers = sum(g * n for g, n in V2_ESTIMATE_LOGS.values())
+    assert abs(CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 - sum(printed.values()) // graph_layers) < 2**10
+    for name, (graphs, layers) in V2_ESTIMATE_LOGS.items():
+        assert kvcalc_graph_bytes(name) == graphs * layers * CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2
+        # One figure for three models: each within a factor 1.6 of its own printed estimate.
+        assert 1 / 1.6 < kvcalc_graph_bytes(name) / printed[name] < 1.6, name
+
+
+def test_the_0_31_a100_peak_holds_half_a_gib_more_than_its_headroom_and_estimate() -> None:
+    # Its "1.44 GiB for peak activation" is transient_peak_headroom + the estimate
+    # (determine_available_memory, vllm/v1/worker/gpu_worker.py 0.31.0); kvcalc's headroom is
+    # the forward over 2,048 tokens: 2,048 x (5 x 4,096 + 3 x 14,336) x 2 B = 260,046,848 B,
+    # above V2's sampler (2,048 x 4,096 x 2 + 256 x 128,256 x 2 = 82,444,288 B). Beside V2's
+    # estimate as the logs that print it give it, about 0.5 GiB of the 1.44 is neither: the
+    # size of a first start's compile inside the profile (the 0.27.1 RTX 4090 pairs: 0.5-1.0
+    # GiB of peak over their warm restarts); the excerpt does not say whether it compiled.
     name = "v031-a100-llama31-8b.log"
     (terms,) = case_terms(name)
     assert terms.activation_peak_bytes == 260_046_848
     printed = int(Fraction(logged(name, r"([\d.]+) GiB for peak activation")) * GiB)
-    assert abs(terms.activation_peak_bytes + terms.cudagraph_bytes - printed) <= GiB // 100
-    # The captured pool the line prints is about a fifth of that estimate.
-    assert terms.cudagraph_bytes > 5 * log_graph_bytes(name)
+    left = printed - terms.activation_peak_bytes - terms.cudagraph_bytes
+    assert Fraction("0.45") * GiB < left < Fraction("0.55") * GiB
+    # The estimate is larger than the pool captured after the KV cache, as in the L4 log
+    # (0.47 estimated, 0.24 captured).
+    assert terms.cudagraph_bytes > 2 * log_graph_bytes(name)
 
 
 def test_model_runner_v2_s_profiled_sampler_holds_the_logits_in_the_model_dtype() -> None:
@@ -901,16 +930,6 @@ UNIFIED_LOGS = [
 
 #: Unified logs whose pool is larger than kvcalc's bound, and why (strict xfail).
 ABOVE_THE_BOUND = {
-    "v030-gb10-qwen3-30b-a3b-fp8.log": (
-        "-1.6%: kvcalc's graph estimate is 1.80 GiB (Model Runner V2's, which 0.30 runs this MoE "
-        "model on: use_v2_model_runner, vllm/config/vllm.py of 0.30.0; 86 graphs x 48 layers "
-        "at the figure per graph and layer set from the A100 0.31 line's peak) against the "
-        "1.10 GiB V2 itself estimated here ((0.5500 - equivalent utilization) x 121.69, the "
-        "cg_util_delta its graph line prints); kvcalc's other terms leave 0.11 GiB more than "
-        "the run (weights 29.04 + non-torch 0.40 + peak 0.21 against the 29.76 its lines "
-        "leave). On the V1 rules kvcalc applied before (0.80 GiB) the run was 0.24% below the "
-        "bound"
-    ),
     "v030-gb10-qwen3.6-35b-a3b-fp8.log": (
         "the host released memory while this run loaded: its 34.30 GiB of KV exceed what the "
         "requested memory leaves after its own logged weights and graph estimate (32.49 GiB; "
@@ -1277,7 +1296,8 @@ def test_the_summaries_are_the_logs_errors() -> None:
     assert f"From the GPU alone, all {n} logs: median error {median:.1%}, {within} within 2%" in (
         engines
     )
-    assert "Two set a constant or a rule" in engines and len(names) - len(held) == 2
+    words = {2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six"}[len(names) - len(held)]
+    assert f"{words} set a constant or a rule" in engines
     n, median, worst, _ = summary(off)
     assert (
         f"Of the {len(held)} held back, the {n} off unified memory: median {median:.1%}, worst "
@@ -1286,14 +1306,15 @@ def test_the_summaries_are_the_logs_errors() -> None:
     worst_on = max(on, key=lambda x: abs(gpu_alone_error(x)))
     below = [x for x in on if gpu_alone_error(x) < 0]
     assert (
-        f"the {len(on)} on a DGX Spark (GB10) miss by up to {abs(gpu_alone_error(worst_on)):.0%} "
+        f"{len(on)} held back on a DGX Spark (GB10) miss by up to "
+        f"{abs(gpu_alone_error(worst_on)):.0%} "
         f"({CASES[worst_on]['version'].rsplit('.', 1)[0]})"
     ) in engines
-    deepest = max(-gpu_alone_error(x) for x in below)
-    words = {1: "one", 2: "two", 3: "three"}[len(below)]
-    assert f"({words} 0.30 run" in engines and f"below that bound, by up to {deepest:.1%}" in (
-        engines
-    )
+    if below:
+        deepest = max(-gpu_alone_error(x) for x in below)
+        words = {1: "one", 2: "two", 3: "three"}[len(below)]
+        assert f"({words} 0.30 run" in engines
+        assert f"below that bound, by up to {deepest:.1%}" in engines
 
 
 def test_the_docs_state_the_releases_and_the_default() -> None:

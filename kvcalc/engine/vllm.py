@@ -60,8 +60,6 @@ from kvcalc.engine.kvformat import KVFormat, as_kv_format, plain
 from kvcalc.engine.overhead import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
-    FORWARD_FFN_TENSORS,
-    FORWARD_HIDDEN_TENSORS,
     activation_peak,
     moe_workspace,
     non_torch_memory,
@@ -966,24 +964,27 @@ def concurrency_tokens(concurrency: float, max_model_len: int) -> int:
 #: tests/fixtures/calibrate/, used to set constants; 51 + 51 graphs at 1,024 sequences):
 #: Qwen2.5-7B 0.61 GiB (28 layers), Qwen3-8B 0.84 (36), Gemma-3-27B 1.05 (62), pooled.
 CUDAGRAPH_BYTES_PER_GRAPH_LAYER = int(Fraction("2.50") * GiB) // (102 * (28 + 36 + 62))
-#: Model Runner V2's estimate (dense models from 0.29: every PIECEWISE size captured, FULL
-#: extrapolated, vllm/v1/worker/gpu/cudagraph_utils.py ``profile_cudagraph_memory``), per graph
-#: and layer: fitted on one log, Llama-3.1-8B (32 layers) on an A100 80GB under vLLM 0.31.0
-#: (256 sequences: 51 + 35 graphs, tests/fixtures/vllm_logs/v031-a100-llama31-8b.log, used to
-#: set this constant). The estimate is not the line's "0.23 GiB for CUDAGraph memory": that is
-#: the pool ``capture_model`` took after the KV cache; what the budget loses is the estimate,
-#: printed only inside "1.44 GiB for peak activation" (``peak_activation_memory =
-#: transient_peak_headroom + cudagraph_memory_estimate_applied``, determine_available_memory in
-#: vllm/v1/worker/gpu_worker.py of 0.31.0). So: 1.44 GiB less kvcalc's headroom for that run,
-#: its forward over 2,048 tokens (5 x 4,096 + 3 x 14,336 values per token in bf16, larger than
-#: V2's sampler there), 1.20 GiB, about 5x the captured pool (the estimator's captures are the
-#: first forwards with a KV cache; public 0.2x lines print estimates 1.2-5.5x the pool).
-CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = (
-    int(Fraction("1.44") * GiB)
-    # kvcalc's forward peak for that run, by forward_peak's own tensor counts (Llama-3.1-8B:
-    # hidden 4,096, FFN 14,336, bf16), so the two cannot drift apart.
-    - 2048 * (FORWARD_HIDDEN_TENSORS * 4096 + FORWARD_FFN_TENSORS * 14336) * 2
-) // (86 * 32)
+#: Model Runner V2's estimate (every model from 0.29: every PIECEWISE size captured, FULL ones
+#: extrapolated, ``profile_cudagraph_memory``, vllm/v1/worker/gpu/cudagraph_utils.py), per graph
+#: and layer, pooled over the three public logs that print it (used to set this constant), each
+#: 86 graphs (256 sequences and 2,048 batched tokens: 51 PIECEWISE + 35 FULL):
+#: Qwen3.5-4B (32 layers) on an L4 under 0.29.0, "0.47 GiB (estimated)", its utilization line's
+#: (0.9200 - 0.8986) x 22.03 GiB; Qwen3-30B-A3B-FP8 (48) and Qwen3.6-35B-A3B-FP8 (40) on a GB10
+#: under 0.30.0, (0.5500 - 0.5410) and (0.5500 - 0.5413) x 121.69 GiB ("The current
+#: --gpu-memory-utilization=X is equivalent to Y without CUDA graph memory profiling",
+#: gpu_worker.py): 179, 279 and 323 KiB, pooled 267 (tests/fixtures/vllm_logs). It was set
+#: before on the A100 0.31 line's "1.44 GiB for peak activation" (the headroom + the estimate,
+#: ``determine_available_memory``) less kvcalc's headroom, 456 KiB: that residue holds more than
+#: the graphs (a first start compiles the model inside the profile, which raised the 0.27.1
+#: RTX 4090 first starts' peaks by 0.5-1.0 GiB over their warm restarts), so kvcalc now leaves
+#: about 0.5 GiB of it unexplained there.
+CUDAGRAPH_BYTES_PER_GRAPH_LAYER_V2 = int(
+    (
+        (Fraction("0.9200") - Fraction("0.8986")) * Fraction("22.03")
+        + (Fraction("0.5500") - Fraction("0.5410")) * Fraction("121.69")
+        + (Fraction("0.5500") - Fraction("0.5413")) * Fraction("121.69")
+    ) * GiB
+) // (86 * (32 + 48 + 40))
 
 
 @dataclass(frozen=True)
