@@ -70,6 +70,95 @@ def test_an_option_that_would_be_ignored_is_refused(
     refused(runner, args, needle)
 
 
+#: What each command needs before the option under test reaches it (its value checked).
+NEEDS = {
+    "size": ["llama3-8b"], "models": [], "gpus": [],
+    "batch": ["llama3-8b", "-g", "h100"], "decode": ["llama3-8b", "-g", "h100"],
+    "sweep": ["llama3-8b", "-g", "h100"], "plan": ["llama3-8b", "--users", "10"],
+    "compare": ["llama3-8b"], "offload": ["llama3-8b", "-g", "h100"],
+    "import-hf": ["tests/fixtures/hf/qwen3-8b", "--hf-repo", "org/m"],
+    "check": ["examples/capacity.yaml"],
+    "calibrate": ["tests/fixtures/calibrate/sglang-0.4.1-llama3.1-8b-h100-tp1.log", "-g", "h100"],
+}
+#: The engine an engine's own option needs.
+ENGINE_OF = {"--vllm-version": "vllm", "--sglang-version": "sglang"}
+
+
+def text_options() -> list[tuple[str, str]]:
+    """(command, option) of every option that takes text, each command's."""
+    from kvcalc.cli.app import COMMANDS
+
+    return [
+        (command, param.opts[0])
+        for command in COMMANDS
+        for param in command_params(command)
+        if param.param_type_name == "option" and param.type.name == "str"
+    ]
+
+
+def command_params(command: str) -> list[Any]:
+    import importlib
+
+    import typer
+
+    from kvcalc.cli.app import COMMANDS
+
+    module = importlib.import_module(COMMANDS[command])
+    return list(typer.main.get_command(module.command_app).params)
+
+
+@pytest.mark.parametrize(("command", "option"), text_options())
+def test_a_blank_value_is_refused_by_every_option(
+    runner: CliRunner, command: str, option: str
+) -> None:
+    # `--engine ''` ran the default engine and `--ctx ''` the default context: a blank read
+    # as "not given". Every text option refuses it, naming itself.
+    needs = NEEDS[command]
+    if option in needs:  # given here instead
+        at = needs.index(option)
+        needs = needs[:at] + needs[at + 2:]
+    engine = ENGINE_OF.get(option)
+    args = [command, *needs, *(["--engine", engine] if engine and command != "calibrate" else [])]
+    refused(runner, [*args, option, ""], f"{option}: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["batch", "llama3-8b", "-g", "h100", "--engine", ""],
+        ["decode", "llama3-8b", "-g", "h100", "--engine", "vllm", "--vllm-version", ""],
+        ["batch", "llama3-8b", "-g", "h100", "--engine", "sglang", "--sglang-version", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--engine", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--ctx", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--price", ""],
+        ["offload", "llama3-8b", "-g", "h100", "--ctx", ""],
+        ["models", "--registry", ""],
+        ["gpus", "--registry", ""],
+        ["calibrate", "tests/fixtures/calibrate/sglang-0.4.1-llama3.1-8b-h100-tp1.log",
+         "-g", "h100", "--release", " "],
+    ],
+)
+def test_a_blank_value_is_no_value_not_the_default(runner: CliRunner, args: list[str]) -> None:
+    # Each of these answered (exit 0 or 1) as if the option had not been given.
+    refused(runner, args, f"{args[-2]}: no value; give one or leave {args[-2]} out")
+
+
+def test_a_blank_import_name_or_repo_is_refused(runner: CliRunner) -> None:
+    # --name '' wrote the entry under the repo's name, as if --name had not been given.
+    config = "tests/fixtures/hf/qwen3-8b"
+    refused(runner, ["import-hf", config, "--hf-repo", "org/m", "--name", ""], "--name: ''")
+    refused(runner, ["import-hf", config, "--hf-repo", ""], "--hf-repo: '' is not")
+
+
+def test_the_api_refuses_a_blank_engine_option() -> None:
+    # The library reads an engine's option as the command line does: a blank is no value.
+    from kvcalc import api
+    from kvcalc.errors import InputError
+
+    with pytest.raises(InputError, match="vllm_version|--vllm-version"):
+        api.batch("llama3-8b", gpus="h100", engine="vllm", vllm_version="")
+
+
 # ---------------------------------------------------------------- token counts
 
 #: Every option that counts tokens, with the command that takes it and the bounds it held as an
@@ -93,15 +182,7 @@ TOKEN_OPTIONS = {
 
 
 def command_param(command: str, option: str) -> Any:
-    import importlib
-
-    import typer
-
-    from kvcalc.cli.app import COMMANDS
-
-    module = importlib.import_module(COMMANDS[command])
-    click_command = typer.main.get_command(module.command_app)
-    return next(p for p in click_command.params if option in p.opts)
+    return next(p for p in command_params(command) if option in p.opts)
 
 
 @pytest.mark.parametrize("option", sorted(TOKEN_OPTIONS))

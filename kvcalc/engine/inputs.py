@@ -220,6 +220,21 @@ def refused(inp: Input, reason: str) -> InputRefusal:
                         inp.name)
 
 
+def no_value(inp: Input, raw: Any) -> InputRefusal | None:
+    """The refusal of ``raw`` when it is blank text (``--engine ''``, ``--ctx ''``; for a
+    repeatable input, any of its values), else None. Given, a blank is no value: read as "not
+    given", it would apply the default while the caller asked for something, so every front
+    end refuses it, as a spec file refuses a key with no value."""
+    values = raw if isinstance(raw, (list, tuple)) else (raw,)
+    if not any(isinstance(v, str) and not v.strip() for v in values):
+        return None
+    # Only now: every option is checked at start-up, which must not load the engines.
+    from kvcalc.engine.serving.base import InputRefusal
+
+    field = "{" + inp.name + "}"
+    return InputRefusal(f"{field}: no value; give one or leave {field} out", inp.name)
+
+
 def read_value(inp: Input, raw: Any) -> Any:
     """``raw`` (as typed or as a spec file gives it) as the engine reads ``inp``: sizes in bytes,
     token counts and contexts in tokens, fractions as floats; a value it cannot take raises
@@ -228,6 +243,9 @@ def read_value(inp: Input, raw: Any) -> Any:
 
     if raw is None:
         return None
+    blank = no_value(inp, raw)
+    if blank is not None:
+        raise blank
     try:
         if inp.unit == "bytes":
             text = str(raw)
