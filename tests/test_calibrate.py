@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from report_check import refused
 from typer.testing import CliRunner
 
 import kvcalc
@@ -184,6 +185,36 @@ def test_a_log_without_its_release_says_whose_rules(runner: CliRunner) -> None:
     far = run(runner, "calibrate", str(LOGS / name), "--gpus", "dgx-spark", "--model",
               "qwen3-0.6b", "--release", "0.8.5")
     assert f"kvcalc has rules for 0.10 to {NEWEST_VERSION} and applies vLLM 0.10's" in far.stdout
+
+
+@pytest.mark.parametrize("release", ["0.5.6", "0.18.0", "abc"])
+def test_a_release_beside_the_one_the_log_states_is_refused(
+    runner: CliRunner, release: str
+) -> None:
+    # --release 0.5.6 on a 0.19.0 log printed "vllm start-up (0.5.6)" and applied 0.10's rules
+    # (--gpu-util beside the log's own share was refused; --release was taken over the log).
+    args = calibrate_args("vllm-0.19.0-qwen3-8b-h100-tp1.log", "--release", release)
+    refused(runner, args, "--release: the log states 0.19.0; drop --release")
+    same = run(runner, *calibrate_args("vllm-0.19.0-qwen3-8b-h100-tp1.log", "--release", "0.19"))
+    assert same.exit_code == 0 and "vLLM 0.19 rules" in same.stdout, same.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log", "--release: 'abc' is not a vLLM release"),
+        ("sglang-0.4.1-llama3.1-8b-h100-tp1.log", "--release: 'abc' is not a release"),
+    ],
+)
+def test_a_release_that_is_none_is_refused_as_release(
+    runner: CliRunner, name: str, needle: str
+) -> None:
+    # vLLM read "abc" as "a release outside the rules" and printed "vllm start-up (abc)";
+    # SGLang refused it as --sglang-version, an option calibrate does not have.
+    gpus = "dgx-spark" if "spark" in name else "h100"
+    args = ["calibrate", str(LOGS / name), "--gpus", gpus, "--model",
+            "qwen3-0.6b" if "spark" in name else "llama3.1-8b", "--release", "abc"]
+    refused(runner, args, needle)
 
 
 def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path: Path) -> None:
