@@ -413,6 +413,25 @@ def test_a_plain_integer_option_follows_the_number_rule(runner: CliRunner, args:
 
 
 @pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["batch", "llama3-8b", "-g", "h100", "--tp", "abc"], "'abc' is not a whole number"),
+        (["batch", "llama3-8b", "-g", "h100", "--tp", "1.5"], "'1.5' is not a whole number"),
+        (["size", "llama3-8b", "--batch", "1e3"], "'1e3' is not a whole number"),
+        (["plan", "llama3-8b", "--users", "x"], "'x' is not a whole number"),
+        (["batch", "llama3-8b", "-g", "h100", "--gpu-util", "abc"], "'abc' is not a number"),
+        (["decode", "llama3-8b", "-g", "h100", "--mbu", "half"], "'half' is not a number"),
+    ],
+)
+def test_a_number_option_given_no_number_says_what_it_takes(
+    runner: CliRunner, args: list[str], needle: str
+) -> None:
+    # click said "'abc' is not a valid int range." (its type's name) and no fix.
+    line = refused(runner, args, needle, "give one such as")
+    assert "valid int" not in line and "valid float" not in line
+
+
+@pytest.mark.parametrize(
     ("args", "bounds"),
     [
         (["size", "llama3-70b", "--batch", "0"], "1<=x<=1000000"),

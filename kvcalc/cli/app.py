@@ -447,12 +447,16 @@ def strict_number_type(inner: Any) -> Any:
 
 
 def _strict_convert(self: Any, value: Any, param: Any, ctx: Any) -> Any:
-    from kvcalc.engine.units import number_text_problem, shown
+    from kvcalc.engine.units import not_a_number, number_text_problem, shown
 
     if isinstance(value, str):
         problem = number_text_problem(value)
         if problem is not None:
             self.fail(f"{shown(value)!r}: {problem}", param, ctx)
+        # click names its type ("is not a valid int range."); say what the option takes.
+        problem = not_a_number(value, whole=self.name in ("int", "integer", "int range"))
+        if problem is not None:
+            self.fail(problem, param, ctx)
     self.converting = True
     try:
         result = super(type(self), self).convert(value, param, ctx)

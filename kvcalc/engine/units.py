@@ -53,6 +53,17 @@ def number_text_problem(text: str) -> str | None:
     return None
 
 
+def not_a_number(text: str, whole: bool) -> str | None:
+    """Why ``text`` is not the number an option takes -- a whole one (``whole``, a count such
+    as --tp) or any (a fraction such as --gpu-util) -- or None; the range is checked apart."""
+    try:
+        int(text) if whole else float(text)
+    except ValueError:
+        kind, example = ("a whole number", "8") if whole else ("a number", "0.9")
+        return f"{shown(text)!r} is not {kind}; give one such as {example}"
+    return None
+
+
 def check_number_text(text: str, what: str) -> None:
     """Raise UnitError naming ``what`` when ``text`` breaks :func:`number_text_problem`."""
     problem = number_text_problem(text)
