@@ -1168,10 +1168,14 @@ def offload(
 
 
 def parse_tiers(given: Sequence[str | Tier]) -> list[Tier]:
+    from kvcalc.engine.offload import HBM
     from kvcalc.engine.units import shown
 
     tiers = [parse_tier(t) if isinstance(t, str) else t for t in given]
     names = [t.name for t in tiers]
+    if HBM in names:  # its row would be taken for the GPUs' own
+        fail(f"--tier: {HBM} is the GPUs' own memory, the first row; name the tier otherwise, "
+             "e.g. cpu or ssd")
     for name in names:
         if names.count(name) > 1:
             fail(f"--tier: {shown(name)} is given twice; name each tier once")
