@@ -178,6 +178,10 @@ TOKEN_OPTIONS = {
     "--max-total-tokens": ("batch", 1, 1 << 40),
     "--chunked-prefill-size": ("batch", 1, 1 << 24),
     "--page-size": ("batch", 1, 65536),
+    # TensorRT-LLM's block, as --block-size and --page-size are vLLM's and SGLang's: it was a
+    # plain integer option, refusing 1k.
+    "--tokens-per-block": ("batch", 1, 65536),
+    "--max-tokens": ("batch", 1, 1 << 30),
 }
 
 
