@@ -1352,6 +1352,10 @@ def _log_text(name: str) -> str:
         else:
             with open(name, "rb") as handle:
                 data = handle.read(MAX_LOG_BYTES + 1)
+    except FileNotFoundError:
+        fail(f"{name}: file not found; give a start-up log file (or - for standard input)")
+    except IsADirectoryError:  # worded as `kvcalc check` words a folder given as its spec
+        fail(f"{name}: not a regular file (a folder); give a start-up log file")
     except (OSError, ValueError) as exc:
         fail(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
     if len(data) > MAX_LOG_BYTES:

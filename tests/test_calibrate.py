@@ -228,6 +228,15 @@ def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path
         assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_folder_or_a_missing_log_names_the_fix(runner: CliRunner, tmp_path: Path) -> None:
+    # "cannot read it (Is a directory)" named no fix; check says so of a folder as a spec.
+    refused(runner, ["calibrate", str(tmp_path), "--gpus", "h100"],
+            f"{tmp_path}: not a regular file (a folder); give a start-up log file")
+    refused(runner, ["calibrate", str(tmp_path / "missing.log"), "--gpus", "h100"],
+            f"{tmp_path / 'missing.log'}: file not found; give a start-up log file (or - for "
+            "standard input)")
+
+
 def test_a_truncated_log_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     text = (LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log").read_text()
     cut = tmp_path / "cut.log"
