@@ -253,6 +253,22 @@ def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOp
     return DeploymentOptions.from_values({**_given(inputs, names), "gpus": gpus})
 
 
+#: What each command whose figures cross no inter-node network times: --internode, given to
+#: one of them, would change nothing (decode and check time the network, as tp or pp spans
+#: nodes: kvcalc.engine.communication).
+_NO_NETWORK = {
+    "batch": "sizes memory and times no step",
+    "sweep": "times the roofline step, which crosses no network",
+    "compare": "times the roofline step, which crosses no network",
+    "offload": "times loads over the host's links and prefill at the GPUs' peak",
+}
+
+
+def _refuse_internode(deploy: DeploymentOptions, command: str) -> None:
+    deploy.refuse("internode", because=f"{command} {_NO_NETWORK[command]}; decode and check "
+                  "time the inter-node network")
+
+
 def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     """The engines' own inputs given, as given: each engine reads its own (its declaration in
     :mod:`kvcalc.engine.inputs` says how)."""
@@ -394,6 +410,7 @@ def batch(
     deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
         inputs
     )
+    _refuse_internode(deploy, "batch")
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
     evict.check_applies(chosen)
     ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len, "--max-model-len")
@@ -1067,6 +1084,7 @@ def sweep(
     refuse_repeats([str(n) for n in names], "MODEL")
     refuse_repeats(gpu_sets, "--gpus")
     deploys = [_deploy_options(inputs, g) for g in gpu_sets]
+    _refuse_internode(deploys[0], "sweep")  # the same options for every GPU set
     if len(names) > 1:
         deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
     specs = [load_model(name, None, None, None, attention) for name in names]
@@ -1152,6 +1170,7 @@ def offload(
         fail("--ctx: give one prefix length, e.g. --ctx 32k")
     context = contexts[0]
     deploy = _deploy_options(inputs, gpus)
+    _refuse_internode(deploy, "offload")
     dep = deploy.build(load_model(model, None, None, None), deploy.resolve_gpus())
     given = [] if tier is None else [tier] if isinstance(tier, str) or not isinstance(
         tier, Sequence) else list(tier)
@@ -1232,6 +1251,9 @@ def compare(
     _bounded(BATCH, batch)
     _what_ifs(kv_heads, head_dim, layers)
     rows = only if only is None or isinstance(only, str) else ",".join(only)
+    deploy = _deploy_options(inputs, gpus)
+    if gpus is not None:  # without GPUs every deployment option is refused as such
+        _refuse_internode(deploy, "compare")
     context, comparisons, report = compared(
         _models(models),
         _tokens_text(ctx),
@@ -1241,7 +1263,7 @@ def compare(
         kv_heads,
         head_dim,
         layers,
-        _deploy_options(inputs, gpus),
+        deploy,
         _evict_options(inputs),
     )
     return CompareResult(_report=report, context=context, models=tuple(comparisons))

@@ -62,12 +62,30 @@ def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -
     [
         (["gpus", "h100", "--check"], "drop the names (h100)"),
         (["batch", "--gpus", "8xH100", "--weights", "140GB"], "--weights: it is one model's"),
+        # --internode changed none of these commands' figures, even with tp across two nodes.
+        (["batch", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: batch sizes memory and times no step; decode and check time"),
+        (["sweep", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: sweep times the roofline step"),
+        (["compare", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: compare times the roofline step"),
+        (["offload", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: offload times loads"),
     ],
 )
 def test_an_option_that_would_be_ignored_is_refused(
     runner: CliRunner, args: list[str], needle: str
 ) -> None:
     refused(runner, args, needle)
+
+
+def test_decode_applies_the_inter_node_network() -> None:
+    # The commands above refuse --internode; decode's realistic step crosses it.
+    runner = CliRunner()
+    args = ["decode", "llama3-70b", "-g", "16xH100", "--tp", "16", "-f", "json"]
+    slow, fast = (runner.invoke(app, [*args, "--internode", rate]) for rate in ("1GB/s", "50GB/s"))
+    assert slow.exit_code == fast.exit_code == 0, slow.stderr
+    assert slow.stdout != fast.stdout
 
 
 #: What each command needs before the option under test reaches it (its value checked).
