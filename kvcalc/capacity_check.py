@@ -134,6 +134,11 @@ def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> Check
             entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
             "--roofline"
         ))
+    if roofline and "internode" in entry.values:
+        problems.append(_at(
+            entry, "internode", "internode: the roofline bound crosses no network; drop "
+            "internode or --roofline"
+        ))
     if roofline and entry.values.get("judge") == "high":
         problems.append(_at(
             entry, "judge", "judge: the roofline bound has no band; drop judge or --roofline"
@@ -193,6 +198,8 @@ _UNREAD = {
     "mfu": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
     "required here",
     "judge": "only max_tpot_ms and min_tokens_per_second read it, and neither is required here",
+    "internode": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
+    "required here",
 }
 
 
