@@ -223,7 +223,15 @@ def parse_bytes(text: str) -> int:
             f"invalid size {text!r}: give a number and a unit, e.g. 80GB (10^9 bytes) "
             "or 80GiB (2^30 bytes)"
         )
-    number, unit = match.group(1), match.group(2).lower()
+    number, written = match.group(1), match.group(2)
+    unit = written.lower()
+    # Gb with a capital prefix is gigabits, as parse_rate reads 400Gb/s (NICs are sold so):
+    # read as bytes here, the same unit would be 8x apart from one option to the next.
+    if len(written) == 2 and written[0].isupper() and written[1] == "b":
+        raise UnitError(
+            f"invalid size {text!r}: {written} is bits, as in 400Gb/s; give bytes, e.g. "
+            "80GB (10^9 bytes) or 80GiB (2^30 bytes)"
+        )
     if unit == "b" and (Fraction(number) < MIN_BARE_BYTES or "." in number):
         raise BareBytesError(bare_bytes_problem(text, number))
     value = Fraction(number) * _SIZE_SCALE[unit]
