@@ -311,6 +311,20 @@ def test_a_config_with_no_shape_field_is_refused(runner: CliRunner, tmp_path: Pa
     )
 
 
+def test_a_rule_of_the_whole_config_reads_without_pydantic_s_words(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # It read "config.json: (top level): Value error, mixers.full: 32 query heads ...".
+    path = write_config(tmp_path, {
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 7, "intermediate_size": 14336,
+        "vocab_size": 128256, "max_position_embeddings": 8192,
+    })
+    line = refused(runner, ["size", str(path)],
+                   f"{path}: mixers.full: 32 query heads are not divisible by 7 kv_heads")
+    assert "Value error" not in line and "(top level)" not in line
+
+
 @pytest.mark.parametrize(
     "text",
     [
