@@ -237,6 +237,18 @@ def test_a_folder_or_a_missing_log_names_the_fix(runner: CliRunner, tmp_path: Pa
             "standard input)")
 
 
+def test_write_to_a_folder_or_a_missing_folder_names_the_fix(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # Both said "cannot write it (Is a directory / No such file or directory)".
+    name = "vllm-0.19.0-qwen3-8b-h100-tp1.log"
+    refused(runner, calibrate_args(name, "--write", str(tmp_path)),
+            f"--write {tmp_path}: a folder; give a file name in it such as "
+            f"{tmp_path / 'calibration.yaml'}")
+    refused(runner, calibrate_args(name, "--write", str(tmp_path / "no" / "cal.yaml")),
+            f"the folder {tmp_path / 'no'} does not exist; create it")
+
+
 def test_a_truncated_log_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     text = (LOGS / "vllm-0.19.0-llama3.1-8b-h100-tp2.log").read_text()
     cut = tmp_path / "cut.log"
