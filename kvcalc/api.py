@@ -1071,7 +1071,7 @@ def sweep(
 
     _refuse_unknown("sweep", inputs, _group_names(DeploymentOptions))
     check_mbu(mbu)
-    contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context)
+    contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context, contexts=True)
     batch_text = _tokens_text(batch, "--batch")
     batches = sweep_values(batch_text, "--batch", parse_batch) if batch_text is not None else None
     target = None
@@ -1106,13 +1106,18 @@ def sweep(
     )
 
 
-def sweep_values(text: str, option: str, parse_point: Any) -> list[int]:
-    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values."""
-    from kvcalc.engine.units import UnitError, parse_range
+def sweep_values(
+    text: str, option: str, parse_point: Any, *, contexts: bool = False
+) -> list[int]:
+    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values; of
+    ``contexts``, not one count grouped by thousands (``8,192``; batches 8,256 are a list)."""
+    from kvcalc.engine.units import UnitError, check_context_list, parse_range
 
     try:
         if ".." in text:
             return parse_range(text, parse_point)
+        if contexts:
+            check_context_list(text)
         values = [parse_point(p) for p in text.split(",") if p.strip()]
     except UnitError as exc:
         fail(f"{option}: {exc}")

@@ -148,6 +148,22 @@ def parse_context(text: str) -> int:
     return parse_tokens(text)
 
 
+#: One number grouped by thousands as kvcalc prints token counts (``32,768``; no space, no k).
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
+
+
+def check_context_list(text: str) -> None:
+    """Refuse a list of contexts that reads as one count with thousands separators:
+    ``32,768`` is how kvcalc prints 32768, and split at its comma it would be the contexts 32
+    and 768 tokens. A list of short contexts keeps a space after each comma (``512, 768``)."""
+    grouped = text.strip()
+    if _GROUPED.fullmatch(grouped):
+        raise UnitError(
+            f"{grouped!r} reads as {grouped.replace(',', '')} with thousands separators; "
+            f"write {grouped.replace(',', '')}, or for a list put a space after each comma"
+        )
+
+
 def parse_tokens(
     text: str, minimum: int = 1, maximum: int = MAX_CONTEXT_TOKENS, what: str = "context"
 ) -> int:
