@@ -161,6 +161,15 @@ def test_a_blank_value_is_no_value_not_the_default(runner: CliRunner, args: list
     refused(runner, args, f"{args[-2]}: no value; give one or leave {args[-2]} out")
 
 
+@pytest.mark.parametrize("command", ["batch", "decode", "offload", "sweep"])
+def test_a_blank_required_option_is_not_told_to_be_left_out(
+    runner: CliRunner, command: str
+) -> None:
+    # --gpus is required there: "leave --gpus out" would only lead to "--gpus: give the GPUs".
+    line = refused(runner, [command, "llama3-8b", "-g", ""], "--gpus: no value; give one")
+    assert "leave" not in line
+
+
 def test_a_blank_import_name_or_repo_is_refused(runner: CliRunner) -> None:
     # --name '' wrote the entry under the repo's name, as if --name had not been given.
     config = "tests/fixtures/hf/qwen3-8b"

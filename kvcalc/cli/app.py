@@ -648,7 +648,7 @@ def input_option(
         return bool, typer.Option(bool(value), *names, help=text, **extra)
     # Every option typed as text refuses a blank value, which the library would read as not
     # given (its default applied unannounced).
-    extra["callback"] = _with_a_value(inp)
+    extra["callback"] = _with_a_value(inp, required=value is ...)
     if inp.unit == "path":
         # Text, made a Path by the library: typer's Path type stats the name as it parses it.
         extra.setdefault("metavar", "PATH")
@@ -661,14 +661,16 @@ def input_option(
     return (str | None if optional else str), typer.Option(value, *names, help=text, **extra)
 
 
-def _with_a_value(inp: Input, then: Callable[[Any], Any] | None = None) -> Callable[[Any], Any]:
+def _with_a_value(
+    inp: Input, then: Callable[[Any], Any] | None = None, *, required: bool = False
+) -> Callable[[Any], Any]:
     """The callback of a text option: a blank value refused (:func:`~kvcalc.engine.inputs.
     no_value`), named as the command line spells the option; ``then`` checks it further."""
 
     def checked(value: Any) -> Any:
         from kvcalc.engine.inputs import no_value
 
-        blank = no_value(inp, value)
+        blank = no_value(inp, value, required)
         if blank is not None:  # field given: the line keeps the option's own spelling
             raise InputError(blank.worded(lambda _: inp.flag), field=inp.name)
         return value if then is None else then(value)

@@ -220,11 +220,12 @@ def refused(inp: Input, reason: str) -> InputRefusal:
                         inp.name)
 
 
-def no_value(inp: Input, raw: Any) -> InputRefusal | None:
+def no_value(inp: Input, raw: Any, required: bool = False) -> InputRefusal | None:
     """The refusal of ``raw`` when it is blank text (``--engine ''``, ``--ctx ''``; for a
     repeatable input, any of its values), else None. Given, a blank is no value: read as "not
     given", it would apply the default while the caller asked for something, so every front
-    end refuses it, as a spec file refuses a key with no value."""
+    end refuses it, as a spec file refuses a key with no value. ``required``: the input has no
+    default to fall back on (batch's --gpus), so leaving it out is no fix."""
     values = raw if isinstance(raw, (list, tuple)) else (raw,)
     if not any(isinstance(v, str) and not v.strip() for v in values):
         return None
@@ -232,7 +233,8 @@ def no_value(inp: Input, raw: Any) -> InputRefusal | None:
     from kvcalc.engine.serving.base import InputRefusal
 
     field = "{" + inp.name + "}"
-    return InputRefusal(f"{field}: no value; give one or leave {field} out", inp.name)
+    fix = "give one" if required else f"give one or leave {field} out"
+    return InputRefusal(f"{field}: no value; {fix}", inp.name)
 
 
 def read_value(inp: Input, raw: Any) -> Any:
