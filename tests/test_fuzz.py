@@ -170,6 +170,7 @@ def argvs(draw: st.DrawFn) -> list[str]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(argv=argvs())
+@example(argv=["sweep", "-h", "llama3-70b", "--format", "json"])  # help, no JSON to parse
 # A name no file can have (a lone surrogate, outside the shell's surrogateescape range): each
 # file argument and option refuses it in one line (typer's Path type once raised on it).
 @example(argv=["check", "\udd00"])
