@@ -254,6 +254,22 @@ def _deploy_options(inputs: Mapping[str, Any], gpus: str | None) -> DeploymentOp
     return DeploymentOptions.from_values({**_given(inputs, names), "gpus": gpus})
 
 
+#: What each command whose figures cross no inter-node network times: --internode, given to
+#: one of them, would change nothing (decode and check time the network, as tp or pp spans
+#: nodes: kvcalc.engine.communication).
+_NO_NETWORK = {
+    "batch": "sizes memory and times no step",
+    "sweep": "times the roofline step, which crosses no network",
+    "compare": "times the roofline step, which crosses no network",
+    "offload": "times loads over the host's links and prefill at the GPUs' peak",
+}
+
+
+def _refuse_internode(deploy: DeploymentOptions, command: str) -> None:
+    deploy.refuse("internode", because=f"{command} {_NO_NETWORK[command]}; decode and check "
+                  "time the inter-node network")
+
+
 def _engine_flags(inputs: Mapping[str, Any]) -> EngineFlags:
     """The engines' own inputs given, as given: each engine reads its own (its declaration in
     :mod:`kvcalc.engine.inputs` says how)."""
@@ -395,6 +411,7 @@ def batch(
     deploy, flags, evict = _deploy_options(inputs, gpus), _engine_flags(inputs), _evict_options(
         inputs
     )
+    _refuse_internode(deploy, "batch")
     chosen = EngineChoice(engine or DEFAULT_ENGINE).checked(deploy, flags)
     evict.check_applies(chosen)
     ctx_text, lengths_text = _tokens_text(ctx), _tokens_text(max_model_len, "--max-model-len")
@@ -1055,7 +1072,7 @@ def sweep(
 
     _refuse_unknown("sweep", inputs, _group_names(DeploymentOptions))
     check_mbu(mbu)
-    contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context)
+    contexts = sweep_values(_tokens_text(ctx) or "", "--ctx", parse_context, contexts=True)
     batch_text = _tokens_text(batch, "--batch")
     batches = sweep_values(batch_text, "--batch", parse_batch) if batch_text is not None else None
     target = None
@@ -1068,6 +1085,7 @@ def sweep(
     refuse_repeats([str(n) for n in names], "MODEL")
     refuse_repeats(gpu_sets, "--gpus")
     deploys = [_deploy_options(inputs, g) for g in gpu_sets]
+    _refuse_internode(deploys[0], "sweep")  # the same options for every GPU set
     if len(names) > 1:
         deploys[0].refuse("weights", because="it is one model's weights; sweep one MODEL with it")
     specs = [load_model(name, None, None, None, attention) for name in names]
@@ -1089,13 +1107,18 @@ def sweep(
     )
 
 
-def sweep_values(text: str, option: str, parse_point: Any) -> list[int]:
-    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values."""
-    from kvcalc.engine.units import UnitError, parse_range
+def sweep_values(
+    text: str, option: str, parse_point: Any, *, contexts: bool = False
+) -> list[int]:
+    """A range (``4k..1m``, ``4k..1m:8``) or a comma-separated list of values; of
+    ``contexts``, not one count grouped by thousands (``8,192``; batches 8,256 are a list)."""
+    from kvcalc.engine.units import UnitError, check_context_list, parse_range
 
     try:
         if ".." in text:
             return parse_range(text, parse_point)
+        if contexts:
+            check_context_list(text)
         values = [parse_point(p) for p in text.split(",") if p.strip()]
     except UnitError as exc:
         fail(f"{option}: {exc}")
@@ -1153,6 +1176,7 @@ def offload(
         fail("--ctx: give one prefix length, e.g. --ctx 32k")
     context = contexts[0]
     deploy = _deploy_options(inputs, gpus)
+    _refuse_internode(deploy, "offload")
     dep = deploy.build(load_model(model, None, None, None), deploy.resolve_gpus())
     given = [] if tier is None else [tier] if isinstance(tier, str) or not isinstance(
         tier, Sequence) else list(tier)
@@ -1169,10 +1193,14 @@ def offload(
 
 
 def parse_tiers(given: Sequence[str | Tier]) -> list[Tier]:
+    from kvcalc.engine.offload import HBM
     from kvcalc.engine.units import shown
 
     tiers = [parse_tier(t) if isinstance(t, str) else t for t in given]
     names = [t.name for t in tiers]
+    if HBM in names:  # its row would be taken for the GPUs' own
+        fail(f"--tier: {HBM} is the GPUs' own memory, the first row; name the tier otherwise, "
+             "e.g. cpu or ssd")
     for name in names:
         if names.count(name) > 1:
             fail(f"--tier: {shown(name)} is given twice; name each tier once")
@@ -1229,6 +1257,9 @@ def compare(
     _bounded(BATCH, batch)
     _what_ifs(kv_heads, head_dim, layers)
     rows = only if only is None or isinstance(only, str) else ",".join(only)
+    deploy = _deploy_options(inputs, gpus)
+    if gpus is not None:  # without GPUs every deployment option is refused as such
+        _refuse_internode(deploy, "compare")
     context, comparisons, report = compared(
         _models(models),
         _tokens_text(ctx),
@@ -1238,7 +1269,7 @@ def compare(
         kv_heads,
         head_dim,
         layers,
-        _deploy_options(inputs, gpus),
+        deploy,
         _evict_options(inputs),
     )
     return CompareResult(_report=report, context=context, models=tuple(comparisons))
@@ -1349,6 +1380,10 @@ def _log_text(name: str) -> str:
         else:
             with open(name, "rb") as handle:
                 data = handle.read(MAX_LOG_BYTES + 1)
+    except FileNotFoundError:
+        fail(f"{name}: file not found; give a start-up log file (or - for standard input)")
+    except IsADirectoryError:  # worded as `kvcalc check` words a folder given as its spec
+        fail(f"{name}: not a regular file (a folder); give a start-up log file")
     except (OSError, ValueError) as exc:
         fail(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
     if len(data) > MAX_LOG_BYTES:

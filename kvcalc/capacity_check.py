@@ -42,12 +42,21 @@ def check_all(spec: Spec, roofline: bool = False) -> list[CheckedDeployment]:
     """Every deployment measured; raises SpecError naming every problem of the spec, in the
     order of its lines: the file's own, and each deployment's that cannot be built (unknown
     model or GPU, an option its engine does not use, ...)."""
+    from kvcalc.engine.requirements import REQUIREMENTS, readers
     from kvcalc.registry.check_spec import MAX_PROBLEMS, SpecError
 
     checked: list[CheckedDeployment] = []
     problems = list(spec.problems)
     if not problems:  # with a deployment left out, a default may be read by it alone
         problems += refuse_unread_defaults(spec)
+    if not problems and roofline and not any(
+        readers("mfu", entry.requirements) for entry in spec.deployments
+    ):  # the time requirements (those a step's time decides) are what it holds to the bound
+        from kvcalc.errors import fail
+
+        timed = [k for k, r in REQUIREMENTS.items() if "mfu" in r.reads]
+        fail(f"--roofline: no deployment of {spec.file} requires a time "
+             f"({', '.join(timed[:-1])} or {timed[-1]}); drop --roofline")
     unchecked = None  # the line of the first deployment left unchecked
     for entry in spec.deployments:
         if len(problems) >= MAX_PROBLEMS:
@@ -125,6 +134,11 @@ def check_deployment(entry: SpecDeployment, base: Path, roofline: bool) -> Check
             entry, "mfu", "mfu: the roofline holds prefill to the dense peak; drop mfu or "
             "--roofline"
         ))
+    if roofline and "internode" in entry.values:
+        problems.append(_at(
+            entry, "internode", "internode: the roofline bound crosses no network; drop "
+            "internode or --roofline"
+        ))
     if roofline and entry.values.get("judge") == "high":
         problems.append(_at(
             entry, "judge", "judge: the roofline bound has no band; drop judge or --roofline"
@@ -184,6 +198,8 @@ _UNREAD = {
     "mfu": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
     "required here",
     "judge": "only max_tpot_ms and min_tokens_per_second read it, and neither is required here",
+    "internode": "only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it, and none is "
+    "required here",
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from report_check import refused
 from typer.testing import CliRunner
 
 import kvcalc
@@ -186,6 +187,36 @@ def test_a_log_without_its_release_says_whose_rules(runner: CliRunner) -> None:
     assert f"kvcalc has rules for 0.10 to {NEWEST_VERSION} and applies vLLM 0.10's" in far.stdout
 
 
+@pytest.mark.parametrize("release", ["0.5.6", "0.18.0", "abc"])
+def test_a_release_beside_the_one_the_log_states_is_refused(
+    runner: CliRunner, release: str
+) -> None:
+    # --release 0.5.6 on a 0.19.0 log printed "vllm start-up (0.5.6)" and applied 0.10's rules
+    # (--gpu-util beside the log's own share was refused; --release was taken over the log).
+    args = calibrate_args("vllm-0.19.0-qwen3-8b-h100-tp1.log", "--release", release)
+    refused(runner, args, "--release: the log states 0.19.0; drop --release")
+    same = run(runner, *calibrate_args("vllm-0.19.0-qwen3-8b-h100-tp1.log", "--release", "0.19"))
+    assert same.exit_code == 0 and "vLLM 0.19 rules" in same.stdout, same.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("vllm-0.27.1-qwen3-0.6b-dgx-spark-excerpt.log", "--release: 'abc' is not a vLLM release"),
+        ("sglang-0.4.1-llama3.1-8b-h100-tp1.log", "--release: 'abc' is not a release"),
+    ],
+)
+def test_a_release_that_is_none_is_refused_as_release(
+    runner: CliRunner, name: str, needle: str
+) -> None:
+    # vLLM read "abc" as "a release outside the rules" and printed "vllm start-up (abc)";
+    # SGLang refused it as --sglang-version, an option calibrate does not have.
+    gpus = "dgx-spark" if "spark" in name else "h100"
+    args = ["calibrate", str(LOGS / name), "--gpus", gpus, "--model",
+            "qwen3-0.6b" if "spark" in name else "llama3.1-8b", "--release", "abc"]
+    refused(runner, args, needle)
+
+
 def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path: Path) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("just some text\n")
@@ -195,6 +226,27 @@ def test_a_file_that_is_no_log_exits_2_with_one_line(runner: CliRunner, tmp_path
         result = run(runner, "calibrate", str(path), "--gpus", "h100")
         assert result.exit_code == 2
         assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_folder_or_a_missing_log_names_the_fix(runner: CliRunner, tmp_path: Path) -> None:
+    # "cannot read it (Is a directory)" named no fix; check says so of a folder as a spec.
+    refused(runner, ["calibrate", str(tmp_path), "--gpus", "h100"],
+            f"{tmp_path}: not a regular file (a folder); give a start-up log file")
+    refused(runner, ["calibrate", str(tmp_path / "missing.log"), "--gpus", "h100"],
+            f"{tmp_path / 'missing.log'}: file not found; give a start-up log file (or - for "
+            "standard input)")
+
+
+def test_write_to_a_folder_or_a_missing_folder_names_the_fix(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # Both said "cannot write it (Is a directory / No such file or directory)".
+    name = "vllm-0.19.0-qwen3-8b-h100-tp1.log"
+    refused(runner, calibrate_args(name, "--write", str(tmp_path)),
+            f"--write {tmp_path}: a folder; give a file name in it such as "
+            f"{tmp_path / 'calibration.yaml'}")
+    refused(runner, calibrate_args(name, "--write", str(tmp_path / "no" / "cal.yaml")),
+            f"the folder {tmp_path / 'no'} does not exist; create it")
 
 
 def test_a_truncated_log_exits_2(runner: CliRunner, tmp_path: Path) -> None:

@@ -644,6 +644,39 @@ def test_no_spec_gives_a_traceback(entries: list[dict], json_format: bool) -> No
         assert set(options) <= {"--roofline"}, (entries, result.stderr)
 
 
+def test_roofline_with_no_time_required_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    # --roofline holds the time requirements to the bound; with none required it changed
+    # nothing and passed unremarked, where a spec's mfu with no time requirement is refused.
+    spec = "deployments:\n  - {name: x, model: llama3-8b, gpus: h100, ctx: 8k,\n" \
+        "     require: {min_batch: 1, max_kv_fraction: 1}}\n"
+    path = write(tmp_path, spec)
+    assert run(runner, path).exit_code == 0
+    result = run(runner, path, "--roofline")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"Error: --roofline: no deployment of {path} requires a time (max_tpot_ms, max_ttft_ms "
+        "or min_tokens_per_second); drop --roofline"
+    ]
+
+
+def test_internode_that_no_time_reads_is_refused(runner: CliRunner, tmp_path: Path) -> None:
+    # The inter-node network slows only the realistic times: with min_batch alone, or under
+    # --roofline, internode changed nothing and passed unremarked (as mfu is refused so).
+    spec = "deployments:\n  - {name: x, model: llama3-70b, gpus: 16xH100, tp: 16, ctx: 8k,\n" \
+        "     internode: 1GB/s, require: {%s}}\n"
+    capacity = write(tmp_path, spec % "min_batch: 1", "capacity.yaml")
+    result = run(runner, capacity)
+    assert result.exit_code == 2, result.stdout
+    assert "internode: only max_tpot_ms, min_tokens_per_second and max_ttft_ms read it" \
+        in result.stderr
+    timed = write(tmp_path, spec % "max_tpot_ms: 1000", "timed.yaml")
+    assert run(runner, timed).exit_code == 0
+    bound = run(runner, timed, "--roofline")
+    assert bound.exit_code == 2
+    assert "internode: the roofline bound crosses no network; drop internode or --roofline" \
+        in bound.stderr
+
+
 def test_a_context_beyond_the_model_warns(runner: CliRunner, tmp_path: Path) -> None:
     spec = "deployments:\n  - {name: x, model: llama3-8b, gpus: h100, ctx: 32k,\n" \
         "     require: {min_batch: 1}}\n"

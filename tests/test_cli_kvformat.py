@@ -175,7 +175,7 @@ def test_the_registry_table_names_its_format_and_what_if(runner: CliRunner) -> N
         (["size", "llama3-70b", "--as", "gqa:0"], ["--as gqa:0", "1 to 4,096 KV heads"]),
         (["size", "llama3-70b", "--as", "gqa:\uff18"], ["--as", "ASCII digits"]),
         (["size", "llama3-70b", "--as", "mla:99999999"], ["--as mla:99999999", "latent of 1 to"]),
-        (["size", "llama3-70b", "--kv-dtype", ""], ["--kv-dtype", "unknown dtype ''"]),
+        (["size", "llama3-70b", "--kv-dtype", ""], ["--kv-dtype: no value"]),
         (["size", "llama3-70b", "--as", "mla:512+200"], ["--as mla:512+200", "wider"]),
         (["size", "llama3-70b", "--as", "mha", "--kv-heads", "8"], ["--kv-heads", "--as mha"]),
         (["size", "deepseek-v3", "--as", "mla:512", "--head-dim", "64"], ["--head-dim"]),

@@ -62,12 +62,128 @@ def test_kv_heads_apply_to_the_attention_layers_of_a_hybrid(runner: CliRunner) -
     [
         (["gpus", "h100", "--check"], "drop the names (h100)"),
         (["batch", "--gpus", "8xH100", "--weights", "140GB"], "--weights: it is one model's"),
+        # --internode changed none of these commands' figures, even with tp across two nodes.
+        (["batch", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: batch sizes memory and times no step; decode and check time"),
+        (["sweep", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: sweep times the roofline step"),
+        (["compare", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: compare times the roofline step"),
+        (["offload", "llama3-70b", "-g", "16xH100", "--tp", "16", "--internode", "1GB/s"],
+         "--internode: offload times loads"),
     ],
 )
 def test_an_option_that_would_be_ignored_is_refused(
     runner: CliRunner, args: list[str], needle: str
 ) -> None:
     refused(runner, args, needle)
+
+
+def test_decode_applies_the_inter_node_network() -> None:
+    # The commands above refuse --internode; decode's realistic step crosses it.
+    runner = CliRunner()
+    args = ["decode", "llama3-70b", "-g", "16xH100", "--tp", "16", "-f", "json"]
+    slow, fast = (runner.invoke(app, [*args, "--internode", rate]) for rate in ("1GB/s", "50GB/s"))
+    assert slow.exit_code == fast.exit_code == 0, slow.stderr
+    assert slow.stdout != fast.stdout
+
+
+#: What each command needs before the option under test reaches it (its value checked).
+NEEDS = {
+    "size": ["llama3-8b"], "models": [], "gpus": [],
+    "batch": ["llama3-8b", "-g", "h100"], "decode": ["llama3-8b", "-g", "h100"],
+    "sweep": ["llama3-8b", "-g", "h100"], "plan": ["llama3-8b", "--users", "10"],
+    "compare": ["llama3-8b"], "offload": ["llama3-8b", "-g", "h100"],
+    "import-hf": ["tests/fixtures/hf/qwen3-8b", "--hf-repo", "org/m"],
+    "check": ["examples/capacity.yaml"],
+    "calibrate": ["tests/fixtures/calibrate/sglang-0.4.1-llama3.1-8b-h100-tp1.log", "-g", "h100"],
+}
+#: The engine an engine's own option needs.
+ENGINE_OF = {"--vllm-version": "vllm", "--sglang-version": "sglang"}
+
+
+def text_options() -> list[tuple[str, str]]:
+    """(command, option) of every option that takes text, each command's."""
+    from kvcalc.cli.app import COMMANDS
+
+    return [
+        (command, param.opts[0])
+        for command in COMMANDS
+        for param in command_params(command)
+        if param.param_type_name == "option" and param.type.name == "str"
+    ]
+
+
+def command_params(command: str) -> list[Any]:
+    import importlib
+
+    import typer
+
+    from kvcalc.cli.app import COMMANDS
+
+    module = importlib.import_module(COMMANDS[command])
+    return list(typer.main.get_command(module.command_app).params)
+
+
+@pytest.mark.parametrize(("command", "option"), text_options())
+def test_a_blank_value_is_refused_by_every_option(
+    runner: CliRunner, command: str, option: str
+) -> None:
+    # `--engine ''` ran the default engine and `--ctx ''` the default context: a blank read
+    # as "not given". Every text option refuses it, naming itself.
+    needs = NEEDS[command]
+    if option in needs:  # given here instead
+        at = needs.index(option)
+        needs = needs[:at] + needs[at + 2:]
+    engine = ENGINE_OF.get(option)
+    args = [command, *needs, *(["--engine", engine] if engine and command != "calibrate" else [])]
+    refused(runner, [*args, option, ""], f"{option}: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["batch", "llama3-8b", "-g", "h100", "--engine", ""],
+        ["decode", "llama3-8b", "-g", "h100", "--engine", "vllm", "--vllm-version", ""],
+        ["batch", "llama3-8b", "-g", "h100", "--engine", "sglang", "--sglang-version", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--engine", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--ctx", ""],
+        ["plan", "llama3-8b", "--users", "10", "-g", "h100", "--price", ""],
+        ["offload", "llama3-8b", "-g", "h100", "--ctx", ""],
+        ["models", "--registry", ""],
+        ["gpus", "--registry", ""],
+        ["calibrate", "tests/fixtures/calibrate/sglang-0.4.1-llama3.1-8b-h100-tp1.log",
+         "-g", "h100", "--release", " "],
+    ],
+)
+def test_a_blank_value_is_no_value_not_the_default(runner: CliRunner, args: list[str]) -> None:
+    # Each of these answered (exit 0 or 1) as if the option had not been given.
+    refused(runner, args, f"{args[-2]}: no value; give one or leave {args[-2]} out")
+
+
+@pytest.mark.parametrize("command", ["batch", "decode", "offload", "sweep"])
+def test_a_blank_required_option_is_not_told_to_be_left_out(
+    runner: CliRunner, command: str
+) -> None:
+    # --gpus is required there: "leave --gpus out" would only lead to "--gpus: give the GPUs".
+    line = refused(runner, [command, "llama3-8b", "-g", ""], "--gpus: no value; give one")
+    assert "leave" not in line
+
+
+def test_a_blank_import_name_or_repo_is_refused(runner: CliRunner) -> None:
+    # --name '' wrote the entry under the repo's name, as if --name had not been given.
+    config = "tests/fixtures/hf/qwen3-8b"
+    refused(runner, ["import-hf", config, "--hf-repo", "org/m", "--name", ""], "--name: ''")
+    refused(runner, ["import-hf", config, "--hf-repo", ""], "--hf-repo: '' is not")
+
+
+def test_the_api_refuses_a_blank_engine_option() -> None:
+    # The library reads an engine's option as the command line does: a blank is no value.
+    from kvcalc import api
+    from kvcalc.errors import InputError
+
+    with pytest.raises(InputError, match="vllm_version|--vllm-version"):
+        api.batch("llama3-8b", gpus="h100", engine="vllm", vllm_version="")
 
 
 # ---------------------------------------------------------------- token counts
@@ -89,19 +205,15 @@ TOKEN_OPTIONS = {
     "--max-total-tokens": ("batch", 1, 1 << 40),
     "--chunked-prefill-size": ("batch", 1, 1 << 24),
     "--page-size": ("batch", 1, 65536),
+    # TensorRT-LLM's block, as --block-size and --page-size are vLLM's and SGLang's: it was a
+    # plain integer option, refusing 1k.
+    "--tokens-per-block": ("batch", 1, 65536),
+    "--max-tokens": ("batch", 1, 1 << 30),
 }
 
 
 def command_param(command: str, option: str) -> Any:
-    import importlib
-
-    import typer
-
-    from kvcalc.cli.app import COMMANDS
-
-    module = importlib.import_module(COMMANDS[command])
-    click_command = typer.main.get_command(module.command_app)
-    return next(p for p in click_command.params if option in p.opts)
+    return next(p for p in command_params(command) if option in p.opts)
 
 
 @pytest.mark.parametrize("option", sorted(TOKEN_OPTIONS))
@@ -329,6 +441,25 @@ def test_a_plain_integer_option_follows_the_number_rule(runner: CliRunner, args:
     # number rule too, and show the one placeholder N.
     refused(runner, args, "use ASCII digits (0-9)")
     assert command_param(args[0], args[-2]).metavar == "N"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["batch", "llama3-8b", "-g", "h100", "--tp", "abc"], "'abc' is not a whole number"),
+        (["batch", "llama3-8b", "-g", "h100", "--tp", "1.5"], "'1.5' is not a whole number"),
+        (["size", "llama3-8b", "--batch", "1e3"], "'1e3' is not a whole number"),
+        (["plan", "llama3-8b", "--users", "x"], "'x' is not a whole number"),
+        (["batch", "llama3-8b", "-g", "h100", "--gpu-util", "abc"], "'abc' is not a number"),
+        (["decode", "llama3-8b", "-g", "h100", "--mbu", "half"], "'half' is not a number"),
+    ],
+)
+def test_a_number_option_given_no_number_says_what_it_takes(
+    runner: CliRunner, args: list[str], needle: str
+) -> None:
+    # click said "'abc' is not a valid int range." (its type's name) and no fix.
+    line = refused(runner, args, needle, "give one such as")
+    assert "valid int" not in line and "valid float" not in line
 
 
 @pytest.mark.parametrize(

@@ -85,6 +85,39 @@ def test_context_forms_echo_exact_tokens(runner: CliRunner, text: str, tokens: i
     assert size_json(runner, "llama3-70b", "--ctx", text)["context_tokens"] == tokens
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["size", "llama3-8b", "--ctx", "4,096"],
+        ["size", "llama3-8b", "--ctx", "32,768"],
+        ["size", "llama3-8b", "--ctx", "1,048,576"],
+        ["batch", "llama3-8b", "-g", "h100", "--ctx", "131,072"],
+        ["decode", "llama3-8b", "-g", "h100", "--ctx", "8,192"],
+        ["plan", "llama3-8b", "--users", "8", "-g", "h100", "--ctx", "8,192"],
+        ["offload", "llama3-8b", "-g", "h100", "--ctx", "32,768"],
+        ["compare", "llama3-8b", "--ctx", "8,192"],
+        ["sweep", "llama3-8b", "-g", "h100", "--ctx", "8,192"],
+        ["batch", "llama3-8b", "-g", "h100", "--engine", "vllm", "--max-model-len", "8,192"],
+        ["batch", "llama3-8b", "-g", "h100", "--engine", "sglang", "--context-length", "8,192"],
+    ],
+)
+def test_a_context_with_thousands_separators_is_refused(
+    runner: CliRunner, args: list[str]
+) -> None:
+    # kvcalc prints 32,768: typed back, `--ctx 32,768` sized the contexts 32 and 768 tokens.
+    text = args[-1]
+    usage_error(run(runner, *args), f"{args[-2]}: {text!r} reads as {text.replace(',', '')} "
+                "with thousands separators")
+
+
+def test_a_list_of_short_contexts_is_still_a_list(runner: CliRunner) -> None:
+    # The way to write the list 512 and 768: a space after the comma.
+    result = run(runner, "size", "llama3-8b", "--ctx", "512, 768", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    contexts = json.loads(result.stdout)["contexts"]
+    assert [c["context_tokens"] for c in contexts] == [512, 768]
+
+
 @pytest.mark.parametrize("ctx", ["8k", "8k,128k", "8k,32k,128k"])
 def test_one_json_shape_whatever_the_number_of_contexts(runner: CliRunner, ctx: str) -> None:
     result = run(runner, "size", "llama3.1-70b", "--ctx", ctx, "--format", "json")

@@ -213,14 +213,15 @@ def test_the_whole_registry_table_marks_the_cells_beyond_the_model(runner: CliRu
 
 
 def test_an_empty_kv_dtype_is_refused(runner: CliRunner) -> None:
-    refused(runner, ["size", "llama3-8b", "--kv-dtype", ""], "--kv-dtype: unknown dtype ''")
+    # Refused as every blank value is (tests/test_cli_options.py), not as an unknown dtype.
+    refused(runner, ["size", "llama3-8b", "--kv-dtype", ""], "--kv-dtype: no value")
     refused(
-        runner, ["batch", "llama3-8b", "-g", "1xH100", "--kv-dtype", ""], "--kv-dtype: unknown"
+        runner, ["batch", "llama3-8b", "-g", "1xH100", "--kv-dtype", ""], "--kv-dtype: no value"
     )
     refused(
         runner,
         ["batch", "llama3-8b", "-g", "1xH100", "--weight-dtype", ""],
-        "--weight-dtype: unknown",
+        "--weight-dtype: no value",
     )
 
 
@@ -308,6 +309,20 @@ def test_a_config_with_no_shape_field_is_refused(runner: CliRunner, tmp_path: Pa
         ["size", str(path), "--ctx", "8k"],
         "hidden_size, num_hidden_layers, num_attention_heads: missing",
     )
+
+
+def test_a_rule_of_the_whole_config_reads_without_pydantic_s_words(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # It read "config.json: (top level): Value error, mixers.full: 32 query heads ...".
+    path = write_config(tmp_path, {
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 7, "intermediate_size": 14336,
+        "vocab_size": 128256, "max_position_embeddings": 8192,
+    })
+    line = refused(runner, ["size", str(path)],
+                   f"{path}: mixers.full: 32 query heads are not divisible by 7 kv_heads")
+    assert "Value error" not in line and "(top level)" not in line
 
 
 @pytest.mark.parametrize(

@@ -143,6 +143,14 @@ def test_a_tier_named_twice_is_refused(runner: CliRunner) -> None:
     refused(runner, args, "--tier: cpu is given twice")
 
 
+@pytest.mark.parametrize("name", ["hbm", "HBM"])
+def test_a_tier_named_as_the_gpus_memory_is_refused(runner: CliRunner, name: str) -> None:
+    # --tier hbm:100GB@10GB/s printed two "hbm" rows, the second with its break-even cell
+    # blanked as the GPUs' own row's is.
+    args = ["offload", "llama3.1-8b", "--gpus", "h100", "--tier", f"{name}:100GB@10GB/s"]
+    refused(runner, args, "--tier: hbm is the GPUs' own memory, the first row; name the tier")
+
+
 def test_one_prefix_length(runner: CliRunner) -> None:
     args = ["offload", "llama3.1-8b", "--gpus", "h100", "--ctx", "8k,32k"]
     refused(runner, args, "--ctx: give one prefix length")

@@ -54,3 +54,24 @@ def test_another_size_option_in_bare_b_names_only_the_unit_fix(runner: CliRunner
     assert result.exit_code == 2
     assert "--gpu-memory: invalid size '80B'" in result.stderr
     assert "80GB" in result.stderr and "--weights" not in result.stderr
+
+
+@pytest.mark.parametrize("text", ["80Gb", "64Gb", "1Tb", "512Mb", "80 Kb"])
+def test_a_size_in_bits_is_refused(text: str) -> None:
+    # --internode 64Gb/s is 8 GB/s (bits, as NICs are sold), but --tier cpu:512GB@64Gb/s read
+    # 64 GB/s and --kv-memory 80Gb 80 GB: the same unit, 8x apart.
+    with pytest.raises(UnitError, match="is bits, as in 400Gb/s; give bytes"):
+        parse_bytes(text)
+
+
+@pytest.mark.parametrize("text", ["80gb", "80GB", "80gib", "80GiB", "512mb", "1tb"])
+def test_a_size_in_bytes_in_any_case_is_read(text: str) -> None:
+    assert parse_bytes(text) > 0
+
+
+def test_a_tier_rate_in_bits_is_refused_not_read_as_bytes(runner: CliRunner) -> None:
+    result = runner.invoke(
+        app, ["offload", "llama3-8b", "-g", "h100", "--tier", "cpu:512GB@64Gb/s"]
+    )
+    assert result.exit_code == 2, result.stdout
+    assert "--tier cpu:512GB@64Gb/s: invalid size '64Gb': Gb is bits" in result.stderr

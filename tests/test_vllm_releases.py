@@ -720,6 +720,30 @@ def test_versions_outside_the_table_are_refused() -> None:
             vllm_release(text)
 
 
+@pytest.mark.parametrize("text", ["0.34x", "0.34....", "0.19.0_foo", "0.34.abc", "0.34-x"])
+def test_a_version_with_trailing_text_is_no_release(text: str) -> None:
+    # The pattern took any word characters after X.Y: `--vllm-version 0.34x` sized with
+    # 0.34's rules and printed "vLLM 0.34x" as a release.
+    with pytest.raises(EngineRefusal, match="is not a vLLM release"):
+        vllm_release(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("0.10.1.1", (0, 10, 1)),  # a four-part release on PyPI
+        ("v0.26.1rc0", (0, 26, 1)),
+        ("0.8.5.post1", (0, 8, 5)),
+        ("0.11.1rc2.dev161+g1234abcd", (0, 11, 1)),  # a nightly, as a log prints it
+        ("0.34.0+cu129", (0, 34, 0)),
+    ],
+)
+def test_release_spellings_pip_uses_are_read(text: str, version: tuple[int, int, int]) -> None:
+    from kvcalc.engine.vllm_releases import parse_version
+
+    assert parse_version(text) == version
+
+
 def test_memory_terms_for_calibration_add_up() -> None:
     inputs, (terms,) = vllm_memory_terms_for(
         registry_model("llama3.1-8b"), parse_gpu_set("a100-sxm-80gb"), "0.31"

@@ -143,8 +143,15 @@ def write_calibration(document: Mapping[str, Any], path: str | Path) -> None:
             "it.\n# Use it with kvcalc batch/decode --calibration FILE (or calibration: in a "
             "spec file).\n")
     text = head + yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=False)
+    target = Path(path)
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        target.write_text(text, encoding="utf-8")
+    except IsADirectoryError:  # worded as --plot words the same two cases
+        raise InputError(f"--write {path}: a folder; give a file name in it such as "
+                         f"{target / 'calibration.yaml'}", field="write") from None
+    except FileNotFoundError:
+        raise InputError(f"--write {path}: the folder {target.parent} does not exist; create it "
+                         "or give a file in an existing folder", field="write") from None
     except OSError as exc:
         raise InputError(f"--write {path}: cannot write it ({exc.strerror or exc})",
                          field="write") from None

@@ -589,6 +589,38 @@ def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
         if gpu_util is not None:
             raise InputError("--gpu-util: an SGLang log states its own share "
                              "(mem_fraction_static); drop --gpu-util", field="gpu_util")
-        return compare_sglang(log, spec, gpus, release or log.release)
-    return compare_vllm(log, spec, gpus, release or log.release, gpu_util)
+        return compare_sglang(log, spec, gpus, release_of(log, release))
+    return compare_vllm(log, spec, gpus, release_of(log, release), gpu_util)
+
+
+def release_of(log: StartupLog, release: str | None) -> str | None:
+    """The release whose rules apply to ``log``: the one it states, else ``release``
+    (``--release``). A ``release`` beside the log's own is refused unless it names the same
+    release (the log is what ran, as its stated --gpu-util is), and one its engine's releases
+    are not spelled as is refused as ``--release``, not as the sizing commands' option."""
+    from kvcalc.engine.sglang import sglang_version
+    from kvcalc.engine.vllm_releases import parse_version
+    from kvcalc.errors import KvcalcError
+
+    if release is None:
+        return log.release
+    parse: Callable[[str], object] = (
+        sglang_version if isinstance(log, SGLangLog) else parse_version
+    )
+    if log.release is not None:
+        try:
+            same = parse(release) == parse(log.release)  # 0.19 is 0.19.0
+        except KvcalcError:  # either is no release kvcalc reads: as written
+            same = release.strip().removeprefix("v") == log.release.removeprefix("v")
+        if not same:
+            raise InputError(f"--release: the log states {log.release}; drop --release",
+                             field="release")
+        return release
+    try:
+        parse(release)
+    except KvcalcError as exc:
+        worded = getattr(exc, "worded", None)
+        text = worded(lambda _: "--release") if callable(worded) else str(exc)
+        raise InputError(text, field="release") from None
+    return release
 

@@ -447,12 +447,16 @@ def strict_number_type(inner: Any) -> Any:
 
 
 def _strict_convert(self: Any, value: Any, param: Any, ctx: Any) -> Any:
-    from kvcalc.engine.units import number_text_problem, shown
+    from kvcalc.engine.units import not_a_number, number_text_problem, shown
 
     if isinstance(value, str):
         problem = number_text_problem(value)
         if problem is not None:
             self.fail(f"{shown(value)!r}: {problem}", param, ctx)
+        # click names its type ("is not a valid int range."); say what the option takes.
+        problem = not_a_number(value, whole=self.name in ("int", "integer", "int range"))
+        if problem is not None:
+            self.fail(problem, param, ctx)
     self.converting = True
     try:
         result = super(type(self), self).convert(value, param, ctx)
@@ -642,16 +646,36 @@ def input_option(
         return (bool | None), typer.Option(None, pair, *names[1:], help=text, **extra)
     if inp.unit == "flag":
         return bool, typer.Option(bool(value), *names, help=text, **extra)
+    # Every option typed as text refuses a blank value, which the library would read as not
+    # given (its default applied unannounced).
+    extra["callback"] = _with_a_value(inp, required=value is ...)
     if inp.unit == "path":
         # Text, made a Path by the library: typer's Path type stats the name as it parses it.
         extra.setdefault("metavar", "PATH")
-        option = typer.Option(value, *names, help=text, callback=file_name(names[0]), **extra)
-        return (str | None), option
+        extra["callback"] = _with_a_value(inp, file_name(names[0]))
+        return (str | None), typer.Option(value, *names, help=text, **extra)
     if inp.unit in ("context", "contexts"):
         extra.setdefault("metavar", TOKENS)
     if inp.repeatable:
         return list[str], typer.Option(value, *names, help=text, **extra)
     return (str | None if optional else str), typer.Option(value, *names, help=text, **extra)
+
+
+def _with_a_value(
+    inp: Input, then: Callable[[Any], Any] | None = None, *, required: bool = False
+) -> Callable[[Any], Any]:
+    """The callback of a text option: a blank value refused (:func:`~kvcalc.engine.inputs.
+    no_value`), named as the command line spells the option; ``then`` checks it further."""
+
+    def checked(value: Any) -> Any:
+        from kvcalc.engine.inputs import no_value
+
+        blank = no_value(inp, value, required)
+        if blank is not None:  # field given: the line keeps the option's own spelling
+            raise InputError(blank.worded(lambda _: inp.flag), field=inp.name)
+        return value if then is None else then(value)
+
+    return checked
 
 
 def file_name(option: str) -> Callable[[str | None], str | None]:

@@ -223,6 +223,23 @@ def refused(inp: Input, reason: str) -> InputRefusal:
                         inp.name)
 
 
+def no_value(inp: Input, raw: Any, required: bool = False) -> InputRefusal | None:
+    """The refusal of ``raw`` when it is blank text (``--engine ''``, ``--ctx ''``; for a
+    repeatable input, any of its values), else None. Given, a blank is no value: read as "not
+    given", it would apply the default while the caller asked for something, so every front
+    end refuses it, as a spec file refuses a key with no value. ``required``: the input has no
+    default to fall back on (batch's --gpus), so leaving it out is no fix."""
+    values = raw if isinstance(raw, (list, tuple)) else (raw,)
+    if not any(isinstance(v, str) and not v.strip() for v in values):
+        return None
+    # Only now: every option is checked at start-up, which must not load the engines.
+    from kvcalc.engine.serving.base import InputRefusal
+
+    field = "{" + inp.name + "}"
+    fix = "give one" if required else f"give one or leave {field} out"
+    return InputRefusal(f"{field}: no value; {fix}", inp.name)
+
+
 def read_value(inp: Input, raw: Any) -> Any:
     """``raw`` (as typed or as a spec file gives it) as the engine reads ``inp``: sizes in bytes,
     token counts and contexts in tokens, fractions as floats; a value it cannot take raises
@@ -231,6 +248,9 @@ def read_value(inp: Input, raw: Any) -> Any:
 
     if raw is None:
         return None
+    blank = no_value(inp, raw)
+    if blank is not None:
+        raise blank
     try:
         if inp.unit == "bytes":
             text = str(raw)
@@ -275,11 +295,12 @@ def _is_number(text: str) -> bool:
 
 def _one_context(text: str) -> int:
     """One context as ``--ctx`` reads it (a list of them is refused)."""
-    from kvcalc.engine.units import UnitError, parse_context
+    from kvcalc.engine.units import UnitError, check_context_list, parse_context
 
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
         raise UnitError("give at least one context, e.g. 8k or 8k,32k,128k")
+    check_context_list(text)
     lengths = [parse_context(p) for p in parts]
     if len(lengths) != 1:
         raise UnitError("give one length, e.g. 32k")

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from kvcalc.engine.spec import ModelSpec
 
 
+#: The name of the GPUs' own memory, the row every tier beyond it is set beside.
+HBM = "hbm"
+
+
 @dataclass(frozen=True)
 class Tier:
     """One place a cache can live outside HBM: its capacity and the bandwidth it is read back

@@ -48,14 +48,19 @@ REQUIREMENTS: dict[str, Requirement] = {
         # At batch 1: the longest sequence, whatever ctx says.
         Requirement("min_context", "tokens of one sequence", "min", "tokens"),
         # judge: high holds the band's high end (kvcalc.engine.accuracy) to the target.
+        # internode: the realistic step's all-reduces and stage hand-offs cross it when tp or
+        # pp spans nodes (kvcalc.engine.communication); no other figure does.
         Requirement(
-            "max_tpot_ms", "time per output token", "max", "ms", ("ctx", "mfu", "judge")
+            "max_tpot_ms", "time per output token", "max", "ms",
+            ("ctx", "mfu", "judge", "internode"),
         ),
         # The prefill of one prompt of ctx tokens: batch 1, whatever fits.
-        Requirement("max_ttft_ms", "time to first token", "max", "ms", ("ctx", "mfu")),
+        Requirement(
+            "max_ttft_ms", "time to first token", "max", "ms", ("ctx", "mfu", "internode")
+        ),
         Requirement(
             "min_tokens_per_second", "output tokens per second", "min", "tokens/s",
-            ("ctx", "mfu", "judge"),
+            ("ctx", "mfu", "judge", "internode"),
         ),
         Requirement(
             "max_kv_fraction", "share of the KV budget used", "max", "fraction", ("ctx",)
@@ -102,7 +107,7 @@ class Outcome:
 
 #: Settings only some requirements read: a deployment that gives one none of its requirements
 #: reads is refused, never silently ignored.
-OPTIONAL_SETTINGS = ("ctx", "mfu", "judge")
+OPTIONAL_SETTINGS = ("ctx", "mfu", "judge", "internode")
 
 
 def readers(setting: str, keys: Iterable[str]) -> list[str]:

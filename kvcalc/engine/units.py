@@ -53,6 +53,17 @@ def number_text_problem(text: str) -> str | None:
     return None
 
 
+def not_a_number(text: str, whole: bool) -> str | None:
+    """Why ``text`` is not the number an option takes -- a whole one (``whole``, a count such
+    as --tp) or any (a fraction such as --gpu-util) -- or None; the range is checked apart."""
+    try:
+        int(text) if whole else float(text)
+    except ValueError:
+        kind, example = ("a whole number", "8") if whole else ("a number", "0.9")
+        return f"{shown(text)!r} is not {kind}; give one such as {example}"
+    return None
+
+
 def check_number_text(text: str, what: str) -> None:
     """Raise UnitError naming ``what`` when ``text`` breaks :func:`number_text_problem`."""
     problem = number_text_problem(text)
@@ -137,6 +148,22 @@ def parse_context(text: str) -> int:
     return parse_tokens(text)
 
 
+#: One number grouped by thousands as kvcalc prints token counts (``32,768``; no space, no k).
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
+
+
+def check_context_list(text: str) -> None:
+    """Refuse a list of contexts that reads as one count with thousands separators:
+    ``32,768`` is how kvcalc prints 32768, and split at its comma it would be the contexts 32
+    and 768 tokens. A list of short contexts keeps a space after each comma (``512, 768``)."""
+    grouped = text.strip()
+    if _GROUPED.fullmatch(grouped):
+        raise UnitError(
+            f"{grouped!r} reads as {grouped.replace(',', '')} with thousands separators; "
+            f"write {grouped.replace(',', '')}, or for a list put a space after each comma"
+        )
+
+
 def parse_tokens(
     text: str, minimum: int = 1, maximum: int = MAX_CONTEXT_TOKENS, what: str = "context"
 ) -> int:
@@ -212,7 +239,15 @@ def parse_bytes(text: str) -> int:
             f"invalid size {text!r}: give a number and a unit, e.g. 80GB (10^9 bytes) "
             "or 80GiB (2^30 bytes)"
         )
-    number, unit = match.group(1), match.group(2).lower()
+    number, written = match.group(1), match.group(2)
+    unit = written.lower()
+    # Gb with a capital prefix is gigabits, as parse_rate reads 400Gb/s (NICs are sold so):
+    # read as bytes here, the same unit would be 8x apart from one option to the next.
+    if len(written) == 2 and written[0].isupper() and written[1] == "b":
+        raise UnitError(
+            f"invalid size {text!r}: {written} is bits, as in 400Gb/s; give bytes, e.g. "
+            "80GB (10^9 bytes) or 80GiB (2^30 bytes)"
+        )
     if unit == "b" and (Fraction(number) < MIN_BARE_BYTES or "." in number):
         raise BareBytesError(bare_bytes_problem(text, number))
     value = Fraction(number) * _SIZE_SCALE[unit]

@@ -406,7 +406,13 @@ NEWEST_VERSION = "0.34.0"
 BLOCK_MODEL_VERSION = "0.19"
 DEFAULT_VERSION = NEWEST_VERSION
 
-_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?\w*)*")
+#: A release as pip spells vLLM's (PEP 440): X.Y[.Z[.N...]], then a pre-release, post-release,
+#: dev and local tag (0.10.1.1, 0.26.1rc0, 0.8.5.post1, 0.11.1rc2.dev161+g1234abcd); nothing
+#: else after the numbers, so that 0.34x is no release rather than 0.34.
+_VERSION = re.compile(
+    r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.?post\d+)?(?:\.?dev\d+)?"
+    r"(?:\+[A-Za-z0-9]+(?:\.[A-Za-z0-9]+)*)?"
+)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

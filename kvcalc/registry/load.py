@@ -221,14 +221,16 @@ def validate(path: Path, data: Any, schema: type[M]) -> M:
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        loc = ".".join(str(p) for p in first["loc"])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        msg = first["msg"]
+        # A rule of the whole entry (a model validator) has no field, and pydantic prefixes its
+        # message; the message names its fields itself.
+        msg = str(first["msg"]).removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             msg = "unknown key"
         elif first["type"] == "missing":
             msg = "missing required field"
-        raise RegistryError(f"{path}: {loc}: {msg}{more}") from None
+        raise RegistryError(f"{path}: {loc + ': ' if loc else ''}{msg}{more}") from None
 
 
 # ---------------------------------------------------------------- models

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.flops import prefill_flops
-from kvcalc.engine.offload import TierFit, prefill_flops_per_second
+from kvcalc.engine.offload import HBM, TierFit, prefill_flops_per_second
 from kvcalc.engine.units import GB
 from kvcalc.engine.weights import precision_name
 from kvcalc.render.layout import gpus_payload, layout_payload
@@ -27,7 +27,7 @@ def hbm_payload(cap: Capacity) -> dict[str, Any]:
     dep = cap.deployment
     fit = cap.contexts[0]
     return {
-        "tier": "hbm",
+        "tier": HBM,
         "capacity_bytes": max(cap.kv_budget_bytes_per_gpu, 0) * dep.gpus.count,
         "bandwidth_bytes_per_s": None,
         "kv_tokens_capacity": cap.kv_tokens_capacity,
@@ -82,7 +82,7 @@ def rate(record: Record) -> str:
 
 
 def break_even(record: Record) -> str:
-    if record["tier"] == "hbm":
+    if record["tier"] == HBM:
         return ""
     value = record["break_even_tokens"]
     if value is None:

@@ -403,9 +403,10 @@ class TensorRTLLM(Engine):
             "share of the memory free after the weights and the profile [default: 0.9]",
             **_OWN,
         ),
+        # A token count, read as --block-size and --page-size are (32, 1k).
         Input(
             "tokens_per_block",
-            "count",
+            "tokens",
             "tokens per KV block [default: 32; a TensorRT engine's is its build setting]",
             minimum=1,
             maximum=65536,

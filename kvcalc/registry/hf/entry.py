@@ -68,7 +68,8 @@ def import_entry(
         imported = import_hf_config(found.path)
         origin = ImportOrigin(found.repo.repo, found.source_url())
     repo_name = origin.hf_repo.split("/", 1)[1]
-    return registry_entry(imported, name or slug(repo_name), repo_name, origin)
+    # None is "not given"; a given blank is checked (and refused) as the id it is not.
+    return registry_entry(imported, slug(repo_name) if name is None else name, repo_name, origin)
 
 
 def path_origin(imported: ImportedConfig, hf_repo: str | None) -> ImportOrigin:
@@ -80,7 +81,8 @@ def path_origin(imported: ImportedConfig, hf_repo: str | None) -> ImportOrigin:
     cached = cache_origin(imported.path)
     if hf_repo is None and cached is not None:
         return ImportOrigin(cached.repo.repo, cached.source_url())
-    repo = hf_repo or imported.repo
+    # None is "not given"; a given blank is parsed (and refused) as the repo id it is not.
+    repo = imported.repo if hf_repo is None else hf_repo
     if repo is None:
         raise RegistryError(
             f"--hf-repo: {imported.path} does not state its Hugging Face repo "
