@@ -855,7 +855,7 @@ def plan(
     ``input_len`` + ``output_len`` tokens (default 1024 + 128), each layout held to its steady
     state (prefill chunks of up to ``max_num_batched_tokens`` mixed into decode steps, TTFT
     under M/D/1 queueing); ``disaggregated`` sizes prefill and decode pools apart."""
-    from kvcalc.engine.plan import PlanRequest, max_batch_rule
+    from kvcalc.engine.plan import PlanRequest, pool_rule
     from kvcalc.engine.plan import plan as search
     from kvcalc.engine.serving import DEFAULT_ENGINE, engine_named
     from kvcalc.planning import (
@@ -936,13 +936,16 @@ def plan(
         profile=profile,
         workload=workload,
         disaggregated=disaggregated,
+        # Given, the engines take it (their profile and steps); else each its own per GPU.
+        max_num_batched_tokens=None if max_num_batched_tokens is None or workload is None
+        else workload.batched_tokens,
     )
     if cal is not None:
         from dataclasses import replace
 
         request = replace(request, measured=cal.planned(spec, chosen, request.accelerators,
                                                         _listed(kv_dtype)))
-    result = search(request, max_batch_rule(chosen, options))
+    result = search(request, pool_rule(chosen, options))
     if not result.layouts:
         fail(nothing_meets(result))
     return PlanResult(

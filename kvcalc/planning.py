@@ -4,6 +4,7 @@ KV formats tried, the prices, and the one line of a plan that finds no layout. U
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import fail
@@ -244,15 +245,26 @@ def workload_payload(request: PlanRequest) -> dict[str, Any]:
         "input_len": None if workload is None else workload.input_len,
         "output_len": None if workload is None else workload.output_len,
         "request_rate": rate,
-        "max_num_batched_tokens": None if rate is None or workload is None
-        else workload.batched_tokens,
+        # Given, else null: each layout's engine runs its own (the layout's key of that name).
+        "max_num_batched_tokens": None if rate is None else request.max_num_batched_tokens,
         "ttft_prompt_tokens": request.prompt_tokens,
         "arrivals": "poisson" if rate is not None else None,
         "queueing": "M/D/1" if rate is not None else None,
     }
 
 
-def workload_line(request: PlanRequest) -> str:
+def step_words(request: PlanRequest, steps: Collection[int]) -> str:
+    """The tokens a step carries, as the workload line says it: the given count, or the one
+    every layout shown takes, else each engine's own for its GPU."""
+    given = request.max_num_batched_tokens
+    if given is not None:
+        return f"{given:,} tokens"
+    if len(set(steps)) == 1:
+        return f"{next(iter(steps)):,} tokens (the engine's step)"
+    return "the engine's step for each GPU (each layout's max_num_batched_tokens)"
+
+
+def workload_line(request: PlanRequest, steps: Collection[int] = ()) -> str:
     """plan's workload in one line, as its answer states it."""
     workload = request.workload
     rate = request.request_rate
@@ -260,14 +272,14 @@ def workload_line(request: PlanRequest) -> str:
         return (
             f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "
             f"{workload.output_len:,} output tokens, prefill and decode pools apart: prompts "
-            f"prefilled in steps of up to {workload.batched_tokens:,} tokens (TTFT with M/D/1 "
+            f"prefilled in steps of up to {step_words(request, steps)} (TTFT with M/D/1 "
             "queueing), decode steps carrying no prompt tokens (concurrency by Little's law)"
         )
     if workload is not None and rate is not None:
         return (
             f"workload: {rate:g} requests/s (Poisson) of {workload.input_len:,} prompt + "
             f"{workload.output_len:,} output tokens, spread evenly over the replicas; prefill "
-            f"chunks of up to {workload.batched_tokens:,} tokens per step mixed into decode "
+            f"chunks of up to {step_words(request, steps)} per step mixed into decode "
             "steps (concurrency by Little's law, TTFT with M/D/1 queueing)"
         )
     prompt = request.prompt_tokens

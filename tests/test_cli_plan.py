@@ -16,7 +16,7 @@ from specs import registry_model
 from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
-from kvcalc.engine.plan import PlanRequest, max_batch_rule, plan, splits
+from kvcalc.engine.plan import PlanRequest, plan, pool_rule, splits
 from kvcalc.engine.serving import engine_named
 from kvcalc.registry.gpus import find_accelerator, gpu_paths
 
@@ -201,12 +201,12 @@ def test_the_whole_registry_is_searched_in_under_a_second() -> None:
         model=registry_model("llama3-70b"), users=100, context_tokens=16384,
         accelerators=accelerators, max_gpus=16, max_tpot_seconds=0.05, max_ttft_seconds=2.0,
     )
-    plan(request, max_batch_rule(engine_named("simple")))  # warm the caches
+    plan(request, pool_rule(engine_named("simple")))  # warm the caches
     # The best of three runs: the machine is shared, and a slow run says nothing of the code.
     seconds = []
     for _ in range(3):
         start = time.perf_counter()
-        result = plan(request, max_batch_rule(engine_named("simple")))
+        result = plan(request, pool_rule(engine_named("simple")))
         seconds.append(time.perf_counter() - start)
     assert len(result.layouts) > 10
     assert min(seconds) < 1.0
@@ -277,7 +277,7 @@ def test_the_answer_is_minimal_and_meets_its_targets(
         accelerators=[find_accelerator(gpu)], max_gpus=8,
         max_tpot_seconds=None if tpot_ms is None else tpot_ms / 1000,
     )
-    result = plan(request, max_batch_rule(engine_named("simple")))
+    result = plan(request, pool_rule(engine_named("simple")))
     event("answered" if result.layouts else "no layout")
     if not result.layouts:
         return
@@ -286,7 +286,7 @@ def test_the_answer_is_minimal_and_meets_its_targets(
     assert tpot_ms is None or (best.tpot_seconds or 0) <= tpot_ms / 1000
     if best.count > 1:
         fewer = replace(request, max_gpus=best.count - 1)
-        assert not plan(fewer, max_batch_rule(engine_named("simple"))).layouts
+        assert not plan(fewer, pool_rule(engine_named("simple"))).layouts
 
 
 # ---------------------------------------------------------------- weight dtypes as printed

@@ -344,3 +344,21 @@ def test_sglang_and_trtllm_steps_carry_their_own_chunk() -> None:
         served = run_json(CliRunner(), "decode", "llama3.1-8b", "--gpus", gpus, "--engine",
                           engine, "--request-rate", "5")
         assert served["serving"]["max_num_batched_tokens"] == tokens, engine
+
+
+def test_plan_s_layouts_step_as_their_engine_does_on_their_gpu() -> None:
+    # Each layout's steps carry its engine's own step on its GPU (vllm serve's 2,048 on an
+    # A100, 8,192 on an H100); given, every layout's engine takes the one given.
+    args = ["plan", "llama3.1-8b", "--request-rate", "10", "--max-tpot", "50ms"]
+    doc = run_json(CliRunner(), *args, "--gpus", "a100,h100", "--engine", "vllm")
+    steps = {layout["gpus"]["accelerator"]: layout["max_num_batched_tokens"]
+             for layout in doc["layouts"]}
+    assert steps == {"a100-sxm-80gb": 2048, "h100-sxm": 8192}
+    assert doc["workload"]["max_num_batched_tokens"] is None
+    given = run_json(CliRunner(), *args, "--gpus", "a100", "--engine", "vllm",
+                     "--max-num-batched-tokens", "4k")
+    assert given["workload"]["max_num_batched_tokens"] == 4096
+    assert [la["max_num_batched_tokens"] for la in given["layouts"]] == [4096]
+    # The budget formula's step is 8,192 on every GPU.
+    simple = run_json(CliRunner(), *args, "--gpus", "a100,h100")
+    assert {la["max_num_batched_tokens"] for la in simple["layouts"]} == {8192}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engine.deployment import Deployment, DeploymentError, deployment
@@ -41,12 +41,13 @@ from kvcalc.engine.spec import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.engine.profiles import DecodeProfile
-    from kvcalc.engine.serving.base import ServingEngine
+    from kvcalc.engine.serving.base import KVPool, ServingEngine
     from kvcalc.engine.workload import Pools, ServingPoint, Workload
 from kvcalc.engine.weights import weight_bytes
 
-#: Sequences one replica of a deployment runs at once at a context (the engine's rule).
-MaxBatch = Callable[[Deployment, int], int]
+#: A deployment's KV pool as the engine sizes it: the sequences one replica runs at once at a
+#: context, and the tokens its scheduler runs per step.
+PoolOf = Callable[[Deployment], "KVPool"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ class PlanRequest:
     disaggregated: bool = False
     """Size prefill and decode pools apart (needs a request rate): each layout is a replica
     shape repeated for both pools (:func:`kvcalc.engine.workload.disaggregated_pools`)."""
+    max_num_batched_tokens: int | None = None
+    """``--max-num-batched-tokens`` given: every layout's engine takes it (its profile and its
+    steps); None: each engine's own for the GPU (:meth:`KVPool.step_tokens`)."""
 
     def runs_tp(self, tp: int) -> bool:
         """Whether the profile steps are timed with can serve a tp group of ``tp``."""
@@ -122,6 +126,8 @@ class PlannedLayout:
     pools: Pools | None = None
     """With --disaggregated: the prefill and decode replicas (the deployment's replicas are
     their sum)."""
+    step_tokens: int | None = None
+    """Under a request rate: the tokens one step of its engine carries (None without one)."""
 
     @property
     def accelerator(self) -> Accelerator:
@@ -219,15 +225,16 @@ def shortfall(layout: PlannedLayout, request: PlanRequest) -> float:
     return max(ratios)
 
 
-def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> PlannedLayout:
+def evaluate(dep: Deployment, request: PlanRequest, pool_of: PoolOf) -> PlannedLayout:
     """The users that fit on ``dep`` and, when they all do, its TPOT and (when the TPOT meets
     its target) its TTFT."""
-    per_replica = max_batch(dep, request.context_tokens)
+    pool = pool_of(dep)
+    per_replica = pool.max_batch(request.context_tokens)
     fits = per_replica * dep.replicas
     if fits < request.users or not can_time_communication(dep):
         return PlannedLayout(dep, fits)
     if request.request_rate is not None:
-        return evaluate_rate(dep, request, per_replica)
+        return evaluate_rate(dep, request, per_replica, pool.step_tokens())
     batch = batch_per_replica(request.users, dep.replicas)
     context = request.context_tokens
     tpot = tpot_seconds(
@@ -243,21 +250,26 @@ def evaluate(dep: Deployment, request: PlanRequest, max_batch: MaxBatch) -> Plan
     return PlannedLayout(dep, fits, tpot, ttft, batch)
 
 
-def evaluate_rate(dep: Deployment, request: PlanRequest, per_replica: int) -> PlannedLayout:
-    """``dep`` under the request's rate, spread evenly over its replicas: each replica's steady
-    state (:func:`kvcalc.engine.workload.solve`), its TPOT the mean mixed step, its TTFT the
-    prefill under load; not timed (None) when a replica cannot keep up."""
+def evaluate_rate(
+    dep: Deployment, request: PlanRequest, per_replica: int, step_tokens: int
+) -> PlannedLayout:
+    """``dep`` under the request's rate, spread evenly over its replicas, its steps carrying
+    ``step_tokens``: each replica's steady state (:func:`kvcalc.engine.workload.solve`), its
+    TPOT the mean mixed step, its TTFT the prefill under load; not timed (None) when a replica
+    cannot keep up."""
     from kvcalc.engine.workload import solve, step_time
 
     workload, rate = request.workload, request.request_rate
     assert workload is not None and rate is not None
+    workload = replace(workload, batched_tokens=step_tokens)
     step = step_time(dep, workload, mfu=request.mfu, profile=request.profile)
     point = solve(workload, rate / dep.replicas, step, per_replica)
     fits = per_replica * dep.replicas
     if not point.stable:
-        return PlannedLayout(dep, fits, serving=point)
+        return PlannedLayout(dep, fits, serving=point, step_tokens=step_tokens)
     return PlannedLayout(
-        dep, fits, point.step_seconds, point.ttft_seconds, point.decode_batch, serving=point
+        dep, fits, point.step_seconds, point.ttft_seconds, point.decode_batch, serving=point,
+        step_tokens=step_tokens,
     )
 
 
@@ -265,6 +277,7 @@ def build(
     model: ModelSpec, accelerator: Accelerator, count: int, tp: int, pp: int,
     weight_dtype: str | None, kv_dtype: str | None,
     measured: Mapping[tuple[str, int, int, str | None], int] | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Deployment | None:
     # A measured budget holds for the checkpoint's weights only (it was measured with them).
     kv_memory = None if measured is None or weight_dtype is not None else measured.get(
@@ -273,6 +286,7 @@ def build(
         return deployment(
             model, GpuSet(accelerator, count), tp=tp, pp=pp,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_memory_bytes=kv_memory,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
     except DeploymentError as exc:
         if exc.model_specific:
@@ -283,7 +297,7 @@ def build(
 @dataclass
 class _Search:
     request: PlanRequest
-    max_batch: MaxBatch
+    pool_of: PoolOf
     found: list[PlannedLayout] = field(default_factory=list)
     closest: PlannedLayout | None = None
     evaluated: int = 0
@@ -313,16 +327,18 @@ class _Search:
                 if replicas != 1 or not request.runs_tp(tp):
                     continue
                 dep = build(model, accelerator, per_replica, tp, pp, weight_dtype, kv_dtype,
-                            request.measured)
+                            request.measured, request.max_num_batched_tokens)
                 if dep is None or not can_time_communication(dep):
                     continue
-                held = self.max_batch(dep, request.context_tokens)
+                pool = self.pool_of(dep)
+                held = pool.max_batch(request.context_tokens)
                 if held < 1:
                     continue
                 self.weights_fit = True
-                step = step_time(dep, workload, mfu=request.mfu, profile=request.profile)
+                carried = replace(workload, batched_tokens=pool.step_tokens())
+                step = step_time(dep, carried, mfu=request.mfu, profile=request.profile)
                 pools = disaggregated_pools(
-                    workload, step, step, held,
+                    carried, step, step, held,
                     max_tpot_seconds=request.max_tpot_seconds,
                     max_ttft_seconds=request.max_ttft_seconds,
                     max_replicas=request.max_gpus // per_replica,
@@ -334,13 +350,14 @@ class _Search:
                 if count > request.max_gpus or (best is not None and count > best.count):
                     continue
                 whole = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype,
-                              request.measured)
+                              request.measured, request.max_num_batched_tokens)
                 if whole is None:
                     continue
                 point = pools.decode_point
                 layout = PlannedLayout(
                     whole, held * pools.decode_replicas, point.step_seconds, pools.ttft_seconds,
                     point.decode_batch, serving=point, pools=pools,
+                    step_tokens=carried.batched_tokens,
                 )
                 if best is None or rank_key(layout, request) < rank_key(best, request):
                     best = layout
@@ -375,10 +392,10 @@ class _Search:
                                                      request.users):
                     continue
                 dep = build(model, accelerator, count, tp, pp, weight_dtype, kv_dtype,
-                            request.measured)
+                            request.measured, request.max_num_batched_tokens)
                 if dep is None:
                     continue
-                layout = evaluate(dep, request, self.max_batch)
+                layout = evaluate(dep, request, self.pool_of)
                 self.note(layout)
                 if meets(layout, request) and (best is None or _faster(layout, best)):
                     best = layout
@@ -421,9 +438,9 @@ def rank_key(layout: PlannedLayout, request: PlanRequest) -> tuple[int, float, f
     return layout.count, math.inf if cost is None else cost, layout.tpot_seconds or math.inf
 
 
-def plan(request: PlanRequest, max_batch: MaxBatch) -> Plan:
+def plan(request: PlanRequest, pool_of: PoolOf) -> Plan:
     """Every accelerator and dtype pair's smallest layout that meets the targets, ranked."""
-    search = _Search(request, max_batch)
+    search = _Search(request, pool_of)
     # An old llama.cpp build's F16 steps on a GPU whose waves the registry cannot size are
     # refused; over many GPUs that GPU is left out, and only a search that could time no GPU
     # at all is refused.
@@ -472,7 +489,7 @@ def left_out_label(
     return f"{accelerator_id} with {names} weights"
 
 
-def max_batch_rule(engine: ServingEngine, options: Any = None) -> MaxBatch:
-    """Sequences one replica holds at a context as ``engine`` sizes its pool (0 when none fits
-    or the engine would refuse the layout)."""
-    return lambda dep, context_tokens: engine.pool(dep, options).max_batch(context_tokens)
+def pool_rule(engine: ServingEngine, options: Any = None) -> PoolOf:
+    """Each deployment's pool as ``engine`` sizes it (its ``max_batch`` 0 when none fits or the
+    engine would refuse the layout)."""
+    return lambda dep: engine.pool(dep, options)

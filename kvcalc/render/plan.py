@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 #: A layout's serving figures under a request rate (null without one).
 SERVING_FIELDS = (
+    "max_num_batched_tokens",
     "prefill_replicas",
     "decode_replicas",
     "request_rate_per_replica",
@@ -131,6 +132,7 @@ def serving_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
     pools = layout.pools
     if pools is not None:  # the decode pool's steps carry no prompt tokens
         return {
+            "max_num_batched_tokens": layout.step_tokens,
             "prefill_replicas": pools.prefill_replicas,
             "decode_replicas": pools.decode_replicas,
             "request_rate_per_replica": point.request_rate,
@@ -140,6 +142,7 @@ def serving_payload(layout: PlannedLayout, result: Plan) -> dict[str, Any]:
             "queue_seconds": pools.queue_seconds,
         }
     return {
+        "max_num_batched_tokens": layout.step_tokens,
         "prefill_replicas": None,
         "decode_replicas": None,
         "request_rate_per_replica": point.request_rate,
@@ -280,7 +283,10 @@ def plan_report(
                 columns(result),
                 rows,
                 notes=[
-                    workload_line(result.request),
+                    workload_line(
+                        result.request,
+                        [la.step_tokens for la in result.layouts[:top] if la.step_tokens],
+                    ),
                     *plan_notes(result),
                     (result.request.profile or engine.decode_profile).summary(),
                     *row_layout_notes(rows, result),

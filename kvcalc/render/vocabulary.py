@@ -510,6 +510,7 @@ class PlanLayout(Layout):
     roofline_tpot_seconds: float | None
     ttft_seconds: float | None
     roofline_ttft_seconds: float | None
+    max_num_batched_tokens: int | None
     prefill_replicas: int | None
     decode_replicas: int | None
     request_rate_per_replica: float | None
