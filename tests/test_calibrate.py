@@ -549,3 +549,15 @@ def test_the_captured_pool_is_not_the_estimate_and_the_peak_holds_the_estimate_f
     assert estimate > terms["cuda_graph"]["logged"]
     assert Fraction("0.45") * GiB < peak["logged"] - peak["kvcalc"] < Fraction("0.55") * GiB
     assert peak["kvcalc"] > estimate
+
+
+@pytest.mark.parametrize(("command", "listed"), [
+    ("batch", True), ("decode", True), ("plan", True),
+    ("offload", False), ("sweep", False), ("compare", False),
+])
+def test_only_the_commands_that_apply_it_list_it_in_their_help(
+    runner: CliRunner, command: str, listed: bool
+) -> None:
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    assert ("--calibration" in out.stdout) is listed

@@ -10,6 +10,7 @@ option block and no command holds domain logic: resolving them is the library's
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -35,20 +36,40 @@ def deployment_options(command: F) -> F:
     return grouped_options(command, "deploy", DeploymentOptions, _PARAMETERS)
 
 
+def _hidden(parameter: tuple[Any, Any]) -> tuple[Any, Any]:
+    kind, option = parameter
+    option = copy.copy(option)
+    option.hidden = True
+    return kind, option
+
+
+#: The deployment options of a command that applies no measured budget (offload, compare,
+#: sweep): ``--calibration`` is taken, so that the library's refusal names the commands that
+#: apply one, but not listed in --help, where it could only be refused.
+_ESTIMATED = {**_PARAMETERS, "calibration": _hidden(_PARAMETERS["calibration"])}
+
+
+def estimated_deployment_options(command: F) -> F:
+    """:func:`deployment_options` with ``--calibration`` left out of the help."""
+    return grouped_options(command, "deploy", DeploymentOptions, _ESTIMATED)
+
+
 _OPTIONAL_GPUS = input_option(_GPUS, help=f"{GPUS_HELP} [default: no GPUs, bytes only]")[1]
 
 
 def optional_deployment_options(command: F) -> F:
-    """The deployment options with --gpus optional (``deploy.gpus`` is then None)."""
-    parameters = {**_PARAMETERS, "gpus": (str | None, _OPTIONAL_GPUS)}
+    """The deployment options with --gpus optional (``deploy.gpus`` is then None), and
+    ``--calibration`` out of the help (`compare` applies no measured budget)."""
+    parameters = {**_ESTIMATED, "gpus": (str | None, _OPTIONAL_GPUS)}
     return grouped_options(command, "deploy", DeploymentOptions, parameters)
 
 
 def deployment_sets_options(command: F) -> F:
     """As :func:`deployment_options`, with ``--gpus`` repeatable: ``command`` receives
-    ``deploys``, one :class:`DeploymentOptions` per GPU set, in the order given."""
+    ``deploys``, one :class:`DeploymentOptions` per GPU set, in the order given, and
+    ``--calibration`` out of the help (`sweep` applies no measured budget)."""
     gpus = input_option(_GPUS, default=..., help=f"{GPUS_HELP}; repeat for one line per GPU set")
-    parameters = {**_PARAMETERS, "gpus": (list[str], gpus[1])}
+    parameters = {**_ESTIMATED, "gpus": (list[str], gpus[1])}
     return grouped_options(command, "deploys", _per_gpu_set, parameters)
 
 

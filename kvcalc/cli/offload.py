@@ -13,7 +13,7 @@ from kvcalc.cli.app import (
     declared_options,
     emit_report,
 )
-from kvcalc.cli.deploy import deployment_options
+from kvcalc.cli.deploy import estimated_deployment_options
 from kvcalc.command_inputs import OFFLOAD_CONTEXT, OFFLOAD_INPUTS
 from kvcalc.deploy import DeploymentOptions
 
@@ -21,7 +21,7 @@ command_app = command_typer()
 
 
 @command_app.command()
-@deployment_options
+@estimated_deployment_options
 @declared_options(OFFLOAD_INPUTS)
 def offload(
     model: str = ModelArgument,
