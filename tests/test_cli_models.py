@@ -123,53 +123,47 @@ def test_a_listing_entry_of_the_wrong_shape_is_rebuilt(runner: CliRunner, tmp_pa
         assert json.loads(entry.read_text()) == rows  # rewritten whole
 
 
-def test_a_warm_listing_imports_no_pydantic(tmp_path: Path) -> None:
+def assert_warm_runs_import_none(
+    tmp_path: Path, commands: list[list[str]], modules: dict[str, str]
+) -> None:
+    """Warm the cache with each command, then run them all again in one fresh interpreter and
+    assert none of ``modules`` (name: what it is) was imported. The warm runs are fresh
+    interpreters too, as a user's earlier commands are: what earlier tests left in this process
+    (its memoised source digest, loaded modules) cannot reach the entries' keys."""
+    import os
     import subprocess
     import sys
 
-    # Warm the cache for both listings, then list both in a fresh interpreter. The warm runs
-    # are fresh interpreters too, as a user's earlier commands are: what earlier tests left in
-    # this process (its memoised source digest, loaded modules) cannot reach the entries' keys.
-    cache = str(tmp_path / "cache")
-    env = {**__import__("os").environ, "KVCALC_CACHE_DIR": cache}
-    for command in ("models", "gpus"):
+    env = {**os.environ, "KVCALC_CACHE_DIR": str(tmp_path / "cache")}
+    for argv in commands:
         warm = subprocess.run(
-            [sys.executable, "-m", "kvcalc", command], capture_output=True, text=True, env=env
+            [sys.executable, "-m", "kvcalc", *argv], capture_output=True, text=True, env=env
         )
         assert warm.returncode == 0, warm.stderr
     code = (
         "import sys\nfrom kvcalc.cli import main\n"
-        "for command in ('models', 'gpus'):\n"
-        "    sys.argv = ['kvcalc', command]\n"
+        f"for argv in {commands!r}:\n"
+        "    sys.argv = ['kvcalc', *argv]\n"
         "    try: main()\n"
         "    except SystemExit as exc: assert not exc.code, exc.code\n"
-        "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
-        "assert 'kvcalc.registry.schema' not in sys.modules, 'the schema imported'\n"
+        + "".join(f"assert {m!r} not in sys.modules, {what + ' imported'!r}\n"
+                  for m, what in modules.items())
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_warm_listing_imports_no_pydantic(tmp_path: Path) -> None:
+    assert_warm_runs_import_none(
+        tmp_path, [["models"], ["gpus"]],
+        {"pydantic": "pydantic", "kvcalc.registry.schema": "the schema"},
+    )
 
 
 def test_a_warm_size_imports_no_pydantic_and_no_serving_engine(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     # `kvcalc size` is the README's first command: with the cache warm it needs the model's spec
     # and the KV formula, not the schema nor the serving engines' option declarations.
-    cache = str(tmp_path / "cache")
-    env = {**__import__("os").environ, "KVCALC_CACHE_DIR": cache}
-    argv = ["size", "llama3-70b", "--ctx", "8k", "--kv-dtype", "fp8"]
-    warm = subprocess.run(
-        [sys.executable, "-m", "kvcalc", *argv], capture_output=True, text=True, env=env
+    assert_warm_runs_import_none(
+        tmp_path, [["size", "llama3-70b", "--ctx", "8k", "--kv-dtype", "fp8"]],
+        {"pydantic": "pydantic", "kvcalc.engine.serving": "the serving engines"},
     )
-    assert warm.returncode == 0, warm.stderr
-    code = (
-        "import sys\nfrom kvcalc.cli import main\n"
-        f"sys.argv = ['kvcalc', *{argv!r}]\n"
-        "try: main()\n"
-        "except SystemExit as exc: assert not exc.code, exc.code\n"
-        "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
-        "assert 'kvcalc.engine.serving' not in sys.modules, 'the serving engines imported'\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
