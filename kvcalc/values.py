@@ -33,14 +33,10 @@ def option_name(field: str) -> str:
 
 def parse_ctx_list(text: str, option: str = "--ctx") -> list[int]:
     """Parse one context or a comma-separated list (``8k,32k,128k``) into token counts."""
-    from kvcalc.engine.units import UnitError, check_context_list, parse_context
+    from kvcalc.engine.units import UnitError, parse_context_list
 
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        fail(f"{option}: give at least one context, e.g. 8k or 8k,32k,128k")
     try:
-        check_context_list(text)
-        return [parse_context(p) for p in parts]
+        return parse_context_list(text)
     except UnitError as exc:
         fail(f"{option}: {exc}")
 

@@ -295,13 +295,9 @@ def _is_number(text: str) -> bool:
 
 def _one_context(text: str) -> int:
     """One context as ``--ctx`` reads it (a list of them is refused)."""
-    from kvcalc.engine.units import UnitError, check_context_list, parse_context
+    from kvcalc.engine.units import UnitError, parse_context_list
 
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise UnitError("give at least one context, e.g. 8k or 8k,32k,128k")
-    check_context_list(text)
-    lengths = [parse_context(p) for p in parts]
+    lengths = parse_context_list(text)
     if len(lengths) != 1:
         raise UnitError("give one length, e.g. 32k")
     return lengths[0]

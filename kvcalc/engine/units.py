@@ -152,6 +152,16 @@ def parse_context(text: str) -> int:
 _GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+")
 
 
+def parse_context_list(text: str) -> list[int]:
+    """One context or a comma-separated list of them (``8k,32k,128k``), in tokens; refused as
+    empty or as one count grouped by thousands (:func:`check_context_list`)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise UnitError("give at least one context, e.g. 8k or 8k,32k,128k")
+    check_context_list(text)
+    return [parse_context(p) for p in parts]
+
+
 def check_context_list(text: str) -> None:
     """Refuse a list of contexts that reads as one count with thousands separators:
     ``32,768`` is how kvcalc prints 32768, and split at its comma it would be the contexts 32
