@@ -377,8 +377,7 @@ def serving_keys(dep: Deployment, serving: VLLMServing, inputs: VLLMInputs) -> d
         "data_parallel_size": serving.data_parallel_size,
         "enable_expert_parallel": serving.enable_expert_parallel,
         "enforce_eager": serving.enforce_eager,
-        "enable_extensible_kv_cache": inputs.release.kv_sizing == "after_warmup"
-        and not dep.kv_budget_given,
+        "enable_extensible_kv_cache": extensible_as_run(dep, inputs),
         # vLLM's default: on, but (before 0.28) off for models with recurrent states.
         "enable_prefix_caching": (not has_states(dep.model) or inputs.release.mamba_align)
         if given is None
@@ -448,14 +447,16 @@ def utilization_cap_note(dep: Deployment, inputs: VLLMInputs) -> list[str]:
     ]
 
 
+def extensible_as_run(dep: Deployment, inputs: VLLMInputs) -> bool:
+    """Whether vLLM runs ``dep`` with 0.34's extensible KV cache: the release's rule, unless a
+    KV budget given turns it off (``_resolve_extensible_kv_cache``, vllm/config/vllm.py)."""
+    return inputs.release.kv_sizing == "after_warmup" and not dep.kv_budget_given
+
+
 def sized_after_warmup(dep: Deployment, inputs: VLLMInputs) -> bool:
     """Whether vLLM sizes ``dep``'s cache after warmup (0.34's extensible KV cache) and kvcalc
-    estimates what it measures: not when a KV budget or an overhead is given."""
-    return (
-        inputs.release.kv_sizing == "after_warmup"
-        and not dep.kv_budget_given
-        and dep.overhead_bytes is None
-    )
+    estimates what it measures: not when an overhead is given either."""
+    return extensible_as_run(dep, inputs) and dep.overhead_bytes is None
 
 
 def after_warmup_note(dep: Deployment, inputs: VLLMInputs) -> list[str]:
