@@ -174,6 +174,12 @@ def _tokens_text(value: Any, option: str = "--ctx") -> str | None:
     )
 
 
+def _given_or(text: str | None, default: str) -> str:
+    """``text`` when given (an empty one too, which the parser then refuses), else
+    ``default``: an empty ``ctx`` is a mistake, not a request for the default."""
+    return default if text is None else text
+
+
 def _declared(names: Iterable[str]) -> dict[str, Input]:
     """The declared inputs by name, covering ``names``: the deployment's and the eviction's,
     and the serving engines' own only when one of ``names`` is theirs (declaring them loads
@@ -704,7 +710,8 @@ def decode(
         steps.append(timed_step(dep, n, context, mbu, mfu, profile))
     return DecodeResult(
         _report=decode_report(
-            dep, steps, mbu, reason, warnings, chosen, profile, (workload, serving)
+            dep, steps, mbu, reason, warnings, chosen, profile, (workload, serving),
+            pool.started_with(),
         ),
         model=spec.id,
         engine=chosen.name,
@@ -834,6 +841,7 @@ def plan(
     kv_dtype: str | Sequence[str] | None = None,
     engine: str | None = None,
     vllm_version: str | None = None,
+    max_num_seqs: int | None = None,
     price: str | Mapping[str, float] | None = None,
     roofline: bool = False,
     mfu: float | None = None,
@@ -850,6 +858,8 @@ def plan(
     InputError naming the closest. ``calibration``: a `kvcalc calibrate --write` file; the
     layouts of its GPU, tp and pp take its measured KV memory in place of the estimate.
     ``llama_cpp_build``: with ``runtime`` llama.cpp or ollama, the llama.cpp build timed.
+    ``vllm_version``, ``max_num_seqs``: with ``engine`` vllm, the release and its cap on the
+    requests a replica runs at once (default: ``vllm serve``'s for the GPU and release).
 
     A serving workload instead of ``users``: ``request_rate`` requests per second of
     ``input_len`` + ``output_len`` tokens (default 1024 + 128), each layout held to its steady
@@ -900,10 +910,11 @@ def plan(
     if workload is not None and workload.request_rate is not None:
         users = 1  # the concurrency follows from the rate: a bound for the pruning only
     assert users is not None
-    own = {"vllm_version": vllm_version} if vllm_version is not None else {}
+    given_own = {"vllm_version": vllm_version, "max_num_seqs": max_num_seqs}
+    own = {name: value for name, value in given_own.items() if value is not None}
     from kvcalc.engine.serving import check_inputs
 
-    check_inputs(chosen, own)  # --vllm-version with another engine is refused
+    check_inputs(chosen, own)  # a vLLM option with another engine is refused
     options = chosen.engine_options(own)
     if not 1 <= users <= MAX_USERS:
         fail(f"--users: {users} is not between 1 and {MAX_USERS:,}")
@@ -912,7 +923,7 @@ def plan(
     if top < 1:
         fail(f"--top: {top} must be at least 1")
     spec = load_model(model, None, None, None, attention)
-    contexts = parse_ctx_list(_tokens_text(ctx) or DEFAULT_CONTEXT)
+    contexts = parse_ctx_list(_given_or(_tokens_text(ctx), DEFAULT_CONTEXT))
     if workload is not None:
         contexts = [workload.context_tokens]
     if len(contexts) != 1:
@@ -949,7 +960,7 @@ def plan(
     if not result.layouts:
         fail(nothing_meets(result))
     return PlanResult(
-        _report=plan_report(result, top, chosen, shown_caveats(result, top, chosen, options)),
+        _report=plan_report(result, top, chosen, *shown_pools(result, top, chosen, options)),
         model=spec.id,
         engine=chosen.name,
         layouts=result.layouts[:top],
@@ -957,19 +968,26 @@ def plan(
     )
 
 
-def shown_caveats(result: Any, top: int, engine: Any, options: Any) -> list[str]:
+def shown_pools(
+    result: Any, top: int, engine: Any, options: Any
+) -> tuple[list[str], list[dict[str, Any] | None]]:
     """What the pools of the layouts shown must say beside their max batch
     (:meth:`~kvcalc.engine.serving.base.KVPool.caveats`: an estimated CUDA total, a unified
-    part's upper bound), each once, named by the GPUs it holds for: decode says them beside the
-    batch it sizes, and so does plan."""
+    part's upper bound), each once, named by the GPUs it holds for, as decode says them beside
+    the batch it sizes; and each layout's engine inputs
+    (:meth:`~kvcalc.engine.serving.base.KVPool.started_with`)."""
     gpus_by_caveat: dict[str, list[str]] = {}
+    started: list[dict[str, Any] | None] = []
     for layout in result.layouts[:top]:
         dep = layout.deployment
-        for caveat in engine.pool(dep, options).caveats():
+        pool = engine.pool(dep, options)
+        started.append(pool.started_with())
+        for caveat in pool.caveats():
             named = gpus_by_caveat.setdefault(caveat, [])
             if dep.gpus.accelerator.id not in named:
                 named.append(dep.gpus.accelerator.id)
-    return [f"{', '.join(gpus)}: {caveat}" for caveat, gpus in gpus_by_caveat.items()]
+    caveats = [f"{', '.join(gpus)}: {caveat}" for caveat, gpus in gpus_by_caveat.items()]
+    return caveats, started
 
 
 def plan_workload(
@@ -1174,7 +1192,7 @@ def offload(
     from kvcalc.results import OffloadResult
 
     _refuse_unknown("offload", inputs, _group_names(DeploymentOptions))
-    contexts = parse_ctx_list(_tokens_text(ctx) or OFFLOAD_CONTEXT)
+    contexts = parse_ctx_list(_given_or(_tokens_text(ctx), OFFLOAD_CONTEXT))
     if len(contexts) != 1:
         fail("--ctx: give one prefix length, e.g. --ctx 32k")
     context = contexts[0]

@@ -470,6 +470,7 @@ def measure(entry: SpecDeployment, built: Built, roofline: bool = False) -> Chec
             *((entry.line_of("gpus"), c) for c in m.cache.pool.caveats()),
         ),
         ctx_line=entry.line_of("ctx"),
+        engine_inputs=m.cache.pool.started_with(),
     )
 
 

@@ -181,6 +181,11 @@ def compare_inputs() -> tuple[Input, ...]:
 MAX_USERS = 1_000_000
 
 
+#: The vLLM options plan takes (refused with another engine): the release and the cap on
+#: running requests, which bounds a replica's batch and the sampler profile of its pool.
+PLANNED_VLLM_INPUTS = ("vllm_version", "max_num_seqs")
+
+
 def plan_inputs() -> tuple[Input, ...]:
     """`plan`'s inputs (--engine names the engines plan sizes the cache with)."""
     from kvcalc.engine.serving import DEFAULT_ENGINE
@@ -239,9 +244,10 @@ def plan_inputs() -> tuple[Input, ...]:
             metavar="[" + "|".join(e.name for e in engines) + "]", completion="plan_engines",
             panel=DEPLOYMENT,
         ),
-        # The vLLM release whose rules size the pool under --engine vllm (the engine's own
-        # declaration, so that the help, the spec files and the API keyword agree).
-        *(i for e in engines for i in e.inputs if i.name == "vllm_version"),
+        # The vLLM release whose rules size the pool under --engine vllm, and its cap on the
+        # requests running at once (the engine's own declarations, so that the help, the spec
+        # files and the API keyword agree).
+        *(i for e in engines for i in e.inputs if i.name in PLANNED_VLLM_INPUTS),
         Input(
             "price", "text",
             "price per GPU-hour, e.g. H100=2.5,H200=3.1: the tie-break (else fewest watts); "

@@ -116,6 +116,12 @@ def missing_payload_integers(report: Report, text: str) -> list[int]:
     return sorted({n for n in payload_integers(report.payload) if n and f"{n:,}" not in shown})
 
 
+#: Payload objects whose figures a table need not show: ``engine_inputs`` (decode, plan, check)
+#: echoes the inputs the engine's pool was sized with for machines, and `kvcalc batch MODEL
+#: --engine E`, whose table prints them, is where a reader looks them up.
+ECHOED_SUBTREES = frozenset({"engine_inputs"})
+
+
 def payload_items(payload: Any, key: str = "") -> Iterator[tuple[str, int]]:
     """Every (key, integer) of a payload, nested keys named by their own key."""
     if isinstance(payload, bool):
@@ -124,7 +130,8 @@ def payload_items(payload: Any, key: str = "") -> Iterator[tuple[str, int]]:
         yield key, payload
     elif isinstance(payload, Mapping):
         for k, value in payload.items():
-            yield from payload_items(value, k)
+            if k not in ECHOED_SUBTREES:
+                yield from payload_items(value, k)
     elif isinstance(payload, list):
         for value in payload:
             yield from payload_items(value, key)

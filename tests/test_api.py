@@ -499,3 +499,19 @@ def test_the_keywords_types_are_the_declared_inputs() -> None:
     assert set(hints) == set(declared)
     for name, inp in declared.items():
         assert hints[name] in readable[inp.unit], (name, inp.unit, hints[name])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: kvcalc.plan("llama3-8b", users=4, ctx=""),
+        lambda: kvcalc.offload("llama3-8b", gpus="h100", ctx=""),
+        lambda: kvcalc.size("llama3-8b", ctx=""),
+    ],
+    ids=["plan", "offload", "size"],
+)
+def test_an_empty_context_is_refused_not_taken_for_the_default(call: Any) -> None:
+    # The command line refuses `--ctx ''`; the library must not answer for 8k instead.
+    with pytest.raises(InputError) as caught:
+        call()
+    assert caught.value.field == "ctx"

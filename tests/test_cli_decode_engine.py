@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from report_check import refused, run_json
@@ -91,3 +92,40 @@ def test_options_the_engine_would_not_use_are_refused(
 ) -> None:
     line = refused(runner, ["decode", *H100, *extra])
     assert line.startswith(f"Error: {message}"), line
+
+
+@pytest.mark.parametrize(
+    "engine_args",
+    [
+        ("--engine", "vllm", "--vllm-version", "0.19", "--max-num-seqs", "64"),
+        ("--engine", "sglang", "--sglang-version", "0.5.6"),
+        ("--engine", "trtllm", "--free-gpu-memory-fraction", "0.85"),
+        ("--engine", "simple"),
+    ],
+    ids=["vllm", "sglang", "trtllm", "simple"],
+)
+def test_decode_plan_and_check_state_the_inputs_batch_states(
+    runner: CliRunner, tmp_path: Path, engine_args: tuple[str, ...]
+) -> None:
+    # One vocabulary: the engine inputs decode, plan and check report are the keys and values
+    # of batch's JSON for the same start-up (the given options applied, the defaults the
+    # engine chose for the GPU and release filled in); the budget formula reports none.
+    gpus = ("--gpus", "h100")
+    started = run_json(runner, "decode", "llama3.1-8b", *gpus, "--ctx", "8k",
+                       *engine_args)["engine_inputs"]
+    if engine_args[1] == "simple":
+        assert started is None
+        return
+    whole = run_json(runner, "batch", "llama3.1-8b", *gpus, "--ctx", "8k", *engine_args)
+    assert started and {k: whole[k] for k in started} == started
+    spec = tmp_path / "capacity.yaml"
+    options = dict(zip(engine_args[::2], engine_args[1::2], strict=True))
+    keys = "".join(f", {k[2:].replace('-', '_')}: '{v}'" for k, v in options.items())
+    spec.write_text("deployments:\n  - {name: d, model: llama3.1-8b, gpus: h100, ctx: 8k"
+                    f"{keys}, require: {{min_batch: 1}}}}\n")
+    (checked,) = run_json(runner, "check", str(spec))["deployments"]
+    assert checked["engine_inputs"] == started
+    if engine_args[1] == "vllm":  # plan takes vLLM's release and cap, no other engine's
+        (layout,) = run_json(runner, "plan", "llama3.1-8b", "--users", "1", *gpus,
+                             "--max-gpus", "1", "--top", "1", *engine_args)["layouts"]
+        assert layout["engine_inputs"] == started

@@ -98,6 +98,13 @@ def test_json_filtered_by_alias_keeps_order_and_raw_numbers(runner: CliRunner) -
     }
 
 
+def test_two_names_of_one_accelerator_list_it_once(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["gpus", "-f", "json", "h100", "mi300x", "H100-SXM", "h100"])
+    assert result.exit_code == 0, result.stderr
+    ids = [a["id"] for a in json.loads(result.stdout)["accelerators"]]
+    assert ids == ["h100-sxm", "mi300x"]
+
+
 def test_unknown_gpu_exits_2_with_a_suggestion(runner: CliRunner) -> None:
     result = runner.invoke(app, ["gpus", "h101"])
     assert result.exit_code == 2
@@ -190,14 +197,14 @@ def test_the_2026_workstation_parts_resolve_by_the_names_users_type(runner: CliR
     result = runner.invoke(app, ["gpus", "-f", "json", "dgx-spark", "gb10", "rtx-pro-6000"])
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)["accelerators"]
-    assert [r["id"] for r in rows] == ["dgx-spark", "dgx-spark", "rtx-pro-6000"]
+    assert [r["id"] for r in rows] == ["dgx-spark", "rtx-pro-6000"]  # gb10: the same part
     spark = rows[0]
     # torch total_memory on a GB10 = MemTotal, 130663006208 B (unsloth PR #10486).
     assert spark["memory_bytes"] == 130_663_006_208
     assert spark["memory_unified"] is True and spark["memory_basis"] == "cuda_total"
     assert spark["memory_reported"]["nvidia_smi_mib"] is None  # nvidia-smi: [N/A] on GB10
-    assert rows[2]["memory_unified"] is False
-    assert rows[2]["memory_bytes"] == 97887 * 2**20  # nvidia-smi 97887MiB
+    assert rows[1]["memory_unified"] is False
+    assert rows[1]["memory_bytes"] == 97887 * 2**20  # nvidia-smi 97887MiB
 
 
 def test_a_batch_on_a_unified_part_says_the_os_shares_its_memory(runner: CliRunner) -> None:

@@ -341,3 +341,23 @@ def test_a_plan_row_runs_in_batch_and_decode_as_written(
         step = run_json(runner, "decode", model, *options, "--weight-dtype", name, "--batch",
                         str(row["batch_per_replica"]))["contexts"][0]
         assert step["tpot_seconds"] == row["tpot_seconds"]
+
+
+def test_max_num_seqs_caps_each_vllm_replica_as_batch_does(runner: CliRunner) -> None:
+    # vLLM's scheduler runs at most --max-num-seqs requests per replica: 20 users at a cap of 4
+    # need five replicas, however many the pool would hold; batch says the same per replica.
+    args = ("llama3-8b", "--users", "20", "--ctx", "8k", "--engine", "vllm", "--gpus", "h100")
+    (capped,) = plan_layouts(runner, *args, "--max-num-seqs", "4", "--top", "1")
+    assert capped["replicas"] >= 5 and capped["batch_per_replica"] <= 4
+    assert capped["engine_inputs"]["max_num_seqs"] == 4
+    one = run_json(runner, "batch", "llama3-8b", "--gpus", "h100", "--engine", "vllm",
+                   "--max-model-len", "8k", "--max-num-seqs", "4")
+    assert one["contexts"][0]["max_batch_per_replica"] == 4
+    assert capped["max_batch"] == 4 * capped["replicas"]
+    (free,) = plan_layouts(runner, *args, "--top", "1")
+    assert free["replicas"] == 1 and free["engine_inputs"]["max_num_seqs"] == 1024
+
+
+def test_max_num_seqs_is_refused_beside_another_engine(runner: CliRunner) -> None:
+    refused(runner, ["plan", "llama3-8b", "--users", "4", "--max-num-seqs", "8"],
+            "--max-num-seqs", "--engine vllm")

@@ -221,8 +221,11 @@ def test_engines_agree_for_any_budget(model_id: str, memory: int, ctx: int) -> N
     if isinstance(vllm, VLLMKVCache):
         assert simple.kv_tokens_capacity == vllm.kv_cache_size_tokens
         assert simple.contexts[0].max_batch == vllm.num_blocks // vllm.blocks_per_request
-    else:
-        assert simple.contexts[0].max_batch == 0
+    elif simple.contexts[0].max_batch:
+        # From 0.29 vLLM's fit check holds its null block back: only a budget within that
+        # block of one request is refused where the formula fits it.
+        assert vllm.available_bytes < vllm.needed_bytes <= memory
+        assert memory - vllm.available_bytes == vllm.stage.bytes_per_block
 
 
 @settings(max_examples=30, deadline=None)

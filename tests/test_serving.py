@@ -107,6 +107,9 @@ class _FixedPool:
     def step_tokens(self) -> int:
         return 8192
 
+    def started_with(self) -> dict[str, Any]:
+        return {"fixed_blocks": 1}
+
 
 class _FixedAnswer:
     def __init__(self, contexts: list[int]) -> None:
@@ -176,6 +179,7 @@ def test_a_registered_engine_sizes_decode_batch_and_refuses_what_it_ignores(
     )
     assert doc["engine"] == "fixed"
     assert [step["batch"] for step in doc["contexts"]] == [math.floor(100_000 / 32768)]
+    assert doc["engine_inputs"] == {"fixed_blocks": 1}  # the pool's own, as it states them
     refused(
         runner,
         ["decode", "llama3.1-8b", "--gpus", "h100", "--engine", "fixed", "--prefix-shared", "1k"],

@@ -21,6 +21,7 @@ from report_check import refused, run_json
 from specs import registry_deployment, registry_model
 from typer.testing import CliRunner
 
+from kvcalc.cli.app import app
 from kvcalc.engine.quant import plain
 from kvcalc.engine.units import GiB, dtype
 from kvcalc.engine.vllm import (
@@ -536,3 +537,39 @@ def test_one_max_num_seqs_caps_the_batch_and_sizes_the_cuda_graphs(runner: CliRu
     assert default["max_concurrency"] > 1_024
     assert wide["contexts"][0]["max_batch_per_replica"] == 1_024
     assert default["contexts"][0]["max_batch_per_replica"] == 256
+
+
+def test_the_dcp_line_is_in_the_words_of_the_release() -> None:
+    # The Kimi-K2 recipe's DCP start-up (kv_cache_utils.py:1224: 0.11.1's line numbers) names
+    # the dcp size alone; from 0.12.0 the line names prefill context parallelism beside it.
+    logged = next(line.split("] ", 1)[1] for line in
+                  (FIXTURES / "kimi-k2-thinking-tp8-dcp8.log").read_text().splitlines()
+                  if "Multiplying" in line)
+    runner = CliRunner()
+    args = ["batch", "kimi-k2-thinking", "--gpus", "8xh200", "--engine", "vllm", "--dcp", "8",
+            "--max-model-len", "256k", "--kv-cache-memory", "46.80GiB"]
+    printed = runner.invoke(app, [*args, "--vllm-version", "0.11.1"]).stdout
+    assert logged in printed.splitlines()
+    newer = runner.invoke(app, [*args, "--vllm-version", "0.12"]).stdout
+    assert logged not in newer and "(pcp_world_size 1 * dcp_world_size 8)." in newer
+
+
+@pytest.mark.parametrize(
+    ("model", "version", "needle"),
+    [
+        ("kimi-k2-thinking", "0.10.1", "came in 0.10.2"),
+        ("llama3-70b", "0.11.0", "only MLA caches"),
+    ],
+)
+def test_dcp_is_refused_where_the_release_cannot_run_it(
+    runner: CliRunner, model: str, version: str, needle: str
+) -> None:
+    # No --decode-context-parallel-size before 0.10.2 (ParallelConfig); up to 0.11.0 only the
+    # MLA backends return the softmax LSE a DCP decode merges.
+    refused(runner, ["batch", model, "--gpus", "16xh100", "--tp", "16", "--engine", "vllm",
+                     "--dcp", "2", "--vllm-version", version, "--ctx", "8k"],
+            "--decode-context-parallel-size", needle, "--vllm-version")
+    # The same set-up starts under the release that added it.
+    newer = run_json(runner, "batch", model, "--gpus", "16xh100", "--tp", "16", "--engine",
+                     "vllm", "--dcp", "2", "--vllm-version", "0.11.1", "--ctx", "8k")
+    assert newer["decode_context_parallel_size"] == 2

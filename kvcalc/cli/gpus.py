@@ -54,7 +54,12 @@ def gpus(
     from kvcalc.registry.cache import cached_rows
     from kvcalc.render.gpus import GPU_ROW_SHAPE, gpu_row, gpus_report
 
-    paths = [find_gpu_path(n, registry) for n in names] if names else gpu_paths(registry)
+    # Two names of one accelerator (h100, h100-sxm) list it once.
+    paths = (
+        list(dict.fromkeys(find_gpu_path(n, registry) for n in names))
+        if names
+        else gpu_paths(registry)
+    )
     rows = cached_rows(
         paths, lambda: [gpu_row(load_gpu_file(p)) for p in paths], "gpu-rows", GPU_ROW_SHAPE
     )

@@ -14,7 +14,8 @@ Read from the vllm 0.19.0 wheel:
   which counts DCP through the pages per request, and that log line is gone
   (``kv_cache_utils.py`` of 0.20.0 and 0.21.0). Sliding-window, chunked, Mamba and
   multi-group (hybrid) caches assert dcp == 1 (``single_type_kv_cache_manager.py``,
-  ``kv_cache_coordinator.py``).
+  ``kv_cache_coordinator.py``). The option exists from 0.10.2, for MLA caches alone up to 0.11.0
+  (:data:`DCP_SINCE`, :data:`DCP_GQA_SINCE`).
 - **DP** (``--data-parallel-size``): every replica profiles and sizes its own pool; only the
   MoE layers span the group (``FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp``: experts
   over dp x tp ranks), see :attr:`kvcalc.engine.deployment.Deployment.moe_ranks`.
@@ -89,11 +90,35 @@ class VLLMServing:
 # ------------------------------------------------------------------ decode context parallelism
 
 
-def check_dcp(model: ModelSpec, tp: int, dcp: int) -> None:
-    """Refuse a DCP size vLLM 0.19 refuses for ``model`` at ``tp`` (rules in the module doc)."""
+#: The first release with ``--decode-context-parallel-size`` (``ParallelConfig`` of 0.10.2;
+#: 0.10.1.1's has no such field, and ``vllm serve`` refuses an argument it does not know).
+DCP_SINCE = (0, 10, 2)
+#: The first release whose GQA backends (FlashAttention, FlashInfer) return the softmax LSE a
+#: DCP decode merges (``can_return_lse_for_decode`` in v1/attention/backends of 0.11.1); before,
+#: only the MLA backends do, and ``GPUModelRunner.initialize_kv_cache`` asserts it of every
+#: attention layer ("DCP requires attention impls to return the softmax lse", 0.10.2, 0.11.0).
+DCP_GQA_SINCE = (0, 11, 1)
+
+
+def _dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def check_dcp(
+    model: ModelSpec, tp: int, dcp: int, version: tuple[int, int, int] | None = None
+) -> None:
+    """Refuse a DCP size vLLM refuses for ``model`` at ``tp`` under the release ``version``
+    (None: the newest's rules; the rules in the module doc)."""
     if dcp == 1:
         return
     field = "decode_context_parallel_size"
+    if version is not None and version < DCP_SINCE:
+        raise VLLMParallelError(
+            f"{{{field}}}: vLLM {_dotted(version)} has no such option (decode context "
+            f"parallelism came in {_dotted(DCP_SINCE)}); drop it, or give {{vllm_version}} "
+            f"{_dotted(DCP_SINCE)} or later",
+            field, "vllm_version",
+        )
     if tp % dcp:
         raise VLLMParallelError.at(field, f"{dcp} must divide the tensor-parallel size {tp}")
     kinds = {_cache_kind(m) for m in model.mixer_pattern if m.owns_cache}
@@ -106,6 +131,14 @@ def check_dcp(model: ModelSpec, tp: int, dcp: int) -> None:
         )
     if kinds == {"mla"}:
         return
+    if version is not None and version < DCP_GQA_SINCE:
+        raise VLLMParallelError(
+            f"{{{field}}}: vLLM {_dotted(version)} splits only MLA caches over DCP ranks (its "
+            f"GQA backends return no softmax LSE for decode before {_dotted(DCP_GQA_SINCE)}), "
+            f"and {literal(model.id)} has none; drop it, or give {{vllm_version}} "
+            f"{_dotted(DCP_GQA_SINCE)} or later",
+            field, "vllm_version",
+        )
     heads = min(h for m in model.mixer_pattern if (h := m.kv_head_count()) is not None)
     if tp <= heads or dcp > tp // heads:
         raise VLLMParallelError(
@@ -340,10 +373,12 @@ def serving_setup(
     weights taken from the release's budget (:func:`kvcalc.engine.vllm.vllm_budget_per_stage`;
     none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
     from kvcalc.engine.vllm import serving_inputs, vllm_budget_per_stage
+    from kvcalc.engine.vllm_releases import parse_version
 
     inputs = inputs or serving_inputs(dep, serving)
     model = dep.model
-    check_dcp(model, dep.tp, serving.decode_context_parallel_size)
+    check_dcp(model, dep.tp, serving.decode_context_parallel_size,
+              parse_version(inputs.version))
     mode = mamba_cache_mode(
         model, serving.enable_prefix_caching, hybrid_default_on=inputs.release.mamba_align
     )

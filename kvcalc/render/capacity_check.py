@@ -2,6 +2,7 @@
 
 JSON (docs/json.md): ``spec``, ``ok``, ``requirement_count`` and ``failed`` (counts), and
 ``deployments``, each with its layout (``deployment``, ``line``, ``model``, ``gpus``, ``engine``,
+``engine_inputs`` (what the engine's pool was sized with, null for the budget formula),
 ``tp``, ``pp``, the layout keys (``replicas``, ``tp_given``, ``tp_reason``, ``tp_nodes``,
 ``kv_head_copies``, ``layout_notes``), ``kv_dtype``, ``weight_dtype``, ``eviction`` as every
 report states it), ``context_tokens`` and ``batch`` (the batch timed, or null), ``reason`` (why
@@ -54,6 +55,9 @@ class CheckedDeployment:
     each with the line of the key it is about."""
     ctx_line: int | None = None
     """The line of ``ctx`` (or of the deployment), where a warning about the context points."""
+    engine_inputs: dict[str, Any] | None = None
+    """What the engine's pool was sized with
+    (:meth:`~kvcalc.engine.serving.base.KVPool.started_with`; None: the budget formula)."""
 
     def located_warnings(self) -> list[tuple[int, str]]:
         """Every warning of the deployment, with its line."""
@@ -143,6 +147,7 @@ def deployment_payload(checked: CheckedDeployment) -> dict[str, Any]:
         "model": dep.model.id,
         "gpus": gpus_payload(dep.gpus),
         "engine": checked.engine,
+        "engine_inputs": checked.engine_inputs,
         "tp": dep.tp,
         "pp": dep.pp,
         **layout_payload(dep),

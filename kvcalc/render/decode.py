@@ -113,6 +113,7 @@ def decode_payload(
     engine: ServingEngine,
     profile: DecodeProfile | None = None,
     serving: tuple[Workload | None, ServingPoint | None] = (None, None),
+    engine_inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "model": dep.model.id,
@@ -128,6 +129,7 @@ def decode_payload(
         "mbu": mbu,
         "efficiency_basis": efficiency_basis(dep),
         "decode_profile": (profile or engine.decode_profile).payload(),
+        "engine_inputs": engine_inputs,
         "serving": serving_payload(dep, *serving),
         "eviction": eviction_payload(dep.eviction),
         "fits": reason is None,
@@ -320,13 +322,16 @@ def decode_report(
     engine: ServingEngine,
     profile: DecodeProfile | None = None,
     serving: tuple[Workload | None, ServingPoint | None] = (None, None),
+    engine_inputs: dict[str, Any] | None = None,
 ) -> Report:
     """``warnings`` (a batch timed beyond what fits) follow the convention of every command
-    (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum."""
+    (:mod:`kvcalc.render.warnings`), with the contexts beyond the model's maximum;
+    ``engine_inputs``: what the engine's pool was sized with
+    (:meth:`~kvcalc.engine.serving.base.KVPool.started_with`)."""
     from kvcalc.render.warnings import max_context_warnings
 
     profile = profile or engine.decode_profile
-    payload = decode_payload(dep, steps, mbu, reason, engine, profile, serving)
+    payload = decode_payload(dep, steps, mbu, reason, engine, profile, serving, engine_inputs)
     setup = flatten(
         {k: payload[k] for k in ("model", "engine", "gpus", "tp", "pp", "weight_dtype", "kv_dtype")}
     )

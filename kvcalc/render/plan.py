@@ -251,14 +251,24 @@ def row_layout_notes(rows: list[dict[str, Any]], result: Plan) -> list[str]:
 
 
 def plan_report(
-    result: Plan, top: int, engine: ServingEngine, caveats: Sequence[str] = ()
+    result: Plan,
+    top: int,
+    engine: ServingEngine,
+    caveats: Sequence[str] = (),
+    engine_inputs: Sequence[dict[str, Any] | None] = (),
 ) -> Report:
     """A context beyond the model's maximum is warned about (the convention of every command,
     :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``), and so are
-    ``caveats``, what the shown layouts' pools must say beside their max batch."""
+    ``caveats``, what the shown layouts' pools must say beside their max batch;
+    ``engine_inputs``: what each shown layout's pool was sized with (none given: null)."""
     from kvcalc.render.warnings import max_context_warnings
 
-    rows = [layout_payload(layout, result) for layout in result.layouts[:top]]
+    shown = result.layouts[:top]
+    started = list(engine_inputs) or [None] * len(shown)
+    rows = [
+        {**layout_payload(layout, result), "engine_inputs": inputs}
+        for layout, inputs in zip(shown, started, strict=True)
+    ]
     request = result.request
     return Report(
         warnings=[*max_context_warnings(request.model, [request.context_tokens]), *caveats],
@@ -275,7 +285,9 @@ def plan_report(
             # layouts are not of every GPU (the text's `left out:` note).
             "left_out": list(result.left_out),
         },
-        records=[flatten(row) for row in rows],  # layout_notes: one `;`-separated cell
+        # layout_notes: one `;`-separated cell; engine_inputs, whose keys are the engine's,
+        # stays in the JSON (the CSV's columns are the same for every engine).
+        records=[flatten({k: v for k, v in row.items() if k != "engine_inputs"}) for row in rows],
         fields=FIELDS,
         sections=[
             Section(

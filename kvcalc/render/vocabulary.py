@@ -240,19 +240,16 @@ class EngineDocument(Layout):
 
 
 @with_config(STRICT)
-class BatchVllmDocument(EngineDocument):
-    """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
+class VllmEngineInputs(TypedDict):
+    """The inputs vLLM started with, as ``vllm serve`` names them (kvcalc batch, and the
+    ``engine_inputs`` of decode, plan and check)."""
 
-    block_size: int | None
     vllm_version: str
     gpu_memory_utilization: float | None
-    max_num_batched_tokens: int
     kv_cache_memory_bytes: int | None
+    max_num_batched_tokens: int
     max_num_seqs: int
     cudagraph_memory_bytes: int | None
-    kv_cache_upper_bound: bool
-    kv_sized_after_warmup: bool
-    cuda_total_estimated: bool
     decode_context_parallel_size: int
     data_parallel_size: int | None
     enable_expert_parallel: bool
@@ -263,6 +260,16 @@ class BatchVllmDocument(EngineDocument):
     num_speculative_tokens: int
     draft_layers: int
     draft_weight_bytes_per_gpu: int
+
+
+@with_config(STRICT)
+class BatchVllmDocument(EngineDocument, VllmEngineInputs):
+    """`kvcalc batch MODEL --engine vllm`: vLLM's start-up figures per request length."""
+
+    block_size: int | None
+    kv_cache_upper_bound: bool
+    kv_sized_after_warmup: bool
+    cuda_total_estimated: bool
     num_blocks: int | None
     kv_cache_tokens: int | None
     max_concurrency: float | None
@@ -295,8 +302,9 @@ class SglangDsv4Pools(TypedDict):
 
 
 @with_config(STRICT)
-class BatchSglangDocument(EngineDocument):
-    """`kvcalc batch MODEL --engine sglang`: SGLang's start-up figures and pools."""
+class SglangEngineInputs(TypedDict):
+    """The inputs SGLang started with, as its server arguments name them (kvcalc batch, and
+    the ``engine_inputs`` of decode and check)."""
 
     sglang_version: str
     sglang_version_default: bool
@@ -308,6 +316,12 @@ class BatchSglangDocument(EngineDocument):
     cuda_total_estimated: bool
     free_after_load_bytes: int
     estimated: list[str]
+
+
+@with_config(STRICT)
+class BatchSglangDocument(EngineDocument, SglangEngineInputs):
+    """`kvcalc batch MODEL --engine sglang`: SGLang's start-up figures and pools."""
+
     cell_size_bytes: int
     mamba_bytes_per_request: int | None
     max_mamba_cache_size: int | None
@@ -337,6 +351,22 @@ class TrtllmContext(TypedDict):
     max_batch: int
     max_batch_per_replica: int
     fits: bool
+
+
+@with_config(STRICT)
+class TrtllmEngineInputs(TypedDict):
+    """The ``KvCacheConfig`` TensorRT-LLM started with and the free memory it read (the
+    ``engine_inputs`` of decode, plan and check; kvcalc batch holds the same keys)."""
+
+    free_gpu_memory_fraction: float
+    tokens_per_block: int
+    max_tokens_cap: int | None
+    free_memory_bytes: int | None
+    estimated: list[str] | None
+
+
+#: A pool's ``engine_inputs`` (null: the budget formula, which reads no engine's).
+EngineInputs = VllmEngineInputs | SglangEngineInputs | TrtllmEngineInputs | None
 
 
 @with_config(STRICT)
@@ -450,6 +480,7 @@ class DecodeDocument(Deployment):
     mbu: float
     efficiency_basis: Literal["measured", "generic"]
     decode_profile: DecodeProfile
+    engine_inputs: EngineInputs
     serving: DecodeServing | None
     eviction: EvictionPolicy
     fits: bool
@@ -521,6 +552,7 @@ class PlanLayout(Layout):
     latency: Literal["estimate", "roofline"]
     watts: int | None
     price_per_hour: float | None
+    engine_inputs: EngineInputs
 
 
 @with_config(STRICT)
@@ -666,6 +698,7 @@ class CheckDeployment(Deployment):
     deployment: str
     line: int
     engine: str
+    engine_inputs: EngineInputs
     eviction: EvictionPolicy
     context_tokens: int | None
     batch: int | None
@@ -1130,6 +1163,10 @@ VOCABULARY: dict[str, Term] = {
     "profile_sources": Term("", "where the profile's figures come from"),
     # serving workloads (kvcalc.engine.workload)
     "serving": Term("", "one replica's steady state under --request-rate (null: none)"),
+    "engine_inputs": Term(
+        "", "the inputs the serving engine sized the pool with, its defaults filled in, named "
+        "as its batch JSON names them (null: the budget formula)"
+    ),
     "workload": Term("", "what plan assumed the layouts serve"),
     "workload_kind": Term("", "`closed_batch` (--users), `request_rate` or `disaggregated`"),
     "input_len": Term(TOK, "prompt tokens of each request"),

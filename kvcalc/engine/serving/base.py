@@ -140,6 +140,12 @@ class KVPool(Protocol):
         workload's steps are timed with)."""
         ...
 
+    def started_with(self) -> dict[str, Any] | None:
+        """The inputs the engine sized this pool with, its defaults for the GPU and release
+        filled in, named as its `kvcalc batch` JSON names them (the ``engine_inputs`` of
+        decode, plan and check); None for the budget formula, which reads no engine's."""
+        ...
+
 
 class Answer(Protocol):
     """An engine's answer to `kvcalc batch`, turned into its part of the report."""

@@ -288,6 +288,9 @@ class SGLangTokenPool:
 
         return chunked_prefill_size(self.dep, self.options)
 
+    def started_with(self) -> dict[str, Any]:
+        return sglang_started_with(self.dep, self.start())
+
 
 def total_note(dep: Deployment, memory: SGLangMemory) -> list[str]:
     """The estimated CUDA total's note where SGLang's free memory is estimated from that total
@@ -318,6 +321,27 @@ class SGLangAnswer:
         )
 
 
+def sglang_started_with(
+    dep: Deployment, result: SGLangPool | SGLangPoolTooSmall
+) -> dict[str, Any]:
+    """The inputs SGLang started with, as its server arguments name them: the release, the
+    static share and the sizes its defaults chose for the GPU, and the free memory it read
+    (``estimated`` names those kvcalc estimated)."""
+    memory = result.memory
+    return {
+        "sglang_version": str(result.version),
+        "sglang_version_default": is_default_release(result.version),
+        "gpu_memory_mib": memory.gpu_memory_mib,
+        "mem_fraction_static": float(memory.mem_fraction_static),
+        "chunked_prefill_size": memory.chunked_prefill_size,
+        "cuda_graph_max_bs": memory.cuda_graph_max_bs,
+        "free_before_load_bytes": memory.free_before_load_bytes,
+        "cuda_total_estimated": bool(total_note(dep, memory)),
+        "free_after_load_bytes": memory.free_after_load_bytes,
+        "estimated": list(memory.estimated),
+    }
+
+
 def sglang_payload(
     dep: Deployment, result: SGLangPool | SGLangPoolTooSmall, contexts: Sequence[int], setup: Setup
 ) -> dict[str, Any]:
@@ -334,18 +358,9 @@ def sglang_payload(
         "pp": dep.pp,
         **setup.layout,
         "engine": ENGINE.name,
-        "sglang_version": str(result.version),
-        "sglang_version_default": is_default_release(result.version),
         "kv_dtype": dep.kv_dtype.name,
         "kv_bits_per_value": setup.kv_bits_per_value,
-        "gpu_memory_mib": memory.gpu_memory_mib,
-        "mem_fraction_static": float(memory.mem_fraction_static),
-        "chunked_prefill_size": memory.chunked_prefill_size,
-        "cuda_graph_max_bs": memory.cuda_graph_max_bs,
-        "free_before_load_bytes": memory.free_before_load_bytes,
-        "cuda_total_estimated": bool(total_note(dep, memory)),
-        "free_after_load_bytes": memory.free_after_load_bytes,
-        "estimated": list(memory.estimated),
+        **sglang_started_with(dep, result),
         "cell_size_bytes": result.cells.cell_size,
         "mamba_bytes_per_request": result.cells.state_bytes_per_request or None,
         "max_mamba_cache_size": result.mamba_cache_size,

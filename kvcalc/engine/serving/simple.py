@@ -97,6 +97,9 @@ class BudgetPool:
     def step_tokens(self) -> int:
         return self.dep.batched_tokens
 
+    def started_with(self) -> None:
+        return None
+
 
 class BudgetAnswer:
     def __init__(self, capacity: Capacity) -> None:

@@ -525,6 +525,9 @@ class TrtllmKVPool:
         holds."""
         return self.options.max_num_tokens
 
+    def started_with(self) -> dict[str, Any]:
+        return trtllm_started_with(self.options, self._started)
+
 
 #: The keys of every CSV record: the pool, then one row per context.
 TRTLLM_FIELDS = (
@@ -591,6 +594,21 @@ def _why_not(pool: TrtllmPool, context: int) -> str | None:
     return None
 
 
+def trtllm_started_with(
+    opts: TrtllmOptions, result: TrtllmPool | TrtllmConfigError
+) -> dict[str, Any]:
+    """The ``KvCacheConfig`` TensorRT-LLM started with and the free memory it read (null where
+    no pool was built; ``estimated`` names it when kvcalc estimated it)."""
+    pool = result if isinstance(result, TrtllmPool) else None
+    return {
+        "free_gpu_memory_fraction": float(opts.free_gpu_memory_fraction),
+        "tokens_per_block": opts.tokens_per_block,
+        "max_tokens_cap": opts.max_tokens,
+        "free_memory_bytes": None if pool is None else pool.free_memory_bytes,
+        "estimated": None if pool is None else ["free_memory"] * pool.free_memory_estimated,
+    }
+
+
 def trtllm_payload(
     dep: Deployment,
     result: TrtllmPool | TrtllmConfigError,
@@ -636,11 +654,7 @@ def trtllm_payload(
     reasons = [r for r in (_why_not(result, c) for c in contexts) if r is not None]
     return {
         **head,
-        "free_gpu_memory_fraction": float(opts.free_gpu_memory_fraction),
-        "tokens_per_block": opts.tokens_per_block,
-        "max_tokens_cap": opts.max_tokens,
-        "free_memory_bytes": result.free_memory_bytes,
-        "estimated": ["free_memory"] if result.free_memory_estimated else [],
+        **trtllm_started_with(opts, result),
         "kv_bytes_per_token_per_gpu": result.kv_size_per_token,
         "kv_budget_bytes_per_gpu": result.pool_bytes,
         "max_tokens": result.max_tokens,

@@ -249,6 +249,9 @@ class VLLMPool:
     def caveats(self) -> list[str]:
         return estimate_notes(self.dep, self.inputs)
 
+    def started_with(self) -> dict[str, Any]:
+        return serving_keys(self.dep, self.serving, self.inputs)
+
 
 def _refuse_ctx_with_max_model_len(contexts: Sequence[int], lengths: Sequence[int]) -> None:
     """vLLM answers for --max-model-len, the longest request it admits: a --ctx beside it would
@@ -326,7 +329,16 @@ VLLM_POOL_FIELDS = (
 )
 
 
-def vllm_lines(result: VLLMKVCache | KVCacheTooSmall, after_warmup: bool = False) -> list[str]:
+#: The first release whose DCP line names prefill context parallelism beside it
+#: (``_report_kv_cache_config``, kv_cache_utils.py of 0.12.0; 0.10.2-0.11.2 name dcp alone).
+PCP_LINE_SINCE = (0, 12, 0)
+
+
+def vllm_lines(
+    result: VLLMKVCache | KVCacheTooSmall,
+    after_warmup: bool = False,
+    version: tuple[int, int, int] = PCP_LINE_SINCE,
+) -> list[str]:
     """vLLM's own start-up lines, as its log prints them. Sized ``after_warmup`` (0.34's
     extensible cache), the size is the one ``extend_kv_cache`` logs for the committed blocks:
     its "Available KV cache memory" is the reserved range, not the cache."""
@@ -346,7 +358,7 @@ def vllm_lines(result: VLLMKVCache | KVCacheTooSmall, after_warmup: bool = False
         size,
         f"num_gpu_blocks: {result.num_blocks:,} ({len(result.grouping.groups)} KV cache "
         f"group(s), {result.blocks_per_request:,} blocks per request)",
-        *dcp_line(result.setup.decode_context_parallel_size, result.setup.token_line),
+        *dcp_line(result.setup.decode_context_parallel_size, result.setup.token_line, version),
         f"GPU KV cache size: {result.kv_cache_size_tokens:,} tokens",
         f"Maximum concurrency for {result.setup.max_model_len:,} tokens per request: "
         f"{result.max_concurrency:.2f}x",
@@ -534,11 +546,16 @@ SERVING_FIELDS = (
 )
 
 
-def dcp_line(dcp: int, token_line: str = "blocks") -> list[str]:
+def dcp_line(
+    dcp: int, token_line: str = "blocks", version: tuple[int, int, int] = PCP_LINE_SINCE
+) -> list[str]:
     """The line before the token count under DCP (``_report_kv_cache_config``) of the releases
-    that multiply their block line by it (up to 0.20; gone with 0.21's concurrency line)."""
+    that multiply their block line by it (0.10.2 to 0.20; gone with 0.21's concurrency line),
+    in the words of the release ``version``."""
     if dcp == 1 or token_line != "blocks":
         return []
+    if version < PCP_LINE_SINCE:
+        return [f"Multiplying the GPU KV cache size by the dcp_world_size {dcp}."]
     return [
         f"Multiplying the GPU KV cache size by the cp_world_size {dcp} "
         f"(pcp_world_size 1 * dcp_world_size {dcp})."
@@ -591,6 +608,7 @@ class VLLMAnswer:
         from kvcalc.engine.units import GiB
         from kvcalc.engine.vllm import KVCacheTooSmall, backend_blocks, kv_cache_upper_bound
         from kvcalc.engine.vllm_backends import deployment_backend_block, vllm_block_size
+        from kvcalc.engine.vllm_releases import parse_version
 
         dep, results, inputs = self.dep, self.results, self.inputs
         # DeepSeek-V4 is paged at its backend's own blocks by vLLM 0.33's rules, not --block-size.
@@ -655,7 +673,8 @@ class VLLMAnswer:
             lines=[header, scheduler, *setup.layout_notes, *estimate_notes(dep, inputs),
                    *graph_line,
                    *(line for r in results
-                     for line in vllm_lines(r, head["kv_sized_after_warmup"]))],
+                     for line in vllm_lines(r, head["kv_sized_after_warmup"],
+                                            parse_version(inputs.version)))],
             fits=not too_small,
             lengths=[r.setup.max_model_len for r in results],
         )
