@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from report_check import refused, run_json
 from specs import registry_model
 from typer.testing import CliRunner
 
@@ -232,3 +233,32 @@ def test_the_0_22_1_gemma_4_log_forces_the_backend_kvcalc_names() -> None:
     dep = deployment(registry_model("gemma-4-e4b"), parse_gpu_set("1xrtx-3090"))
     chosen = deployment_backend_block(dep, vllm_release("0.22.1"))
     assert chosen is not None and chosen.backend == forced.group(1)
+
+
+@pytest.mark.parametrize(
+    ("version", "block", "needle"),
+    [
+        ("0.14", "8", "multiples of 16 tokens"),
+        ("0.19", "24", "give e.g. 16"),
+        ("0.34", "7", "multiples of 16 tokens"),
+    ],
+)
+def test_a_block_size_vllm_refuses_is_refused(
+    runner: CliRunner, version: str, block: str, needle: str
+) -> None:
+    # In every release full attention pages in multiples of 16 (FlashAttention's check, then
+    # MultipleOf(16) and "No common block size").
+    refused(runner, ["batch", "llama3-8b", "--gpus", "h100", "--engine", "vllm", "--ctx", "8k",
+                     "--vllm-version", version, "--block-size", block],
+            "--block-size", needle)
+
+
+def test_a_block_size_vllm_takes_is_kept(runner: CliRunner) -> None:
+    # A multiple of 16 pages as given; an MLA backend forces its own block over any size
+    # (FlashMLA's 64 on an H100, 0.14).
+    later = run_json(runner, "batch", "llama3-8b", "--gpus", "h100", "--engine", "vllm",
+                     "--ctx", "8k", "--vllm-version", "0.18", "--block-size", "48")
+    assert later["block_size"] == 48
+    mla = run_json(runner, "batch", "deepseek-v2-lite", "--gpus", "h100", "--engine", "vllm",
+                   "--ctx", "8k", "--vllm-version", "0.14", "--block-size", "8")
+    assert mla["block_size"] == 64

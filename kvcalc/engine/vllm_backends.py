@@ -230,6 +230,31 @@ def default_backend_block(
     return BackendBlock("TRITON_MLA", DEFAULT_BLOCK)
 
 
+#: Full and sliding-window attention pages in multiples of 16 tokens under every CUDA and ROCm
+#: backend vLLM picks for it: FlashAttention ("Block size must be a multiple of 16.",
+#: v1/attention/backends/flash_attn.py of 0.10.2, 0.14.0, 0.17.0; ``MultipleOf(16)`` in
+#: ``get_supported_kernel_block_sizes`` of 0.19.0 and 0.34.0), Triton (``MultipleOf(16)``),
+#: FlashInfer ([16, 32, 64], a multiple of which a kernel block divides); from 0.18 no backend
+#: is valid for another size ("No common block size", v1/worker/utils.py).
+ATTENTION_BLOCK_MULTIPLE = 16
+
+
+def given_block_refusal(model: ModelSpec, block: int) -> str | None:
+    """Why vLLM refuses ``--block-size block`` for ``model`` (None: it takes it): for plain
+    attention, a size no backend pages (an MLA backend forces its own block over a given one,
+    :func:`forced_over`). ``vllm serve`` up to 0.17 also takes only ``CacheConfig.BlockSize``'s
+    values (1, 8, 16, 32, 64, 128, and 256 from 0.12), but that is argparse's choice, which
+    ``LLM(block_size=...)`` skips (``SkipValidation``), so it is not refused here."""
+    if model_kind(model) == "attention" and block % ATTENTION_BLOCK_MULTIPLE:
+        below = max(ATTENTION_BLOCK_MULTIPLE, block - block % ATTENTION_BLOCK_MULTIPLE)
+        return (
+            f"vLLM's attention backends page in multiples of {ATTENTION_BLOCK_MULTIPLE} tokens "
+            f"(FlashAttention: 'Block size must be a multiple of 16.'), not {block}; give e.g. "
+            f"{below}"
+        )
+    return None
+
+
 def forced_over(release: VLLMRelease, default: BackendBlock, given: int) -> int:
     """The block 0.10-0.17 keep of a given ``--block-size`` under an MLA backend
     (``check_and_update_config`` forces it whether given or not): 0.10.2 replaces any size but

@@ -373,12 +373,17 @@ def serving_setup(
     weights taken from the release's budget (:func:`kvcalc.engine.vllm.vllm_budget_per_stage`;
     none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
     from kvcalc.engine.vllm import serving_inputs, vllm_budget_per_stage
+    from kvcalc.engine.vllm_backends import given_block_refusal
     from kvcalc.engine.vllm_releases import parse_version
 
     inputs = inputs or serving_inputs(dep, serving)
     model = dep.model
-    check_dcp(model, dep.tp, serving.decode_context_parallel_size,
-              parse_version(inputs.version))
+    version = parse_version(inputs.version)
+    check_dcp(model, dep.tp, serving.decode_context_parallel_size, version)
+    if dep.block_size_given:
+        why = given_block_refusal(model, dep.block_size)
+        if why is not None:
+            raise VLLMParallelError.at("block_size", why)
     mode = mamba_cache_mode(
         model, serving.enable_prefix_caching, hybrid_default_on=inputs.release.mamba_align
     )
