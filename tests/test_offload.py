@@ -67,6 +67,27 @@ def test_each_tier_holds_its_capacity_over_the_bytes_per_token_and_sequence(
     assert out["hbm"]["max_batch"] == batch["contexts"][0]["max_batch"]
 
 
+def test_a_shared_prefix_is_stored_once_in_every_tier(runner: CliRunner) -> None:
+    # Sequences of 32k sharing their first 8k: the tier holds that 8k once and 24k per sequence.
+    # HBM does the same in whole blocks, as batch says.
+    shared = ("--prefix-shared", "8k")
+    out = tiers(runner, "llama3.1-8b", "--gpus", "h100", "--ctx", "32k", *TIERS, *shared)
+    prefix, own = 8_192 * BYTES_PER_TOKEN, 24_576 * BYTES_PER_TOKEN
+    assert out["cpu"]["max_batch"] == (512 * 10**9 - prefix) // own == 158
+    assert out["ssd"]["max_batch"] == (4 * 10**12 - prefix) // own == 1_241
+    assert out["cpu"]["kv_tokens_capacity"] == 3_906_250  # tokens: the store's, not a share
+    batch = run_json(runner, "batch", "llama3.1-8b", "--gpus", "h100", "--ctx", "32k", *shared)
+    assert out["hbm"]["max_batch"] == batch["contexts"][0]["max_batch"]
+    # A window that has slid past the prefix shares nothing of it (Gemma 3's local layers):
+    # more sequences than without sharing, fewer than if every layer shared it.
+    args = ("gemma3-27b", "--gpus", "8xh100", "--ctx", "128k", *TIERS)
+    gemma, alone = tiers(runner, *args, *shared), tiers(runner, *args)
+    per_sequence = run_json(runner, "offload", *args)["kv_bytes_per_sequence"]
+    if_every_layer = per_sequence // 16  # 8k of 128k in every layer
+    upper = (4 * 10**12 - if_every_layer) // (per_sequence - if_every_layer)
+    assert alone["ssd"]["max_batch"] < gemma["ssd"]["max_batch"] < upper
+
+
 def test_loading_against_recomputing_a_32k_prefix(runner: CliRunner) -> None:
     out = tiers(runner, "llama3.1-8b", "--gpus", "h100", "--ctx", "32k", *TIERS)
     prefix = 32_768 * BYTES_PER_TOKEN  # 4 GiB

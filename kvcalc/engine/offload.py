@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.flops import prefill_flops
-from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence, kv_bytes_per_token
+from kvcalc.engine.kv import CacheFormat, kv_bytes_per_sequence, kv_bytes_per_token, kv_size
 from kvcalc.engine.units import GB, MAX_CONTEXT_TOKENS, TB
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class TierFit:
     tokens: int
     """Tokens whose KV entries the tier holds (full per-token cost, before any window caps)."""
     sequences: int
-    """Sequences of ``context_tokens`` the tier holds."""
+    """Sequences of ``context_tokens`` the tier holds, a prefix they all share stored once."""
     prefix_bytes: int
     """KV bytes of one prefix of ``context_tokens``."""
     load_seconds: float
@@ -135,17 +135,50 @@ def break_even_tokens(
     return hi
 
 
+def shared_prefix_bytes(
+    model: ModelSpec, cache: CacheFormat, context_tokens: int, shared_tokens: int
+) -> int:
+    """The KV bytes of a prefix of ``shared_tokens`` that every sequence of ``context_tokens``
+    starts with, stored once (an offload cache keys its chunks by the prefix they continue, so a
+    common system prompt is one entry): in the layers that keep the whole context (a window that
+    has slid past it shares nothing), priced as the oldest tokens they are, as HBM's prefix
+    caching prices them (:func:`kvcalc.engine.capacity.stage_bytes_per_sequence`), without its
+    blocks: a tier stores entries, not pages."""
+    shared = min(shared_tokens, context_tokens)
+    if not shared:
+        return 0
+    total = 0
+    for group in kv_size(model, context_tokens, cache).groups:
+        if group.tokens_held == context_tokens and group.bytes_per_token:
+            whole = cache.tokens_bytes(group.mixer, context_tokens)
+            total += (whole - cache.tokens_bytes(group.mixer, context_tokens - shared)) * (
+                group.layers
+            )
+    return total
+
+
+def sequences_held(capacity_bytes: int, per_sequence: int, shared_bytes: int) -> int:
+    """Sequences a store of ``capacity_bytes`` holds when each takes ``per_sequence`` bytes of
+    which ``shared_bytes`` are one prefix common to all, stored once."""
+    own = per_sequence - shared_bytes
+    if own <= 0 or capacity_bytes < per_sequence:
+        return 0
+    return (capacity_bytes - shared_bytes) // own
+
+
 def tier_fit(dep: Deployment, tier: Tier, context_tokens: int) -> TierFit:
-    """One tier of ``dep``'s model and cache format at ``context_tokens``."""
+    """One tier of ``dep``'s model and cache format at ``context_tokens``, the deployment's
+    shared prefix (``--prefix-shared``) stored once."""
     model, cache = dep.model, dep.cache
     per_token = kv_bytes_per_token(model, cache)
     per_sequence = kv_bytes_per_sequence(model, context_tokens, cache)
+    shared = shared_prefix_bytes(model, cache, context_tokens, dep.prefix_shared_tokens)
     rate = prefill_flops_per_second(dep)
     return TierFit(
         tier=tier,
         context_tokens=context_tokens,
         tokens=tier.capacity_bytes // per_token if per_token else 0,
-        sequences=tier.capacity_bytes // per_sequence if per_sequence else 0,
+        sequences=sequences_held(tier.capacity_bytes, per_sequence, shared),
         prefix_bytes=per_sequence,
         load_seconds=per_sequence / tier.bandwidth_bytes_per_s,
         recompute_seconds=None if rate is None else recompute_seconds(model, context_tokens, rate),
