@@ -276,8 +276,9 @@ def test_decode_at_a_rate_times_the_batch_the_rate_keeps(runner: CliRunner) -> N
     assert step["context_tokens"] == 1024 + 128 // 2  # the mean context a decode step reads
     # Prefill chunks mixed in: the step under load is slower than the decode step alone.
     assert serving["tpot_seconds"] > step["tpot_seconds"]
+    # A rate one replica cannot keep up with is a valid question answered "no": exit 1.
     beyond = run_json(runner, "decode", "llama3-8b", "--gpus", "h100", "--request-rate", "500",
-                      code=0)
+                      code=1)
     assert beyond["serving"]["stable"] is False and beyond["serving"]["reason"]
 
 

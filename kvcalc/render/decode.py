@@ -369,14 +369,17 @@ def decode_report(
         if records
         else []
     )
-    if payload["serving"] is not None:
-        sections.insert(0, serving_section(payload["serving"]))
+    served = payload["serving"]
+    if served is not None:
+        sections.insert(0, serving_section(served))
+    # A rate the replica cannot keep up with is a "no", as a cache that holds nothing is.
+    unserved = served is not None and not served["stable"]
     return Report(
         payload=payload,
         records=records,
         fields=[*setup, "mbu", *STEP_FIELDS, *ESTIMATE_FIELDS],
         sections=sections,
         diagnostics=diagnostics,
-        exit_code=0 if reason is None else 1,
+        exit_code=0 if reason is None and not unserved else 1,
         warnings=warned,
     )
