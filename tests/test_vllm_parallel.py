@@ -158,7 +158,7 @@ def test_dcp_takes_gqa_only_with_tp_above_the_kv_heads() -> None:
     # A sliding-window or recurrent cache asserts dcp == 1 in vLLM 0.19.
     for model_id in ("gemma3-27b", "qwen3.6-27b"):
         with pytest.raises(VLLMParallelError, match="only full-attention or MLA"):
-            check_dcp(registry_model(model_id), 16, 2)
+            check_dcp(registry_model(model_id), 16, 2, (0, 19, 0))
 
 
 def test_gqa_dcp_keeps_a_ranks_heads_and_multiplies_the_tokens() -> None:
@@ -552,6 +552,17 @@ def test_the_dcp_line_is_in_the_words_of_the_release() -> None:
     assert logged in printed.splitlines()
     newer = runner.invoke(app, [*args, "--vllm-version", "0.12"]).stdout
     assert logged not in newer and "(pcp_world_size 1 * dcp_world_size 8)." in newer
+
+
+def test_dcp_on_a_hybrid_with_states_says_whether_vllm_or_kvcalc_stops_it(
+    runner: CliRunner,
+) -> None:
+    # Up to 0.25 vLLM asserts "DCP not support hybrid attn now"; from 0.26 it runs it (the
+    # attention sharded, the GDN states replicated), which kvcalc does not model: it says so.
+    args = ["batch", "qwen3.5-27b", "--gpus", "8xh100", "--engine", "vllm", "--dcp", "2",
+            "--ctx", "8k"]
+    refused(runner, [*args, "--vllm-version", "0.25"], "splits only full-attention or MLA")
+    refused(runner, [*args, "--vllm-version", "0.26"], "kvcalc does not model that pool")
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Literal
 
 from kvcalc.engine.hardware import capability_family
 from kvcalc.engine.serving.base import EngineRefusal
+from kvcalc.engine.vllm_releases import NEWEST_VERSION, parse_version
 from kvcalc.errors import literal
 
 if TYPE_CHECKING:
@@ -98,6 +99,11 @@ DCP_SINCE = (0, 10, 2)
 #: only the MLA backends do, and ``GPUModelRunner.initialize_kv_cache`` asserts it of every
 #: attention layer ("DCP requires attention impls to return the softmax lse", 0.10.2, 0.11.0).
 DCP_GQA_SINCE = (0, 11, 1)
+#: The first release that runs DCP on a hybrid of full attention and recurrent states
+#: (``HybridKVCacheCoordinator``: "DCP shards full-attention KV across ranks and replicates
+#: Mamba state", kv_cache_coordinator.py of 0.26.0; 0.25.0 asserts "DCP not support hybrid
+#: attn now"). Sliding-window and chunked layers still refuse it (0.34.0).
+DCP_STATE_HYBRID_SINCE = (0, 26, 0)
 
 
 def _dotted(version: tuple[int, int, int]) -> str:
@@ -122,12 +128,21 @@ def check_dcp(
     if tp % dcp:
         raise VLLMParallelError.at(field, f"{dcp} must divide the tensor-parallel size {tp}")
     kinds = {_cache_kind(m) for m in model.mixer_pattern if m.owns_cache}
+    release = version or parse_version(NEWEST_VERSION)
+    if has_states(model) and release >= DCP_STATE_HYBRID_SINCE:
+        # vLLM runs it (the attention sharded, the states replicated); kvcalc has no rule for
+        # the hybrid's pages under DCP, and says so rather than size it as if it had.
+        raise VLLMParallelError.at(field, (
+            f"vLLM {_dotted(release)} shards the attention of a hybrid with recurrent states "
+            f"over DCP ranks and replicates the states, and kvcalc does not model that pool "
+            f"for {model.id} yet; drop it to size the pool without DCP"
+        ))
     if not kinds <= {"full", "mla"} or len(kinds) != 1:
         others = ", ".join(sorted(kinds - {"full", "mla"})) or "mixed attention kinds"
         raise VLLMParallelError.at(
             field,
-            f"vLLM 0.19 splits only full-attention or MLA caches over DCP ranks, and "
-            f"{model.id} has {others} layers; drop it",
+            f"vLLM {_dotted(release)} splits only full-attention or MLA caches over DCP "
+            f"ranks, and {model.id} has {others} layers; drop it",
         )
     if kinds == {"mla"}:
         return
@@ -374,7 +389,6 @@ def serving_setup(
     none from a KV budget given directly: vLLM's ``--kv-cache-memory`` is the pool)."""
     from kvcalc.engine.vllm import serving_inputs, vllm_budget_per_stage
     from kvcalc.engine.vllm_backends import given_block_refusal
-    from kvcalc.engine.vllm_releases import parse_version
 
     inputs = inputs or serving_inputs(dep, serving)
     model = dep.model
