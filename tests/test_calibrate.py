@@ -561,3 +561,31 @@ def test_only_the_commands_that_apply_it_list_it_in_their_help(
     out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert out.exit_code == 0
     assert ("--calibration" in out.stdout) is listed
+
+
+def test_a_dcp_start_up_is_calibrated_with_its_dcp() -> None:
+    # The Kimi-K2 recipe's TP 8 + DCP 8 start (0.11.1's line numbers): 46.80 GiB and the token
+    # line multiplied by 8, which its "Multiplying ... dcp_world_size 8" line says. Its excerpt
+    # states no engine config, so tp 8 is the recipe's command.
+    from dataclasses import replace
+
+    from specs import registry_model
+
+    from kvcalc.calibration.compare import compare_vllm
+    from kvcalc.calibration.vllm_log import parse_vllm_log
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    text = (Path(__file__).parent / "fixtures" / "vllm_serve" /
+            "kimi-k2-thinking-tp8-dcp8.log").read_text()
+    dcp_run = text[text.index("# TP8+DCP8"):]
+    log = replace(parse_vllm_log(log_lines(dcp_run)), tp=8, max_model_len=262_144)
+    assert log.dcp == 8 and log.kv_cache_tokens == 5_721_088
+    compared = compare_vllm(log, registry_model("kimi-k2-thinking"),
+                            parse_gpu_set("8xh200"), "0.11.1")
+    low, high = compared.kv_cache_tokens_range or (0, 0)
+    assert low <= 5_721_088 <= high and compared.exact
+    assert compared.inputs["decode_context_parallel_size"] == 8
+    # Read without its DCP, the same memory gives an eighth of the line.
+    alone = compare_vllm(replace(log, dcp=None), registry_model("kimi-k2-thinking"),
+                         parse_gpu_set("8xh200"), "0.11.1")
+    assert not alone.exact

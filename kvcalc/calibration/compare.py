@@ -215,12 +215,14 @@ def _vllm_tokens(
     mode: MambaCacheMode,
     memory: int | tuple[int, ...],
     length: int,
+    dcp: int = 1,
 ) -> int | None:
     """The token line of the release's pool (its batch inputs, window reserve and token line)
-    from ``memory`` per stage, the states in Mamba cache mode ``mode``."""
+    from ``memory`` per stage, the states in Mamba cache mode ``mode``, a request's tokens split
+    over ``dcp`` ranks."""
     from kvcalc.engine.vllm import VLLMKVCache, deployment_kv_cache
 
-    result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode)
+    result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode, dcp=dcp)
     return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
 
 
@@ -347,8 +349,10 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         mode = "none"
     values, lows, highs = _stage_memory(log, pp)
 
+    dcp = log.dcp or 1
+
     def tokens(memory: int | tuple[int, ...]) -> int | None:
-        return _vllm_tokens(dep, used, mode, memory, length)
+        return _vllm_tokens(dep, used, mode, memory, length, dcp)
 
     logged_tokens = tokens(tuple(values))
     span_low, span_high = tokens(tuple(lows)), tokens(tuple(highs))
@@ -416,6 +420,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     inputs["vllm_version"] = rules_version
     if log.enable_prefix_caching is not None and has_states(spec) and not unmodelled:
         inputs["enable_prefix_caching"] = log.enable_prefix_caching
+    if dcp > 1:
+        inputs["decode_context_parallel_size"] = dcp
     for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
         if key in given:
             inputs[key] = given[key]

@@ -5,7 +5,9 @@ the KV memory left), then the block pool's token line and concurrency.
 The lines read, with the releases that print them (reference vllm-releases.md section 1):
 
 - ``version 0.19.0`` (the banner) / ``Initializing a V1 LLM engine (v0.19.0)``;
-- ``tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1`` (the engine config);
+- ``tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1,
+  decode_context_parallel_size=1`` (the engine config), and 0.10.2-0.20's "Multiplying the GPU KV
+  cache size by the ... dcp_world_size 8" under DCP;
 - ``non-default args: {... 'gpu_memory_utilization': 0.95 ...}``;
 - ``Model loading took 7.51 GiB``, ``Available KV cache memory: 63.76 GiB`` (every release);
 - ``Memory profiling takes ... torch peak memory increase: 1.89GiB; non-torch forward increase
@@ -47,13 +49,15 @@ _CONFIG_INT = {
         ("tp", "tensor_parallel_size"),
         ("pp", "pipeline_parallel_size"),
         ("dp", "data_parallel_size"),
+        ("dcp", "decode_context_parallel_size"),
         ("max_model_len", "max_seq_len"),
     )
 }
 _ARG_INT = {
     name: re.compile(rf"non-default args: .*'{name}': (\d+)")
     for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
-                 "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+                 "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                 "decode_context_parallel_size")
 }
 _UTIL = (
     re.compile(r"non-default args: .*'gpu_memory_utilization': ([\d.]+)"),
@@ -123,6 +127,9 @@ _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _GIB + " total")
 _GRAPH_TAKEN = re.compile(r"Graph capturing finished in .*? took " + _GIB)
 _GRAPH_SUBTRACTED = re.compile(r"CUDA graph memory profiling is enabled")
 _TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+#: 0.10.2-0.20's line before a DCP token line: "... by the dcp_world_size 8." (to 0.11.2), "...
+#: by the cp_world_size 8 (pcp_world_size 1 * dcp_world_size 8)." (from 0.12).
+_DCP_LINE = re.compile(r"Multiplying the GPU KV cache size by the .*\bdcp_world_size (\d+)")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _BLOCKS = re.compile(r"num_gpu_blocks(?: is)?: (\d+)")
 #: Lines only vLLM prints: one is enough to call the file a vLLM log.
@@ -161,6 +168,7 @@ class VLLMLog:
     tp: int | None
     pp: int | None
     dp: int | None
+    dcp: int | None
     gpu_memory_utilization: Fraction | None
     max_model_len: int | None
     max_num_batched_tokens: int | None
@@ -293,6 +301,7 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         tp=config("tp", "tensor_parallel_size"),
         pp=config("pp", "pipeline_parallel_size"),
         dp=config("dp", "data_parallel_size"),
+        dcp=config("dcp", "decode_context_parallel_size") or _int(first(_DCP_LINE, lines)),
         gpu_memory_utilization=None if util is None else Fraction(util),
         max_model_len=config("max_model_len", "max_model_len")
         or (_int(concurrency[1]) if concurrency else None),
