@@ -589,3 +589,31 @@ def test_a_dcp_start_up_is_calibrated_with_its_dcp() -> None:
     alone = compare_vllm(replace(log, dcp=None), registry_model("kimi-k2-thinking"),
                          parse_gpu_set("8xh200"), "0.11.1")
     assert not alone.exact
+
+
+def test_an_mtp_start_up_is_calibrated_with_its_draft_layers(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # vLLM 0.20.0 on a DGX Spark, Qwen3.6-35B-A3B with MTP 2 (its engine config's
+    # SpeculativeConfig): the MTP layer's attention joins the pool, and 66.37 GiB gives the
+    # logged 1,581,104 tokens only with it.
+    from dataclasses import replace
+
+    from specs import registry_model
+
+    from kvcalc.calibration.compare import compare_vllm
+    from kvcalc.registry.gpus import parse_gpu_set
+
+    path = LOGS / "vllm-0.20.0-qwen3.6-35b-a3b-nvfp4-mtp2-dgx-spark-excerpt.log"
+    log = read_startup_log(path.read_text())
+    assert isinstance(log, VLLMLog)
+    assert (log.speculative_method, log.num_speculative_tokens) == ("mtp", 2)
+    cal = tmp_path / "calibration.yaml"
+    args = ["calibrate", str(path), "--gpus", "dgx-spark", "--model", "qwen3.6-35b-a3b"]
+    done = runner.invoke(app, [*args, "--write", str(cal), "--format", "json"])
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["kv_cache_tokens_kvcalc"] == 1_581_104
+    assert "num_speculative_tokens: 2" in cal.read_text()
+    model, spark = registry_model("qwen3.6-35b-a3b"), parse_gpu_set("dgx-spark")
+    without = compare_vllm(replace(log, num_speculative_tokens=None), model, spark, "0.20.0")
+    assert without.kv_cache_tokens_kvcalc != 1_581_104 and not without.exact

@@ -29,7 +29,7 @@ MAX_FILE_BYTES = 64 << 10
 #: The inputs a calibration may give, by what they replace.
 _DEPLOYMENT_KEYS = ("tp", "pp", "kv_memory", "max_num_batched_tokens", "block_size", "kv_dtype")
 _ENGINE_KEYS = ("sglang_version", "vllm_version", "enable_prefix_caching", "mem_fraction_static",
-                "decode_context_parallel_size",
+                "decode_context_parallel_size", "num_speculative_tokens",
                 "free_before_load", "free_after_load", "page_size", "max_total_tokens")
 INPUT_KEYS = (*_DEPLOYMENT_KEYS, *_ENGINE_KEYS)
 #: What a measured KV memory (or free memory after the weights) leaves nothing for.

@@ -215,15 +215,35 @@ def _vllm_tokens(
     mode: MambaCacheMode,
     memory: int | tuple[int, ...],
     length: int,
-    dcp: int = 1,
+    **paging: Any,
 ) -> int | None:
     """The token line of the release's pool (its batch inputs, window reserve and token line)
-    from ``memory`` per stage, the states in Mamba cache mode ``mode``, a request's tokens split
-    over ``dcp`` ranks."""
+    from ``memory`` per stage, the states in Mamba cache mode ``mode``; ``paging``: the DCP size
+    and the MTP draft's tokens and layers, as the log states them."""
     from kvcalc.engine.vllm import VLLMKVCache, deployment_kv_cache
 
-    result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode, dcp=dcp)
+    result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode, **paging)
     return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
+
+
+def _mtp_draft(
+    log: VLLMLog, spec: ModelSpec, dep: Deployment, notes: list[str]
+) -> tuple[tuple[Any, ...], int, int]:
+    """The log's speculative draft as kvcalc sizes it: (the MTP layers whose KV joins the pool,
+    their weights on one GPU of the last stage, the speculative tokens). Another method's draft
+    (EAGLE, a draft model, n-gram) is not modelled: sized without it, and ``notes`` says so."""
+    from kvcalc.engine.vllm_parallel import check_speculative, mtp_mixers, mtp_weight_bytes
+
+    k, method = log.num_speculative_tokens or 0, log.speculative_method or ""
+    if not k:
+        return (), 0, 0
+    if not method.endswith("mtp"):
+        notes.append(f"vLLM's {method} speculative draft is not modelled: the pool is sized "
+                     "without its KV and weights")
+        return (), 0, 0
+    check_speculative(spec, k, dep.pp)
+    weights = mtp_weight_bytes(spec, dep.weights, dep.tp, dep.moe_ranks, dep.expert_parallel)
+    return mtp_mixers(spec), weights, k
 
 
 def _stage_memory(log: VLLMLog, pp: int) -> tuple[list[int], list[int], list[int]]:
@@ -350,16 +370,23 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     values, lows, highs = _stage_memory(log, pp)
 
     dcp = log.dcp or 1
+    drafts, draft_weights, spec_tokens = _mtp_draft(log, spec, dep, notes)
+    paging = {"dcp": dcp, "num_speculative_tokens": spec_tokens, "draft_mixers": drafts}
 
     def tokens(memory: int | tuple[int, ...]) -> int | None:
-        return _vllm_tokens(dep, used, mode, memory, length, dcp)
+        return _vllm_tokens(dep, used, mode, memory, length, **paging)
 
     logged_tokens = tokens(tuple(values))
     span_low, span_high = tokens(tuple(lows)), tokens(tuple(highs))
     target = log.kv_cache_tokens
     assert target is not None
     exact = smallest_reproducing(tokens, min(lows), max(highs), target)
-    estimated = tokens(terms.kv_memory) if min(terms.kv_memory) > 0 else None
+    # The drafter loads with the model ("Model loading took" holds it) on the last stage, and
+    # its weights come out of that stage's budget (vllm_kv_cache_for).
+    last = pp - 1
+    weights = tuple(w + draft_weights * (s == last) for s, w in enumerate(terms.weights))
+    budgets = tuple(m - draft_weights * (s == last) for s, m in enumerate(terms.kv_memory))
+    estimated = tokens(budgets) if min(budgets) > 0 else None
     rows: list[Term] = [
         Term("gpu_memory", "GPU memory (CUDA total)", "bytes", _bytes(log.total_memory),
              dep.cuda_total_bytes_per_gpu),
@@ -377,14 +404,15 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
 
         if getattr(worker, "consumed", None) is not None:
             rows.append(row("consumed", "consumed (weights + non-torch)",
-                            terms.weights[stage] + terms.non_torch[stage]))
+                            weights[stage] + terms.non_torch[stage]))
         # From 0.27 the summary's peak activation holds the graph estimate
         # (peak_activation_memory = transient_peak_headroom + cudagraph_memory_estimate,
         # gpu_worker.py of 0.29.0 and 0.34.0; 0.25.0 prints torch_peak_increase alone).
         warm = terms.cuda_graph_pool is not None
         with_estimate = used.release.accounting == "consumed" and not warm
         rows += [
-            row("weights", "weights", terms.weights[stage]),
+            row("weights", "weights", weights[stage],
+                "with the MTP draft's" * bool(draft_weights and stage == last)),
             row("activation_peak", "activation peak", terms.activation_peak[stage]
                 + terms.cuda_graph_estimate[stage] * with_estimate,
                 "with the CUDA-graph estimate" * with_estimate),
@@ -402,7 +430,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                     "the profile's or the warmup's peak"),
             ]
         rows += [
-            Term("kv_memory", "KV cache memory", "bytes", values[stage], terms.kv_memory[stage],
+            Term("kv_memory", "KV cache memory", "bytes", values[stage], budgets[stage],
                  at, "" if pp == 1 else "the stage's worker's own figure"),
         ]
     rows += [
@@ -422,6 +450,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         inputs["enable_prefix_caching"] = log.enable_prefix_caching
     if dcp > 1:
         inputs["decode_context_parallel_size"] = dcp
+    if spec_tokens:
+        inputs["num_speculative_tokens"] = spec_tokens
     for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
         if key in given:
             inputs[key] = given[key]

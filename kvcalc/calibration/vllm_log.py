@@ -7,7 +7,8 @@ The lines read, with the releases that print them (reference vllm-releases.md se
 - ``version 0.19.0`` (the banner) / ``Initializing a V1 LLM engine (v0.19.0)``;
 - ``tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1,
   decode_context_parallel_size=1`` (the engine config), and 0.10.2-0.20's "Multiplying the GPU KV
-  cache size by the ... dcp_world_size 8" under DCP;
+  cache size by the ... dcp_world_size 8" under DCP, and its
+  ``speculative_config=SpeculativeConfig(method='mtp', ..., num_spec_tokens=2)``;
 - ``non-default args: {... 'gpu_memory_utilization': 0.95 ...}``;
 - ``Model loading took 7.51 GiB``, ``Available KV cache memory: 63.76 GiB`` (every release);
 - ``Memory profiling takes ... torch peak memory increase: 1.89GiB; non-torch forward increase
@@ -76,6 +77,20 @@ _PREFIX_CACHING = re.compile(r"non-default args: .*'enable_prefix_caching': (Tru
 _EAGER = (
     re.compile(r"non-default args: .*'enforce_eager': (True|False)"),
     re.compile(r"\benforce_eager=(True|False)"),
+)
+#: The speculative draft: the engine config's ``SpeculativeConfig(method='mtp', model=...,
+#: num_spec_tokens=2)`` (its ``__repr__``, config/speculative.py of 0.19.0), else the
+#: non-default args' ``'speculative_config': {'method': 'qwen3_next_mtp', 'num_speculative_tokens':
+#: 2}``; the method as the engine resolved it (0.20 renames ``qwen3_next_mtp`` to ``mtp``).
+_SPEC_METHOD = (
+    re.compile(r"speculative_config=SpeculativeConfig\(method='([\w-]+)'"),
+    re.compile(r"non-default args: .*'speculative_config': \{[^}]*'method': '([\w-]+)'"),
+)
+_SPEC_TOKENS = (
+    re.compile(r"speculative_config=SpeculativeConfig\([^)]*\bnum_spec_tokens=(\d+)"),
+    re.compile(
+        r"non-default args: .*'speculative_config': \{[^}]*'num_speculative_tokens': (\d+)"
+    ),
 )
 #: 0.34's extensible KV cache turned off by an argument, or by vLLM itself where KV transfers
 #: within a host would lose NVLink without an IMEX channel (``_resolve_extensible_kv_cache``,
@@ -190,6 +205,9 @@ class VLLMLog:
     """``--enforce-eager`` as the engine config or the non-default args give it."""
     enable_extensible_kv_cache: bool | None = None
     """0.34's extensible KV cache as the non-default args give it, or off where vLLM says so."""
+    speculative_method: str | None = None
+    """The speculative draft's method (``mtp``, ``eagle``, ``ngram``, ...); None: no draft."""
+    num_speculative_tokens: int | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -321,4 +339,6 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         num_gpu_blocks=_int(first(_BLOCKS, lines)),
         enforce_eager=_flag(_one(_EAGER, lines)),
         enable_extensible_kv_cache=_flag(_one(_EXTENSIBLE, lines)),  # "off" reads as False
+        speculative_method=_one(_SPEC_METHOD, lines),
+        num_speculative_tokens=_int(_one(_SPEC_TOKENS, lines)),
     )
