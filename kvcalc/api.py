@@ -1330,13 +1330,15 @@ def calibrate(
     gpus: str | None = None,
     release: str | None = None,
     gpu_util: float | None = None,
+    weight_dtype: str | None = None,
     write: str | Path | None = None,
 ) -> CalibrateResult:
     """A vLLM or SGLang start-up ``log`` (a path; ``"-"`` reads standard input) beside kvcalc's
     model of the same start-up: each term the log states (weights, activation peak, non-torch
     memory, CUDA graphs, KV memory, the token count) as logged, as kvcalc estimates it, and the
-    difference. ``model``, ``gpus``, ``release`` and ``gpu_util`` (vLLM's memory share) give
-    what the log does not state (vLLM logs name no GPU). ``exit_code`` is 0 when kvcalc's pool
+    difference. ``model``, ``gpus``, ``release``, ``gpu_util`` (vLLM's memory share) and
+    ``weight_dtype`` (a quantized checkpoint's) give what the log does not state (vLLM logs
+    name no GPU). ``exit_code`` is 0 when kvcalc's pool
     gives the logged token count from the logged memory within the log's rounding, else 1; a
     file that is no start-up log raises :class:`~kvcalc.calibration.compare.NotAStartupLog`.
     ``write``: keep the measured terms as a calibration file for ``batch``/``decode``/``check``
@@ -1373,7 +1375,7 @@ def calibrate(
              f"{replica}x{gpu_set.accelerator.id}")
     try:
         comparison = compare(startup, spec, GpuSet(gpu_set.accelerator, replica), release,
-                             gpu_util)
+                             gpu_util, weight_dtype)
     except NotAStartupLog as exc:
         raise NotAStartupLog(f"{name}: no start-up log: {exc}", field="log") from None
     document = calibration_document(comparison, "-" if name == "-" else Path(name).name)

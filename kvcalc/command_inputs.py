@@ -278,6 +278,10 @@ CALIBRATE_INPUTS = (
           "vLLM's --gpu-memory-utilization, when the log states none, e.g. 0.85 "
           "[default: the release's]",
           aliases=("--gpu-memory-utilization",), panel=OPTIONS),
+    Input("weight_dtype", "text",
+          "the checkpoint's weights, which a log does not name (NVFP4, AWQ ...), e.g. nvfp4; "
+          "the calibration keeps it [default: the registry model's]",
+          metavar="DTYPE", completion="weight_dtypes", panel=OPTIONS),
     Input("write", "path",
           "keep the measured terms in this calibration file (for --calibration)",
           metavar="FILE", panel=OUTPUT),

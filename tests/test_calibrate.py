@@ -164,12 +164,18 @@ def test_a_later_release_agrees_under_its_own_rules(runner: CliRunner, tmp_path:
     # sizes the same pool.
     kept = doc["calibration"]["inputs"]
     assert (kept["vllm_version"], kept["enable_prefix_caching"]) == ("0.24.0", True)
-    # batch --calibration cannot start it: the log's checkpoint is NVFP4 ('quantization':
-    # 'modelopt'), which calibrate does not read, and kvcalc's bf16 weights of the model
-    # (65.42 GiB) do not fit the 5090 beside the measured pool. The pool itself is exact above.
+    # The log's checkpoint is NVFP4 ('quantization': 'modelopt'), which no line names: without
+    # --weight-dtype, kvcalc's bf16 weights of the model (65.42 GiB) leave the 5090 no room
+    # for the measured pool; with the checkpoint's, batch --calibration starts it as logged.
     again = run(runner, "batch", "qwen3.6-35b-a3b", "--gpus", "rtx-5090", "--calibration",
                 str(cal), "--max-model-len", "128k")
     assert again.exit_code == 1 and "weights 65.42 GiB" in again.stdout
+    run(runner, *args, "--weight-dtype", "nvfp4", "--write", str(cal))
+    started = run(runner, "batch", "qwen3.6-35b-a3b", "--gpus", "rtx-5090", "--calibration",
+                  str(cal), "--max-model-len", "128k")
+    assert started.exit_code == 0, started.stderr
+    assert "GPU KV cache size: 567,978 tokens" in started.stdout
+    assert "Maximum concurrency for 131,072 tokens per request: 4.33x" in started.stdout
 
 
 def test_a_log_without_its_release_says_whose_rules(runner: CliRunner) -> None:
@@ -609,11 +615,20 @@ def test_an_mtp_start_up_is_calibrated_with_its_draft_layers(
     assert isinstance(log, VLLMLog)
     assert (log.speculative_method, log.num_speculative_tokens) == ("mtp", 2)
     cal = tmp_path / "calibration.yaml"
-    args = ["calibrate", str(path), "--gpus", "dgx-spark", "--model", "qwen3.6-35b-a3b"]
+    args = ["calibrate", str(path), "--gpus", "dgx-spark", "--model", "qwen3.6-35b-a3b",
+            "--weight-dtype", "nvfp4"]
     done = runner.invoke(app, [*args, "--write", str(cal), "--format", "json"])
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["kv_cache_tokens_kvcalc"] == 1_581_104
     assert "num_speculative_tokens: 2" in cal.read_text()
+    assert "weight_dtype: nvfp4" in cal.read_text()
+    # The NVFP4 checkpoint's weights leave room for the measured 66.37 GiB on the 121.69 GiB
+    # part (the registry's bf16 ones would not), and the four groups' token line is pinned by
+    # the concurrency line too: the start as logged, block for block.
+    again = run(runner, "batch", "qwen3.6-35b-a3b", "--gpus", "dgx-spark", "--calibration",
+                str(cal), "--max-model-len", "262144").stdout
+    assert "GPU KV cache size: 1,581,104 tokens" in again
+    assert "Maximum concurrency for 262,144 tokens per request: 21.86x" in again
     model, spark = registry_model("qwen3.6-35b-a3b"), parse_gpu_set("dgx-spark")
     without = compare_vllm(replace(log, num_speculative_tokens=None), model, spark, "0.20.0")
     assert without.kv_cache_tokens_kvcalc != 1_581_104 and not without.exact

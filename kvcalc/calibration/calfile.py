@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 FORMAT = 1
 MAX_FILE_BYTES = 64 << 10
 #: The inputs a calibration may give, by what they replace.
-_DEPLOYMENT_KEYS = ("tp", "pp", "kv_memory", "max_num_batched_tokens", "block_size", "kv_dtype")
+_DEPLOYMENT_KEYS = ("tp", "pp", "kv_memory", "max_num_batched_tokens", "block_size", "kv_dtype",
+                    "weight_dtype")
 _ENGINE_KEYS = ("sglang_version", "vllm_version", "enable_prefix_caching", "mem_fraction_static",
                 "decode_context_parallel_size", "num_speculative_tokens",
                 "free_before_load", "free_after_load", "page_size", "max_total_tokens")
@@ -272,7 +273,8 @@ def calibrated(values: Mapping[str, Any], engine: str | None = None) -> dict[str
         if measured not in cal.inputs:
             continue
         for other in others:
-            if values.get(other) is not None:
+            # One the calibration gives itself is already held to its value, above.
+            if values.get(other) is not None and other not in cal.inputs:
                 flag = option_name(other)
                 raise CalibrationError(f"{flag}: {where} gives the measured budget; drop {flag} "
                                        "or calibrate that start-up")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kvcalc.engine.deployment import Deployment
     from kvcalc.engine.hardware import GpuSet
     from kvcalc.engine.spec import ModelSpec
-    from kvcalc.engine.vllm import VLLMInputs
+    from kvcalc.engine.vllm import VLLMInputs, VLLMKVCache
     from kvcalc.engine.vllm_parallel import MambaCacheMode
 
 
@@ -220,10 +220,36 @@ def _vllm_tokens(
     """The token line of the release's pool (its batch inputs, window reserve and token line)
     from ``memory`` per stage, the states in Mamba cache mode ``mode``; ``paging``: the DCP size
     and the MTP draft's tokens and layers, as the log states them."""
+    result = _vllm_start(dep, inputs, mode, memory, length, **paging)
+    return None if result is None else result.kv_cache_size_tokens
+
+
+def _vllm_concurrency(
+    dep: Deployment,
+    inputs: VLLMInputs,
+    mode: MambaCacheMode,
+    memory: int,
+    length: int,
+    **paging: Any,
+) -> int:
+    """The "Maximum concurrency" line's figure as printed (``:.2f``), in hundredths (-1: vLLM
+    does not start), for :func:`smallest_reproducing`."""
+    result = _vllm_start(dep, inputs, mode, memory, length, **paging)
+    return -1 if result is None else round(float(f"{result.max_concurrency:.2f}") * 100)
+
+
+def _vllm_start(
+    dep: Deployment,
+    inputs: VLLMInputs,
+    mode: MambaCacheMode,
+    memory: int | tuple[int, ...],
+    length: int,
+    **paging: Any,
+) -> VLLMKVCache | None:
     from kvcalc.engine.vllm import VLLMKVCache, deployment_kv_cache
 
     result = deployment_kv_cache(dep, memory, length, inputs, mamba_cache_mode=mode, **paging)
-    return result.kv_cache_size_tokens if isinstance(result, VLLMKVCache) else None
+    return result if isinstance(result, VLLMKVCache) else None
 
 
 def _mtp_draft(
@@ -320,7 +346,7 @@ def _pool_note(after_warmup: bool) -> str:
 
 
 def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
-                 gpu_util: float | None = None) -> Comparison:
+                 gpu_util: float | None = None, weight_dtype: str | None = None) -> Comparison:
     from kvcalc.engine.inputs import deployment_from
     from kvcalc.engine.serving.vllm import ENGINE
     from kvcalc.engine.units import GiB
@@ -336,6 +362,8 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
                              "line) and the model no maximum context")
     tp, pp, dp = log.tp or 1, log.pp or 1, log.dp or 1
     given: dict[str, Any] = {"tp": tp, "pp": pp}
+    if weight_dtype is not None:
+        given["weight_dtype"] = weight_dtype
     stated = log.gpu_memory_utilization
     if stated is not None and gpu_util is not None and Fraction(str(gpu_util)) != stated:
         raise InputError(f"--gpu-util: the log states {float(stated):g}; drop --gpu-util",
@@ -381,6 +409,15 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     target = log.kv_cache_tokens
     assert target is not None
     exact = smallest_reproducing(tokens, min(lows), max(highs), target)
+    if exact is not None and log.max_concurrency is not None and pp == 1:
+        # A hybrid's token line counts whole blocks of all its groups, so several block counts
+        # print it; the concurrency line (blocks / blocks per request) tells them apart.
+        pinned = smallest_reproducing(
+            lambda memory: _vllm_concurrency(dep, used, mode, memory, length, **paging),
+            exact, max(highs), round(log.max_concurrency * 100),
+        )
+        if pinned is not None and tokens(pinned) == target:
+            exact = pinned
     # The drafter loads with the model ("Model loading took" holds it) on the last stage, and
     # its weights come out of that stage's budget (vllm_kv_cache_for).
     last = pp - 1
@@ -452,7 +489,7 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
         inputs["decode_context_parallel_size"] = dcp
     if spec_tokens:
         inputs["num_speculative_tokens"] = spec_tokens
-    for key in ("max_num_batched_tokens", "block_size", "kv_dtype"):
+    for key in ("max_num_batched_tokens", "block_size", "kv_dtype", "weight_dtype"):
         if key in given:
             inputs[key] = given[key]
     if exact is None:
@@ -483,7 +520,7 @@ def _sglang_kv_dtype(text: str | None) -> str | None:
 
 
 def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
-                   release: str | None) -> Comparison:
+                   release: str | None, weight_dtype: str | None = None) -> Comparison:
     from kvcalc.engine.inputs import deployment_from
     from kvcalc.engine.serving.sglang import ENGINE
     from kvcalc.engine.sglang import (
@@ -505,6 +542,8 @@ def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
     kv_dtype = _sglang_kv_dtype(log.kv_cache_dtype)
     if kv_dtype is not None:
         given["kv_dtype"] = kv_dtype
+    if weight_dtype is not None:
+        given["weight_dtype"] = weight_dtype
     dep = deployment_from(spec, gpus, given, engine=ENGINE)
     version = sglang_version(release) if release else DEFAULT_VERSION
     base = SGLangOptions(
@@ -566,6 +605,8 @@ def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
         inputs["max_total_tokens"] = log.max_total_tokens
     if kv_dtype is not None:
         inputs["kv_dtype"] = kv_dtype
+    if weight_dtype is not None:
+        inputs["weight_dtype"] = weight_dtype
     notes = [] if release else [
         f"the log states no SGLang release: the default share is SGLang {version}'s rule "
         "(give --release)"
@@ -618,15 +659,16 @@ def read_startup_log(text: str) -> StartupLog:
 
 
 def compare(log: StartupLog, spec: ModelSpec, gpus: GpuSet, release: str | None,
-            gpu_util: float | None = None) -> Comparison:
+            gpu_util: float | None = None, weight_dtype: str | None = None) -> Comparison:
     """``log`` beside kvcalc's model of it for ``spec`` on ``gpus`` (the log's tp x pp);
-    ``gpu_util``: vLLM's memory share where the log states none."""
+    ``gpu_util``: vLLM's memory share where the log states none; ``weight_dtype``: the
+    checkpoint's weights (None: the registry model's), which the calibration keeps."""
     if isinstance(log, SGLangLog):
         if gpu_util is not None:
             raise InputError("--gpu-util: an SGLang log states its own share "
                              "(mem_fraction_static); drop --gpu-util", field="gpu_util")
-        return compare_sglang(log, spec, gpus, release_of(log, release))
-    return compare_vllm(log, spec, gpus, release_of(log, release), gpu_util)
+        return compare_sglang(log, spec, gpus, release_of(log, release), weight_dtype)
+    return compare_vllm(log, spec, gpus, release_of(log, release), gpu_util, weight_dtype)
 
 
 def release_of(log: StartupLog, release: str | None) -> str | None:
