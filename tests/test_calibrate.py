@@ -632,3 +632,8 @@ def test_an_mtp_start_up_is_calibrated_with_its_draft_layers(
     model, spark = registry_model("qwen3.6-35b-a3b"), parse_gpu_set("dgx-spark")
     without = compare_vllm(replace(log, num_speculative_tokens=None), model, spark, "0.20.0")
     assert without.kv_cache_tokens_kvcalc != 1_581_104 and not without.exact
+    # A draft kvcalc does not model is named; one with no model of its own holds nothing.
+    eagle = compare_vllm(replace(log, speculative_method="eagle3"), model, spark, "0.20.0")
+    assert any("eagle3 speculative draft is not modelled" in n for n in eagle.notes)
+    ngram = compare_vllm(replace(log, speculative_method="ngram"), model, spark, "0.20.0")
+    assert not any("speculative" in n for n in ngram.notes)

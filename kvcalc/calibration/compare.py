@@ -252,16 +252,22 @@ def _vllm_start(
     return result if isinstance(result, VLLMKVCache) else None
 
 
+#: Speculative methods with no draft model, so no KV or weights of their own (the methods whose
+#: ``SpeculativeConfig.__repr__`` names no model, config/speculative.py of 0.19.0).
+MODELLESS_DRAFTS = frozenset({"ngram", "suffix", "extract_hidden_states"})
+
+
 def _mtp_draft(
     log: VLLMLog, spec: ModelSpec, dep: Deployment, notes: list[str]
 ) -> tuple[tuple[Any, ...], int, int]:
     """The log's speculative draft as kvcalc sizes it: (the MTP layers whose KV joins the pool,
-    their weights on one GPU of the last stage, the speculative tokens). Another method's draft
-    (EAGLE, a draft model, n-gram) is not modelled: sized without it, and ``notes`` says so."""
+    their weights on one GPU of the last stage, the speculative tokens). A draft with no model
+    (n-gram, suffix) holds nothing; another method's (EAGLE, a draft model) is not modelled:
+    sized without it, and ``notes`` says so."""
     from kvcalc.engine.vllm_parallel import check_speculative, mtp_mixers, mtp_weight_bytes
 
     k, method = log.num_speculative_tokens or 0, log.speculative_method or ""
-    if not k:
+    if not k or method in MODELLESS_DRAFTS:
         return (), 0, 0
     if not method.endswith("mtp"):
         notes.append(f"vLLM's {method} speculative draft is not modelled: the pool is sized "
