@@ -193,6 +193,19 @@ CASES: dict[str, dict[str, Any]] = {
     "v029-l4-qwen3.5-4b.log": {
         "model": "qwen3.5-4b", "gpus": "l4", "version": "0.29.0", "length": 32768,
     },
+    # vllm serve Qwen3.5-4B --max-model-len 4096 --gpu-memory-utilization 0.9 on an RTX 4090 D
+    # (as the registry's RTX 4090, the same 24 GB) under 0.23.0: serve's 2048 / 256, bf16.
+    "v023-rtx4090d-qwen3.5-4b.log": {
+        "model": "qwen3.5-4b", "gpus": "rtx-4090", "version": "0.23.0", "length": 4096,
+        "gpu_util": 0.9,
+    },
+    # Offline LLM(Qwen2.5-7B-Instruct, dtype="float16", gpu_memory_utilization=0.9,
+    # enforce_eager=True) on a V100 32 GB (as the registry's SXM2 part) under 0.18.0: the LLM
+    # class's 8192 batched tokens (logged) and 256 sequences, the model's 32,768 tokens.
+    "v018-v100-qwen2.5-7b.log": {
+        "model": "qwen2.5-7b", "gpus": "v100-sxm-32gb", "version": "0.18.0", "length": 32768,
+        "weight_dtype": "fp16", "max_num_batched_tokens": 8192, "max_num_seqs": 256,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
@@ -242,6 +255,30 @@ UNREACHED = {
         "kvcalc counts 0.38 (0.25 + 0.13), which its fitted graph figure absorbs; the "
         "non-torch growth these Model Runner V2 runs print is not in the code read, and no "
         "constant is set from held-back logs"
+    ),
+    "v023-rtx4090d-qwen3.5-4b.log": (
+        "+2.5%: 0.25 GiB more pool than the log's 10.21 of 0.9 x 23.52 = 21.17 GiB requested: "
+        "the logged 8.61 GiB of weights against kvcalc's 8.49 (the 0.29 L4 start of the same "
+        "checkpoint logs 8.61 too; the registry entry's config was not read from the official "
+        "config.json, so the 0.12 GiB is not looked for here) and 2.35 GiB the log leaves to "
+        "peak, non-torch memory and the graph estimate against kvcalc's 2.22 (1.44 peak, the "
+        "encoder pass of one 4,096-pixel image; 0.25 non-torch; 0.54 graph estimate). This was "
+        "a first start that compiled the model (torch.compile 48.51 s, logged) inside the "
+        "profile run (profile_run within memory_profiling, gpu_worker.py), whose allocations "
+        "count in the torch peak as in the 0.27 RTX 4090 first starts; the excerpt prints no "
+        "peak to split it. Not modelled"
+    ),
+    "v018-v100-qwen2.5-7b.log": (
+        "-3.4%: the registry holds no CUDA total for the V100 and starts it from nvidia-smi's "
+        "32,768 MiB less the median gap of the GPUs measured (609 MiB), 31.41 GiB, where a "
+        "public torch line on a Tesla V100-SXM2-32GB prints 'a total capacity of 31.74 GiB' "
+        "(search index file id 56934688327), 0.30 GiB of the 0.9 budget more; at 31.74 the "
+        "row is about -1.1%. Not set this round: that total lies 266 MiB below nvidia-smi's, "
+        "outside the 300-1,024 MiB tests/test_gpus.py admits for a logged total (older drivers "
+        "printed 32,510 MiB for this card), and it would move the median gap every GPU "
+        "without a logged total starts from. kvcalc's other terms: weights 14.22 GiB against "
+        "the logged 14.25, peak 1.14 (Model Runner V1's sampler at 256 sequences) and 0.25 "
+        "non-torch, 1.39 where the log leaves 1.22 at 31.74"
     ),
     "v013-dgx-spark-qwen3-30b-a3b-fp8.log": (
         "+44%: the log leaves 3.43 GiB of the 36.51 requested beyond the 29.04 GiB of weights "
