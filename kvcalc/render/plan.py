@@ -254,20 +254,18 @@ def plan_report(
     result: Plan,
     top: int,
     engine: ServingEngine,
-    caveats: Sequence[str] = (),
-    engine_inputs: Sequence[dict[str, Any] | None] = (),
+    caveats: Sequence[str],
+    engine_inputs: Sequence[dict[str, Any] | None],
 ) -> Report:
     """A context beyond the model's maximum is warned about (the convention of every command,
     :mod:`kvcalc.render.warnings`: on stderr and in the document's ``warnings``), and so are
     ``caveats``, what the shown layouts' pools must say beside their max batch;
-    ``engine_inputs``: what each shown layout's pool was sized with (none given: null)."""
+    ``engine_inputs``: what each shown layout's pool was sized with, one per layout shown."""
     from kvcalc.render.warnings import max_context_warnings
 
-    shown = result.layouts[:top]
-    started = list(engine_inputs) or [None] * len(shown)
     rows = [
         {**layout_payload(layout, result), "engine_inputs": inputs}
-        for layout, inputs in zip(shown, started, strict=True)
+        for layout, inputs in zip(result.layouts[:top], engine_inputs, strict=True)
     ]
     request = result.request
     return Report(
