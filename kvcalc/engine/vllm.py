@@ -86,6 +86,7 @@ from kvcalc.engine.vllm_releases import (
     VLLMRelease,
     capture_sizes,
     full_graph_sizes,
+    parse_version,
     serve_batch_defaults,
     vllm_release,
 )
@@ -1464,6 +1465,18 @@ def check_starts(dep: Deployment, inputs: VLLMInputs) -> None:
     )
 
 
+def check_loads(dep: Deployment, inputs: VLLMInputs) -> None:
+    """Refuse a tp at which vLLM cannot build the model from its block-FP8 checkpoint
+    (:mod:`kvcalc.engine.vllm_fp8_shards`): a layout refusal, so a plan passes over it."""
+    from kvcalc.engine.serving.base import named_inputs
+    from kvcalc.engine.vllm_fp8_shards import fp8_shard_refusal
+
+    why = fp8_shard_refusal(dep, parse_version(inputs.version))
+    if why is not None:
+        template = "{tp}: " + why
+        raise VLLMConfigError(template, *named_inputs(template))
+
+
 def kv_cache_upper_bound(dep: Deployment) -> bool:
     """Whether kvcalc's KV budget for ``dep`` is only an upper bound of vLLM's: a unified part
     and a budget kvcalc estimates from the GPU alone (no ``--kv-cache-memory``, calibration,
@@ -1632,6 +1645,7 @@ def vllm_kv_cache_for(
     serving = serving or VLLMServing()
     inputs = inputs or serving_inputs(dep, serving)
     check_starts(dep, inputs)
+    check_loads(dep, inputs)
     setup = serving_setup(dep, serving, inputs)
     result = deployment_kv_cache(
         dep,

@@ -256,7 +256,7 @@ class EngineRefusal(InputRefusal):
 def refusal(name: str, reason: str) -> InputRefusal:
     """``name`` refused for ``reason``, which may name other inputs (``{page_size}``; literal
     braces doubled)."""
-    others = tuple(dict.fromkeys(f for f in _named(reason) if f != name))
+    others = tuple(f for f in named_inputs(reason) if f != name)
     return InputRefusal("{" + name + "}: " + reason, name, *others)
 
 
@@ -273,11 +273,11 @@ class Refusals:
                 raise refusal(name, reason)
 
 
-def _named(template: str) -> tuple[str, ...]:
-    """The inputs a reason names (``{page_size}``), in order."""
+def named_inputs(template: str) -> tuple[str, ...]:
+    """The inputs a reason names (``{page_size}``), in order, each once."""
     import string
 
-    return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f)
+    return tuple(dict.fromkeys(f for _, f, _, _ in string.Formatter().parse(template) if f))
 
 
 class Engine:

@@ -1,0 +1,117 @@
+"""The tensor-parallel shards vLLM cannot load from a block-FP8 checkpoint
+(kvcalc/engine/vllm_fp8_shards.py).
+
+References: public reports of the failures (vllm PR #52915: Qwen3.6-35B-A3B-FP8 at TP 8 stops on
+"Weight input_size_per_partition = 64 is not divisible by weight quantization block_k = 128", its
+512-row shared expert; vllm PR #44763 and the vLLM 0.10-0.28 fp8.py raise for Qwen3-30B-A3B's
+768 expert rows at TP 4, 192 a rank) and real start-up logs of block-FP8 checkpoints that loaded,
+which the rule must let through: tests/fixtures/vllm_logs/v0102-l40s-qwen3-235b-fp8-tp8.log (TP 8
+with --enable-expert-parallel, its non-default args), v027-rtxpro6000-qwen3-235b-fp8-tp4.log and
+v019-4xh100-minimax-m2.5-fp8-tp4.log (TP 4).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_check import refused
+from typer.testing import CliRunner
+
+from kvcalc.api import load_model
+from kvcalc.engine.deployment import Deployment, deployment
+from kvcalc.engine.vllm_fp8_shards import fp8_shard_refusal
+from kvcalc.engine.vllm_parallel import VLLMServing, serving_deployment
+from kvcalc.engine.vllm_releases import parse_version
+from kvcalc.registry.gpus import parse_gpu_set
+
+
+def fp8_deployment(model: str, gpus: str, tp: int, ep: bool = False) -> Deployment:
+    dep = deployment(load_model(model, None, None, None), parse_gpu_set(gpus), tp=tp)
+    return serving_deployment(dep, VLLMServing(enable_expert_parallel=ep))
+
+
+def refusal_at(model: str, gpus: str, tp: int, version: str, ep: bool = False) -> str | None:
+    return fp8_shard_refusal(fp8_deployment(model, gpus, tp, ep), parse_version(version))
+
+
+@pytest.mark.parametrize(("model", "gpus", "tp", "version", "ep"), [
+    # v0102-l40s-qwen3-235b-fp8-tp8.log: 'tensor_parallel_size': 8, 'enable_expert_parallel'
+    ("qwen3-235b-a22b-2507-fp8", "8xl40s", 8, "0.10.2", True),
+    ("qwen3-235b-a22b-2507-fp8", "4xrtx-pro-6000", 4, "0.27.1", False),
+    ("minimax-m2.5", "4xh100", 4, "0.19.0", False),
+])
+def test_logged_starts_load(model: str, gpus: str, tp: int, version: str, ep: bool) -> None:
+    assert refusal_at(model, gpus, tp, version, ep) is None
+
+
+def test_qwen36_shared_expert_at_tp8_is_refused_in_the_newest_release() -> None:
+    # vllm PR #52915 (open, 2026-08): 512 shared-expert rows / 8 = 64 inputs of down_proj.
+    why = refusal_at("qwen3.6-35b-a3b-fp8", "8xh100", 8, "0.34.0")
+    assert why is not None and "shared experts take 64 inputs" in why
+    assert "{tp} 4" in why
+    assert refusal_at("qwen3.6-35b-a3b-fp8", "8xh100", 4, "0.34.0") is None
+
+
+def test_expert_rows_refused_until_the_scales_are_refined() -> None:
+    # 768 rows / 4 = 192: 0.28.0's Fp8MoEMethod raises; 0.29.0 refines to gcd(128, 192, 2048)
+    # = 64-wide tiles.
+    why = refusal_at("qwen3-30b-a3b-fp8", "4xh100", 4, "0.28.0")
+    assert why is not None and "192 a rank" in why
+    assert "{enable_expert_parallel}" in why and "{vllm_version} 0.29" in why
+    assert refusal_at("qwen3-30b-a3b-fp8", "4xh100", 4, "0.29.0") is None
+    assert refusal_at("qwen3-30b-a3b-fp8", "4xh100", 4, "0.28.0", ep=True) is None
+    # 768 / 16 = 48: gcd 16 is finer than the refinement's 32, refused in every release.
+    assert refusal_at("qwen3-30b-a3b-fp8", "16xh100", 16, "0.34.0") is not None
+
+
+def test_dense_rows_refused_in_every_release() -> None:
+    # DeepSeek-V3's three dense layers: 18,432 rows / 32 = 576 inputs a rank.
+    for version in ("0.10.2", "0.28.0", "0.34.0"):
+        why = refusal_at("deepseek-v3", "32xh100", 32, version)
+        assert why is not None and "MLP projections take 576 inputs" in why
+    assert refusal_at("deepseek-v3", "16xh100", 16, "0.19.0") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["qwen3-235b-a22b-2507", "qwen3-30b-a3b", "qwen3-32b", "qwen3.6-35b-a3b"]),
+       st.sampled_from([1, 2, 4, 8]),
+       st.sampled_from(["0.10.2", "0.13.0", "0.19.0", "0.28.0", "0.29.0", "0.34.0"]))
+def test_bf16_and_tp1_always_load(model: str, tp: int, version: str) -> None:
+    """Only block-scaled weights have tiles to split; one rank splits nothing."""
+    assert refusal_at(model, f"{tp}xh100", tp, version) is None
+    assert refusal_at(f"{model}-fp8", "h100", 1, version) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["qwen3-235b-a22b-2507-fp8", "qwen3-30b-a3b-fp8", "minimax-m2.5"]),
+       st.sampled_from([2, 4, 8, 16]),
+       st.sampled_from(["0.10.2", "0.19.0", "0.28.0", "0.29.0", "0.34.0"]))
+def test_expert_parallel_never_refused_for_the_experts(model: str, tp: int, version: str) -> None:
+    """Whole experts a rank: no expert matrix is split (these models' other layers split whole
+    heads at these sizes)."""
+    assert refusal_at(model, f"{tp}xh100", tp, version, ep=True) is None
+
+
+def test_cli_refuses_in_one_line(runner: CliRunner) -> None:
+    for command in ("batch", "decode"):
+        refused(runner, [command, "qwen3-235b-a22b-2507-fp8", "--gpus", "8xl40s", "--engine",
+                         "vllm", "--vllm-version", "0.10.2", "--ctx", "8k"],
+                "--tp: vLLM 0.10.2 cannot load", "192 a rank", "--tp 4",
+                "--enable-expert-parallel", "--vllm-version 0.29")
+
+
+def test_plan_passes_over_a_layout_vllm_cannot_load(runner: CliRunner) -> None:
+    """On 8 RTX 4090s tp 4 is plan's fastest layout once 0.29 loads it; 0.28 cannot (192 expert
+    rows a rank), so plan keeps a layout that loads."""
+    from report_check import run_json
+
+    def layouts(version: str) -> list[tuple[int, int]]:
+        doc = run_json(runner, "plan", "qwen3-30b-a3b-fp8", "--gpus", "rtx-4090", "--engine",
+                       "vllm", "--vllm-version", version, "--users", "64", "--ctx", "16k",
+                       "--max-tpot", "60ms")
+        return [(layout["tp"], layout["pp"]) for layout in doc["layouts"]]
+
+    assert layouts("0.29") == [(4, 1)]
+    chosen = layouts("0.28")
+    assert chosen and all(tp != 4 for tp, _ in chosen)
