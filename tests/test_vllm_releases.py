@@ -206,6 +206,13 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "qwen2.5-7b", "gpus": "v100-sxm-32gb", "version": "0.18.0", "length": 32768,
         "weight_dtype": "fp16", "max_num_batched_tokens": 8192, "max_num_seqs": 256,
     },
+    # vllm serve Qwen/Qwen2.5-14B-Instruct (as the registry's deepseek-r1-distill-qwen-14b, the
+    # same Qwen2 architecture) on an MI300X under 0.17.1 (ROCm 7.0): 0.9 by default, the
+    # model's 32,768 tokens, serve's batch defaults on a device of 70 GiB or more, bf16.
+    "v017-mi300x-qwen2.5-14b.log": {
+        "model": "deepseek-r1-distill-qwen-14b", "gpus": "mi300x", "version": "0.17.1",
+        "length": 32768,
+    },
 }
 
 #: Logs whose excerpt quotes the token line but not the KV memory it came from: no test (a).
