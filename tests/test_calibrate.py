@@ -637,3 +637,28 @@ def test_an_mtp_start_up_is_calibrated_with_its_draft_layers(
     assert any("eagle3 speculative draft is not modelled" in n for n in eagle.notes)
     ngram = compare_vllm(replace(log, speculative_method="ngram"), model, spark, "0.20.0")
     assert not any("speculative" in n for n in ngram.notes)
+
+
+# ------------------------------------------------------------------ expert parallelism
+# The 0.10.2 L40S run of Qwen3-235B-A22B-FP8 at tp 8 passed --enable-expert-parallel (its
+# non-default args); with the checkpoint's 128x128 block scales, whole experts a rank hold fewer
+# scale tiles than every expert split into 192 rows (2 tiles of rows each, not 1.5).
+EP_LOG = LOGS.parent / "vllm_logs" / "v0102-l40s-qwen3-235b-fp8-tp8.log"
+
+
+def test_expert_parallelism_is_read_and_sizes_the_weights(runner: CliRunner) -> None:
+    from kvcalc.api import load_model
+    from kvcalc.calibration.vllm_log import parse_vllm_log
+    from kvcalc.engine.weights import weights_per_gpu
+
+    assert parse_vllm_log(log_lines(EP_LOG.read_text())).enable_expert_parallel is True
+    doc = json.loads(run(runner, "calibrate", str(EP_LOG), "--gpus", "8xl40s", "--model",
+                         "qwen3-235b-a22b-2507-fp8", "--format", "json").stdout)
+    weights = next(t for t in doc["terms"] if t["term"] == "weights")["kvcalc"]
+    spec = load_model("qwen3-235b-a22b-2507-fp8", None, None, None)
+    assert spec.checkpoint is not None
+
+    def per_gpu(ep: bool) -> int:
+        return max(s.bytes_per_gpu for s in weights_per_gpu(spec, spec.checkpoint, 8, 1, 8, ep))
+
+    assert weights == per_gpu(True) != per_gpu(False)

@@ -386,11 +386,18 @@ def compare_vllm(log: VLLMLog, spec: ModelSpec, gpus: GpuSet, release: str | Non
     dep = deployment_from(spec, gpus, given, engine=ENGINE)
     if log.max_num_seqs is not None:
         dep = replace(dep, max_num_seqs=log.max_num_seqs)
+    notes = []
+    if log.enable_expert_parallel:
+        # Whole experts a rank (weights_per_gpu); vLLM ignores the flag where nothing splits.
+        if spec.moe is not None and dep.moe_ranks > 1:
+            dep = replace(dep, expert_parallel=True)
+        else:
+            notes.append("the log's --enable-expert-parallel splits nothing here (no routed "
+                         "experts, or one rank): ignored")
     terms = kvcalc_vllm_terms(
         dep, release, bool(log.enforce_eager), log.enable_extensible_kv_cache
     )
     used = terms.inputs
-    notes = []
     # Prefix caching as the log gives it, else the release's default (align mode for hybrids
     # from 0.28); Mamba1/2 "all" mode (before 0.28) is not modelled: sized as without it, and
     # said so.

@@ -9,7 +9,7 @@ The lines read, with the releases that print them (reference vllm-releases.md se
   decode_context_parallel_size=1`` (the engine config), and 0.10.2-0.20's "Multiplying the GPU KV
   cache size by the ... dcp_world_size 8" under DCP, and its
   ``speculative_config=SpeculativeConfig(method='mtp', ..., num_spec_tokens=2)``;
-- ``non-default args: {... 'gpu_memory_utilization': 0.95 ...}``;
+- ``non-default args: {... 'gpu_memory_utilization': 0.95 ...}`` (and ``'enable_expert_parallel'``);
 - ``Model loading took 7.51 GiB``, ``Available KV cache memory: 63.76 GiB`` (every release);
 - ``Memory profiling takes ... torch peak memory increase: 1.89GiB; non-torch forward increase
   memory: 2.07GiB; weights memory: 7.51GiB`` (DEBUG, 0.11+);
@@ -74,6 +74,7 @@ _BATCHED = (
 )
 _SEQS = re.compile(r"Defaulting max_num_seqs to (\d+)")
 _PREFIX_CACHING = re.compile(r"non-default args: .*'enable_prefix_caching': (True|False)")
+_EXPERT_PARALLEL = re.compile(r"non-default args: .*'enable_expert_parallel': (True|False)")
 _EAGER = (
     re.compile(r"non-default args: .*'enforce_eager': (True|False)"),
     re.compile(r"\benforce_eager=(True|False)"),
@@ -208,6 +209,8 @@ class VLLMLog:
     speculative_method: str | None = None
     """The speculative draft's method (``mtp``, ``eagle``, ``ngram``, ...); None: no draft."""
     num_speculative_tokens: int | None = None
+    enable_expert_parallel: bool | None = None
+    """``--enable-expert-parallel`` as the non-default args give it."""
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -341,4 +344,5 @@ def parse_vllm_log(lines: list[LogLine]) -> VLLMLog:
         enable_extensible_kv_cache=_flag(_one(_EXTENSIBLE, lines)),  # "off" reads as False
         speculative_method=_one(_SPEC_METHOD, lines),
         num_speculative_tokens=_int(_one(_SPEC_TOKENS, lines)),
+        enable_expert_parallel=_flag(first(_EXPERT_PARALLEL, lines)),
     )
