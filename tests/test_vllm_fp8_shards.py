@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_check import refused
+from report_check import refused, run_json
 from typer.testing import CliRunner
 
 from kvcalc.api import load_model
@@ -104,8 +104,6 @@ def test_cli_refuses_in_one_line(runner: CliRunner) -> None:
 def test_plan_passes_over_a_layout_vllm_cannot_load(runner: CliRunner) -> None:
     """On 8 RTX 4090s tp 4 is plan's fastest layout once 0.29 loads it; 0.28 cannot (192 expert
     rows a rank), so plan keeps a layout that loads."""
-    from report_check import run_json
-
     def layouts(version: str) -> list[tuple[int, int]]:
         doc = run_json(runner, "plan", "qwen3-30b-a3b-fp8", "--gpus", "rtx-4090", "--engine",
                        "vllm", "--vllm-version", version, "--users", "64", "--ctx", "16k",

@@ -32,6 +32,7 @@ import math
 from typing import TYPE_CHECKING
 
 from kvcalc.engine.quant import BlockScaled
+from kvcalc.engine.vllm_releases import dotted_version
 from kvcalc.engine.weights import as_precision, model_tensor_counts
 
 if TYPE_CHECKING:
@@ -101,6 +102,9 @@ def fp8_shard_refusal(dep: Deployment, version: tuple[int, int, int]) -> str | N
     with the fix: a tp that loads, expert parallelism, or the release that refines the experts'
     tiles. A template naming those inputs (``{tp}``)."""
     weights = as_precision(dep.weights)
+    tiled = (weights.layers, weights.experts)
+    if dep.moe_ranks == 1 or not any(isinstance(f, BlockScaled) for f in tiled):
+        return None  # nothing split, or no tiles: skip the walk over the tensors (every start)
 
     def why(tp: int, moe_ranks: int, release: tuple[int, int, int]) -> str | None:
         return layer_shard_refusal(dep.model, weights, tp, release) or expert_rows_refusal(
@@ -122,7 +126,7 @@ def fp8_shard_refusal(dep: Deployment, version: tuple[int, int, int]) -> str | N
         refined = why(dep.tp, dep.moe_ranks, EXPERT_REFINE_SINCE) is None
         if version < EXPERT_REFINE_SINCE and refined:
             fixes.append("{vllm_version} 0.29 or later (it refines the tiles)")
-    release = ".".join(str(p) for p in version)
+    release = dotted_version(version)
     fix = ", ".join(fixes[:-1]) + " or " + fixes[-1] if len(fixes) > 1 else "".join(fixes)
     return (f"vLLM {release} cannot load {dep.model.id}'s block-FP8 weights at tp {dep.tp}: "
             f"{reason}; give " + (fix or "a tp that splits whole tiles"))

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Literal
 from kvcalc.engine.hardware import capability_family
 from kvcalc.engine.serving.base import EngineRefusal
 from kvcalc.engine.vllm_releases import NEWEST_VERSION, parse_version
+from kvcalc.engine.vllm_releases import dotted_version as _dotted
 from kvcalc.errors import literal
 
 if TYPE_CHECKING:
@@ -104,10 +105,6 @@ DCP_GQA_SINCE = (0, 11, 1)
 #: Mamba state", kv_cache_coordinator.py of 0.26.0; 0.25.0 asserts "DCP not support hybrid
 #: attn now"). Sliding-window and chunked layers still refuse it (0.34.0).
 DCP_STATE_HYBRID_SINCE = (0, 26, 0)
-
-
-def _dotted(version: tuple[int, int, int]) -> str:
-    return ".".join(map(str, version))
 
 
 def check_dcp(

@@ -427,6 +427,11 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return int(match[1]), int(match[2]), int(match[3] or 0)
 
 
+def dotted_version(version: tuple[int, int, int]) -> str:
+    """``(0, 21, 1)`` as "0.21.1"."""
+    return ".".join(map(str, version))
+
+
 def vllm_release(text: str | None = None) -> VLLMRelease:
     """The rules of the family ``text`` belongs to (None: :data:`DEFAULT_VERSION`); refused
     outside 0.10 .. the newest."""
