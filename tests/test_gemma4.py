@@ -379,3 +379,75 @@ def test_vllm_s_weights_term_adds_them_unless_the_weights_are_measured() -> None
     assert vllm.vllm_weights_per_stage(measured, vllm.vllm_inputs(measured, "0.22.1")) == (
         16 * 2**30,
     )
+
+
+# ------------------------------------------------- vLLM's batched-token floor of a prefix LM
+# From 0.22 vLLM raises an unset max_num_batched_tokens of a multimodal prefix LM to the largest
+# item its processor states (_set_default_max_num_seqs_and_batched_tokens_args, arg_utils.py of
+# 0.22.1, 0.25.1, 0.34.0; not 0.21.0). Gemma 4 is one where text_config states
+# use_bidirectional_attention "vision" (Gemma4ModelArchConfigConvertor); its largest item is a
+# video of 32 frames x (70 soft tokens + 2 + 6) = 2,496 tokens (gemma4_mm.py).
+
+
+def test_import_reads_the_vision_prefix_and_the_largest_item(tmp_path: Path) -> None:
+    data = fixture("gemma-4-26b-a4b")
+    assert "use_bidirectional_attention" not in data["text_config"]
+    plain = load_hf_config(write(tmp_path, data)).vision
+    data["text_config"]["use_bidirectional_attention"] = "vision"
+    prefix = load_hf_config(write(tmp_path, data)).vision
+    assert plain is not None and prefix is not None
+    assert (plain.prefix_lm, prefix.prefix_lm) == (False, True)
+    assert plain.max_item_tokens == prefix.max_item_tokens == 32 * 78 == 2496
+    # The registry entry states what the official config does (its source: "vision").
+    registry = registry_model("gemma-4-26b-a4b").vision
+    assert registry is not None
+    assert (registry.prefix_lm, registry.max_item_tokens) == (True, 2496)
+    assert registry.prefix_window_clamped and prefix.prefix_window_clamped
+
+
+def batched_tokens(model: str, gpus: str, version: str, *extra: str) -> int:
+    args = ["batch", model, "--gpus", gpus, "--engine", "vllm", "--ctx", "32k", "--format",
+            "json", "--vllm-version", version, "--weight-dtype", "fp8", *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    tokens: int = json.loads(result.stdout)["max_num_batched_tokens"]
+    return tokens
+
+
+def test_vllm_raises_the_26b_a4b_s_default_batched_tokens_to_one_video_from_0_22() -> None:
+    # An L40S (44.39 GiB, under 70) takes vllm serve's 2,048; the floor lifts it to 2,496.
+    assert batched_tokens("gemma-4-26b-a4b", "l40s", "0.21") == 2048
+    for version in ("0.22", "0.25.1", "0.30", "0.34"):
+        assert batched_tokens("gemma-4-26b-a4b", "l40s", version) == 2496, version
+    # Only an unset value is raised, and only up: a given 2,048 stays, an H100's 8,192 stays.
+    assert batched_tokens("gemma-4-26b-a4b", "l40s", "0.25.1",
+                          "--max-num-batched-tokens", "2048") == 2048
+    assert batched_tokens("gemma-4-26b-a4b", "h100", "0.25.1") == 8192
+    # E4B is no prefix LM (the 0.22.1 RTX 3090 Ti log's 2,048-token step fits its line).
+    assert batched_tokens("gemma-4-e4b", "l40s", "0.25.1") == 2048
+
+
+def test_the_floor_lengthens_every_sliding_layer_s_charge() -> None:
+    # 0.25.1, 32,768 tokens: the full group's 32-token blocks, 1,024 a request; each of the five
+    # sliding groups cdiv(1,023 + T, 16) + 1 blocks: 193 at T = 2,048, 221 at T = 2,496
+    # (one step in flight before 0.26). The L40S log of tests/fixtures/vllm_logs prints
+    # 321,600 tokens for 12.75 GiB, which only the latter reaches (test_vllm_releases).
+    grouping = vllm.group_layers(vllm.layer_cache_specs(
+        registry_model("gemma-4-26b-a4b"), 1, dtype("bf16"), 16, 32768))
+    assert vllm.blocks_per_request(grouping, 32768, 2048) == 1024 + 5 * 193 == 1989
+    assert vllm.blocks_per_request(grouping, 32768, 2496) == 1024 + 5 * 221 == 2129
+
+
+def test_gemma_4_s_clamped_windows_keep_full_graphs_under_the_composite_backend() -> None:
+    # From 0.30 the prefix LM takes the composite backend first on Hopper (TRITON_FLASH_ATTN);
+    # Gemma 4 marks its sliding layers mm_prefix_clamp_sliding_window (gemma4.py of 0.30.0 and
+    # 0.34.0), so MMPrefixAttentionRouting supports FULL decode graphs, unlike Gemma 3's.
+    from kvcalc.engine.vllm import full_decode_graphs
+    from kvcalc.engine.vllm_backends import mm_prefix_backend
+    from kvcalc.engine.vllm_releases import vllm_release
+
+    model = registry_model("gemma-4-26b-a4b")
+    assert mm_prefix_backend(vllm_release("0.29"), model, (9, 0)) is None
+    assert mm_prefix_backend(vllm_release("0.30"), model, (9, 0)) == "TRITON_FLASH_ATTN"
+    assert full_decode_graphs(model, vllm_release("0.33"), (9, 0))
+    assert not full_decode_graphs(registry_model("gemma3-4b"), vllm_release("0.33"), (9, 0))

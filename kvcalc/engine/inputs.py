@@ -191,7 +191,8 @@ DEPLOYMENT_INPUTS: tuple[Input, ...] = (
         "max_num_batched_tokens",
         "scheduler step: sizes the activation estimate (and vLLM's window charge) "
         "[default: 8192; vLLM: vllm serve's for the GPU and release, 8192; 2048 on A100s, "
-        "GB10 and GPUs under 70 GiB; 16384 on GPUs of 160 GiB or more from 0.28]",
+        "GB10 and GPUs under 70 GiB; 16384 on GPUs of 160 GiB or more from 0.28; at least "
+        "2496 for a Gemma 4 that is a multimodal prefix LM, from 0.22]",
         maximum=1 << 24, panel="vLLM engine",
     ),
 )

@@ -65,7 +65,19 @@ class VisionEncoder:
     """Image tokens attend to each other both ways in the language model (vLLM's
     ``is_mm_prefix_lm``: Gemma 3, whose ``model_type`` "gemma3" is on the fallback list of
     vllm/transformers_utils/model_arch_config_convertor.py, 0.28.0 to 0.34.0), which picks the
-    attention backend (:func:`kvcalc.engine.vllm_backends.default_backend_block`)."""
+    attention backend (:func:`kvcalc.engine.vllm_backends.default_backend_block`). Gemma 4 is
+    one where its text config's ``use_bidirectional_attention`` is "vision"
+    (``Gemma4ModelArchConfigConvertor.is_mm_prefix_lm``, 0.22.1 to 0.34.0)."""
+    prefix_window_clamped: bool = False
+    """vLLM's model marks its sliding-window layers ``mm_prefix_clamp_sliding_window`` (Gemma 4,
+    gemma4.py of 0.30.0 and 0.34.0), so the composite backend's routing keeps FULL decode
+    graphs beside them (``_has_unclamped_window``, composite.py); Gemma 3's are not marked."""
+    max_item_tokens: int = 0
+    """Tokens of the largest multimodal item vLLM's processor states one can become
+    (``get_mm_max_tokens_per_item``): Gemma 4's video, 32 frames x (70 soft tokens + 2 + 6 of
+    markers and timestamps) = 2,496 (gemma4_mm.py of 0.22.1 to 0.34.0). 0: none stated, as for
+    Gemma 3 (vLLM profiles a dummy input instead). A prefix LM's default batched tokens are
+    raised to it (:func:`kvcalc.engine.vllm.max_num_batched_tokens_for`)."""
 
     @property
     def patches_per_image(self) -> int:

@@ -1184,13 +1184,16 @@ def full_decode_graphs(
     multimodal prefix LM's composite backend with a sliding-window layer it does not clamp
     (:func:`~kvcalc.engine.vllm_backends.mm_prefix_backend`, ``MMPrefixAttentionRouting``,
     vllm/v1/attention/backends/composite.py of 0.30.0 to 0.34.0: Gemma 3 4B and 12B on
-    Hopper and the 10.x family; the clamp is Gemma 4's)."""
+    Hopper and the 10.x family; Gemma 4 clamps its windows,
+    :attr:`~kvcalc.engine.vision.VisionEncoder.prefix_window_clamped`)."""
     from kvcalc.engine.vllm_backends import mm_prefix_backend
 
     if any(m.kind == "chunked" for m in model.mixer_pattern):
         return False
-    sliding = any(m.kind == "sliding" for m in model.mixer_pattern)
-    return not (sliding and mm_prefix_backend(release, model, capability) is not None)
+    unclamped = any(m.kind == "sliding" for m in model.mixer_pattern) and not (
+        model.vision is not None and model.vision.prefix_window_clamped
+    )
+    return not (unclamped and mm_prefix_backend(release, model, capability) is not None)
 
 
 def captured_graphs(
@@ -1381,10 +1384,17 @@ def max_num_seqs_for(dep: Deployment, release: VLLMRelease) -> int:
 
 
 def max_num_batched_tokens_for(dep: Deployment, release: VLLMRelease) -> int:
-    """``--max-num-batched-tokens``: the deployment's, else vLLM's default for the GPU."""
+    """``--max-num-batched-tokens``: the deployment's, else vLLM's default for the GPU, raised
+    to a multimodal prefix LM's largest item where the release does
+    (:attr:`~kvcalc.engine.vllm_releases.VLLMRelease.mm_item_batched_floor`: Gemma 4
+    26B-A4B's 2,496 above an L40S's 2,048)."""
     if dep.max_num_batched_tokens is not None:
         return dep.max_num_batched_tokens
-    return batch_defaults(dep, release)[0]
+    tokens = batch_defaults(dep, release)[0]
+    vision = dep.model.vision
+    if release.mm_item_batched_floor and vision is not None and vision.prefix_lm:
+        return max(tokens, vision.max_item_tokens)
+    return tokens
 
 
 def vllm_inputs(

@@ -194,6 +194,13 @@ class VLLMRelease:
     vllm/v1/core/kv_cache_utils.py of 0.29.0-0.32.0, kv_cache_planning.py of 0.33.0 and
     0.34.0; 0.28.0 checks the whole budget)."""
 
+    mm_item_batched_floor: bool
+    """An unset ``max_num_batched_tokens`` of a multimodal prefix LM is raised to the largest
+    item its processor states (:attr:`kvcalc.engine.vision.VisionEncoder.max_item_tokens`),
+    since such a model takes an item in one step ("a single multimodal item must fit in one
+    batch"; ``_set_default_max_num_seqs_and_batched_tokens_args``, vllm/engine/arg_utils.py of
+    0.22.1, 0.25.1 and 0.34.0; not in 0.21.0)."""
+
     fa4_hd256_block: bool
     """FlashAttention's preferred block is at least 128 where FA4 runs its Blackwell head-size-256
     kernel (``FlashAttentionBackend._get_fa4_hd256_block_size``, ``FA4_HD256_PAGE_SIZE`` and
@@ -309,7 +316,7 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
              mamba2_checkpoint_page=False, gdn_checkpoint_page=False, tokens_capture_size=False,
              graph_ceiling_sm100=False, seqs_capture_size=False, graphs_follow_backends=False,
              mm_prefix_composite=False, split_capture_sizes=False,
-             fit_holds_null_block=False),
+             fit_holds_null_block=False, mm_item_batched_floor=False),
     # 0.11: FULL_AND_PIECEWISE default (0.11.0 notes), still 67 sizes each ("PIECEWISE 67/67",
     # "FULL 67/67" in tests/fixtures/vllm_logs/v011-h200-qwen3-next-80b-tp2.log); the init
     # snapshot after NCCL (PR #25359), so NCCL buffers are out of non-torch memory.
@@ -342,6 +349,9 @@ RELEASES: tuple[VLLMRelease, ...] = _table(
     # 0.21: "GPU KV cache size in tokens = max_concurrency * max_model_len"
     # (kv_cache_utils.py 0.21.0).
     _then("0.21", token_line="concurrency"),
+    # 0.22: a multimodal prefix LM's default batched tokens hold its largest item (Gemma 4's
+    # 2,496-token video; arg_utils.py of 0.22.1, not 0.21.0).
+    _then("0.22", mm_item_batched_floor=True),
     # 0.25: Model Runner V2 default for every dense model (#44443, 0.25.0 notes), whose
     # profile_cudagraph_memory returns 0 (#36520, #49224 "starting with 0.25.1"); V2's sampler
     # copies the profile's logits to fp32 once (gpu/sample/sampler.py 0.25.0); the batched

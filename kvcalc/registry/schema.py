@@ -354,7 +354,15 @@ class VisionSchema(Strict):
     )
     prefix_lm: bool = Field(
         False, description="image tokens attend both ways in the language model (vLLM's "
-        "is_mm_prefix_lm: Gemma 3)"
+        "is_mm_prefix_lm: Gemma 3; Gemma 4 where use_bidirectional_attention is vision)"
+    )
+    prefix_window_clamped: bool = Field(
+        False, description="vLLM's model clamps its sliding windows under the image prefix "
+        "mask, so FULL decode graphs stay (Gemma 4)"
+    )
+    max_item_tokens: NonNegInt = Field(
+        0, description="tokens of the largest image, video or audio item vLLM's processor "
+        "states (get_mm_max_tokens_per_item; Gemma 4: 2496); 0: none stated"
     )
 
     def to_spec(self) -> spec.VisionEncoder:
@@ -383,6 +391,8 @@ class VisionSchema(Strict):
             position_rows=self.position_rows,
             profile_image=self.profile_image_size,
             prefix_lm=self.prefix_lm,
+            prefix_window_clamped=self.prefix_window_clamped,
+            max_item_tokens=self.max_item_tokens,
         )
 
 

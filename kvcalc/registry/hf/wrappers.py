@@ -155,6 +155,13 @@ class Gemma3Config(WrapperConfig):
         }
 
 
+#: The largest item Gemma 4's vLLM processor states: a video of _VIDEO_MAX_FRAMES 32 frames of
+#: _VIDEO_MAX_SOFT_TOKENS 70, each with its two image markers and about six timestamp tokens
+#: (get_mm_max_tokens_per_item, vllm/model_executor/models/gemma4_mm.py of 0.22.1 to 0.34.0),
+#: above an image's 280 and the E models' audio.
+GEMMA4_VIDEO_TOKENS = 32 * (70 + 2 + 6)
+
+
 class Gemma4VisionConfig(HFConfig):
     """Gemma4VisionConfig (transformers 5.24.0 defaults)."""
 
@@ -231,6 +238,10 @@ class Gemma4Config(WrapperConfig):
             "gated_mlp": True,
             "projector": [[v.hidden_size, text_hidden]],
             "sharded": False,  # vLLM's gemma4_mm builds it with transformers' AutoModel
+            # Gemma4ModelArchConfigConvertor.is_mm_prefix_lm (vLLM 0.22.1 to 0.34.0).
+            "prefix_lm": self.text_config.get("use_bidirectional_attention") == "vision",
+            "prefix_window_clamped": True,  # mm_prefix_clamp_sliding_window, gemma4.py
+            "max_item_tokens": GEMMA4_VIDEO_TOKENS,
         }
 
 
