@@ -1154,10 +1154,23 @@ def attention_tp(dep: Deployment, opts: SGLangOptions) -> int:
     return dep.tp // dp
 
 
+def check_loads(dep: Deployment, opts: SGLangOptions) -> None:
+    """Refuse a tp at which SGLang cannot build the model from its block-FP8 checkpoint
+    (:mod:`kvcalc.engine.fp8_shards`): a layout refusal, so a plan passes over it."""
+    from kvcalc.engine.fp8_shards import sglang_rules, sglang_shard_refusal
+    from kvcalc.engine.serving.base import named_inputs
+
+    why = sglang_shard_refusal(dep, sglang_rules(str(opts.version), opts.attn_dp))
+    if why is not None:
+        template = "{tp}: " + why
+        raise SGLangConfigError(template, *named_inputs(template))
+
+
 def sglang_pool(dep: Deployment, opts: SGLangOptions) -> SGLangPool | SGLangPoolTooSmall:
     """SGLang's ``init_memory_pool`` for a deployment (reference section 3, in code order)."""
     if dep.eviction.lossy:
         raise SGLangConfigError(kept_by_engine("SGLang", dep.eviction))
+    check_loads(dep, opts)
     if is_dsv4(dep.model):
         return dsv4_pool(dep, opts)
     page = opts.page_size or 1

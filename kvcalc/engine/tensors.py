@@ -48,6 +48,10 @@ class Tensor(NamedTuple):
     per_unit: int
     cols: int | None = None
     split_cols: bool = False
+    stacked: int = 1
+    """Separate outputs of one unit's rows, merged into one layer: gate and up of each of the
+    MLPs stacked (vLLM's and SGLang's MergedColumnParallelLinear), so a rank's output
+    partition is its rows / ``stacked``."""
 
     @property
     def params(self) -> int:
@@ -66,10 +70,11 @@ class Tensor(NamedTuple):
         return (rows, n * self.cols) if self.split_cols else (n * rows, self.cols)
 
 
-def linear(role: Role, units: int, rows: int, cols: int) -> Tensor:
+def linear(role: Role, units: int, rows: int, cols: int, stacked: int = 1) -> Tensor:
     """A column-parallel linear weight: ``units`` slices of ``[rows, cols]`` stacked on the
-    outputs (q/k/v by head, gate/up by intermediate row); ``units == 1`` is replicated."""
-    return Tensor(role, units, rows * cols, cols)
+    outputs (q/k/v by head, gate/up by intermediate row); ``units == 1`` is replicated.
+    ``stacked``: the separate outputs merged in each slice's rows (gate and up: 2)."""
+    return Tensor(role, units, rows * cols, cols, stacked=stacked)
 
 
 def row_parallel(role: Role, units: int, rows: int, cols: int) -> Tensor:

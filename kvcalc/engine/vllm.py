@@ -1477,11 +1477,11 @@ def check_starts(dep: Deployment, inputs: VLLMInputs) -> None:
 
 def check_loads(dep: Deployment, inputs: VLLMInputs) -> None:
     """Refuse a tp at which vLLM cannot build the model from its block-FP8 checkpoint
-    (:mod:`kvcalc.engine.vllm_fp8_shards`): a layout refusal, so a plan passes over it."""
+    (:mod:`kvcalc.engine.fp8_shards`): a layout refusal, so a plan passes over it."""
+    from kvcalc.engine.fp8_shards import vllm_shard_refusal
     from kvcalc.engine.serving.base import named_inputs
-    from kvcalc.engine.vllm_fp8_shards import fp8_shard_refusal
 
-    why = fp8_shard_refusal(dep, parse_version(inputs.version))
+    why = vllm_shard_refusal(dep, parse_version(inputs.version))
     if why is not None:
         template = "{tp}: " + why
         raise VLLMConfigError(template, *named_inputs(template))

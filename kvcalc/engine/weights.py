@@ -66,7 +66,7 @@ def ffn_tensors(
     and FusedMoE split them by intermediate row."""
     up = 2 if gated else 1
     return (
-        linear(role, units, up * matrices, hidden),
+        linear(role, units, up * matrices, hidden, stacked=up * matrices),
         row_parallel(role, units, matrices * hidden, 1),
     )
 

@@ -74,7 +74,7 @@ class SharedKVAttention(AttentionMixer):
         # gate and up [rows, hidden], down [hidden, rows], split by intermediate row
         return (
             *attention,
-            linear("mlp", self.wide_mlp, 2, hidden),
+            linear("mlp", self.wide_mlp, 2, hidden, stacked=2),
             row_parallel("mlp", self.wide_mlp, hidden, 1),
         )
 

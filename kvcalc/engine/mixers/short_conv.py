@@ -41,7 +41,7 @@ class ShortConv(RecurrentMixer):
     def weight_tensors(self, hidden: int) -> tuple[Tensor, ...]:
         b = int(self.bias)
         tensors = (
-            linear("mixer", self.channels, 3, hidden),  # in_proj: B, C and x
+            linear("mixer", self.channels, 3, hidden, stacked=3),  # in_proj: B, C and x
             # conv1d taps, plus its bias and in_proj's three per channel
             Tensor("mixer", self.channels, self.conv_kernel + 4 * b),
             row_parallel("mixer", self.channels, hidden, 1),  # out_proj

@@ -1,5 +1,9 @@
-"""The tensor-parallel shards vLLM cannot load from a block-FP8 checkpoint
-(kvcalc/engine/vllm_fp8_shards.py).
+"""The tensor-parallel shards vLLM and SGLang cannot load from a block-FP8 checkpoint
+(kvcalc/engine/fp8_shards.py).
+
+SGLang's references: sglang #10852 (Qwen3-Next-80B-A3B-FP8 at TP 8: "The output_size of gate's
+and up's weight = 64 is not divisible by weight quantization block_n = 128") and QwenLM/Qwen3
+#1485 (sglang 0.4.6.post5: Qwen3-30B-A3B-FP8 and Qwen3-235B-A22B-FP8 run at TP 1 and 2 only).
 
 References: public reports of the failures (vllm PR #52915: Qwen3.6-35B-A3B-FP8 at TP 8 stops on
 "Weight input_size_per_partition = 64 is not divisible by weight quantization block_k = 128", its
@@ -20,7 +24,7 @@ from typer.testing import CliRunner
 
 from kvcalc.api import load_model
 from kvcalc.engine.deployment import Deployment, deployment
-from kvcalc.engine.vllm_fp8_shards import fp8_shard_refusal
+from kvcalc.engine.fp8_shards import vllm_shard_refusal
 from kvcalc.engine.vllm_parallel import VLLMServing, serving_deployment
 from kvcalc.engine.vllm_releases import parse_version
 from kvcalc.registry.gpus import parse_gpu_set
@@ -32,7 +36,7 @@ def fp8_deployment(model: str, gpus: str, tp: int, ep: bool = False) -> Deployme
 
 
 def refusal_at(model: str, gpus: str, tp: int, version: str, ep: bool = False) -> str | None:
-    return fp8_shard_refusal(fp8_deployment(model, gpus, tp, ep), parse_version(version))
+    return vllm_shard_refusal(fp8_deployment(model, gpus, tp, ep), parse_version(version))
 
 
 @pytest.mark.parametrize(("model", "gpus", "tp", "version", "ep"), [
@@ -66,10 +70,14 @@ def test_expert_rows_refused_until_the_scales_are_refined() -> None:
 
 
 def test_dense_rows_refused_in_every_release() -> None:
-    # DeepSeek-V3's three dense layers: 18,432 rows / 32 = 576 inputs a rank.
-    for version in ("0.10.2", "0.28.0", "0.34.0"):
+    # DeepSeek-V3's three dense layers: 18,432 rows / 32 = 576 inputs a rank of down_proj;
+    # up to 0.13 vLLM stops first on gate_up_proj, whose gate and up partitions are 576 rows
+    # each (validate_fp8_block_shape checks every output partition of a merged layer).
+    for version in ("0.14.0", "0.28.0", "0.34.0"):
         why = refusal_at("deepseek-v3", "32xh100", 32, version)
         assert why is not None and "MLP projections take 576 inputs" in why
+    why = refusal_at("deepseek-v3", "32xh100", 32, "0.10.2")
+    assert why is not None and "MLP projections give 576 outputs" in why
     assert refusal_at("deepseek-v3", "16xh100", 16, "0.19.0") is None
 
 
@@ -113,3 +121,54 @@ def test_plan_passes_over_a_layout_vllm_cannot_load(runner: CliRunner) -> None:
     assert layouts("0.29") == [(4, 1)]
     chosen = layouts("0.28")
     assert chosen and all(tp != 4 for tp, _ in chosen)
+
+
+# ------------------------------------------------------------------------------- SGLang
+# sglang/srt/layers/quantization/fp8.py of 0.4.3, 0.5.1 and 0.5.23: every output partition of
+# a split or merged column layer checked (as vLLM up to 0.13), the experts never refined.
+
+
+def sglang_refusal(model: str, gpus: str, tp: int, version: str, *extra: str) -> str | None:
+    from kvcalc.engine.fp8_shards import sglang_rules, sglang_shard_refusal
+
+    dep = deployment(load_model(model, None, None, None), parse_gpu_set(gpus), tp=tp)
+    dp = int(extra[1]) if extra[:1] == ("--dp-size",) else 1
+    return sglang_shard_refusal(dep, sglang_rules(version, dp))
+
+
+def test_sglang_qwen3_next_at_tp8_is_refused() -> None:
+    # sglang #10852 (2025-09-24): Qwen3-Next-80B-A3B-Instruct-FP8 at tp 8, "The output_size of
+    # gate's and up's weight = 64 is not divisible by weight quantization block_n = 128"
+    # (512 expert and shared-expert rows / 8); the thread's advice is a smaller tp.
+    for version in ("0.5.2", "0.5.23"):
+        why = sglang_refusal("qwen3-next-80b-a3b-fp8", "8xh100", 8, version)
+        assert why is not None and "64 outputs a rank" in why and "{tp} 4" in why
+        assert sglang_refusal("qwen3-next-80b-a3b-fp8", "8xh100", 4, version) is None
+
+
+def test_sglang_never_refines_the_expert_tiles() -> None:
+    # QwenLM/Qwen3 #1485 (sglang 0.4.6.post5): Qwen3-30B-A3B-FP8 and Qwen3-235B-A22B-FP8 run at
+    # tp 1 and 2, not at 4 or 8 ("只能跑TP1和TP2"): 768 rows / 4 = 192, 1,536 / 8 = 192.
+    # vLLM 0.29 refines the 30B's 192-row shards to 64-wide tiles; SGLang 0.5.23 still refuses.
+    for version in ("0.4.6.post5", "0.5.23"):
+        why = sglang_refusal("qwen3-30b-a3b-fp8", "4xh100", 4, version)
+        assert why is not None and "192 a rank" in why and "{tp} 2" in why
+        assert sglang_refusal("qwen3-30b-a3b-fp8", "4xh100", 2, version) is None
+        assert sglang_refusal("qwen3-235b-a22b-2507-fp8", "8xh100", 8, version) is not None
+    assert refusal_at("qwen3-30b-a3b-fp8", "4xh100", 4, "0.29.0") is None
+
+
+def test_sglang_dp_attention_splits_the_attention_over_its_own_ranks() -> None:
+    # DeepSeek-V3 at tp 8 with DP attention over 8 ranks (the deployment SGLang's DeepSeek docs
+    # run): attention whole on every rank, the dense MLP 18,432 / 8 = 2,304 rows and the experts
+    # 2,048 / 8 = 256 a rank, all whole tiles; at tp 32 the dense MLP's 576 are not.
+    assert sglang_refusal("deepseek-v3", "8xh200", 8, "0.5.23", "--dp-size", "8") is None
+    assert sglang_refusal("deepseek-v3", "8xh200", 8, "0.5.23") is None
+    why = sglang_refusal("deepseek-v3", "32xh100", 32, "0.5.23", "--dp-size", "32")
+    assert why is not None and "576" in why
+
+
+def test_sglang_cli_refuses_in_one_line(runner: CliRunner) -> None:
+    refused(runner, ["batch", "qwen3-next-80b-a3b-fp8", "--gpus", "8xh100", "--engine", "sglang",
+                     "--tp", "8", "--ctx", "32k"],
+            "--tp: SGLang 0.5.23 cannot load", "64 outputs a rank", "give --tp 4")
