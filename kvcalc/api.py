@@ -124,6 +124,7 @@ class EngineInputs(TypedDict, total=False):
     swa_full_tokens_ratio: float
     max_running_requests: int
     dp_size: int
+    ep_size: int
     speculative_algorithm: str
     mamba_full_memory_ratio: float
     max_mamba_cache_size: int

@@ -172,3 +172,38 @@ def test_sglang_cli_refuses_in_one_line(runner: CliRunner) -> None:
     refused(runner, ["batch", "qwen3-next-80b-a3b-fp8", "--gpus", "8xh100", "--engine", "sglang",
                      "--tp", "8", "--ctx", "32k"],
             "--tp: SGLang 0.5.23 cannot load", "64 outputs a rank", "give --tp 4")
+
+
+def test_sglang_ep_size_loads_what_the_expert_rows_refuse(runner: CliRunner) -> None:
+    # sglang PR #12129 launches MiniMax-M2 with --tp-size 8 --ep-size 8; without EP, tp 8
+    # stops on the experts (sglang #23265). The refusal offers both fixes.
+    args = ["batch", "minimax-m2.7", "--gpus", "8xh100", "--engine", "sglang", "--ctx", "32k"]
+    refused(runner, args, "192 a rank", "give --tp 4 or --ep-size 8")
+    doc = run_json(runner, *args, "--ep-size", "8")
+    assert (doc["tp"], doc["expert_parallel_ranks"]) == (8, 8)
+    assert "expert_parallel_ranks" not in run_json(runner, *args, "--tp", "4")
+    # Qwen3-Next's shared expert stays split over tp under EP (sglang #10852's diagnosis), so
+    # EP is no fix there: the refusal names the tp alone.
+    refused(runner, ["batch", "qwen3-next-80b-a3b-fp8", "--gpus", "8xh100", "--engine", "sglang",
+                     "--tp", "8", "--ep-size", "8", "--ctx", "32k"],
+            "shared experts give 64 outputs", "give --tp 4")
+
+
+def test_sglang_ep_size_holds_the_same_experts_where_rows_split_whole(runner: CliRunner) -> None:
+    # At tp 4 MiniMax's 1,536 rows split into whole 384-row tiles and its 256 experts into 64
+    # a rank: the same routed weights either way (block scales whole on both sides), so the
+    # free memory after load matches to the MiB and so does the pool.
+    args = ["batch", "minimax-m2.7", "--gpus", "4xh200", "--engine", "sglang", "--ctx", "32k"]
+    split, whole = run_json(runner, *args), run_json(runner, *args, "--ep-size", "4")
+    assert abs(split["free_after_load_bytes"] - whole["free_after_load_bytes"]) < 2**20
+    assert split["cell_size_bytes"] == whole["cell_size_bytes"]
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["llama3.1-8b", "--ep-size", "8"], "--ep-size: llama3.1-8b has no routed experts"),
+    (["minimax-m2.7", "--ep-size", "4"], "--ep-size 4 is not --tp 8"),
+    (["minimax-m2.7", "--ep-size", "0"], "--ep-size"),
+])
+def test_sglang_ep_size_refusals(runner: CliRunner, extra: list[str], needle: str) -> None:
+    refused(runner, ["batch", extra[0], "--gpus", "8xh100", "--engine", "sglang", "--ctx", "8k",
+                     *extra[1:]], needle)

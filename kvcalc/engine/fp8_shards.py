@@ -191,19 +191,22 @@ def vllm_shard_refusal(dep: Deployment, version: tuple[int, int, int]) -> str | 
 
 
 def sglang_shard_refusal(dep: Deployment, rules: ShardRules) -> str | None:
-    """Why SGLang cannot load ``dep``'s block-FP8 weights at its tp (None: it can), with a tp
-    that loads as the fix. A template naming ``{tp}``."""
+    """Why SGLang cannot load ``dep``'s block-FP8 weights at its tp (None: it can), with the
+    fix: a tp that loads, or expert parallelism where only the experts' rows fail. A template
+    naming ``{tp}`` and ``{ep_size}``."""
     weights = _tiled(dep)
     if weights is None:
         return None
 
     def why(tp: int, moe_ranks: int) -> str | None:
         return layer_shard_refusal(dep.model, weights, tp, rules) or expert_rows_refusal(
-            dep.model, weights, moe_ranks, tp, False, rules
+            dep.model, weights, moe_ranks, tp, dep.expert_parallel, rules
         )
 
     reason = why(dep.tp, dep.moe_ranks)
     if reason is None:
         return None
-    fix = _smaller_tp(dep, lambda t, r: why(t, r) is None)
-    return _refusal(dep, rules, reason, [fix] if fix else [])
+    fixes = [f for f in [_smaller_tp(dep, lambda t, r: why(t, r) is None)] if f]
+    if layer_shard_refusal(dep.model, weights, dep.tp, rules) is None and not dep.expert_parallel:
+        fixes.append(f"{{ep_size}} {dep.tp} (whole experts a rank)")
+    return _refusal(dep, rules, reason, fixes)

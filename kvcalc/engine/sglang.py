@@ -576,6 +576,9 @@ class SGLangOptions:
     """``--enable-dp-attention``: attention data-parallel over ``dp_size`` ranks of the TP
     group, each with its own pool for its own requests (reference section 2)."""
     dp_size: int | None = None
+    ep_size: int | None = None
+    """``--ep-size``: the routed experts whole over this many ranks of the TP group
+    (:func:`expert_parallel_deployment`; None or 1: split by rows)."""
 
     @property
     def attn_dp(self) -> int:
@@ -594,7 +597,7 @@ def check_options(opts: SGLangOptions) -> None:
             "mem_fraction_static", f"{float(mfs):g} is not a fraction in (0, 1), e.g. 0.85"
         )
     for name in ("page_size", "context_length", "chunked_prefill_size", "cuda_graph_max_bs",
-                 "max_total_tokens", "max_running_requests", "dp_size"):
+                 "max_total_tokens", "max_running_requests", "dp_size", "ep_size"):
         value = getattr(opts, name)
         if value is not None and value < 1:
             raise SGLangConfigError.at(name, f"must be at least 1, not {value}")
@@ -1152,6 +1155,28 @@ def attention_tp(dep: Deployment, opts: SGLangOptions) -> int:
             "dp_size", f"{dp} does not divide --tp {dep.tp} (SGLang asserts tp % dp == 0)"
         )
     return dep.tp // dp
+
+
+def expert_parallel_deployment(dep: Deployment, opts: SGLangOptions) -> Deployment:
+    """``dep`` under ``--ep-size``: SGLang's MoE layers split the routed experts over ep of the
+    TP ranks and each expert over tp / ep (``moe_tp_size``); kvcalc takes ep = tp, whole
+    experts on every rank, as SGLang's launch lines for DeepSeek and MiniMax give it
+    (``--tp-size 8 --ep-size 8``). The shared experts stay split over tp (Qwen2MoE's and
+    MiniMax's shared_expert is a TP MLP, sglang #10852)."""
+    from dataclasses import replace
+
+    ep = opts.ep_size
+    if ep is None or ep == 1:
+        return dep
+    if dep.model.moe is None:
+        raise SGLangConfigError.at("ep_size", f"{dep.model.id} has no routed experts; drop it")
+    if ep != dep.tp:
+        raise SGLangConfigError(
+            f"{{ep_size}} {ep} is not {{tp}} {dep.tp}: kvcalc models expert parallelism over "
+            f"the whole TP group; give {{ep_size}} {dep.tp}, or drop it",
+            "ep_size", "tp",
+        )
+    return replace(dep, expert_parallel=True)
 
 
 def check_loads(dep: Deployment, opts: SGLangOptions) -> None:

@@ -338,6 +338,7 @@ class BatchSglangDocument(EngineDocument, SglangEngineInputs):
     kv_pool_bytes: int
     dsv4_pools: NotRequired[SglangDsv4Pools]
     dp_attention_ranks: NotRequired[int]
+    expert_parallel_ranks: NotRequired[int]
     draft_layers: NotRequired[int]
     mamba_slots_per_request: NotRequired[int]
     contexts: list[SglangContext]
@@ -1068,6 +1069,7 @@ VOCABULARY: dict[str, Term] = {
     ),
     "kv_pool_bytes": Term(B, "bytes of the engine's KV pool per rank (SGLang, TensorRT-LLM)"),
     "dp_attention_ranks": Term("", "SGLang's DP-attention ranks (--dp-size), each its own pool"),
+    "expert_parallel_ranks": Term("", "SGLang's --ep-size: ranks holding the routed experts whole"),
     "mamba_slots_per_request": Term("", "SGLang's state slots per running request (hybrids)"),
     "dsv4_pools": Term("", "DeepSeek-V4's SGLang pools (DSV4PoolConfigurator), one rank"),
     "bytes_per_full_token": Term(B, "SGLang's DeepSeek-V4 cost of one full-pool token"),

@@ -134,6 +134,10 @@ class SGLang(Engine):
               "DP attention (SGLang --enable-dp-attention --dp-size N): N attention ranks of "
               "the TP group, a pool each [default: off]",
               minimum=1, maximum=4096, **_OWN),
+        Input("ep_size", "count",
+              "expert parallelism (SGLang --ep-size N): the routed experts whole over the N "
+              "ranks of the TP group, N = tp; shared experts stay split [default: 1]",
+              minimum=1, maximum=4096, **_OWN),
         Input("speculative_algorithm", "text",
               "EAGLE or NEXTN: the model's MTP layers draft, their KV priced into the cell "
               "(0.5.14+) [default: none]", metavar="NAME", **_OWN),
@@ -199,12 +203,16 @@ class SGLang(Engine):
             max_running_requests=given.get("max_running_requests"),
             enable_dp_attention=(given.get("dp_size") or 1) > 1,
             dp_size=given.get("dp_size"),
+            ep_size=given.get("ep_size"),
             speculative_algorithm=speculative(given.get("speculative_algorithm")),
         )
 
     def pool(self, dep: Deployment, options: SGLangOptions | None = None) -> SGLangTokenPool:
         """SGLang's pool(s) for ``dep`` (the default release's unless ``options`` say)."""
-        return SGLangTokenPool(dep, options if options is not None else self.engine_options({}))
+        from kvcalc.engine.sglang import expert_parallel_deployment
+
+        opts = options if options is not None else self.engine_options({})
+        return SGLangTokenPool(expert_parallel_deployment(dep, opts), opts)
 
 
 def ssm_dtype(text: str | None) -> str | None:
@@ -368,6 +376,9 @@ def sglang_payload(
     if result.dp_size > 1:
         # Only DP attention's payloads carry it: the pool figures are one DP rank's.
         payload["dp_attention_ranks"] = result.dp_size
+    if dep.expert_parallel:
+        # Only --ep-size's payloads carry it: the routed experts whole over these ranks.
+        payload["expert_parallel_ranks"] = dep.moe_ranks
     if result.cells.draft_layers:
         payload["draft_layers"] = result.cells.draft_layers
     slots_each = getattr(result, "mamba_slots_per_request", None)
@@ -543,6 +554,11 @@ def sglang_lines(
             [f"DP attention: {result.dp_size} ranks of attention tp {dep.tp // result.dp_size}, "
              "each with the pools below for its own requests"]
             if result.dp_size > 1 else []
+        ),
+        *(
+            [f"Expert parallelism: the routed experts whole over {dep.moe_ranks} ranks "
+             "(--ep-size), the shared experts split over tp"]
+            if dep.expert_parallel else []
         ),
         *setup.layout_notes,
         *total_note(dep, memory),
