@@ -662,3 +662,23 @@ def test_expert_parallelism_is_read_and_sizes_the_weights(runner: CliRunner) -> 
         return max(s.bytes_per_gpu for s in weights_per_gpu(spec, spec.checkpoint, 8, 1, 8, ep))
 
     assert weights == per_gpu(True) != per_gpu(False)
+
+
+def test_sglang_ep_size_is_read_and_ignored_where_nothing_splits(runner: CliRunner,
+                                                                  tmp_path: Path) -> None:
+    # SGLang's server_args print ep_size (ep_size=1 in the 0.4.1 H100 log); a dense model has
+    # no routed experts to hold whole, so --ep-size 8 there changes nothing, and says so.
+    from kvcalc.calibration.sglang_log import parse_sglang_log
+
+    name = "sglang-0.4.1-llama3.1-8b-h100-tp1.log"
+    text = (LOGS / name).read_text()
+    assert "ep_size=1," in text
+    assert parse_sglang_log(log_lines(text)).ep == 1
+    path = tmp_path / name
+    path.write_text(text.replace("ep_size=1,", "ep_size=8,"))
+    assert parse_sglang_log(log_lines(path.read_text())).ep == 8
+    plain = json.loads(run(runner, *calibrate_args(name, "--format", "json")).stdout)
+    result = run(runner, "calibrate", str(path), "--gpus", "h100", "--format", "json")
+    doc = json.loads(result.stdout)
+    assert any("--ep-size 8 splits nothing here" in n for n in doc["notes"])
+    assert doc["kv_cache_tokens_kvcalc"] == plain["kv_cache_tokens_kvcalc"]

@@ -540,6 +540,7 @@ def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
         DEFAULT_VERSION,
         SGLangOptions,
         SGLangPool,
+        expert_parallel_deployment,
         sglang_pool,
         sglang_version,
     )
@@ -566,6 +567,16 @@ def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
         else None,
         cuda_graph_max_bs=log.cuda_graph_max_bs,
     )
+    notes: list[str] = []
+    if (log.ep or 1) > 1:
+        # Whole experts a rank (expert_parallel_deployment); nothing to split without routed
+        # experts or with one rank.
+        if spec.moe is not None and dep.tp > 1:
+            base = replace(base, ep_size=log.ep)
+            dep = expert_parallel_deployment(dep, base)
+        else:
+            notes.append(f"the log's --ep-size {log.ep} splits nothing here (no routed experts, "
+                         "or one rank): ignored")
     estimate = sglang_pool(dep, base)
     mfs = log.mem_fraction_static
 
@@ -620,10 +631,11 @@ def compare_sglang(log: SGLangLog, spec: ModelSpec, gpus: GpuSet,
         inputs["kv_dtype"] = kv_dtype
     if weight_dtype is not None:
         inputs["weight_dtype"] = weight_dtype
-    notes = [] if release else [
-        f"the log states no SGLang release: the default share is SGLang {version}'s rule "
-        "(give --release)"
-    ]
+    if base.ep_size:
+        inputs["ep_size"] = base.ep_size
+    if not release:
+        notes.append(f"the log states no SGLang release: the default share is SGLang "
+                     f"{version}'s rule (give --release)")
     rank_terms = ("free_before_load", "free_after_load", "weights")
     return Comparison(
         engine=ENGINE.name, release=release, rules=f"SGLang {version}", model=spec, gpus=gpus,

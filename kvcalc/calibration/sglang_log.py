@@ -28,7 +28,7 @@ _ARG = {
     name: re.compile(rf"\b{name}=('?)([^,')]*)\1")
     for name in ("model_path", "tp_size", "pp_size", "dp_size", "mem_fraction_static",
                  "page_size", "kv_cache_dtype", "context_length", "max_total_tokens",
-                 "chunked_prefill_size", "cuda_graph_max_bs", "enable_dp_attention")
+                 "chunked_prefill_size", "cuda_graph_max_bs", "enable_dp_attention", "ep_size")
 }
 _BEFORE = re.compile(r"Load weight begin\. avail mem=(\d+(?:\.\d+)?) GB")
 _AFTER = re.compile(r"Load weight end\..*?avail mem=(\d+(?:\.\d+)?) GB")
@@ -67,6 +67,8 @@ class SGLangLog:
     tp: int | None
     pp: int | None
     dp: int | None
+    ep: int | None
+    """``ep_size``: the routed experts whole over this many ranks (None or 1: split by rows)."""
     mem_fraction_static: Fraction | None
     page_size: int | None
     kv_cache_dtype: str | None
@@ -146,6 +148,7 @@ def parse_sglang_log(lines: list[LogLine]) -> SGLangLog:
         tp=_int(_arg(args, "tp_size")),
         pp=_int(_arg(args, "pp_size")),
         dp=_int(_arg(args, "dp_size")),
+        ep=_int(_arg(args, "ep_size")),
         mem_fraction_static=None if mfs is None else Fraction(mfs),
         page_size=_int(_arg(args, "page_size")),
         kv_cache_dtype=_arg(args, "kv_cache_dtype"),
