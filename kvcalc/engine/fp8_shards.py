@@ -28,8 +28,9 @@ SGLang, read in the wheels (``Fp8LinearMethod.validate_block_quant_shapes`` and
 0.5.23; ``ColumnParallelLinear`` and ``QKVParallelLinear``, layers/linear.py): the row-parallel
 check as vLLM's; every output partition of a split column layer checked in every release, as
 vLLM up to 0.13; the routed experts' rows as vLLM before 0.29, never refined (ROCm's aiter
-path pads the rows instead, not modelled). Under DP attention the attention layers split over
-tp / dp ranks, the rest over tp. The Gated DeltaNet's own column projections state no matrix
+path pads the rows instead, not modelled); ``--ep-size`` holds them whole, and its shared
+experts stay split over tp. Under DP attention the attention layers split over tp / dp ranks,
+the rest over tp. The Gated DeltaNet's own column projections state no matrix
 shape in kvcalc and are not checked (sglang #19045: Qwen3.5-397B-A17B-FP8 at TP 8 stops on one,
 "output_partition_size = 8").
 
