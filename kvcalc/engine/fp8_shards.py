@@ -9,8 +9,8 @@ vLLM, read in the wheels (``Fp8LinearMethod.create_weights`` / ``validate_fp8_bl
 vllm/model_executor/layers/quantization/fp8.py and utils/fp8_utils.py of 0.10.2, 0.13.0, 0.14.0,
 0.19.0, 0.27.1, 0.28.0, 0.29.0 and 0.34.0; ``ColumnParallelLinear``, layers/linear.py):
 
-- **row-parallel layers** (o_proj, down_proj, a Gated DeltaNet's out_proj: TP splits the
-  inputs): the rank's inputs a multiple of ``block_k`` ("Weight input_size_per_partition = 64
+- **row-parallel layers** (o_proj, down_proj: TP splits the inputs): the rank's inputs a
+  multiple of ``block_k`` ("Weight input_size_per_partition = 64
   is not divisible by weight quantization block_k = 128"), every release;
 - **column-parallel layers** (q/k/v, gate/up): each output partition a multiple of ``block_n``
   up to 0.13; from 0.14 a merged layer with a partition off the tiles is let through
@@ -30,9 +30,11 @@ check as vLLM's; every output partition of a split column layer checked in every
 vLLM up to 0.13; the routed experts' rows as vLLM before 0.29, never refined (ROCm's aiter
 path pads the rows instead, not modelled); ``--ep-size`` holds them whole, and its shared
 experts stay split over tp. Under DP attention the attention layers split over tp / dp ranks,
-the rest over tp. The Gated DeltaNet's own column projections state no matrix
-shape in kvcalc and are not checked (sglang #19045: Qwen3.5-397B-A17B-FP8 at TP 8 stops on one,
-"output_partition_size = 8").
+the rest over tp.
+
+Not checked, in either engine: a Gated DeltaNet's projections (in_proj, out_proj), which
+kvcalc describes without a matrix shape (sglang #19045: Qwen3.5-397B-A17B-FP8 at TP 8 stops on
+its in_proj_ba in SGLang, "output_partition_size = 8").
 
 Public reports: Qwen3.6-35B-A3B-FP8 at TP 8 fails on its 512-row shared expert (64 a rank;
 vllm PR #52915, 2026-08), Qwen3-Next-80B-A3B-FP8 at TP 8 on its 512 expert rows in SGLang

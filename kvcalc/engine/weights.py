@@ -158,7 +158,7 @@ def encoder_tensors(enc: VisionEncoder) -> tuple[Tensor, ...]:
     projector_bias = sum(out for _, out in enc.projector) if enc.projector_bias else 0
     outer = stem + enc.outer_norms * norm + enc.projector_norm + projector_bias
     tensors = (
-        *(Tensor(t.role, t.units, t.per_unit * enc.layers, t.cols, t.split_cols) for t in block),
+        *(t._replace(per_unit=t.per_unit * enc.layers) for t in block),
         replicated("encoder", outer),
         *(linear("encoder", 1, outputs, inputs) for inputs, outputs in enc.projector),
     )
