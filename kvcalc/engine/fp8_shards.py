@@ -166,50 +166,47 @@ def _smaller_tp(dep: Deployment, loads: Callable[[int, int], bool]) -> str | Non
     return None if smaller is None else f"{{tp}} {smaller}"
 
 
-def vllm_shard_refusal(dep: Deployment, version: tuple[int, int, int]) -> str | None:
-    """Why vLLM ``version`` cannot load ``dep``'s block-FP8 weights at its tp (None: it can),
-    with the fix: a tp that loads, expert parallelism, or the release that refines the experts'
-    tiles. A template naming those inputs (``{tp}``)."""
+def shard_refusal(
+    dep: Deployment, rules: ShardRules, expert_fix: str,
+    refining: tuple[ShardRules, str] | None = None,
+) -> str | None:
+    """Why the engine of ``rules`` cannot load ``dep``'s block-FP8 weights at its tp (None: it
+    can), with the fixes: a smaller tp that loads and, where only the experts' rows fail,
+    ``expert_fix`` (whole experts a rank) and a release whose ``refining`` rules refine the
+    tiles (that release's rules and the fix). A template naming those inputs (``{tp}``)."""
     weights = _tiled(dep)
     if weights is None:
         return None
-    rules = vllm_rules(version)
 
-    def why(tp: int, moe_ranks: int, rules: ShardRules = rules) -> str | None:
-        return layer_shard_refusal(dep.model, weights, tp, rules) or expert_rows_refusal(
+    def experts(tp: int, moe_ranks: int, rules: ShardRules = rules) -> str | None:
+        return expert_rows_refusal(
             dep.model, weights, moe_ranks, tp, dep.expert_parallel, rules
         )
 
-    reason = why(dep.tp, dep.moe_ranks)
+    layer = layer_shard_refusal(dep.model, weights, dep.tp, rules)
+    reason = layer or experts(dep.tp, dep.moe_ranks)
     if reason is None:
         return None
-    fixes = [f for f in [_smaller_tp(dep, lambda t, r: why(t, r) is None)] if f]
-    if layer_shard_refusal(dep.model, weights, dep.tp, rules) is None:
-        if dep.model.moe is not None and not dep.expert_parallel:
-            fixes.append("{enable_expert_parallel} (whole experts a rank)")
-        refined = why(dep.tp, dep.moe_ranks, vllm_rules(EXPERT_REFINE_SINCE)) is None
-        if not rules.refines_experts and refined:
-            fixes.append("{vllm_version} 0.29 or later (it refines the tiles)")
+    fixes = [f for f in [_smaller_tp(dep, lambda t, r: (
+        layer_shard_refusal(dep.model, weights, t, rules) or experts(t, r)) is None)] if f]
+    if layer is None:  # only the experts' rows fail, so they split under no expert parallelism
+        fixes.append(expert_fix)
+        if refining is not None and experts(dep.tp, dep.moe_ranks, refining[0]) is None:
+            fixes.append(refining[1])
     return _refusal(dep, rules, reason, fixes)
+
+
+def vllm_shard_refusal(dep: Deployment, version: tuple[int, int, int]) -> str | None:
+    """:func:`shard_refusal` under vLLM ``version``'s rules: the fixes a tp that loads,
+    ``--enable-expert-parallel``, or 0.29, which refines the experts' tiles."""
+    rules = vllm_rules(version)
+    refining = None if rules.refines_experts else (
+        vllm_rules(EXPERT_REFINE_SINCE), "{vllm_version} 0.29 or later (it refines the tiles)"
+    )
+    return shard_refusal(dep, rules, "{enable_expert_parallel} (whole experts a rank)", refining)
 
 
 def sglang_shard_refusal(dep: Deployment, rules: ShardRules) -> str | None:
-    """Why SGLang cannot load ``dep``'s block-FP8 weights at its tp (None: it can), with the
-    fix: a tp that loads, or expert parallelism where only the experts' rows fail. A template
-    naming ``{tp}`` and ``{ep_size}``."""
-    weights = _tiled(dep)
-    if weights is None:
-        return None
-
-    def why(tp: int, moe_ranks: int) -> str | None:
-        return layer_shard_refusal(dep.model, weights, tp, rules) or expert_rows_refusal(
-            dep.model, weights, moe_ranks, tp, dep.expert_parallel, rules
-        )
-
-    reason = why(dep.tp, dep.moe_ranks)
-    if reason is None:
-        return None
-    fixes = [f for f in [_smaller_tp(dep, lambda t, r: why(t, r) is None)] if f]
-    if layer_shard_refusal(dep.model, weights, dep.tp, rules) is None and not dep.expert_parallel:
-        fixes.append(f"{{ep_size}} {dep.tp} (whole experts a rank)")
-    return _refusal(dep, rules, reason, fixes)
+    """:func:`shard_refusal` under SGLang's ``rules``: the fixes a tp that loads, or
+    ``--ep-size`` equal to it (``{ep_size}``)."""
+    return shard_refusal(dep, rules, f"{{ep_size}} {dep.tp} (whole experts a rank)")

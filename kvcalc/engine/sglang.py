@@ -1163,8 +1163,6 @@ def expert_parallel_deployment(dep: Deployment, opts: SGLangOptions) -> Deployme
     experts on every rank, as SGLang's launch lines for DeepSeek and MiniMax give it
     (``--tp-size 8 --ep-size 8``). The shared experts stay split over tp (Qwen2MoE's and
     MiniMax's shared_expert is a TP MLP, sglang #10852)."""
-    from dataclasses import replace
-
     ep = opts.ep_size
     if ep is None or ep == 1:
         return dep
