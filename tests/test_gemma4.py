@@ -451,3 +451,13 @@ def test_gemma_4_s_clamped_windows_keep_full_graphs_under_the_composite_backend(
     assert mm_prefix_backend(vllm_release("0.30"), model, (9, 0)) == "TRITON_FLASH_ATTN"
     assert full_decode_graphs(model, vllm_release("0.33"), (9, 0))
     assert not full_decode_graphs(registry_model("gemma3-4b"), vllm_release("0.33"), (9, 0))
+
+
+@pytest.mark.parametrize("model_id", ["gemma-4-e2b", "gemma-4-e4b", "gemma-4-26b-a4b",
+                                      "gemma-4-31b"])
+def test_every_gemma_4_tower_states_what_the_import_gives(model_id: str) -> None:
+    # The HF import gives every Gemma 4 tower vLLM's 2,496-token largest item and its clamped
+    # windows (gemma4_mm.py, gemma4.py); the registry entries state the same.
+    vision = registry_model(model_id).vision
+    assert vision is not None
+    assert (vision.max_item_tokens, vision.prefix_window_clamped) == (2496, True)
